@@ -1,0 +1,64 @@
+"""`ptxforge` command line: one subcommand per module in this package.
+
+Each subcommand module exposes `register(subparsers)`, which adds its parser and sets `func`.
+User mistakes print `FILE:LINE:COL: error: ...` and exit 1; they never show a Python traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Subcommand modules, in the order `--help` lists them.
+COMMANDS = ("fmt", "check", "retarget", "run", "demo", "pipeline_cmd")
+
+
+class UserError(Exception):
+    """A mistake the user can fix; the CLI prints it without a traceback and exits 1."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ptxforge",
+        description="PTX-level GPU programming from Python: format, check, retarget and run PTX.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            mod = importlib.import_module(f"ptxforge.cli.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"ptxforge.cli.{name}":
+                continue  # a subcommand not built yet
+            raise
+        mod.register(sub)
+    return parser
+
+
+def _version() -> str:
+    from ptxforge import __version__
+
+    return f"ptxforge {__version__}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 1
+    try:
+        return int(args.func(args) or 0)
+    except UserError as e:
+        print(f"ptxforge: error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        print("ptxforge: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Errors the emulator raises: each names the PTX line, the thread and the block involved."""
+
+from __future__ import annotations
+
+
+class EmulatorError(Exception):
+    """Base class: a kernel could not be emulated or failed while running."""
+
+
+class UnsupportedInstruction(EmulatorError):
+    """An instruction (or a form of it) the emulator does not implement."""
+
+
+class MemoryFault(EmulatorError):
+    """An out-of-bounds, misaligned or otherwise invalid memory access (never a host crash)."""
+
+    def __init__(self, message: str, *, kind: str = "out-of-bounds", address: int | None = None,
+                 size: int | None = None, thread=None, block=None, ptx_line=None, instruction: str = ""):
+        super().__init__(message)
+        self.kind = kind
+        self.address = address
+        self.size = size
+        self.thread = thread
+        self.block = block
+        self.ptx_line = ptx_line
+        self.instruction = instruction
+
+
+class KernelTrap(EmulatorError):
+    """The kernel executed `trap` (or an assertion failed through __assertfail)."""
+
+
+class WatchdogTimeout(EmulatorError):
+    """The kernel made no progress: a deadlock at barriers/warp syncs or a spin past the time limit."""
+
+
+class LaunchError(EmulatorError, ValueError):
+    """A launch was rejected before anything ran (bad configuration or arguments)."""

@@ -1,0 +1,52 @@
+"""Errors of the PTX front end, each pointing at FILE:LINE:COL with the source line and a caret."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem at one place: `FILE:LINE:COL: error: message` plus the source line and a caret."""
+
+    file: str
+    line: int
+    col: int
+    message: str
+    severity: str = "error"
+    source_line: str = ""
+
+    def format(self) -> str:
+        head = f"{self.file}:{self.line}:{self.col}: {self.severity}: {self.message}"
+        if not self.source_line:
+            return head
+        line = self.source_line.replace("\t", " ")
+        return f"{head}\n  {line}\n  {' ' * max(0, self.col - 1)}^"
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+class PTXError(Exception):
+    """Base class of ptxforge's PTX errors; `.diagnostics` holds every problem found, in source order."""
+
+    def __init__(self, diagnostics: list[Diagnostic]):
+        self.diagnostics = sorted(diagnostics, key=lambda d: (d.file, d.line, d.col))
+        first = self.diagnostics[0]
+        self.file, self.line, self.col, self.msg = first.file, first.line, first.col, first.message
+        super().__init__(self.format())
+
+    def format(self) -> str:
+        n = len(self.diagnostics)
+        text = "\n".join(d.format() for d in self.diagnostics)
+        if n > 1:
+            text += f"\n{n} errors"
+        return text
+
+
+class PTXSyntaxError(PTXError):
+    """The text is not well-formed PTX."""
+
+
+class PTXValidationError(PTXError):
+    """Well-formed PTX that breaks a rule: types, declarations, labels, target or ISA version."""

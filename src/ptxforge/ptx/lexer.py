@@ -1,0 +1,57 @@
+"""Tokens of PTX: one compiled regular expression, offsets kept so spans resolve lazily."""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+# Kinds (strings, so a token is a cheap tuple): word, num, str, punct, bad
+_TOKEN_RE = re.compile(
+    r"""
+    (?P<ws>[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/)
+  | (?P<num>0[fF][0-9a-fA-F]{8}(?![\w$])|0[dD][0-9a-fA-F]{16}(?![\w$])
+        |[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+
+        |0[xX][0-9a-fA-F]+U?|0[bB][01]+U?|[0-9]+U?)
+  | (?P<word>\.?[A-Za-z_$%][\w$]*(?:(?:\.|::)[\w$]+)*)
+  | (?P<str>"(?:[^"\\\n]|\\.)*")
+  | (?P<punct>[{}\[\]();,:<>@!|+\-*/=~&^?])
+  | (?P<bad>/\*|.)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+
+class SourceText:
+    """The text being parsed, with line starts for offset -> (line, col) lookups."""
+
+    __slots__ = ("text", "_starts")
+
+    def __init__(self, text: str):
+        self.text = text
+        self._starts: list[int] | None = None
+
+    def line_col(self, offset: int) -> tuple[int, int]:
+        if self._starts is None:
+            self._starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        i = bisect.bisect_right(self._starts, offset) - 1
+        return i + 1, offset - self._starts[i] + 1
+
+    def line_text(self, line: int) -> str:
+        if self._starts is None:
+            self.line_col(0)
+        starts = self._starts
+        if not 1 <= line <= len(starts):
+            return ""
+        end = starts[line] - 1 if line < len(starts) else len(self.text)
+        return self.text[starts[line - 1]:end].rstrip("\r")
+
+
+def tokenize(text: str, start: int = 0, end: int | None = None) -> list[tuple[str, str, int]]:
+    """(kind, text, offset) for every token in text[start:end], whitespace and comments dropped."""
+    if end is None:
+        end = len(text)
+    return [
+        (m.lastgroup, m.group(), m.start())
+        for m in _TOKEN_RE.finditer(text, start, end)
+        if m.lastgroup != "ws"
+    ]

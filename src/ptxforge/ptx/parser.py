@@ -1,0 +1,768 @@
+"""A hand-written recursive-descent parser from PTX text to the IR in `ptx.ir`.
+
+It knows PTX's grammar, not its opcodes: an instruction is a dotted mnemonic and operands, and the
+ISA table decides what the mnemonic means. Every syntax error is collected (the parser resumes at
+the next `;` or `}`) and raised together as one `PTXSyntaxError`.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from ptxforge.ptx import ir
+from ptxforge.ptx.errors import Diagnostic, PTXSyntaxError
+from ptxforge.ptx.lexer import SourceText, tokenize
+
+SPECIAL_REGISTERS = frozenset(
+    """%tid %ntid %ctaid %nctaid %laneid %warpid %nwarpid %smid %nsmid %gridid %clock %clock_hi %clock64
+    %lanemask_eq %lanemask_le %lanemask_lt %lanemask_ge %lanemask_gt %globaltimer %globaltimer_lo
+    %globaltimer_hi %total_smem_size %aggr_smem_size %dynamic_smem_size %cluster_ctaid %cluster_nctaid
+    %cluster_ctarank %cluster_nctarank %clusterid %nclusterid %is_explicit_cluster %current_graph_exec
+    %reserved_smem_offset_begin %reserved_smem_offset_end %reserved_smem_offset_cap
+    %reserved_smem_offset_0 %reserved_smem_offset_1 %pm0 %pm1 %pm2 %pm3 %pm4 %pm5 %pm6 %pm7
+    %pm0_64 %pm1_64 %pm2_64 %pm3_64 %pm4_64 %pm5_64 %pm6_64 %pm7_64""".split()
+) | frozenset(f"%envreg{i}" for i in range(32))
+
+LINKAGES = frozenset((".visible", ".extern", ".weak", ".common"))
+VAR_SPACES = frozenset((".global", ".const", ".shared", ".local", ".param", ".tex", ".reg"))
+PERF_DIRECTIVES = frozenset(
+    """.maxntid .reqntid .minnctapersm .maxnctapersm .maxnreg .reqnctapercluster .explicitcluster
+    .maxclusterrank .noreturn .blocksareclusters .abi_preserve .abi_preserve_control""".split()
+)
+
+
+class _Recover(Exception):
+    """Raised after recording a syntax error, to resume at the next statement."""
+
+
+class Parser:
+    """Parses one PTX text; use `parse()`."""
+
+    def __init__(self, text: str, filename: str):
+        self.src = SourceText(text)
+        self.text = text
+        self.file = filename
+        self.errors: list[Diagnostic] = []
+        self.toks = self._tokenize_outside_sections()
+        self.i = 0
+        self.regs: set[str] = set()  # register names declared in the function being parsed
+        self.layout: dict = {}  # id(node) -> (node, start, end[, head_end, close_start])
+
+    # ------------------------------------------------------------------ tokens
+
+    def _tokenize_outside_sections(self):
+        """Tokens of the text, except DWARF `.section` bodies, which become one ('section', body) token."""
+        text, out, pos = self.text, [], 0
+        while True:
+            k = text.find(".section", pos)
+            if k < 0:
+                out += tokenize(text, pos)
+                return out
+            out += tokenize(text, pos, k)
+            ob = text.find("{", k)
+            cb = text.find("}", ob + 1) if ob >= 0 else -1
+            head = text[k + 8:ob] if ob >= 0 else ""
+            if ob < 0 or cb < 0 or len(head.split()) != 1 or any(c in head for c in ";}{"):
+                out.append(("word", ".section", k))  # malformed: let the parser report it
+                pos = k + 8
+                continue
+            out.append(("section", head.strip(), k))
+            out.append(("sectionbody", text[ob + 1:cb], ob + 1))
+            out.append(("punct", "}", cb))
+            pos = cb + 1
+
+    def end_offset(self) -> int:
+        """Offset just past the last consumed token."""
+        t = self.toks[self.i - 1]
+        return t[2] + len(t[1])
+
+    def mark(self, node, start: int, *extra: int) -> None:
+        self.layout[id(node)] = (node, start, self.end_offset(), *extra)
+
+    def peek(self, ahead: int = 0):
+        j = self.i + ahead
+        return self.toks[j] if j < len(self.toks) else ("eof", "", len(self.text))
+
+    def next(self):
+        t = self.peek()
+        self.i += 1
+        return t
+
+    def at(self, value: str) -> bool:
+        return self.peek()[1] == value
+
+    def accept(self, value: str) -> bool:
+        if self.peek()[1] == value:
+            self.i += 1
+            return True
+        return False
+
+    def expect(self, value: str, what: str = ""):
+        t = self.peek()
+        if t[1] != value:
+            self.fail(t, f"expected '{value}'{what}, found {self.describe(t)}")
+        self.i += 1
+        return t
+
+    def span(self, tok) -> ir.Span:
+        return ir.Span.at(self.file, self.src, tok[2])
+
+    @staticmethod
+    def describe(tok) -> str:
+        kind, val, _ = tok
+        if kind == "eof":
+            return "end of file"
+        return f"'{val}'" if len(val) <= 40 else f"'{val[:37]}...'"
+
+    def fail(self, tok, message: str):
+        line, col = self.src.line_col(tok[2])
+        self.errors.append(Diagnostic(self.file, line, col, message, source_line=self.src.line_text(line)))
+        raise _Recover
+
+    def recover(self, stop_at_brace: bool = True):
+        """Skip to just after the next ';' (or stop before a '}' that closes the current scope)."""
+        depth = 0
+        while True:
+            kind, val, _ = self.peek()
+            if kind == "eof":
+                return
+            if val == "{":
+                depth += 1
+            elif val == "}":
+                if depth == 0:
+                    if stop_at_brace:
+                        return
+                else:
+                    depth -= 1
+            elif val == ";" and depth == 0:
+                self.i += 1
+                return
+            self.i += 1
+
+    def word(self, what: str):
+        t = self.peek()
+        if t[0] != "word":
+            self.fail(t, f"expected {what}, found {self.describe(t)}")
+        self.i += 1
+        return t
+
+    def integer(self, what: str = "an integer") -> int:
+        neg = self.accept("-")
+        t = self.peek()
+        if t[0] != "num":
+            self.fail(t, f"expected {what}, found {self.describe(t)}")
+        v = _int_value(t[1])
+        if v is None:
+            self.fail(t, f"expected {what}, found {self.describe(t)}")
+        self.i += 1
+        return -v if neg else v
+
+    # ------------------------------------------------------------------ module
+
+    def parse_module(self) -> ir.Module:
+        version, target, address_size = (0, 0), None, None
+        items: list = []
+        while self.peek()[0] != "eof":
+            start = self.i
+            try:
+                tok = self.peek()
+                val = tok[1]
+                if val == ".version":
+                    self.i += 1
+                    version = self.parse_version()
+                    self.layout["version"] = (version, tok[2], self.end_offset())
+                elif val == ".target":
+                    self.i += 1
+                    target = self.parse_target(tok)
+                    self.layout["target"] = (target, tok[2], self.end_offset())
+                elif val == ".address_size":
+                    self.i += 1
+                    address_size = self.integer("an address size")
+                    if address_size not in (32, 64):
+                        self.fail(tok, f".address_size must be 32 or 64, not {address_size}")
+                    self.layout["address_size"] = (address_size, tok[2], self.end_offset())
+                else:
+                    item = self.parse_toplevel()
+                    if type(item) is not ir.Function:  # functions mark themselves
+                        self.mark(item, tok[2])
+                    items.append(item)
+            except _Recover:
+                if self.i == start:
+                    self.i += 1
+                self.recover(stop_at_brace=False)
+                if self.at("}"):
+                    self.i += 1
+        if version == (0, 0) and not self.errors:
+            self.fail_soft((0, "", 0), "missing .version directive (every PTX module starts with one)")
+        if target is None and not self.errors:
+            self.fail_soft((0, "", 0), "missing .target directive")
+        if self.errors:
+            raise PTXSyntaxError(self.errors)
+        return ir.Module(version, target, address_size, tuple(items), filename=self.file,
+                         source=self.text, layout=self.layout)
+
+    def fail_soft(self, tok, message):
+        try:
+            self.fail(tok, message)
+        except _Recover:
+            pass
+
+    def parse_version(self) -> tuple[int, int]:
+        t = self.peek()
+        if t[0] != "num" or "." not in t[1] or not t[1].replace(".", "").isdigit():
+            self.fail(t, f"expected a version like 8.5, found {self.describe(t)}")
+        self.i += 1
+        major, minor = t[1].split(".")
+        return int(major), int(minor or 0)
+
+    def parse_target(self, tok) -> ir.Target:
+        names = [self.word("a target such as sm_90a")[1]]
+        while self.accept(","):
+            names.append(self.word("a target")[1])
+        return ir.Target(tuple(names), self.span(tok))
+
+    def parse_toplevel(self):
+        tok = self.peek()
+        kind, val, _ = tok
+        if kind == "section":
+            self.i += 1
+            lines = tuple(ln.strip() for ln in self.next()[1].split("\n") if ln.strip())
+            self.i += 1
+            return ir.Section(val, lines, self.span(tok))
+        if val == ".file":
+            self.i += 1
+            return self.parse_file_directive(tok)
+        if val == ".pragma":
+            self.i += 1
+            return self.parse_pragma(tok)
+        linkage = None
+        if val in LINKAGES:
+            linkage = val
+            self.i += 1
+            val = self.peek()[1]
+        if val in (".entry", ".func"):
+            return self.parse_function(linkage, tok)
+        if val in VAR_SPACES or val == ".align" or val.startswith(".attribute"):
+            var = self.parse_variable(linkage, tok)
+            self.expect(";", " after the variable declaration")
+            return var
+        self.fail(self.peek(), f"expected a directive, .entry, .func or a variable, found {self.describe(self.peek())}")
+
+    def parse_file_directive(self, tok) -> ir.FileDirective:
+        index = self.integer("a file index")
+        t = self.peek()
+        if t[0] != "str":
+            self.fail(t, f"expected a quoted file name, found {self.describe(t)}")
+        self.i += 1
+        extra = []
+        while self.accept(","):
+            extra.append(str(self.integer("a timestamp or size")))
+        return ir.FileDirective(index, _unquote(t[1]), ", ".join(extra), self.span(tok))
+
+    def parse_pragma(self, tok) -> ir.Pragma:
+        parts = []
+        while True:
+            t = self.peek()
+            if t[0] != "str":
+                self.fail(t, f"expected a quoted pragma, found {self.describe(t)}")
+            self.i += 1
+            parts.append(t[1])
+            if not self.accept(","):
+                break
+        self.expect(";", " after .pragma")
+        return ir.Pragma(", ".join(parts), self.span(tok))
+
+    # ------------------------------------------------------------------ functions
+
+    def parse_function(self, linkage, start_tok) -> ir.Function:
+        kind = self.next()[1][1:]
+        returns: tuple = ()
+        if kind == "func" and self.at("("):
+            returns = self.parse_params()
+        name = self.word("a function name")[1]
+        self.regs = set()
+        params = self.parse_params() if self.at("(") else ()
+        directives = []
+        while self.peek()[1] in PERF_DIRECTIVES or self.peek()[1] == ".pragma":
+            d = self.next()
+            if d[1] == ".pragma":
+                pr = self.parse_pragma(d)
+                directives.append((".pragma", (pr.text,)))
+                continue
+            nums = []
+            if self.peek()[0] == "num":
+                nums.append(self.integer())
+                while self.accept(","):
+                    nums.append(self.integer())
+            directives.append((d[1], tuple(nums)))
+        for p in params + returns:
+            if p.space == ".reg":
+                self.regs.add(p.name)
+        head_end = close = 0
+        if self.accept(";"):
+            body = None
+        else:
+            self.expect("{", f" to open the body of {name}")
+            head_end = self.end_offset()
+            body = self.parse_body()
+            close = self.toks[self.i - 1][2]
+        self.regs = set()
+        f = ir.Function(kind, name, params, returns, linkage, tuple(directives), body, self.span(start_tok))
+        self.mark(f, start_tok[2], head_end, close)
+        return f
+
+    def parse_params(self) -> tuple[ir.Param, ...]:
+        self.expect("(")
+        params = []
+        if self.accept(")"):
+            return ()
+        while True:
+            params.append(self.parse_param())
+            if self.accept(")"):
+                return tuple(params)
+            self.expect(",", " or ')' between parameters")
+
+    def parse_param(self) -> ir.Param:
+        tok = self.peek()
+        space = self.word("'.param' or '.reg'")[1]
+        if space not in (".param", ".reg"):
+            self.fail(tok, f"expected '.param' or '.reg', found '{space}'")
+        ty = align = ptr_space = ptr_align = vector = None
+        ptr = False
+        while True:
+            t = self.peek()
+            v = t[1]
+            if v == ".align":
+                self.i += 1
+                if ptr:
+                    ptr_align = self.integer("an alignment")
+                else:
+                    align = self.integer("an alignment")
+            elif v == ".ptr":
+                self.i += 1
+                ptr = True
+            elif v in ir.ALL_TYPES:
+                self.i += 1
+                ty = v
+            elif v in (".v2", ".v4", ".v8"):
+                self.i += 1
+                vector = int(v[2:])
+            elif ptr and v in (".global", ".shared", ".const", ".local", ".shared::cta", ".shared::cluster"):
+                self.i += 1
+                ptr_space = v
+            else:
+                break
+        if ty is None:
+            self.fail(self.peek(), f"expected a parameter type, found {self.describe(self.peek())}")
+        name = self.word("a parameter name")
+        array = self.parse_dims()
+        return ir.Param(space, ty, name[1], array, align, ptr_space, ptr_align, vector, self.span(name))
+
+    def parse_dims(self) -> tuple:
+        dims = []
+        while self.accept("["):
+            if self.accept("]"):
+                dims.append(None)
+                continue
+            dims.append(self.integer("an array size"))
+            self.expect("]")
+        return tuple(dims)
+
+    # ------------------------------------------------------------------ bodies
+
+    def parse_body(self) -> tuple:
+        """Statements up to and including the closing '}'."""
+        out = []
+        while True:
+            tok = self.peek()
+            kind, val, _ = tok
+            if val == "}":
+                self.i += 1
+                return tuple(out)
+            if kind == "eof":
+                self.fail(tok, "unexpected end of file: missing '}'")
+            start = self.i
+            try:
+                st = self.parse_statement(tok)
+                if type(st) is list:
+                    out.extend(st)
+                    for d in st:
+                        self.mark(d, tok[2])
+                elif st is not None:
+                    out.append(st)
+                    if type(st) is ir.Block:
+                        self.mark(st, tok[2], tok[2] + 1, self.toks[self.i - 1][2])
+                    else:
+                        self.mark(st, tok[2])
+            except _Recover:
+                if self.i == start:
+                    self.i += 1
+                self.recover()
+
+    def parse_statement(self, tok):
+        kind, val, _ = tok
+        if kind == "word":
+            nxt = self.peek(1)[1]
+            if nxt == ":" and not val.startswith("."):
+                self.i += 2
+                if self.peek()[1] == ".callprototype":
+                    return self.parse_prototype(tok)
+                return ir.Label(val, self.span(tok))
+            if val[0] == ".":
+                return self.parse_body_directive(tok)
+            return self.parse_instruction(None, tok)
+        if val == "@":
+            return self.parse_instruction(self.parse_guard(), tok)
+        if val == "{":
+            self.i += 1
+            return ir.Block(self.parse_body(), self.span(tok))
+        if val == ";":
+            self.i += 1
+            return None
+        self.fail(tok, f"expected an instruction, label or directive, found {self.describe(tok)}")
+
+    def parse_guard(self) -> ir.Guard:
+        self.i += 1
+        neg = self.accept("!")
+        t = self.word("a predicate register after '@'")
+        return ir.Guard(t[1], neg)
+
+    def parse_body_directive(self, tok):
+        val = tok[1]
+        if val == ".reg":
+            return self.parse_reg_decl(tok)
+        if val == ".loc":
+            self.i += 1
+            return self.parse_loc(tok)
+        if val == ".pragma":
+            self.i += 1
+            return self.parse_pragma(tok)
+        if val in VAR_SPACES or val in LINKAGES or val == ".align":
+            linkage = None
+            if val in LINKAGES:
+                linkage = val
+                self.i += 1
+            var = self.parse_variable(linkage, tok)
+            self.expect(";", " after the variable declaration")
+            return var
+        self.fail(tok, f"unknown directive '{val}' in a function body")
+
+    def parse_reg_decl(self, tok):
+        self.i += 1
+        ty = vector = align = None
+        while True:
+            v = self.peek()[1]
+            if v in ir.ALL_TYPES:
+                ty = v
+            elif v in (".v2", ".v4", ".v8"):
+                vector = int(v[2:])
+            elif v == ".align":
+                self.i += 1
+                align = self.integer("an alignment")
+                continue
+            else:
+                break
+            self.i += 1
+        if ty is None:
+            self.fail(self.peek(), f".reg: expected a type, found {self.describe(self.peek())}")
+        decls = []
+        names: list[str] = []
+        while True:
+            name = self.word("a register name")[1]
+            if self.accept("<"):
+                count = self.integer("a register count")
+                self.expect(">")
+                decls.append(ir.RegisterDecl(ty, (name,), count, vector, align, self.span(tok)))
+                self.regs.update(decls[-1].declared())
+            else:
+                names.append(name)
+                self.regs.add(name)
+            if not self.accept(","):
+                break
+        self.expect(";", " after the register declaration")
+        if names:
+            decls.append(ir.RegisterDecl(ty, tuple(names), None, vector, align, self.span(tok)))
+        return decls[0] if len(decls) == 1 else decls
+
+    def parse_loc(self, tok) -> ir.Loc:
+        f = self.integer("a file index")
+        line = self.integer("a line number")
+        col = self.integer("a column")
+        extra = []
+        while self.peek()[1] not in (";",) and self.peek()[0] != "eof":
+            t = self.peek()
+            if t[2] > tok[2] and self.text.count("\n", tok[2], t[2]):
+                break  # .loc ends at the end of its line
+            extra.append(t[1])
+            self.i += 1
+        return ir.Loc(f, line, col, _join(extra), self.span(tok))
+
+    def parse_prototype(self, tok) -> ir.CallPrototype:
+        parts = []
+        while not self.at(";"):
+            t = self.next()
+            if t[0] == "eof":
+                self.fail(t, "unexpected end of file in .callprototype")
+            parts.append(t[1])
+        self.i += 1
+        return ir.CallPrototype(tok[1], _join(parts), self.span(tok))
+
+    # ------------------------------------------------------------------ variables
+
+    def parse_variable(self, linkage, start_tok) -> ir.Variable:
+        space = ty = align = vector = None
+        attributes = []
+        while True:
+            t = self.peek()
+            v = t[1]
+            if v in VAR_SPACES and space is None:
+                space = v
+            elif v == ".align":
+                self.i += 1
+                align = self.integer("an alignment")
+                continue
+            elif v in ir.ALL_TYPES:
+                ty = v
+            elif v in (".v2", ".v4", ".v8"):
+                vector = int(v[2:])
+            elif v == ".attribute":
+                self.i += 1
+                attributes.append(".attribute" + self.balanced_text("(", ")"))
+                continue
+            elif v == ".ptr" or (space == ".param" and v.startswith(".") and t[0] == "word" and ty is None):
+                attributes.append(v)
+            else:
+                break
+            self.i += 1
+        if space is None:
+            self.fail(start_tok, "expected a state space (.global, .shared, .const, .local, .param)")
+        if ty is None:
+            self.fail(self.peek(), f"{space}: expected a type, found {self.describe(self.peek())}")
+        name = self.word("a variable name")
+        if space == ".reg":
+            self.regs.add(name[1])
+        array = self.parse_dims()
+        init = None
+        if self.accept("="):
+            init = self.parse_initializer()
+        return ir.Variable(space, ty, name[1], array, align, vector, linkage, init, tuple(attributes),
+                           self.span(name))
+
+    def balanced_text(self, open_: str, close: str) -> str:
+        parts, depth = [], 0
+        while True:
+            t = self.next()
+            if t[0] == "eof":
+                self.fail(t, f"unexpected end of file: missing '{close}'")
+            parts.append(t[1])
+            if t[1] == open_:
+                depth += 1
+            elif t[1] == close:
+                depth -= 1
+                if depth == 0:
+                    return _join(parts)
+
+    def parse_initializer(self) -> ir.Expr:
+        t0 = self.peek()
+        parts, depth = [], 0
+        while True:
+            t = self.peek()
+            if t[0] == "eof":
+                self.fail(t, "unexpected end of file in an initializer")
+            if depth == 0 and t[1] == ";":
+                break
+            if t[1] in "{(":
+                depth += 1
+            elif t[1] in "})":
+                depth -= 1
+            parts.append(t[1])
+            self.i += 1
+        if not parts:
+            self.fail(t0, "expected an initializer after '='")
+        return ir.Expr(_join(parts), self.span(t0))
+
+    # ------------------------------------------------------------------ instructions
+
+    def parse_instruction(self, guard, start_tok) -> ir.Instruction:
+        t = self.peek()
+        if t[0] != "word" or t[1][0] in ".%$":
+            self.fail(t, f"expected an instruction, found {self.describe(t)}")
+        self.i += 1
+        parts = t[1].split(".")
+        operands = []
+        if not self.at(";"):
+            while True:
+                operands.append(self.parse_operand())
+                if not self.accept(","):
+                    break
+        if not self.at(";"):
+            self.fail(self.peek(), f"expected ',' or ';' after an operand of {t[1]}, found "
+                                   f"{self.describe(self.peek())}")
+        self.i += 1
+        if any(not p for p in parts):
+            self.fail(t, f"malformed instruction name '{t[1]}'")
+        return ir.Instruction(parts[0], tuple(parts[1:]), tuple(operands), guard, self.span(start_tok))
+
+    def parse_operand(self):
+        tok = self.peek()
+        kind, val, _ = tok
+        if kind == "word":
+            self.i += 1
+            op = self.name_operand(tok)
+            nxt = self.peek()[1]
+            if nxt == "|":
+                self.i += 1
+                second = self.parse_operand()
+                return ir.PredPair(op, second, self.span(tok))
+            if nxt in "+-" and nxt and isinstance(op, ir.Symbol):
+                return self.expr_rest(tok, [val])
+            return op
+        if kind == "num":
+            self.i += 1
+            return _immediate(val, self.span(tok)) or self.fail(tok, f"malformed number '{val}'")
+        if val == "-":
+            nxt = self.peek(1)
+            if nxt[0] == "num":
+                self.i += 2
+                imm = _immediate(nxt[1], self.span(tok))
+                if imm is None:
+                    self.fail(nxt, f"malformed number '{nxt[1]}'")
+                v = imm.value
+                return ir.Immediate(-v if v != 0 or isinstance(v, int) else -0.0, "-" + nxt[1], self.span(tok))
+        if val == "!":
+            self.i += 1
+            return ir.Negated(self.parse_operand(), self.span(tok))
+        if val == "[":
+            return self.parse_address(tok)
+        if val == "{":
+            self.i += 1
+            return ir.Vector(self.operand_list("}"), self.span(tok))
+        if val == "(":
+            self.i += 1
+            return ir.ParenList(self.operand_list(")"), self.span(tok))
+        self.fail(tok, f"expected an operand, found {self.describe(tok)}")
+
+    def operand_list(self, close: str) -> tuple:
+        items = []
+        if self.accept(close):
+            return ()
+        while True:
+            items.append(self.parse_operand())
+            if self.accept(close):
+                return tuple(items)
+            self.expect(",", f" or '{close}'")
+
+    def name_operand(self, tok):
+        val = tok[1]
+        if val == "_":
+            return ir.Sink(self.span(tok))
+        if val[0] == "%":
+            base = val.split(".", 1)[0]
+            if base in SPECIAL_REGISTERS and val not in self.regs:
+                return ir.SpecialRegister(val, self.span(tok))
+            return ir.Register(val, self.span(tok))
+        if val in self.regs:
+            return ir.Register(val, self.span(tok))
+        if val[0] == ".":
+            self.fail(tok, f"expected an operand, found '{val}'")
+        return ir.Symbol(val, self.span(tok))
+
+    def expr_rest(self, tok, parts):
+        while self.peek()[1] in ("+", "-"):
+            parts.append(self.next()[1])
+            parts.append(str(self.integer("an offset")))
+        return ir.Expr(_join(parts), self.span(tok))
+
+    def parse_address(self, tok):
+        self.i += 1
+        first = self.peek()
+        if first[0] == "word" and self.peek(1)[1] in ("]", "+", "-"):
+            self.i += 1
+            base = self.name_operand(first)
+            if not isinstance(base, ir.Register | ir.Symbol):
+                self.fail(first, f"'{first[1]}' cannot be an address base")
+            offset = 0
+            while self.peek()[1] in ("+", "-"):
+                sign = -1 if self.next()[1] == "-" else 1
+                offset += sign * self.integer("an address offset")
+            self.expect("]", " to close the address")
+            return ir.Address(base, offset, self.span(tok))
+        if first[0] == "num" or first[1] == "-":
+            offset = self.integer("an address")
+            while self.peek()[1] in ("+", "-"):
+                sign = -1 if self.next()[1] == "-" else 1
+                offset += sign * self.integer("an address offset")
+            self.expect("]", " to close the address")
+            return ir.Address(None, offset, self.span(tok))
+        items = self.operand_list("]")
+        if not items:
+            self.fail(tok, "empty address '[]'")
+        return ir.AddressList(items, self.span(tok))
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _join(parts: list[str]) -> str:
+    """Tokens back to canonical text: a space after commas and between words, none around punctuation."""
+    out = []
+    prev = ""
+    for p in parts:
+        if out and (prev == "," or (_wordish(prev) and _wordish(p))):
+            out.append(" ")
+        out.append(p)
+        prev = p
+    return "".join(out)
+
+
+def _wordish(s: str) -> bool:
+    return bool(s) and (s[0].isalnum() or s[0] in "._$%\"") and s not in ("(", ")")
+
+
+def _unquote(s: str) -> str:
+    return s[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
+
+
+def _int_value(text: str) -> int | None:
+    t = text[:-1] if text.endswith("U") else text
+    try:
+        if t[:2] in ("0x", "0X"):
+            return int(t, 16)
+        if t[:2] in ("0b", "0B"):
+            return int(t[2:], 2)
+        if len(t) > 1 and t[0] == "0" and t.isdigit():
+            return int(t, 8)
+        if t.isdigit():
+            return int(t)
+    except ValueError:
+        return None
+    return None
+
+
+def _immediate(text: str, span) -> ir.Immediate | None:
+    c = text[:2]
+    if c in ("0f", "0F") and len(text) == 10:
+        return ir.Immediate(struct.unpack(">f", bytes.fromhex(text[2:]))[0], text, span)
+    if c in ("0d", "0D") and len(text) == 18:
+        return ir.Immediate(struct.unpack(">d", bytes.fromhex(text[2:]))[0], text, span)
+    v = _int_value(text)
+    if v is not None:
+        return ir.Immediate(v, text, span)
+    try:
+        return ir.Immediate(float(text), text, span)
+    except ValueError:
+        return None
+
+
+def parse(text: str, filename: str = "<string>") -> ir.Module:
+    """Parse PTX text into a `Module`; raises `PTXSyntaxError` listing every syntax error."""
+    if not isinstance(text, str):
+        raise TypeError(f"parse() takes PTX text as str, not {type(text).__name__}")
+    return Parser(text, filename).parse_module()
+
+
+def parse_file(path: str | Path) -> ir.Module:
+    """Parse the PTX file at `path`."""
+    p = Path(path)
+    return parse(p.read_text(encoding="utf-8", errors="surrogateescape"), filename=str(path))

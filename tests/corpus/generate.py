@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""Regenerate the PTX corpus under tests/corpus/ptx/ and its manifest.json.
+
+Sources:
+  src/cuda/*.cu    -> nvcc -ptx, per arch (sm_80 sm_89 sm_90a sm_100a, or the set named in the file's
+                      ``archs:`` header comment), flags -O3 for every arch, plus -G -lineinfo for sm_80
+                      and sm_90a (dropped when the -G PTX exceeds 400 KB)
+  src/triton/*.py  -> triton.compile (no GPU needed) for sm_80 and sm_90, via compile_triton.py
+  src/numba/*.py   -> numba.cuda.compile_ptx for sm_80 and sm_90, via compile_numba.py
+
+Triton and numba run in a subprocess of --tool-python (default: this interpreter); when they are not
+importable there, that generator is skipped with a message and its existing entries are kept.
+
+Output is deterministic: absolute paths that nvcc writes into ``.file`` directives are rewritten to
+repo-relative ones (sources) or ``$CUDA_HOME/...`` (CUDA headers), and the manifest is sorted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as futures
+import fnmatch
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+CORPUS = Path(__file__).resolve().parent
+REPO = CORPUS.parent.parent
+SRC = CORPUS / "src"
+PTX = CORPUS / "ptx"
+MANIFEST = CORPUS / "manifest.json"
+
+CUDA_ARCHS = ("sm_80", "sm_89", "sm_90a", "sm_100a")
+DEBUG_ARCHS = ("sm_80", "sm_90a")
+FLAG_SETS = {"O3": ("-O3",), "G": ("-G", "-lineinfo")}
+DEBUG_SIZE_LIMIT = 400 * 1024
+PTXAS_MAX_VERSION = "9.0"  # highest .version that ptxas 13.0 accepts
+
+_ARCHS_HEADER = re.compile(r"^//.*\barchs:\s*(.+)$")
+_ENTRY = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z_$%][\w$]*)", re.M)
+_VERSION = re.compile(r"^\s*\.version\s+(\d+\.\d+)", re.M)
+_TARGET = re.compile(r"^\s*\.target\s+([\w, ]+)", re.M)
+
+
+@dataclass(frozen=True)
+class Job:
+    source: Path
+    arch: str
+    variant: str  # "O3" or "G"
+
+    @property
+    def out(self) -> Path:
+        return PTX / "cuda" / f"{self.source.stem}.{self.arch}.{self.variant}.ptx"
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def rel(p: Path) -> str:
+    return p.resolve().relative_to(CORPUS).as_posix()
+
+
+# ----------------------------------------------------------------------------- tool location
+def find_nvcc(option: str | None) -> Path:
+    """--nvcc option, then $CUDA_HOME/bin/nvcc, then PATH."""
+    if option:
+        p = Path(option)
+        if not (p.is_file() and os.access(p, os.X_OK)):
+            sys.exit(f"error: --nvcc {option} is not an executable file")
+        return p
+    home = os.environ.get("CUDA_HOME")
+    if home and (Path(home) / "bin" / "nvcc").is_file():
+        return Path(home) / "bin" / "nvcc"
+    found = shutil.which("nvcc")
+    if found:
+        return Path(found)
+    sys.exit("error: nvcc not found: pass --nvcc PATH, set CUDA_HOME, or put nvcc on PATH")
+
+
+def find_ptxas(nvcc: Path) -> Path | None:
+    beside = nvcc.resolve().parent / "ptxas"
+    if beside.is_file():
+        return beside
+    found = shutil.which("ptxas")
+    return Path(found) if found else None
+
+
+def nvcc_version(nvcc: Path) -> tuple[str, str]:
+    """Return ("13.0", "13.0.88") from ``nvcc --version``."""
+    text = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)", text)
+    if not m:
+        sys.exit(f"error: cannot read the version from `{nvcc} --version`:\n{text}")
+    return m.group(1), m.group(2)
+
+
+def cuda_home_of(nvcc: Path) -> Path:
+    """The CUDA root nvcc really uses (nvcc may be a wrapper script): _HERE_ from ``nvcc -dryrun``."""
+    r = subprocess.run([str(nvcc), "-dryrun", "-E", "-x", "cu", os.devnull], capture_output=True, text=True)
+    m = re.search(r"^#\$ _HERE_=(.+)$", r.stdout + r.stderr, re.M)
+    return Path(m.group(1).strip()).resolve().parent if m else nvcc.resolve().parent.parent
+
+
+# ----------------------------------------------------------------------------- CUDA sources
+def source_archs(src: Path) -> tuple[str, ...]:
+    """Archs named by the first ``// ... archs: ...`` comment in the first 10 lines (default: all)."""
+    for line in src.read_text().splitlines()[:10]:
+        m = _ARCHS_HEADER.match(line.strip())
+        if m:
+            words = re.findall(r"sm_\d+a?", m.group(1))
+            if m.group(1).strip().startswith("all") or not words:
+                return CUDA_ARCHS
+            unknown = [w for w in words if w not in CUDA_ARCHS]
+            if unknown:
+                sys.exit(f"error: {src}: archs header names {unknown}, supported: {CUDA_ARCHS}")
+            return tuple(a for a in CUDA_ARCHS if a in words)
+    return CUDA_ARCHS
+
+
+_FILE_DIRECTIVE = re.compile(r'^(\s*\.file\s+\d+\s+")([^"]+)(")', re.M)
+
+
+def make_portable(ptx: str, cuda_home: Path) -> str:
+    """Rewrite absolute paths in .file directives: repo files -> repo-relative, CUDA -> $CUDA_HOME/..."""
+    def fix(m: re.Match) -> str:
+        path = Path(os.path.normpath(m.group(2)))
+        for root, shown in ((REPO, ""), (cuda_home, "$CUDA_HOME/")):
+            if path.is_relative_to(root):
+                return m.group(1) + shown + path.relative_to(root).as_posix() + m.group(3)
+        return m.group(0)
+
+    return _FILE_DIRECTIVE.sub(fix, ptx)
+
+
+def compile_cuda(job: Job, nvcc: Path, cuda_home: Path) -> tuple[Job, str | None]:
+    """Compile one (source, arch, variant); return (job, error or None). Writes job.out on success."""
+    flags = FLAG_SETS[job.variant]
+    with tempfile.TemporaryDirectory(prefix="ptxcorpus-") as tmp:
+        out = Path(tmp) / "out.ptx"
+        cmd = [str(nvcc), "-ptx", f"-arch={job.arch}", *flags, str(job.source.relative_to(REPO)), "-o",
+               str(out)]
+        r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+        if r.returncode != 0:
+            return job, f"nvcc failed ({' '.join(cmd)}):\n{r.stderr.strip()}"
+        text = make_portable(out.read_text(), cuda_home)
+    if job.variant == "G" and len(text.encode()) > DEBUG_SIZE_LIMIT:
+        return job, f"skipped: -G PTX is {len(text.encode()) // 1024} KB > {DEBUG_SIZE_LIMIT // 1024} KB"
+    job.out.parent.mkdir(parents=True, exist_ok=True)
+    job.out.write_text(text)
+    return job, None
+
+
+def cuda_jobs(pattern: str | None) -> list[Job]:
+    jobs = []
+    for src in sorted((SRC / "cuda").glob("*.cu")):
+        if pattern and not fnmatch.fnmatch(src.stem, pattern):
+            continue
+        for arch in source_archs(src):
+            jobs.append(Job(src, arch, "O3"))
+            if arch in DEBUG_ARCHS:
+                jobs.append(Job(src, arch, "G"))
+    return jobs
+
+
+def ptx_facts(text: str) -> dict:
+    v = _VERSION.search(text)
+    t = _TARGET.search(text)
+    return {
+        "kernels": sorted(set(_ENTRY.findall(text))),
+        "ptx_version": v.group(1) if v else None,
+        "target": t.group(1).strip() if t else None,
+    }
+
+
+def generate_cuda(args, entries: dict[str, dict]) -> list[str]:
+    nvcc = find_nvcc(args.nvcc)
+    major_minor, full = nvcc_version(nvcc)
+    cuda_home = cuda_home_of(nvcc)
+    log(f"nvcc: {nvcc} (release {full})")
+    jobs = cuda_jobs(args.only)
+    problems = []
+    # stale outputs of regenerated sources are removed, so skipped -G files do not linger
+    for job in jobs:
+        job.out.unlink(missing_ok=True)
+    for key in [k for k, e in entries.items() if e["generator"].startswith("nvcc")
+                and (not args.only or fnmatch.fnmatch(Path(e["source"]).stem, args.only))]:
+        del entries[key]
+    with futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        done = pool.map(lambda j: compile_cuda(j, nvcc, cuda_home), jobs)
+        for i, (job, err) in enumerate(done, 1):
+            name = rel(job.out)
+            if err is None:
+                text = job.out.read_text()
+                entries[name] = {
+                    "path": name,
+                    "source": rel(job.source),
+                    "generator": f"nvcc {major_minor}",
+                    "generator_version": full,
+                    "arch": job.arch,
+                    "flags": " ".join(FLAG_SETS[job.variant]),
+                    **ptx_facts(text),
+                }
+                log(f"[{i:3}/{len(jobs)}] {name} ({len(text.encode()) // 1024} KB)")
+            else:
+                log(f"[{i:3}/{len(jobs)}] {name}: {err}")
+                if not err.startswith("skipped"):
+                    problems.append(f"{name}: {err}")
+    return problems
+
+
+# ----------------------------------------------------------------------------- Triton / numba
+def generate_tool(kind: str, args, entries: dict[str, dict]) -> list[str]:
+    """Run compile_<kind>.py in --tool-python; it prints one JSON line per written PTX file."""
+    script = CORPUS / f"compile_{kind}.py"
+    probe = subprocess.run([args.tool_python, "-c", f"import {'triton' if kind == 'triton' else 'numba.cuda'}"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        log(f"{kind}: skipped, not importable in {args.tool_python} ({last}); existing {kind} PTX kept")
+        return []
+    out_dir = PTX / kind
+    for old in out_dir.glob("*.ptx"):
+        if args.only is None or fnmatch.fnmatch(old.name.split(".")[0], args.only):
+            old.unlink()
+    for key in [k for k, e in entries.items() if k.startswith(f"ptx/{kind}/")
+                and (args.only is None or fnmatch.fnmatch(Path(k).name.split(".")[0], args.only))]:
+        del entries[key]
+    cmd = [args.tool_python, str(script), "--src", str(SRC / kind), "--out", str(out_dir)]
+    if args.only:
+        cmd += ["--only", args.only]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    problems = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        rec = json.loads(line)
+        if "error" in rec:
+            log(f"{kind}: {rec['name']}: {rec['error']}")
+            problems.append(f"{kind} {rec['name']}: {rec['error']}")
+            continue
+        path = Path(rec.pop("path"))
+        text = path.read_text()
+        name = rel(path)
+        entries[name] = {"path": name, "source": rel(Path(rec.pop("source"))), **rec, **ptx_facts(text)}
+        log(f"{kind}: {name} ({len(text.encode()) // 1024} KB)")
+    err = proc.stderr.read() if proc.stderr else ""
+    if proc.wait() != 0:
+        problems.append(f"{kind}: compile_{kind}.py exited {proc.returncode}:\n{err.strip()[-2000:]}")
+        log(problems[-1])
+    return problems
+
+
+# ----------------------------------------------------------------------------- ptxas check
+def ptxas_check(path: Path, arch: str, ptxas: Path) -> str | None:
+    """Assemble with ptxas; PTX newer than ptxas accepts is checked with .version lowered in a temp copy."""
+    text = path.read_text()
+    m = _VERSION.search(text)
+    if m and tuple(map(int, m.group(1).split("."))) > tuple(map(int, PTXAS_MAX_VERSION.split("."))):
+        text = text[: m.start(1)] + PTXAS_MAX_VERSION + text[m.end(1):]
+    with tempfile.TemporaryDirectory(prefix="ptxcheck-") as tmp:
+        src = Path(tmp) / path.name
+        src.write_text(text)
+        r = subprocess.run([str(ptxas), f"-arch={arch}", str(src), "-o", str(Path(tmp) / "out.cubin")],
+                           capture_output=True, text=True)
+    return None if r.returncode == 0 else (r.stderr.strip() or f"ptxas exited {r.returncode}")
+
+
+def check_all(entries: dict[str, dict], ptxas: Path, jobs: int) -> list[str]:
+    items = sorted(entries.values(), key=lambda e: e["path"])
+
+    def one(e):
+        arch = (e.get("target") or e["arch"]).split(",")[0].strip()
+        return e, ptxas_check(CORPUS / e["path"], arch, ptxas)
+
+    failures = []
+    with futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for e, err in pool.map(one, items):
+            e["ptxas_ok"] = err is None
+            if err:
+                failures.append(f"{e['path']}: {err}")
+                log(f"ptxas FAIL {e['path']}: {err.splitlines()[0]}")
+    log(f"ptxas: {len(items) - len(failures)}/{len(items)} files assemble")
+    return failures
+
+
+# ----------------------------------------------------------------------------- main
+def load_entries() -> dict[str, dict]:
+    if not MANIFEST.exists():
+        return {}
+    return {e["path"]: e for e in json.loads(MANIFEST.read_text())["files"]}
+
+
+def write_manifest(entries: dict[str, dict]) -> None:
+    live = [e for k, e in sorted(entries.items()) if (CORPUS / k).exists()]
+    doc = {"description": "PTX corpus for ptxforge; paths are relative to tests/corpus/. "
+                          "Regenerate with tests/corpus/generate.py.",
+           "files": live}
+    MANIFEST.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nvcc", help="nvcc to use (default: $CUDA_HOME/bin/nvcc, then PATH)")
+    ap.add_argument("--tool-python", default=sys.executable,
+                    help="python interpreter that has triton / numba-cuda (default: this one)")
+    ap.add_argument("--only", metavar="GLOB", help="regenerate only sources whose stem matches GLOB")
+    ap.add_argument("--skip", action="append", default=[], choices=["cuda", "triton", "numba"],
+                    help="skip a generator (repeatable)")
+    ap.add_argument("--no-check", action="store_true", help="do not assemble the outputs with ptxas")
+    ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2, help="parallel compiles")
+    args = ap.parse_args(argv)
+
+    entries = load_entries()
+    problems: list[str] = []
+    if "cuda" not in args.skip:
+        problems += generate_cuda(args, entries)
+    for kind in ("triton", "numba"):
+        if kind not in args.skip:
+            problems += generate_tool(kind, args, entries)
+    entries = {k: v for k, v in entries.items() if (CORPUS / k).exists()}
+    if not args.no_check:
+        ptxas = find_ptxas(find_nvcc(args.nvcc)) if "cuda" not in args.skip or shutil.which("ptxas") else None
+        if ptxas is None:
+            log("ptxas not found: check skipped")
+        else:
+            problems += check_all(entries, ptxas, args.jobs)
+    write_manifest(entries)
+    log(f"manifest: {len(entries)} files -> {rel(MANIFEST)}")
+    if problems:
+        log(f"{len(problems)} problem(s):")
+        for p in problems:
+            log(f"  {p.splitlines()[0]}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
