@@ -28,8 +28,8 @@ class Span:
     @classmethod
     def at(cls, file: str, text, offset: int) -> Span:
         """A span for `offset` in `text` (a `SourceText`), resolved lazily."""
-        s = cls(file)
-        s._text, s._offset = text, offset
+        s = _new_span(cls)
+        s.file, s._text, s._offset = file, text, offset
         return s
 
     def _resolve(self) -> None:
@@ -39,12 +39,14 @@ class Span:
 
     @property
     def line(self) -> int:
-        self._resolve()
+        if self._text is not None:
+            self._resolve()
         return self._line
 
     @property
     def col(self) -> int:
-        self._resolve()
+        if self._text is not None:
+            self._resolve()
         return self._col
 
     def __repr__(self) -> str:
@@ -54,6 +56,7 @@ class Span:
         return f"{self.file}:{self.line}:{self.col}"
 
 
+_new_span = object.__new__
 NO_SPAN = Span("<ir>", 0, 0)
 
 
@@ -167,10 +170,15 @@ class Vector:
 
 @dataclass(frozen=True, slots=True)
 class Address:
-    """A memory operand `[base+offset]`; base is a Register, a Symbol or None (absolute address)."""
+    """A memory operand `[base+offset]`; base is a Register, a Symbol or None (absolute address).
+
+    `written` records an offset spelled out even when it is zero (`[p+0]`): ptxas -G treats
+    `[p+0]` and `[p]` differently, so the distinction survives a round trip.
+    """
 
     base: Register | Symbol | None
     offset: int = 0
+    written: bool = False
     span: Span = _span()
 
 

@@ -6,16 +6,20 @@ import bisect
 import re
 
 # Kinds (strings, so a token is a cheap tuple): word, num, str, punct, bad
+# Whitespace and comments are matched as the prefix of each token, so every match is a token.
 _TOKEN_RE = re.compile(
     r"""
-    (?P<ws>[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/)
-  | (?P<num>0[fF][0-9a-fA-F]{8}(?![\w$])|0[dD][0-9a-fA-F]{16}(?![\w$])
+    (?:[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/)*
+    (?:
+    (?P<num>0[fF][0-9a-fA-F]{8}(?![\w$])|0[dD][0-9a-fA-F]{16}(?![\w$])
         |[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+
         |0[xX][0-9a-fA-F]+U?|0[bB][01]+U?|[0-9]+U?)
-  | (?P<word>\.?[A-Za-z_$%][\w$]*(?:(?:\.|::)[\w$]+)*)
+  | (?P<word>\.[A-Za-z_$][\w$]*(?:::[\w$]+)*|[A-Za-z_$%][\w$]*(?:(?:\.|::)[\w$]+)*)
   | (?P<str>"(?:[^"\\\n]|\\.)*")
   | (?P<punct>[{}\[\]();,:<>@!|+\-*/=~&^?])
   | (?P<bad>/\*|.)
+  | (?P<end>$)
+    )
     """,
     re.VERBOSE | re.DOTALL,
 )
@@ -50,8 +54,12 @@ def tokenize(text: str, start: int = 0, end: int | None = None) -> list[tuple[st
     """(kind, text, offset) for every token in text[start:end], whitespace and comments dropped."""
     if end is None:
         end = len(text)
-    return [
-        (m.lastgroup, m.group(), m.start())
-        for m in _TOKEN_RE.finditer(text, start, end)
-        if m.lastgroup != "ws"
-    ]
+    out = []
+    append = out.append
+    for m in _TOKEN_RE.finditer(text, start, end):
+        kind = m.lastgroup
+        if kind == "end":
+            break
+        g = m.lastindex
+        append((kind, m.group(g), m.start(g)))
+    return out

@@ -32,6 +32,9 @@ PERF_DIRECTIVES = frozenset(
 )
 
 
+_span_at = ir.Span.at
+
+
 class _Recover(Exception):
     """Raised after recording a syntax error, to resume at the next statement."""
 
@@ -45,6 +48,7 @@ class Parser:
         self.file = filename
         self.errors: list[Diagnostic] = []
         self.toks = self._tokenize_outside_sections()
+        self.toks += [("eof", "", len(text))] * 8  # sentinels: peek() never runs off the end
         self.i = 0
         self.regs: set[str] = set()  # register names declared in the function being parsed
         self.layout: dict = {}  # id(node) -> (node, start, end[, head_end, close_start])
@@ -81,19 +85,19 @@ class Parser:
         self.layout[id(node)] = (node, start, self.end_offset(), *extra)
 
     def peek(self, ahead: int = 0):
-        j = self.i + ahead
-        return self.toks[j] if j < len(self.toks) else ("eof", "", len(self.text))
+        return self.toks[self.i + ahead]
 
     def next(self):
-        t = self.peek()
-        self.i += 1
+        t = self.toks[self.i]
+        if t[0] != "eof":
+            self.i += 1
         return t
 
     def at(self, value: str) -> bool:
-        return self.peek()[1] == value
+        return self.toks[self.i][1] == value
 
     def accept(self, value: str) -> bool:
-        if self.peek()[1] == value:
+        if self.toks[self.i][1] == value:
             self.i += 1
             return True
         return False
@@ -106,7 +110,7 @@ class Parser:
         return t
 
     def span(self, tok) -> ir.Span:
-        return ir.Span.at(self.file, self.src, tok[2])
+        return _span_at(self.file, self.src, tok[2])
 
     @staticmethod
     def describe(tok) -> str:
@@ -188,7 +192,7 @@ class Parser:
                         self.mark(item, tok[2])
                     items.append(item)
             except _Recover:
-                if self.i == start:
+                if self.i == start and self.toks[self.i][0] != "eof":
                     self.i += 1
                 self.recover(stop_at_brace=False)
                 if self.at("}"):
@@ -282,7 +286,9 @@ class Parser:
             returns = self.parse_params()
         name = self.word("a function name")[1]
         self.regs = set()
+        popen = self.peek()[2]
         params = self.parse_params() if self.at("(") else ()
+        pclose = self.toks[self.i - 1][2] if params else popen
         directives = []
         while self.peek()[1] in PERF_DIRECTIVES or self.peek()[1] == ".pragma":
             d = self.next()
@@ -309,7 +315,7 @@ class Parser:
             close = self.toks[self.i - 1][2]
         self.regs = set()
         f = ir.Function(kind, name, params, returns, linkage, tuple(directives), body, self.span(start_tok))
-        self.mark(f, start_tok[2], head_end, close)
+        self.mark(f, start_tok[2], head_end, close, popen, pclose)
         return f
 
     def parse_params(self) -> tuple[ir.Param, ...]:
@@ -396,7 +402,7 @@ class Parser:
                     else:
                         self.mark(st, tok[2])
             except _Recover:
-                if self.i == start:
+                if self.i == start and self.toks[self.i][0] != "eof":
                     self.i += 1
                 self.recover()
 
@@ -591,12 +597,15 @@ class Parser:
         self.i += 1
         parts = t[1].split(".")
         operands = []
-        if not self.at(";"):
+        toks = self.toks
+        if toks[self.i][1] != ";":
+            parse_operand = self.parse_operand
             while True:
-                operands.append(self.parse_operand())
-                if not self.accept(","):
+                operands.append(parse_operand())
+                if toks[self.i][1] != ",":
                     break
-        if not self.at(";"):
+                self.i += 1
+        if toks[self.i][1] != ";":
             self.fail(self.peek(), f"expected ',' or ';' after an operand of {t[1]}, found "
                                    f"{self.describe(self.peek())}")
         self.i += 1
@@ -605,12 +614,15 @@ class Parser:
         return ir.Instruction(parts[0], tuple(parts[1:]), tuple(operands), guard, self.span(start_tok))
 
     def parse_operand(self):
-        tok = self.peek()
-        kind, val, _ = tok
+        tok = self.toks[self.i]
+        kind, val, off = tok
         if kind == "word":
             self.i += 1
-            op = self.name_operand(tok)
-            nxt = self.peek()[1]
+            if val[0] == "%" and val in self.regs:
+                op = ir.Register(val, _span_at(self.file, self.src, off))
+            else:
+                op = self.name_operand(tok)
+            nxt = self.toks[self.i][1]
             if nxt == "|":
                 self.i += 1
                 second = self.parse_operand()
@@ -682,19 +694,20 @@ class Parser:
             base = self.name_operand(first)
             if not isinstance(base, ir.Register | ir.Symbol):
                 self.fail(first, f"'{first[1]}' cannot be an address base")
-            offset = 0
+            offset, written = 0, False
             while self.peek()[1] in ("+", "-"):
                 sign = -1 if self.next()[1] == "-" else 1
                 offset += sign * self.integer("an address offset")
+                written = True
             self.expect("]", " to close the address")
-            return ir.Address(base, offset, self.span(tok))
+            return ir.Address(base, offset, written, self.span(tok))
         if first[0] == "num" or first[1] == "-":
             offset = self.integer("an address")
             while self.peek()[1] in ("+", "-"):
                 sign = -1 if self.next()[1] == "-" else 1
                 offset += sign * self.integer("an address offset")
             self.expect("]", " to close the address")
-            return ir.Address(None, offset, self.span(tok))
+            return ir.Address(None, offset, False, self.span(tok))
         items = self.operand_list("]")
         if not items:
             self.fail(tok, "empty address '[]'")

@@ -1,0 +1,77 @@
+"""`ptxforge check`: validate PTX files, optionally assembling them with ptxas too."""
+
+from __future__ import annotations
+
+import sys
+
+from ptxforge.cli.common import load_module, parse_version
+from ptxforge.cli.main import UserError
+from ptxforge.ptx.errors import Diagnostic
+
+
+def register(sub) -> None:
+    p = sub.add_parser("check", help="report every error in PTX files",
+                       description="Parse and validate PTX: declarations, labels, operand types, and the "
+                                   "instructions the target and PTX ISA version allow. Prints "
+                                   "FILE:LINE:COL: error: ... for each problem; exit 1 if there is any.")
+    p.add_argument("files", nargs="+", metavar="FILE", help="PTX files (- for standard input)")
+    p.add_argument("--arch", help="check against this target instead of the module's .target")
+    p.add_argument("--ptx-version", help="check against this PTX ISA version instead of .version")
+    p.add_argument("--ptxas", action="store_true", help="also assemble with ptxas and report its messages")
+    p.add_argument("--ptxas-path", help="the ptxas to use (default: CUDA_HOME, PATH, then the pip wheel)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ptxforge.ptx.isa import parse_target
+    from ptxforge.ptx.validator import validate
+
+    version = parse_version(args.ptx_version) if args.ptx_version else None
+    if args.arch:
+        try:
+            parse_target(args.arch)
+        except ValueError as e:
+            raise UserError(f"--arch: {e}") from None
+    failed = 0
+    for path in args.files:
+        m = load_module(path)
+        if m is None:
+            failed += 1
+            continue
+        problems = validate(m, target=args.arch, version=version)
+        if args.ptxas and not problems:
+            problems = ptxas_problems(m, args.arch or m.target.arch, args.ptxas_path)
+        for d in problems:
+            print(d.format(), file=sys.stderr)
+        errors = sum(d.severity == "error" for d in problems)
+        if errors:
+            failed += 1
+            print(f"{path}: {errors} error{'s' * (errors != 1)}", file=sys.stderr)
+        elif not args.quiet:
+            n = sum(1 for f in m.functions for _ in f.instructions())
+            print(f"{path}: ok ({len(m.kernels)} kernels, {n} instructions, .target "
+                  f"{args.arch or m.target.arch}, .version {m.version[0]}.{m.version[1]})")
+    return 1 if failed else 0
+
+
+def ptxas_problems(m, arch: str, ptxas_path: str | None) -> list[Diagnostic]:
+    """Assemble with ptxas and turn what it says into diagnostics on the original file's lines."""
+    from ptxforge.ptx.lexer import SourceText
+    from ptxforge.toolchain import ToolNotFound, assemble
+
+    try:
+        res = assemble(m.to_ptx(), arch, ptxas=ptxas_path)
+    except ToolNotFound as e:
+        raise UserError(str(e)) from None
+    src = SourceText(m.source or m.to_ptx())
+    out = []
+    for msg in res.messages:
+        if msg.severity == "info":
+            continue
+        text = src.line_text(msg.line) if msg.line else ""
+        col = len(text) - len(text.lstrip()) + 1 if text else 0
+        out.append(Diagnostic(m.filename, msg.line, col, f"ptxas: {msg.message}", msg.severity, text))
+    if not res.ok and not any(d.severity == "error" for d in out):
+        out.append(Diagnostic(m.filename, 0, 0, f"ptxas failed: {res.stderr.strip()[:500]}"))
+    return out

@@ -1,0 +1,54 @@
+"""Helpers shared by the subcommands: reading PTX files and printing diagnostics."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ptxforge.cli.main import UserError
+from ptxforge.ptx.errors import PTXError
+
+
+def read_text(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{path}: no such file")
+    if p.is_dir():
+        raise UserError(f"{path}: is a directory, expected a .ptx file")
+    return p.read_text(encoding="utf-8", errors="surrogateescape")
+
+
+def load_module(path: str):
+    """Parse a PTX file; on syntax errors print them all and return None."""
+    from ptxforge.ptx.parser import parse
+
+    text = read_text(path)
+    try:
+        return parse(text, filename="<stdin>" if path == "-" else path)
+    except PTXError as e:
+        print_error(e)
+        return None
+
+
+def print_error(e: PTXError) -> None:
+    print(e.format(), file=sys.stderr)
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    try:
+        major, minor = text.split(".")
+        return int(major), int(minor)
+    except ValueError:
+        raise UserError(f"--ptx-version {text!r}: expected MAJOR.MINOR such as 9.0") from None
+
+
+def write_output(text: str, out: str | None) -> None:
+    if out in (None, "-"):
+        sys.stdout.write(text)
+        return
+    try:
+        Path(out).write_text(text, encoding="utf-8", errors="surrogateescape")
+    except OSError as e:
+        raise UserError(f"cannot write {out}: {e.strerror}") from None

@@ -1,0 +1,64 @@
+"""Move a module to another GPU target or PTX ISA version, refusing what the new target lacks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ptxforge.ptx import ir
+from ptxforge.ptx.errors import Diagnostic, PTXValidationError
+from ptxforge.ptx.lexer import SourceText
+
+# The first PTX ISA version that knows each target (PTX ISA manual, ".target" release notes).
+TARGET_MIN_PTX = {
+    50: (4, 0), 52: (4, 1), 53: (4, 2), 60: (5, 0), 61: (5, 0), 62: (5, 0), 70: (6, 0), 72: (6, 1),
+    75: (6, 3), 80: (7, 0), 86: (7, 1), 87: (7, 4), 88: (9, 0), 89: (7, 8), 90: (7, 8), 100: (8, 6),
+    101: (8, 6), 103: (8, 8), 110: (9, 0), 120: (8, 7), 121: (8, 8),
+}
+SUFFIX_MIN_PTX = {"a": (8, 0), "f": (8, 8)}
+
+
+def target_min_ptx(arch: str) -> tuple[int, int]:
+    """The oldest PTX ISA version that accepts `.target arch`."""
+    from ptxforge.ptx.isa import parse_target
+
+    sm, suffix = parse_target(arch)
+    base = TARGET_MIN_PTX.get(sm, (9, 0))
+    return max(base, SUFFIX_MIN_PTX.get(suffix, (1, 0)))
+
+
+def retarget(module: ir.Module, arch: str, ptx_version: tuple[int, int] | None = None) -> ir.Module:
+    """The module with `.target arch` (and `.version ptx_version` if given).
+
+    Raises PTXValidationError naming every instruction the new target or version lacks, and ValueError
+    for a target name that is not one. The rest of the text keeps its layout.
+    """
+    from ptxforge.ptx.isa import parse_target, requirements
+
+    parse_target(arch)
+    version = tuple(ptx_version) if ptx_version else module.version
+    problems: list[Diagnostic] = []
+    src = SourceText(module.source) if module.source is not None else None
+
+    def report(span, message):
+        line_text = src.line_text(span.line) if src is not None and span.line else ""
+        problems.append(Diagnostic(span.file, span.line, span.col, message, source_line=line_text))
+
+    need = target_min_ptx(arch)
+    if version < need:
+        report(module.target.span, f".target {arch} needs PTX ISA {need[0]}.{need[1]}; "
+                                   f"the module would be .version {version[0]}.{version[1]}"
+                                   f" (pass a newer --ptx-version)")
+    for f in module.functions:
+        for ins in f.instructions():
+            for r in requirements(ins):
+                if not r.target_ok(arch):
+                    report(ins.span, f"{r.what} needs {r.target_text()}; cannot retarget to {arch}")
+                elif not r.version_ok(version, arch):
+                    v = r.ptx_needed(arch)
+                    report(ins.span, f"{r.what} needs PTX ISA {v[0]}.{v[1]}; cannot use "
+                                     f".version {version[0]}.{version[1]}")
+    if problems:
+        raise PTXValidationError(problems)
+    others = tuple(t for t in module.target.targets if not t.startswith(("sm_", "compute_")))
+    target = ir.Target((arch, *others), module.target.span)
+    return dataclasses.replace(module, version=version, target=target)

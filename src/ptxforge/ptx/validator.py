@@ -1,0 +1,166 @@
+"""Checks on parsed PTX beyond syntax: declarations, labels, operand types, targets and ISA versions.
+
+Every problem is collected; `check()` raises them together as one `PTXValidationError`.
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+
+from ptxforge.ptx import ir
+from ptxforge.ptx.errors import Diagnostic, PTXValidationError
+from ptxforge.ptx.lexer import SourceText
+
+
+def validate(module: ir.Module, target: str | None = None,
+             version: tuple[int, int] | None = None) -> list[Diagnostic]:
+    """Every problem in `module`, in source order. `target`/`version` override the module's own."""
+    return _Validator(module, target, version).run()
+
+
+def check(module: ir.Module, target: str | None = None, version: tuple[int, int] | None = None) -> None:
+    """Raise `PTXValidationError` listing every problem, or return None when there is none."""
+    problems = validate(module, target, version)
+    if problems:
+        raise PTXValidationError(problems)
+
+
+class _Validator:
+    def __init__(self, module: ir.Module, target, version):
+        self.m = module
+        self.target = target or module.target.arch
+        self.version = version or module.version
+        self.src = SourceText(module.source) if module.source is not None else None
+        self.out: list[Diagnostic] = []
+        self.globals = {v.name for v in module.variables} | {f.name for f in module.functions}
+
+    def report(self, span: ir.Span | None, message: str) -> None:
+        if span is None or span.line == 0:
+            self.out.append(Diagnostic(self.m.filename, 0, 0, message))
+            return
+        line_text = self.src.line_text(span.line) if self.src is not None and span.file == self.m.filename else ""
+        self.out.append(Diagnostic(span.file, span.line, span.col, message, source_line=line_text))
+
+    def run(self) -> list[Diagnostic]:
+        from ptxforge.ptx import isa
+
+        self.isa = isa
+        self.check_target()
+        seen: dict[str, ir.Span] = {}
+        for item in self.m.items:
+            if isinstance(item, ir.Variable):
+                self.duplicate(seen, item.name, item.span, "variable")
+        for f in self.m.functions:
+            if f.body is not None:
+                self.function(f)
+        return sorted(self.out, key=lambda d: (d.line, d.col))
+
+    def check_target(self) -> None:
+        try:
+            self.isa.parse_target(self.target)
+        except ValueError as e:
+            self.report(self.m.target.span, str(e))
+
+    def duplicate(self, seen: dict, name: str, span, what: str) -> None:
+        if name in seen:
+            first = seen[name]
+            self.report(span, f"{what} '{name}' is already declared at line {first.line}")
+        else:
+            seen[name] = span
+
+    # ------------------------------------------------------------------ functions
+
+    def function(self, f: ir.Function) -> None:
+        labels: dict[str, ir.Span] = {}
+        self.collect_labels(f.body, labels)
+        self.labels = labels
+        self.prototypes = {s.name for s in _walk(f.body) if isinstance(s, ir.CallPrototype)}
+        regs: dict[str, str] = {}
+        symbols = set(self.globals)
+        for p in f.params + f.returns:
+            if p.space == ".reg":
+                regs[p.name] = p.type
+            else:
+                symbols.add(p.name)
+        self.block(f.body, ChainMap(regs), symbols)
+
+    def collect_labels(self, body, labels: dict) -> None:
+        for s in body:
+            if isinstance(s, ir.Label):
+                self.duplicate(labels, s.name, s.span, "label")
+            elif isinstance(s, ir.Block):
+                self.collect_labels(s.body, labels)
+
+    def block(self, body, regs: ChainMap, symbols: set) -> None:
+        local: dict[str, ir.Span] = {}
+        symbols = set(symbols)
+        for s in body:
+            t = type(s)
+            if t is ir.RegisterDecl:
+                for name in s.declared():
+                    self.duplicate(local, name, s.span, "register")
+                    regs.maps[0][name] = s.type
+            elif t is ir.Variable:
+                self.duplicate(local, s.name, s.span, "variable")
+                if s.space == ".reg":
+                    regs.maps[0][s.name] = s.type
+                else:
+                    symbols.add(s.name)
+        for s in body:
+            t = type(s)
+            if t is ir.Instruction:
+                self.instruction(s, regs, symbols)
+            elif t is ir.Block:
+                self.block(s.body, regs.new_child(), symbols)
+
+    def instruction(self, ins: ir.Instruction, regs: ChainMap, symbols: set) -> None:
+        if ins.guard is not None:
+            ty = regs.get(ins.guard.predicate)
+            if ty is None:
+                self.report(ins.span, f"{ins.mnemonic}: guard predicate '{ins.guard.predicate}' is not declared")
+            elif ty != ".pred":
+                self.report(ins.span, f"{ins.mnemonic}: guard '{ins.guard.predicate}' is {ty}, expected .pred")
+        ok = True
+        for op in _leaves(ins.operands):
+            t = type(op)
+            if t is ir.Register and op.name not in regs:
+                self.report(op.span, f"{ins.mnemonic}: register '{op.name}' is not declared")
+                ok = False
+            elif t is ir.Symbol and not self.known_symbol(op.name, symbols):
+                if ins.opcode == "bra":
+                    self.report(op.span, f"{ins.mnemonic}: branch to missing label '{op.name}'")
+                else:
+                    self.report(op.span, f"{ins.mnemonic}: '{op.name}' is not declared")
+                ok = False
+        if ok:
+            for span, message in self.isa.check_instruction(ins, regs, version=self.version, target=self.target):
+                self.report(span, message)
+
+    def known_symbol(self, name: str, symbols: set) -> bool:
+        return name in symbols or name in self.labels or name in self.prototypes
+
+
+def _walk(body):
+    for s in body:
+        yield s
+        if isinstance(s, ir.Block):
+            yield from _walk(s.body)
+
+
+def _leaves(operands):
+    """Register and Symbol operands, looking inside vectors, addresses and lists."""
+    for op in operands:
+        t = type(op)
+        if t is ir.Register or t is ir.Symbol:
+            yield op
+        elif t is ir.Address:
+            if op.base is not None:
+                yield op.base
+        elif t is ir.Vector:
+            yield from _leaves(op.elements)
+        elif t is ir.AddressList or t is ir.ParenList:
+            yield from _leaves(op.items)
+        elif t is ir.Negated:
+            yield from _leaves((op.operand,))
+        elif t is ir.PredPair:
+            yield from _leaves((op.first, op.second))

@@ -1,0 +1,105 @@
+"""Find and run NVIDIA's command-line tools (ptxas, nvcc, cuobjdump).
+
+Search order: an explicit path, $CUDA_HOME/bin, PATH, then the pip wheels (nvidia-cuda-nvcc,
+nvidia-cuda-cuobjdump) installed next to this package.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ToolNotFound(RuntimeError):
+    """The tool is in none of the places searched; the message lists them."""
+
+
+def find_tool(name: str, explicit: str | os.PathLike | None = None) -> Path:
+    """Path of the tool `name`, searched in the documented order; ToolNotFound says where it looked."""
+    tried = []
+    if explicit:
+        p = Path(explicit)
+        if p.is_dir():
+            p = p / name
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+        raise ToolNotFound(f"{name}: the path given, {explicit}, is not an executable")
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if cuda_home:
+        p = Path(cuda_home) / "bin" / name
+        tried.append(str(p))
+        if p.is_file():
+            return p
+    found = shutil.which(name)
+    tried.append(f"PATH ({name})")
+    if found:
+        return Path(found)
+    for p in _wheel_candidates(name):
+        tried.append(str(p))
+        if p.is_file():
+            return p
+    raise ToolNotFound(f"{name} not found; looked in: {', '.join(tried)}. Install the dev extra "
+                       f"(pip install 'ptxforge[dev]', which brings nvidia-cuda-nvcc) or set CUDA_HOME.")
+
+
+def _wheel_candidates(name: str):
+    roots = [Path(p) for p in sys.path if p and Path(p).is_dir()]
+    for root in roots:
+        for sub in ("nvidia/cu13/bin", "nvidia/cuda_nvcc/bin", "nvidia/cuda_cuobjdump/bin", "nvidia/cu12/bin"):
+            yield root / sub / name
+
+
+@dataclass(frozen=True)
+class ToolMessage:
+    """One line ptxas printed, mapped to the PTX file and line it names."""
+
+    severity: str  # 'error' | 'warning' | 'info'
+    line: int
+    message: str
+
+
+_PTXAS_LINE = re.compile(r"^ptxas\s+(?P<file>.*?), line (?P<line>\d+); (?P<sev>error|warning|info)\s*: (?P<msg>.*)$")
+_PTXAS_PLAIN = re.compile(r"^ptxas\s+(?P<sev>fatal|error|warning|info)\s*: (?P<msg>.*)$")
+
+
+@dataclass
+class AssembleResult:
+    ok: bool
+    cubin: bytes
+    messages: list[ToolMessage]
+    stderr: str
+
+
+def ptxas_version(ptxas: Path | None = None) -> str:
+    out = subprocess.run([str(ptxas or find_tool("ptxas")), "--version"], capture_output=True, text=True)
+    m = re.search(r"release (\d+\.\d+)", out.stdout)
+    return m.group(1) if m else out.stdout.strip().splitlines()[-1]
+
+
+def assemble(ptx: str, arch: str, flags: list[str] | tuple = (), ptxas: str | None = None,
+             timeout: float = 300) -> AssembleResult:
+    """Run ptxas on PTX text for `arch`; messages carry the PTX line numbers ptxas names."""
+    tool = find_tool("ptxas", ptxas)
+    with tempfile.TemporaryDirectory(prefix="ptxforge-") as d:
+        src, out = Path(d) / "input.ptx", Path(d) / "out.cubin"
+        src.write_text(ptx, encoding="utf-8", errors="surrogateescape")
+        proc = subprocess.run([str(tool), f"-arch={arch}", *flags, str(src), "-o", str(out)],
+                              capture_output=True, text=True, timeout=timeout)
+        cubin = out.read_bytes() if out.exists() and proc.returncode == 0 else b""
+    messages = []
+    for line in (proc.stderr + proc.stdout).splitlines():
+        m = _PTXAS_LINE.match(line.strip())
+        if m:
+            messages.append(ToolMessage(m.group("sev"), int(m.group("line")), m.group("msg").strip()))
+            continue
+        m = _PTXAS_PLAIN.match(line.strip())
+        if m:
+            sev = "error" if m.group("sev") == "fatal" else m.group("sev")
+            messages.append(ToolMessage(sev, 0, m.group("msg").strip()))
+    return AssembleResult(proc.returncode == 0, cubin, messages, proc.stderr)
