@@ -64,7 +64,7 @@ class ToolMessage:
     message: str
 
 
-_PTXAS_LINE = re.compile(r"^ptxas\s+(?P<file>.*?), line (?P<line>\d+); (?P<sev>error|warning|info)\s*: (?P<msg>.*)$")
+_PTXAS_LINE = re.compile(r"^ptxas\s+(?P<file>.*?), line (?P<line>\d+); (?P<sev>fatal|error|warning|info)\s*: (?P<msg>.*)$")
 _PTXAS_PLAIN = re.compile(r"^ptxas\s+(?P<sev>fatal|error|warning|info)\s*: (?P<msg>.*)$")
 
 
@@ -96,10 +96,11 @@ def assemble(ptx: str, arch: str, flags: list[str] | tuple = (), ptxas: str | No
     for line in (proc.stderr + proc.stdout).splitlines():
         m = _PTXAS_LINE.match(line.strip())
         if m:
-            messages.append(ToolMessage(m.group("sev"), int(m.group("line")), m.group("msg").strip()))
+            sev = "error" if m.group("sev") == "fatal" else m.group("sev")
+            messages.append(ToolMessage(sev, int(m.group("line")), m.group("msg").strip()))
             continue
         m = _PTXAS_PLAIN.match(line.strip())
-        if m:
+        if m and m.group("msg").strip() != "Ptx assembly aborted due to errors":
             sev = "error" if m.group("sev") == "fatal" else m.group("sev")
             messages.append(ToolMessage(sev, 0, m.group("msg").strip()))
     return AssembleResult(proc.returncode == 0, cubin, messages, proc.stderr)

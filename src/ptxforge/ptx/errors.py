@@ -17,7 +17,8 @@ class Diagnostic:
     source_line: str = ""
 
     def format(self) -> str:
-        head = f"{self.file}:{self.line}:{self.col}: {self.severity}: {self.message}"
+        where = f"{self.file}:{self.line}:{self.col}" if self.line else self.file
+        head = f"{where}: {self.severity}: {self.message}"
         if not self.source_line:
             return head
         line = self.source_line.replace("\t", " ")

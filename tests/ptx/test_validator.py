@@ -1,0 +1,100 @@
+"""Each class of validation error, reported at the right file, line and column, all at once."""
+
+import pytest
+
+import ptxforge as pf
+from ptxforge.ptx.validator import check, validate
+
+
+def module(body: str, target: str = "sm_90a", version: str = "8.5"):
+    text = (f".version {version}\n.target {target}\n.address_size 64\n\n.visible .entry k(\n"
+            f"\t.param .u64 k_param_0\n)\n{{\n{body}\n}}\n")
+    return pf.parse(text, filename="v.ptx")
+
+
+REGS = ("\t.reg .pred \t%p<3>;\n\t.reg .b32 \t%r<9>;\n\t.reg .f32 \t%f<9>;\n\t.reg .b64 \t%rd<9>;\n"
+        "\t.reg .b16 \t%rs<9>;")  # lines 9-13; the first statement after REGS is on line 14
+
+
+def problems(body: str, **kw):
+    return [(d.line, d.col, d.message) for d in validate(module(REGS + "\n" + body, **kw))]
+
+
+def only(body: str, **kw):
+    ps = problems(body, **kw)
+    assert len(ps) == 1, ps
+    return ps[0]
+
+
+def test_clean_kernel_has_no_problems():
+    assert problems("\tld.param.u64 \t%rd1, [k_param_0];\n\tadd.f32 \t%f1, %f2, %f3;\n\tret;") == []
+
+
+def test_undeclared_register():
+    assert only("\tadd.s32 \t%r1, %r2, %r99;\n\tret;") == (14, 21, "add.s32: register '%r99' is not declared")
+
+
+def test_redeclared_register_and_variable():
+    line, col, msg = only("\t.reg .b32 \t%r3;\n\tret;")
+    assert (line, col) == (14, 2) and msg == "register '%r3' is already declared at line 10"
+
+
+def test_redeclared_label():
+    line, col, msg = only("$L1:\n\tret;\n$L1:\n\tret;")
+    assert (line, col, msg) == (16, 1, "label '$L1' is already declared at line 14")
+
+
+def test_branch_to_missing_label():
+    assert only("\tbra.uni \t$L__BB0_9;\n\tret;") == (14, 11, "bra.uni: branch to missing label '$L__BB0_9'")
+
+
+def test_operand_type_not_allowed():
+    line, col, msg = only("\tadd.f32 \t%f1, %rd1, %f2;\n\tret;")
+    assert (line, col) == (14, 16)
+    assert msg == "add.f32: operand 2 is %rd1 (.b64), expected .f32"
+
+
+def test_wrong_operand_count():
+    line, col, msg = only("\tadd.s32 \t%r1, %r2;\n\tret;")
+    assert (line, col) == (14, 2) and "expected 3 operands, got 2" in msg
+
+
+def test_instruction_not_on_target():
+    line, col, msg = only("\tsetmaxnreg.inc.sync.aligned.u32 \t240;\n\tret;", target="sm_80")
+    assert (line, col) == (14, 2)
+    assert "needs sm_90a" in msg and "sm_80" in msg
+
+
+def test_fp8_conversion_needs_sm_89():
+    line, _, msg = only("\tcvt.rn.satfinite.e4m3x2.f32 \t%rs1, %f1, %f2;\n\tret;", target="sm_80")
+    assert line == 14 and "sm_89" in msg
+
+
+def test_modifier_needs_newer_ptx_version():
+    line, col, msg = only("\tld.global.L2::256B.f32 \t%f1, [%rd1];\n\tret;", target="sm_80", version="7.0")
+    assert (line, col) == (14, 2) and "7.4" in msg and "7.0" in msg
+
+
+def test_guard_must_be_a_declared_predicate():
+    ps = problems("\t@%r1 bra \t$L1;\n$L1:\n\t@%p7 ret;")
+    assert [p[:2] for p in ps] == [(14, 2), (16, 2)]
+    assert "is .b32, expected .pred" in ps[0][2] and "'%p7' is not declared" in ps[1][2]
+
+
+def test_all_errors_are_reported_together():
+    m = module(REGS + "\n\tadd.s32 \t%r1, %r2, %r99;\n\tbra \t$nowhere;\n\tadd.f32 \t%f1, %rd1, %f2;\n\tret;")
+    with pytest.raises(pf.PTXValidationError) as ei:
+        check(m)
+    e = ei.value
+    assert [d.line for d in e.diagnostics] == [14, 15, 16]
+    text = str(e)
+    assert text.startswith("v.ptx:14:21: error: add.s32: register '%r99' is not declared\n")
+    assert "\tbra" not in text and "  \tbra" not in text  # tabs expand to spaces under the caret
+    assert text.endswith("3 errors")
+
+
+def test_target_override_reports_what_the_new_target_lacks():
+    m = module(REGS + "\n\twgmma.fence.sync.aligned;\n\tret;")
+    assert validate(m) == []
+    (d,) = validate(m, target="sm_80")
+    assert d.line == 14 and "sm_90a" in d.message
