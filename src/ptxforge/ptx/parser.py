@@ -33,6 +33,11 @@ PERF_DIRECTIVES = frozenset(
 
 
 _span_at = ir.Span.at
+_Register = ir.builder(ir.Register)
+_Symbol = ir.builder(ir.Symbol)
+_Immediate = ir.builder(ir.Immediate)
+_Instruction = ir.builder(ir.Instruction)
+_Address = ir.builder(ir.Address)
 
 
 class _Recover(Exception):
@@ -609,9 +614,9 @@ class Parser:
             self.fail(self.peek(), f"expected ',' or ';' after an operand of {t[1]}, found "
                                    f"{self.describe(self.peek())}")
         self.i += 1
-        if any(not p for p in parts):
+        if "" in parts:
             self.fail(t, f"malformed instruction name '{t[1]}'")
-        return ir.Instruction(parts[0], tuple(parts[1:]), tuple(operands), guard, self.span(start_tok))
+        return _Instruction(parts[0], tuple(parts[1:]), tuple(operands), guard, self.span(start_tok))
 
     def parse_operand(self):
         tok = self.toks[self.i]
@@ -619,7 +624,7 @@ class Parser:
         if kind == "word":
             self.i += 1
             if val[0] == "%" and val in self.regs:
-                op = ir.Register(val, _span_at(self.file, self.src, off))
+                op = _Register(val, _span_at(self.file, self.src, off))
             else:
                 op = self.name_operand(tok)
             nxt = self.toks[self.i][1]
@@ -673,12 +678,12 @@ class Parser:
             base = val.split(".", 1)[0]
             if base in SPECIAL_REGISTERS and val not in self.regs:
                 return ir.SpecialRegister(val, self.span(tok))
-            return ir.Register(val, self.span(tok))
+            return _Register(val, self.span(tok))
         if val in self.regs:
-            return ir.Register(val, self.span(tok))
+            return _Register(val, self.span(tok))
         if val[0] == ".":
             self.fail(tok, f"expected an operand, found '{val}'")
-        return ir.Symbol(val, self.span(tok))
+        return _Symbol(val, self.span(tok))
 
     def expr_rest(self, tok, parts):
         while self.peek()[1] in ("+", "-"):
@@ -700,7 +705,7 @@ class Parser:
                 offset += sign * self.integer("an address offset")
                 written = True
             self.expect("]", " to close the address")
-            return ir.Address(base, offset, written, self.span(tok))
+            return _Address(base, offset, written, self.span(tok))
         if first[0] == "num" or first[1] == "-":
             offset = self.integer("an address")
             while self.peek()[1] in ("+", "-"):
@@ -761,7 +766,7 @@ def _immediate(text: str, span) -> ir.Immediate | None:
         return ir.Immediate(struct.unpack(">d", bytes.fromhex(text[2:]))[0], text, span)
     v = _int_value(text)
     if v is not None:
-        return ir.Immediate(v, text, span)
+        return _Immediate(v, text, span)
     try:
         return ir.Immediate(float(text), text, span)
     except ValueError:
