@@ -84,10 +84,18 @@ def find_nvcc(option: str | None) -> Path:
     sys.exit("error: nvcc not found: pass --nvcc PATH, set CUDA_HOME, or put nvcc on PATH")
 
 
-def find_ptxas(nvcc: Path) -> Path | None:
-    beside = nvcc.resolve().parent / "ptxas"
-    if beside.is_file():
-        return beside
+def find_ptxas(nvcc_option: str | None) -> Path | None:
+    """ptxas beside the nvcc that find_nvcc would pick (following a wrapper's real bin dir), else PATH."""
+    candidates = [Path(nvcc_option)] if nvcc_option else []
+    if os.environ.get("CUDA_HOME"):
+        candidates.append(Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc")
+    if shutil.which("nvcc"):
+        candidates.append(Path(shutil.which("nvcc")))
+    for nvcc in candidates:
+        if nvcc.is_file():
+            beside = cuda_home_of(nvcc) / "bin" / "ptxas"
+            if beside.is_file():
+                return beside
     found = shutil.which("ptxas")
     return Path(found) if found else None
 
@@ -186,9 +194,11 @@ def generate_cuda(args, entries: dict[str, dict]) -> list[str]:
     log(f"nvcc: {nvcc} (release {full})")
     jobs = cuda_jobs(args.only)
     problems = []
-    # stale outputs of regenerated sources are removed, so skipped -G files do not linger
-    for job in jobs:
-        job.out.unlink(missing_ok=True)
+    # stale outputs are removed first (all of them without --only), so skipped -G files and the PTX of
+    # deleted sources do not linger
+    stale = (PTX / "cuda").glob("*.ptx") if args.only is None else (job.out for job in jobs)
+    for path in list(stale):
+        path.unlink(missing_ok=True)
     for key in [k for k, e in entries.items() if e["generator"].startswith("nvcc")
                 and (not args.only or fnmatch.fnmatch(Path(e["source"]).stem, args.only))]:
         del entries[key]
@@ -226,36 +236,38 @@ def generate_tool(kind: str, args, entries: dict[str, dict]) -> list[str]:
         log(f"{kind}: skipped, not importable in {args.tool_python} ({last}); existing {kind} PTX kept")
         return []
     out_dir = PTX / kind
-    for old in out_dir.glob("*.ptx"):
-        if args.only is None or fnmatch.fnmatch(old.name.split(".")[0], args.only):
-            old.unlink()
+    # outputs of the modules about to be recompiled go first (all of them without --only)
     for key in [k for k, e in entries.items() if k.startswith(f"ptx/{kind}/")
-                and (args.only is None or fnmatch.fnmatch(Path(k).name.split(".")[0], args.only))]:
+                and (args.only is None or fnmatch.fnmatch(Path(e["source"]).stem, args.only))]:
+        (CORPUS / key).unlink(missing_ok=True)
         del entries[key]
-    cmd = [args.tool_python, str(script), "--src", str(SRC / kind), "--out", str(out_dir)]
-    if args.only:
-        cmd += ["--only", args.only]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    if args.only is None:
+        for old in out_dir.glob("*.ptx"):
+            old.unlink()
+    # one process per module: numba's mangled names carry per-process counters, so this keeps each
+    # module's output independent of which other modules were compiled (e.g. with --only)
+    modules = [m for m in sorted((SRC / kind).glob("*.py")) if not args.only or fnmatch.fnmatch(m.stem, args.only)]
     problems = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        rec = json.loads(line)
-        if "error" in rec:
-            log(f"{kind}: {rec['name']}: {rec['error']}")
-            problems.append(f"{kind} {rec['name']}: {rec['error']}")
-            continue
-        path = Path(rec.pop("path"))
-        text = path.read_text()
-        name = rel(path)
-        entries[name] = {"path": name, "source": rel(Path(rec.pop("source"))), **rec, **ptx_facts(text)}
-        log(f"{kind}: {name} ({len(text.encode()) // 1024} KB)")
-    err = proc.stderr.read() if proc.stderr else ""
-    if proc.wait() != 0:
-        problems.append(f"{kind}: compile_{kind}.py exited {proc.returncode}:\n{err.strip()[-2000:]}")
-        log(problems[-1])
+    for module in modules:
+        cmd = [args.tool_python, str(script), "--src", str(SRC / kind), "--out", str(out_dir), "--only", module.stem]
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+        for line in r.stdout.splitlines():
+            if not line.startswith("{"):
+                continue
+            rec = json.loads(line)
+            if "error" in rec:
+                log(f"{kind}: {rec['name']}: {rec['error']}")
+                problems.append(f"{kind} {rec['name']}: {rec['error']}")
+                continue
+            path = Path(rec.pop("path"))
+            text = path.read_text()
+            name = rel(path)
+            entries[name] = {"path": name, "source": rel(Path(rec.pop("source"))), **rec, **ptx_facts(text)}
+            log(f"{kind}: {name} ({len(text.encode()) // 1024} KB)")
+        if r.returncode != 0 and not any(p.startswith(f"{kind} ") for p in problems):
+            problems.append(f"{kind}: {script.name} failed on {module.name} (exit {r.returncode}):\n"
+                            f"{r.stderr.strip()[-2000:]}")
+            log(problems[-1])
     return problems
 
 
@@ -274,8 +286,9 @@ def ptxas_check(path: Path, arch: str, ptxas: Path) -> str | None:
     return None if r.returncode == 0 else (r.stderr.strip() or f"ptxas exited {r.returncode}")
 
 
-def check_all(entries: dict[str, dict], ptxas: Path, jobs: int) -> list[str]:
-    items = sorted(entries.values(), key=lambda e: e["path"])
+def check_all(entries: dict[str, dict], ptxas: Path, jobs: int, everything: bool) -> list[str]:
+    """Assemble the entries written in this run (those without ptxas_ok), or all with everything=True."""
+    items = sorted((e for e in entries.values() if everything or "ptxas_ok" not in e), key=lambda e: e["path"])
 
     def one(e):
         arch = (e.get("target") or e["arch"]).split(",")[0].strip()
@@ -316,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", action="append", default=[], choices=["cuda", "triton", "numba"],
                     help="skip a generator (repeatable)")
     ap.add_argument("--no-check", action="store_true", help="do not assemble the outputs with ptxas")
+    ap.add_argument("--check-all", action="store_true",
+                    help="assemble every corpus file, not only those written in this run")
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2, help="parallel compiles")
     args = ap.parse_args(argv)
 
@@ -328,11 +343,11 @@ def main(argv: list[str] | None = None) -> int:
             problems += generate_tool(kind, args, entries)
     entries = {k: v for k, v in entries.items() if (CORPUS / k).exists()}
     if not args.no_check:
-        ptxas = find_ptxas(find_nvcc(args.nvcc)) if "cuda" not in args.skip or shutil.which("ptxas") else None
+        ptxas = find_ptxas(args.nvcc)
         if ptxas is None:
             log("ptxas not found: check skipped")
         else:
-            problems += check_all(entries, ptxas, args.jobs)
+            problems += check_all(entries, ptxas, args.jobs, args.check_all)
     write_manifest(entries)
     log(f"manifest: {len(entries)} files -> {rel(MANIFEST)}")
     if problems:

@@ -7,7 +7,10 @@ reading of `batch_isend_irecv` + `wait`: a schedule that passes here cannot hang
 Messages on one (sender, receiver) pair match in FIFO order and must carry the same logical tensor.
 
 Timing: compute ops run back to back on their rank; a batch ends when all its received tensors have arrived
-(sent at the sender's post time + p2p latency); sends never delay the sender.
+(sent at the sender's post time + p2p latency); sends never delay the sender. Because commits are modelled
+as the executor (and deepseek-ai/DualPipe) performs them, a W queued right after a receive waits for that
+message, so an idle slot can sit a few cells away from where DeepSeek's hand-drawn figure puts it; the totals
+(makespan, bubble) agree with the figure and the table.
 """
 
 from __future__ import annotations
@@ -154,7 +157,7 @@ def _match_messages(s: Schedule, segs) -> dict[tuple[int, int, int], tuple[int, 
         if len(ss) != len(rr):
             raise ScheduleError("p2p:count", f"rank {chan[0]} sends {len(ss)} messages to rank {chan[1]}, "
                                 f"which receives {len(rr)} from it")
-        for n, (a, b) in enumerate(zip(ss, rr)):
+        for n, (a, b) in enumerate(zip(ss, rr, strict=True)):
             if a[0] != b[0]:
                 raise ScheduleError("p2p:order", f"message #{n} from rank {chan[0]} to rank {chan[1]}: the "
                                     f"sender sends {a[4]} but the receiver expects {b[4]} (FIFO order differs)")

@@ -11,7 +11,7 @@ numbered 0..n-1; the schedule's `Placement` says where each module's inputs come
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 F, B, W, FB = "F", "B", "W", "FB"
 SEND_F, RECV_F, SEND_B, RECV_B = "SEND_F", "RECV_F", "SEND_B", "RECV_B"
@@ -95,7 +95,6 @@ class Schedule:
     placement: Placement
     ops: tuple[tuple[Op, ...], ...]
     num_stages: int = 0
-    notes: dict[str, str] = field(default_factory=dict)
 
     def rank_ops(self, rank: int) -> tuple[Op, ...]:
         return self.ops[rank]
@@ -111,7 +110,7 @@ class Schedule:
                 kept.append(Op(F, op.module, op.mb) if op.kind == FB else op)
             out.append(tuple(kept))
         return Schedule(self.name + "/forward-only", self.num_ranks, self.num_chunks, self.placement,
-                        tuple(out), self.num_stages, dict(self.notes))
+                        tuple(out), self.num_stages)
 
     def format(self) -> str:
         """A human-readable listing, one rank per paragraph."""

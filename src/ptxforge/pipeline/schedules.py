@@ -189,7 +189,7 @@ def one_f_one_b(num_ranks: int, num_chunks: int) -> Schedule:
         warm = min(num_ranks - 1 - r, num_chunks)
         for _ in range(warm):
             e.forward_chunk(0)
-        for i in range(num_chunks - warm):
+        for _ in range(num_chunks - warm):
             e.forward_chunk(0)
             e.backward_chunk(0)
         for _ in range(warm):

@@ -4,10 +4,12 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
-// counters[0..15] receive, from each thread t with value v = in[t]:
+// c32[0..12] receive, from each thread t with value v = in[t]:
 // 0 add 1 | 1 sub 1 | 2 min v (signed) | 3 max v (signed) | 4 min (unsigned) | 5 max (unsigned) | 6 and ~(1<<t%32)
 // 7 or 1<<t%32 | 8 xor v | 9 inc with limit 100 (wraps to 0 after 100) | 10 dec with limit 100
-// 11 exch (last writer wins: check it is one of the inputs) | 12/13 64-bit add v / max v | 14 CAS loop: max of v*3
+// 11 exch (last writer wins: check it is one of the inputs; old_exch[t] gets the previous values)
+// 12 CAS loop: max of v*3. c64: 0 add v (as u64) | 1 max v (signed) | 2 min (unsigned)v | 3 CAS increment
+// (ends at T + initial value).
 extern "C" __global__ void atomics_int(const int* in, int* c32, unsigned long long* c64, int* old_exch, int T) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= T) return;
