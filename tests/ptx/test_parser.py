@@ -108,6 +108,13 @@ def test_calls_prototypes_and_nested_blocks():
     assert block.body[0].declared() == ("temp",)
 
 
+def test_branch_target_lists():
+    body = body_of(entry(".reg .b32 %r<2>;\nts: .branchtargets $A, $B;\nbrx.idx %r1, ts;\n$A:\nret;\n$B:\nret;"))
+    tl = body[1]
+    assert tl == ir.TargetList("ts", ".branchtargets", ("$A", "$B"))
+    assert body[2].operands[1] == ir.Symbol("ts")
+
+
 def test_texture_and_tma_address_lists():
     body = body_of(entry(".reg .b32 %r<3>;\n.reg .b64 %rd<3>;\n"
                          "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "

@@ -118,9 +118,12 @@ class SpecialRegister:
 
 @dataclass(frozen=True, slots=True)
 class Immediate:
-    """A numeric constant. `text` is the spelling in the source, so 0f3F800000 stays a hex float."""
+    """A numeric constant. `text` is the spelling in the source, so 0f3F800000 stays a hex float.
 
-    value: int | float
+    Equality goes by the spelling (a NaN must equal itself); `value` is derived from it.
+    """
+
+    value: int | float = field(compare=False)
     text: str
     span: Span = _span()
 
@@ -365,6 +368,16 @@ class CallPrototype:
 
 
 @dataclass(frozen=True, slots=True)
+class TargetList:
+    """`ts: .branchtargets L1, L2;` or `ct: .calltargets f, g;` (the targets of brx.idx / indirect calls)."""
+
+    name: str
+    directive: str  # '.branchtargets' or '.calltargets'
+    targets: tuple[str, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
 class Block:
     """A nested `{ ... }` scope inside a body."""
 
@@ -372,7 +385,7 @@ class Block:
     span: Span = _span()
 
 
-Statement = Union[Instruction, Label, RegisterDecl, Variable, Loc, Pragma, CallPrototype, Block]
+Statement = Union[Instruction, Label, RegisterDecl, Variable, Loc, Pragma, CallPrototype, TargetList, Block]
 
 
 # --------------------------------------------------------------------------- module level

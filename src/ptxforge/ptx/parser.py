@@ -419,6 +419,8 @@ class Parser:
                 self.i += 2
                 if self.peek()[1] == ".callprototype":
                     return self.parse_prototype(tok)
+                if self.peek()[1] in (".branchtargets", ".calltargets"):
+                    return self.parse_target_list(tok)
                 return ir.Label(val, self.span(tok))
             if val[0] == ".":
                 return self.parse_body_directive(tok)
@@ -508,6 +510,14 @@ class Parser:
             extra.append(t[1])
             self.i += 1
         return ir.Loc(f, line, col, _join(extra), self.span(tok))
+
+    def parse_target_list(self, tok) -> ir.TargetList:
+        directive = self.next()[1]
+        targets = [self.word("a label")[1]]
+        while self.accept(","):
+            targets.append(self.word("a label")[1])
+        self.expect(";", f" after {directive}")
+        return ir.TargetList(tok[1], directive, tuple(targets), self.span(tok))
 
     def parse_prototype(self, tok) -> ir.CallPrototype:
         parts = []

@@ -13,7 +13,7 @@ from ptxforge.ptx import ir
 
 def print_module(m: ir.Module, canonical: bool = False) -> str:
     """The module as PTX text; unless `canonical`, parsed nodes that were not changed keep their text."""
-    if canonical and m.source is not None and "debug" in m.target.targets:
+    if canonical and m.source is not None and has_debug_info(m):
         return _line_faithful(m)
     e = _Emitter(m, canonical)
     if e.src is None:
@@ -35,6 +35,12 @@ def print_module(m: ir.Module, canonical: bool = False) -> str:
     elif not e.parts or not e.parts[-1].endswith("\n"):
         e.parts.append("\n")
     return "".join(e.parts)
+
+
+def has_debug_info(m: ir.Module) -> bool:
+    """True for `.target ..., debug` (nvcc -G) or DWARF sections (Triton): ptxas then keeps a copy of the
+    PTX text and maps code to PTX line numbers, so line positions matter."""
+    return "debug" in m.target.targets or any(isinstance(i, ir.Section) for i in m.items)
 
 
 class _Emitter:
@@ -133,7 +139,7 @@ class _Emitter:
 def _line_faithful(m: ir.Module) -> str:
     """Canonical text that keeps every statement on its original line.
 
-    With `.target ..., debug` (nvcc -G) ptxas's code and line tables follow PTX line numbers, so a
+    With debug info (see `has_debug_info`) ptxas's code and line tables follow PTX line numbers, so a
     canonical print of such a module must not move statements between lines.
     """
     from ptxforge.ptx.lexer import SourceText
@@ -297,6 +303,8 @@ def body_lines(stmts, out: list[str], indent: str) -> None:
             out.append(f"{indent}.pragma {s.text};")
         elif isinstance(s, ir.CallPrototype):
             out.append(f"{indent}{s.name} : {s.text};")
+        elif isinstance(s, ir.TargetList):
+            out.append(f"{indent}{s.name}: {s.directive} {', '.join(s.targets)};")
         else:  # pragma: no cover
             raise TypeError(f"cannot print {type(s).__name__} in a body")
 

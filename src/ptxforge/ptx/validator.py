@@ -74,7 +74,13 @@ class _Validator:
         labels: dict[str, ir.Span] = {}
         self.collect_labels(f.body, labels)
         self.labels = labels
-        self.prototypes = {s.name for s in _walk(f.body) if isinstance(s, ir.CallPrototype)}
+        self.prototypes = {s.name for s in _walk(f.body) if isinstance(s, ir.CallPrototype | ir.TargetList)}
+        for s in _walk(f.body):
+            if isinstance(s, ir.TargetList):
+                known = labels if s.directive == ".branchtargets" else self.globals
+                for t in s.targets:
+                    if t not in known:
+                        self.report(s.span, f"{s.directive}: '{t}' is not declared")
         regs: dict[str, str] = {}
         symbols = set(self.globals)
         for p in f.params + f.returns:

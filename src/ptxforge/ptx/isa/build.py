@@ -1,0 +1,69 @@
+"""Helpers the table modules are written with: `fam` for a family, `gate` for a gated requirement,
+and the type sets the manual's syntax sections name."""
+
+from __future__ import annotations
+
+from ptxforge.ptx.isa.spec import Gate, InstrSpec, Removal, parse_signature
+from ptxforge.ptx.isa.targets import Requirement
+
+
+def _set(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+U = _set(".u16 .u32 .u64")
+S = _set(".s16 .s32 .s64")
+B = _set(".b16 .b32 .b64")
+INT = U | S
+U8 = _set(".u8 .u16 .u32 .u64")
+S8 = _set(".s8 .s16 .s32 .s64")
+B8 = _set(".b8 .b16 .b32 .b64")
+F = _set(".f32 .f64")
+HALF = _set(".f16 .f16x2 .bf16 .bf16x2")
+BF = _set(".bf16 .bf16x2")
+RND = _set(".rn .rz .rm .rp")
+IRND = _set(".rni .rzi .rmi .rpi")
+SCOPE = _set(".cta .cluster .gpu .sys")
+SEM = _set(".relaxed .acquire .release .acq_rel .weak .volatile .mmio")
+SPACES = _set(".global .shared .shared::cta .shared::cluster .local .const .param .param::entry .param::func")
+VEC = _set(".v2 .v4 .v8")
+
+# targets that carry the sm_100a / sm_120a architecture- and family-specific features
+BLACKWELL_A = ("sm_110a", "sm_120a", "sm_100f", "sm_110f", "sm_120f")
+BLACKWELL_DC = ("sm_110a", "sm_100f", "sm_110f")  # datacenter parts: tcgen05 & co
+
+
+def req(what: str, ptx=(1, 0), sm: int = 0, sfx: str = "", also=(), ptx_on=()) -> Requirement:
+    return Requirement(what, tuple(ptx), sm, sfx, tuple(also), tuple(ptx_on))
+
+
+def gate(when: str, what: str, ptx=(1, 0), sm: int = 0, sfx: str = "", also=(), ptx_on=()) -> Gate:
+    """A requirement triggered when `when` holds (see `spec.holds`)."""
+    return Gate(when, req(what, ptx, sm, sfx, also, ptx_on))
+
+
+def removed(when: str, ptx, sm: int, message: str) -> Removal:
+    return Removal(when, tuple(ptx), sm, message)
+
+
+def fam(name: str, ops, *, types=None, ntypes=None, mods=None, ptx=(1, 0), sm: int = 0, sfx: str = "",
+        also=(), gates=(), relaxed: bool = False, gone=(), needs=(), group: str = "", summary: str = "",
+        arith: bool = False, rule: str = "", mod_types=None, combos=None) -> InstrSpec:
+    """Build one InstrSpec. `ops` is a signature string or a list of (condition, signature) pairs
+    tried in order (the first whose condition holds and whose operand count fits is used)."""
+    if isinstance(ops, str):
+        ops = [("", ops)]
+    sigs = tuple(parse_signature(text, when) for when, text in ops)
+    extra = {"arith": True} if arith else {}
+    if rule:
+        extra["rule"] = rule  # a check too irregular for the table, implemented in check.py
+    return InstrSpec(
+        family=name, signatures=sigs, requirement=req(name, ptx, sm, sfx, also),
+        types=frozenset(types) if types is not None else None,
+        ntypes=tuple(ntypes) if ntypes is not None else None,
+        modifiers=frozenset(mods) if mods is not None else None,
+        gates=tuple(gates), relaxed=relaxed, removed=tuple(gone),
+        needs=tuple((c, tuple(sorted(a))) for c, a in needs), group=group, summary=summary, extra=extra,
+        mod_types=tuple((m, frozenset(t)) for m, t in (mod_types or {}).items()),
+        combos=frozenset(tuple(c.split()) for c in combos) if combos is not None else None,
+    )

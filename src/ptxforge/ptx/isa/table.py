@@ -1,0 +1,19 @@
+"""The ISA table: every instruction family, keyed by its dotted name ('cp.async.bulk.tensor')."""
+
+from __future__ import annotations
+
+from ptxforge.ptx.isa import data_alu, data_mem, data_mma, data_sync
+from ptxforge.ptx.isa.spec import InstrSpec
+
+
+def _collect() -> dict[str, InstrSpec]:
+    table: dict[str, InstrSpec] = {}
+    for module in (data_alu, data_mem, data_sync, data_mma):
+        for spec in module.SPECS:
+            if spec.family in table:
+                raise RuntimeError(f"ISA table lists {spec.family} twice")
+            table[spec.family] = spec
+    return table
+
+
+FAMILIES: dict[str, InstrSpec] = _collect()
