@@ -89,3 +89,24 @@ def split16(a) -> tuple[np.ndarray, np.ndarray]:
 
 def pack16(lo, hi) -> np.ndarray:
     return (np.asarray(lo).astype(np.uint32) | (np.asarray(hi).astype(np.uint32) << 16)).astype(np.uint32)
+
+
+def quiet_functions(namespace: dict) -> None:
+    """Wrap the public functions of a semantics module so numpy floating-point warnings stay silent:
+    NaN, infinity, overflow and signalling-NaN casts are ordinary inputs to an emulator."""
+    import functools
+    import inspect
+
+    module = namespace.get("__name__")
+    for name, fn in list(namespace.items()):
+        if name.startswith("_") or not inspect.isfunction(fn) or fn.__module__ != module:
+            continue
+
+        def make(f):
+            @functools.wraps(f)
+            def wrapper(*args, **kwargs):
+                with np.errstate(all="ignore"):
+                    return f(*args, **kwargs)
+            return wrapper
+
+        namespace[name] = make(fn)

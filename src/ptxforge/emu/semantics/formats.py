@@ -14,6 +14,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from . import _types as T
+
 ROUNDINGS = ("rn", "rna", "rz", "rm", "rp", "rs")
 
 
@@ -139,9 +141,13 @@ def encode(v, fmt: FloatFormat, rnd: str = "rn", *, satfinite: bool = False, rbi
     ud = _UD[fmt.bits]
     if fmt is F64:
         return _nan_fix(v, fmt, nan_bits)
-    if fmt is F32 and rnd == "rn" and not satfinite:
-        with np.errstate(over="ignore"):
-            r = v.astype(np.float32).view(np.uint32)
+    if rnd == "rn" and not satfinite and fmt is BF16 and nan_bits is None:
+        from .half import f64_to_bf16_rn
+
+        return f64_to_bf16_rn(v)
+    if rnd == "rn" and not satfinite and fmt in (F32, F16):
+        with np.errstate(over="ignore", invalid="ignore"):
+            r = v.astype(np.float32 if fmt is F32 else np.float16).view(ud)
         return _nan_fix_bits(r, np.isnan(v), fmt, nan_bits)
     neg = np.signbit(v)
     a = np.abs(v)
@@ -341,3 +347,6 @@ def round_fraction(x: Fraction, fmt: FloatFormat, rnd: str = "rn") -> int:
         else:
             code = mc
     return (sign | code) << fmt.shift
+
+
+T.quiet_functions(globals())

@@ -1,0 +1,264 @@
+"""Warp-level matrix multiply (mma.sync) with the PTX manual's register fragment layouts, and the
+element mappings of ldmatrix / stmatrix / movmatrix.
+
+Fragments are per-warp arrays `[32, nregs]` of raw register bits (uint32; uint64 for .f64), row i being
+lane i. Elements are packed low-to-high inside a register (a0 in bits 0..15 of the first .f16x2
+register, a1 in bits 16..31, ...). `fragment_coords(shape, operand, dtype)` gives, for each lane and
+element index, the (row, col) of the matrix element, transcribed from "Matrix Fragments for mma.mXnYkZ".
+
+Numerics (PTX leaves accumulation order and internal precision unspecified): d is the exact value of
+a.b + c rounded once (.rn) to the accumulator type (a float64 matmul whose certified error bound decides
+the rounding, with exact rationals for the rare undecided elements); .tf32
+operands use the upper 19 bits of their registers; integer mma is exact (wrapping, or clamped with
+.satfinite); .f64 mma is a chain of correctly rounded fma over k (k = 0, 1, ...), starting from c.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from . import _types as T
+from .formats import BF16, E4M3, E5M2, F16, F32, F64, TF32, decode, encode, round_fraction
+
+_ELEM_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s8": 8, "u8": 8,
+              "e4m3": 8, "e5m2": 8, "s32": 32}
+
+_LANE = np.arange(32)
+_G = _LANE >> 2
+_T = _LANE & 3
+
+
+def _coords(shape: str, operand: str, kind: str):
+    """(rows[32, n], cols[32, n]) per the manual; kind is '16bit', 'tf32', '8bit' or 'f64'."""
+    g, t = _G[:, None], _T[:, None]
+    if operand in ("c", "d"):
+        if shape in ("m8n8k4", "m8n8k16"):
+            i = np.arange(2)[None, :]
+            return np.broadcast_to(g, (32, 2)), t * 2 + i
+        i = np.arange(4)[None, :]
+        return g + 8 * (i >= 2), t * 2 + (i & 1)
+    table = {
+        ("m16n8k16", "a", "16bit"): (8, lambda i: (g + 8 * ((i >> 1) & 1), t * 2 + (i & 1) + 8 * (i >= 4))),
+        ("m16n8k8", "a", "16bit"): (4, lambda i: (g + 8 * (i >= 2), t * 2 + (i & 1))),
+        ("m16n8k8", "a", "tf32"): (4, lambda i: (g + 8 * (i & 1), t + 4 * (i >= 2))),
+        ("m16n8k4", "a", "tf32"): (2, lambda i: (g + 8 * i, t + 0 * i)),
+        ("m16n8k16", "a", "8bit"): (8, lambda i: (g + 8 * (i >= 4), t * 4 + (i & 3))),
+        ("m16n8k32", "a", "8bit"): (16, lambda i: (g + 8 * ((i >> 2) & 1), t * 4 + (i & 3) + 16 * (i >= 8))),
+        ("m8n8k4", "a", "f64"): (1, lambda i: (g + 0 * i, t + 0 * i)),
+        ("m16n8k4", "a", "f64"): (2, lambda i: (g + 8 * i, t + 0 * i)),
+        ("m16n8k8", "a", "f64"): (4, lambda i: (g + 8 * (i & 1), t + 4 * (i >= 2))),
+        ("m16n8k16", "a", "f64"): (8, lambda i: (g + 8 * (i & 1), t + 4 * (i >> 1))),
+        ("m8n8k16", "a", "8bit"): (4, lambda i: (g + 0 * i, t * 4 + i)),
+        ("m16n8k16", "b", "16bit"): (4, lambda i: (t * 2 + (i & 1) + 8 * (i >= 2), g + 0 * i)),
+        ("m16n8k8", "b", "16bit"): (2, lambda i: (t * 2 + i, g + 0 * i)),
+        ("m16n8k8", "b", "tf32"): (2, lambda i: (t + 4 * i, g + 0 * i)),
+        ("m16n8k4", "b", "tf32"): (1, lambda i: (t + 0 * i, g + 0 * i)),
+        ("m16n8k16", "b", "8bit"): (4, lambda i: (t * 4 + i, g + 0 * i)),
+        ("m16n8k32", "b", "8bit"): (8, lambda i: (t * 4 + (i & 3) + 16 * (i >= 4), g + 0 * i)),
+        ("m8n8k4", "b", "f64"): (1, lambda i: (t + 0 * i, g + 0 * i)),
+        ("m16n8k4", "b", "f64"): (1, lambda i: (t + 0 * i, g + 0 * i)),
+        ("m16n8k8", "b", "f64"): (2, lambda i: (t + 4 * i, g + 0 * i)),
+        ("m16n8k16", "b", "f64"): (4, lambda i: (t + 4 * i, g + 0 * i)),
+        ("m8n8k16", "b", "8bit"): (4, lambda i: (t * 4 + i, g + 0 * i)),
+    }
+    try:
+        n, fn = table[(shape, operand, kind)]
+    except KeyError:
+        raise ValueError(f"mma fragment for {shape} operand {operand} with {kind} elements is not supported") from None
+    i = np.arange(n)[None, :]
+    r, c = fn(i)
+    return np.broadcast_to(r, (32, n)), np.broadcast_to(c, (32, n))
+
+
+def _kind(ty):
+    t = T.norm(ty)
+    if t in ("f16", "bf16"):
+        return "16bit"
+    if t == "tf32":
+        return "tf32"
+    if t in ("s8", "u8", "e4m3", "e5m2"):
+        return "8bit"
+    if t == "f64":
+        return "f64"
+    raise ValueError(f"mma input type .{t} is not supported")
+
+
+def fragment_coords(shape: str, operand: str, ty: str):
+    """(rows, cols) int arrays [32, elements] of each lane's fragment elements for operand a, b, c or d."""
+    return _coords(shape, operand, _kind(ty) if operand in ("a", "b") else "acc")
+
+
+def _dims(shape):
+    m, rest = shape[1:].split("n")
+    n, k = rest.split("k")
+    return int(m), int(n), int(k)
+
+
+def _unpack_elems(regs, ebits):
+    """[..., 32, nregs] registers -> [..., 32, nregs * per] element codes (low bits first)."""
+    regs = np.asarray(regs)
+    if ebits >= regs.dtype.itemsize * 8:
+        return regs.astype(np.uint64)
+    per = regs.dtype.itemsize * 8 // ebits
+    r = regs.astype(np.uint64)[..., None] >> (np.arange(per, dtype=np.uint64) * np.uint64(ebits))
+    return (r & np.uint64((1 << ebits) - 1)).reshape(regs.shape[:-1] + (-1,))
+
+
+def _pack_elems(codes, ebits, regbits):
+    per = regbits // ebits
+    codes = np.asarray(codes, np.uint64)
+    codes = codes.reshape(codes.shape[:-1] + (-1, per))
+    regs = (codes << (np.arange(per, dtype=np.uint64) * np.uint64(ebits))).sum(axis=-1, dtype=np.uint64)
+    return regs.astype(T.udtype(regbits))
+
+
+def _values(codes, ty):
+    t = T.norm(ty)
+    if t in ("s8", "u8"):
+        v = codes.astype(np.int64)
+        return np.where(v >= 128, v - 256, v) if t == "s8" else v
+    if t == "s32":
+        return codes.astype(np.uint32).view(np.int32).astype(np.int64)
+    fmt = {"f16": F16, "bf16": BF16, "tf32": TF32, "f32": F32, "f64": F64, "e4m3": E4M3, "e5m2": E5M2}[t]
+    return decode(codes, fmt)
+
+
+def unpack_fragment(shape, operand, ty, regs):
+    """Gather fragment registers [..., 32, nregs] (any number of warps) into the full matrices
+    [..., rows, cols] of element values (float64, or int64 for integer types)."""
+    m, n, k = _dims(shape)
+    dims = {"a": (m, k), "b": (k, n), "c": (m, n), "d": (m, n)}[operand]
+    t = T.norm(ty)
+    codes = _unpack_elems(regs, _ELEM_BITS[t])
+    r, c = fragment_coords(shape, operand, t)
+    vals = _values(codes[..., : r.shape[1]], t)
+    out = np.zeros(vals.shape[:-2] + dims, vals.dtype)
+    out[..., r, c] = vals
+    return out
+
+
+def pack_fragment(shape, operand, ty, matrix_codes):
+    """Scatter matrices of raw element codes [..., rows, cols] into fragment registers [..., 32, nregs]."""
+    t = T.norm(ty)
+    r, c = fragment_coords(shape, operand, t)
+    codes = np.asarray(matrix_codes).astype(np.uint64)[..., r, c]
+    regbits = 64 if t == "f64" else 32
+    return _pack_elems(codes, _ELEM_BITS[t], regbits)
+
+
+def mma_sync(shape: str, a, b, c, atype: str, btype: str, ctype: str, dtype: str | None = None,
+             satfinite: bool = False):
+    """mma.sync.aligned.shape.row.col{.satfinite}.dtype.atype.btype.ctype d, a, b, c.
+
+    a, b, c: fragment registers [..., 32, nregs]; leading dimensions are independent warps, so one call
+    can serve every warp of a launch. Returns d with the same leading dimensions.
+    """
+    shape = shape.lstrip(".")
+    at, bt, ct = T.norm(atype), T.norm(btype), T.norm(ctype)
+    dt = T.norm(dtype) if dtype else ct
+    A = unpack_fragment(shape, "a", at, a)
+    B = unpack_fragment(shape, "b", bt, b)
+    C = unpack_fragment(shape, "c", ct, c)
+    if at in ("s8", "u8"):
+        acc = A.astype(np.int64) @ B.astype(np.int64) + C.astype(np.int64)
+        if satfinite:
+            acc = np.clip(acc, -(1 << 31), (1 << 31) - 1)
+        codes = (acc & 0xFFFFFFFF).astype(np.uint64)
+    elif at == "f64":
+        from .floating import fma
+
+        m, n, k = _dims(shape)
+        acc = np.ascontiguousarray(C, np.float64).view(np.uint64)
+        for kk in range(k):
+            av = np.broadcast_to(A[..., :, kk, None], C.shape)
+            bv = np.broadcast_to(B[..., kk, None, :], C.shape)
+            acc = fma(np.ascontiguousarray(av).view(np.uint64), np.ascontiguousarray(bv).view(np.uint64),
+                      acc, "f64")
+        codes = acc
+    else:
+        codes = _dot_rn(A, B, C, {"f32": F32, "f16": F16}[dt])
+    return pack_fragment(shape, "d", dt, codes)
+
+
+def _dot_rn(A, B, C, fmt):
+    """Codes of RN(A @ B + C) computed exactly: a float64 matmul with a certified error bound, and
+    exact rational arithmetic for the (rare) elements whose bound straddles a rounding boundary."""
+    k = A.shape[-1]
+    with np.errstate(all="ignore"):
+        acc = A @ B + C
+        bound = (np.abs(A) @ np.abs(B) + np.abs(C)) * ((k + 2) * 2.0 ** -52)
+        codes = encode(acc, fmt, "rn").astype(np.uint64)
+        lo = encode(acc - bound, fmt, "rn")
+        hi = encode(acc + bound, fmt, "rn")
+    unsure = np.isfinite(acc) & (lo != hi)
+    if fmt is F16:
+        codes = np.where(np.isnan(acc), np.uint64(0x7FFF), codes)
+    if unsure.any():
+        codes = codes.copy()
+        for idx in zip(*np.nonzero(unsure), strict=True):
+            *w, i, j = idx
+            a_row, b_col = A[(*w, i)], B[(*w, slice(None), j)]
+            exact = sum((Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a_row, b_col, strict=True)),
+                        Fraction(float(C[idx])))
+            codes[idx] = round_fraction(exact, fmt, "rn") if exact != 0 else \
+                (int(encode(acc[idx], fmt, "rn")) if acc[idx] == 0 else 0)
+    return codes
+
+
+# --------------------------------------------------------------------------- ldmatrix / stmatrix / movmatrix
+
+
+def ldmatrix_address_lanes(num: int) -> np.ndarray:
+    """[num, 8] lane ids whose address operand gives row r of matrix j (.x1/.x2/.x4 -> num 1/2/4)."""
+    if num not in (1, 2, 4):
+        raise ValueError("ldmatrix/stmatrix .num must be .x1, .x2 or .x4")
+    return np.arange(num * 8).reshape(num, 8)
+
+
+def ldmatrix(rows, trans: bool = False) -> np.ndarray:
+    """ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16.
+
+    rows: uint16 [..., num, 8, 8], the eight b16 elements read at each row address (matrix j, row r,
+    col); leading dimensions are independent warps. Returns [..., 32, num] uint32: register j of lane
+    l holds matrix j elements (l//4, 2*(l%4)) low and (l//4, 2*(l%4)+1) high; with .trans, elements
+    (2*(l%4), l//4) and (2*(l%4)+1, l//4).
+    """
+    rows = np.asarray(rows, np.uint16)
+    g, t = _G, _T
+    if trans:
+        lo, hi = rows[..., 2 * t, g], rows[..., 2 * t + 1, g]
+    else:
+        lo, hi = rows[..., g, 2 * t], rows[..., g, 2 * t + 1]
+    regs = lo.astype(np.uint32) | (hi.astype(np.uint32) << np.uint32(16))   # [..., num, 32]
+    return np.ascontiguousarray(np.swapaxes(regs, -1, -2))
+
+
+def stmatrix(regs, trans: bool = False) -> np.ndarray:
+    """stmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16: inverse of `ldmatrix`.
+
+    regs: [..., 32, num] uint32. Returns uint16 [..., num, 8, 8]: row r of matrix j goes to the address
+    of lane 8*j + r (see `ldmatrix_address_lanes`).
+    """
+    regs = np.asarray(regs, np.uint32)
+    num = regs.shape[-1]
+    out = np.zeros(regs.shape[:-2] + (num, 8, 8), np.uint16)
+    lo = np.swapaxes((regs & np.uint32(0xFFFF)).astype(np.uint16), -1, -2)
+    hi = np.swapaxes((regs >> np.uint32(16)).astype(np.uint16), -1, -2)
+    g, t = _G, _T
+    if trans:
+        out[..., 2 * t, g], out[..., 2 * t + 1, g] = lo, hi
+    else:
+        out[..., g, 2 * t], out[..., g, 2 * t + 1] = lo, hi
+    return out
+
+
+def movmatrix(regs) -> np.ndarray:
+    """movmatrix.sync.aligned.m8n8.trans.b16: [..., 32] uint32 fragment of M -> fragment of M^T."""
+    r = np.asarray(regs, np.uint32)
+    m = stmatrix(r[..., None])
+    return ldmatrix(m, trans=True)[..., 0]
+
+
+T.quiet_functions(globals())
