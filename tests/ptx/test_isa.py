@@ -1,8 +1,10 @@
 """The ISA table and per-instruction checks (ptxforge.ptx.isa).
 
-The ptxas verdict tables at the bottom were recorded by running ptxas 13.0 (CUDA 13.0.88) on every line
+The ptxas verdict tables (TYPE_CASES, GATE_CASES) were recorded by running ptxas 13.0 (CUDA 13.0.88) on every line
 (scratch probe, one PTX module per target/version); `test_recorded_verdicts_match_ptxas` re-runs ptxas
-on them when it is installed, so the tables cannot drift from what the tool really does.
+on them when it is installed, so the tables cannot drift from what the tool really does. The corpus
+tests check that real nvcc/Triton PTX raises nothing, and that the same kernels moved to an older
+target raise exactly the instruction lines ptxas rejects.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ptxforge as pf
 from ptxforge.ptx import ir
@@ -29,6 +33,7 @@ from ptxforge.ptx.isa import (
     requirements,
 )
 
+DATA = Path(__file__).resolve().parent / "data"  # recorded ptxas verdicts, one case a line
 R = ir.Register
 
 
@@ -247,669 +252,42 @@ def test_unknown_registers_and_symbols_are_not_checked():
     assert [m for _, m in check_instruction(instr, {**REGS, "smem": ".b8"}, symbols={"smem"})] == []
 
 
+_TYPE_NAMES = sorted(ir.ALL_TYPES)
+_SUFFIXES = st.sampled_from([t[1:] for t in _TYPE_NAMES] + ["v2", "v4", "rn", "wide", "hi", "L2::256B",
+                                                             "shared::cta", "sync", "aligned", "nope"])
+_OPERAND = st.recursive(
+    st.one_of(st.sampled_from([R(f"%x{i}") for i in range(len(_TYPE_NAMES))] + [R("%undeclared")]),
+              st.builds(ir.Immediate, st.sampled_from([0, 1, -1, 1.5]), st.sampled_from(["1", "0f3F800000", "1.5"])),
+              st.sampled_from([ir.SpecialRegister("%tid.x"), ir.SpecialRegister("%clock64"), ir.Sink(),
+                               ir.Symbol("lbl"), ir.Expr("sym+4"), ir.Address(R("%x3"), 8), ir.Address(None, 16)])),
+    lambda inner: st.one_of(st.builds(lambda xs: ir.Vector(tuple(xs)), st.lists(inner, max_size=5)),
+                            st.builds(ir.PredPair, inner, inner), st.builds(ir.Negated, inner)),
+    max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(family=st.sampled_from(sorted(FAMILIES)), extra=st.lists(_SUFFIXES, max_size=4),
+       operands=st.lists(_OPERAND, max_size=6), version=st.sampled_from([(6, 0), (9, 0), None]),
+       target=st.sampled_from(["sm_90a", "sm_52", "compute_100f", "not-a-target", None]))
+def test_checks_never_raise(family, extra, operands, version, target):
+    opcode, *fam_suffixes = family.split(".")
+    instr = ir.Instruction(opcode, (*fam_suffixes, *extra), tuple(operands))
+    regs = {f"%x{i}": t for i, t in enumerate(_TYPE_NAMES)}
+    for span, message in check_instruction(instr, regs, version, target):
+        assert isinstance(span, ir.Span) and isinstance(message, str) and message
+    assert all(isinstance(r, Requirement) for r in requirements(instr))
+
+
 # --------------------------------------------------------------------------- recorded ptxas 13.0 verdicts
 # 'E' = ptxas reports an error for the line, '-' = it accepts it.
 
-TYPE_CASES = '''
-E add.f32 %f1, %f2, 1;
-E mov.f32 %f1, 0;
-- mov.f32 %f1, 1.0;
-E setp.eq.f32 %p1, %f1, 0;
-- mov.b32 %r1, 0f3F800000;
-E mov.b32 %r1, 1.5;
-E mov.u32 %r1, 0f3F800000;
-E add.s32 %r1, %r2, 1.0;
-E add.s32 %r1, %r2, 0f3F800000;
-- mov.b16 %rs1, 0x3C00;
-E mov.f16 %h1, 0x3C00;
-- mov.b64 %rd1, 0d3FF0000000000000;
-- mov.f64 %fd1, 0f3F800000;
-- mov.f32 %f1, 0d3FF0000000000000;
-E add.bf16 %h1, %h2, %h3;
-- add.f16 %rs1, %rs2, %rs3;
-- add.f16x2 %r1, %r2, %r3;
-- add.f16x2 %hh1, %hh2, %hh3;
-E add.f16x2 %f1, %f2, %f3;
-- add.f16 %h1, %h2, %h3;
-- add.f32 %r1, %r2, %r3;
-E add.s32 %f1, %f2, %f3;
-- add.u32 %s1, %s2, %u3;
-E add.s32 %r1, %r2, %rd3;
-E add.u16 %r1, %r2, %r3;
-- mov.u32 %r1, %tid.x;
-E mov.u64 %rd1, %tid.x;
-- mov.u16 %rs1, %tid.x;
-E mov.u32 %r1, %clock64;
-- mov.u64 %rd1, %clock64;
-- mov.b32 %r1, {%rs1, %rs2};
-- mov.b64 %rd1, {%r1, %r2};
-- mov.b64 {%r1, %r2}, %rd1;
-- mov.b32 {%rs1, %rs2}, %r1;
-E mov.b64 %rd1, {%rs1, %rs2};
-E mov.u32 %r1, %rs1;
-E mov.u16 %rs1, %r1;
-- mov.b32 %f1, %r1;
-- mov.f32 %r1, %f1;
-- mov.f32 %f1, %r1;
-E mov.f32 %f1, %rd1;
-- mov.u64 %rd1, smem;
-- mov.u32 %r1, smem;
-- mov.u64 %rd1, p;
-- cvt.u32.u16 %r1, %rs1;
-- cvt.u32.u16 %r1, %r1;
-- cvt.u16.u32 %r1, %r1;
-- cvt.u16.u32 %rs1, %r1;
-- cvt.u32.u16 %r1, %rd1;
-E cvt.u32.u64 %r1, %rs1;
-- cvt.f32.f16 %f1, %rs1;
-- cvt.f32.f16 %f1, %r1;
-- cvt.f32.f16 %f1, %h1;
-E cvt.f32.f16 %f1, %f2;
-- cvt.rn.f16.f32 %rs1, %f1;
-- cvt.rn.f16.f32 %r1, %f1;
-E cvt.rn.f16.f32 %f1, %f1;
-- cvt.rn.f16.f32 %h1, %f1;
-- cvt.f64.f32 %fd1, %f1;
-- cvt.f64.f32 %rd1, %r1;
-E cvt.f64.f32 %fd1, %fd1;
-E cvt.u32.f32 %r1, %f1;
-- cvt.rzi.u32.f32 %r1, %f1;
-- cvt.rzi.u32.f32 %r1, %r2;
-E cvt.rzi.u32.f32 %f1, %f2;
-E cvt.rn.f32.s32 %f1, %f2;
-- cvt.rn.f32.s32 %f1, %r2;
-- cvt.rn.f32.s32 %r1, %r2;
-- cvt.s64.s32 %rd1, %r1;
-- cvt.s64.s32 %rd1, %rd1;
-E cvt.s64.s32 %r1, %r1;
-- cvt.u8.u32 %rs1, %r1;
-- cvt.u8.u32 %uc1, %r1;
-- ld.global.u8 %rs1, [%rd1];
-- ld.global.u8 %r1, [%rd1];
-- ld.global.u8 %rd1, [%rd1];
-E ld.global.u8 %f1, [%rd1];
-E ld.global.u8 %h1, [%rd1];
-- ld.global.f32 %r1, [%rd1];
-- ld.global.f32 %rd1, [%rd1];
-E ld.global.f32 %fd1, [%rd1];
-E ld.global.f16 %f1, [%rd1];
-E ld.global.f16 %r1, [%rd1];
-- ld.global.b16 %f1, [%rd1];
-- ld.global.b32 %f1, [%rd1];
-- ld.global.b32 %fd1, [%rd1];
-E ld.global.s32 %f1, [%rd1];
-E ld.global.u32 %rs1, [%rd1];
-E ld.global.u64 %r1, [%rd1];
-- st.global.u8 [%rd1], %r1;
-E st.global.u8 [%rd1], %f1;
-- st.global.b8 [%rd1], %f1;
-- st.global.f32 [%rd1], %r1;
-- st.global.f32 [%rd1], %rd1;
-E st.global.f32 [%rd1], %fd1;
-E st.global.u32 [%rd1], %rs1;
-E st.global.u32 [%rd1], %f1;
-- ld.global.v2.u8 {%rs1, %rs2}, [%rd1];
-E ld.global.v2.u8 {%r1, %rs2}, [%rd1];
-- ld.global.v4.f32 {%f1, %f2, _, %f4}, [%rd1];
-- ld.global.v4.f32 {%f1, %f2, %f3, %r4}, [%rd1];
-E ld.global.v4.f32 {%f1, %f2, %f3, %rd4}, [%rd1];
-E ld.global.v4.f32 {%f1, %f2, %f3, %rs4}, [%rd1];
-E ld.global.v2.f32 {%f1, %f2, %f3, %f4}, [%rd1];
-E ld.global.v4.f32 {%f1, %f2}, [%rd1];
-E ld.global.u32 %r1, %rd1;
-E ld.global.u32 %r1, [%f1];
-- ld.global.u32 %r1, [%r1];
-- ld.global.u32 %r1, [%rs1];
-- ld.shared.u32 %r1, [%r1];
-E atom.global.add.u32 %r1, [%rd1], %rd2;
-E atom.global.add.u32 %rd1, [%rd1], %r2;
-E atom.global.add.u32 %rs1, [%rd1], %r2;
-E atom.global.add.u32 %r1, [%rd1], %rs2;
-- atom.global.add.f32 %f1, [%rd1], %r2;
-E atom.global.add.f32 %f1, [%rd1], %rd2;
-- atom.global.cas.b16 %rs1, [%rd1], %rs2, %rs3;
-E atom.global.cas.b16 %r1, [%rd1], %r2, %r3;
-E shl.b32 %r1, %r2, %rd1;
-E shl.b32 %r1, %r2, %rs1;
-E shl.b32 %r1, %r2, %f1;
-- shl.b64 %rd1, %rd2, %r1;
-- shr.s64 %rd1, %rd2, %u1;
-- mul.wide.s32 %rd1, %r1, %r2;
-E mul.wide.s32 %r1, %r1, %r2;
-E mul.wide.s32 %rd1, %rd1, %r2;
-- mul.lo.s32 %r1, %r1, %r2;
-- mad.wide.u32 %rd1, %r1, %r2, %rd3;
-E mad.wide.u32 %rd1, %r1, %r2, %r3;
-E mul.hi.f32 %f1, %f2, %f3;
-- selp.b32 %r1, 1, 0, %p1;
-E selp.b32 %r1, %r1, %r2, %r3;
-- selp.f32 %f1, %f1, 0f00000000, %p2;
-- setp.lt.s32 %p1|%p2, %r1, %r2;
-- setp.lt.and.s32 %p1, %r1, %r2, %p3;
-- setp.lt.and.s32 %p1, %r1, %r2, !%p3;
-E setp.lt.s32 %r1, %r1, %r2;
-E setp.lt.s32 %p1, %r1, %rd2;
-- set.lt.u32.f32 %r1, %f1, %f2;
-- set.lt.u32.f32 %r1, %r1, %f2;
-E set.lt.u32.f32 %f1, %f1, %f2;
-- shfl.sync.idx.b32 %r1|%p1, %r2, 1, 31, -1;
-- shfl.sync.idx.b32 %f1, %f2, 1, 31, -1;
-E shfl.sync.idx.b32 %rd1, %r2, 1, 31, -1;
-E shfl.sync.idx.b32 %r1, %r2, %rd1, 31, -1;
-- and.pred %p1, %p2, %p3;
-E and.b32 %p1, %p2, %p3;
-- and.pred %p1, %p2, 1;
-E and.pred %p1, %p2, %r1;
-E and.b32 %r1, %p2, %r1;
-- not.pred %p1, %p2;
-- and.b32 %r1, %f1, %r2;
-- and.b16 %rs1, %h1, %rs2;
-- prmt.b32 %r1, %r2, %r3, %r4;
-- bfe.u32 %r1, %r2, %r3, %r4;
-- bfe.u64 %rd1, %rd2, %r3, %r4;
-E bfe.u64 %rd1, %rd2, %rd3, %r4;
-- bfi.b64 %rd1, %rd2, %rd3, %r4, %r5;
-- popc.b64 %r1, %rd1;
-E popc.b64 %rd1, %rd1;
-- clz.b64 %r1, %rd1;
-E clz.b64 %rd1, %rd1;
-- bfind.u64 %r1, %rd1;
-- brev.b64 %rd1, %rd2;
-- fma.rn.f32 %f1, %f2, %f3, 0f3F800000;
-E fma.rn.f32 %f1, %f2, %f3, 1;
-- ex2.approx.f32 %f1, %r1;
-- ex2.approx.ftz.f32 %f1, %f1;
-- dp4a.s32.u32 %r1, %r2, %r3, %r4;
-E dp4a.s32.u32 %rd1, %r2, %r3, %r4;
-E add.f32 %f1, %f2;
-E add.f32 %f1, %f2, %f3, %f4;
-E add.hi.f32 %f1, %f2, %f3;
-E mul.lo.f32 %f1, %f2, %f3;
-E mul.rn.s32 %r1, %r2, %r3;
-E add.b32 %r1, %r2, %r3;
-E add.foo.s32 %r1, %r2, %r3;
-E add %r1, %r2, %r3;
-E add.s32.s32 %r1, %r2, %r3;
-E foo.bar %r1;
-E mul.wide.f32 %fd1, %f2, %f3;
-E div.f32 %f1, %f2, %f3;
-- div.s32 %r1, %r2, %r3;
-E div.approx.f64 %fd1, %fd2, %fd3;
-E sqrt.f32 %f1, %f2;
-E rcp.f32 %f1, %f2;
-E sin.f32 %f1, %f2;
-E ex2.f32 %f1, %f2;
-E tanh.f32 %f1, %f2;
-E abs.u32 %r1, %r2;
-E neg.u32 %r1, %r2;
-E and.s32 %r1, %r2, %r3;
-E and.u32 %r1, %r2, %r3;
-E shl.u32 %r1, %r2, %r3;
-E not.u32 %r1, %r2;
-E popc.u32 %r1, %r2;
-E clz.u32 %r1, %r2;
-E brev.u32 %r1, %r2;
-E bfe.b32 %r1, %r2, %r3, %r4;
-E bfi.u32 %r1, %r2, %r3, %r4, %r5;
-E selp.pred %p1, %p2, %p3, %p4;
-E setp.lt.pred %p1, %p2, %p3;
-E mov.f16 %rs1, %rs2;
-E mov.s8 %rs1, %rs2;
-E ld.global.f16 %rs1, [%rd1];
-E ld.global.u8.u16 %rs1, [%rd1];
-E ld.global.foo.u32 %r1, [%rd1];
-E st.global.u32 [%rd1];
-E st.global.u32 %rd1, %r1;
-E ld.global.u32 %r1, [%rd1], %rd2, %rd3;
-E cvt.s32 %r1, %r2;
-E cvt.rn.f32.s32.s32 %f1, %r1;
-E atom.global.add.f16 %rs1, [%rd1], %rs2;
-E atom.global.add.u16 %rs1, [%rd1], %rs2;
-E atom.global.cas.b32 %r1, [%rd1], %r2;
-E shfl.sync.idx.b64 %rd1, %rd2, 1, 31, -1;
-E shfl.sync.idx.b32 %r1, %r2, 1, 31;
-E vote.sync.ballot.b32 %r1, %r2, -1;
-E vote.sync.ballot.b32 %r1, %p1;
-E bar.sync;
-E fma.f32 %f1, %f2, %f3, %f4;
-E fma.rn.s32 %r1, %r2, %r3, %r4;
-E mad.f32 %f1, %f2, %f3, %f4;
-E mad.lo.f32 %f1, %f2, %f3, %f4;
-E mul24.lo.s64 %rd1, %rd2, %rd3;
-E min.f32 %f1, %f2;
-E testp.finite.f32 %r1, %f1;
-E copysign.f16 %rs1, %rs2, %rs3;
-E lop3.b64 %rd1, %rd2, %rd3, %rd4, 0x96;
-E prmt.b64 %rd1, %rd2, %rd3, %rd4;
-E cvta.to.global.u32 %r1, %rd1;
-E mapa.shared::cluster.u64 %rd1, %rd2, %rd3;
-E activemask.b64 %rd1;
-E redux.sync.add.u64 %rd1, %rd2, -1;
-E nanosleep.u64 %rd1;
-E mbarrier.init.shared.b32 [%r1], 1;
-E mbarrier.try_wait.parity.shared.b64 %r1, [%r1], %r2;
-E setmaxnreg.inc.sync.aligned.u32 %r1;
-E cvt.f32.s32 %f1, %r1;
-E cvt.f64.s32 %fd1, %r1;
-E cvt.f32.u16 %f1, %rs1;
-E cvt.f32.f64 %f1, %fd1;
-E cvt.f16.f32 %rs1, %f1;
-E cvt.s32.f32 %r1, %f1;
-E cvt.s32.f64 %r1, %fd1;
-- cvt.rni.f32.f32 %f1, %f1;
-- cvt.f32.f32 %f1, %f1;
-- cvt.ftz.f32.f32 %f1, %f1;
-- cvt.sat.f32.f32 %f1, %f1;
-E cvt.rn.s32.f32 %r1, %f1;
-E cvt.rzi.f32.s32 %f1, %r1;
-E cvt.bf16.f32 %rs1, %f1;
-- cvt.f32.bf16 %f1, %rs1;
-- cvt.rn.bf16.f32 %rs1, %f1;
-E cvt.s32.f16 %r1, %rs1;
-E cvt.f16.s32 %rs1, %r1;
-- cvt.rn.f16x2.f32 %r1, %f1, %f2;
-- cvt.rn.satfinite.e4m3x2.f32 %rs1, %f1, %f2;
-- cvt.rn.satfinite.e4m3x2.f16x2 %rs1, %r1;
-- cvt.rn.f16x2.e4m3x2 %r1, %rs1;
-- cvt.rna.tf32.f32 %r1, %f1;
-- cvt.rn.relu.satfinite.e5m2x2.f32 %rs1, %f1, %f2;
-- cvt.u16.u8 %rs1, %rs1;
-- cvt.s8.s32 %rs1, %r1;
-- cvt.rn.satfinite.e2m1x2.f32 %c1, %f1, %f2;
-- cvt.rn.bf16x2.f32 %r1, %f1, %f2;
-- cvt.rz.f16.f32 %rs1, %f1;
-- cvt.rm.f16.f32 %rs1, %f1;
-E cvt.rni.s32.s32 %r1, %r1;
-E cvt.rn.f32.f32 %f1, %f1;
-E cvt.rn.f64.f32 %fd1, %f1;
-- cvt.rzi.s32.f16 %r1, %rs1;
-E lop3.b32 %r1, %r2, %r3, %r4, %r5;
-E cp.async.wait_group %r1;
-E cp.async.bulk.wait_group %r1;
-E applypriority.global.L2::evict_normal [%rd1], %rd2;
-E discard.global.L2 [%rd1], %rd2;
-E cp.async.ca.shared.global [%r1], [%rd1], %r2;
-- mbarrier.init.shared.b64 [%r1], %r2;
-- bar.sync %r1;
-- bar.sync %r1, %r2;
-- shfl.sync.idx.b32 %r1, %r2, %r3, %r4, %r5;
-- prmt.b32 %r1, %r2, %r3, 0x3210;
-- nanosleep.u32 %r1;
-- div.full.f32 %f1, %f2, %f3;
-E div.approx.ftz.f64 %fd1, %fd2, %fd3;
-E div.full.f64 %fd1, %fd2, %fd3;
-E rcp.approx.f64 %fd1, %fd2;
-- rcp.approx.ftz.f64 %fd1, %fd2;
-E sqrt.approx.f64 %fd1, %fd2;
-- rsqrt.approx.f64 %fd1, %fd2;
-- ex2.approx.f16 %rs1, %rs2;
-E ex2.approx.ftz.f16 %rs1, %rs2;
-- tanh.approx.f16x2 %r1, %r2;
-- min.ftz.NaN.f32 %f1, %f2, %f3;
-E max.NaN.f64 %fd1, %fd2, %fd3;
-- add.sat.s32 %r1, %r2, %r3;
-E add.sat.u32 %r1, %r2, %r3;
-E add.sat.f64 %fd1, %fd2, %fd3;
-E add.ftz.f64 %fd1, %fd2, %fd3;
-E mul.ftz.f64 %fd1, %fd2, %fd3;
-E fma.rn.ftz.f64 %fd1, %fd2, %fd3, %fd4;
-E fma.rn.sat.f64 %fd1, %fd2, %fd3, %fd4;
-E abs.ftz.f64 %fd1, %fd2;
-E neg.ftz.f64 %fd1, %fd2;
-E min.ftz.f64 %fd1, %fd2, %fd3;
-- mul.hi.u64 %rd1, %rd2, %rd3;
-E mul.wide.u64 %rd1, %rd2, %rd3;
-- mad.hi.sat.s32 %r1, %r2, %r3, %r4;
-E mad.hi.sat.u32 %r1, %r2, %r3, %r4;
-- mad.rn.sat.f32 %f1, %f2, %f3, %f4;
-E atom.global.add.noftz.f32 %f1, [%rd1], %f2;
-E atom.global.inc.u64 %rd1, [%rd1], %rd2;
-E atom.global.min.f32 %f1, [%rd1], %f2;
-E atom.global.exch.f32 %f1, [%rd1], %f2;
-E atom.global.and.u32 %r1, [%rd1], %r2;
-E atom.global.add.b32 %r1, [%rd1], %r2;
-E red.global.min.f64 [%rd1], %fd1;
-- cvt.rn.ftz.f32.f64 %f1, %fd1;
-- cvt.ftz.f64.f32 %fd1, %f1;
-- cvt.sat.s32.s64 %r1, %rd1;
-- cvt.rzi.sat.u8.f32 %rs1, %f1;
-- cvt.relu.rn.f16.f32 %rs1, %f1;
-E cvt.rn.relu.f32.f16 %f1, %rs1;
-E add.sat.s16 %rs1, %rs2, %rs3;
-- add.rn.f32.bf16 %f1, %rs1, %f2;
-- fma.rn.f32.f16 %f1, %rs1, %rs2, %f2;
-'''
+TYPE_CASES = (DATA / "isa_type_cases.txt").read_text()
 GATE_COMBOS = [("sm_100a", "9.0"), ("sm_120a", "9.0"), ("sm_100a", "8.6"), ("sm_90a", "8.0"),
                ("sm_90", "8.0"), ("sm_89", "8.1"), ("sm_89", "7.8"), ("sm_80", "7.8"), ("sm_80", "7.0"),
                ("sm_75", "6.4")]
 # at these two, one line aborts ptxas (a '_' sink before PTX 7.1), so each line was run on its own
 PTXAS_ABORTS = [("sm_80", "7.0"), ("sm_75", "6.4")]
-GATE_CASES = '''
----------- add.s32 %r1, %r2, %r3;
------EEEEE add.u16x2 %r1, %r2, %r3;
------EEEEE add.rn.bf16 %rs1, %rs2, %rs3;
------EEEEE add.rn.bf16x2 %r1, %r2, %r3;
----------- add.f16 %rs1, %rs2, %rs3;
----------- add.cc.u64 %rd1, %rd2, %rd3;
----------- addc.cc.u32 %r1, %r2, %r3;
------EEEEE mul.rn.bf16 %rs1, %rs2, %rs3;
----------E fma.rn.bf16 %rs1, %rs2, %rs3, %rs4;
----------E fma.rn.relu.f16 %rs1, %rs2, %rs3, %rs4;
----EEEEEEE fma.rn.oob.f16 %rs1, %rs2, %rs3, %rs4;
----------E min.NaN.f32 %f1, %f2, %f3;
--------EEE min.xorsign.abs.f32 %f1, %f2, %f3;
----------E max.bf16x2 %r1, %r2, %r3;
------EEEEE max.relu.s32 %r1, %r2, %r3;
------EEEEE min.s16x2 %r1, %r2, %r3;
----------E abs.bf16 %rs1, %rs2;
----------- neg.f16 %rs1, %rs2;
----------E tanh.approx.f32 %f1, %f2;
------EEEEE tanh.approx.bf16 %rs1, %rs2;
----------E ex2.approx.f16 %rs1, %rs2;
------EEEEE ex2.approx.ftz.bf16x2 %r1, %r2;
------EEEEE setp.lt.bf16 %p1, %rs1, %rs2;
----------- setp.lt.f16x2 %p1|%p2, %r1, %r2;
----------E set.lt.u32.f16 %r1, %rs1, %rs2;
----------- dp4a.u32.u32 %r1, %r2, %r3, %r4;
----------- lop3.b32 %r1, %r2, %r3, %r4, 0x96;
----EEEEEEE lop3.or.b32 %r1|%p1, %r2, %r3, %r4, 0x96, %p2;
----------- shf.l.wrap.b32 %r1, %r2, %r3, %r4;
---------EE szext.clamp.s32 %r1, %r2, %r3;
---------EE bmsk.clamp.b32 %r1, %r2, %r3;
----------- fns.b32 %r1, %r2, %r3, %s4;
----------- bfind.shiftamt.u32 %r1, %r2;
----------- prmt.b32.f4e %r1, %r2, %r3, %r4;
----------- copysign.f32 %f1, %f2, %f3;
----------- testp.finite.f32 %p1, %f1;
----------- rcp.approx.ftz.f64 %fd1, %fd2;
----------- rsqrt.approx.ftz.f64 %fd1, %fd2;
---------EE ld.global.nc.L1::no_allocate.L2::256B.v4.s32 {%r1, %r2, %r3, %r4}, [%rd1];
---------EE ld.global.L2::64B.b32 %r1, [%rd1];
---------EE ld.global.L1::evict_last.b32 %r1, [%rd1];
----------- ld.relaxed.gpu.global.b32 %r1, [%rd1];
----------- ld.acquire.sys.global.b32 %r1, [%rd1];
------EEEEE ld.acquire.cluster.global.b32 %r1, [%rd1];
------EEEEE ld.shared::cluster.b32 %r1, [%rd1];
---------EE ld.global.L2::cache_hint.b32 %r1, [%rd1], %rd2;
----EEEEEEE ld.global.b128 %q1, [%rd1];
---EEEEEEEE ld.global.v8.b32 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, [%rd1];
---EEEEEEEE ld.global.v4.b64 {%rd1, %rd2, %rd3, %rd4}, [%rd1];
-EEEEEEEEEE ld.global.L2::evict_last.b32 %r1, [%rd1];
----------- ld.volatile.global.b32 %r1, [%rd1];
----EEEEEEE ld.mmio.relaxed.sys.global.b32 %r1, [%rd1];
----------- st.release.gpu.global.b32 [%rd1], %r1;
---------EE st.global.L1::no_allocate.b32 [%rd1], %r1;
----EEEEEEE st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%r1], %r2, [%r3];
----EEEEEEE red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.add.u32 [%r1], %r2, [%r3];
------EEEEE atom.global.add.noftz.bf16x2 %r1, [%rd1], %r2;
----------- atom.global.add.noftz.f16 %rs1, [%rd1], %rs2;
----------- atom.global.add.f64 %fd1, [%rd1], %fd2;
----------- atom.acq_rel.gpu.global.add.u32 %r1, [%rd1], %r2;
------EEEEE atom.relaxed.cluster.global.add.u32 %r1, [%rd1], %r2;
-EEEEEEEEEE atom.global.v4.f32.add %r1, [%rd1], %r2;
----EEEEEEE atom.global.v2.f32.add {%f1, %f2}, [%rd1], {%f3, %f4};
----EEEEEEE atom.global.exch.b128 %q1, [%rd1], %q2;
---------EE atom.global.L2::cache_hint.add.u32 %r1, [%rd1], %r2, %rd2;
------EEEEE red.global.add.noftz.bf16 [%rd1], %rs1;
----------- red.release.gpu.global.add.u32 [%rd1], %r1;
----------- red.global.add.u64 [%rd1], %rd2;
-------EEEE cvt.rn.satfinite.e4m3x2.f32 %rs1, %f1, %f2;
-------EEEE cvt.rn.f16x2.e5m2x2 %r1, %rs1;
----------E cvt.rn.bf16.f32 %rs1, %f1;
------EEEEE cvt.rn.bf16.s32 %rs1, %r1;
---------EE cvt.f32.bf16 %f1, %rs1;
----------E cvt.rn.relu.f16.f32 %rs1, %f1;
----------E cvt.rna.tf32.f32 %r1, %f1;
------EEEEE cvt.rn.tf32.f32 %r1, %f1;
----EE-EEEE cvt.rn.satfinite.f16.f32 %rs1, %f1;
----EEEEEEE cvt.rn.satfinite.e2m1x2.f32 %c1, %f1, %f2;
----------E cvt.pack.sat.s8.s32.b32 %r1, %r2, %r3, %r4;
----------E cvt.pack.sat.u4.s32.b32 %r1, %r2, %r3, %r4;
----------- cvta.to.global.u64 %rd1, %rd2;
---------EE cvta.param.u64 %rd1, p;
------EEEEE cvta.shared::cluster.u64 %rd1, %rd2;
------EEEEE isspacep.shared::cluster %p1, %rd1;
------EEEEE mapa.shared::cluster.u32 %r1, %r2, %r3;
------EEEEE getctarank.shared::cluster.u32 %r1, %r2;
----------- shfl.sync.bfly.b32 %r1, %r2, 1, 31, -1;
---------EE prefetch.global.L2::evict_last [%rd1];
------EEEEE prefetch.param.tensormap [p];
---------EE applypriority.global.L2::evict_normal [%rd1], 128;
---------EE discard.global.L2 [%rd1], 128;
---------EE createpolicy.fractional.L2::evict_last.b64 %rd1, 1.0;
----------E cp.async.ca.shared.global [%r1], [%rd1], 4;
---------EE cp.async.cg.shared.global.L2::128B [%r1], [%rd1], 16;
----------E cp.async.commit_group;
----------E cp.async.wait_group 0;
----------E cp.async.wait_all;
----------E cp.async.mbarrier.arrive.noinc.shared.b64 [%r1];
------EEEEE cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 16, [%r2];
------EEEEE cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r1], 16;
------EEEEE cp.async.bulk.commit_group;
------EEEEE cp.async.bulk.wait_group.read 0;
------EEEEE cp.async.bulk.prefetch.L2.global [%rd1], 16;
------EEEEE cp.reduce.async.bulk.global.shared::cta.bulk_group.add.u32 [%rd1], [%r1], 16;
------EEEEE cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, \
-    %r3}], [%r4];
------EEEEE cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {%r2, %r3}], [%r1];
------EEEEE cp.async.bulk.prefetch.tensor.2d.L2.global [%rd1, {%r2, %r3}];
----------E mbarrier.init.shared.b64 [%r1], 1;
----------E mbarrier.inval.shared.b64 [%r1];
----------E mbarrier.arrive.shared.b64 %rd1, [%r1];
---------EE mbarrier.arrive.shared::cta.b64 %rd1, [%r1];
------EEEEE mbarrier.arrive.shared.b64 %rd1, [%r1], 2;
------EEEEE mbarrier.arrive.expect_tx.shared.b64 %rd1, [%r1], 16;
------EEEEE mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r1];
----EEEEEEE mbarrier.arrive.relaxed.cta.shared.b64 %rd1, [%r1];
------EEEEE mbarrier.expect_tx.relaxed.cta.shared.b64 [%r1], 16;
----------E mbarrier.test_wait.shared.b64 %p1, [%r1], %rd1;
---------EE mbarrier.test_wait.parity.shared.b64 %p1, [%r1], %r2;
------EEEEE mbarrier.try_wait.parity.shared.b64 %p1, [%r1], %r2;
------EEEEE mbarrier.try_wait.acquire.cluster.shared::cta.b64 %p1, [%r1], %rd1, 1000;
----------E mbarrier.pending_count.b64 %r1, %rd1;
----------- bar.sync 0;
---------EE bar.cta.sync 0;
----------- barrier.sync.aligned 0, 128;
----------- bar.red.popc.u32 %r1, 0, %p1;
----------- bar.warp.sync -1;
------EEEEE barrier.cluster.arrive.release.aligned;
------EEEEE barrier.cluster.wait.acquire;
------EEEEE barrier.cluster.arrive;
----------- membar.gl;
---------EE membar.proxy.alias;
----------- fence.acq_rel.gpu;
------EEEEE fence.sc.cluster;
------EEEEE fence.proxy.async;
------EEEEE fence.proxy.async.shared::cta;
------EEEEE fence.mbarrier_init.release.cluster;
----EEEEEEE fence.proxy.tensormap::generic.release.gpu;
----EEEEEEE fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;
----------- vote.sync.ballot.b32 %r1, %p1, -1;
----------- vote.sync.any.pred %p1, %p2, -1;
----------- match.any.sync.b64 %r1, %rd1, -1;
----------- match.all.sync.b32 %r1|%p1, %r2, -1;
----------E redux.sync.add.u32 %r1, %r2, -1;
--E-EEEEEEE redux.sync.min.f32 %f1, %f2, -1;
----------- activemask.b32 %r1;
------EEEEE elect.sync %r1|%p1, -1;
------EEEEE elect.sync _|%p1, -1;
------EEEEE griddepcontrol.wait;
------EEEEE griddepcontrol.launch_dependents;
-----EEEEEE setmaxnreg.inc.sync.aligned.u32 232;
-----EEEEEE setmaxnreg.dec.sync.aligned.u32 40;
----------- nanosleep.u32 100;
---------EE stacksave.u64 %rd1;
---------EE movmatrix.sync.aligned.m8n8.trans.b16 %r1, %r2;
----------E ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r1, %r2, %r3, %r4}, [%r5];
---------EE ldmatrix.sync.aligned.m8n8.x2.trans.shared::cta.b16 {%r1, %r2}, [%r5];
------EEEEE stmatrix.sync.aligned.m8n8.x4.shared.b16 [%r5], {%r1, %r2, %r3, %r4};
----------E mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%f1, %f2, %f3, %f4}, {%r1, %r2, %r3, %r4}, \
-    {%r5, %r6}, {%f5, %f6, %f7, %f8};
----------E mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f1, %f2, %f3, %f4}, {%r1, %r2}, {%r5}, {%f5, \
-    %f6, %f7, %f8};
----EEEEEEE mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%f1, %f2, %f3, %f4}, {%r1, %r2, %r3, %r4}, \
-    {%r5, %r6}, {%f5, %f6, %f7, %f8};
------EEEEE mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%fd1, %fd2, %fd3, %fd4}, {%fd5, %fd6}, {%fd7}, \
-    {%fd1, %fd2, %fd3, %fd4};
----------E mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%fd1, %fd2}, {%fd5}, {%fd7}, {%fd1, %fd2};
----------E mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32 {%r1, %r2, %r3, %r4}, {%r1, %r2, %r3, \
-    %r4}, {%r5, %r6}, {%r1, %r2, %r3, %r4};
---------EE mma.sp.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32 {%f1, %f2, %f3, %f4}, {%r1, %r2, %r3, %r4}, \
-    {%r5, %r6, %r7, %r8}, {%f5, %f6, %f7, %f8}, %r1, 0;
-EEE-EEEEEE wgmma.fence.sync.aligned;
-EEE-EEEEEE wgmma.commit_group.sync.aligned;
-EEE-EEEEEE wgmma.wait_group.sync.aligned 0;
-EEE-EEEEEE wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, 1, 1, 1, 0, 0;
--E-EEEEEEE tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r1], 32;
--E-EEEEEEE tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r1, 32;
--E-EEEEEEE tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
--E-EEEEEEE tcgen05.fence::before_thread_sync;
--E-EEEEEEE tcgen05.wait::ld.sync.aligned;
--E-EEEEEEE tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r1];
--E-EEEEEEE tcgen05.ld.sync.aligned.32x32b.x2.b32 {%r1, %r2}, [%r3];
--E-EEEEEEE tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, %p1;
----EEEEEEE clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%r1], [%r2];
----EEEEEEE tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%rd1], \
-    [%r1], 128;
----EEEEEEE tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%r1], %rd1;
----EEEEEEE multimem.ld_reduce.relaxed.sys.global.add.f32 %f1, [%rd1];
----EEEEEEE multimem.st.relaxed.sys.global.f32 [%rd1], %f1;
----EEEEEEE multimem.red.relaxed.sys.global.add.u32 [%rd1], %r1;
----------- brkpt;
----------- pmevent.mask 1;
----------- trap;
----EEEEEEE add.f32x2 %rd1, %rd2, %rd3;
----EEEEEEE add.rn.f32x2 %rd1, %rd2, %rd3;
----EEEEEEE fma.rn.f32x2 %rd1, %rd2, %rd3, %rd4;
---EEEEEEEE min.f32 %f1, %f2, %f3, %f4;
-EEEEEEEEEE max.s32 %r1, %r2, %r3, %r4;
----EEEEEEE add.f32.f16 %f1, %rs1, %f2;
----EEEEEEE add.rn.f32.bf16 %f1, %rs1, %f2;
----EEEEEEE fma.rn.f32.f16 %f1, %rs1, %rs2, %f2;
----EEEEEEE sub.f32.bf16 %f1, %rs1, %f2;
----EEEEEEE cvt.rn.f16x2.e2m1x2 %r1, %c1;
----EEEEEEE cvt.rz.satfinite.ue8m0x2.f32 %rs1, %f1, %f2;
----EEEEEEE cvt.rn.bf16x2.ue8m0x2 %r1, %rs1;
--EEEEEEEEE cvt.rs.satfinite.e4m3x4.f32 %r1, {%f1, %f2, %f3, %f4}, %r2;
--EEEEEEEEE cvt.rs.relu.satfinite.f16x2.f32 %r1, %f1, %f2, %r2;
-EEEEEEEEEE cvt.rn.satfinite.e4m3x2.bf16x2 %rs1, %r1;
----EEEEEEE cvt.rn.satfinite.tf32.f32 %r1, %f1;
----EE-EEEE cvt.rna.satfinite.tf32.f32 %r1, %f1;
----EE-EEEE cvt.rn.satfinite.bf16x2.f32 %r1, %f1, %f2;
----EE-EEEE cvt.rn.relu.satfinite.bf16.f32 %rs1, %f1;
------EEEEE cvt.ftz.f32.bf16 %f1, %rs1;
------EEEEE cvt.rn.f16.bf16 %rs1, %rs1;
------EEEEE cvt.rzi.s32.bf16 %r1, %rs1;
------EEEEE cvt.rn.bf16.f64 %rs1, %fd1;
-------EEEE cvt.rn.satfinite.e5m2x2.f16x2 %rs1, %r1;
--E-EEEEEEE redux.sync.max.abs.NaN.f32 %f1, %f2, -1;
----------E redux.sync.and.b32 %r1, %r2, -1;
---EEEEEEEE ld.global.v8.f32 {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8}, [%rd1];
---EEEEEEEE ld.global.L2::evict_last.v8.b32 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, [%rd1];
---EEEEEEEE st.global.v4.b64 [%rd1], {%rd1, %rd2, %rd3, %rd4};
----EEEEEEE ld.global.nc.b128 %q1, [%rd1];
----EEEEEEE ld.relaxed.sys.global.b128 %q1, [%rd1];
----EEEEEEE st.release.gpu.global.b128 [%rd1], %q1;
----EEEEEEE atom.global.cas.b128 %q1, [%rd1], %q2, %q3;
----EEEEEEE atom.sys.global.exch.b128 %q1, [%rd1], %q2;
----EEEEEEE mov.b128 %q1, {%rd1, %rd2};
----EEEEEEE mov.b128 {%rd1, %rd2}, %q1;
----EEEEEEE atom.global.v4.f32.add {%f1, %f2, %f3, %f4}, [%rd1], {%f1, %f2, %f3, %f4};
----EEEEEEE red.global.v2.f16x2.add.noftz [%rd1], {%r1, %r2};
----------- red.global.add.noftz.f16 [%rd1], %rs1;
----------- atom.global.cas.b16 %rs1, [%rd1], %rs2, %rs3;
----EEEEEEE ldu.global.b128 %q1, [%rd1];
----EEEEEEE st.bulk.weak.shared::cta [%r1], 128, 0;
---EEEEEEEE st.async.release.gpu.global.b32 [%rd1], %r1;
---EEEEEEEE red.async.release.gpu.global.add.u32 [%rd1], %r1;
----EEEEEEE clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.multicast::cluster::all.b128 \
-    [%r1], [%r2];
----EEEEEEE ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {%r1, %r2}, [%r3];
----EEEEEEE multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v4.f16x2 {%r1, %r2, %r3, %r4}, [%rd1];
----EEEEEEE multimem.ld_reduce.relaxed.sys.global.add.e4m3x4 %r1, [%rd1];
-EEEEEEEEEE multimem.st.relaxed.sys.global.e5m2 [%rd1], %rs1;
----EEEEEEE tensormap.replace.tile.swizzle_atomicity.shared::cta.b1024.b32 [%r1], 1;
--E-EEEEEEE cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes [%r1], \
-    [%rd1, {%r2, %r3, %r4, %r5, %r6}], [%r7];
--E-EEEEEEE cp.async.bulk.tensor.2d.global.shared::cta.tile::scatter4.bulk_group [%rd1, {%r2, %r3, %r4, %r5, \
-    %r6}], [%r1];
--E-EEEEEEE cp.async.bulk.tensor.3d.shared::cluster.global.im2col::w.mbarrier::complete_tx::bytes [%r1], \
-    [%rd1, {%r2, %r3, %r4}], [%r7], {%rs1, %rs2};
--E-EEEEEEE cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes.cta_group::2 [%r1], \
-    [%rd1, {%r2, %r3}], [%r7];
--E-EEEEEEE cp.async.bulk.prefetch.tensor.2d.L2.global.tile::gather4 [%rd1, {%r2, %r3, %r4, %r5, %r6}];
----EEEEEEE cp.async.bulk.global.shared::cta.bulk_group.cp_mask [%rd1], [%r1], 16, %rs1;
---------EE prefetch.global.L2::evict_normal [%rd1];
---------EE isspacep.param %p1, %rd1;
---------EE cvta.param.u64 %rd1, %rd2;
----EEEEEEE cvta.to.param::entry.u64 %rd1, %rd2;
------EEEEE ex2.approx.ftz.bf16 %rs1, %rs2;
------EEEEE tanh.approx.bf16x2 %r1, %r2;
--------EEE min.xorsign.abs.bf16x2 %r1, %r2, %r3;
----------E min.NaN.f16 %rs1, %rs2, %rs3;
------EEEEE max.relu.s16x2 %r1, %r2, %r3;
------EEEEE setp.lt.bf16x2 %p1|%p2, %r1, %r2;
------EEEEE set.lt.bf16x2.bf16x2 %r1, %r2, %r3;
------EEEEE set.lt.u32.bf16 %r1, %rs1, %rs2;
------EEEEE set.lt.bf16.f32 %rs1, %f1, %f2;
----------E fma.rn.relu.bf16x2 %r1, %r2, %r3, %r4;
----EEEEEEE fma.rn.oob.relu.bf16 %rs1, %rs2, %rs3, %rs4;
----------E abs.bf16x2 %r1, %r2;
----------E neg.bf16 %rs1, %rs2;
------EEEEE mul.rn.bf16x2 %r1, %r2, %r3;
------EEEEE sub.rn.bf16 %rs1, %rs2, %rs3;
------EEEEE atom.add.noftz.bf16 %rs1, [%rd1], %rs2;
----EEEEEEE lop3.and.b32 %r1|%p1, %r2, %r3, %r4, 0x80, %p2;
-EEEEEEEEEE wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %r1, 0, \
-    1, 1, 1, 0, 0;
-EEEEEEEEEE wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.s8 {%r1, %r2, %r3, %r4}, %rd1, %rd2, 1;
----EEEEEEE mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32 {%f1, %f2, %f3, %f4}, \
-    {%r1, %r2, %r3, %r4}, {%r5, %r6, %r7, %r8}, {%f5, %f6, %f7, %f8}, %r1, 0;
---EEEEEEEE mma.sync.aligned.m16n8k16.row.col.f32.e4m3.e4m3.f32 {%f1, %f2, %f3, %f4}, {%r1, %r2}, {%r5}, {%f5, \
-    %f6, %f7, %f8};
---EEEEEEEE mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16 {%r1, %r2}, {%r1, %r2, %r3, %r4}, {%r5, %r6}, \
-    {%r7, %r8};
-E-EEEEEEEE mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e2m1.e2m1.f32 {%f1, %f2, %f3, %f4}, {%r1, %r2, \
-    %r3, %r4}, {%r5, %r6}, {%f5, %f6, %f7, %f8};
----------- mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8}, {%r1, \
-    %r2}, {%r3, %r4}, {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8};
----------E mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%r1, %r2}, {%r3}, {%r4}, {%r5, %r6};
---------EE mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc {%r1, %r2, %r3, %r4}, {%r1, %r2, %r3, \
-    %r4}, {%r5, %r6}, {%r1, %r2, %r3, %r4};
----------- wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, [%rd1];
----------- wmma.load.a.sync.aligned.row.m16n16k16.global.s8 {%r1, %r2}, [%rd1];
----------E wmma.load.a.sync.aligned.row.m16n16k8.global.tf32 {%r1, %r2, %r3, %r4}, [%rd1];
-EEEEEEEEEE tcgen05.ld.red.sync.aligned.32x32b.x2.min.f32 {%f1, %f2}, %f3, [%r3];
--E-EEEEEEE tcgen05.shift.cta_group::1.down [%r1];
--E-EEEEEEE tcgen05.mma.cta_group::1.kind::i8 [%r1], %rd1, %rd2, %r2, %p1;
--E-EEEEEEE tcgen05.cp.cta_group::1.128x256b [%r1], %rd1;
--E-EEEEEEE tcgen05.st.sync.aligned.32x32b.x2.b32 [%r3], {%r1, %r2};
--E-EEEEEEE tcgen05.wait::st.sync.aligned;
---------EE alloca.u64 %rd1, %rd2;
----------- nanosleep.u32 %r1;
----------- vote.sync.uni.pred %p1, %p2, -1;
----------- match.all.sync.b64 %r1|%p1, %rd1, -1;
----------- bar.warp.sync %r1;
----------- barrier.sync.aligned %r1, %r2;
----------- barrier.red.popc.aligned.u32 %r1, 0, %p1;
----------E mbarrier.arrive.noComplete.shared.b64 %rd1, [%r1], 2;
----------E mbarrier.arrive_drop.shared.b64 %rd1, [%r1];
----EEEEEEE mbarrier.arrive.expect_tx.relaxed.cluster.shared::cluster.b64 _, [%r1], 16;
------EEEEE mbarrier.complete_tx.shared::cluster.b64 [%r1], 16;
-------EEEE mbarrier.test_wait.parity.acquire.cta.shared::cta.b64 %p1, [%r1], %r2;
---------EE cp.async.mbarrier.arrive.shared::cta.b64 [%r1];
----------- fence.sc.gpu;
---------EE fence.proxy.alias;
------EEEEE fence.proxy.async.global;
----EEEEEEE fence.acquire.sync_restrict::shared::cluster.cluster;
----EEEEEEE fence.proxy.async::generic.release.sync_restrict::shared::cta.cluster;
----------- membar.sys;
------EEEEE cvt.f16.bf16 %rs1, %rs1;
------EEEEE cvt.rn.bf16.f16 %rs1, %rs1;
----EEEEEEE cp.async.bulk.tensor.2d.shared::cta.global.tile::gather4.mbarrier::complete_tx::bytes [%r1], \
-    [%rd1, {%r2, %r3, %r4, %r5, %r6}], [%r7];
-EEEEEEEEEE add.f32x2 %f1, %rd2, %rd3;
-'''
+GATE_CASES = (DATA / "isa_gate_cases.txt").read_text()
 
 
 DECL = """.reg .b16 %rs<9>; .reg .b32 %r<9>; .reg .b64 %rd<9>; .reg .f32 %f<9>; .reg .f64 %fd<9>; .reg .pred %p<9>;
@@ -1022,3 +400,38 @@ def test_corpus_has_no_isa_problems():
                              check_instruction(instr, regs, mod.version, mod.target.arch)]
     assert count > 10_000
     assert not problems, "\n".join(problems[:30])
+
+
+def _problem_lines(mod: ir.Module) -> set[int]:
+    lines = set()
+    for fn in mod.functions:
+        work = []
+        _walk(fn.body or (), {p.name: p.type for p in fn.params if p.space == ".reg"}, work)
+        for instr, regs in work:
+            lines |= {span.line for span, _ in check_instruction(instr, regs, mod.version, mod.target.arch)}
+    return lines
+
+
+HOPPER = [p for p in CORPUS if re.search(r"^\.target sm_90a", Path(p).read_text(), re.M)
+          and re.search(r"wgmma|setmaxnreg|cp\.async\.bulk", Path(p).read_text())][:8]
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None or not HOPPER, reason="needs ptxas and sm_90a corpus files")
+@pytest.mark.parametrize("target, version", [("sm_80", "7.8"), ("sm_90", "8.0")])
+def test_retargeted_corpus_errors_match_ptxas(target, version, tmp_path):
+    """Real sm_90a kernels moved to an older target: we flag exactly the instruction lines ptxas rejects."""
+    flagged = 0
+    for path in HOPPER:
+        text = re.sub(r"^\.target [^\n]*", f".target {target}", Path(path).read_text(), count=1, flags=re.M)
+        text = re.sub(r"^\.version [^\n]*", f".version {version}", text, count=1, flags=re.M)
+        src = tmp_path / "k.ptx"
+        src.write_text(text)
+        out = subprocess.run(["ptxas", f"-arch={target}", str(src), "-o", os.devnull], capture_output=True,
+                             text=True, timeout=120)
+        lines = text.splitlines()
+        theirs = {int(n) for n in re.findall(r"line (\d+); error", out.stdout + out.stderr)}
+        theirs = {n for n in theirs if not lines[n - 1].lstrip().startswith(".")}  # directives: not ours
+        ours = _problem_lines(pf.parse(text, filename=path))
+        assert ours == theirs, (path, sorted(ours - theirs), sorted(theirs - ours))
+        flagged += len(ours)
+    assert flagged > 0

@@ -98,3 +98,10 @@ def test_target_override_reports_what_the_new_target_lacks():
     assert validate(m) == []
     (d,) = validate(m, target="sm_80")
     assert d.line == 14 and "sm_90a" in d.message
+
+
+def test_cluster_directives_need_sm_90():
+    text = (".version 8.5\n.target sm_80\n.address_size 64\n.visible .entry k()\n.reqnctapercluster 2, 1, 1\n"
+            "{\n\tret;\n}\n")
+    (d,) = validate(pf.parse(text, filename="c.ptx"))
+    assert (d.line, d.col) == (4, 1) and d.message == "k: .reqnctapercluster needs sm_90; this module targets sm_80"

@@ -68,10 +68,10 @@ def _span() -> Span:
 # --------------------------------------------------------------------------- types
 
 INT_TYPES = frozenset(
-    ".u8 .u16 .u32 .u64 .s8 .s16 .s32 .s64 .b8 .b16 .b32 .b64 .b128".split()
+    ".u8 .u16 .u32 .u64 .s8 .s16 .s32 .s64 .b8 .b16 .b32 .b64 .b128 .u16x2 .s16x2".split()
 )
 FLOAT_TYPES = frozenset(
-    ".f16 .f16x2 .bf16 .bf16x2 .tf32 .f32 .f64 .e4m3 .e5m2 .e4m3x2 .e5m2x2 .e2m3 .e3m2 .e2m1 "
+    ".f16 .f16x2 .bf16 .bf16x2 .tf32 .f32 .f32x2 .f64 .e4m3 .e5m2 .e4m3x2 .e5m2x2 .e2m3 .e3m2 .e2m1 "
     ".e2m3x2 .e3m2x2 .e2m1x2 .ue8m0 .ue8m0x2 .e4m3x4 .e5m2x4 .e2m1x4 .e2m3x4 .e3m2x4".split()
 )
 OTHER_TYPES = frozenset(".pred .texref .samplerref .surfref .s2f6x2 .u4 .s4 .u2 .s2 .b4 .b1".split())
@@ -92,7 +92,7 @@ _TYPE_BITS = {
     ".e5m2x2": 16, ".e2m3x2": 16, ".e3m2x2": 16, ".e2m1x2": 8, ".ue8m0x2": 16, ".s2f6x2": 16,
     ".u32": 32, ".s32": 32, ".b32": 32, ".f32": 32, ".f16x2": 32, ".bf16x2": 32, ".tf32": 32,
     ".e4m3x4": 32, ".e5m2x4": 32, ".e2m1x4": 16, ".e2m3x4": 32, ".e3m2x4": 32,
-    ".u64": 64, ".s64": 64, ".b64": 64, ".f64": 64, ".b128": 128,
+    ".u16x2": 32, ".s16x2": 32, ".u64": 64, ".s64": 64, ".b64": 64, ".f64": 64, ".f32x2": 64, ".b128": 128,
     ".texref": 64, ".samplerref": 64, ".surfref": 64,
 }
 

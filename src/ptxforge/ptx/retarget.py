@@ -7,6 +7,7 @@ import dataclasses
 from ptxforge.ptx import ir
 from ptxforge.ptx.errors import Diagnostic, PTXValidationError
 from ptxforge.ptx.lexer import SourceText
+from ptxforge.ptx.validator import DIRECTIVE_MIN_SM
 
 # The first PTX ISA version that knows each target (PTX ISA manual, ".target" release notes).
 TARGET_MIN_PTX = {
@@ -48,7 +49,11 @@ def retarget(module: ir.Module, arch: str, ptx_version: tuple[int, int] | None =
         report(module.target.span, f".target {arch} needs PTX ISA {need[0]}.{need[1]}; "
                                    f"the module would be .version {version[0]}.{version[1]}"
                                    f" (pass a newer --ptx-version)")
+    sm = parse_target(arch)[0]
     for f in module.functions:
+        for name, _ in f.directives:
+            if sm < DIRECTIVE_MIN_SM.get(name, 0):
+                report(f.span, f"{name} needs sm_{DIRECTIVE_MIN_SM[name]}; cannot retarget {f.name} to {arch}")
         for ins in f.instructions():
             for r in requirements(ins):
                 if not r.target_ok(arch):

@@ -12,6 +12,10 @@ from ptxforge.ptx.errors import Diagnostic, PTXValidationError
 from ptxforge.ptx.lexer import SourceText
 
 
+# Kernel directives that need a newer target (ptxas 13.0 agrees with the manual here).
+DIRECTIVE_MIN_SM = {".explicitcluster": 90, ".reqnctapercluster": 90, ".maxclusterrank": 90}
+
+
 def validate(module: ir.Module, target: str | None = None,
              version: tuple[int, int] | None = None) -> list[Diagnostic]:
     """Every problem in `module`, in source order. `target`/`version` override the module's own."""
@@ -70,7 +74,18 @@ class _Validator:
 
     # ------------------------------------------------------------------ functions
 
+    def directives(self, f: ir.Function) -> None:
+        sm, _ = self.isa.parse_target(self.target)
+        for name, _nums in f.directives:
+            need = DIRECTIVE_MIN_SM.get(name)
+            if need is not None and sm < need:
+                self.report(f.span, f"{f.name}: {name} needs sm_{need}; this module targets {self.target}")
+
     def function(self, f: ir.Function) -> None:
+        try:
+            self.directives(f)
+        except ValueError:
+            pass  # a bad target is reported once, by check_target
         labels: dict[str, ir.Span] = {}
         self.collect_labels(f.body, labels)
         self.labels = labels

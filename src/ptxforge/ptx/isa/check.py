@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping
 from functools import lru_cache
 
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa.data_sreg import special_register
 from ptxforge.ptx.isa.spec import InstrSpec, Role, Signature, holds
 from ptxforge.ptx.isa.table import FAMILIES
 from ptxforge.ptx.isa.targets import Requirement, format_version, parse_target
@@ -18,7 +19,6 @@ from ptxforge.ptx.isa.typerules import (
     is_float,
     is_int,
     kind,
-    special_register_bits,
     type_bits,
 )
 
@@ -65,8 +65,19 @@ def _split_suffixes(suffixes: tuple[str, ...], spec: InstrSpec) -> tuple[tuple[s
 
 def requirements(instr: ir.Instruction) -> list[Requirement]:
     """Every requirement the instruction places on the module: its family's, then those triggered
-    by its modifiers, types or operand count. Empty for an unknown instruction."""
-    return list(_requirements(instr.opcode, instr.suffixes, len(instr.operands)))
+    by its modifiers, types or operand count, then those of special registers it reads (%clusterid
+    needs sm_90). Empty for an unknown instruction."""
+    return [*_requirements(instr.opcode, instr.suffixes, len(instr.operands)), *_sreg_requirements(instr)]
+
+
+def _sreg_requirements(instr: ir.Instruction) -> list[Requirement]:
+    out = []
+    for op in instr.operands:
+        if isinstance(op, ir.SpecialRegister):
+            sreg = special_register(op.name)
+            if sreg is not None and (sreg.requirement.min_ptx > (1, 0) or sreg.requirement.min_sm):
+                out.append(sreg.requirement)
+    return out
 
 
 @lru_cache(maxsize=8192)
@@ -90,6 +101,10 @@ def check_instruction(instr: ir.Instruction, reg_types: Mapping[str, str],
     static = _static_messages(instr.opcode, instr.suffixes, n,
                               tuple(version) if version is not None else None, target)
     problems = [(instr.span, m) for m in static]
+    spec = _lookup(instr.mnemonic)
+    if spec is not None:
+        for req in _sreg_requirements(instr):
+            problems += [(instr.span, m) for m in _requirement_messages(spec, req, version, target)]
     sig, _ = _pick_signature(instr.opcode, instr.suffixes, n)
     if sig is not None and not sig.unchecked:
         types, vec, relaxed = _operand_context(instr.opcode, instr.suffixes)
@@ -268,13 +283,11 @@ class _Ctx:
                 return [(op.span, f"{self.mn}: operand {pos} is {op.name} ({t}), expected {want}")]
             return []
         if isinstance(op, ir.SpecialRegister):
-            bits = special_register_bits(op.name)
-            if bits is None or want == ".pred" or bits == 1:
+            sreg = special_register(op.name)
+            if sreg is None or type_bits(want) in sreg.widths:
                 return []
-            wbits = type_bits(want)
-            if (bits == 64) != (wbits == 64):
-                return [(op.span, f"{self.mn}: operand {pos} is {op.name} ({bits}-bit), expected {want}")]
-            return []
+            what = ".pred" if sreg.bits == 1 else f"{sreg.bits}-bit"
+            return [(op.span, f"{self.mn}: operand {pos} is {op.name} ({what}), expected {want}")]
         if isinstance(op, ir.Immediate):
             msg = immediate_problem(want, op.value, op.text)
             return [(op.span, f"{self.mn}: operand {pos}: {msg}")] if msg else []
@@ -331,6 +344,26 @@ class _Ctx:
 # --------------------------------------------------------------------------- version and target
 
 
+def _requirement_messages(spec: InstrSpec | None, req: Requirement, version, target) -> list[str]:
+    """Messages for one requirement the module's version or target does not meet."""
+    if target is not None:
+        try:
+            parse_target(target)
+        except ValueError:
+            target = None
+    fam = spec.family if spec else "?"
+    subject = fam if req.what == fam else f"{fam}: {req.what}"
+    out = []
+    if version is not None and not req.version_ok(version, target):
+        need = req.ptx_needed(target)
+        on = f" on {target}" if need != req.min_ptx else ""
+        out.append(f"{subject} needs PTX ISA {format_version(need)}{on}; this module is "
+                   f".version {format_version(version)}")
+    if target is not None and req.min_sm and not req.target_ok(target):
+        out.append(f"{subject} needs {req.target_text()}; this module targets {target}")
+    return out
+
+
 def _check_requirements(instr, spec: InstrSpec, types, version, target, n: int) -> list[Problem]:
     out: list[Problem] = []
     fam, span = spec.family, instr.span
@@ -339,14 +372,7 @@ def _check_requirements(instr, spec: InstrSpec, types, version, target, n: int) 
     except ValueError:
         target, sm = None, None
     for req in _requirements(instr.opcode, instr.suffixes, n):
-        subject = fam if req.what == fam else f"{fam}: {req.what}"
-        if version is not None and not req.version_ok(version, target):
-            need = req.ptx_needed(target)
-            on = f" on {target}" if need != req.min_ptx else ""
-            out.append((span, f"{subject} needs PTX ISA {format_version(need)}{on}; this module is "
-                              f".version {format_version(version)}"))
-        if target is not None and req.min_sm and not req.target_ok(target):
-            out.append((span, f"{subject} needs {req.target_text()}; this module targets {target}"))
+        out += [(span, m) for m in _requirement_messages(spec, req, version, target)]
     if version is not None and sm is not None:
         for r in spec.removed:
             if tuple(version) >= r.ptx and sm >= r.sm and holds(r.when, instr.suffixes, types, n):

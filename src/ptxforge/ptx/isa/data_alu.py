@@ -5,15 +5,12 @@ instruction's "PTX ISA Notes" and "Target ISA Notes"."""
 from __future__ import annotations
 
 from ptxforge.ptx.isa.build import (
-    BF,
-    BLACKWELL_A,
     HALF,
     INT,
     RND,
     B,
     F,
     S,
-    U,
     _set,
     fam,
     gate,
@@ -29,6 +26,7 @@ RM_RP = gate("rm&T0=f32|rp&T0=f32", "rounding .rm/.rp on .f32", (2, 0), 20)
 FTZ_SAT = _set(".ftz .sat")
 F32ISH = _set(".f32 .f32x2 .f16 .f16x2")  # types that take .ftz/.sat (not .f64, not .bf16)
 ADD_MOD_TYPES = {".sat": _set(".s32") | F32ISH, ".ftz": F32ISH, ".cc": _set(".u32 .s32 .u64 .s64")}
+MINMAX_OPS = [("T0=f32", "T, T, T, T?"), ("", "T, T, T")]  # only min/max.f32 take a third input
 FTZ32 = {".ftz": _set(".f32 .f16 .f16x2")}
 HALF_ONLY = HALF
 WIDE = _set(".u16 .u32 .s16 .s32")
@@ -91,13 +89,13 @@ SPECS = [
     fam("neg", "T, T", arith=True, types=S | F | HALF, ntypes=(1,), mods=_set(".ftz"), mod_types=FTZ32, group="arith",
         summary="negate",
         gates=(gate("f16|f16x2", "type .f16/.f16x2", (6, 0), 53), gate("bf16|bf16x2", "type .bf16", (7, 0), 80))),
-    fam("min", [("T0=f32", "T, T, T, T?"), ("", "T, T, T")], arith=True, types=INT | _set(".u16x2 .s16x2") | F | HALF, ntypes=(1,),
+    fam("min", MINMAX_OPS, arith=True, types=INT | _set(".u16x2 .s16x2") | F | HALF, ntypes=(1,),
         mods=_set(".relu .ftz .NaN .xorsign .abs"), mod_types=MINMAX_TYPES, group="arith", summary="minimum",
         gates=(gate("u16x2|s16x2|relu&T0=s32", "min.u16x2/.s16x2/.relu", (8, 0), 90),
                gate("f16|f16x2|bf16|bf16x2", "type .f16/.bf16", (7, 0), 80),
                gate("NaN", "modifier .NaN", (7, 0), 80), gate("xorsign", "modifier .xorsign.abs", (7, 2), 86),
                gate("#4", "three inputs", (8, 8), 100))),
-    fam("max", [("T0=f32", "T, T, T, T?"), ("", "T, T, T")], arith=True, types=INT | _set(".u16x2 .s16x2") | F | HALF, ntypes=(1,),
+    fam("max", MINMAX_OPS, arith=True, types=INT | _set(".u16x2 .s16x2") | F | HALF, ntypes=(1,),
         mods=_set(".relu .ftz .NaN .xorsign .abs"), mod_types=MINMAX_TYPES, group="arith", summary="maximum",
         gates=(gate("u16x2|s16x2|relu&T0=s32", "max.u16x2/.s16x2/.relu", (8, 0), 90),
                gate("f16|f16x2|bf16|bf16x2", "type .f16/.bf16", (7, 0), 80),
@@ -205,4 +203,4 @@ SPECS += [fam(name, "*, ...", ptx=(3, 0), sm=30, group="video")
           for name in ("vadd2 vsub2 vavrg2 vabsdiff2 vmin2 vmax2 vset2 "
                        "vadd4 vsub4 vavrg4 vabsdiff4 vmin4 vmax4 vset4").split()]
 
-__all__ = ["SPECS", "BF", "BLACKWELL_A", "U"]
+__all__ = ["SPECS"]

@@ -85,7 +85,6 @@ ATOM_TYPES = _set(".b16 .b32 .b64 .b128 .u32 .u64 .s32 .s64 .f32 .f64 .f16 .f16x
 
 # cp.async.bulk{.tensor}.shared::cta.global...: a .shared::cta destination (the source is then .global)
 DST_CTA = gate("shared::cta&global&mbarrier::complete_tx::bytes", "destination .shared::cta", (8, 6), 90)
-TCGEN_A = ("sm_110a", "sm_100f", "sm_110f")
 
 SPECS = [
     # ------------------------------------------------------------------ moves and loads/stores
@@ -239,4 +238,4 @@ SPECS = [
     fam("suq", "*, ...", ptx=(1, 5), group="surface", summary="surface query"),
 ]
 
-__all__ = ["SPECS", "TCGEN_A"]
+__all__ = ["SPECS"]

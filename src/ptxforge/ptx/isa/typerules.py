@@ -17,17 +17,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ptxforge.ptx.ir import ALL_TYPES
-from ptxforge.ptx.ir import type_bits as _ir_type_bits
-
-# packed types the instruction set has but ir.ALL_TYPES lacks (add/min/max .u16x2, add/fma .f32x2)
-EXTRA_TYPES = {".u16x2": 32, ".s16x2": 32, ".f32x2": 64}
-TYPES = ALL_TYPES | frozenset(EXTRA_TYPES)
-
-
-def type_bits(t: str) -> int:
-    """Width in bits of a type name, including the packed integer types."""
-    return EXTRA_TYPES.get(t) or _ir_type_bits(t)
+from ptxforge.ptx.ir import ALL_TYPES as TYPES
+from ptxforge.ptx.ir import type_bits
 
 
 def kind(t: str) -> str:
@@ -124,26 +115,6 @@ def immediate_problem(inst: str, value: int | float, text: str) -> str | None:
             return f"{text} is an integer literal, expected a {inst} literal (e.g. 0f3F800000 or 1.0)"
         return None
     return f"{inst} operands cannot be literals; move the bits into a register with mov.b{type_bits(inst)}"
-
-
-# special registers whose width is fixed: %clock64 & co are 64-bit; the rest listed are 32-bit
-_SREG64 = ("%clock64", "%globaltimer", "%gridid", "%pm0_64", "%pm1_64", "%pm2_64", "%pm3_64", "%pm4_64",
-           "%pm5_64", "%pm6_64", "%pm7_64", "%current_graph_exec")
-_SREG32 = ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%smid", "%nsmid",
-           "%lanemask_", "%clock", "%clock_hi", "%globaltimer_lo", "%globaltimer_hi", "%dynamic_smem_size",
-           "%total_smem_size", "%aggr_smem_size", "%cluster", "%ncluster", "%envreg", "%pm")
-
-
-def special_register_bits(name: str) -> int | None:
-    """Width of a special register ('%tid.x' -> 32, '%clock64' -> 64); None if not fixed here."""
-    base = name.split(".", 1)[0]
-    if base in _SREG64:
-        return 64
-    if base == "%is_explicit_cluster":
-        return 1
-    if base.startswith(_SREG32):
-        return 32
-    return None
 
 
 _SCALAR_CVT = frozenset(".u8 .u16 .u32 .u64 .s8 .s16 .s32 .s64 .f16 .bf16 .f32 .f64".split())
