@@ -209,13 +209,13 @@ def sum_for_rounding(p, c, low_bits):
     the target, which needs its `low_bits` lowest significand bits to be zero; only those (rare) lanes
     pay for the exact error and a round-to-odd nudge.
     """
-    s = p + c
+    p, c = np.broadcast_arrays(np.asarray(p), np.asarray(c))  # a uniform (0-d) operand is indexed per lane
+    s = np.asarray(p + c)
     cand = (s.view(np.uint64) & np.uint64((1 << low_bits) - 1)) == 0
     if cand.any():
-        idx = np.nonzero(cand)
-        ss, e = two_sum(p[idx], c[idx])
+        ss, e = two_sum(p[cand], c[cand])
         s = s.copy()
-        s[idx] = round_to_odd(ss, e)
+        s[cand] = round_to_odd(ss, e)
     return s
 
 
