@@ -85,6 +85,15 @@ def type_bits(t: str) -> int:
     return _TYPE_BITS[t]
 
 
+def storage_size(ty: str, vector: int | None, array: tuple) -> int:
+    """Bytes taken by a variable or parameter of type `ty`, `.vN` vector and array dimensions
+    (0 when a dimension is unsized, as in `.extern .shared .b8 dyn[]`)."""
+    n = max(1, type_bits(ty) // 8) * (vector or 1)
+    for d in array:
+        n *= d or 0
+    return n
+
+
 _TYPE_BITS = {
     ".pred": 1, ".b1": 1, ".u2": 2, ".s2": 2, ".u4": 4, ".s4": 4, ".b4": 4,
     ".u8": 8, ".s8": 8, ".b8": 8, ".e4m3": 8, ".e5m2": 8, ".e2m3": 8, ".e3m2": 8, ".e2m1": 4,
@@ -309,12 +318,7 @@ class Variable:
     @property
     def size(self) -> int:
         """Size in bytes (0 for unsized arrays)."""
-        n = max(1, type_bits(self.type) // 8) * (self.vector or 1)
-        for d in self.array:
-            if d is None:
-                return 0
-            n *= d
-        return n
+        return storage_size(self.type, self.vector, self.array)
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,10 +337,8 @@ class Param:
 
     @property
     def size(self) -> int:
-        n = max(1, type_bits(self.type) // 8) * (self.vector or 1)
-        for d in self.array:
-            n *= d or 0
-        return n
+        """Size in bytes (0 for unsized arrays)."""
+        return storage_size(self.type, self.vector, self.array)
 
 
 @dataclass(frozen=True, slots=True)
