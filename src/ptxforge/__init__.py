@@ -1,10 +1,25 @@
 """ptxforge: PTX-level GPU programming from Python.
 
-Parse, print, validate and retarget real PTX; run it on a CPU emulator or a GPU.
+Parse, print, validate and retarget real PTX; write kernels in a typed DSL; run them on a CPU
+emulator (with a sanitizer) or a GPU.
 """
 
+from ptxforge import dsl
+from ptxforge.dsl import DSLArchError, DSLError, DSLTypeError, func, kernel, ptr
 from ptxforge.ptx.errors import PTXError, PTXSyntaxError, PTXValidationError
 from ptxforge.ptx.parser import parse, parse_file
 
 __version__ = "0.1.0"
-__all__ = ["parse", "parse_file", "PTXError", "PTXSyntaxError", "PTXValidationError", "__version__"]
+__all__ = [
+    "parse", "parse_file", "PTXError", "PTXSyntaxError", "PTXValidationError",
+    "dsl", "kernel", "func", "ptr", "DSLError", "DSLTypeError", "DSLArchError", "SanitizerError", "__version__",
+]
+
+
+def __getattr__(name: str):
+    # The sanitizer pulls in the emulator and numpy; load it only when asked for.
+    if name == "SanitizerError":
+        from ptxforge.emu.sanitizer import SanitizerError
+
+        return SanitizerError
+    raise AttributeError(f"module 'ptxforge' has no attribute {name!r}")

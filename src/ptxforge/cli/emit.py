@@ -1,0 +1,85 @@
+"""`ptxforge emit FILE.py[:NAME] --arch ARCH`: print the PTX of the DSL kernels in a Python file."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+import traceback
+from pathlib import Path
+
+from ptxforge.cli.common import print_error, write_output
+from ptxforge.cli.main import UserError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("emit", help="print the PTX of DSL kernels in a Python file",
+                       description="Run a Python file that defines @kernel functions (ptxforge.dsl) and print "
+                                   "the PTX of one kernel (FILE.py:NAME) or of all of them, as one module.")
+    p.add_argument("target", metavar="FILE.py[:NAME]", help="Python file, optionally with a kernel name")
+    p.add_argument("--arch", default=None,
+                   help="target such as sm_80 or sm_90a (default: each kernel's own; 'auto' = this GPU or sm_90a)")
+    p.add_argument("-o", "--output", help="write here instead of standard output")
+    p.set_defaults(func=run)
+
+
+def _split(target: str) -> tuple[str, str | None]:
+    path, sep, name = target.rpartition(":")
+    if sep and path.endswith(".py") and name:
+        return path, name
+    return target, None
+
+
+def load_kernels(path: str) -> dict:
+    """The @kernel objects defined at the top level of a Python file, by variable name."""
+    from ptxforge.dsl.errors import DSLError
+    from ptxforge.dsl.kernel import Kernel
+
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"{path}: no such file")
+    sys.path.insert(0, str(p.resolve().parent))
+    try:
+        env = runpy.run_path(str(p), run_name="__ptxforge_emit__")
+    except DSLError:
+        raise
+    except SystemExit as e:
+        raise UserError(f"{path}: the file called exit({e.code}) while being loaded") from None
+    except Exception as e:  # a mistake in the user's Python: point at its line, no traceback
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if Path(f.filename).resolve() == p.resolve()]
+        where = f"{path}:{frames[-1].lineno}: " if frames else f"{path}: "
+        raise UserError(f"{where}{type(e).__name__}: {e}") from None
+    finally:
+        sys.path.remove(str(p.resolve().parent))
+    return {k: v for k, v in env.items() if isinstance(v, Kernel)}
+
+
+def run(args) -> int:
+    from ptxforge.dsl.errors import DSLError
+    from ptxforge.dsl.kernel import link
+
+    path, name = _split(args.target)
+    try:
+        kernels = load_kernels(path)
+        if not kernels:
+            raise UserError(f"{path}: defines no @kernel (ptxforge.dsl) at top level")
+        if name is not None:
+            by_name = {k.name: k for k in kernels.values()} | kernels
+            if name not in by_name:
+                have = ", ".join(sorted({k.name for k in kernels.values()}))
+                raise UserError(f"{path}: no kernel {name!r}; it has: {have}")
+            chosen = [by_name[name]]
+        else:
+            chosen = list({id(k): k for k in kernels.values()}.values())
+        arch = args.arch
+        if arch is None:
+            own = sorted({k.arch for k in chosen if k.arch not in (None, "auto")})
+            if len(own) > 1:
+                raise UserError(f"{path}: the kernels target different archs ({', '.join(own)}); choose one "
+                                f"with --arch or name a kernel (FILE.py:NAME)")
+            arch = own[0] if own else "auto"
+        text = link(chosen, arch).to_ptx(canonical=True)
+    except DSLError as e:
+        print_error(e)
+        return 1
+    write_output(text, args.output)
+    return 0

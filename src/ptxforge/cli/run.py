@@ -1,0 +1,145 @@
+"""`ptxforge run`: launch one kernel of a PTX file on the emulator.
+
+Arguments, one `--arg` per kernel parameter in order:
+  a.npy                 a numpy array loaded from a.npy; the result is written back to a.npy
+  out.npy=zeros:N:DTYPE a new zero array of N elements (DTYPE: float32, int32, uint8 ...) saved to out.npy
+  out.npy=empty-like:a.npy   zeros shaped and typed like another .npy file
+  null                  a null pointer
+  NUMBER                a scalar, converted to the parameter's type (int or float)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ptxforge.cli.common import load_module
+from ptxforge.cli.main import UserError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="run a kernel on the CPU emulator",
+                       description="Launch a kernel of a PTX file on the SIMT emulator. Arrays come from and "
+                                   "go back to .npy files.",
+                       epilog=__doc__.split("\n\n", 1)[1], formatter_class=_raw())
+    p.add_argument("file", metavar="FILE", help="PTX file")
+    p.add_argument("--kernel", "-k", help="kernel name (default: the only kernel)")
+    p.add_argument("--grid", default="1", help="X[,Y[,Z]] blocks (default 1)")
+    p.add_argument("--block", default="1", help="X[,Y[,Z]] threads per block (default 1)")
+    p.add_argument("--arg", "-a", action="append", default=[], help="a kernel argument (see below)")
+    p.add_argument("--shared-mem", type=int, default=0, help="dynamic shared memory bytes per block")
+    p.add_argument("--sms", type=int, default=None, help="number of SMs to emulate (default 132)")
+    p.add_argument("--watchdog", type=float, default=60.0, help="seconds without progress before stopping")
+    p.add_argument("--sanitize", action="store_true", help="run under the memory/race sanitizer")
+    p.add_argument("--report", metavar="FILE", help="write the sanitizer's findings as JSON to FILE (implies "
+                                                    "--sanitize; exit status 1 when it found errors)")
+    p.set_defaults(func=run)
+
+
+def _raw():
+    import argparse
+
+    return argparse.RawDescriptionHelpFormatter
+
+
+def parse_dims(text: str, what: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise UserError(f"--{what} {text!r}: expected X[,Y[,Z]] positive integers") from None
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+        raise UserError(f"--{what} {text!r}: expected 1 to 3 positive integers")
+    return dims
+
+
+def parse_arg(text: str, param, index: int):
+    """(value to pass, path to save the array to or None)."""
+    where = f"--arg {index} ({param.name}, {param.type})"
+    if text == "null":
+        return None, None
+    if "=" in text:
+        path, spec = text.split("=", 1)
+        parts = spec.split(":")
+        if parts[0] == "zeros" and len(parts) == 3:
+            try:
+                arr = np.zeros(int(parts[1]), np.dtype(parts[2]))
+            except (ValueError, TypeError) as e:
+                raise UserError(f"{where}: {spec!r}: {e}") from None
+            return arr, path
+        if parts[0] == "empty-like" and len(parts) == 2:
+            like = _load_npy(parts[1], where)
+            return np.zeros_like(like), path
+        raise UserError(f"{where}: {spec!r}: expected zeros:N:DTYPE or empty-like:FILE.npy")
+    if text.endswith(".npy"):
+        return _load_npy(text, where), text
+    try:
+        if param.type.startswith(".f"):
+            v = float(text)
+            return (np.float32(v) if param.type == ".f32" else np.float64(v) if param.type == ".f64"
+                    else v), None
+        return int(text, 0), None
+    except ValueError:
+        raise UserError(f"{where}: {text!r} is not a number, a .npy file or null") from None
+
+
+def _load_npy(path: str, where: str) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise UserError(f"{where}: cannot read {path}: {e}") from None
+
+
+def run(args) -> int:
+    from ptxforge.emu.errors import EmulatorError, LaunchError
+    from ptxforge.emu.sanitizer import SanitizerError, write_json
+
+    m = load_module(args.file)
+    if m is None:
+        return 1
+    kernels = m.kernels
+    if args.kernel is None:
+        if len(kernels) != 1:
+            raise UserError(f"{args.file} has {len(kernels)} kernels; pick one with --kernel: "
+                            + ", ".join(k.name for k in kernels))
+        name = kernels[0].name
+    else:
+        name = args.kernel
+    try:
+        k = m.kernel(name)
+    except KeyError as e:
+        raise UserError(str(e.args[0])) from None
+    grid, block = parse_dims(args.grid, "grid"), parse_dims(args.block, "block")
+    if len(args.arg) != len(k.params):
+        sig = ", ".join(f"{p.type} {p.name}" for p in k.params)
+        raise UserError(f"{name} takes {len(k.params)} argument(s) ({sig}); {len(args.arg)} --arg given")
+    values, saves = [], []
+    for i, (text, p) in enumerate(zip(args.arg, k.params, strict=False)):
+        v, path = parse_arg(text, p, i)
+        values.append(v)
+        if path is not None:
+            saves.append((path, v))
+    try:
+        res = k.launch(grid=grid, block=block, args=values, device="emu", shared_mem=args.shared_mem,
+                       num_sms=args.sms, watchdog_s=args.watchdog, sanitize=args.sanitize or bool(args.report))
+    except LaunchError as e:
+        raise UserError(str(e)) from None
+    except SanitizerError as e:  # the in-bounds results were copied back: keep them, report, fail
+        for path, arr in saves:
+            np.save(path, arr)
+        if args.report:
+            write_json(args.report, e.reports, kernel=e.kernel, suppressed=e.suppressed)
+        print(str(e), file=sys.stderr)
+        return 1
+    except EmulatorError as e:
+        print(f"ptxforge: error: {e}", file=sys.stderr)
+        return 1
+    for path, arr in saves:
+        np.save(path, arr)
+    if args.report:
+        write_json(args.report, [], kernel=name)
+    print(res, file=sys.stderr)
+    for path, _ in saves:
+        print(f"wrote {Path(path)}", file=sys.stderr)
+    return 0

@@ -1,0 +1,377 @@
+"""`@kernel` and `@func`: trace a Python function into a PTX `.entry` / `.func`, build the module,
+check it, print it, launch it.
+
+    @pf.kernel(arch="sm_80")
+    def vadd(a: ptr(f32), b: ptr(f32), c: ptr(f32), n: u32):
+        i = ctaid.x * ntid.x + tid.x
+        with if_(i < n):
+            st(c[i], ld(a[i]) + ld(b[i]))
+
+    vadd.ptx()                       # PTX text for the kernel's arch; vadd.ptx(arch="sm_90a") for another
+    vadd.launch(grid=(g,), block=(256,), args=[a, b, c, np.uint32(n)], device="emu")
+
+Parameters annotated with a PTX type (`u32`, `f32`) or `ptr(...)` become kernel parameters; other
+parameters must have defaults and are compile-time constants (`vadd.specialize(BLOCK=128)`).
+With an explicit `arch` the kernel is traced when it is defined, so errors show at import.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from ptxforge.dsl import types as T
+from ptxforge.dsl.builder import Builder, current
+from ptxforge.dsl.errors import DSLError, DSLTypeError
+from ptxforge.dsl.memory import Pointer, _mem_type, param_pointer, param_scalar
+from ptxforge.dsl.types import DType, Ptr
+from ptxforge.dsl.values import Reg, new_reg, value_of
+from ptxforge.ptx import ir
+
+DEFAULT_ARCH = "sm_90a"
+
+
+def resolve_arch(arch: str | None) -> str:
+    """'auto' (or None): the current GPU's target when one is usable, else sm_90a."""
+    if arch in (None, "auto"):
+        try:
+            from ptxforge.runtime.kernel import cuda_available
+
+            if cuda_available():
+                from ptxforge.runtime import kernel as rk
+
+                current_arch = getattr(rk, "current_arch", None)
+                if current_arch is not None:
+                    return current_arch()
+        except ImportError:
+            pass
+        return DEFAULT_ARCH
+    from ptxforge.ptx.isa import parse_target
+
+    try:
+        parse_target(arch)
+    except ValueError as e:
+        raise DSLError(str(e)) from None
+    return arch
+
+
+def _signature(fn, what: str):
+    """(ptx params [(name, Ptr|DType)], constants {name: default}) from the annotations."""
+    try:
+        ann = inspect.get_annotations(fn, eval_str=True)
+    except NameError as e:
+        raise DSLError(f"{what} {fn.__name__}: cannot resolve annotation: {e}") from None
+    params, consts = [], {}
+    for name, p in inspect.signature(fn).parameters.items():
+        a = ann.get(name, inspect.Parameter.empty)
+        if isinstance(a, Ptr | DType):
+            params.append((name, a))
+        elif p.default is not inspect.Parameter.empty:
+            consts[name] = p.default
+        else:
+            raise DSLError(f"{what} {fn.__name__}: parameter {name!r} needs a PTX type annotation (u32, f32, "
+                           f"ptr(f32), ...) or a default value (a compile-time constant)")
+    return params, consts, ann.get("return")
+
+
+def _ptx_param(fname: str, name: str, spec) -> ir.Param:
+    if isinstance(spec, Ptr):
+        align = spec.align or spec.elem.nbytes
+        space = "." + spec.space if spec.space != "generic" else None
+        return ir.Param(".param", ".u64", name, ptr_space=space, ptr_align=align if space else None)
+    if spec.kind == "pred":
+        raise DSLError(f"{fname}: parameter {name!r}: .pred parameters are not allowed; use u32")
+    return ir.Param(".param", _mem_type(spec), name)
+
+
+class Kernel:
+    """A DSL kernel: traced per target into an `ir.Module`, printed, checked and launchable."""
+
+    def __init__(self, fn, arch: str | None = "auto", name: str | None = None, consts=None,
+                 maxntid=None, minnctapersm=None):
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.arch = arch
+        self.params, self.defaults, _ = _signature(fn, "kernel")
+        self.consts = {**self.defaults, **(consts or {})}
+        unknown = set(self.consts) - set(self.defaults)
+        if unknown:
+            raise DSLError(f"kernel {self.name}: unknown constants {', '.join(sorted(unknown))}")
+        self.maxntid, self.minnctapersm = maxntid, minnctapersm
+        self._modules: dict[str, ir.Module] = {}
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __repr__(self) -> str:
+        sig = ", ".join(f"{n}: {s!r}" for n, s in self.params)
+        return f"<kernel {self.name}({sig}) arch={self.arch}>"
+
+    def __call__(self, *args, **kwargs):
+        raise DSLError(f"kernel {self.name} is launched with {self.name}.launch(grid=, block=, args=[...]); "
+                       f"calling it from Python or from another kernel is not supported (use @func for device "
+                       f"functions)")
+
+    def specialize(self, name: str | None = None, **consts) -> Kernel:
+        """The kernel with other compile-time constants (parameters that have defaults), named
+        `name` (default: the kernel's name with the constants appended, e.g. act_quant_pow2_scale1)."""
+        if name is None:
+            name = self.name + "".join(f"_{k}{_ident(v)}" for k, v in sorted(consts.items()))
+        k = Kernel(self.fn, self.arch, name, {**self.consts, **consts}, self.maxntid, self.minnctapersm)
+        if self.arch not in (None, "auto"):
+            k.module()
+        return k
+
+    def module(self, arch: str | None = None) -> ir.Module:
+        """The kernel (and the device functions it calls) as a checked `ir.Module` for `arch`."""
+        arch = resolve_arch(arch or self.arch)
+        m = self._modules.get(arch)
+        if m is None:
+            m = self._build(arch)
+            self._modules[arch] = m
+        return m
+
+    def ptx(self, arch: str | None = None) -> str:
+        """The PTX text for `arch` (default: the kernel's own)."""
+        return self.module(arch).to_ptx(canonical=True)
+
+    def launch(self, grid=(1,), block=(1,), args=(), *, device: str = "auto", arch: str | None = None, **kw):
+        """Run through the runtime: `device` is 'emu', 'cuda' or 'auto' (see ptxforge.runtime)."""
+        return self.module(arch).kernel(self.name).launch(grid=grid, block=block, args=list(args), device=device,
+                                                          **kw)
+
+    def _build(self, arch: str) -> ir.Module:
+        from ptxforge.ptx.retarget import target_min_ptx
+
+        b = Builder(self.name, arch, "entry")
+        b.params = [_ptx_param(self.name, n, s) for n, s in self.params]
+        with b:
+            args = {n: (param_pointer(n, s) if isinstance(s, Ptr) else param_scalar(n, s)) for n, s in self.params}
+            self.fn(**args, **self.consts)
+        directives = []
+        if self.maxntid:
+            mt = (self.maxntid,) if isinstance(self.maxntid, int) else tuple(self.maxntid)
+            directives.append((".maxntid", mt))
+        if self.minnctapersm:
+            directives.append((".minnctapersm", (self.minnctapersm,)))
+        fn = _prune(b.function(directives))
+        funcs = _collect_funcs(b, arch)
+        version = max([b.min_ptx, target_min_ptx(arch), *(f[1] for f in funcs)])
+        items = [*b.variables, *(v for f in funcs for v in f[2]), *(f[0] for f in funcs), fn]
+        m = ir.Module(version, ir.Target((arch,)), 64, tuple(_dedupe(items)), filename=f"<dsl {self.name}>")
+        _validate(m)
+        return m
+
+
+def _ident(v) -> str:
+    if isinstance(v, bool):
+        return str(int(v))
+    return "".join(c if c.isalnum() else "_" for c in str(v))
+
+
+def link(kernels, arch: str | None = None) -> ir.Module:
+    """One module holding several kernels (and the device functions and shared variables they use)."""
+    mods = [k.module(arch) for k in kernels]
+    if not mods:
+        raise DSLError("link: no kernels given")
+    arches = {m.target.arch for m in mods}
+    if len(arches) > 1:
+        raise DSLError(f"link: the kernels target different archs ({', '.join(sorted(arches))}); pass arch=")
+    items = list(_dedupe(it for m in mods for it in m.items))
+    names = [f.name for f in items if isinstance(f, ir.Function) and f.is_kernel]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise DSLError(f"link: two kernels are named {', '.join(sorted(dup))}")
+    return ir.Module(max(m.version for m in mods), mods[0].target, 64, tuple(items), filename="<dsl>")
+
+
+def _dedupe(items):
+    seen = set()
+    for it in items:
+        key = (type(it).__name__, it.name, it.kind if isinstance(it, ir.Function) else "")
+        if isinstance(it, ir.Function) and it.is_kernel:
+            key = key + (id(it),)
+        if key not in seen:
+            seen.add(key)
+            yield it
+
+
+def _collect_funcs(b: Builder, arch: str):
+    """[(ir.Function, min ptx, variables)] of every device function called, callees first."""
+    out, seen = [], set()
+
+    def visit(df):
+        if df.name in seen:
+            return
+        seen.add(df.name)
+        built = df.built(arch)
+        for callee in built.funcs.values():
+            visit(callee)
+        out.append((built.function, built.min_ptx, built.variables))
+    for df in b.funcs.values():
+        visit(df)
+    return out
+
+
+def _prune(f: ir.Function) -> ir.Function:
+    """Drop prologue loads/moves whose register is never read (unused parameters, special registers)."""
+    used: dict[str, int] = {}
+
+    def count(ops):
+        for o in ops:
+            t = type(o)
+            if t is ir.Register:
+                used[o.name] = used.get(o.name, 0) + 1
+            elif t is ir.Address and isinstance(o.base, ir.Register):
+                used[o.base.name] = used.get(o.base.name, 0) + 1
+            elif t is ir.Vector:
+                count(o.elements)
+            elif t is ir.PredPair:
+                count((o.first, o.second))
+            elif t is ir.Negated:
+                count((o.operand,))
+            elif t is ir.ParenList or t is ir.AddressList:
+                count(o.items)
+
+    def walk(stmts):
+        for s in stmts:
+            if isinstance(s, ir.Instruction):
+                count(s.operands)
+                if s.guard:
+                    used[s.guard.predicate] = used.get(s.guard.predicate, 0) + 1
+            elif isinstance(s, ir.Block):
+                walk(s.body)
+    walk(f.body)
+    body = []
+    for s in f.body:
+        if (isinstance(s, ir.Instruction) and s.opcode in ("ld", "mov") and s.operands
+                and isinstance(s.operands[0], ir.Register) and used.get(s.operands[0].name, 0) == 1
+                and (s.opcode == "mov" and isinstance(s.operands[1], ir.SpecialRegister | ir.Symbol)
+                     or s.opcode == "ld" and s.suffixes[0] == "param")):
+            continue
+        body.append(s)
+    return ir.Function(f.kind, f.name, f.params, f.returns, f.linkage, f.directives, tuple(body))
+
+
+def _validate(m: ir.Module) -> None:
+    from ptxforge.ptx.validator import validate
+
+    problems = validate(m)
+    if problems:
+        d = problems[0]
+        raise DSLError(f"{d.message} (validator)", (d.file, d.line, d.col, ""))
+
+
+def kernel(fn=None, *, arch: str | None = "auto", name: str | None = None, maxntid=None, minnctapersm=None):
+    """Decorator: `@kernel` or `@kernel(arch="sm_80")` turns a Python function into a PTX kernel."""
+    def wrap(f):
+        k = Kernel(f, arch, name, None, maxntid, minnctapersm)
+        if arch not in (None, "auto"):
+            k.module()  # trace now: errors show where the kernel is defined
+        return k
+    return wrap(fn) if fn is not None else wrap
+
+
+# --------------------------------------------------------------------------- device functions
+
+
+class _Built:
+    def __init__(self, function, min_ptx, variables, funcs):
+        self.function, self.min_ptx, self.variables, self.funcs = function, min_ptx, variables, funcs
+
+
+class DeviceFunction:
+    """A `.func` called from kernels: `@func def f(x: f32) -> f32: ...`; calling it inside a kernel
+    emits a PTX call sequence."""
+
+    def __init__(self, fn, name: str | None = None):
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.params, consts, self.ret = _signature(fn, "func")
+        if consts:
+            raise DSLError(f"func {self.name}: device functions take PTX-typed parameters only")
+        if self.ret is not None and not isinstance(self.ret, DType):
+            raise DSLError(f"func {self.name}: the return annotation must be a PTX type (f32, u32, ...)")
+        self._built: dict[str, _Built] = {}
+
+    def built(self, arch: str) -> _Built:
+        got = self._built.get(arch)
+        if got is None:
+            b = Builder(self.name, arch, "func")
+            b.params = [_ptx_param(self.name, f"{self.name}_param_{i}", s) for i, (_, s) in enumerate(self.params)]
+            if self.ret is not None:
+                b.returns = [ir.Param(".param", _mem_type(self.ret), "func_retval0")]
+            with b:
+                args = {}
+                for i, (n, s) in enumerate(self.params):
+                    pname = f"{self.name}_param_{i}"
+                    args[n] = param_pointer(pname, s) if isinstance(s, Ptr) else param_scalar(pname, s)
+                value = self.fn(**args)
+                if self.ret is not None:
+                    _store_return(self, value)
+                elif value is not None:
+                    raise DSLError(f"func {self.name} returns a value but has no return annotation")
+            f = _prune(b.function())
+            f = ir.Function("func", f.name, f.params, f.returns, None, (), f.body)
+            got = _Built(f, b.min_ptx, b.variables, b.funcs)
+            self._built[arch] = got
+        return got
+
+    def __call__(self, *args):
+        b = current()
+        if len(args) != len(self.params):
+            raise DSLTypeError(f"{self.name} takes {len(self.params)} argument(s), got {len(args)}")
+        self.built(b.arch)
+        b.funcs[self.name] = self
+        stmts: list = []
+        names = []
+        for i, ((pname, spec), a) in enumerate(zip(self.params, args, strict=True)):
+            a = value_of(a)
+            name = f"param{i}"
+            if isinstance(spec, Ptr):
+                if not isinstance(a, Pointer):
+                    raise DSLTypeError(f"{self.name}: argument {pname} must be a pointer")
+                a = a.value()
+                mt = ".b64"
+            else:
+                from ptxforge.dsl.arith import operand
+
+                if isinstance(a, Reg) and a.type != spec:
+                    raise DSLTypeError(f"{self.name}: argument {pname} must be {spec}, got {a.type}")
+                mt = _mem_type(spec)
+            stmts.append(ir.Variable(".param", mt, name))
+            src = a.operand if isinstance(a, Reg) else operand(a, spec)
+            b.emit("st", [".param", mt], [ir.Address(ir.Symbol(name)), src], into=stmts)
+            names.append(name)
+        result = None
+        call_ops = [ir.Symbol(self.name), ir.ParenList(tuple(ir.Symbol(n) for n in names))]
+        if self.ret is not None:
+            mt = _mem_type(self.ret)
+            stmts.append(ir.Variable(".param", mt, "retval0"))
+            call_ops.insert(0, ir.ParenList((ir.Symbol("retval0"),)))
+        b.emit("call", ["uni"], call_ops, into=stmts)
+        if self.ret is not None:
+            result = new_reg(self.ret)
+            b.emit("ld", [".param", _mem_type(self.ret)], [result.operand, ir.Address(ir.Symbol("retval0"))],
+                   into=stmts)
+        b.place(ir.Block(tuple(stmts)))
+        return result
+
+
+def _store_return(df: DeviceFunction, value) -> None:
+    from ptxforge.dsl.arith import operand
+
+    b = current()
+    value = value_of(value)
+    if isinstance(value, Reg) and value.type != df.ret:
+        raise DSLTypeError(f"func {df.name}: returns {value.type}, but is annotated -> {df.ret}")
+    src = value.operand if isinstance(value, Reg) else operand(value, df.ret)
+    b.emit("st", [".param", _mem_type(df.ret)], [ir.Address(ir.Symbol("func_retval0")), src])
+
+
+def func(fn=None, *, name: str | None = None):
+    """Decorator: a device function (`.func`) callable from DSL kernels and other device functions."""
+    def wrap(f):
+        return DeviceFunction(f, name)
+    return wrap(fn) if fn is not None else wrap
+
+
+__all__ = ["Kernel", "kernel", "func", "DeviceFunction", "resolve_arch", "link", "T"]

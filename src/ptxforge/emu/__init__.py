@@ -1,0 +1,33 @@
+"""The CPU SIMT emulator: executes the PTX IR with numpy, all threads of the resident blocks as lanes.
+
+Most users launch through `ptxforge.runtime` (`mod.kernel(name).launch(..., device="emu")`);
+`emulate` is the low-level entry that takes a packed parameter buffer.
+
+Pipeline: `program.Layout` (flatten bodies, register slots, labels, shared/local/param layout) ->
+`compiler.compile_layout` (one op per instruction; builders per family in ops_alu, ops_float,
+ops_memory, ops_atomic, ops_warp, ops_matrix, ops_wgmma, ops_async, ops_control; arithmetic from
+`semantics`) ->
+`machine.Machine` (lockstep lanes, divergence, barriers, calls, watchdog). Every memory access goes
+through `memory.LaneMemory.resolve`.
+
+Extension points: a new instruction family is a builder added to one ops module's BUILDERS. TMA tensor
+copies slot into `ops_async._build_bulk` next to the non-tensor bulk copies and their mbarrier
+transaction counts (they need a tensor-map encoding on the host side); clusters of more than one CTA
+need the shared window to carry a CTA rank (memory.SHARED_WINDOW) and the machine to keep a cluster's
+CTAs in one wave.
+"""
+
+from ptxforge.emu.errors import (
+    EmulatorError,
+    KernelTrap,
+    LaunchError,
+    MemoryFault,
+    UnsupportedInstruction,
+    WatchdogTimeout,
+)
+from ptxforge.emu.launch import EmuDevice, emu_device, emulate
+
+__all__ = [
+    "EmuDevice", "emu_device", "emulate", "EmulatorError", "KernelTrap", "LaunchError", "MemoryFault",
+    "UnsupportedInstruction", "WatchdogTimeout",
+]

@@ -1,0 +1,133 @@
+"""Device-runtime functions PTX calls as externs: vprintf, malloc, free, __assertfail.
+
+Each reads its arguments from the caller's .param variables (per lane) and writes the result back.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ptxforge.emu import memory as M
+from ptxforge.emu.errors import KernelTrap
+
+_FMT = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|z|j|t|L)?([diouxXeEfFgGaAcsp%])")
+
+
+def _arg64(st, pvar: int, lanes) -> np.ndarray:
+    return np.ascontiguousarray(st.pvars[pvar][lanes, :8]).view(np.uint64)[:, 0]
+
+
+def _read_cstring(st, addr: int, lane: int, limit: int = 4096) -> str:
+    out = bytearray()
+    for k in range(limit):
+        got = M.load(st.mem, "generic", np.uint64(addr + k), np.uint8, 1, np.array([lane]))[0]
+        b = int(np.asarray(got).reshape(-1)[0])
+        if b == 0:
+            break
+        out.append(b)
+    return out.decode("utf-8", "replace")
+
+
+def _read(st, addr: int, lane: int, dt):
+    return np.asarray(M.load(st.mem, "generic", np.uint64(addr), dt, 1, np.array([lane]))[0]).reshape(-1)[0]
+
+
+def format_printf(st, fmt: str, args_addr: int, lane: int) -> str:
+    """Render a printf format with arguments packed as nvcc lays them out (each aligned to its size)."""
+    off = 0
+    out = []
+    pos = 0
+    for m in _FMT.finditer(fmt):
+        out.append(fmt[pos: m.start()])
+        pos = m.end()
+        flags, width, prec, length, conv = m.groups()
+        if conv == "%":
+            out.append("%")
+            continue
+        if conv in "eEfFgGaA" or length in ("l", "ll", "z", "j", "t") or conv in "sp":
+            size = 8
+        else:
+            size = 4
+        off = (off + size - 1) // size * size
+        raw = int(_read(st, args_addr + off, lane, np.uint64 if size == 8 else np.uint32)) if args_addr else 0
+        off += size
+        spec = "%" + (flags or "") + (width or "") + ("." + prec if prec else "")
+        if conv in "eEfFgGaA":
+            val = float(np.uint64(raw).view(np.float64))
+            out.append((spec + (conv if conv not in "aA" else "e")) % val)
+        elif conv in "di":
+            bits = 64 if size == 8 else 32
+            v = raw - (1 << bits) if raw >> (bits - 1) else raw
+            out.append((spec + "d") % v)
+        elif conv in "ouxX":
+            out.append((spec + conv) % raw)
+        elif conv == "c":
+            out.append((spec + "c") % chr(raw & 0xFF))
+        elif conv == "s":
+            out.append((spec + "s") % (_read_cstring(st, raw, lane) if raw else "(null)"))
+        elif conv == "p":
+            out.append(f"0x{raw:x}")
+    out.append(fmt[pos:])
+    return "".join(out)
+
+
+def vprintf(st, lanes, args, rets):
+    fmt_ptr = _arg64(st, args[0], lanes)
+    arg_ptr = _arg64(st, args[1], lanes)
+    cache: dict[int, str] = {}
+    for lane, fp, ap in zip(lanes.tolist(), fmt_ptr.tolist(), arg_ptr.tolist(), strict=False):
+        if fp not in cache:
+            cache[fp] = _read_cstring(st, fp, lane)
+        st.emit_printf(format_printf(st, cache[fp], ap, lane))
+    return np.zeros(lanes.size, np.uint32)
+
+
+def malloc(st, lanes, args, rets):
+    sizes = _arg64(st, args[0], lanes)
+    out = np.zeros(lanes.size, np.uint64)
+    for i, n in enumerate(sizes.tolist()):
+        a = st.mem.device.alloc(int(n), name="device malloc")
+        st.device_mallocs.append(a)
+        out[i] = a.base
+    return out
+
+
+def free(st, lanes, args, rets):
+    ptrs = _arg64(st, args[0], lanes)
+    for p in ptrs.tolist():
+        a = st.mem.device.find(int(p))
+        if a is not None and a.name == "device malloc":
+            st.mem.device.free(a)
+    return None
+
+
+def assertfail(st, lanes, args, rets):
+    lane = int(lanes[0])
+    msg = _read_cstring(st, int(_arg64(st, args[0], lanes)[0]), lane)
+    file = _read_cstring(st, int(_arg64(st, args[1], lanes)[0]), lane)
+    line = int(np.ascontiguousarray(st.pvars[args[2]][lane, :4]).view(np.uint32)[0])
+    raise KernelTrap(f"device assertion failed: {msg} at {file}:{line} ({st.describe_lane(lane)})")
+
+
+_BUILTINS = {"vprintf": vprintf, "malloc": malloc, "free": free, "__assertfail": assertfail}
+
+
+def lookup(name: str):
+    return _BUILTINS.get(name)
+
+
+def bind(fn, ctx, arg_pvars, ret_pvars):
+    """An op running builtin `fn` for the active lanes."""
+    def op(st, m):
+        lanes = np.flatnonzero(st.live_mask() if m is None else m)
+        if lanes.size == 0:
+            return
+        r = fn(st, lanes, arg_pvars, ret_pvars)
+        if r is not None and ret_pvars:
+            buf = st.pvars[ret_pvars[0]]
+            raw = np.ascontiguousarray(r).view(np.uint8).reshape(lanes.size, -1)
+            n = min(raw.shape[1], buf.shape[1])
+            buf[lanes, :n] = raw[:, :n]
+    return op

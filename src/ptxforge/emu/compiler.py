@@ -1,0 +1,117 @@
+"""Compile a laid-out kernel into a list of ops: one closure per instruction, names resolved once.
+
+Ops of kind NORMAL run as `op.fn(st, mask)`; control flow (branches, calls, returns, barriers, exits)
+is carried as data the machine interprets, so divergence stays in one place (`machine.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ptxforge.emu import ops_alu, ops_async, ops_control, ops_float, ops_matrix, ops_memory, ops_warp, ops_wgmma
+from ptxforge.emu.errors import UnsupportedInstruction
+from ptxforge.emu.operands import Ctx
+from ptxforge.emu.program import Layout
+from ptxforge.ptx import ir
+
+NORMAL, BRA, EXIT, RET, CALL, BAR, WARPSYNC, TRAP, NOP, BRX = range(10)
+
+
+@dataclass(eq=False)
+class Op:
+    """One executable instruction."""
+
+    kind: int
+    fn: object = None  # fn(st, mask) for NORMAL / WARPSYNC
+    target: int = 0  # branch target pc
+    guard: tuple | None = None  # (pred slot, negated)
+    text: str = ""  # the instruction as written, for messages
+    line: int = 0
+    file: str = ""
+    extra: object = None  # kind-specific data (barrier, call)
+    membermask: object = None  # reader of the warp member mask for WARPSYNC ops (None = all lanes)
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file or "<ir>"
+
+
+def _text(ins: ir.Instruction) -> str:
+    from ptxforge.emu.operands import _show
+
+    ops = []
+    for o in ins.operands:
+        if isinstance(o, ir.Address):
+            base = "" if o.base is None else o.base.name
+            ops.append(f"[{base}{'+' + str(o.offset) if o.offset else ''}]")
+        elif isinstance(o, ir.Vector):
+            ops.append("{" + ", ".join(_show(e) for e in o.elements) + "}")
+        elif isinstance(o, ir.PredPair):
+            ops.append(f"{_show(o.first)}|{_show(o.second)}")
+        elif isinstance(o, ir.Negated):
+            ops.append("!" + _show(o.operand))
+        else:
+            ops.append(_show(o))
+    g = ""
+    if ins.guard:
+        g = f"@{'!' if ins.guard.negated else ''}{ins.guard.predicate} "
+    return f"{g}{ins.mnemonic} {', '.join(ops)};"
+
+
+# opcode -> builder(ctx) returning an Op (without text/line filled)
+BUILDERS: dict = {}
+for _mod in (ops_alu, ops_float, ops_memory, ops_warp, ops_control, ops_matrix, ops_async, ops_wgmma):
+    BUILDERS.update(_mod.BUILDERS)
+
+
+def compile_layout(layout: Layout, consts: dict) -> list[Op]:
+    """Ops for every placed instruction of a layout, in pc order."""
+    ops: list[Op] = []
+    for pc, placed in enumerate(layout.placed):
+        ins = placed.ins
+        ctx = Ctx(layout, placed, pc, consts)
+        builder = BUILDERS.get(ins.opcode)
+        if builder is None:
+            op = Op(NORMAL, fn=_unsupported(ctx, f"instruction {ins.opcode!r} is not supported"))
+        else:
+            try:
+                op = builder(ctx)
+            except UnsupportedInstruction as e:
+                op = Op(NORMAL, fn=_unsupported(ctx, str(e)))
+        op.text = _text(ins)
+        op.line = ins.span.line
+        op.file = ins.span.file
+        if ins.guard is not None and op.guard is None and op.kind != NORMAL and op.kind != WARPSYNC:
+            slot = ctx.reg_slot(ir.Register(ins.guard.predicate))
+            op.guard = (slot, ins.guard.negated)
+        elif ins.guard is not None and op.kind in (NORMAL, WARPSYNC) and op.fn is not None:
+            op.fn = _guarded(op.fn, ctx.reg_slot(ir.Register(ins.guard.predicate)), ins.guard.negated)
+        ops.append(op)
+    return ops
+
+
+def _guarded(fn, slot: int, negated: bool):
+    import numpy as np
+
+    def g(st, m):
+        p = st.regs[slot]
+        if negated:
+            p = ~p
+        if np.ndim(p) == 0:
+            if p:
+                fn(st, m)
+            return
+        mm = p if m is None else (m & p)
+        if mm.any():
+            fn(st, mm)
+    return g
+
+
+def _unsupported(ctx: Ctx, msg: str):
+    """Unsupported instructions fail when (and only when) a thread executes them."""
+    err = msg if msg.startswith(ctx.ins.span.file) else \
+        f"{ctx.ins.span.file}:{ctx.ins.span.line}: {ctx.ins.mnemonic}: {msg}"
+
+    def fn(st, m):
+        raise UnsupportedInstruction(err)
+    return fn

@@ -1,0 +1,163 @@
+"""Load a module into an emulated device and launch kernels on it.
+
+`EmuDevice` owns global memory (a `DeviceMemory`) and the loaded module images; a `ModuleImage` holds
+the addresses of the module's .global/.const variables and the compiled kernels (compiled once).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ptxforge.emu.compiler import compile_layout
+from ptxforge.emu.errors import EmulatorError, LaunchError
+from ptxforge.emu.machine import Machine
+from ptxforge.emu.memory import PAD, DeviceMemory
+from ptxforge.emu.program import Layout
+from ptxforge.ptx import ir
+
+_U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+def parse_initializer(var: ir.Variable, resolve=None) -> bytes:
+    """Bytes of a variable's `= {...}` initializer (numbers, 0f/0d floats; nested braces flattened)."""
+    if var.init is None:
+        return b""
+    init = var.init
+    text = init.text if isinstance(init, ir.Expr) else " ".join(map(str, init))
+    if isinstance(init, tuple):
+        items = [str(x) for x in init]
+    else:
+        items = [t for t in re.split(r"[{},\s]+", text) if t]
+    bits = max(8, ir.type_bits(var.type))
+    dt = _U[bits]
+    out = []
+    for t in items:
+        low = t.lower()
+        if low.startswith("0f"):
+            v = int(low[2:], 16)
+        elif low.startswith("0d"):
+            v = int(low[2:], 16)
+        elif var.type in (".f32", ".f64") and re.fullmatch(r"[-+]?[\d.]+(e[-+]?\d+)?", low) and (
+                "." in low or "e" in low):
+            v = int(np.asarray(float(t), np.float32 if bits == 32 else np.float64).view(dt))
+        else:
+            try:
+                v = int(t, 0)
+            except ValueError:
+                v = _symbol_value(t, resolve)
+            if v is None:
+                raise EmulatorError(f"initializer of {var.name}: cannot evaluate {t!r}") from None
+        out.append(v & ((1 << bits) - 1))
+    return np.asarray(out, dt).tobytes()
+
+
+def _symbol_value(t: str, resolve):
+    m = re.fullmatch(r"(?:generic\()?([\w$.]+)\)?(?:\+(\d+))?", t)
+    if not m or resolve is None:
+        return None
+    base = resolve(m.group(1))
+    return None if base is None else base + int(m.group(2) or 0)
+
+
+@dataclass
+class ModuleImage:
+    """A module loaded on an emulated device: variable addresses and compiled kernels."""
+
+    module: ir.Module
+    device: EmuDevice
+    symbols: dict = field(default_factory=dict)
+    allocations: list = field(default_factory=list)
+    kernels: dict = field(default_factory=dict)
+
+    def load(self) -> None:
+        variables = [v for v in self.module.variables
+                     if v.space in (".global", ".const") and v.linkage != ".extern"]
+        for f in self.module.functions:  # function-scope .global/.const variables
+            variables += [s for s in f.body or () if isinstance(s, ir.Variable)
+                          and s.space in (".global", ".const")]
+        placed = []
+        for v in variables:
+            a = self.device.memory.alloc(max(v.size, 1), name=v.name, align=v.align or 256)
+            self.symbols[v.name] = a.base
+            self.allocations.append(a)
+            placed.append((v, a))
+        from ptxforge.emu.operands import FUNC_BASE
+
+        funcs = {f.name: FUNC_BASE + i for i, f in enumerate(self.module.functions)}
+
+        def resolve(name):
+            return self.symbols.get(name, funcs.get(name))
+        for v, a in placed:
+            self.device.memory.write(a, parse_initializer(v, resolve))
+
+    def compiled(self, func: ir.Function):
+        hit = self.kernels.get(func.name)
+        if hit is None:
+            layout = Layout(self.module, func, self.symbols)
+            ops = compile_layout(layout, {})
+            hit = self.kernels[func.name] = (layout, ops)
+        return hit
+
+
+class EmuDevice:
+    """The emulated GPU: global memory plus loaded modules; `emu_device()` gives the shared one."""
+
+    def __init__(self, num_sms: int = 132):
+        self.memory = DeviceMemory()
+        self.num_sms = num_sms
+        self._images: dict[int, ModuleImage] = {}
+
+    def image(self, module: ir.Module) -> ModuleImage:
+        img = self._images.get(id(module))
+        if img is None or img.module is not module:
+            img = ModuleImage(module, self)
+            img.load()
+            self._images[id(module)] = img
+        return img
+
+
+_DEVICE: EmuDevice | None = None
+
+
+def emu_device() -> EmuDevice:
+    global _DEVICE
+    if _DEVICE is None:
+        _DEVICE = EmuDevice()
+    return _DEVICE
+
+
+def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes, shared_mem: int = 0,
+            device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
+            printf=None, observers=(), sanitizer=None) -> dict:
+    """Run one launch; `params` is the packed kernel parameter buffer. Returns the machine's stats."""
+    device = device or emu_device()
+    grid, block = _dims(grid, "grid"), _dims(block, "block")
+    if block[0] * block[1] * block[2] > 1024:
+        raise LaunchError(f"block {block} has {block[0] * block[1] * block[2]} threads; the limit is 1024")
+    if block[2] > 64:
+        raise LaunchError(f"block z dimension {block[2]} exceeds 64")
+    img = device.image(module)
+    layout, ops = img.compiled(func)
+    if sanitizer is not None:
+        ops = sanitizer.instrument(layout, ops)
+    if layout.shared_bytes + shared_mem > 227 * 1024:
+        raise LaunchError(f"{layout.shared_bytes} bytes of static plus {shared_mem} of dynamic shared "
+                          f"memory exceed the 227 KiB a block may use")
+    buf = np.zeros(max(PAD, (len(params) + PAD - 1) // PAD * PAD), np.uint8)
+    buf[: len(params)] = np.frombuffer(params, np.uint8)
+    m = Machine(layout, ops, grid=grid, block=block, params=buf, device=device.memory,
+                dynamic_shared=shared_mem, num_sms=num_sms or device.num_sms, watchdog_s=watchdog_s,
+                printf=printf, observers=observers, sanitizer=sanitizer)
+    return m.run()
+
+
+def _dims(d, what: str) -> tuple[int, int, int]:
+    if isinstance(d, int | np.integer):
+        d = (int(d),)
+    d = tuple(int(x) for x in d)
+    if not 1 <= len(d) <= 3 or any(x < 1 for x in d):
+        raise LaunchError(f"{what} must be 1 to 3 positive integers, got {d}")
+    return d + (1,) * (3 - len(d))

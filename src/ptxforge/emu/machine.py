@@ -1,0 +1,729 @@
+"""The SIMT machine: all threads of the resident blocks run as numpy lanes in lockstep.
+
+Two modes. Converged: one scalar pc, every live lane executes it (the fast path, no per-lane work).
+Diverged: a pc per lane; each step runs the instruction at the lowest pc for the lanes standing there
+(min-pc scheduling reconverges at the immediate post-dominator for the code layouts nvcc and Triton
+emit), with a periodic rotation so lanes spinning on a flag cannot starve the lanes that set it.
+Lanes waiting at a barrier or for their warp carry a flag bit in their pc; exited lanes hold EXITED.
+
+Blocks are placed on `num_sms` SMs up to the occupancy limit; resident blocks form one wave of lanes.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ptxforge.emu import compiler as C
+from ptxforge.emu.errors import EmulatorError, KernelTrap, MemoryFault, WatchdogTimeout
+from ptxforge.emu.memory import LaneMemory
+from ptxforge.emu.operands import FUNC_BASE
+from ptxforge.emu.program import storage_dtype
+
+WAIT_BAR = 1 << 28
+WAIT_WARP = 1 << 29
+EXITED = 1 << 30
+PC_MASK = WAIT_BAR - 1
+NBARRIERS = 16
+ROTATE_EVERY = 64
+
+
+RESERVED_SMEM = 1024  # the system-reserved shared memory of a block (cooperative groups use it)
+
+
+def _uses_reserved_smem(layout) -> bool:
+    hit = getattr(layout, "_uses_reserved_smem", None)
+    if hit is None:
+        from ptxforge.ptx import ir
+
+        hit = any(isinstance(o, ir.SpecialRegister) and o.name.startswith("%reserved_smem")
+                  for p in layout.placed for o in p.ins.operands)
+        layout._uses_reserved_smem = hit
+    return hit
+
+
+class LaneState:
+    """What ops see: registers, param storage, memory and special registers of one wave of lanes."""
+
+    def __init__(self, machine, nlanes: int):
+        self.machine = machine
+        self.N = nlanes
+        self.regs: list = []
+        self.pvars: list = []
+        self.fb = np.zeros(nlanes, np.int64)
+        self.cc = np.zeros(nlanes, bool)
+        self.live: np.ndarray | None = None
+        self.mem: LaneMemory | None = None
+        self.sregs: dict = {}
+        self.lazy_sregs: dict = {}
+        self.laneid = None  # set by the machine from its per-launch cache
+        self.warp_base = None
+        self.device_mallocs: list = []
+
+    def sreg(self, name: str):
+        try:
+            return self.sregs[name]
+        except KeyError:
+            make = self.lazy_sregs.get(name)
+            if make is None:
+                raise EmulatorError(f"special register {name} is not supported") from None
+            v = self.sregs[name] = make()
+            return v
+
+    def special_dynamic(self, name: str):
+        m = self.machine
+        if name in ("%clock", "%clock64"):
+            v = np.uint64(m.clock_base + (m.steps + m.wave_steps()) * 4)
+            return v if name == "%clock64" else np.uint64(int(v) & 0xFFFFFFFF)
+        ns = time.perf_counter_ns() - m.t0_ns + m.time_base_ns
+        if name == "%globaltimer_lo":
+            return np.uint64(ns & 0xFFFFFFFF)
+        if name == "%globaltimer_hi":
+            return np.uint64(ns >> 32)
+        return np.uint64(ns)
+
+    def live_mask(self) -> np.ndarray:
+        return np.ones(self.N, bool) if self.live is None else self.live
+
+    def emit_printf(self, text: str) -> None:
+        self.machine.printf(text)
+
+    def describe_lane(self, lane: int) -> str:
+        return self.machine.describe_lane(lane)
+
+
+class Machine:
+    """Run one launch of a compiled kernel. Use `ptxforge.emu.launch.emulate`, not this directly."""
+
+    def __init__(self, layout, ops, *, grid, block, params: np.ndarray, device, dynamic_shared: int,
+                 num_sms: int = 132, watchdog_s: float = 60.0, printf=None, max_threads_per_sm: int = 2048,
+                 max_blocks_per_sm: int = 32, shared_per_sm: int = 228 * 1024, observers=(), sanitizer=None):
+        self.layout = layout
+        self.ops = ops
+        self.grid = tuple(grid)
+        self.block = tuple(block)
+        self.params = params
+        self.device = device
+        self.dynamic_shared = dynamic_shared
+        self.num_sms = num_sms
+        self.watchdog_s = watchdog_s
+        self.printf = printf or (lambda s: print(s, end=""))
+        self.observers = list(observers)
+        self.sanitizer = sanitizer  # ptxforge.emu.sanitizer.Sanitizer or None
+        self.threads = block[0] * block[1] * block[2]
+        self.lanes_per_block = (self.threads + 31) // 32 * 32
+        self.nblocks = grid[0] * grid[1] * grid[2]
+        self.block_order = sanitizer.block_order(self.nblocks) if sanitizer is not None else None
+        self.lane_tid = np.arange((self.threads + 31) // 32 * 32, dtype=np.int64)  # thread index of each lane
+        wp = sanitizer.warp_order(len(self.lane_tid) // 32) if sanitizer is not None else None
+        if wp is not None:  # warps of a block placed on lanes in a shuffled order (sanitizer option)
+            self.lane_tid = (np.asarray(wp, np.int64)[:, None] * 32 + np.arange(32)).ravel()
+        self.reserved_smem = RESERVED_SMEM if _uses_reserved_smem(layout) else 0
+        self.shared_size = layout.shared_bytes + dynamic_shared + self.reserved_smem
+        per_sm = min(max_blocks_per_sm, max(1, max_threads_per_sm // self.lanes_per_block))
+        if self.shared_size:
+            per_sm = min(per_sm, max(1, shared_per_sm // max(self.shared_size + 1024, 1)))
+        self.blocks_per_sm = per_sm
+        self.resident = num_sms * per_sm
+        self.steps = 0
+        self.clock_base = 1000
+        self.time_base_ns = 1_700_000_000_000_000_000
+        self.t0_ns = time.perf_counter_ns()
+        self.total = 0
+        self.per_sm = np.zeros(num_sms, np.int64)
+        self.kernel = layout.functions[layout.kernel_func.name]
+        self.frame_of_pc = None
+
+    # ------------------------------------------------------------------ public
+    def run(self) -> dict:
+        t0 = time.perf_counter()
+        with np.errstate(all="ignore"):
+            for first in range(0, self.nblocks, self.resident):
+                self._run_wave(first, min(self.resident, self.nblocks - first))
+        return {"thread_instructions": int(self.total), "per_sm": self.per_sm.copy(),
+                "wall_s": time.perf_counter() - t0, "waves": -(-self.nblocks // self.resident),
+                "resident_blocks": self.resident, "steps": self.steps}
+
+    def describe_lane(self, lane: int) -> str:
+        slot, t = divmod(int(lane), self.lanes_per_block)
+        t = int(self.lane_tid[t])
+        bx, by, _ = self.block
+        tid = (t % bx, (t // bx) % by, t // (bx * by))
+        b = int(self.block_ids[slot])
+        gx, gy, _ = self.grid
+        cta = (b % gx, (b // gx) % gy, b // (gx * gy))
+        return f"thread ({tid[0]},{tid[1]},{tid[2]}) block ({cta[0]},{cta[1]},{cta[2]})"
+
+    def lane_coords(self, lane: int):
+        slot, t = divmod(int(lane), self.lanes_per_block)
+        t = int(self.lane_tid[t])
+        bx, by, _ = self.block
+        b = int(self.block_ids[slot])
+        gx, gy, _ = self.grid
+        return (t % bx, (t // bx) % by, t // (bx * by)), (b % gx, (b // gx) % gy, b // (gx * gy))
+
+    # ------------------------------------------------------------------ wave setup
+    def _setup(self, first: int, nslots: int) -> LaneState:
+        self.first_block = first
+        lpb = self.lanes_per_block
+        N = nslots * lpb
+        st = LaneState(self, N)
+        self.st = st
+        lay = self.layout
+        st.regs = [storage_dtype(t).type(0) for t in lay.reg_types]
+        st.pvars = [np.zeros((N, s), np.uint8) for s in lay.pvar_sizes]
+        frames = sum(f.frame_size for f in lay.functions.values())
+        recursive = any(f.recursive for f in lay.functions.values())
+        local = frames + (64 * max((f.frame_size for f in lay.functions.values()), default=0)
+                          if recursive else 0)
+        st.mem = LaneMemory(self.device, nlanes=N, lanes_per_slot=lpb, shared_size=self.shared_size,
+                            local_size=local, params=self.params, fault=self._fault)
+        st.mem.observers.extend(self.observers)
+        static = self._static(nslots)
+        real = static["real_block"]
+        blocks = first + np.arange(nslots, dtype=np.int64)
+        if self.block_order is not None:  # a shuffled block order (sanitizer option)
+            blocks = self.block_order[blocks]
+        self.block_ids = blocks
+        gx, gy, gz = self.grid
+        self.slot = static["slot"]
+        st.laneid = static["sregs"]["%laneid"]
+        st.warp_base = static["warp_base"]
+        u = np.uint32
+
+        def rep(a):
+            return lambda: np.repeat(a.astype(u), lpb)
+        s = dict(static["sregs"])
+        lazy = {
+            "%ctaid.x": rep(blocks % gx), "%ctaid.y": rep((blocks // gx) % gy),
+            "%ctaid.z": rep(blocks // (gx * gy)),
+            "%clusterid.x": rep(blocks % gx), "%clusterid.y": rep((blocks // gx) % gy),
+            "%clusterid.z": rep(blocks // (gx * gy)),
+        }
+        if gy == 1 and gz == 1:
+            lazy["%ctaid.y"] = lazy["%ctaid.z"] = lambda: u(0)
+            lazy["%clusterid.y"] = lazy["%clusterid.z"] = lambda: u(0)
+        st.lazy_sregs = lazy
+        st.sregs = s
+        self.real = static["real"]
+        st.live = None if real.all() else self.real.copy()
+        self.nlive = int(self.real.sum())
+        self.nslots = nslots
+        self.arrivals = np.zeros((nslots, NBARRIERS), np.int64)
+        self.expected = np.zeros((nslots, NBARRIERS), np.int64)
+        self.redtrue = np.zeros((nslots, NBARRIERS), np.int64)
+        self.nonexited = np.full(nslots, int(real.sum()), np.int64)
+        self.lane_bar = np.zeros(N, np.int8)
+        self.icount = np.zeros(N, np.int64)
+        self.retstack = np.zeros((8, N), np.int32) if lay.has_calls else None
+        self.depth = np.zeros(N, np.int32)
+        self.top_ret = np.full(N, -1, np.int32)
+        self.saves: dict = {}
+        if self.sanitizer is not None:
+            self.sanitizer.on_wave(self, st)
+        return st
+
+    def _static(self, nslots: int) -> dict:
+        """Lane arrays that depend only on the block shape and the number of slots (cached per launch)."""
+        hit = getattr(self, "_static_cache", None)
+        if hit is not None and hit["nslots"] == nslots:
+            return hit
+        lpb = self.lanes_per_block
+        N = nslots * lpb
+        t = self.lane_tid
+        real = t < self.threads
+        bx, by, bz = self.block
+        gx, gy, gz = self.grid
+        u = np.uint32
+
+        def tile(a):
+            return np.tile(np.where(real, a, 0).astype(u), nslots)
+        lane = (np.arange(N, dtype=np.int64) & 31).astype(u)
+        one = u(1) << lane
+        lt = one - u(1)
+        s = {
+            "%tid.x": tile(t % bx), "%tid.y": tile((t // bx) % by), "%tid.z": tile(t // (bx * by)),
+            "%ntid.x": u(bx), "%ntid.y": u(by), "%ntid.z": u(bz),
+            "%nctaid.x": u(gx), "%nctaid.y": u(gy), "%nctaid.z": u(gz),
+            "%laneid": lane, "%warpid": tile(t // 32), "%nwarpid": u(64),
+            "%smid": np.repeat((np.arange(nslots) % self.num_sms).astype(u), lpb), "%nsmid": u(self.num_sms),
+            "%gridid": np.uint64(1),
+            "%lanemask_eq": one, "%lanemask_lt": lt, "%lanemask_le": lt | one, "%lanemask_gt": ~(lt | one),
+            "%lanemask_ge": ~lt,
+            "%dynamic_smem_size": u(self.dynamic_shared), "%total_smem_size": u(self.shared_size),
+            "%aggr_smem_size": u(self.shared_size),
+            "%reserved_smem_offset_begin": u(self.shared_size - self.reserved_smem),
+            "%reserved_smem_offset_end": u(self.shared_size), "%reserved_smem_offset_cap": u(self.reserved_smem),
+            "%reserved_smem_offset_0": u(self.shared_size - self.reserved_smem),
+            "%reserved_smem_offset_1": u(self.shared_size - self.reserved_smem + 16),
+            "%cluster_ctarank": u(0), "%cluster_nctarank": u(1), "%is_explicit_cluster": u(0),
+            "%nclusterid.x": u(gx), "%nclusterid.y": u(gy), "%nclusterid.z": u(gz),
+            "%current_graph_exec": np.uint64(0),
+        }
+        for d in "xyz":
+            s[f"%cluster_ctaid.{d}"] = u(0)
+            s[f"%cluster_nctaid.{d}"] = u(1)
+        for i in range(32):
+            s[f"%envreg{i}"] = u(0)
+        for i in range(8):
+            s[f"%pm{i}"] = u(0)
+        self._static_cache = {"nslots": nslots, "sregs": s, "real_block": real, "real": np.tile(real, nslots),
+                              "slot": np.repeat(np.arange(nslots, dtype=np.int64), lpb),
+                              "warp_base": np.arange(N, dtype=np.int64) & ~np.int64(31)}
+        return self._static_cache
+
+    # ------------------------------------------------------------------ the loop
+    def _run_wave(self, first: int, nslots: int) -> None:
+        st = self._setup(first, nslots)
+        ops = self.ops
+        regs = st.regs
+        pc = self.kernel.entry
+        conv = True
+        pend = 0  # converged steps not yet added to icount
+        self.pcs = None
+        div_steps = 0
+        force = False
+        rot_last = -1
+        deadline = time.monotonic() + self.watchdog_s
+        steps = 0
+        self.wave_steps = lambda: steps  # a closure: sees the live count (for %clock)
+        try:
+            while True:
+                if conv:
+                    op = ops[pc]
+                    k = op.kind
+                    if k == C.NORMAL or k == C.WARPSYNC:
+                        op.fn(st, st.live)
+                        pc += 1
+                        pend += 1
+                        steps += 1
+                        if steps & 0xFFFF == 0:
+                            self._tick(deadline, steps)
+                        continue
+                    if k == C.BRA:
+                        pend += 1
+                        steps += 1
+                        if steps & 0xFFFF == 0:
+                            self._tick(deadline, steps)
+                        if op.guard is None:
+                            pc = op.target
+                            continue
+                        g = regs[op.guard[0]]
+                        if op.guard[1]:
+                            g = ~g
+                        if np.ndim(g) == 0:
+                            pc = op.target if g else pc + 1
+                            continue
+                        t = g if st.live is None else (g & st.live)
+                        nt = int(np.count_nonzero(t))
+                        if nt == 0:
+                            pc += 1
+                        elif nt == self.nlive:
+                            pc = op.target
+                        else:
+                            self._flush(pend)
+                            pend = 0
+                            pcs = np.full(st.N, EXITED, np.int32)
+                            pcs[t] = op.target
+                            pcs[st.live_mask() & ~t] = pc + 1
+                            self.pcs = pcs
+                            conv = False
+                            div_steps = 0
+                        continue
+                    if k == C.BAR and op.guard is None and op.extra.mode == "sync" and \
+                            op.extra.count is None and not self.arrivals.any():
+                        if self.sanitizer is not None:
+                            self.sanitizer.on_barrier_all(self)
+                        pc += 1
+                        pend += 1
+                        steps += 1
+                        continue
+                    if k == C.EXIT and op.guard is None:
+                        self._flush(pend + 1)
+                        pend = 0
+                        return
+                    if k == C.NOP:
+                        pc += 1
+                        continue
+                    # anything else: run it through the per-lane path
+                    self._flush(pend)
+                    pend = 0
+                    pcs = np.full(st.N, EXITED, np.int32)
+                    pcs[st.live_mask()] = pc
+                    self.pcs = pcs
+                    conv = False
+                    div_steps = 0
+                    force = True
+                    continue
+                # ---------------------------------------------------------- diverged
+                pcs = self.pcs
+                lo = int(pcs.min())
+                if lo >= WAIT_BAR:
+                    if lo == EXITED:
+                        return
+                    if not self._wake_warp_waiters():
+                        self._deadlock()
+                    continue
+                ex = pcs == lo
+                nex = int(np.count_nonzero(ex))
+                if nex == self.nlive and not force and self._one_context():
+                    conv = True
+                    pc = lo
+                    continue
+                force = False
+                P = lo
+                div_steps += 1
+                if div_steps % ROTATE_EVERY == 0:
+                    cand = pcs[(pcs > rot_last) & (pcs < WAIT_BAR)]
+                    P = int(cand.min()) if cand.size else lo
+                    rot_last = P if cand.size else -1
+                    if P != lo:
+                        ex = pcs == P
+                steps += 1
+                if steps & 0xFFF == 0:
+                    self._tick(deadline, steps)
+                op = ops[P]
+                k = op.kind
+                if k == C.WARPSYNC:
+                    ex = self._warp_ready(ex | (pcs == (P | WAIT_WARP)), P, op)
+                    if ex is None:
+                        continue
+                elif self.retstack is not None:
+                    # lanes inside a function called from different sites stay separate paths
+                    keys = self.top_ret[ex]
+                    kmin = keys.min()
+                    if keys.max() != kmin:
+                        ex = ex & (self.top_ret == kmin)
+                np.add(self.icount, 1, out=self.icount, where=ex)
+                if k == C.NORMAL or k == C.WARPSYNC:
+                    op.fn(st, ex)
+                    np.copyto(pcs, P + 1, where=ex)
+                elif k == C.BRA:
+                    g = self._guard(op, ex)
+                    np.copyto(pcs, P + 1, where=ex)
+                    np.copyto(pcs, op.target, where=g)
+                elif k == C.EXIT:
+                    g = self._guard(op, ex)
+                    np.copyto(pcs, P + 1, where=ex)
+                    self._exit(g)
+                elif k == C.BAR:
+                    self._barrier(op, ex, P)
+                elif k == C.BRX:
+                    self._brx(op, ex, P)
+                elif k == C.CALL:
+                    self._call(op, ex, P)
+                elif k == C.RET:
+                    self._ret(op, ex, P)
+                elif k == C.TRAP:
+                    g = self._guard(op, ex)
+                    if g.any():
+                        lane = int(np.flatnonzero(g)[0])
+                        raise KernelTrap(f"{op.where}: trap executed ({self.describe_lane(lane)}): {op.text}")
+                    np.copyto(pcs, P + 1, where=ex)
+                else:
+                    np.copyto(pcs, P + 1, where=ex)
+        except MemoryFault as e:
+            raise self._locate(e, pc if conv else P) from None
+        except (EmulatorError, KernelTrap):
+            raise
+        except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError) as e:
+            at = pc if conv else P
+            op = ops[at]
+            raise EmulatorError(f"{op.where}: {op.text}: internal error while emulating: "
+                                f"{type(e).__name__}: {e}") from e
+        finally:
+            self.steps += steps
+            if conv and pend:
+                self._flush(pend)
+            self._account()
+
+    def _one_context(self) -> bool:
+        """True when every live lane is in the same call context (same return address on top)."""
+        if self.retstack is None:
+            return True
+        tr = self.top_ret if self.st.live is None else self.top_ret[self.st.live]
+        return tr.size == 0 or tr.min() == tr.max()
+
+    def _tick(self, deadline: float, steps: int) -> None:
+        if time.monotonic() > deadline:
+            raise WatchdogTimeout(f"kernel made no progress within {self.watchdog_s:g} s "
+                                  f"({steps} steps); {self._where_summary()}")
+
+    def _flush(self, pend: int) -> None:
+        if pend:
+            if self.st.live is None:
+                self.icount += pend
+            else:
+                self.icount[self.st.live] += pend
+
+    def _account(self) -> None:
+        per_slot = self.icount.reshape(self.nslots, -1).sum(1)
+        self.total += int(per_slot.sum())
+        np.add.at(self.per_sm, np.arange(self.nslots) % self.num_sms, per_slot)
+        self.icount[:] = 0
+
+    def _guard(self, op, ex):
+        if op.guard is None:
+            return ex
+        g = self.st.regs[op.guard[0]]
+        if op.guard[1]:
+            g = ~g
+        return ex & g
+
+    # ------------------------------------------------------------------ exits and barriers
+    def _exit(self, sel) -> None:
+        n = int(np.count_nonzero(sel))
+        if not n:
+            return
+        self.pcs[sel] = EXITED
+        st = self.st
+        live = st.live_mask().copy()
+        live[sel] = False
+        st.live = live
+        self.nlive -= n
+        self.nonexited -= np.bincount(self.slot[sel], minlength=self.nslots)
+        for bid in np.flatnonzero(self.arrivals.any(0)):
+            self._try_release(int(bid))
+
+    def _barrier(self, op, ex, P) -> None:
+        info = op.extra
+        st = self.st
+        pcs = self.pcs
+        sel = self._guard(op, ex)
+        np.copyto(pcs, P + 1, where=ex & ~sel)
+        ids = info.bar_id(st)
+        ids = np.broadcast_to(np.asarray(ids).astype(np.int64), (st.N,))
+        uniq = np.unique(ids[sel]) if np.ndim(info.bar_id(st)) else [int(ids[0])]
+        cnt_v = None if info.count is None else np.broadcast_to(np.asarray(info.count(st), np.int64), (st.N,))
+        for bid in uniq:
+            bid = int(bid)
+            if not 0 <= bid < NBARRIERS:
+                raise EmulatorError(f"{op.where}: barrier id {bid} is out of range 0..15")
+            lanes = sel & (ids == bid) if np.ndim(info.bar_id(st)) else sel
+            slots = self.slot[lanes]
+            cnt = np.bincount(slots, minlength=self.nslots)
+            self.arrivals[:, bid] += cnt
+            if cnt_v is not None:
+                first = np.full(self.nslots, -1, np.int64)
+                idx = np.flatnonzero(lanes)
+                first[self.slot[idx[::-1]]] = cnt_v[idx[::-1]]
+                has = first >= 0
+                self.expected[has, bid] = first[has]
+            if info.mode == "red":
+                pv = np.broadcast_to(np.asarray(info.red_src(st), bool), (st.N,))
+                self.redtrue[:, bid] += np.bincount(slots, weights=pv[lanes], minlength=self.nslots).astype(
+                    np.int64)
+            if info.mode == "arrive":
+                np.copyto(pcs, P + 1, where=lanes)
+            else:
+                np.copyto(pcs, (P + 1) | WAIT_BAR, where=lanes)
+                self.lane_bar[lanes] = bid
+                self._pending_red = getattr(self, "_pending_red", {})
+                if info.mode == "red":
+                    self._pending_red[bid] = info
+            self._try_release(bid)
+
+    def _try_release(self, bid: int) -> None:
+        arr = self.arrivals[:, bid]
+        exp = np.where(self.expected[:, bid] > 0, self.expected[:, bid], self.nonexited)
+        done = (arr > 0) & (arr >= exp)
+        if not done.any():
+            return
+        pcs = self.pcs
+        rel = (pcs >= WAIT_BAR) & (pcs < WAIT_WARP) & done[self.slot] & (self.lane_bar == bid)
+        red = getattr(self, "_pending_red", {}).pop(bid, None)
+        if red is not None:
+            rt, ar = self.redtrue[:, bid], arr
+            val = {"popc": rt.astype(np.uint32), "and": rt == ar, "or": rt > 0}[red.red_op]
+            red.red_dst(self.st, val[self.slot], rel)
+        if self.sanitizer is not None:
+            self.sanitizer.on_release(self, bid, done, rel)
+        pcs[rel] -= WAIT_BAR
+        self.arrivals[done, bid] = 0
+        self.expected[done, bid] = 0
+        self.redtrue[done, bid] = 0
+
+    def _warp_ready(self, ex, P, op):
+        """Lanes of `ex` whose warp (member mask) has fully arrived; the rest wait at P."""
+        pcs = self.pcs
+        elsewhere = ~ex & (pcs != EXITED)
+        if not elsewhere.any():
+            np.copyto(pcs, P, where=ex)
+            return ex
+        from ptxforge.emu.ops_warp import warp_bits
+
+        eb = np.repeat(warp_bits(elsewhere), 32)
+        mm = np.uint32(0xFFFFFFFF) if op.membermask is None else np.asarray(op.membermask(self.st), np.uint32)
+        bad = ex & ((mm & eb) != 0)
+        if self.sanitizer is not None and bad.any():
+            self.sanitizer.on_warp_wait(self, P, bad, elsewhere, mm)
+        ready = ex & ~bad
+        np.copyto(pcs, P | WAIT_WARP, where=bad)
+        np.copyto(pcs, P, where=ready)
+        return ready if ready.any() else None
+
+    def _wake_warp_waiters(self) -> bool:
+        """All lanes wait: let lanes waiting at one warp-synchronous op run it when the rest of their
+        warp has exited (exited lanes named in a member mask need not take part)."""
+        pcs = self.pcs
+        wait = ((pcs & WAIT_WARP) != 0) & (pcs != EXITED)
+        blocked = (pcs != EXITED) & ~wait
+        w = wait.reshape(-1, 32)
+        p = pcs.reshape(-1, 32)
+        hi = np.where(w, p, -1).max(1)
+        lo = np.where(w, p, np.iinfo(np.int32).max).min(1)
+        ok = w.any(1) & ~blocked.reshape(-1, 32).any(1) & (hi == lo)
+        if not ok.any():
+            return False
+        wake = wait & np.repeat(ok, 32)
+        pcs[wake] &= ~np.int32(WAIT_WARP)
+        return True
+
+    def _brx(self, op, ex, P) -> None:
+        read, table = op.extra
+        sel = self._guard(op, ex)
+        np.copyto(self.pcs, P + 1, where=ex & ~sel)
+        idx = np.broadcast_to(np.asarray(read(self.st), np.int64), (self.st.N,))[sel]
+        if idx.size and (idx.min() < 0 or idx.max() >= table.size):
+            lane = int(np.flatnonzero(sel)[int(np.argmax((idx < 0) | (idx >= table.size)))])
+            raise EmulatorError(f"{op.where}: brx.idx index {int(idx.max())} outside its {table.size} targets "
+                                f"({self.describe_lane(lane)})")
+        self.pcs[sel] = table[idx]
+
+    # ------------------------------------------------------------------ calls
+    def _call(self, op, ex, P) -> None:
+        info = op.extra
+        st = self.st
+        sel = self._guard(op, ex)
+        np.copyto(self.pcs, P + 1, where=ex & ~sel)
+        lanes_all = np.flatnonzero(sel)
+        if lanes_all.size == 0:
+            return
+        if info.callee is None:  # indirect: group lanes by target
+            addr = np.broadcast_to(np.asarray(info.indirect(st), np.uint64), (st.N,))[lanes_all]
+            names = [f.name for f in self.layout.module.functions]
+            for a in np.unique(addr):
+                i = int(a) - FUNC_BASE
+                if not 0 <= i < len(names) or names[i] not in self.layout.functions:
+                    raise EmulatorError(f"{op.where}: indirect call to {int(a):#x}, not a function")
+                callee = self.layout.functions[names[i]]
+                if callee.func.body is None:
+                    raise EmulatorError(f"{op.where}: indirect call to extern {callee.name} is not supported")
+                self._enter(callee, info, lanes_all[addr == a], P)
+            return
+        self._enter(info.callee, info, lanes_all, P)
+
+    def _enter(self, callee, info, lanes, P) -> None:
+        st = self.st
+        d = self.depth[lanes]
+        if int(d.max()) + 1 >= self.retstack.shape[0]:
+            self.retstack = np.concatenate([self.retstack, np.zeros_like(self.retstack)])
+            for saves in self.saves.values():
+                for key, arr in list(saves.items()):
+                    saves[key] = np.concatenate([arr, np.zeros_like(arr)])
+        if int(d.max()) > 100_000:
+            raise EmulatorError(f"call stack deeper than 100000 frames calling {callee.name}")
+        if callee.recursive:
+            saves = self.saves.setdefault(callee.name, {})
+            D = self.retstack.shape[0]
+            for s in callee.reg_slots:
+                arr = saves.get(("r", s))
+                if arr is None or arr.shape[0] < D:
+                    arr = saves[("r", s)] = np.zeros((D, st.N), storage_dtype(self.layout.reg_types[s]))
+                arr[d, lanes] = np.broadcast_to(st.regs[s], (st.N,))[lanes]
+            for pv in callee.pvars:
+                arr = saves.get(("p", pv))
+                if arr is None or arr.shape[0] < D:
+                    arr = saves[("p", pv)] = np.zeros((D, st.N, self.layout.pvar_sizes[pv]), np.uint8)
+                arr[d, lanes] = st.pvars[pv][lanes]
+        for src, dst in zip(info.arg_pvars, callee.param_pvars, strict=False):
+            n = min(st.pvars[src].shape[1], st.pvars[dst].shape[1])
+            st.pvars[dst][lanes, :n] = st.pvars[src][lanes, :n]
+        self.retstack[d, lanes] = P + 1
+        self.top_ret[lanes] = P + 1
+        self.depth[lanes] = d + 1
+        st.fb[lanes] += info.caller.frame_size
+        need = int(st.fb[lanes].max()) + callee.frame_size
+        if need > st.mem.local_stride:
+            st.mem.grow_local(need)
+        self.pcs[lanes] = callee.entry
+
+    def _ret(self, op, ex, P) -> None:
+        st = self.st
+        callee = op.extra
+        sel = self._guard(op, ex)
+        np.copyto(self.pcs, P + 1, where=ex & ~sel)
+        lanes = np.flatnonzero(sel)
+        if lanes.size == 0:
+            return
+        d = self.depth[lanes] - 1
+        self.depth[lanes] = d
+        rp = self.retstack[d, lanes]
+        self.top_ret[lanes] = np.where(d > 0, self.retstack[np.maximum(d - 1, 0), lanes], -1)
+        if callee.recursive:
+            saves = self.saves.get(callee.name, {})
+            for (kind, s), arr in saves.items():
+                if kind == "r":
+                    full = np.broadcast_to(st.regs[s], (st.N,)).copy()
+                    full[lanes] = arr[d, lanes]
+                    st.regs[s] = full
+                else:
+                    st.pvars[s][lanes] = arr[d, lanes]
+        for u in np.unique(rp):  # after the restore: results must survive it
+            sub = lanes[rp == u]
+            call = self.ops[int(u) - 1].extra
+            for src, dst in zip(callee.return_pvars, call.ret_pvars, strict=False):
+                n = min(st.pvars[src].shape[1], st.pvars[dst].shape[1])
+                st.pvars[dst][sub, :n] = st.pvars[src][sub, :n]
+            st.fb[sub] -= call.caller.frame_size
+        self.pcs[lanes] = rp
+
+    # ------------------------------------------------------------------ diagnostics
+    def _where_summary(self, limit: int = 8) -> str:
+        pcs = self.pcs
+        if pcs is None:
+            return "all lanes converged"
+        parts = []
+        seen = set()
+        for lane in range(0, self.st.N, 32):
+            w = pcs[lane: lane + 32]
+            live = w[w != EXITED]
+            if live.size == 0:
+                continue
+            p = int(live.min())
+            key = (lane // self.lanes_per_block, p)
+            if key in seen:
+                continue
+            seen.add(key)
+            raw = p & PC_MASK
+            op = self.ops[raw]
+            what = f"waits at barrier {self.lane_bar[lane + int(np.argmin(w))]}" if p & WAIT_BAR else \
+                "waits for its warp" if p & WAIT_WARP else "is at"
+            _, cta = self.lane_coords(lane)
+            parts.append(f"block {cta} warp {(lane % self.lanes_per_block) // 32} {what} {op.where}: {op.text}")
+            if len(parts) >= limit:
+                parts.append("...")
+                break
+        return "; ".join(parts)
+
+    def _deadlock(self) -> None:
+        raise WatchdogTimeout("deadlock: every live thread is waiting and none can proceed: "
+                              + self._where_summary())
+
+    def _fault(self, kind, space, addr, nbytes, lane, note):
+        msg = f"{kind} {space} access of {nbytes} bytes at {addr:#x}"
+        if note:
+            msg += f" ({note})"
+        e = MemoryFault(msg, kind=kind, address=addr, size=nbytes)
+        e._lane = lane
+        return e
+
+    def _locate(self, e: MemoryFault, pc: int) -> MemoryFault:
+        op = self.ops[pc]
+        lane = getattr(e, "_lane", None)
+        where = self.describe_lane(lane) if lane is not None else "unknown thread"
+        thread, block = self.lane_coords(lane) if lane is not None else (None, None)
+        msg = f"{op.where}: {op.text}: {e.args[0]} by {where}"
+        return MemoryFault(msg, kind=e.kind, address=e.address, size=e.size, thread=thread, block=block,
+                           ptx_line=op.line, instruction=op.text)

@@ -1,0 +1,362 @@
+"""The emulated device address space: global allocations, per-block shared, per-thread local, params.
+
+Every load, store and atomic goes through `LaneMemory.resolve`, the single choke point that turns
+addresses into (byte buffer, byte index) pairs after checking bounds and alignment. A bad pointer raises
+`MemoryFault` naming the PTX line, the thread and the block; nothing ever touches host memory outside
+the buffers. A sanitizer can hook `LaneMemory.observers` to see every access.
+
+Address layout (64-bit generic space):
+  0x7c00_0000_0000 + off   kernel parameters (cvta.param)
+  0x7d00_0000_0000 + off   shared window (cvta.shared); shared-space addresses are `off` itself
+  0x7e00_0000_0000 + off   local window (cvta.local); local-space addresses are `off` itself
+  0x7f00_0000_0000 ...     global allocations (global addresses are generic addresses)
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+from ptxforge.emu.errors import MemoryFault
+
+PARAM_WINDOW = 0x7C00_0000_0000
+SHARED_WINDOW = 0x7D00_0000_0000
+LOCAL_WINDOW = 0x7E00_0000_0000
+GLOBAL_BASE = 0x7F00_0000_0000
+WINDOW_BITS = 40
+PAD = 64  # every buffer is a multiple of this, so typed views of any access width work
+
+
+def _round_up(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+@dataclass
+class Allocation:
+    """A live range [base, base+size) of the global address space."""
+
+    base: int
+    size: int
+    offset: int  # byte offset in the arena
+    name: str = ""
+    readonly: bool = False
+
+    def __contains__(self, addr: int) -> bool:
+        return self.base <= addr < self.base + self.size
+
+
+class DeviceMemory:
+    """Global memory: one growable byte arena holding every allocation, first-fit allocator."""
+
+    def __init__(self, capacity: int = 1 << 20):
+        self.arena = np.zeros(_round_up(capacity, PAD), np.uint8)
+        self._allocs: list[Allocation] = []  # sorted by base
+        self._bases: list[int] = []
+
+    # ------------------------------------------------------------------ allocation
+    def alloc(self, size: int, name: str = "", align: int = 256, readonly: bool = False) -> Allocation:
+        """Reserve `size` bytes (zeroed); the address is aligned to `align` (at least 256)."""
+        align = max(256, align)
+        span = _round_up(max(size, 1), PAD)
+        off = 0
+        for a in self._allocs:  # first fit between existing allocations
+            if off + span <= a.offset:
+                break
+            off = _round_up(a.offset + _round_up(max(a.size, 1), PAD), align)
+        if off + span > self.arena.size:
+            grown = np.zeros(_round_up(max(off + span, 2 * self.arena.size), PAD), np.uint8)
+            grown[: self.arena.size] = self.arena
+            self.arena = grown
+        self.arena[off: off + span] = 0
+        alloc = Allocation(GLOBAL_BASE + off, size, off, name, readonly)
+        i = bisect.bisect(self._bases, alloc.base)
+        self._allocs.insert(i, alloc)
+        self._bases.insert(i, alloc.base)
+        return alloc
+
+    def free(self, alloc: Allocation) -> None:
+        i = bisect.bisect_left(self._bases, alloc.base)
+        if i < len(self._bases) and self._allocs[i] is alloc:
+            del self._allocs[i]
+            del self._bases[i]
+
+    def find(self, addr: int) -> Allocation | None:
+        """The allocation containing `addr`, or None."""
+        i = bisect.bisect(self._bases, addr) - 1
+        if i >= 0 and addr < self._allocs[i].base + self._allocs[i].size:
+            return self._allocs[i]
+        return None
+
+    def nearest(self, addr: int) -> Allocation | None:
+        i = bisect.bisect(self._bases, addr) - 1
+        return self._allocs[i] if i >= 0 else (self._allocs[0] if self._allocs else None)
+
+    def view(self, alloc: Allocation) -> np.ndarray:
+        """The bytes of an allocation (a view; invalid after the arena grows)."""
+        return self.arena[alloc.offset: alloc.offset + alloc.size]
+
+    def write(self, alloc: Allocation, data: bytes | np.ndarray) -> None:
+        raw = np.frombuffer(bytes(data), np.uint8) if not isinstance(data, np.ndarray) else \
+            np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        if raw.size > alloc.size:
+            raise ValueError(f"{raw.size} bytes do not fit allocation {alloc.name!r} of {alloc.size}")
+        self.arena[alloc.offset: alloc.offset + raw.size] = raw
+
+    def read(self, alloc: Allocation) -> np.ndarray:
+        return self.view(alloc).copy()
+
+    @property
+    def allocations(self) -> tuple[Allocation, ...]:
+        return tuple(self._allocs)
+
+
+class LaneMemory:
+    """Memory as one wave of lanes sees it: global arena, shared per block slot, local per lane, params.
+
+    `fault` is a callable (kind, message, address, size, lane) -> Exception supplied by the machine so
+    that errors name the instruction, thread and block.
+    """
+
+    def __init__(self, device: DeviceMemory, *, nlanes: int, lanes_per_slot: int, shared_size: int,
+                 local_size: int, params: np.ndarray, fault):
+        self.device = device
+        self.nlanes = nlanes
+        self.lanes_per_slot = lanes_per_slot
+        self.shared_size = shared_size
+        self.shared_stride = _round_up(max(shared_size, 1), PAD)
+        nslots = nlanes // lanes_per_slot
+        self.shared = np.zeros(nslots * self.shared_stride, np.uint8)
+        self.local_stride = _round_up(max(local_size, 0), PAD)
+        self.local = np.zeros(nlanes * self.local_stride, np.uint8)
+        self.params = params  # kernel parameter bytes, padded to PAD
+        self.fault = fault
+        self.observers: list = []  # callables(kind, space, addr, nbytes, lanes) for a sanitizer
+        self.on_store = None  # sanitizer: callable(dtype, values) told the values of each `store`
+        self._lane_ids = np.arange(nlanes, dtype=np.int64)
+        self._slot_base = (self._lane_ids // lanes_per_slot) * self.shared_stride
+
+    def reset_shared(self) -> None:
+        self.shared[:] = 0
+
+    def grow_local(self, need: int) -> None:
+        """Make every lane's local window at least `need` bytes (for deep call stacks)."""
+        if need <= self.local_stride:
+            return
+        new = _round_up(max(need, 2 * self.local_stride), PAD)
+        grown = np.zeros(self.nlanes * new, np.uint8)
+        if self.local_stride:
+            grown.reshape(self.nlanes, new)[:, : self.local_stride] = self.local.reshape(
+                self.nlanes, self.local_stride)
+        self.local = grown
+        self.local_stride = new
+
+    # ------------------------------------------------------------------ the choke point
+    def resolve(self, space: str, addr, nbytes: int, lanes, write: bool = False):
+        """Check an access of `nbytes` per lane and return (byte buffer, byte index).
+
+        addr: scalar or array of addresses (one per active lane); lanes: global lane ids of the active
+        lanes, or None for all lanes. The index is aligned to `nbytes`, so `buf.view(dtype)[idx >> k]`
+        reads the values.
+        """
+        for obs in self.observers:
+            obs("store" if write else "load", space, addr, nbytes, lanes)
+        if space == "generic":
+            return self._generic(addr, nbytes, lanes, write)
+        if space == "global" or space == "const":
+            return self._global(addr, nbytes, lanes, write, space)
+        if space == "shared":
+            return self._windowed(addr, nbytes, lanes, self.shared_size, self._slot_base, self.shared,
+                                  "shared")
+        if space == "local":
+            base = self._lane_ids * self.local_stride
+            return self._windowed(addr, nbytes, lanes, self.local_stride, base, self.local, "local")
+        if space == "param":
+            a = np.asarray(addr, np.int64)
+            self._check_range(a, nbytes, 0, self.params.size, "param", lanes, addr)
+            return self.params, a
+        raise MemoryFault(f"unknown state space {space!r}")
+
+    def _global(self, addr, nbytes, lanes, write, space):
+        a = np.asarray(addr)
+        if a.dtype != np.uint64:
+            a = a.astype(np.uint64)
+        if a.ndim == 0 or a.size == 0:
+            lo = hi = int(a) if a.ndim == 0 else 0
+            if a.size == 0:
+                return self.device.arena, np.zeros(0, np.int64)
+        else:
+            lo, hi = int(a.min()), int(a.max())
+        alloc = self.device.find(lo)
+        if alloc is not None and hi + nbytes <= alloc.base + alloc.size:
+            if write and alloc.readonly:
+                self._raise("write to read-only memory", space, a, nbytes, lanes,
+                            np.ones(a.shape, bool), f"{alloc.name or 'allocation'} is read-only")
+            idx = (a - np.uint64(GLOBAL_BASE)).view(np.int64) if a.ndim else \
+                np.int64(int(a) - GLOBAL_BASE)
+            if nbytes > 1 and ((lo | hi) & (nbytes - 1) or (a.ndim and (idx & (nbytes - 1)).any())):
+                self._check_align(a, nbytes, lanes, space)
+            return self.device.arena, idx
+        # slow path: lanes in several allocations, or a bad pointer somewhere
+        flat = np.atleast_1d(a)
+        bases = np.asarray([x.base for x in self.device.allocations], np.uint64)
+        ends = np.asarray([x.base + x.size for x in self.device.allocations], np.uint64)
+        i = np.searchsorted(bases, flat, side="right") - 1
+        ok = i >= 0
+        ic = np.clip(i, 0, None)
+        if bases.size:
+            ok &= flat + np.uint64(nbytes) <= ends[ic]
+        else:
+            ok[:] = False
+        if not ok.all():
+            self._raise("out-of-bounds", space, flat, nbytes, lanes, ~ok, None)
+        if write and any(x.readonly for x in self.device.allocations):
+            ro = np.asarray([x.readonly for x in self.device.allocations])[ic]
+            if ro.any():
+                self._raise("write to read-only memory", space, flat, nbytes, lanes, ro, None)
+        if nbytes > 1:
+            self._check_align(flat, nbytes, lanes, space)
+        idx = (flat - np.uint64(GLOBAL_BASE)).astype(np.int64)
+        return self.device.arena, idx.reshape(a.shape)
+
+    def _windowed(self, addr, nbytes, lanes, limit, base_per_lane, buf, space):
+        a = np.asarray(addr)
+        if a.dtype.kind != "i":
+            a = a.astype(np.int64)
+        if a.size and ((a.min() < 0) or (a.max() + nbytes > limit)):
+            self._check_range(a, nbytes, 0, limit, space, lanes, addr)
+        if nbytes > 1 and a.size and (a & (nbytes - 1)).any():
+            self._check_align(a, nbytes, lanes, space)
+        base = base_per_lane if lanes is None else base_per_lane[lanes]
+        return buf, base + a
+
+    def _generic(self, addr, nbytes, lanes, write):
+        a = np.asarray(addr, np.uint64)
+        win = a >> np.uint64(WINDOW_BITS)
+        if a.ndim == 0 or a.size == 0:
+            kinds = {int(win)} if a.ndim == 0 else set()
+        else:
+            lo, hi = int(win.min()), int(win.max())
+            kinds = {lo} if lo == hi else set(np.unique(win).tolist())
+        if len(kinds) <= 1:
+            k = kinds.pop() if kinds else GLOBAL_BASE >> WINDOW_BITS
+            return self._generic_one(k, a, nbytes, lanes, write)
+        # mixed windows: resolve each group into the same (global-arena-relative) index space is not
+        # possible, so the caller handles groups; signal with a list
+        groups = []
+        for k in sorted(kinds):
+            sel = win == np.uint64(k)
+            sub_lanes = None if lanes is None else lanes[sel]
+            if lanes is None:
+                sub_lanes = np.flatnonzero(sel)
+            groups.append((sel, *self._generic_one(k, a[sel], nbytes, sub_lanes, write)))
+        return groups
+
+    def _generic_one(self, k, a, nbytes, lanes, write):
+        if k == GLOBAL_BASE >> WINDOW_BITS:
+            return self._global(a, nbytes, lanes, write, "generic")
+        off = (a - np.uint64(k << WINDOW_BITS)).astype(np.int64)
+        if k == SHARED_WINDOW >> WINDOW_BITS:
+            return self._windowed(off, nbytes, lanes, self.shared_size, self._slot_base, self.shared,
+                                  "shared")
+        if k == LOCAL_WINDOW >> WINDOW_BITS:
+            base = self._lane_ids * self.local_stride
+            return self._windowed(off, nbytes, lanes, self.local_stride, base, self.local, "local")
+        if k == PARAM_WINDOW >> WINDOW_BITS:
+            if write:
+                self._raise("write to kernel parameter", "generic", a, nbytes, lanes,
+                            np.ones(a.shape, bool), "kernel parameters are read-only")
+            self._check_range(off, nbytes, 0, self.params.size, "param", lanes, a)
+            return self.params, off
+        self._raise("out-of-bounds", "generic", a, nbytes, lanes, np.ones(np.shape(a), bool), None)
+
+    # ------------------------------------------------------------------ faults
+    def _check_range(self, a, nbytes, lo, hi, space, lanes, orig):
+        bad = (a < lo) | (a + nbytes > hi)
+        if np.any(bad):
+            self._raise("out-of-bounds", space, np.asarray(orig), nbytes, lanes, np.asarray(bad),
+                        f"the {space} window of this {'block' if space == 'shared' else 'thread'} "
+                        f"is {hi} bytes")
+
+    def _check_align(self, a, nbytes, lanes, space):
+        bad = (np.asarray(a).astype(np.uint64) & np.uint64(nbytes - 1)) != 0
+        if np.any(bad):
+            self._raise("misaligned", space, a, nbytes, lanes, bad, f"needs {nbytes}-byte alignment")
+
+    def _raise(self, kind, space, a, nbytes, lanes, bad, note):
+        bad = np.atleast_1d(np.asarray(bad)).reshape(-1)
+        flat = np.atleast_1d(np.asarray(a)).reshape(-1)
+        j = int(np.flatnonzero(bad)[0]) if bad.any() else 0
+        addr = int(flat[min(j, flat.size - 1)])
+        if lanes is not None:
+            ls = np.atleast_1d(np.asarray(lanes)).reshape(-1)
+            lane = int(ls[min(j, ls.size - 1)]) if ls.size else None
+        else:
+            lane = j
+        if note is None and space in ("global", "generic", "const"):
+            near = self.device.nearest(addr)
+            if near is None:
+                note = "no allocation exists"
+            elif addr >= near.base + near.size:
+                note = (f"{addr - (near.base + near.size)} bytes past the end of "
+                        f"{near.name or 'allocation'} [{near.base:#x}, {near.base + near.size:#x})")
+            else:
+                note = f"inside {near.name or 'allocation'} but the access runs past its end"
+        raise self.fault(kind, space, addr, nbytes, lane, note)
+
+
+def gather(buf: np.ndarray, idx, dtype, count: int):
+    """Values at byte indices `idx` (aligned to dtype.itemsize * count): a list of `count` arrays."""
+    dtype = np.dtype(dtype)
+    nb = dtype.itemsize * count
+    if count == 1:
+        return [buf.view(dtype)[idx >> (nb.bit_length() - 1)]]
+    arr = buf.view(dtype).reshape(-1, count)[idx // nb]
+    return [arr[..., i] for i in range(count)]
+
+
+def scatter(buf: np.ndarray, idx, dtype, values) -> None:
+    """Store `values` (a list, one array or scalar per vector element) at byte indices `idx`."""
+    dtype = np.dtype(dtype)
+    count = len(values)
+    nb = dtype.itemsize * count
+    if count == 1:
+        buf.view(dtype)[idx >> (nb.bit_length() - 1)] = values[0]
+        return
+    view = buf.view(dtype).reshape(-1, count)
+    ei = idx // nb
+    for i, v in enumerate(values):
+        if v is not None:
+            view[ei, i] = v
+
+
+def load(mem: LaneMemory, space: str, addr, dtype, count: int, lanes):
+    """Checked load of `count` consecutive elements per lane; returns a list of arrays (compact lanes)."""
+    nb = np.dtype(dtype).itemsize * count
+    r = mem.resolve(space, addr, nb, lanes)
+    if isinstance(r, list):
+        out = [np.zeros(np.shape(addr), dtype) for _ in range(count)]
+        for sel, buf, idx in r:
+            for o, v in zip(out, gather(buf, idx, dtype, count), strict=False):
+                o[sel] = v
+        return out
+    return gather(r[0], r[1], dtype, count)
+
+
+def store(mem: LaneMemory, space: str, addr, dtype, values, lanes) -> None:
+    """Checked store of a vector of values per lane (None elements are skipped)."""
+    count = len(values)
+    nb = np.dtype(dtype).itemsize * count
+    r = mem.resolve(space, addr, nb, lanes, write=True)
+    if mem.on_store is not None:
+        mem.on_store(dtype, values)
+    if isinstance(r, list):
+        for sel, buf, idx in r:
+            scatter(buf, idx, dtype, [None if v is None else (v[sel] if np.ndim(v) else v) for v in values])
+        return
+    buf, idx = r
+    if np.ndim(idx) == 0 and any(np.ndim(v) for v in values if v is not None):
+        # all lanes hit one address: the last lane's value wins
+        values = [None if v is None else (np.asarray(v).reshape(-1)[-1] if np.ndim(v) else v) for v in values]
+    scatter(buf, idx, dtype, values)

@@ -1,0 +1,622 @@
+"""Integer, logic, bit, move, compare and select instructions.
+
+Hot, trivially exact forms (add/sub/mul.lo/mad.lo/mul.wide, shifts, logic) are inline numpy; the rest
+goes to `ptxforge.emu.semantics.integer` (the bit-exact reference). Float types defer to ops_float.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ptxforge.emu import ops_float
+from ptxforge.emu.operands import bits_of_type, is_signed
+from ptxforge.emu.ops_float import bc
+from ptxforge.ptx import ir
+
+_U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+_S = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
+FLOATS = {".f16", ".f16x2", ".bf16", ".bf16x2", ".f32", ".f64", ".tf32"}
+
+
+def _op(kind_fn):
+    from ptxforge.emu.compiler import NORMAL, Op
+
+    return Op(NORMAL, fn=kind_fn)
+
+
+def _ty(ctx, default=".b32") -> str:
+    ts = ctx.ins.types
+    return ts[-1] if ts else default
+
+
+def _sem():
+    from ptxforge.emu.semantics import integer
+
+    return integer
+
+
+def _semantic_unary(ctx, name, ty, **kw):
+    d = ctx.write(ctx.ins.operands[0], ty)
+    a = ctx.read(ctx.ins.operands[1], ty)
+    fn = getattr(_sem(), name)
+    dt = _U[bits_of_type(ty)]
+    t = ty[1:]
+    return _op(lambda st, m: d(st, np.asarray(fn(a(st), t, **kw)).astype(dt, copy=False), m))
+
+
+def _semantic_binary(ctx, name, ty, out_ty=None, **kw):
+    out_ty = out_ty or ty
+    d = ctx.write(ctx.ins.operands[0], out_ty)
+    a = ctx.read(ctx.ins.operands[1], ty)
+    b = ctx.read(ctx.ins.operands[2], ty)
+    fn = getattr(_sem(), name)
+    dt = _U[bits_of_type(out_ty)]
+    t = ty[1:]
+    return _op(lambda st, m: d(st, np.asarray(fn(*bc(a(st), b(st)), t, **kw)).astype(dt, copy=False), m))
+
+
+# ---------------------------------------------------------------------------- add / sub / mul / mad
+
+
+def build_add(ctx, sub=False):
+    ty = _ty(ctx)
+    if ty in FLOATS:
+        return ops_float.build_arith(ctx, "sub" if sub else "add")
+    if ctx.ins.has("cc") or ctx.ins.opcode in ("addc", "subc"):
+        return build_carry(ctx)
+    if ctx.ins.has("sat") or ty.endswith("x2"):
+        return _semantic_binary(ctx, "sub" if sub else "add", ty, sat=ctx.ins.has("sat"))
+    ops = ctx.ins.operands
+    d, a, b = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty)
+    if sub:
+        return _op(lambda st, m: d(st, a(st) - b(st), m))
+    return _op(lambda st, m: d(st, a(st) + b(st), m))
+
+
+def build_sub(ctx):
+    return build_add(ctx, sub=True)
+
+
+def build_carry(ctx):
+    """add.cc / addc[.cc] / sub.cc / subc[.cc]: the carry flag lives in st.cc (per lane)."""
+    ty = _ty(ctx, ".u32")
+    ins = ctx.ins
+    ops = ins.operands
+    d, a, b = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty)
+    use_in = ins.opcode in ("addc", "subc")
+    set_out = ins.has("cc")
+    subtract = ins.opcode in ("sub", "subc")
+    bits = bits_of_type(ty)
+    mask = (1 << bits) - 1
+    wide = np.uint64 if bits == 32 else object
+
+    def f(st, m):
+        x = np.asarray(a(st)).astype(wide)
+        y = np.asarray(b(st)).astype(wide)
+        cin = np.asarray(st.cc).astype(wide) if use_in else 0
+        if subtract:
+            r = x - y - cin if bits == 32 else (x - y - cin)
+            carry = (np.asarray(a(st)).astype(object) < np.asarray(b(st)).astype(object) + cin) \
+                if bits == 64 else (x < y + cin)
+            r = r & mask if bits == 64 else (r & np.uint64(mask))
+        else:
+            r = x + y + cin
+            carry = (r >> bits) & 1 if bits == 64 else (r >> np.uint64(bits)) & np.uint64(1)
+            r = r & mask if bits == 64 else (r & np.uint64(mask))
+        res = np.asarray(r).astype(_U[bits])
+        d(st, res, m)
+        if set_out:
+            c = np.asarray(carry).astype(bool)
+            st.cc = c if m is None else np.where(m, c, st.cc)
+    return _op(f)
+
+
+def build_mul(ctx):
+    ty = _ty(ctx)
+    if ty in FLOATS:
+        return ops_float.build_arith(ctx, "mul")
+    ins = ctx.ins
+    mode = "hi" if ins.has("hi") else "wide" if ins.has("wide") else "lo"
+    ops = ins.operands
+    bits = bits_of_type(ty)
+    if mode == "lo":
+        d, a, b = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty)
+        return _op(lambda st, m: d(st, a(st) * b(st), m))
+    if mode == "wide" and bits <= 32:
+        wt = ("." + ty[1] + str(bits * 2))
+        d = ctx.write(ops[0], wt)
+        a, b = ctx.read(ops[1], ty), ctx.read(ops[2], ty)
+        if is_signed(ty):
+            sd, wd = _S[bits], _S[bits * 2]
+            ud = _U[bits * 2]
+            return _op(lambda st, m: d(st, (np.asarray(a(st)).view(sd).astype(wd) *
+                                            np.asarray(b(st)).view(sd).astype(wd)).view(ud), m))
+        ud = _U[bits * 2]
+        return _op(lambda st, m: d(st, np.asarray(a(st)).astype(ud) * np.asarray(b(st)).astype(ud), m))
+    out = ty if mode != "wide" else "." + ty[1] + str(bits * 2)
+    return _semantic_binary(ctx, "mul", ty, out_ty=out, mode=mode)
+
+
+def build_mad(ctx):
+    ty = _ty(ctx)
+    if ty in FLOATS:
+        return ops_float.build_fma(ctx)
+    ins = ctx.ins
+    mode = "hi" if ins.has("hi") else "wide" if ins.has("wide") else "lo"
+    ops = ins.operands
+    bits = bits_of_type(ty)
+    if mode == "lo" and not ins.has("cc") and not ins.opcode == "madc" and not ins.has("sat"):
+        d = ctx.write(ops[0], ty)
+        a, b, c = (ctx.read(o, ty) for o in ops[1:4])
+        return _op(lambda st, m: d(st, a(st) * b(st) + c(st), m))
+    if mode == "wide" and bits <= 32 and not ins.has("cc") and ins.opcode != "madc":
+        wt = "." + ty[1] + str(bits * 2)
+        d = ctx.write(ops[0], wt)
+        a, b = ctx.read(ops[1], ty), ctx.read(ops[2], ty)
+        c = ctx.read(ops[3], wt)
+        if is_signed(ty):
+            sd, wd, ud = _S[bits], _S[bits * 2], _U[bits * 2]
+            return _op(lambda st, m: d(st, (np.asarray(a(st)).view(sd).astype(wd) *
+                                            np.asarray(b(st)).view(sd).astype(wd)).view(ud) + c(st), m))
+        ud = _U[bits * 2]
+        return _op(lambda st, m: d(st, np.asarray(a(st)).astype(ud) * np.asarray(b(st)).astype(ud)
+                                   + c(st), m))
+    out = ty if mode != "wide" else "." + ty[1] + str(bits * 2)
+    d = ctx.write(ops[0], out)
+    a, b = ctx.read(ops[1], ty), ctx.read(ops[2], ty)
+    c = ctx.read(ops[3], out)
+    sem = _sem()
+    use_in = ins.opcode == "madc"
+    set_out = ins.has("cc")
+    sat = ins.has("sat")
+    t = ty[1:]
+    dt = _U[bits_of_type(out)]
+
+    def f(st, m):
+        if use_in or set_out:
+            r = sem.mad(*bc(a(st), b(st), c(st)), t, mode=mode, sat=sat,
+                        carry_in=st.cc if use_in else None, cc=True)
+            r, carry = r if isinstance(r, tuple) else (r, None)
+            if set_out and carry is not None:
+                cb = np.asarray(carry).astype(bool)
+                st.cc = cb if m is None else np.where(m, cb, st.cc)
+        else:
+            r = sem.mad(*bc(a(st), b(st), c(st)), t, mode=mode, sat=sat)
+        d(st, np.asarray(r).astype(dt, copy=False), m)
+    return _op(f)
+
+
+def build_simple_int(name):
+    def build(ctx):
+        ty = _ty(ctx)
+        if ty in FLOATS:
+            return ops_float.build_named(ctx, name)
+        kw = {}
+        if name in ("min", "max") and ctx.ins.has("relu"):
+            kw["relu"] = True
+        if name in ("min", "max") and not kw and not ty.endswith("x2"):
+            ops = ctx.ins.operands
+            d, a, b = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty)
+            fn = np.minimum if name == "min" else np.maximum
+            if is_signed(ty):
+                sd, ud = _S[bits_of_type(ty)], _U[bits_of_type(ty)]
+                return _op(lambda st, m: d(st, fn(np.asarray(a(st)).view(sd),
+                                                   np.asarray(b(st)).view(sd)).view(ud), m))
+            return _op(lambda st, m: d(st, fn(a(st), b(st)), m))
+        if name in ("abs", "neg"):
+            return _semantic_unary(ctx, name, ty)
+        if name in ("mul24", "mad24"):
+            mode = "hi" if ctx.ins.has("hi") else "lo"
+            if name == "mul24":
+                return _semantic_binary(ctx, name, ty, mode=mode)
+            ops = ctx.ins.operands
+            d = ctx.write(ops[0], ty)
+            a, b, c = (ctx.read(o, ty) for o in ops[1:4])
+            sem = _sem()
+            dt = _U[bits_of_type(ty)]
+            return _op(lambda st, m: d(st, np.asarray(sem.mad24(*bc(a(st), b(st), c(st)), ty[1:], mode=mode))
+                                       .astype(dt, copy=False), m))
+        return _semantic_binary(ctx, name, ty, **kw)
+    return build
+
+
+# ---------------------------------------------------------------------------- logic and shifts
+
+
+def build_logic(name):
+    fns = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+
+    def build(ctx):
+        ty = _ty(ctx)
+        ops = ctx.ins.operands
+        fn = fns[name]
+        d, a, b = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty)
+        return _op(lambda st, m: d(st, fn(a(st), b(st)), m))
+    return build
+
+
+def build_not(ctx):
+    ty = _ty(ctx)
+    ops = ctx.ins.operands
+    d, a = ctx.write(ops[0], ty), ctx.read(ops[1], ty)
+    return _op(lambda st, m: d(st, ~a(st), m))
+
+
+def build_cnot(ctx):
+    ty = _ty(ctx)
+    ops = ctx.ins.operands
+    d, a = ctx.write(ops[0], ty), ctx.read(ops[1], ty)
+    dt = _U[bits_of_type(ty)]
+    return _op(lambda st, m: d(st, (np.asarray(a(st)) == 0).astype(dt), m))
+
+
+def build_shift(ctx):
+    ty = _ty(ctx)
+    ins = ctx.ins
+    ops = ins.operands
+    bits = bits_of_type(ty)
+    dt = _U[bits]
+    d, a = ctx.write(ops[0], ty), ctx.read(ops[1], ty)
+    left = ins.opcode == "shl"
+    signed = is_signed(ty) and not left
+    if isinstance(ops[2], ir.Immediate):
+        k = min(int(ops[2].value), bits)
+        if k >= bits:
+            if signed:
+                sd = _S[bits]
+                return _op(lambda st, m: d(st, (np.asarray(a(st)).view(sd) >> (bits - 1)).view(dt), m))
+            z = dt(0)
+            return _op(lambda st, m: d(st, np.zeros(np.shape(a(st)), dt) if np.ndim(a(st)) else z, m))
+        kk = dt(k)
+        if left:
+            return _op(lambda st, m: d(st, a(st) << kk, m))
+        if signed:
+            sd = _S[bits]
+            return _op(lambda st, m: d(st, (np.asarray(a(st)).view(sd) >> sd(k)).view(dt), m))
+        return _op(lambda st, m: d(st, a(st) >> kk, m))
+    b = ctx.read(ops[2], ".u32")
+
+    def f(st, m):
+        x = np.asarray(a(st))
+        s = np.minimum(np.asarray(b(st)), np.uint32(bits)).astype(dt)
+        big = s >= bits
+        s2 = np.where(big, dt(0), s).astype(dt)
+        if left:
+            r = np.where(big, dt(0), x << s2)
+        elif signed:
+            sd = _S[bits]
+            sx = x.view(sd)
+            r = np.where(big, sx >> sd(bits - 1), sx >> s2.astype(sd)).view(dt)
+        else:
+            r = np.where(big, dt(0), x >> s2)
+        d(st, np.asarray(r).astype(dt, copy=False), m)
+    return _op(f)
+
+
+def _int_unary_sem(name):
+    def build(ctx):
+        ty = _ty(ctx)
+        ops = ctx.ins.operands
+        out_ty = ".u32" if name in ("popc", "clz", "bfind") else ty
+        d, a = ctx.write(ops[0], out_ty), ctx.read(ops[1], ty)
+        fn = getattr(_bits_sem(), name)
+        kw = {"shiftamt": True} if name == "bfind" and ctx.ins.has("shiftamt") else {}
+        dt = _U[bits_of_type(out_ty)]
+        return _op(lambda st, m: d(st, np.asarray(fn(a(st), ty[1:], **kw)).astype(dt, copy=False), m))
+    return build
+
+
+def _bits_sem():
+    from ptxforge.emu.semantics import bitops
+
+    return bitops
+
+
+def build_bfe(ctx):
+    ty = _ty(ctx)
+    ops = ctx.ins.operands
+    d, a = ctx.write(ops[0], ty), ctx.read(ops[1], ty)
+    b, c = ctx.read(ops[2], ".u32"), ctx.read(ops[3], ".u32")
+    fn = _bits_sem().bfe
+    dt = _U[bits_of_type(ty)]
+    return _op(lambda st, m: d(st, np.asarray(fn(*bc(a(st), b(st), c(st)), ty[1:])).astype(dt, copy=False), m))
+
+
+def build_bfi(ctx):
+    ty = _ty(ctx)
+    ops = ctx.ins.operands
+    d, a, b = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty)
+    c, e = ctx.read(ops[3], ".u32"), ctx.read(ops[4], ".u32")
+    fn = _bits_sem().bfi
+    dt = _U[bits_of_type(ty)]
+    return _op(lambda st, m: d(st, np.asarray(fn(*bc(a(st), b(st), c(st), e(st)), ty[1:])).astype(dt, copy=False),
+                               m))
+
+
+def build_prmt(ctx):
+    ops = ctx.ins.operands
+    d = ctx.write(ops[0], ".b32")
+    a, b, c = (ctx.read(o, ".b32") for o in ops[1:4])
+    mode = next((s for s in ctx.ins.suffixes if s in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")), None)
+    fn = _bits_sem().prmt
+    return _op(lambda st, m: d(st, np.asarray(fn(*bc(a(st), b(st), c(st)), mode=mode)).astype(np.uint32), m))
+
+
+def build_lop3(ctx):
+    ops = ctx.ins.operands
+    d = ctx.write(ops[0], ".b32")
+    a, b, c = (ctx.read(o, ".b32") for o in ops[1:4])
+    lut = int(ops[4].value) if isinstance(ops[4], ir.Immediate) else None
+    if lut is None:
+        raise ctx.error("lop3 needs an immediate truth table")
+
+    def f(st, m):
+        x, y, z = np.asarray(a(st)), np.asarray(b(st)), np.asarray(c(st))
+        r = np.zeros(np.broadcast(x, y, z).shape, np.uint32)
+        for i in range(8):
+            if lut >> i & 1:
+                t = (x if i & 4 else ~x) & (y if i & 2 else ~y) & (z if i & 1 else ~z)
+                r |= t
+        d(st, r.astype(np.uint32), m)
+    return _op(f)
+
+
+def build_shf(ctx):
+    ops = ctx.ins.operands
+    d = ctx.write(ops[0], ".b32")
+    a, b, c = ctx.read(ops[1], ".b32"), ctx.read(ops[2], ".b32"), ctx.read(ops[3], ".u32")
+    left = ctx.ins.has("l")
+    clamp = ctx.ins.has("clamp")
+
+    def f(st, m):
+        lo = np.asarray(a(st)).astype(np.uint64)
+        hi = np.asarray(b(st)).astype(np.uint64)
+        n = np.asarray(c(st)).astype(np.uint64)
+        n = np.minimum(n, np.uint64(32)) if clamp else n & np.uint64(31)
+        v = (hi << np.uint64(32)) | lo
+        if left:
+            r = ((v << n) >> np.uint64(32)) & np.uint64(0xFFFFFFFF)
+        else:
+            r = (v >> n) & np.uint64(0xFFFFFFFF)
+        d(st, r.astype(np.uint32), m)
+    return _op(f)
+
+
+# ---------------------------------------------------------------------------- mov / selp / setp
+
+
+def build_mov(ctx):
+    ty = _ty(ctx)
+    ops = ctx.ins.operands
+    dst, src = ops[0], ops[1]
+    bits = bits_of_type(ty)
+    if isinstance(src, ir.Vector):  # pack
+        n = len(src.elements)
+        eb = bits // n
+        parts = [ctx.read(e, "." + "b" + str(eb)) for e in src.elements]
+        d = ctx.write(dst, ty)
+        dt = _U[bits]
+
+        def pack(st, m):
+            r = dt(0)
+            for i, p in enumerate(parts):
+                r = r | (np.asarray(p(st)).astype(dt) << dt(i * eb))
+            d(st, r, m)
+        return _op(pack)
+    if isinstance(dst, ir.Vector):  # unpack
+        n = len(dst.elements)
+        eb = bits // n
+        a = ctx.read(src, ty)
+        ws = [ctx.write(e, ".b" + str(eb)) for e in dst.elements]
+        sdt = _U[eb]
+        dt = _U[bits]
+
+        def unpack(st, m):
+            v = np.asarray(a(st))
+            for i, w in enumerate(ws):
+                w(st, (v >> dt(i * eb)).astype(sdt), m)
+        return _op(unpack)
+    d, a = ctx.write(dst, ty), ctx.read(src, ty)
+    return _op(lambda st, m: d(st, a(st), m))
+
+
+def build_selp(ctx):
+    ty = _ty(ctx)
+    ops = ctx.ins.operands
+    d, a, b = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty)
+    c = ctx.read(ops[3], ".pred")
+    dt = _U[bits_of_type(ty)]
+    return _op(lambda st, m: d(st, np.where(c(st), a(st), b(st)).astype(dt, copy=False), m))
+
+
+def build_slct(ctx):
+    ts = ctx.ins.types
+    ty, cty = ts[0], ts[-1]
+    ops = ctx.ins.operands
+    d, a, b, c = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty), ctx.read(ops[3], cty)
+    dt = _U[bits_of_type(ty)]
+    if cty == ".f32":
+        return _op(lambda st, m: d(st, np.where(np.asarray(c(st)).view(np.float32) >= 0, a(st), b(st))
+                                   .astype(dt), m))
+    return _op(lambda st, m: d(st, np.where(np.asarray(c(st)).view(np.int32) >= 0, a(st), b(st))
+                               .astype(dt), m))
+
+
+_INT_CMP = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal,
+}
+_BOOL = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+
+
+def compare_fn(ctx, cmp: str, ty: str):
+    """fn(a_bits, b_bits) -> bool array for setp/set."""
+    if ty in FLOATS:
+        return ops_float.compare_fn(ctx, cmp, ty)
+    fn = _INT_CMP.get(cmp)
+    if fn is None:
+        raise ctx.error(f"comparison .{cmp} is not valid for {ty}")
+    if is_signed(ty) and cmp not in ("lo", "ls", "hi", "hs", "eq", "ne"):
+        sd = _S[bits_of_type(ty)]
+        return lambda x, y: fn(np.asarray(x).view(sd), np.asarray(y).view(sd))
+    return fn
+
+
+def build_setp(ctx):
+    ins = ctx.ins
+    ty = _ty(ctx)
+    cmp = next(s for s in ins.suffixes if s in _INT_CMP or s in ops_float.FLOAT_CMPS)
+    boolop = next((_BOOL[s] for s in ins.suffixes if s in _BOOL), None)
+    ops = ins.operands
+    if isinstance(ops[0], ir.PredPair):
+        p = ctx.write(ops[0].first, ".pred")
+        q = ctx.write(ops[0].second, ".pred") if not isinstance(ops[0].second, ir.Sink) else None
+    else:
+        p, q = ctx.write(ops[0], ".pred"), None
+    a, b = ctx.read(ops[1], ty), ctx.read(ops[2], ty)
+    c = ctx.read(ops[3], ".pred") if boolop is not None else None
+    if ty.endswith("x2"):  # packed halves: p is the low-half result, q the high-half one
+        from ptxforge.emu.semantics import compare as sem_cmp
+
+        bname = next((s for s in ins.suffixes if s in _BOOL), None)
+        ftz = ins.has("ftz")
+
+        def fx2(st, m):
+            r1, r2 = sem_cmp.setp(*bc(a(st), b(st)), cmp, ty[1:], ftz=ftz, bool_op=bname,
+                                  c=None if c is None else c(st))
+            p(st, np.asarray(r1, bool), m)
+            if q is not None:
+                q(st, np.asarray(r2, bool), m)
+        return _op(fx2)
+    fn = compare_fn(ctx, cmp, ty)
+
+    if c is None and q is None:
+        return _op(lambda st, m: p(st, fn(a(st), b(st)), m))
+
+    def f(st, m):
+        t = fn(a(st), b(st))
+        if c is not None:
+            cv = c(st)
+            r1 = boolop(t, cv)
+            r2 = boolop(np.logical_not(t), cv)
+        else:
+            r1, r2 = t, np.logical_not(t)
+        p(st, r1, m)
+        if q is not None:
+            q(st, r2, m)
+    return _op(f)
+
+
+def build_set(ctx):
+    """set.cmp.dtype.stype d, a, b[, {and|or|xor} c]: all ones (or 1.0f) when true."""
+    ins = ctx.ins
+    dty, sty = ins.types[0], ins.types[-1]
+    cmp = next(s for s in ins.suffixes if s in _INT_CMP or s in ops_float.FLOAT_CMPS)
+    boolop = next((_BOOL[s] for s in ins.suffixes if s in _BOOL), None)
+    ops = ins.operands
+    d, a, b = ctx.write(ops[0], dty), ctx.read(ops[1], sty), ctx.read(ops[2], sty)
+    c = ctx.read(ops[3], ".pred") if boolop is not None else None
+    dt = _U[bits_of_type(dty)]
+    if sty.endswith("x2") or dty in (".f16", ".bf16", ".f16x2", ".bf16x2") or sty in (".f16", ".bf16"):
+        from ptxforge.emu.semantics import compare as sem_cmp
+
+        bname = next((s for s in ins.suffixes if s in _BOOL), None)
+        ftz = ins.has("ftz")
+        return _op(lambda st, m: d(st, np.asarray(sem_cmp.set_(*bc(a(st), b(st)), cmp, dty[1:], sty[1:], ftz=ftz,
+                                                               bool_op=bname, c=None if c is None else c(st)))
+                                   .astype(dt), m))
+    fn = compare_fn(ctx, cmp, sty)
+    one = np.float32(1.0).view(np.uint32) if dty == ".f32" else dt(~dt(0))
+
+    def f(st, m):
+        t = fn(a(st), b(st))
+        if c is not None:
+            t = boolop(t, c(st))
+        d(st, np.where(t, one, dt(0)).astype(dt), m)
+    return _op(f)
+
+
+def build_dp(ctx):
+    """dp4a.atype.btype / dp2a.{lo,hi}.atype.btype d, a, b, c."""
+    ins = ctx.ins
+    ts = ins.types
+    at, bt = (ts[0], ts[1]) if len(ts) >= 2 else (".s32", ".s32")
+    ops = ins.operands
+    d = ctx.write(ops[0], ".b32")
+    a, b, c = ctx.read(ops[1], ".b32"), ctx.read(ops[2], ".b32"), ctx.read(ops[3], ".b32")
+    sem = _sem()
+    if ins.opcode == "dp4a":
+        return _op(lambda st, m: d(st, np.asarray(sem.dp4a(*bc(a(st), b(st), c(st)), at[1:], bt[1:]))
+                                   .astype(np.uint32), m))
+    mode = "hi" if ins.has("hi") else "lo"
+    return _op(lambda st, m: d(st, np.asarray(sem.dp2a(*bc(a(st), b(st), c(st)), at[1:], bt[1:], mode=mode))
+                               .astype(np.uint32), m))
+
+
+def build_sad(ctx):
+    ty = _ty(ctx)
+    ops = ctx.ins.operands
+    d = ctx.write(ops[0], ty)
+    a, b, c = (ctx.read(o, ty) for o in ops[1:4])
+    sem = _sem()
+    dt = _U[bits_of_type(ty)]
+    return _op(lambda st, m: d(st, np.asarray(sem.sad(*bc(a(st), b(st), c(st)), ty[1:])).astype(dt, copy=False), m))
+
+
+def build_vop4(ctx):
+    """vadd4/vsub4/vabsdiff4/vmin4/vmax4 .dtype.atype.btype{.sat}{.add} d, a, b, c (default byte selects,
+    full mask): the per-byte op, or with .add the sum of the four results plus c."""
+    ins = ctx.ins
+    if any(s.startswith("b") and s[1:].isdigit() for s in ins.suffixes):
+        raise ctx.error("byte masks and selectors of SIMD video instructions are not supported")
+    ts = ins.types
+    sa, sb = (ts[1] if len(ts) > 1 else ".u32").startswith(".s"), (ts[2] if len(ts) > 2 else ".u32").startswith(".s")
+    sd = ts[0].startswith(".s") if ts else False
+    sat, add = ins.has("sat"), ins.has("add")
+    op = ins.opcode[:-1]
+    ops = ins.operands
+    d = ctx.write(ops[0], ".b32")
+    a, b, c = (ctx.read(o, ".b32") for o in ops[1:4])
+
+    def lanes(x, signed):
+        v = (np.asarray(x, np.uint32)[..., None] >> np.arange(0, 32, 8, dtype=np.uint32)) & np.uint32(0xFF)
+        v = v.astype(np.int64)
+        return np.where(v >= 128, v - 256, v) if signed else v
+
+    def f(st, m):
+        x, y = lanes(a(st), sa), lanes(b(st), sb)
+        r = {"vadd": x + y, "vsub": x - y, "vabsdiff": np.abs(x - y), "vmin": np.minimum(x, y),
+             "vmax": np.maximum(x, y)}[op]
+        if add:
+            out = (r.sum(-1) + np.asarray(c(st), np.uint32).astype(np.int64)) & 0xFFFFFFFF
+        else:
+            if sat:
+                r = np.clip(r, -128, 127) if sd else np.clip(r, 0, 255)
+            out = ((r & 0xFF) << np.arange(0, 32, 8)).sum(-1)
+        d(st, np.asarray(out).astype(np.uint32), m)
+    return _op(f)
+
+
+def build_mapa(ctx):
+    """mapa: with one-CTA clusters every rank maps to this CTA's own shared memory."""
+    ty = _ty(ctx, ".u32")
+    ops = ctx.ins.operands
+    d, a = ctx.write(ops[0], ty), ctx.read(ops[1], ty)
+    return _op(lambda st, m: d(st, a(st), m))
+
+
+BUILDERS = {
+    "dp4a": build_dp, "dp2a": build_dp, "sad": build_sad, "mapa": build_mapa,
+    "vadd4": build_vop4, "vsub4": build_vop4, "vabsdiff4": build_vop4, "vmin4": build_vop4, "vmax4": build_vop4,
+    "add": build_add, "sub": build_sub, "addc": build_carry, "subc": build_carry,
+    "mul": build_mul, "mad": build_mad, "madc": build_mad,
+    "min": build_simple_int("min"), "max": build_simple_int("max"), "abs": build_simple_int("abs"),
+    "neg": build_simple_int("neg"), "div": build_simple_int("div"), "rem": build_simple_int("rem"),
+    "mul24": build_simple_int("mul24"), "mad24": build_simple_int("mad24"),
+    "and": build_logic("and"), "or": build_logic("or"), "xor": build_logic("xor"), "not": build_not,
+    "cnot": build_cnot, "shl": build_shift, "shr": build_shift,
+    "popc": _int_unary_sem("popc"), "clz": _int_unary_sem("clz"), "brev": _int_unary_sem("brev"),
+    "bfind": _int_unary_sem("bfind"),
+    "bfe": build_bfe, "bfi": build_bfi, "prmt": build_prmt, "lop3": build_lop3, "shf": build_shf,
+    "mov": build_mov, "selp": build_selp, "slct": build_slct, "setp": build_setp, "set": build_set,
+}

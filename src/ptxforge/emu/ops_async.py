@@ -1,0 +1,275 @@
+"""Asynchronous copies and mbarriers: cp.async (+ commit/wait groups), cp.async.bulk, mbarrier.*.
+
+Copies complete at issue (a legal schedule: the program may only rely on the data after the wait),
+so commit/wait groups need no queue. An mbarrier is an 8-byte shared-memory word; this emulator's
+encoding (opaque to programs) is: bits 0-20 pending arrivals, 21-41 expected arrivals,
+42-62 pending transaction bytes, 63 phase parity. Arrivals from many lanes are applied in lane order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ptxforge.emu import memory as M
+from ptxforge.emu.ops_atomic import atomic_apply
+from ptxforge.emu.ops_memory import space_of
+from ptxforge.ptx import ir
+
+F = np.uint64(0x1FFFFF)
+S_EXP, S_TX, S_PH = np.uint64(21), np.uint64(42), np.uint64(63)
+
+
+def _op(fn):
+    from ptxforge.emu.compiler import NORMAL, Op
+
+    return Op(NORMAL, fn=fn)
+
+
+def _lanes(st, m):
+    return np.arange(st.N) if m is None else np.flatnonzero(m)
+
+
+def _compact(v, lanes, n, dt):
+    return np.broadcast_to(np.asarray(v, dt), (n,))[lanes]
+
+
+# ---------------------------------------------------------------------------- cp.async
+
+
+def build_cp(ctx):
+    ins = ctx.ins
+    if not ins.has("async"):
+        raise ctx.error(f"{ins.mnemonic} is not supported")
+    if ins.has("commit_group") or ins.has("wait_group") or ins.has("wait_all"):
+        return _op(lambda st, m: None)
+    if ins.has("mbarrier") and ins.has("arrive"):
+        noinc = ins.has("noinc")
+        space, addr = ctx.address(ins.operands[0], space_of(ins))
+
+        def arrive_on(st, m):  # every prior copy has completed already
+            if noinc:
+                _mbar_update(st, m, space, addr, count=1)
+        return _op(arrive_on)
+    if ins.has("bulk"):
+        return _build_bulk(ctx)
+    ops = ins.operands
+    dst_space, dst = ctx.address(ops[0], "shared")
+    src_space, src = ctx.address(ops[1], "global")
+    size = ctx.read(ops[2], ".u32")
+    src_size = ctx.read(ops[3], ".u32") if len(ops) > 3 and not isinstance(ops[3], ir.Address) else None
+    if dst_space == "generic":
+        dst_space = "shared"
+
+    def f(st, m):
+        lanes = _lanes(st, m)
+        if lanes.size == 0:
+            return
+        n = st.N
+        d = _compact(dst(st), lanes, n, np.int64 if np.ndim(dst(st)) == 0 else np.asarray(dst(st)).dtype)
+        s = _compact(src(st), lanes, n, np.uint64)
+        sz = _compact(size(st), lanes, n, np.int64)
+        ss = sz if src_size is None else np.minimum(_compact(src_size(st), lanes, n, np.int64), sz)
+        for nb in np.unique(sz):  # 4, 8 or 16 bytes
+            sel = sz == nb
+            nb = int(nb)
+            words = nb // 4
+            vals = M.load(st.mem, src_space, s[sel], np.uint32, words, lanes[sel]) if (ss[sel] > 0).any() \
+                else [np.zeros(int(sel.sum()), np.uint32)] * words
+            keep = ss[sel]
+            out = []
+            for w, v in enumerate(vals):  # zero-fill past src-size
+                v = np.broadcast_to(v, keep.shape).copy()
+                lo = w * 4
+                full = keep >= lo + 4
+                part = (keep > lo) & ~full
+                v[~full & ~part] = 0
+                if part.any():
+                    nbytes = (keep[part] - lo).astype(np.uint32)
+                    v[part] &= ((np.uint64(1) << (nbytes.astype(np.uint64) * np.uint64(8))) - np.uint64(1)).astype(
+                        np.uint32)
+                out.append(v)
+            M.store(st.mem, dst_space, d[sel], np.uint32, out, lanes[sel])
+    return _op(f)
+
+
+def _build_bulk(ctx):
+    """cp{.reduce}.async.bulk between global and shared memory (not .tensor): the shared destination form
+    completes transaction bytes on an mbarrier; the global destination form (bulk_group) may reduce."""
+    ins = ctx.ins
+    if ins.has("tensor") or any(s.startswith("prefetch") for s in ins.suffixes):
+        raise ctx.error(f"{ins.mnemonic} (tensor maps) is not supported yet")
+    spaces = [s.split("::")[0] for s in ins.suffixes if s.split("::")[0] in ("global", "shared")]
+    to_global = spaces[:1] == ["global"]
+    ops = ins.operands
+    dst_space, dst = ctx.address(ops[0], "global" if to_global else "shared")
+    src_space, src = ctx.address(ops[1], "shared" if to_global else "global")
+    size = ctx.read(ops[2], ".u32")
+    mbar = None
+    if not to_global:
+        if len(ops) < 4:
+            raise ctx.error("a bulk copy into shared memory needs an mbarrier operand")
+        mbar = ctx.address(ops[3], "shared")
+    reduce_op = None
+    if ins.has("reduce"):
+        from ptxforge.emu.ops_atomic import OPS, _combine
+
+        reduce_op = next(s for s in ins.suffixes if s in OPS)
+        rty = ins.types[-1]
+        step, ufunc, vdtype = _combine(reduce_op, rty)
+        from ptxforge.emu.operands import bits_of_type
+
+        ebytes = bits_of_type(rty) // 8
+        edt = np.dtype(f"u{ebytes}")
+
+    def f(st, m):
+        lanes = _lanes(st, m)
+        n = st.N
+        d = _compact(dst(st), lanes, n, np.uint64 if to_global else np.int64)
+        s_ = _compact(src(st), lanes, n, np.int64 if to_global else np.uint64)
+        sz = _compact(size(st), lanes, n, np.int64)
+        for i, lane in enumerate(lanes.tolist()):
+            k = int(sz[i])
+            if k % 16:
+                raise M.MemoryFault(f"cp.async.bulk size {k} is not a multiple of 16")
+            one = np.repeat(np.array([lane]), k // 4)
+            offs = np.arange(0, k, 4)
+            sa = s_[i] + offs.astype(s_.dtype)
+            da = d[i] + offs.astype(d.dtype)
+            if reduce_op is None:
+                v = M.load(st.mem, src_space, sa, np.uint32, 1, one)[0]
+                M.store(st.mem, dst_space, da, np.uint32, [v], one)
+                continue
+            ne = k // ebytes
+            oe = np.repeat(np.array([lane]), ne)
+            v = M.load(st.mem, src_space, s_[i] + np.arange(0, k, ebytes).astype(s_.dtype), edt, 1, oe)[0]
+            r = st.mem.resolve(dst_space, d[i] + np.arange(0, k, ebytes).astype(d.dtype), ebytes, oe, write=True)
+            buf, idx = r if not isinstance(r, list) else (r[0][1], r[0][2])
+            atomic_apply(buf.view(edt), np.asarray(idx) >> (ebytes.bit_length() - 1), np.asarray(v, edt), None,
+                         step, ufunc, vdtype)
+        if mbar is not None:
+            mm = np.zeros(n, bool)
+            mm[lanes] = True
+            _mbar_update(st, mm, mbar[0], mbar[1], count=0, tx=-sz.astype(np.int64), tx_lanes=True)
+    return _op(f)
+
+
+# ---------------------------------------------------------------------------- mbarrier
+
+
+def _unpack(s):
+    s = np.asarray(s, np.uint64)
+    return s & F, (s >> S_EXP) & F, (s >> S_TX) & F, s >> S_PH
+
+
+def _pack(pend, exp, tx, ph):
+    return (pend & F) | ((exp & F) << S_EXP) | ((tx & F) << S_TX) | (ph << S_PH)
+
+
+def _step(old, cnt, tx):
+    """Apply arrivals `cnt` (and transaction bytes `tx`, negative = completed) to states `old`."""
+    pend, exp, txc, ph = _unpack(old)
+    p = pend.astype(np.int64) - np.asarray(cnt, np.int64)
+    t = txc.astype(np.int64) + (0 if tx is None else np.asarray(tx).astype(np.uint64).view(np.int64))
+    done = (p <= 0) & (t <= 0)
+    p = np.where(done, exp.astype(np.int64), np.maximum(p, 0))
+    t = np.where(done, 0, np.maximum(t, 0))
+    ph = np.where(done, ph ^ np.uint64(1), ph)
+    return _pack(p.astype(np.uint64), exp, t.astype(np.uint64), ph.astype(np.uint64))
+
+
+def _mbar_update(st, m, space, addr, count=1, tx=None, drop=False, tx_lanes=False):
+    """Arrive on the mbarrier at `addr` for the lanes of `m`; returns the old states (compact)."""
+    lanes = _lanes(st, m)
+    if lanes.size == 0:
+        return np.zeros(0, np.uint64)
+    a = np.broadcast_to(np.asarray(addr(st)), (st.N,))[lanes]
+    if space == "generic":
+        r = st.mem.resolve("generic", a, 8, lanes, write=True)
+    else:
+        r = st.mem.resolve(space, a, 8, lanes, write=True)
+    buf, idx = r if not isinstance(r, list) else (r[0][1], r[0][2])
+    view = buf.view(np.uint64)
+    cnt = np.broadcast_to(np.asarray(count, np.int64), (st.N,))[lanes] if np.ndim(count) else \
+        np.full(lanes.size, count, np.int64)
+    txv = None
+    if tx is not None:
+        txv = np.asarray(tx, np.int64)
+        txv = txv if tx_lanes else np.broadcast_to(txv, (st.N,))[lanes] if np.ndim(txv) else \
+            np.full(lanes.size, int(txv), np.int64)
+        txv = txv.view(np.uint64)
+
+    def step(o, c, t):
+        new = _step(o, c.view(np.int64), t)
+        if drop:
+            pend, exp, txc, ph = _unpack(new)
+            new = _pack(pend, exp - np.uint64(1), txc, ph)
+        return new
+    return atomic_apply(view, np.asarray(idx) >> 3, cnt.view(np.uint64), txv, step, None, np.uint64)
+
+
+def build_mbarrier(ctx):
+    ins = ctx.ins
+    ops = ins.operands
+    sp = space_of(ins)
+    sp = "shared" if sp == "generic" and not ins.has("b64") else sp
+    if ins.has("init"):
+        space, addr = ctx.address(ops[0], sp)
+        count = ctx.read(ops[1], ".u32")
+
+        def init(st, m):
+            lanes = _lanes(st, m)
+            c = np.broadcast_to(np.asarray(count(st), np.uint64), (st.N,))[lanes]
+            a = np.broadcast_to(np.asarray(addr(st)), (st.N,))[lanes]
+            M.store(st.mem, space, a, np.uint64, [_pack(c, c, np.uint64(0), np.uint64(0))], lanes)
+        return _op(init)
+    if ins.has("inval"):
+        space, addr = ctx.address(ops[0], sp)
+        return _op(lambda st, m: M.store(st.mem, space, np.broadcast_to(np.asarray(addr(st)), (st.N,))[
+            _lanes(st, m)], np.uint64, [np.uint64(0)], _lanes(st, m)))
+    if ins.has("pending_count"):
+        d, s = ctx.write(ops[0], ".u32"), ctx.read(ops[1], ".b64")
+        return _op(lambda st, m: d(st, (np.asarray(s(st), np.uint64) & F).astype(np.uint32), m))
+    if ins.has("expect_tx") and not ins.has("arrive") or ins.has("complete_tx"):
+        space, addr = ctx.address(ops[0], sp)
+        txr = ctx.read(ops[1], ".u32")
+        sign = 1 if ins.has("expect_tx") else -1
+        return _op(lambda st, m: _mbar_update(st, m, space, addr, count=0,
+                                              tx=sign * np.asarray(txr(st), np.int64)) and None)
+    if ins.has("arrive") or ins.has("arrive_drop"):
+        d = ctx.write(ops[0], ".b64")
+        space, addr = ctx.address(ops[1], sp)
+        extra = ctx.read(ops[2], ".u32") if len(ops) > 2 else None
+        expect = ins.has("expect_tx")
+        drop = ins.has("arrive_drop")
+
+        def arrive(st, m):
+            lanes = _lanes(st, m)
+            if expect:
+                old = _mbar_update(st, m, space, addr, count=1, tx=np.asarray(extra(st), np.int64))
+            else:
+                cnt = 1 if extra is None else np.asarray(extra(st), np.int64)
+                old = _mbar_update(st, m, space, addr, count=cnt, drop=drop)
+            full = np.zeros(st.N, np.uint64)
+            full[lanes] = old
+            d(st, full, m)
+        return _op(arrive)
+    if ins.has("test_wait") or ins.has("try_wait"):
+        p = ctx.write(ops[0], ".pred")
+        space, addr = ctx.address(ops[1], sp)
+        parity = ins.has("parity")
+        tok = ctx.read(ops[2], ".u32" if parity else ".b64")
+
+        def wait(st, m):
+            lanes = _lanes(st, m)
+            a = np.broadcast_to(np.asarray(addr(st)), (st.N,))[lanes]
+            cur = M.load(st.mem, space, a, np.uint64, 1, lanes)[0] >> S_PH
+            t = np.broadcast_to(np.asarray(tok(st)), (st.N,))[lanes]
+            want = (np.asarray(t, np.uint64) & np.uint64(1)) if parity else (np.asarray(t, np.uint64) >> S_PH)
+            full = np.zeros(st.N, bool)
+            full[lanes] = cur != want
+            p(st, full, m)
+        return _op(wait)
+    raise ctx.error(f"{ins.mnemonic} is not supported")
+
+
+BUILDERS = {"cp": build_cp, "mbarrier": build_mbarrier}

@@ -1,0 +1,163 @@
+"""Control flow as data for the machine: bra, call, ret, exit, trap, barriers; no-op hints; builtins.
+
+Builtin device functions (extern declarations such as vprintf, malloc, free, __assertfail) run as
+ordinary ops that read their arguments from the caller's .param variables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ptxforge.emu import builtins
+from ptxforge.emu.program import Symbol
+from ptxforge.ptx import ir
+
+
+def _kinds():
+    from ptxforge.emu import compiler
+
+    return compiler
+
+
+@dataclass
+class CallInfo:
+    callee: object  # FunctionLayout
+    arg_pvars: list  # caller-side pvar indices, in order
+    ret_pvars: list  # caller-side pvar indices receiving the results
+    caller: object  # FunctionLayout of the caller
+    indirect: object = None  # reader of a function address for indirect calls
+
+
+@dataclass
+class BarrierInfo:
+    mode: str  # 'sync' | 'arrive' | 'red'
+    bar_id: object  # reader
+    count: object  # reader or None
+    red_op: str | None = None  # popc | and | or
+    red_dst: object = None  # writer
+    red_src: object = None  # reader of the predicate
+    aligned: bool = True
+
+
+def build_bra(ctx):
+    c = _kinds()
+    target = ctx.ins.operands[0]
+    sym = ctx.lookup(target.name) if isinstance(target, ir.Symbol | ir.Register) else None
+    if not isinstance(sym, Symbol) or sym.kind != "label":
+        raise ctx.error(f"branch target {getattr(target, 'name', target)} is not a label")
+    return c.Op(c.BRA, target=sym.value)
+
+
+def build_brx(ctx):
+    """brx.idx index, targets: jump to targets[index] (a .branchtargets list)."""
+    c = _kinds()
+    idx_op, tl = ctx.ins.operands[:2]
+    names = ctx.placed.func.target_lists.get(getattr(tl, "name", ""))
+    if names is None:
+        raise ctx.error(f"brx.idx target list {getattr(tl, 'name', tl)} is not a .branchtargets list")
+    pcs = []
+    for n in names:
+        sym = ctx.lookup(n)
+        if not isinstance(sym, Symbol) or sym.kind != "label":
+            raise ctx.error(f"branch target {n} is not a label")
+        pcs.append(sym.value)
+    return c.Op(c.BRX, extra=(ctx.read(idx_op, ".u32"), np.asarray(pcs, np.int32)))
+
+
+def build_ret(ctx):
+    c = _kinds()
+    if ctx.placed.func.func.is_kernel:
+        return c.Op(c.EXIT)
+    return c.Op(c.RET, extra=ctx.placed.func)
+
+
+def build_exit(ctx):
+    c = _kinds()
+    return c.Op(c.EXIT)
+
+
+def build_trap(ctx):
+    c = _kinds()
+    return c.Op(c.TRAP)
+
+
+def build_call(ctx):
+    c = _kinds()
+    ops = list(ctx.ins.operands)
+    rets: list = []
+    args: list = []
+    target = None
+    for o in ops:
+        if isinstance(o, ir.ParenList):
+            if target is None:
+                rets = list(o.items)
+            else:
+                args = list(o.items)
+        elif target is None:
+            target = o
+    if target is None:
+        raise ctx.error("call without a target")
+
+    def pv(o):
+        sym = ctx.lookup(o.name) if isinstance(o, ir.Symbol | ir.Register) else None
+        if not isinstance(sym, Symbol) or sym.kind != "pvar":
+            raise ctx.error(f"call argument {getattr(o, 'name', o)} is not a .param variable")
+        return sym.value
+    arg_pvars = [pv(o) for o in args]
+    ret_pvars = [pv(o) for o in rets]
+    layout = ctx.layout
+    name = getattr(target, "name", None)
+    hit = ctx.lookup(name) if name else None
+    if isinstance(hit, tuple):  # indirect call through a register
+        return c.Op(c.CALL, extra=CallInfo(None, arg_pvars, ret_pvars, ctx.placed.func,
+                                          indirect=ctx.read(target, ".u64")))
+    callee = layout.functions.get(name)
+    if callee is None:
+        raise ctx.error(f"call to unknown function {name}")
+    if callee.func.body is None:
+        fn = builtins.lookup(name)
+        if fn is None:
+            raise ctx.error(f"call to external function {name}, which the emulator does not provide")
+        return c.Op(c.NORMAL, fn=builtins.bind(fn, ctx, arg_pvars, ret_pvars))
+    return c.Op(c.CALL, extra=CallInfo(callee, arg_pvars, ret_pvars, ctx.placed.func))
+
+
+def build_bar(ctx):
+    c = _kinds()
+    ins = ctx.ins
+    if ins.has("warp"):
+        from ptxforge.emu.ops_warp import build_bar_warp
+
+        return build_bar_warp(ctx)
+    if ins.opcode == "barrier" and ins.has("cluster"):
+        return c.Op(c.NORMAL, fn=lambda st, m: None)  # one-CTA clusters: nothing to wait for
+    ops = ins.operands
+    mode = "arrive" if ins.has("arrive") else "red" if ins.has("red") else "sync"
+    aligned = ins.opcode == "bar" or ins.has("aligned")
+    if mode == "red":
+        red_op = next(s for s in ins.suffixes if s in ("popc", "and", "or"))
+        ty = ".u32" if red_op == "popc" else ".pred"
+        dst = ctx.write(ops[0], ty)
+        bar_id = ctx.read(ops[1], ".u32")
+        count = ctx.read(ops[2], ".u32") if len(ops) > 3 else None
+        src = ctx.read(ops[-1], ".pred")
+        info = BarrierInfo(mode, bar_id, count, red_op, dst, src, aligned)
+    else:
+        bar_id = ctx.read(ops[0], ".u32") if ops else (lambda st: np.uint32(0))
+        count = ctx.read(ops[1], ".u32") if len(ops) > 1 else None
+        info = BarrierInfo(mode, bar_id, count, aligned=aligned)
+    return c.Op(c.BAR, extra=info)
+
+
+def _nop(ctx):
+    c = _kinds()
+    return c.Op(c.NORMAL, fn=lambda st, m: None)
+
+
+BUILDERS = {
+    "bra": build_bra, "brx": build_brx, "ret": build_ret, "exit": build_exit, "trap": build_trap, "call": build_call,
+    "bar": build_bar, "barrier": build_bar, "nanosleep": _nop, "pmevent": _nop, "brkpt": _nop,
+    "griddepcontrol": _nop, "setmaxnreg": _nop,
+}

@@ -1,0 +1,212 @@
+"""ld / st / ldu / cvta / isspacep / prefetch / fences: every access goes through memory.load/store."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ptxforge.emu import memory as M
+from ptxforge.emu import ops_atomic
+from ptxforge.emu.operands import bits_of_type, convert_width, is_signed
+from ptxforge.ptx import ir
+
+_U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+SPACES = ("global", "shared", "local", "const", "param")
+
+
+def _op(fn):
+    from ptxforge.emu.compiler import NORMAL, Op
+
+    return Op(NORMAL, fn=fn)
+
+
+def space_of(ins: ir.Instruction) -> str:
+    for s in ins.suffixes:
+        base = s.split("::")[0]
+        if base in SPACES:
+            return base
+        if s == "nc":
+            return "global"
+    return "generic"
+
+
+def vector_count(ins: ir.Instruction) -> int:
+    for s in ins.suffixes:
+        if s in ("v2", "v4", "v8"):
+            return int(s[1])
+    return 1
+
+
+def expand(st, v, lanes, dt):
+    """A compact per-active-lane array back to a full lane array (other lanes zero)."""
+    if lanes is None or np.ndim(v) == 0:
+        return v
+    full = np.zeros(st.N, dt)
+    full[lanes] = v
+    return full
+
+
+def _elem_type(ty: str) -> str:
+    return ty
+
+
+def build_ld(ctx):
+    ins = ctx.ins
+    ty = ins.types[-1] if ins.types else ".b32"
+    if ty == ".b128":
+        raise ctx.error("128-bit loads are not supported")
+    n = vector_count(ins)
+    ops = ins.operands
+    dst, src = ops[0], ops[1]
+    elems = list(dst.elements) if isinstance(dst, ir.Vector) else [dst]
+    bits = bits_of_type(ty)
+    dt = _U[bits]
+    writers = [ctx.write(e, ty) for e in elems]
+    space, addr = ctx.address(src, space_of(ins))
+    if isinstance(space, tuple):  # a function's .param variable: per-lane storage
+        idx, off = space[1], addr
+        nb = bits // 8
+
+        def ldp(st, m):
+            buf = st.pvars[idx]
+            for i, w in enumerate(writers):
+                o = off + i * nb
+                v = buf[:, o: o + nb].copy().view(dt)[:, 0]  # a copy: registers never alias storage
+                w(st, v, m)
+        return _op(ldp)
+    if n == 1:
+        w = writers[0]
+
+        def ld1(st, m):
+            a = addr(st)
+            if m is None:
+                w(st, M.load(st.mem, space, a, dt, 1, None)[0], None)
+                return
+            lanes = np.flatnonzero(m)
+            if np.ndim(a):
+                a = a[lanes]
+            v = M.load(st.mem, space, a, dt, 1, lanes)[0]
+            w(st, expand(st, v, lanes, dt), m)
+        return _op(ld1)
+
+    def ldv(st, m):
+        a = addr(st)
+        lanes = None
+        if m is not None:
+            lanes = np.flatnonzero(m)
+            if np.ndim(a):
+                a = a[lanes]
+        vals = M.load(st.mem, space, a, dt, n, lanes)
+        for w, v in zip(writers, vals, strict=False):
+            w(st, expand(st, v, lanes, dt), m)
+    return _op(ldv)
+
+
+def build_st(ctx):
+    ins = ctx.ins
+    ty = ins.types[-1] if ins.types else ".b32"
+    n = vector_count(ins)
+    ops = ins.operands
+    dst, src = ops[0], ops[1]
+    elems = list(src.elements) if isinstance(src, ir.Vector) else [src]
+    bits = bits_of_type(ty)
+    dt = _U[bits]
+    readers = [None if isinstance(e, ir.Sink) else ctx.read(e, ty) for e in elems]
+    space, addr = ctx.address(dst, space_of(ins))
+    if isinstance(space, tuple):
+        idx, off = space[1], addr
+        nb = bits // 8
+
+        def stp(st, m):
+            buf = st.pvars[idx]
+            for i, r in enumerate(readers):
+                if r is None:
+                    continue
+                v = np.broadcast_to(np.asarray(r(st)).astype(dt), (st.N,))
+                o = off + i * nb
+                raw = np.ascontiguousarray(v).view(np.uint8).reshape(st.N, nb)
+                if m is None:
+                    buf[:, o: o + nb] = raw
+                else:
+                    buf[m, o: o + nb] = raw[m]
+        return _op(stp)
+    if n == 1:
+        r0 = readers[0]
+
+        def st1(st, m):
+            a = addr(st)
+            v = r0(st)
+            if m is None:
+                M.store(st.mem, space, a, dt, [v], None)
+                return
+            lanes = np.flatnonzero(m)
+            if np.ndim(a):
+                a = a[lanes]
+            if np.ndim(v):
+                v = v[lanes]
+            M.store(st.mem, space, a, dt, [v], lanes)
+        return _op(st1)
+
+    def stv(st, m):
+        a = addr(st)
+        vals = [None if r is None else r(st) for r in readers]
+        lanes = None
+        if m is not None:
+            lanes = np.flatnonzero(m)
+            if np.ndim(a):
+                a = a[lanes]
+            vals = [v[lanes] if v is not None and np.ndim(v) else v for v in vals]
+        if any(v is None for v in vals):  # `_` elements: read-modify-write of the others only
+            full = M.load(st.mem, space, a, dt, n, lanes)
+            vals = [f if v is None else v for f, v in zip(full, vals, strict=False)]
+        M.store(st.mem, space, a, dt, vals, lanes)
+    return _op(stv)
+
+
+def build_cvta(ctx):
+    ins = ctx.ins
+    ty = ins.types[-1] if ins.types else ".u64"
+    to = ins.has("to")
+    space = next((s.split("::")[0] for s in ins.suffixes if s.split("::")[0] in SPACES), "global")
+    window = {"shared": M.SHARED_WINDOW, "local": M.LOCAL_WINDOW, "param": M.PARAM_WINDOW}.get(space, 0)
+    ops = ins.operands
+    bits = bits_of_type(ty)
+    d = ctx.write(ops[0], ty)
+    a = ctx.read(ops[1], ty)
+    if window == 0:
+        return _op(lambda st, m: d(st, a(st), m))
+    dt = _U[bits]
+    w = np.uint64(window)
+    mask = np.uint64((1 << bits) - 1)
+    if to:
+        return _op(lambda st, m: d(st, ((np.asarray(a(st)).astype(np.uint64) - w) & mask).astype(dt), m))
+    return _op(lambda st, m: d(st, ((np.asarray(a(st)).astype(np.uint64) + w) & mask).astype(dt), m))
+
+
+def build_isspacep(ctx):
+    ins = ctx.ins
+    space = next((s.split("::")[0] for s in ins.suffixes if s.split("::")[0] in SPACES), "global")
+    d, a = ctx.write(ins.operands[0], ".pred"), ctx.read(ins.operands[1], ".u64")
+    window = {"shared": M.SHARED_WINDOW, "local": M.LOCAL_WINDOW, "param": M.PARAM_WINDOW,
+              "global": M.GLOBAL_BASE, "const": M.GLOBAL_BASE}[space]
+    k = np.uint64(window >> M.WINDOW_BITS)
+    return _op(lambda st, m: d(st, (np.asarray(a(st)) >> np.uint64(M.WINDOW_BITS)) == k, m))
+
+
+def _nop(ctx):
+    return _op(lambda st, m: None)
+
+
+def build_ld_param_pvar_value(st, idx, off, nb, dt):
+    buf = st.pvars[idx]
+    return np.ascontiguousarray(buf[:, off: off + nb]).view(dt)[:, 0]
+
+
+__all__ = ["build_ld", "build_st", "convert_width", "is_signed"]
+
+BUILDERS = {
+    "ld": build_ld, "ldu": build_ld, "st": build_st, "cvta": build_cvta, "isspacep": build_isspacep,
+    "prefetch": _nop, "prefetchu": _nop, "membar": _nop, "fence": _nop, "discard": _nop,
+    "applypriority": _nop, "createpolicy": None,
+    "atom": ops_atomic.build_atom, "red": ops_atomic.build_red,
+}
+BUILDERS = {k: v for k, v in BUILDERS.items() if v is not None}

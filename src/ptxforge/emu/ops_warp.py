@@ -1,0 +1,222 @@
+"""Warp-level operations over the active lanes of each warp: shfl, vote, match, redux, activemask, elect.
+
+The machine guarantees that every non-exited lane named in the member mask is executing the same
+instruction when these run (lanes that arrive early wait), so each op sees whole warps at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ptxforge.ptx import ir
+
+_U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+def _op(fn, membermask=None, sync=True):
+    from ptxforge.emu.compiler import NORMAL, WARPSYNC, Op
+
+    return Op(WARPSYNC if sync else NORMAL, fn=fn, membermask=membermask)
+
+
+def active(st, m) -> np.ndarray:
+    return st.live_mask() if m is None else m
+
+
+def warp_bits(x: np.ndarray) -> np.ndarray:
+    """Per-warp 32-bit masks of a bool lane array (lane i -> bit i)."""
+    return np.packbits(x.reshape(-1, 32), axis=1, bitorder="little").view("<u4").reshape(-1)
+
+
+def per_lane(warp_values: np.ndarray) -> np.ndarray:
+    return np.repeat(warp_values, 32)
+
+
+def member_bit(st, mm) -> np.ndarray:
+    if mm is None:
+        return np.ones(st.N, bool)
+    return ((np.asarray(mm, np.uint32) >> st.laneid) & np.uint32(1)).astype(bool)
+
+
+def _mm_reader(ctx, op):
+    if isinstance(op, ir.Immediate) and (int(op.value) & 0xFFFFFFFF) == 0xFFFFFFFF:
+        return None
+    return ctx.read(op, ".b32")
+
+
+def build_shfl(ctx):
+    ins = ctx.ins
+    mode = next(s for s in ins.suffixes if s in ("up", "down", "bfly", "idx"))
+    ops = ins.operands
+    if isinstance(ops[0], ir.PredPair):
+        d = ctx.write(ops[0].first, ".b32")
+        p = None if isinstance(ops[0].second, ir.Sink) else ctx.write(ops[0].second, ".pred")
+    else:
+        d, p = ctx.write(ops[0], ".b32"), None
+    a, b, c = ctx.read(ops[1], ".b32"), ctx.read(ops[2], ".b32"), ctx.read(ops[3], ".b32")
+    mm = _mm_reader(ctx, ops[4]) if len(ops) > 4 else None
+    const_bc = isinstance(ops[2], ir.Immediate) and isinstance(ops[3], ir.Immediate)
+    cache = {}
+
+    def src_index(st):
+        lane = st.laneid.astype(np.int64)
+        bval = np.asarray(b(st)).astype(np.int64) & 31
+        cval = np.asarray(c(st)).astype(np.int64)
+        seg = (cval >> 8) & 31
+        clamp = cval & 31
+        max_lane = (lane & seg) | (clamp & ~seg)
+        if mode == "up":
+            j = lane - bval
+            ok = j >= max_lane
+        elif mode == "down":
+            j = lane + bval
+            ok = j <= max_lane
+        elif mode == "bfly":
+            j = lane ^ bval
+            ok = j <= max_lane
+        else:
+            j = (lane & seg) | (bval & ~seg)
+            ok = j <= max_lane
+        j = np.where(ok, j, lane)
+        return st.warp_base + j, ok
+
+    def f(st, m):
+        if const_bc:
+            key = (id(st), st.N)
+            hit = cache.get(key)
+            if hit is None:
+                cache.clear()
+                hit = cache[key] = src_index(st)
+            src, ok = hit
+        else:
+            src, ok = src_index(st)
+        v = a(st)
+        d(st, np.asarray(v)[src] if np.ndim(v) else v, m)
+        if p is not None:
+            p(st, ok, m)
+    return _op(f, mm)
+
+
+def build_vote(ctx):
+    ins = ctx.ins
+    mode = next(s for s in ins.suffixes if s in ("all", "any", "uni", "ballot"))
+    ops = ins.operands
+    ty = ".b32" if mode == "ballot" else ".pred"
+    d = ctx.write(ops[0], ty)
+    a = ctx.read(ops[1], ".pred")
+    mm = _mm_reader(ctx, ops[2]) if len(ops) > 2 else None
+
+    def f(st, m):
+        act = active(st, m) & member_bit(st, None if mm is None else mm(st))
+        pa = np.broadcast_to(np.asarray(a(st), bool), (st.N,))
+        yes = warp_bits(act & pa)
+        if mode == "ballot":
+            d(st, per_lane(yes).astype(np.uint32), m)
+            return
+        no = warp_bits(act & ~pa)
+        r = {"all": no == 0, "any": yes != 0, "uni": (yes == 0) | (no == 0)}[mode]
+        d(st, per_lane(r), m)
+    return _op(f, mm)
+
+
+def build_match(ctx):
+    ins = ctx.ins
+    mode = "all" if ins.has("all") else "any"
+    ty = ins.types[-1] if ins.types else ".b32"
+    ops = ins.operands
+    if isinstance(ops[0], ir.PredPair):
+        d = ctx.write(ops[0].first, ".b32")
+        p = None if isinstance(ops[0].second, ir.Sink) else ctx.write(ops[0].second, ".pred")
+    else:
+        d, p = ctx.write(ops[0], ".b32"), None
+    a = ctx.read(ops[1], ty)
+    mm = _mm_reader(ctx, ops[2]) if len(ops) > 2 else None
+
+    def f(st, m):
+        act = active(st, m) & member_bit(st, None if mm is None else mm(st))
+        v = np.broadcast_to(np.asarray(a(st)), (st.N,)).reshape(-1, 32)
+        actw = act.reshape(-1, 32)
+        eq = (v[:, :, None] == v[:, None, :]) & actw[:, None, :]
+        masks = np.packbits(eq, axis=2, bitorder="little").view("<u4").reshape(-1)
+        if mode == "any":
+            d(st, masks.astype(np.uint32), m)
+            return
+        allw = per_lane(warp_bits(act))
+        same = masks == allw
+        d(st, np.where(same, allw, np.uint32(0)).astype(np.uint32), m)
+        if p is not None:
+            p(st, same, m)
+    return _op(f, mm)
+
+
+def build_redux(ctx):
+    ins = ctx.ins
+    opname = next(s for s in ins.suffixes if s in ("add", "min", "max", "and", "or", "xor"))
+    ty = ins.types[-1] if ins.types else ".u32"
+    ops = ins.operands
+    d = ctx.write(ops[0], ty)
+    a = ctx.read(ops[1], ty)
+    mm = _mm_reader(ctx, ops[2]) if len(ops) > 2 else None
+    signed = ty == ".s32"
+    is_float = ty == ".f32"
+
+    def f(st, m):
+        act = (active(st, m) & member_bit(st, None if mm is None else mm(st))).reshape(-1, 32)
+        v = np.broadcast_to(np.asarray(a(st), np.uint32), (st.N,)).reshape(-1, 32)
+        if is_float:
+            x = v.view(np.float32)
+            if opname == "min":
+                r = np.where(act, x, np.inf).min(1).astype(np.float32).view(np.uint32)
+            else:
+                r = np.where(act, x, -np.inf).max(1).astype(np.float32).view(np.uint32)
+        elif opname == "add":
+            r = (np.where(act, v, 0).astype(np.uint64).sum(1) & 0xFFFFFFFF).astype(np.uint32)
+        elif opname in ("min", "max"):
+            x = v.view(np.int32) if signed else v
+            info = np.iinfo(x.dtype)
+            if opname == "min":
+                r = np.where(act, x, info.max).min(1)
+            else:
+                r = np.where(act, x, info.min).max(1)
+            r = r.astype(x.dtype).view(np.uint32)
+        else:
+            uf = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[opname]
+            ident = np.uint32(0xFFFFFFFF) if opname == "and" else np.uint32(0)
+            r = uf.reduce(np.where(act, v, ident), axis=1).astype(np.uint32)
+        d(st, per_lane(r), m)
+    return _op(f, mm)
+
+
+def build_activemask(ctx):
+    d = ctx.write(ctx.ins.operands[0], ".b32")
+    return _op(lambda st, m: d(st, per_lane(warp_bits(active(st, m))).astype(np.uint32), m), sync=False)
+
+
+def build_elect(ctx):
+    ops = ctx.ins.operands
+    if isinstance(ops[0], ir.PredPair):
+        d = None if isinstance(ops[0].first, ir.Sink) else ctx.write(ops[0].first, ".b32")
+        p = ctx.write(ops[0].second, ".pred")
+    else:
+        d, p = None, ctx.write(ops[0], ".pred")
+    mm = _mm_reader(ctx, ops[1]) if len(ops) > 1 else None
+
+    def f(st, m):
+        act = (active(st, m) & member_bit(st, None if mm is None else mm(st))).reshape(-1, 32)
+        leader = np.argmax(act, axis=1).astype(np.uint32)
+        lane_leader = per_lane(leader)
+        if d is not None:
+            d(st, lane_leader, m)
+        p(st, (st.laneid == lane_leader) & act.reshape(-1), m)
+    return _op(f, mm)
+
+
+def build_bar_warp(ctx):
+    mm = _mm_reader(ctx, ctx.ins.operands[0]) if ctx.ins.operands else None
+    return _op(lambda st, m: None, mm)
+
+
+BUILDERS = {
+    "shfl": build_shfl, "vote": build_vote, "match": build_match, "redux": build_redux,
+    "activemask": build_activemask, "elect": build_elect,
+}

@@ -1,0 +1,259 @@
+"""Lay out a module for execution: flatten function bodies, give every register a slot, every label a pc.
+
+The result (`Layout`) is pure bookkeeping; `compiler.py` turns its instructions into executable ops.
+Nested `{ }` blocks get their own register/param scopes (nvcc reuses names like `param0` per call site).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ptxforge.emu.errors import EmulatorError
+from ptxforge.ptx import ir
+
+_UDT = {1: np.bool_, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+def storage_dtype(ty: str):
+    """The numpy dtype that holds a register of PTX type `ty` as raw bits."""
+    if ty == ".pred":
+        return np.dtype(np.bool_)
+    bits = ir.type_bits(ty)
+    if bits == 128:
+        raise EmulatorError(f"{ty} registers are not supported")
+    return np.dtype(_UDT[max(8, bits)])
+
+
+@dataclass
+class Symbol:
+    """What a name means inside a function: kind in kparam/pvar/shared/global/local/func/label."""
+
+    kind: str
+    value: int = 0  # offset, address, pc or pvar index
+    size: int = 0
+    name: str = ""
+
+
+@dataclass
+class FunctionLayout:
+    name: str
+    func: ir.Function
+    entry: int = 0
+    end: int = 0
+    reg_slots: list[int] = field(default_factory=list)
+    pvars: list[int] = field(default_factory=list)  # per-lane param storage owned by this function
+    param_pvars: list[int] = field(default_factory=list)  # formal params, in order
+    return_pvars: list[int] = field(default_factory=list)
+    frame_size: int = 0  # bytes of .local variables
+    target_lists: dict = field(default_factory=dict)  # .branchtargets name -> label names
+    recursive: bool = False
+
+
+@dataclass
+class Placed:
+    """One instruction in program order with the scope it resolves names in."""
+
+    ins: ir.Instruction
+    func: FunctionLayout
+    scope: dict  # name -> ('reg', slot) | Symbol
+
+
+class Layout:
+    """Every function of a module laid out in one pc space, plus shared/local/param storage maps."""
+
+    def __init__(self, module: ir.Module, kernel: ir.Function, globals_: dict[str, int]):
+        self.module = module
+        self.kernel_func = kernel
+        self.reg_types: list[str] = []
+        self.pvar_sizes: list[int] = []
+        self.placed: list[Placed] = []
+        self.functions: dict[str, FunctionLayout] = {}
+        self.globals = globals_  # .global/.const variable name -> address
+        self.shared: dict[str, int] = {}
+        self.dynamic_shared_offset = 0
+        self.static_shared = 0
+        self.kparams: dict[str, tuple[int, int]] = {}  # name -> (offset, size)
+        self.kparam_size = 0
+        self._layout_kparams()
+        self._layout_module_shared()
+        # every function with a body (tables of function pointers can reach any of them) + declarations
+        others = [g for g in module.functions if g is not kernel and g.body is not None]
+        decls = [g for g in module.functions if g.body is None and not any(h.name == g.name for h in others)]
+        for f in [kernel] + others + decls:
+            if f.name not in self.functions:
+                self._layout_function(f)
+        self._finish_shared()
+        self._mark_recursion()
+
+    # ------------------------------------------------------------------ params and shared memory
+    def _layout_kparams(self) -> None:
+        off = 0
+        for p in self.kernel_func.params:
+            size = max(p.size, 1)
+            align = p.align or min(8, max(1, ir.type_bits(p.type) // 8))
+            off = (off + align - 1) // align * align
+            self.kparams[p.name] = (off, size)
+            off += size
+        self.kparam_size = off
+
+    def _layout_module_shared(self) -> None:
+        self._extern_shared: list[str] = []
+        self._dyn_align = 16
+        for v in self.module.variables:
+            if v.space == ".shared":
+                self._add_shared(v)
+
+    def _add_shared(self, v: ir.Variable) -> None:
+        if v.linkage == ".extern" or (v.array and v.array[-1] is None):
+            self._extern_shared.append(v.name)
+            self._dyn_align = max(self._dyn_align, v.align or 1)
+            return
+        if v.name in self.shared:
+            return
+        align = v.align or max(1, ir.type_bits(v.type) // 8)
+        self.static_shared = (self.static_shared + align - 1) // align * align
+        self.shared[v.name] = self.static_shared
+        self.static_shared += v.size
+
+    def _finish_shared(self) -> None:
+        a = self._dyn_align
+        self.dynamic_shared_offset = (self.static_shared + a - 1) // a * a
+        for name in self._extern_shared:
+            self.shared[name] = self.dynamic_shared_offset
+
+    # ------------------------------------------------------------------ functions
+    def _reachable(self, kernel: ir.Function) -> list[ir.Function]:
+        seen: dict[str, ir.Function] = {kernel.name: kernel}
+        todo = [kernel]
+        while todo:
+            f = todo.pop()
+            for ins in f.instructions():
+                if ins.opcode in ("call", "mov"):
+                    for op in ins.operands:
+                        if isinstance(op, ir.Symbol) and op.name not in seen:
+                            try:
+                                g = self.module.function(op.name)
+                            except KeyError:
+                                continue
+                            seen[g.name] = g
+                            if g.body is not None:
+                                todo.append(g)
+        return list(seen.values())
+
+    def _new_reg(self, ty: str) -> int:
+        self.reg_types.append(ty)
+        return len(self.reg_types) - 1
+
+    def _new_pvar(self, size: int) -> int:
+        self.pvar_sizes.append(max(size, 1))
+        return len(self.pvar_sizes) - 1
+
+    def _layout_function(self, f: ir.Function) -> None:
+        fl = FunctionLayout(f.name, f)
+        self.functions[f.name] = fl
+        if f.body is None:  # an extern declaration (vprintf, malloc ...): handled as a builtin
+            return
+        scope: dict = {}
+        for name, (off, size) in self.kparams.items() if f is self.kernel_func else ():
+            scope[name] = Symbol("kparam", off, size, name)
+        if f is not self.kernel_func:
+            for p in f.params:
+                i = self._new_pvar(p.size)
+                fl.pvars.append(i)
+                fl.param_pvars.append(i)
+                scope[p.name] = Symbol("pvar", i, p.size, p.name)
+            for p in f.returns:
+                i = self._new_pvar(p.size)
+                fl.return_pvars.append(i)
+                scope[p.name] = Symbol("pvar", i, p.size, p.name)
+        fl.entry = len(self.placed)
+        labels: dict[str, int] = {}
+        self._walk(f.body, fl, scope, labels)
+        fl.end = len(self.placed)
+        if fl.end == fl.entry or self.placed[-1].ins.opcode not in ("ret", "exit", "bra", "trap"):
+            # falling off the end of a body returns
+            self.placed.append(Placed(ir.Instruction("ret", (), ()), fl, scope))
+            fl.end = len(self.placed)
+        fl.labels = labels
+
+    def _walk(self, body, fl: FunctionLayout, outer: dict, labels: dict) -> None:
+        scope = dict(outer)
+        for s in body:
+            if isinstance(s, ir.RegisterDecl):
+                for name in s.declared():
+                    slot = self._new_reg(s.type)
+                    fl.reg_slots.append(slot)
+                    scope[name] = ("reg", slot)
+            elif isinstance(s, ir.Variable):
+                self._declare(s, fl, scope)
+            elif isinstance(s, ir.Label):
+                labels[s.name] = len(self.placed)
+            elif isinstance(s, ir.Instruction):
+                self.placed.append(Placed(s, fl, scope))
+            elif isinstance(s, ir.Block):
+                self._walk(s.body, fl, scope, labels)
+            elif type(s).__name__ == "TargetList":  # `ts: .branchtargets L1, L2;` for brx.idx
+                fl.target_lists[s.name] = tuple(s.targets)
+            # Loc, Pragma, CallPrototype: no effect on execution
+
+    def _declare(self, v: ir.Variable, fl: FunctionLayout, scope: dict) -> None:
+        if v.space == ".param":
+            i = self._new_pvar(v.size)
+            fl.pvars.append(i)
+            scope[v.name] = Symbol("pvar", i, v.size, v.name)
+        elif v.space == ".shared":
+            self._add_shared(v)
+            scope[v.name] = Symbol("shared", -1, v.size, v.name)  # resolved after layout
+        elif v.space == ".local":
+            align = v.align or max(1, ir.type_bits(v.type) // 8)
+            fl.frame_size = (fl.frame_size + align - 1) // align * align
+            scope[v.name] = Symbol("local", fl.frame_size, v.size, v.name)
+            fl.frame_size += v.size
+        elif v.space in (".global", ".const"):
+            if v.name not in self.globals:
+                raise EmulatorError(f"{fl.name}: function-scope {v.space} variable {v.name} was not allocated")
+        else:
+            raise EmulatorError(f"{fl.name}: {v.space} variables are not supported")
+
+    def _mark_recursion(self) -> None:
+        graph: dict[str, set[str]] = {n: set() for n in self.functions}
+        for p in self.placed:
+            if p.ins.opcode == "call":
+                for op in p.ins.operands:
+                    if isinstance(op, ir.Symbol) and op.name in self.functions:
+                        graph[p.func.name].add(op.name)
+        for name in graph:  # a function is recursive if it can reach itself
+            seen, todo = set(), list(graph[name])
+            while todo:
+                g = todo.pop()
+                if g == name:
+                    self.functions[name].recursive = True
+                    break
+                if g not in seen:
+                    seen.add(g)
+                    todo.extend(graph[g])
+        self.has_calls = any(p.ins.opcode == "call" for p in self.placed)
+
+    # ------------------------------------------------------------------ lookups
+    def lookup(self, placed: Placed, name: str):
+        """What `name` means at an instruction: ('reg', slot) or a Symbol."""
+        hit = placed.scope.get(name)
+        if isinstance(hit, Symbol) and hit.kind == "shared":
+            return Symbol("shared", self.shared[name], hit.size, name)
+        if hit is not None:
+            return hit
+        if name in self.shared:
+            return Symbol("shared", self.shared[name], 0, name)
+        if name in self.globals:
+            return Symbol("global", self.globals[name], 0, name)
+        if name in placed.func.labels:
+            return Symbol("label", placed.func.labels[name], 0, name)
+        if name in self.functions:
+            return Symbol("func", 0, 0, name)
+        return None
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.dynamic_shared_offset

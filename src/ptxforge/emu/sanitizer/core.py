@@ -1,0 +1,638 @@
+"""`Sanitizer`: checks every access, barrier and warp-synchronous op of one emulated launch.
+
+How it hooks the emulator (no change to what a kernel computes):
+- `instrument` wraps the ops of memory and warp instructions, so each knows its pc when it runs; a
+  memory op whose access has bad lanes is re-run for the good lanes only (bad loads leave their
+  destination unchanged, bad stores are dropped), so in-bounds work still reaches the user's arrays.
+- `on_wave` replaces the wave's `LaneMemory.resolve` (the single choke point every ld/st/atom goes
+  through) with a checking version that feeds the shadow memory.
+- `on_barrier_all` / `on_release` are called by the machine when blocks pass a barrier.
+"""
+
+from __future__ import annotations
+
+import copy
+import weakref
+
+import numpy as np
+
+from ptxforge.emu import memory as M
+from ptxforge.emu.errors import MemoryFault
+from ptxforge.emu.sanitizer import bounds, sync
+from ptxforge.emu.sanitizer.report import ReportLog, SanitizerError, SanitizerReport
+from ptxforge.emu.sanitizer.shadow import EP_SHIFT, INIT, PENDING, PageMap, Shadow
+from ptxforge.emu.sanitizer.sites import SiteInfo, SourceMap, shared_valid_mask, shared_variables, site_info
+from ptxforge.ptx import ir
+
+_INFOS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # layout -> [SiteInfo] (built once)
+
+
+class _Excluded(Exception):  # noqa: N818 - internal control flow, never escapes an op
+    """Bad lanes of an access (already reported); the op is run again without them."""
+
+    def __init__(self, lanes):
+        super().__init__("excluded lanes")
+        self.lanes = lanes
+
+
+class Sanitizer:
+    """Collects `SanitizerReport`s of a launch (or of several, when passed to each); `finish()` raises
+    `SanitizerError` if any.
+
+    Options: `races`, `init` and `sync` turn check families off; `init_local` also checks reads of
+    uninitialized local memory (off by default: -G code copies partly initialized structs and updates
+    bit-fields of fresh objects on the stack, which are not bugs); `max_reports` caps distinct sites;
+    `shuffle_seed` runs the blocks of the grid, and the warps of each block, in a shuffled order (the
+    machine asks `block_order` and `warp_order`), to shake out results that depend on the emulator's
+    schedule: which block runs in which wave, which lane's store wins, the order atomics apply in.
+    """
+
+    def __init__(self, *, races: bool = True, init: bool = True, sync: bool = True, init_local: bool = False,
+                 max_reports: int = 100, shuffle_seed: int | None = None):
+        self.check_races = races
+        self.check_init = init
+        self.check_init_local = init and init_local
+        self.check_sync = sync
+        self.shuffle_seed = shuffle_seed
+        self.log = ReportLog(max_reports)
+        self.kernel = ""
+        self.machine = None
+        self.global_sh: Shadow | None = None
+        self.clock = 0
+        self.pc = 0
+        self.site: SiteInfo | None = None
+        self.infos: list[SiteInfo] = []
+        self.sources: SourceMap | None = None
+        self._ar = {n: np.arange(n, dtype=np.int64) for n in (1, 2, 4, 8, 16, 32, 64, 128)}
+
+    # ------------------------------------------------------------------ results
+    @property
+    def reports(self) -> list[SanitizerReport]:
+        return self.log.reports
+
+    def error(self) -> SanitizerError | None:
+        if not self.log.reports and not self.log.suppressed:
+            return None
+        return SanitizerError(self.log.reports, kernel=self.kernel, suppressed=self.log.suppressed)
+
+    def finish(self) -> None:
+        """Raise `SanitizerError` if anything was found."""
+        err = self.error()
+        if err is not None:
+            raise err
+
+    def block_order(self, nblocks: int):
+        """The order the machine should run blocks in (None: natural order)."""
+        if self.shuffle_seed is None:
+            return None
+        return np.random.default_rng(self.shuffle_seed).permutation(nblocks)
+
+    def warp_order(self, warps_per_block: int):
+        """Which warp of a block each group of 32 lanes holds (None: in order)."""
+        if self.shuffle_seed is None:
+            return None
+        return np.random.default_rng(self.shuffle_seed + 1).permutation(warps_per_block)
+
+    # ------------------------------------------------------------------ instrumentation
+    def instrument(self, layout, ops: list) -> list:
+        """A copy of `ops` whose memory and warp ops report their pc and exclude bad lanes."""
+        from ptxforge.emu.compiler import NORMAL, WARPSYNC
+
+        self.layout = layout
+        self.sources = SourceMap(layout)
+        self.global_sh = None  # a new launch: fresh shadow state (reports accumulate across launches)
+        self.clock = 0
+        out = []
+        infos = _INFOS.get(layout)
+        if infos is None or len(infos) != len(ops):
+            infos = _INFOS[layout] = [self._site_info(layout, pc) for pc in range(len(ops))]
+        self.infos = infos
+        for pc, op in enumerate(ops):
+            info = infos[pc]
+            if op.kind == WARPSYNC:
+                new = copy.copy(op)
+                new.fn = self._wrap_warp(op, info)
+                out.append(new)
+            elif op.kind == NORMAL and op.fn is not None:  # any op may reach memory (builtins too)
+                new = copy.copy(op)
+                new.fn = self._wrap_memory(op.fn, info)
+                out.append(new)
+            else:
+                out.append(op)
+        return out
+
+    @staticmethod
+    def _site_info(layout, pc: int) -> SiteInfo:
+        placed = layout.placed[pc]
+        ins = placed.ins
+        guard = None
+        if ins.guard is not None:
+            hit = layout.lookup(placed, ins.guard.predicate)
+            if isinstance(hit, tuple):
+                guard = (hit[1], ins.guard.negated)
+        wait_slot = None
+        if ins.opcode == "mbarrier" and ins.operands and isinstance(ins.operands[0], ir.Register):
+            hit = layout.lookup(placed, ins.operands[0].name)
+            wait_slot = hit[1] if isinstance(hit, tuple) else None
+        return site_info(pc, ins, guard, wait_slot)
+
+    def _wrap_memory(self, fn, info: SiteInfo):
+        def run(st, m):
+            self.pc = info.pc
+            self.site = info
+            while True:
+                try:
+                    fn(st, m)
+                    break
+                except _Excluded as e:
+                    base = st.live_mask() if m is None else m
+                    m = base.copy()
+                    m[e.lanes] = False
+                    if not m.any():
+                        break
+            if self._deferred:
+                self._flush_deferred()
+            if info.release or info.acquire or info.async_wait or info.async_commit or \
+                    info.mbar_wait is not None or info.async_via_mbarrier:
+                self._after_sync_op(st, m, info)
+        return run
+
+    def _wrap_warp(self, op, info: SiteInfo):
+        fn = op.fn
+        mm_reader = op.membermask
+
+        def run(st, m):
+            self.pc = info.pc
+            self.site = info
+            if self.check_sync:
+                sync.check_member_mask(self, st, m, mm_reader, info)
+            fn(st, m)
+            if info.warp_sync:
+                act = self._executing(st, m, info)
+                warps = np.unique(np.flatnonzero(act) >> 5)
+                self.ep_warp[warps] += 1
+                self.global_sh.exact = self.shared_sh.exact = False
+        return run
+
+    def _executing(self, st, m, info: SiteInfo) -> np.ndarray:
+        act = st.live_mask() if m is None else m
+        if info.guard is not None:
+            g = np.broadcast_to(np.asarray(st.regs[info.guard[0]], bool), act.shape)
+            act = act & (~g if info.guard[1] else g)
+        return act
+
+    def _after_sync_op(self, st, m, info: SiteInfo) -> None:
+        act = self._executing(st, m, info)
+        lanes = np.flatnonzero(act)
+        if lanes.size == 0:
+            return
+        if info.async_commit:
+            self.async_committed[lanes] += 1
+            return
+        if info.async_via_mbarrier:  # every earlier copy of the lane completes with an mbarrier phase
+            self.mbar_tied[lanes] = self.async_committed[lanes] + 1
+            return
+        if info.mbar_wait is not None:  # an observed phase completion orders the block like a barrier
+            done = np.broadcast_to(np.asarray(st.regs[info.mbar_wait], bool), act.shape)[lanes]
+            if done.any():
+                slots = np.unique(lanes[done] // self.lpb)
+                self._new_intervals(slots)
+                block = (np.arange(st.N) // self.lpb)[:, None] == slots[None, :]
+                mine = block.any(1)
+                self.async_done[mine] = np.maximum(self.async_done[mine], self.mbar_tied[mine])
+            return
+        if info.async_wait:
+            n = 0
+            if info.async_wait == "group":
+                n = int(getattr(self.layout.placed[info.pc].ins.operands[0], "value", 0))
+            if info.async_wait == "all":
+                self.async_committed[lanes] += 1  # wait_all also completes the uncommitted copies
+            self.async_done[lanes] = np.maximum(self.async_done[lanes], self.async_committed[lanes] - n)
+            return
+        blocks = np.unique(self.block_of_lane[lanes])
+        if info.release:
+            self.clock += 1
+            self.fence_g[blocks] = self.clock
+        if info.acquire:
+            self.acq_g[blocks] = self.clock
+
+    # ------------------------------------------------------------------ machine hooks
+    def on_wave(self, machine, st) -> None:
+        """A new wave of blocks starts: hook its memory and give each block a fresh interval."""
+        self.machine = machine
+        self.kernel = machine.kernel.name
+        mem = st.mem
+        self.mem = mem
+        self.lpb = machine.lanes_per_block
+        N = st.N
+        nslots = machine.nslots
+        if self.global_sh is None:
+            self.global_sh = Shadow(1 << 16, init=False, races=self.check_races)
+            self.global_pages = PageMap(self.global_sh, [(a.offset, a.size) for a in mem.device.allocations])
+            self.fence_g = np.full(machine.nblocks, -1, np.int64)
+            self.acq_g = np.full(machine.nblocks, -1, np.int64)
+            self.shared_vars = shared_variables(machine.layout, machine.dynamic_shared)
+            self.shared_valid = shared_valid_mask(self.shared_vars, machine.layout.dynamic_shared_offset,
+                                                  machine.dynamic_shared, mem.shared_size)
+        self.shared_valid_full = self.shared_cmap = None
+        shadow_size = mem.shared.size
+        if not self.shared_valid.all():  # other kernels' shared variables are not this kernel's memory
+            row = np.zeros(mem.shared_stride, bool)
+            row[: self.shared_valid.size] = self.shared_valid[: mem.shared_stride]
+            self.shared_valid_full = np.tile(row, nslots)
+            # shadow only the bytes of the kernel's own variables: a compact index per shared byte
+            nvalid = int(row.sum())
+            rank = np.cumsum(row) - 1
+            self.shared_cmap = (np.arange(nslots, dtype=np.int64)[:, None] * nvalid
+                                + np.where(row, rank, 0)[None, :]).ravel()
+            shadow_size = nslots * nvalid
+        self.shared_sh = Shadow(shadow_size, init=False, races=self.check_races)
+        self.local_sh = Shadow(mem.local.size, init=False, races=False)
+        self._local_buf = mem.local
+        self.all_lanes = np.arange(N, dtype=np.int64)
+        slot = np.repeat(np.arange(nslots, dtype=np.int64), self.lpb)
+        order = getattr(machine, "block_ids", None)
+        blk = np.asarray(order, np.int64)[slot] if order is not None else machine.first_block + slot
+        self.block_of_lane = blk
+        lane_tid = getattr(machine, "lane_tid", None)
+        self.tid_of_lane = self.all_lanes % self.lpb if lane_tid is None else np.tile(lane_tid, nslots)
+        self.who = (blk * self.lpb + self.tid_of_lane).astype(np.int32)
+        self.ep_warp = np.zeros(N // 32, np.int64)
+        self._new_intervals(np.arange(nslots))
+        self.awaited: dict = {}  # warp-sync pc -> per-warp bits of named lanes it waited for
+        self.async_used = False
+        self.async_committed = np.zeros(N, np.int64)
+        self.async_done = np.zeros(N, np.int64)
+        self.mbar_tied = np.zeros(N, np.int64)  # copies up to this group complete with an mbarrier phase
+        self.pend_lane = np.full(shadow_size, -1, np.int32)
+        self.pend_group = np.zeros(shadow_size, np.int64)
+        orig = mem.resolve
+        mem.resolve = lambda space, addr, nbytes, lanes, write=False: self._resolve(
+            orig, space, addr, nbytes, lanes, write)
+        mem.on_store = self._on_store
+        self._deferred: list = []
+        self._defer_mark = 0
+
+    def _new_intervals(self, slots) -> None:
+        slots = np.asarray(slots, np.int64)
+        if slots.size == 0:
+            return
+        wps = self.lpb // 32
+        ids = self.clock + 1 + np.arange(slots.size, dtype=np.int64)
+        self.clock += slots.size
+        warps = (slots[:, None] * wps + np.arange(wps)).ravel()
+        self.ep_warp[warps] = np.repeat(ids << EP_SHIFT, wps)
+
+    def on_barrier_all(self, machine) -> None:
+        """Every block of the wave passed a converged bar.sync together."""
+        self._new_intervals(np.arange(machine.nslots))
+
+    def on_warp_wait(self, machine, P: int, bad, elsewhere, mm) -> None:
+        """Lanes `bad` wait at warp-synchronous op P for the lanes of their mask that are elsewhere."""
+        if self.check_sync:
+            sync.check_warp_wait(self, machine, P, bad, elsewhere, mm)
+
+    def on_release(self, machine, bid: int, done, rel) -> None:
+        """Blocks `done` release barrier `bid`; `rel` are the lanes leaving it (pcs still flagged)."""
+        if self.check_sync:
+            sync.check_barrier_release(self, machine, bid, done, rel)
+        self._new_intervals(np.flatnonzero(done))
+
+    # ------------------------------------------------------------------ the access check
+    def _resolve(self, orig, space, addr, nbytes, lanes, write):
+        self._defer_mark = len(self._deferred)
+        self._in_write = write
+        try:
+            r = orig(space, addr, nbytes, lanes, write)
+        except MemoryFault:
+            self._bad_access(space, addr, nbytes, lanes, write)
+            raise
+        if isinstance(r, list):
+            for sel, buf, idx in r:
+                sub = np.flatnonzero(sel) if lanes is None else np.asarray(lanes)[sel]
+                self._track(buf, idx, nbytes, sub, write, space)
+        else:
+            self._track(r[0], r[1], nbytes, lanes, write, space)
+        return r
+
+    def _bad_access(self, space, addr, nbytes, lanes, write) -> None:
+        mem = self.mem
+        L = self.all_lanes if lanes is None else np.asarray(lanes, np.int64)
+        kind, spaces, a = bounds.classify(mem, space, addr, nbytes, L.size, write)
+        bad = kind != bounds.OK
+        if not bad.any():
+            return  # not a lane problem: let the emulator's error stand
+        access = self._access_name(write)
+        for code in np.unique(kind[bad]).tolist():
+            sel = np.flatnonzero(kind == code)
+            j = int(sel[0])
+            sp = spaces[j]
+            site = (bounds.KIND_NAMES[code], access, sp, self.pc)
+            if self._bump(site, sel.size):
+                continue
+            addr_j = int(a[j])
+            rep = self._report(bounds.KIND_NAMES[code], int(L[j]), access=access, space=sp, size=nbytes,
+                               address=addr_j, count=int(sel.size))
+            self._place(rep, sp, addr_j, int(L[j]), generic=space == "generic")
+            if code == bounds.MISALIGNED:
+                rep.message = f"the address is not a multiple of the access size ({nbytes} bytes)"
+            elif code == bounds.READONLY:
+                rep.message = "the memory is read-only"
+            self._add(site, rep)
+        raise _Excluded(L[bad])
+
+    def _access_name(self, write: bool) -> str:
+        if self.site is not None and self.site.atomic:
+            return "atomic"
+        return "write" if write else "read"
+
+    def _track(self, buf, idx, nb, lanes, write, space) -> None:
+        mem = self.mem
+        if buf is mem.shared:
+            sh, region = self.shared_sh, "shared"
+        elif buf is mem.device.arena:
+            sh, region = self.global_sh, "global"
+        elif buf is mem.local:
+            if mem.local is not self._local_buf:
+                self._regrow_local()
+            sh, region = self.local_sh, "local"
+        else:
+            return
+        L = self.all_lanes if lanes is None else np.asarray(lanes, np.int64)
+        k = L.size
+        if k == 0:
+            return
+        idx = np.asarray(idx)
+        idx = np.full(k, int(idx), np.int64) if idx.ndim == 0 else idx.astype(np.int64, copy=False)
+        if region == "shared" and self.shared_valid_full is not None:
+            self._check_shared_variables(idx, nb, L)
+        B = idx if nb == 1 else (idx[:, None] + self._ar[nb]).ravel()
+        site = self.site
+        sync_ = bool(site is not None and site.sync)
+        if site is not None and site.mbarrier and nb == 8 and not sync_ and site.opcode != "mbarrier":
+            site = self._mbar_word_site(site)  # the mbarrier update inside a bulk copy / arrive
+            sync_ = True
+        pc = self.pc
+        if region == "local":
+            self._track_init_only(sh, B, nb, L, write, pc)
+            return
+        S = B  # the shadow index of each byte
+        if region == "shared" and self.shared_cmap is not None:
+            S = self.shared_cmap[B]
+        elif region == "global":
+            S = self.global_pages.index(B)
+        who = self.who[L]
+        ep = self.ep_warp[L >> 5]
+        if nb > 1:
+            who = np.repeat(who, nb)
+            ep = np.repeat(ep, nb)
+        cross = self._cross if region == "global" else None
+        init_check = self.check_init  # global: bytes that existed at launch count as initialized
+        ww = dup = None
+        if write and not (site is not None and site.atomic):
+            uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, sync_, cross)
+        elif write:  # atomics read and write
+            uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, True, cross, init_check)
+        else:
+            uninit, pending, race, pw, ppc = sh.read(S, who, ep, pc, sync_, init_check, cross)
+        if region == "shared" and site is not None and site.async_copy and write:
+            self.async_used = True
+            self.pend_lane[S] = np.repeat(L, nb) if nb > 1 else L
+            self.pend_group[S] = np.repeat(self.async_committed[L], nb) if nb > 1 else \
+                self.async_committed[L]
+            sh.flags[S] |= PENDING
+            if site.bulk:
+                self.mbar_tied[L] = self.async_committed[L] + 1
+            return
+        if region == "shared" and self.async_used and pending.any():
+            self._check_pending(sh, S, B, nb, L, write, pending)
+        if uninit is not None and uninit.any():
+            self._report_lanes("uninitialized", uninit, B, nb, L, region, write)
+        if race is None or not self.check_races or not race.any():
+            return
+        prev_read = None if ww is None else ~ww
+        if ww is not None and site is not None and site.opcode == "st" and ww.any():
+            # a write-write race where both store the same value is benign: decide once `store` shows
+            # the values (`_on_store`), after the op (`_flush_deferred`)
+            now = race & ~ww
+            if now.any():
+                self._report_race(now, B, nb, L, region, write, pw, ppc, prev_read)
+            self._deferred.append({"buf": buf, "B": B, "nb": nb, "L": L, "region": region, "ww": ww, "dup": dup,
+                                   "old": buf[B], "pw": pw, "ppc": ppc, "values": None})
+            return
+        self._report_race(race, B, nb, L, region, write, pw, ppc, prev_read)
+
+    def _on_store(self, dtype, values) -> None:
+        """`memory.store` shows the values of the store whose resolve just ran."""
+        new = self._deferred[self._defer_mark:]
+        if len(new) != 1 or any(v is None for v in values):
+            return
+        d = new[0]
+        k = d["L"].size
+        cols = [np.broadcast_to(np.asarray(v).astype(dtype, copy=False), (k,)) for v in values]
+        V = np.ascontiguousarray(np.stack(cols, axis=1)).view(np.uint8).reshape(-1)
+        if V.size == d["B"].size:
+            d["values"] = V
+
+    def _flush_deferred(self) -> None:
+        """Report the deferred write-write races, leaving out the stores of a value already there."""
+        todo, self._deferred = self._deferred, []
+        for d in todo:
+            ww, dup, V, B = d["ww"], d["dup"], d["values"], d["B"]
+            real = ww
+            if V is not None:
+                cross = ww if dup is None else ww & ~dup
+                real = cross & (V != d["old"])
+                if dup is not None and dup.any():  # threads of this instruction: do their values differ?
+                    order = np.argsort(B, kind="stable")
+                    Bs, Vs = B[order], V[order]
+                    start = np.ones(Bs.size, bool)
+                    start[1:] = Bs[1:] != Bs[:-1]
+                    gid = np.cumsum(start) - 1
+                    differs = np.bincount(gid, weights=Vs != Vs[start][gid]) > 0
+                    dreal = np.empty(B.size, bool)
+                    dreal[order] = differs[gid]
+                    real = real | (dup & dreal)
+            if real.any():
+                self._report_race(real, B, d["nb"], d["L"], d["region"], True, d["pw"], d["ppc"], ~ww)
+
+    def _mbar_word_site(self, site: SiteInfo) -> SiteInfo:
+        from dataclasses import replace
+
+        return replace(site, sync=True, atomic=True, async_copy=False)
+
+    def _check_shared_variables(self, idx, nb, L) -> None:
+        v = self.shared_valid_full
+        bad = ~(v[idx] & v[idx + (nb - 1)])
+        if not bad.any():
+            return
+        write = self._in_write
+        self._report_lanes("out-of-bounds", np.repeat(bad, nb), (idx[:, None] + self._ar[nb]).ravel(), nb, L,
+                           "shared", write)
+        raise _Excluded(L[bad])
+
+    def _track_init_only(self, sh, B, nb, L, write, pc) -> None:
+        if write:
+            sh.flags[B] = INIT
+            return
+        if not self.check_init_local:
+            return
+        uninit = (sh.flags[B] & INIT) == 0
+        if uninit.any():
+            self._report_lanes("uninitialized", uninit, B, nb, L, "local", False)
+
+    def _regrow_local(self) -> None:
+        mem = self.mem
+        old = self.local_sh.flags
+        n = mem.nlanes
+        new = Shadow(mem.local.size, init=False, races=False)
+        if old.size:
+            os_ = old.size // n
+            new.flags.reshape(n, -1)[:, :os_] = old.reshape(n, os_)
+        self.local_sh = new
+        self._local_buf = mem.local
+
+    def _check_pending(self, sh, S, B, nb, L, write, pending) -> None:
+        pb = np.flatnonzero(pending)
+        owners = self.pend_lane[S[pb]]
+        done = self.async_done[owners] > self.pend_group[S[pb]]
+        sh.flags[S[pb[done]]] &= np.uint8(~PENDING & 0xFF)
+        if done.all():
+            return
+        bad = np.zeros(B.size, bool)
+        bad[pb[~done]] = True
+        self._report_lanes("async-before-wait", bad, B, nb, L, "shared", write)
+
+    def _cross(self, pw, pe, who):
+        """Elementwise: an earlier access by another block not ordered by fence -> atomic (acquire)."""
+        lpb = self.lpb
+        wb = pw // lpb
+        mb = who // lpb
+        other = (pw >= 0) & (wb != mb)
+        if not other.any():
+            return other
+        fg = self.fence_g[wb[other]]
+        ordered = (fg > (pe[other] >> EP_SHIFT)) & (self.acq_g[mb[other]] >= fg)
+        out = other.copy()
+        out[other] = ~ordered
+        return out
+
+    # ------------------------------------------------------------------ reports
+    def _lane_mask(self, elem_mask, nb):
+        return elem_mask if nb == 1 else elem_mask.reshape(-1, nb).any(1)
+
+    def _report_lanes(self, kind, elem_mask, B, nb, L, region, write) -> None:
+        lm = self._lane_mask(elem_mask, nb)
+        sel = np.flatnonzero(lm)
+        access = self._access_name(write)
+        site = (kind, access, region, self.pc)
+        if self._bump(site, sel.size):
+            return
+        j = int(sel[0])
+        e = int(np.flatnonzero(elem_mask[j * nb:(j + 1) * nb])[0]) + j * nb if nb > 1 else j
+        lane = int(L[j])
+        addr = self._address(region, int(B[e]), lane)
+        rep = self._report(kind, lane, access=access, space=region, size=nb, address=addr, count=int(sel.size))
+        self._place(rep, region, addr, lane)
+        if kind == "uninitialized":
+            rep.message = {"local": "the thread did not write these bytes of its local memory before this read",
+                           "global": "these bytes were allocated during the launch (device malloc) and not "
+                                     "written before this read"}.get(region, "no thread wrote these bytes "
+                                                                               "before this read")
+        elif kind == "async-before-wait":
+            rep.message = ("the bytes are the destination of an async copy that is not known to be complete: "
+                           "its thread did not wait for its group (cp.async.wait_group / wait_all), or no "
+                           "thread of the block saw the mbarrier phase it completes on")
+        self._add(site, rep)
+
+    def _report_race(self, race, B, nb, L, region, write, pw, ppc, prev_read) -> None:
+        lm = self._lane_mask(race, nb)
+        sel = np.flatnonzero(lm)
+        j = int(sel[0])
+        e = int(np.flatnonzero(race[j * nb:(j + 1) * nb])[0]) + j * nb if nb > 1 else j
+        other_pc = int(ppc[e])
+        other_who = int(pw[e])
+        access = self._access_name(write)
+        if write:
+            other_access = "read" if (prev_read is not None and prev_read[e]) else "write"
+        else:
+            other_access = "write"
+        if self.infos and self.infos[other_pc].atomic:
+            other_access = "atomic"
+        site = ("race", access, region, self.pc, other_pc, other_access)
+        if self._bump(site, sel.size):
+            return
+        lane = int(L[j])
+        addr = self._address(region, int(B[e]), lane)
+        rep = self._report("race", lane, access=access, space=region, size=nb, address=addr, count=int(sel.size))
+        self._place(rep, region, addr, lane)
+        race_name = f"{other_access}-{access}"  # earlier access first, as in "write-read"
+        blk, t = divmod(other_who, self.lpb) if other_who >= 0 else (None, None)
+        op = self.machine.ops[other_pc] if other_pc < len(self.machine.ops) else None
+        rep.other = {"race": race_name, "access": other_access,
+                     "thread": self._tid(t) if t is not None else None,
+                     "block": self._cta(blk) if blk is not None else None,
+                     "ptx_line": op.line if op else None, "instruction": op.text if op else "",
+                     "source": self.sources.source(other_pc) if self.sources else None}
+        same_block = blk is not None and blk == int(self.block_of_lane[lane])
+        rep.message = ("no barrier orders the two accesses (same barrier interval)" if same_block else
+                       "the accesses come from different blocks and no fence + atomic orders them")
+        self._add(site, rep)
+
+    def _address(self, region: str, byte: int, lane: int) -> int:
+        if region == "global":
+            return M.GLOBAL_BASE + byte
+        if region == "shared":
+            return byte - (lane // self.lpb) * self.mem.shared_stride
+        return byte - lane * self.mem.local_stride
+
+    def _tid(self, t: int):
+        bx, by, _ = self.machine.block
+        return (t % bx, (t // bx) % by, t // (bx * by))
+
+    def _cta(self, b: int):
+        gx, gy, _ = self.machine.grid
+        return (b % gx, (b // gx) % gy, b // (gx * gy))
+
+    def _report(self, kind, lane, *, access, space, size, address, count) -> SanitizerReport:
+        m = self.machine
+        op = m.ops[self.pc]
+        b = int(self.block_of_lane[lane])
+        return SanitizerReport(kind=kind, message="", thread=self._tid(int(self.tid_of_lane[lane])), block=self._cta(b),
+                               ptx_line=op.line, ptx_file=op.file, instruction=op.text,
+                               source=self.sources.source(self.pc) if self.sources else None,
+                               address=address, size=size, space=space, access=access, count=count)
+
+    def _place(self, rep: SanitizerReport, space: str, addr: int, lane: int, generic: bool = False) -> None:
+        """Fill in the nearest allocation (global) or shared variable and the offset into it."""
+        if space == "global":
+            hit = bounds.nearest_allocation(self.mem.device, addr)
+            if hit is not None:
+                rep.allocation, base, rep.allocation_size = hit
+                rep.offset = addr - base
+        elif space == "shared":
+            off = addr - M.SHARED_WINDOW if generic else addr
+            hit = bounds.nearest_variable(self.shared_vars, off)
+            if hit is not None:
+                name, start, size = hit
+                rep.allocation, rep.allocation_size, rep.offset = f"__shared__ {name}", size, off - start
+        elif space == "local":
+            rep.allocation = "the thread's local memory"
+            rep.allocation_size = int(self.mem.local_stride)
+            rep.offset = addr - M.LOCAL_WINDOW if generic else addr
+
+    def _bump(self, site, n: int) -> bool:
+        return self.log.bump(site, n)
+
+    def _add(self, site, rep: SanitizerReport) -> None:
+        self.log.add(rep, site)
+
+    def report_at(self, kind: str, lane: int, pc: int, *, message: str, count: int = 1) -> SanitizerReport:
+        saved = self.pc
+        self.pc = pc
+        try:
+            rep = self._report(kind, lane, access="", space="", size=None, address=None, count=count)
+        finally:
+            self.pc = saved
+        rep.message = message
+        return rep

@@ -1,0 +1,199 @@
+"""What the sanitizer knows about each instruction (pc): its access class and where it came from.
+
+`SiteInfo` is computed once per compiled kernel: whether an access is plain, strong (volatile/relaxed/
+acquire/release) or atomic, whether it releases or acquires across blocks, whether it is an async copy
+or a warp-synchronous op. `SourceMap` finds the CUDA source line of a pc from the nearest `.loc`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ptxforge.ptx import ir
+
+_INLINED = re.compile(r"inlined_at\s+(\d+)\s+(\d+)")
+STRONG = {"volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "mmio"}
+WIDE_SCOPES = {"gpu", "sys"}
+
+
+@dataclass(frozen=True)
+class SiteInfo:
+    """Static facts about one instruction that the checks need."""
+
+    pc: int
+    opcode: str
+    sync: bool = False  # atomic or strong: never races with another sync access
+    atomic: bool = False
+    acquire: bool = False  # may observe another block's release (atomics, strong loads)
+    release: bool = False  # publishes this block's earlier writes to other blocks (fences, .release)
+    async_copy: bool = False  # cp.async(.bulk): the destination is pending until its wait
+    async_wait: str = ""  # "group" | "all" for cp.async.wait_group / wait_all
+    async_commit: bool = False
+    warp_sync: bool = False  # bar.warp.sync / __syncwarp: orders memory among the named lanes
+    mbarrier: bool = False  # the op updates an mbarrier word (8-byte accesses are atomic on it)
+    bulk: bool = False  # cp.async.bulk: completes through its mbarrier (complete_tx)
+    mbar_wait: int | None = None  # test_wait/try_wait: register slot of the "phase complete" predicate
+    async_via_mbarrier: bool = False  # cp.async.mbarrier.arrive: the lane's copies complete with the phase
+    guard: tuple | None = None  # (register slot, negated) of a guard predicate
+
+
+def site_info(pc: int, ins: ir.Instruction, guard_slot, wait_slot=None) -> SiteInfo:
+    op = ins.opcode
+    sx = set(ins.suffixes)
+    mbar = op == "mbarrier" or any(s.startswith("mbarrier") for s in sx)
+    whole_word = op == "mbarrier" and not (sx & {"init", "inval"})  # arrive, wait, tx updates
+    atomic = op in ("atom", "red") or (op == "cp" and "reduce" in sx) or whole_word
+    strong = bool(sx & STRONG)
+    wide = bool(sx & WIDE_SCOPES) or not (sx & {"cta", "cluster"})
+    fence = op in ("membar", "fence") and ("gl" in sx or "sys" in sx or (op == "fence" and wide))
+    release = fence or ((op in ("st", "atom", "red")) and bool(sx & {"release", "acq_rel"}))
+    acquire = (op == "atom") or (op in ("ld", "ldu") and strong) or fence
+    is_async = op == "cp" and "async" in sx and not (sx & {"commit_group", "wait_group", "wait_all",
+                                                           "mbarrier", "reduce"})
+    wait = ""
+    if op == "cp" and "async" in sx:
+        wait = "group" if "wait_group" in sx else "all" if "wait_all" in sx else ""
+    return SiteInfo(pc, op, sync=atomic or strong, atomic=atomic, acquire=acquire, release=release,
+                    async_copy=is_async, async_wait=wait,
+                    async_commit=op == "cp" and "commit_group" in sx,
+                    warp_sync=op == "bar" and "warp" in sx, guard=guard_slot, mbarrier=mbar,
+                    mbar_wait=wait_slot if op == "mbarrier" and sx & {"test_wait", "try_wait"} else None,
+                    async_via_mbarrier=op == "cp" and "async" in sx and "mbarrier" in sx and "arrive" in sx,
+                    bulk=op == "cp" and "bulk" in sx)
+
+
+class SourceMap:
+    """pc -> "file.cu:LINE" from the nearest `.loc` before each instruction (where the PTX has them)."""
+
+    def __init__(self, layout):
+        self.layout = layout
+        self._by_ins: dict | None = None
+
+    def _build(self) -> dict:
+        module = self.layout.module
+        files = {i.index: i.path for i in module.items if isinstance(i, ir.FileDirective)}
+        out: dict = {}
+        for f in module.functions:
+            if f.body is None:
+                continue
+            state = [None]
+
+            def walk(body, state=state):
+                for s in body:
+                    if isinstance(s, ir.Loc):
+                        state[0] = s
+                    elif isinstance(s, ir.Instruction) and state[0] is not None:
+                        out[id(s)] = _loc_text(state[0], files)
+                    elif isinstance(s, ir.Block):
+                        walk(s.body)
+            walk(f.body)
+        return out
+
+    def source(self, pc: int) -> str | None:
+        if self._by_ins is None:
+            self._by_ins = self._build()
+        if not 0 <= pc < len(self.layout.placed):
+            return None
+        return self._by_ins.get(id(self.layout.placed[pc].ins))
+
+
+def _loc_text(loc, files: dict) -> str:
+    """`file:line`; for code inlined from a header, the caller's line with the header line after it."""
+    here = f"{files.get(loc.file, f'file{loc.file}')}:{loc.line}"
+    m = _INLINED.search(loc.extra or "")
+    if m is None:
+        return here
+    outer = f"{files.get(int(m.group(1)), f'file{m.group(1)}')}:{m.group(2)}"
+    return f"{outer} (inlined from {here})"
+
+
+def _names(ops, out: set) -> None:
+    for o in ops:
+        if isinstance(o, ir.Symbol):
+            out.add(o.name)
+        elif isinstance(o, ir.Address) and isinstance(o.base, ir.Symbol):
+            out.add(o.base.name)
+        elif isinstance(o, ir.Vector | ir.ParenList | ir.AddressList):
+            _names(getattr(o, "elements", None) or getattr(o, "items", ()), out)
+        elif isinstance(o, ir.Expr):
+            out.update(re.findall(r"[A-Za-z_$%][\w$]*", o.text))
+
+
+def kernel_symbols(layout) -> set[str]:
+    """Names the kernel and the functions it can reach mention (all functions when a .global table holds
+    function addresses), plus the shared variables those functions declare."""
+    module = layout.module
+    funcs = {f.name: f for f in module.functions if f.body is not None}
+    tables = any(v.init is not None and any(n in str(v.init) for n in funcs) for v in module.variables)
+    todo = list(funcs.values()) if tables else [layout.kernel_func]
+    seen = {f.name for f in todo}
+    names: set[str] = set()
+
+    def walk(body, f_names):
+        for st in body:
+            if isinstance(st, ir.Instruction):
+                _names(st.operands, f_names)
+            elif isinstance(st, ir.Variable) and st.space == ".shared":
+                f_names.add(st.name)
+            elif isinstance(st, ir.Block):
+                walk(st.body, f_names)
+    while todo:
+        f = todo.pop()
+        mine: set[str] = set()
+        walk(f.body, mine)
+        names |= mine
+        for n in mine:
+            g = funcs.get(n)
+            if g is not None and n not in seen:
+                seen.add(n)
+                todo.append(g)
+    return names
+
+
+def shared_variables(layout, dynamic_shared: int) -> list[tuple[str, int, int]]:
+    """(name, offset, size) of the shared variables the kernel uses (extern ones: the dynamic size).
+
+    The emulator lays out every shared variable of the module; a kernel owns only those it names, so
+    bytes of other kernels' variables count as outside its shared memory.
+    """
+    sizes: dict[str, int] = {}
+    extern: set[str] = set()
+
+    def visit(v):
+        if isinstance(v, ir.Variable) and v.space == ".shared":
+            if v.linkage == ".extern" or (v.array and v.array[-1] is None):
+                extern.add(v.name)
+            else:
+                sizes[v.name] = v.size
+
+    def walk(body):
+        for s in body:
+            visit(s)
+            if isinstance(s, ir.Block):
+                walk(s.body)
+    for item in layout.module.items:
+        visit(item)
+        if isinstance(item, ir.Function) and item.body is not None:
+            walk(item.body)
+    used = kernel_symbols(layout)
+    out = []
+    for name, off in layout.shared.items():
+        if name not in used:
+            continue
+        size = dynamic_shared if name in extern else sizes.get(name, 0)
+        out.append((name, off, size))
+    return out
+
+
+def shared_valid_mask(variables, dynamic_offset: int, dynamic_shared: int, size: int):
+    """Per byte of a block's shared window: does it belong to a variable the kernel uses?"""
+    import numpy as np
+
+    valid = np.zeros(max(size, 1), bool)
+    for _, off, n in variables:
+        valid[off: off + n] = True
+    if dynamic_shared:
+        valid[dynamic_offset: dynamic_offset + dynamic_shared] = True
+    valid[dynamic_offset + dynamic_shared:] = True  # space the emulator appends (the reserved region)
+    return valid

@@ -1,0 +1,158 @@
+"""Synchronization checks: barrier divergence and warp member masks.
+
+Barriers: when a block's barrier releases, every thread leaving it must have waited at the same
+(aligned) barrier instruction. Threads that exited do not count: the hardware expects only the
+threads still running, so `if (i >= n) return; ... __syncthreads();` is fine.
+
+Member masks (shfl/vote/match/redux/elect .sync, bar.warp.sync): the executing thread must be in its
+mask, all threads of a warp must pass the same mask, and every existing lane the mask names must
+execute the instruction with it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ptxforge.emu.ops_warp import warp_bits
+
+FULL = np.uint32(0xFFFFFFFF)
+
+
+def _lanes_text(bits: int) -> str:
+    lanes = [i for i in range(32) if bits >> i & 1]
+    runs, start = [], None
+    for i, x in enumerate(lanes):
+        if start is None:
+            start = x
+        if i + 1 == len(lanes) or lanes[i + 1] != x + 1:
+            runs.append(f"{start}" if start == x else f"{start}-{x}")
+            start = None
+    return ",".join(runs)
+
+
+def check_member_mask(san, st, m, mm_reader, info) -> None:
+    act = san._executing(st, m, info)
+    if not act.any():
+        return
+    N = st.N
+    mm = FULL if mm_reader is None else mm_reader(st)
+    mm = np.broadcast_to(np.asarray(mm, np.uint32), (N,))
+    W = N // 32
+    A = act.reshape(W, 32)
+    has = A.any(1)
+    first = A.argmax(1)
+    M = mm.reshape(W, 32)
+    w_mm = np.bitwise_or.reduce(np.where(A, M, np.uint32(0)), axis=1)  # union of the executing lanes' masks
+    own = ((mm >> st.laneid) & np.uint32(1)).astype(bool)
+    op = san.machine.ops[info.pc]
+    name = op.text.split()[0] if op.text else info.opcode
+    not_in = act & ~own
+    if not_in.any():
+        sel = np.flatnonzero(not_in)
+        lane = int(sel[0])
+        msg = (f"lane {lane % 32} executes {name} with member mask {int(mm[lane]):#010x}, "
+               f"which does not include the lane itself")
+        _add(san, ("invalid-member-mask", "self", info.pc), lane, info.pc, msg, sel.size)
+    mixed = has & (np.where(A, M, w_mm[:, None]) != w_mm[:, None]).any(1)
+    if mixed.any():  # lanes may pass different masks (tiles of a warp), but a mask's lanes must agree
+        ws = np.flatnonzero(mixed)
+        Mw, Aw = M[ws], A[ws]
+        named = ((Mw[:, :, None] >> np.arange(32, dtype=np.uint32)) & np.uint32(1)).astype(bool)
+        clash = named & Aw[:, None, :] & Aw[:, :, None] & (Mw[:, :, None] != Mw[:, None, :])
+        bad = clash.any(2)
+        if bad.any():
+            i, l_ = np.argwhere(bad)[0]
+            j = int(np.argmax(clash[i, l_]))
+            lane = int(ws[i]) * 32 + int(l_)
+            msg = (f"lane {int(l_)} passes member mask {int(Mw[i, l_]):#010x} to {name}, but lane {j}, which "
+                   f"that mask names, passes {int(Mw[i, j]):#010x}")
+            _add(san, ("invalid-member-mask", "differ", info.pc), lane, info.pc, msg, int(bad.any(1).sum()))
+    rec = san.awaited.get(info.pc)
+    if rec is not None:  # lanes this op waited for, which left (exited) without executing it
+        gone = rec & ~warp_bits(act) & np.where(has, FULL, np.uint32(0))
+        rec[has] = 0
+        if gone.any():
+            ws = np.flatnonzero(gone)
+            w = int(ws[0])
+            _absent(san, info.pc, w * 32 + int(first[w]), int(w_mm[w]), int(gone[w]), name, ws.size)
+    live_bits = warp_bits(san.machine.real & st.live_mask())
+    missing = w_mm & live_bits & ~warp_bits(act)  # named, not exited, not executing (guarded off)
+    missing = np.where(has, missing, np.uint32(0))
+    if missing.any():
+        ws = np.flatnonzero(missing)
+        w = int(ws[0])
+        lane = w * 32 + int(first[w])
+        _absent(san, info.pc, lane, int(w_mm[w]), int(missing[w]), name, ws.size)
+
+
+def check_warp_wait(san, machine, P: int, bad, elsewhere, mm) -> None:
+    """Lanes `bad` wait at warp-synchronous op P for named lanes that are elsewhere. Remember those lanes
+    (unless they are about to exit, which the PTX rules allow): if they exit without executing P, the
+    mask named lanes that never took part (checked when P finally runs, in `check_member_mask`)."""
+    from ptxforge.emu.compiler import EXIT
+    from ptxforge.emu.machine import EXITED, PC_MASK
+
+    pcs = machine.pcs
+    mm = np.broadcast_to(np.asarray(mm, np.uint32), bad.shape)
+    W = bad.size // 32
+    lead = bad.reshape(W, 32).argmax(1)
+    wmask = mm.reshape(W, 32)[np.arange(W), lead]
+    named = ((wmask[:, None] >> np.arange(32, dtype=np.uint32)) & np.uint32(1)).astype(bool).reshape(-1)
+    away = elsewhere & named & (pcs != EXITED) & np.repeat(bad.reshape(W, 32).any(1), 32)
+    if not away.any():
+        return
+    idx = np.flatnonzero(away)
+    exiting = np.fromiter((machine.ops[int(p) & PC_MASK].kind == EXIT and machine.ops[int(p) & PC_MASK].guard
+                           is None for p in pcs[idx]), bool, idx.size)
+    away[idx[exiting]] = False
+    if not away.any():
+        return
+    rec = san.awaited.get(P)
+    if rec is None:
+        rec = san.awaited[P] = np.zeros(W, np.uint32)
+    rec |= warp_bits(away)
+
+
+def _absent(san, pc, lane, mask, bits, name, count) -> None:
+    msg = (f"member mask {mask:#010x} names lanes {_lanes_text(bits)}, which do not execute this "
+           f"{name} (they are on another path); every non-exited lane in the mask must execute it")
+    _add(san, ("invalid-member-mask", "absent", pc), lane, pc, msg, count)
+
+
+def check_barrier_release(san, machine, bid: int, done, rel) -> None:
+    from ptxforge.emu.machine import PC_MASK
+
+    rl = np.flatnonzero(rel)
+    if rl.size == 0:
+        return
+    pcs = machine.pcs
+    bpc = ((pcs[rl] & PC_MASK) - 1).astype(np.int64)
+    slot = machine.slot[rl]
+    key = (slot.astype(np.int64) << 32) | bpc
+    u, first_idx, counts = np.unique(key, return_index=True, return_counts=True)
+    us = u >> 32
+    multi = np.flatnonzero(np.diff(us) == 0)
+    if multi.size:
+        s = int(us[multi[0]])
+        mine = np.flatnonzero(us == s)
+        aligned = all(getattr(machine.ops[int(u[i] & 0xFFFFFFFF)].extra, "aligned", True) for i in mine)
+        if aligned:
+            few = mine[np.argmin(counts[mine])]
+            lane = int(rl[first_idx[few]])
+            at = int(u[few] & 0xFFFFFFFF)
+            others = [machine.ops[int(u[i] & 0xFFFFFFFF)] for i in mine if i != few]
+            where = ", ".join(f"line {o.line}" for o in others)
+            msg = (f"{int(counts[few])} thread(s) of the block wait at this barrier (id {bid}) while "
+                   f"{int(counts[mine].sum() - counts[few])} wait at another barrier instruction ({where}); "
+                   f"an aligned bar.sync must be reached by every thread of the block at the same "
+                   f"instruction")
+            nblocks = np.unique(us[multi]).size
+            _add(san, ("barrier-divergence", "mixed", at), lane, at, msg, nblocks)
+
+
+def _add(san, site, lane: int, pc: int, message: str, count: int) -> None:
+    if san.log.bump(site, int(count)):
+        return
+    kind = site[0]
+    rep = san.report_at(kind, lane, pc, message=message, count=int(count))
+    san.log.add(rep, site)

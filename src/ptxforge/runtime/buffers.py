@@ -1,0 +1,66 @@
+"""Device buffers: memory that lives on a device between launches."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ptxforge.emu.launch import EmuDevice, emu_device
+
+
+class DeviceBuffer:
+    """A typed array in device memory. Pass it as a pointer argument; read it back with `to_host()`."""
+
+    def __init__(self, shape, dtype, *, device: EmuDevice | None = None, name: str = "buffer"):
+        self.device = device or emu_device()
+        self.shape = tuple(np.atleast_1d(np.asarray(shape, dtype=np.int64)).tolist()) \
+            if not isinstance(shape, tuple) else shape
+        self.dtype = np.dtype(dtype)
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.allocation = self.device.memory.alloc(self.nbytes, name=name)
+        self._freed = False
+
+    @classmethod
+    def from_array(cls, array: np.ndarray, *, device: EmuDevice | None = None, name: str = "buffer"):
+        a = np.ascontiguousarray(array)
+        buf = cls(a.shape, a.dtype, device=device, name=name)
+        buf.device.memory.write(buf.allocation, a)
+        return buf
+
+    @property
+    def address(self) -> int:
+        self._check()
+        return self.allocation.base
+
+    def to_host(self) -> np.ndarray:
+        self._check()
+        raw = self.device.memory.read(self.allocation)
+        return raw[: self.nbytes].view(self.dtype).reshape(self.shape)
+
+    def copy_from(self, array: np.ndarray) -> None:
+        self._check()
+        a = np.ascontiguousarray(array, dtype=self.dtype)
+        if a.nbytes != self.nbytes:
+            raise ValueError(f"array of {a.nbytes} bytes does not match buffer of {self.nbytes}")
+        self.device.memory.write(self.allocation, a)
+
+    def free(self) -> None:
+        if not self._freed:
+            self.device.memory.free(self.allocation)
+            self._freed = True
+
+    def _check(self) -> None:
+        if self._freed:
+            raise ValueError("use of a freed DeviceBuffer")
+
+    def __repr__(self) -> str:
+        return f"DeviceBuffer(shape={self.shape}, dtype={self.dtype}, address={self.allocation.base:#x})"
+
+
+def to_device(array: np.ndarray, *, device: EmuDevice | None = None) -> DeviceBuffer:
+    """Copy a numpy array into a new device buffer."""
+    return DeviceBuffer.from_array(array, device=device)
+
+
+def empty(shape, dtype, *, device: EmuDevice | None = None) -> DeviceBuffer:
+    """A zero-filled device buffer."""
+    return DeviceBuffer(shape if isinstance(shape, tuple) else (shape,), dtype, device=device)
