@@ -25,7 +25,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/parse_speed.py
+	for b in parse_speed emu_speed sanitizer_speed dsl_vs_nvcc pipeline_step; do $(BIN)/python benchmarks/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache

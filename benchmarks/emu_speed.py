@@ -121,27 +121,24 @@ def ptxforge_runs(repeat: int):
         r = k.launch(grid=(n // 256,), block=(256,), args=[a, b, c, np.int32(n)])
         best = r if best is None or r.wall_s < best.wall_s else best
     assert np.array_equal(c, a + b)
-    rows.append(("vector add, 1M threads (4096 x 256)", best.thread_instructions, best.wall_s))
+    rows.append(("vector add, 1M threads (4096 x 256)", best.thread_instructions, best.wall_s, None))
     n = 1 << 16
     x = np.random.rand(n).astype(np.float32)
     out = np.zeros(n // 256, np.float32)
-    k = red.kernel("reduce_sum_warp")
-    best = None
-    for _ in range(repeat):
-        r = k.launch(grid=(n // 256,), block=(256,), args=[x, out, np.int32(n)])
-        best = r if best is None or r.wall_s < best.wall_s else best
-    assert np.allclose(out, x.reshape(-1, 256).sum(1), rtol=1e-4)
-    rows.append(("block reduction, 64K threads (256 x 256), shfl + bar.sync", best.thread_instructions,
-                 best.wall_s))
-    k = red.kernel("reduce_sum_shared")
-    best = None
-    for _ in range(repeat):
-        out[:] = 0
-        r = k.launch(grid=(n // 256,), block=(256,), args=[x, out, np.uint32(n)])
-        best = r if best is None or r.wall_s < best.wall_s else best
-    assert np.allclose(out, x.reshape(-1, 256).sum(1), rtol=1e-4)
-    rows.append(("block reduction, 64K threads (256 x 256), shared-memory tree + bar.sync",
-                 best.thread_instructions, best.wall_s))
+    for kname, label, nty in (("reduce_sum_warp", "shfl + bar.sync", np.int32),
+                              ("reduce_sum_shared", "shared-memory tree + bar.sync", np.uint32)):
+        k = red.kernel(kname)
+        walls = {}
+        for sanitize in (False, True):
+            best = None
+            for _ in range(repeat):
+                out[:] = 0
+                r = k.launch(grid=(n // 256,), block=(256,), args=[x, out, nty(n)], sanitize=sanitize)
+                best = r if best is None or r.wall_s < best.wall_s else best
+            assert np.allclose(out, x.reshape(-1, 256).sum(1), rtol=1e-4)
+            walls[sanitize] = best.wall_s
+        rows.append((f"block reduction, 64K threads (256 x 256), {label}", best.thread_instructions,
+                     walls[False], walls[True]))
     return rows
 
 
@@ -173,10 +170,11 @@ def main() -> None:
     rows = ptxforge_runs(args.repeat)
     py = numba_python(args.numba_python)
     print()
-    print("| algorithm | ptxforge thread-instr | ptxforge s | ptxforge M thr-instr/s | "
+    print("| algorithm | ptxforge thread-instr | ptxforge s | ptxforge M thr-instr/s | with sanitizer M/s | "
           "numba sim (grid) | numba s | numba M thr-instr/s | speed-up |")
-    print("|---|---|---|---|---|---|---|---|")
-    for (name, ti, s), which in zip(rows, ("vadd", "reduce", "reduce_shared"), strict=False):
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (name, ti, s, s_san), which in zip(rows, ("vadd", "reduce", "reduce_shared"), strict=False):
+        san = f"{ti / s_san / 1e6:.1f}" if s_san else "-"
         rate = ti / s
         full_blocks = 4096 if which == "vadd" else 256
         nb = min(args.numba_blocks, full_blocks)
@@ -190,7 +188,7 @@ def main() -> None:
                 ti_sim = ti * nb / full_blocks  # same kernel, same per-thread work
                 nrate = ti_sim / res["s"]
                 cells = [f"{nb} blocks", f"{res['s']:.2f}", f"{nrate / 1e6:.3f}", f"{rate / nrate:,.0f}x"]
-        print(f"| {name} | {ti:,} | {s:.3f} | {rate / 1e6:.1f} | " + " | ".join(cells) + " |")
+        print(f"| {name} | {ti:,} | {s:.3f} | {rate / 1e6:.1f} | {san} | " + " | ".join(cells) + " |")
     if py is None:
         print("\nnumba-cuda not found (pass --numba-python or set PTXFORGE_NUMBA_PYTHON); simulator skipped.")
 

@@ -26,8 +26,8 @@ def check_site(r, marker, ptx_prefix):
     assert r.instruction.startswith(ptx_prefix)
 
 
-def test_oob_global_read():
-    n = 1000
+@pytest.mark.parametrize("n", [1000, 256, 1024])  # 256 and 1024 floats fill whole pages: the red zone
+def test_oob_global_read(n):                          # after each allocation must still catch in[n]
     a, out = f32(n), np.zeros(n, np.float32)
     err = launch_sanitized("oob_global_read", (4,), (256,), [a, out, np.int32(n)])
     r = only(err, "out-of-bounds")

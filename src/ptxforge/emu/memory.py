@@ -47,6 +47,11 @@ class Allocation:
         return self.base <= addr < self.base + self.size
 
 
+# Unmapped bytes after every allocation, so an access just past the end of one array is out of bounds
+# instead of landing in the next one (compute-sanitizer's allocator pads the same way).
+REDZONE = 256
+
+
 class DeviceMemory:
     """Global memory: one growable byte arena holding every allocation, first-fit allocator."""
 
@@ -61,10 +66,10 @@ class DeviceMemory:
         align = max(256, align)
         span = _round_up(max(size, 1), PAD)
         off = 0
-        for a in self._allocs:  # first fit between existing allocations
-            if off + span <= a.offset:
+        for a in self._allocs:  # first fit between existing allocations, a red zone after each
+            if off + span + REDZONE <= a.offset:
                 break
-            off = _round_up(a.offset + _round_up(max(a.size, 1), PAD), align)
+            off = _round_up(a.offset + _round_up(max(a.size, 1), PAD) + REDZONE, align)
         if off + span > self.arena.size:
             grown = np.zeros(_round_up(max(off + span, 2 * self.arena.size), PAD), np.uint8)
             grown[: self.arena.size] = self.arena

@@ -51,9 +51,12 @@ class Kernel:
         return f"Kernel({self.name}({sig}))"
 
     def launch(self, grid=(1,), block=(1,), args=(), *, device: str = "auto", shared_mem: int = 0,
-               sanitize: bool = False, num_sms: int | None = None, watchdog_s: float = 60.0,
+               sanitize=False, num_sms: int | None = None, watchdog_s: float = 60.0,
                printf=None, emu_device_: EmuDevice | None = None) -> LaunchResult:
-        """Run the kernel. See the module docstring for how arguments are passed."""
+        """Run the kernel. See the module docstring for how arguments are passed.
+
+        `sanitize` is False, True (every check) or a `ptxforge.emu.sanitizer.Sanitizer` with options.
+        """
         if device == "auto":
             device = "cuda" if cuda_available() else "emu"
         if device == "cuda":
@@ -68,10 +71,8 @@ class Kernel:
         observers = []
         sanitizer = None
         if sanitize:
-            try:
-                from ptxforge.emu import sanitizer as san  # provided by the sanitizer issue
-            except ImportError:
-                raise LaunchError("sanitize=True needs ptxforge.emu.sanitizer, which is not built yet") from None
+            from ptxforge.emu import sanitizer as san
+
             sanitizer = sanitize if isinstance(sanitize, san.Sanitizer) else san.Sanitizer()
         params, copies, temps = self._pack(plan, dev)
         lines: list[str] = []
