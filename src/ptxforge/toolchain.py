@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -64,7 +65,8 @@ class ToolMessage:
     message: str
 
 
-_PTXAS_LINE = re.compile(r"^ptxas\s+(?P<file>.*?), line (?P<line>\d+); (?P<sev>fatal|error|warning|info)\s*: (?P<msg>.*)$")
+_PTXAS_LINE = re.compile(
+    r"^ptxas\s+(?P<file>.*?), line (?P<line>\d+); (?P<sev>fatal|error|warning|info)\s*: (?P<msg>.*)$")
 _PTXAS_PLAIN = re.compile(r"^ptxas\s+(?P<sev>fatal|error|warning|info)\s*: (?P<msg>.*)$")
 
 
@@ -104,3 +106,16 @@ def assemble(ptx: str, arch: str, flags: list[str] | tuple = (), ptxas: str | No
             sev = "error" if m.group("sev") == "fatal" else m.group("sev")
             messages.append(ToolMessage(sev, 0, m.group("msg").strip()))
     return AssembleResult(proc.returncode == 0, cubin, messages, proc.stderr)
+
+
+def elf_sections(blob: bytes) -> dict[str, bytes]:
+    """Section name -> contents of an ELF64 little-endian file such as a cubin."""
+    shoff, = struct.unpack_from("<Q", blob, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", blob, 0x3A)
+    hdrs = [struct.unpack_from("<IIQQQQIIQQ", blob, shoff + i * shentsize) for i in range(shnum)]
+    names_at = hdrs[shstrndx][4]
+    out = {}
+    for h in hdrs:
+        name = blob[names_at + h[0]:blob.index(b"\0", names_at + h[0])].decode()
+        out[name] = b"" if h[1] == 8 else blob[h[4]:h[4] + h[5]]  # SHT_NOBITS has no bytes
+    return out

@@ -296,3 +296,22 @@ def test_bad_target_name():
 
     with pytest.raises(DSLError, match="not a PTX target: 'sm80'"):
         kernel(k, arch="sm80")
+
+
+def test_string_annotations_resolve_in_the_decorating_scope():
+    """`from __future__ import annotations` with the DSL types imported inside a function."""
+    import numpy as np
+
+    ns: dict = {}
+    exec(
+        "from __future__ import annotations\n"
+        "def make():\n"
+        "    from ptxforge.dsl import kernel, ptr, f32, u32, tid, st\n"
+        "    @kernel(arch='sm_80')\n"
+        "    def fill(y: ptr(f32), n: u32):\n"
+        "        st(y[tid.x], 1.0)\n"
+        "    return fill\n", ns)
+    k = ns["make"]()
+    y = np.zeros(32, np.float32)
+    k.launch(grid=(1,), block=(32,), args=[y, np.uint32(32)], device="emu")
+    assert (y == 1).all()

@@ -1,4 +1,4 @@
-"""`ptxforge demo`: the main job on bundled kernels, on whatever this machine has."""
+"""`ptxforge demo`: the main job on bundled nvcc output, on whatever this machine has."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from ptxforge.ptx import ir
 
 
 def register(sub) -> None:
-    p = sub.add_parser("demo", help="parse, check, round-trip (and run) the bundled kernels",
-                       description="Show ptxforge on bundled nvcc output: parse it, validate it, print it "
-                                   "back (byte-identical, and canonical) and, where ptxas is available, "
-                                   "check that ptxas builds the identical cubin from the printed text.")
-    p.add_argument("--file", help="use this PTX file instead of the bundled one")
+    p = sub.add_parser("demo", help="parse, check, round-trip, run and sanitize the bundled kernels",
+                       description="Show ptxforge on bundled nvcc output (data/demo.cu): parse it, validate it, "
+                                   "print it back (byte-identical, and canonical) and check that ptxas builds "
+                                   "the identical cubin; run the kernels on the CPU emulator against numpy; let "
+                                   "the sanitizer find a planted race; build a kernel with the DSL.")
+    p.add_argument("--file", help="use this PTX file instead of the bundled one (front end only)")
     p.set_defaults(func=run)
 
 
@@ -25,8 +26,6 @@ def bundled_ptx() -> tuple[str, str]:
 
 def run(args) -> int:
     from ptxforge.cli.common import load_module, read_text
-    from ptxforge.ptx.parser import parse
-    from ptxforge.ptx.validator import validate
 
     if args.file:
         text, name = read_text(args.file), args.file
@@ -34,11 +33,28 @@ def run(args) -> int:
             return 1
     else:
         text, name = bundled_ptx()
+    ok, m = _front_end(text, name)
+    if not args.file:
+        ok &= _emulate(m)
+        ok &= _sanitize(m)
+        ok &= _dsl()
+    print("\ndemo: all checks passed" if ok else "\ndemo: some checks FAILED")
+    return 0 if ok else 1
+
+
+def _section(title: str) -> None:
+    print(f"\n== {title}")
+
+
+def _front_end(text: str, name: str):
+    from ptxforge.ptx.parser import parse
+    from ptxforge.ptx.validator import validate
+
     t0 = time.perf_counter()
     m = parse(text, filename=name)
     dt = time.perf_counter() - t0
-    print(f"== {name}: {len(text):,} bytes, .version {m.version[0]}.{m.version[1]}, .target "
-          f"{', '.join(m.target.targets)}  (parsed in {dt * 1e3:.1f} ms)")
+    _section(f"front end: {name}, {len(text):,} bytes, .version {m.version[0]}.{m.version[1]}, .target "
+             f"{', '.join(m.target.targets)} (parsed in {dt * 1e3:.1f} ms)")
     print(f"{'kernel':<18} {'params':>6} {'instrs':>6} {'regs':>5} {'smem B':>7}  most used")
     for k in m.kernels:
         ops = Counter(i.opcode for i in k.instructions())
@@ -56,14 +72,12 @@ def run(args) -> int:
     print(f"round trip: text {'byte-identical' if same else 'DIFFERS'}; canonical form re-parses "
           f"{'to the same IR' if again else 'DIFFERENTLY'}")
     ok = same and again and not problems
-    ok &= _ptxas_check(m, text, canon)
-    _emulate(m)
-    print("demo: all checks passed" if ok else "demo: some checks FAILED")
-    return 0 if ok else 1
+    return ok and _ptxas_check(m, text, canon), m
 
 
 def _ptxas_check(m, text: str, canon: str) -> bool:
-    from ptxforge.toolchain import ToolNotFound, assemble, find_tool, ptxas_version
+    from ptxforge.ptx.printer import has_debug_info
+    from ptxforge.toolchain import ToolNotFound, assemble, elf_sections, find_tool, ptxas_version
 
     try:
         tool = find_tool("ptxas")
@@ -75,27 +89,105 @@ def _ptxas_check(m, text: str, canon: str) -> bool:
     if not (a.ok and b.ok):
         print(f"ptxas ({tool}): failed to assemble: {(a.stderr or b.stderr).strip()[:300]}")
         return False
-    same = a.cubin == b.cubin
-    print(f"ptxas {ptxas_version(tool)} ({tool}): cubin from canonical text "
-          f"{'byte-identical' if same else 'DIFFERS'} ({len(a.cubin):,} bytes)")
+    if a.cubin == b.cubin:
+        verdict, same = "byte-identical", True
+    else:
+        # with debug info ptxas embeds a copy of the PTX text itself; everything else must match
+        differ = {n for n, data in elf_sections(a.cubin).items() if elf_sections(b.cubin).get(n) != data}
+        same = has_debug_info(m) and differ == {".nv_debug_ptx_txt"}
+        verdict = "identical but for the embedded copy of the PTX text" if same else f"DIFFERS in {sorted(differ)}"
+    print(f"ptxas {ptxas_version(tool)} ({tool}): cubin from the canonical text {verdict} ({len(a.cubin):,} bytes)")
     return same
 
 
-def _emulate(m) -> None:
-    """Run vadd on the CPU emulator when this build has one."""
-    try:
-        import numpy as np
+def _emulate(m) -> bool:
+    """Run the bundled kernels on the CPU emulator and compare with numpy."""
+    import ml_dtypes
+    import numpy as np
 
-        k = m.kernel("vadd")
-        n = 1000
-        a, b = np.arange(n, dtype=np.float32), np.full(n, 0.5, np.float32)
-        c = np.zeros(n, np.float32)
-        res = k.launch(grid=((n + 255) // 256,), block=(256,), args=[a, b, c, np.int32(n)], device="emu")
-    except (ImportError, ModuleNotFoundError):
-        print("emulator: not in this build yet")
-        return
-    ok = bool(np.array_equal(c, a + b))
-    print(f"emulator: vadd on {n} elements {'matches numpy' if ok else 'MISMATCH'} ({res})")
+    _section("CPU emulator (bit-exact SIMT on numpy lanes)")
+    rng = np.random.default_rng(0)
+    ok = True
+
+    n = 1 << 20
+    a, b = rng.random(n, np.float32), rng.random(n, np.float32)
+    c = np.zeros(n, np.float32)
+    res = m.kernel("vadd").launch(grid=(n // 256,), block=(256,), args=[a, b, c, np.int32(n)], device="emu")
+    ok &= _report("vadd, 1M threads", np.array_equal(c, a + b), res)
+
+    n = 1 << 16
+    x = rng.random(n, np.float32)
+    out = np.zeros(n // 256, np.float32)
+    res = m.kernel("block_sum").launch(grid=(n // 256,), block=(256,), args=[x, out, np.int32(n)], device="emu")
+    ok &= _report("block_sum, 64K threads", np.allclose(out, x.reshape(-1, 256).sum(1), rtol=1e-5), res)
+
+    rows, cols = 64, 1024
+    x = (rng.standard_normal((rows, cols)) * 3).astype(np.float32)
+    q = np.zeros((rows, cols), np.uint8)
+    scales = np.zeros((rows, cols // 128), np.float32)
+    res = m.kernel("quant_fp8_1x128").launch(grid=(rows,), block=(32, cols // 128), args=[x, q, scales, np.int32(cols)],
+                                             device="emu")
+    groups = x.reshape(rows, cols // 128, 128)
+    want_scales = np.abs(groups).max(-1) / np.float32(448)
+    want_q = (groups / want_scales[..., None]).astype(ml_dtypes.float8_e4m3fn).view(np.uint8).reshape(rows, cols)
+    match = np.array_equal(scales, want_scales) and np.array_equal(q, want_q)
+    ok &= _report("quant_fp8_1x128 (E4M3, scale = amax/448)", match, res)
+    return ok
+
+
+def _report(what: str, match: bool, res) -> bool:
+    rate = res.thread_instructions / res.wall_s / 1e6 if res.wall_s else 0.0
+    print(f"{what:<42} {'matches numpy' if match else 'MISMATCH'}  {res.thread_instructions:>12,} "
+          f"thread-instructions, {res.wall_s * 1e3:7.1f} ms ({rate:,.0f} M/s)")
+    return match
+
+
+def _sanitize(m) -> bool:
+    """The sanitizer on the racy reduction (and none on the correct one)."""
+    import numpy as np
+
+    from ptxforge.emu.sanitizer import SanitizerError
+
+    _section("sanitizer: block_sum_racy forgets a __syncthreads()")
+    x = np.arange(512, dtype=np.float32)
+    out = np.zeros(2, np.float32)
+    m.kernel("block_sum").launch(grid=(2,), block=(256,), args=[x, out, np.int32(512)], device="emu",
+                                 sanitize=True)
+    print("block_sum (correct): no reports")
+    try:
+        m.kernel("block_sum_racy").launch(grid=(2,), block=(256,), args=[x, out, np.int32(512)], device="emu",
+                                          sanitize=True)
+    except SanitizerError as e:
+        print(str(e.reports[0]))
+        print(f"({len(e.reports)} distinct report{'s' * (len(e.reports) != 1)}, kinds: "
+              f"{', '.join(sorted({r.kind for r in e.reports}))})")
+        return any(r.kind == "race" for r in e.reports)
+    print("block_sum_racy: NO report (the sanitizer missed the race)")
+    return False
+
+
+def _dsl() -> bool:
+    """A kernel written with the DSL: typed, validated, run on the emulator."""
+    import numpy as np
+
+    from ptxforge.dsl import ctaid, f32, guard, kernel, ld, mad, ntid, ptr, st, tid, u32
+
+    _section("DSL: one Python call per PTX instruction")
+
+    @kernel(arch="sm_80")
+    def saxpy(x: ptr(f32), y: ptr(f32), a: f32, n: u32):
+        i = mad(ctaid.x, ntid.x, tid.x)
+        with guard(i < n):
+            st(y[i], a * ld(x[i]) + ld(y[i]))
+
+    text = saxpy.ptx()
+    count = sum(1 for _ in saxpy.module("sm_80").kernels[0].instructions())
+    n = 1000
+    x, y = np.arange(n, dtype=np.float32), np.ones(n, np.float32)
+    want = np.float32(2) * x + y
+    res = saxpy.launch(grid=(4,), block=(256,), args=[x, y, np.float32(2), np.uint32(n)], device="emu")
+    print(f"saxpy: {count} PTX instructions, {len(text.splitlines())} lines of validated PTX for sm_80")
+    return _report("saxpy on the emulator", bool(np.array_equal(y, want)), res)
 
 
 def _walk(body):

@@ -1,5 +1,6 @@
 // Kernels bundled with ptxforge for `ptxforge demo`. The PTX next to this file is nvcc 13.0 output:
-//   nvcc -ptx -O3 -arch=sm_90a demo.cu -o demo.sm_90a.ptx
+//   nvcc -ptx -O3 -lineinfo -arch=sm_90a demo.cu -o demo.sm_90a.ptx
+// (-lineinfo adds .loc lines, so the sanitizer can name the CUDA source line too)
 #include <cuda_fp8.h>
 
 extern "C" __global__ void vadd(const float* a, const float* b, float* c, int n) {
@@ -14,6 +15,22 @@ extern "C" __global__ void block_sum(const float* x, float* out, int n) {
   s[threadIdx.x] = i < n ? x[i] : 0.0f;
   __syncthreads();
   for (int k = 128; k >= 32; k >>= 1) {
+    if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
+    __syncthreads();
+  }
+  if (threadIdx.x < 32) {
+    float v = s[threadIdx.x];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (threadIdx.x == 0) out[blockIdx.x] = v;
+  }
+}
+
+// The same reduction with the barrier after the first store forgotten: a race the sanitizer names.
+extern "C" __global__ void block_sum_racy(const float* x, float* out, int n) {
+  __shared__ float s[256];
+  int i = blockIdx.x * 256 + threadIdx.x;
+  s[threadIdx.x] = i < n ? x[i] : 0.0f;
+  for (int k = 128; k >= 32; k >>= 1) {  // BUG: no __syncthreads() before the first read of s
     if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
     __syncthreads();
   }

@@ -18,6 +18,7 @@ With an explicit `arch` the kernel is traced when it is defined, so errors show 
 from __future__ import annotations
 
 import inspect
+import sys
 
 from ptxforge.dsl import types as T
 from ptxforge.dsl.builder import Builder, current
@@ -54,10 +55,14 @@ def resolve_arch(arch: str | None) -> str:
     return arch
 
 
-def _signature(fn, what: str):
-    """(ptx params [(name, Ptr|DType)], constants {name: default}) from the annotations."""
+def _signature(fn, what: str, localns=None):
+    """(ptx params [(name, Ptr|DType)], constants {name: default}) from the annotations.
+
+    `localns` holds the names visible where the decorator was applied, so that string annotations
+    (`from __future__ import annotations`) may use types imported inside a function.
+    """
     try:
-        ann = inspect.get_annotations(fn, eval_str=True)
+        ann = inspect.get_annotations(fn, locals=localns, eval_str=True)
     except NameError as e:
         raise DSLError(f"{what} {fn.__name__}: cannot resolve annotation: {e}") from None
     params, consts = [], {}
@@ -87,11 +92,12 @@ class Kernel:
     """A DSL kernel: traced per target into an `ir.Module`, printed, checked and launchable."""
 
     def __init__(self, fn, arch: str | None = "auto", name: str | None = None, consts=None,
-                 maxntid=None, minnctapersm=None):
+                 maxntid=None, minnctapersm=None, localns=None):
         self.fn = fn
         self.name = name or fn.__name__
         self.arch = arch
-        self.params, self.defaults, _ = _signature(fn, "kernel")
+        self.localns = localns
+        self.params, self.defaults, _ = _signature(fn, "kernel", localns)
         self.consts = {**self.defaults, **(consts or {})}
         unknown = set(self.consts) - set(self.defaults)
         if unknown:
@@ -115,7 +121,8 @@ class Kernel:
         `name` (default: the kernel's name with the constants appended, e.g. act_quant_pow2_scale1)."""
         if name is None:
             name = self.name + "".join(f"_{k}{_ident(v)}" for k, v in sorted(consts.items()))
-        k = Kernel(self.fn, self.arch, name, {**self.consts, **consts}, self.maxntid, self.minnctapersm)
+        k = Kernel(self.fn, self.arch, name, {**self.consts, **consts}, self.maxntid, self.minnctapersm,
+                   self.localns)
         if self.arch not in (None, "auto"):
             k.module()
         return k
@@ -262,8 +269,10 @@ def _validate(m: ir.Module) -> None:
 
 def kernel(fn=None, *, arch: str | None = "auto", name: str | None = None, maxntid=None, minnctapersm=None):
     """Decorator: `@kernel` or `@kernel(arch="sm_80")` turns a Python function into a PTX kernel."""
+    localns = sys._getframe(1).f_locals  # the decorating scope, for string annotations
+
     def wrap(f):
-        k = Kernel(f, arch, name, None, maxntid, minnctapersm)
+        k = Kernel(f, arch, name, None, maxntid, minnctapersm, localns)
         if arch not in (None, "auto"):
             k.module()  # trace now: errors show where the kernel is defined
         return k
@@ -282,10 +291,10 @@ class DeviceFunction:
     """A `.func` called from kernels: `@func def f(x: f32) -> f32: ...`; calling it inside a kernel
     emits a PTX call sequence."""
 
-    def __init__(self, fn, name: str | None = None):
+    def __init__(self, fn, name: str | None = None, localns=None):
         self.fn = fn
         self.name = name or fn.__name__
-        self.params, consts, self.ret = _signature(fn, "func")
+        self.params, consts, self.ret = _signature(fn, "func", localns)
         if consts:
             raise DSLError(f"func {self.name}: device functions take PTX-typed parameters only")
         if self.ret is not None and not isinstance(self.ret, DType):
@@ -369,8 +378,10 @@ def _store_return(df: DeviceFunction, value) -> None:
 
 def func(fn=None, *, name: str | None = None):
     """Decorator: a device function (`.func`) callable from DSL kernels and other device functions."""
+    localns = sys._getframe(1).f_locals
+
     def wrap(f):
-        return DeviceFunction(f, name)
+        return DeviceFunction(f, name, localns)
     return wrap(fn) if fn is not None else wrap
 
 
