@@ -223,3 +223,40 @@ def test_float_to_int_saturates_and_rounds():
                      dtype=object)
     ref64[np.isnan(x)] = -2**63
     np.testing.assert_array_equal(o64[:, 0], ref64.astype(np.int64))
+
+
+@pytest.mark.parametrize("flavor", ["sm_80.O3", "sm_90a.O3", "sm_80.G"])
+def test_float_atomics(flavor):
+    """atomicAdd on f32, f64, half2, bf162, bf16 and half, a CAS loop for a float max, atomicExch.
+
+    Small integer inputs keep every partial sum exact, so the totals do not depend on the order."""
+    m = corpus_module("atomics", flavor)
+    T = 100
+    v = rng.integers(0, 3, T).astype(np.float32)
+    f32 = np.zeros(3, np.float32)
+    f64 = np.zeros(1, np.float64)
+    h2, h1 = np.zeros(2, np.float16), np.zeros(1, np.float16)
+    b2, b1 = np.zeros(2, ml_dtypes.bfloat16), np.zeros(1, ml_dtypes.bfloat16)
+    m.kernel("atomics_float").launch(grid=(1,), block=(128,), args=[v, f32, f64, h2, b2, b1, h1, np.int32(T)])
+    assert f32.tolist() == [v.sum(), v.max(), 7.0]
+    assert f64[0] == v.sum() * 0.5
+    assert h2.tolist() == [T, v.sum()] and h1[0] == 0.5 * T
+    assert b2.astype(np.float32).tolist() == [v.sum(), 2.0 * T] and float(b1[0]) == T
+
+
+@pytest.mark.parametrize("flavor", ["sm_80.O3", "sm_80.G"])
+def test_scoped_shared_and_ordered_atomics(flavor):
+    m = corpus_module("atomics", flavor)
+    T, blocks = 500, 4
+    v = rng.integers(0, 1000, T).astype(np.int32)
+    out = np.zeros(2 * blocks, np.int32)
+    counter = np.zeros(1, np.int32)
+    m.kernel("atomics_scoped_shared").launch(grid=(blocks,), block=(128,), args=[v, out, counter, np.int32(T)])
+    padded = np.zeros(blocks * 128, np.int32)
+    padded[:T] = v
+    per_block = padded.reshape(blocks, 128)
+    assert out[0::2].tolist() == per_block.sum(1).tolist() and out[1::2].tolist() == per_block.max(1).tolist()
+    assert counter[0] == blocks * 128
+    flag, data, result = np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(T, np.int32)
+    m.kernel("atomics_ordered").launch(grid=(4,), block=(128,), args=[flag, data, result, np.int32(T)])
+    assert flag[0] == T and data[0] == T * (T - 1) // 2 and (result == 1).all()
