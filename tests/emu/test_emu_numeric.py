@@ -260,3 +260,44 @@ def test_scoped_shared_and_ordered_atomics(flavor):
     flag, data, result = np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(T, np.int32)
     m.kernel("atomics_ordered").launch(grid=(4,), block=(128,), args=[flag, data, result, np.int32(T)])
     assert flag[0] == T and data[0] == T * (T - 1) // 2 and (result == 1).all()
+
+
+@pytest.mark.parametrize("flavor", ["sm_80.O3", "sm_90a.O3"])
+def test_fp8_group_quantization_kernels(flavor):
+    """DeepSeek-style 1x128 E4M3 quantization (f32 input, and bf16 input with power-of-two scales in
+    column-major layout) and the dequantization, bit for bit against numpy + ml_dtypes."""
+    m = corpus_module("fp8_group_quant", flavor)
+    tokens, hidden = 8, 512
+    x = (rng.standard_normal((tokens, hidden)) * rng.uniform(0.01, 50, (tokens, 1))).astype(np.float32)
+    x[3, 128:256] = 0.0  # an all-zero group: scale = 1e-4 / 448
+    groups = hidden // 128
+    q = np.zeros((tokens, hidden), np.uint8)
+    scales = np.zeros((tokens, groups), np.float32)
+    m.kernel("fp8_group_quant_e4m3").launch(grid=(tokens * hidden // 512,), block=(128,),
+                                            args=[x, q, scales, np.int32(hidden)])
+    g = x.reshape(tokens, groups, 128)
+    want_scale = np.maximum(np.abs(g).max(-1), np.float32(1e-4)) / np.float32(448)
+    inv = np.float32(1) / want_scale
+    scaled = np.clip(g * inv[..., None], -448, 448)
+    want_q = scaled.astype(ml_dtypes.float8_e4m3fn).view(np.uint8).reshape(tokens, hidden)
+    np.testing.assert_array_equal(scales, want_scale)
+    np.testing.assert_array_equal(q, want_q)
+
+    y = np.zeros((tokens, hidden), np.float32)
+    m.kernel("fp8_group_dequant_e4m3").launch(grid=(tokens * hidden // 256,), block=(256,),
+                                              args=[q, scales, y, np.int32(tokens), np.int32(hidden)])
+    want_y = (q.view(ml_dtypes.float8_e4m3fn).astype(np.float32).reshape(tokens, groups, 128)
+              * scales[..., None]).reshape(tokens, hidden)
+    np.testing.assert_array_equal(y, want_y)
+
+    xb = x.astype(ml_dtypes.bfloat16)
+    q2 = np.zeros((tokens, hidden), np.uint8)
+    s2 = np.zeros((groups, tokens), np.float32)
+    m.kernel("fp8_group_quant_bf16_colmajor_pow2").launch(grid=(tokens * hidden // 512,), block=(128,),
+                                                          args=[xb, q2, s2, np.int32(tokens), np.int32(hidden)])
+    gb = xb.astype(np.float32).reshape(tokens, groups, 128)
+    amax = np.maximum(np.abs(gb).max(-1), np.float32(1e-4))
+    want_s2 = np.exp2(np.ceil(np.log2(amax / np.float32(448)))).astype(np.float32)
+    np.testing.assert_array_equal(s2, want_s2.T)
+    want_q2 = np.clip(gb / want_s2[..., None], -448, 448).astype(ml_dtypes.float8_e4m3fn)
+    np.testing.assert_array_equal(q2, want_q2.view(np.uint8).reshape(tokens, hidden))
