@@ -104,9 +104,7 @@ def _fmt(ty):
         raise ValueError(f"float op on {ty!r}: expected f32 or f64 (f16/bf16 live in half.py)") from None
 
 
-def min(a, b, c=None, ty="f32", ftz=False, NaN=False, xorsign_abs=False, relu=False,  # noqa: A001,N803
-        abs=False):  # noqa: A002 - PTX modifier name
-    """min{.ftz}{.NaN}{.xorsign.abs | .abs}.{f32,f64}, optional third input c."""
+def _minmax(is_min, a, b, c, ty, ftz, NaN, xorsign_abs, relu, abs):  # noqa: A002,N803
     fmt = _fmt(ty)
     if xorsign_abs and c is not None:
         raise ValueError(".xorsign cannot be used with three inputs")
@@ -114,24 +112,21 @@ def min(a, b, c=None, ty="f32", ftz=False, NaN=False, xorsign_abs=False, relu=Fa
         a, b = (_magnitude(x, fmt, ftz) for x in (a, b))
         c = None if c is None else _magnitude(c, fmt, ftz)
     if c is not None:
-        r = minmax_bits(a, b, fmt, True, ftz=ftz, nan=NaN)
-        return minmax_bits(r, c, fmt, True, ftz=ftz, nan=NaN, relu=relu)
-    return minmax_bits(a, b, fmt, True, ftz=ftz, nan=NaN, xorsign_abs=xorsign_abs, relu=relu)
+        r = minmax_bits(a, b, fmt, is_min, ftz=ftz, nan=NaN)
+        return minmax_bits(r, c, fmt, is_min, ftz=ftz, nan=NaN, relu=relu)
+    return minmax_bits(a, b, fmt, is_min, ftz=ftz, nan=NaN, xorsign_abs=xorsign_abs, relu=relu)
+
+
+def min(a, b, c=None, ty="f32", ftz=False, NaN=False, xorsign_abs=False, relu=False,  # noqa: A001,N803
+        abs=False):  # noqa: A002 - PTX modifier name
+    """min{.ftz}{.NaN}{.xorsign.abs | .abs}.{f32,f64}, optional third input c."""
+    return _minmax(True, a, b, c, ty, ftz, NaN, xorsign_abs, relu, abs)
 
 
 def max(a, b, c=None, ty="f32", ftz=False, NaN=False, xorsign_abs=False, relu=False,  # noqa: A001,N803
         abs=False):  # noqa: A002 - PTX modifier name
     """max{.ftz}{.NaN}{.xorsign.abs | .abs}.{f32,f64}, optional third input c."""
-    fmt = _fmt(ty)
-    if xorsign_abs and c is not None:
-        raise ValueError(".xorsign cannot be used with three inputs")
-    if abs:  # .abs: compare magnitudes (subnormals flushed first under .ftz)
-        a, b = (_magnitude(x, fmt, ftz) for x in (a, b))
-        c = None if c is None else _magnitude(c, fmt, ftz)
-    if c is not None:
-        r = minmax_bits(a, b, fmt, False, ftz=ftz, nan=NaN)
-        return minmax_bits(r, c, fmt, False, ftz=ftz, nan=NaN, relu=relu)
-    return minmax_bits(a, b, fmt, False, ftz=ftz, nan=NaN, xorsign_abs=xorsign_abs, relu=relu)
+    return _minmax(False, a, b, c, ty, ftz, NaN, xorsign_abs, relu, abs)
 
 
 def abs(a, ty="f32", ftz=False):  # noqa: A001 - PTX name
