@@ -2,6 +2,10 @@
 
 from ptxforge.runtime.buffers import DeviceBuffer, empty, to_device
 from ptxforge.runtime.kernel import Kernel, launch
+from ptxforge.runtime.occupancy import occupancy
+from ptxforge.runtime.resources import resource_usage
 from ptxforge.runtime.result import LaunchResult
+from ptxforge.runtime.sass import sass
 
-__all__ = ["DeviceBuffer", "Kernel", "LaunchResult", "empty", "launch", "to_device"]
+__all__ = ["DeviceBuffer", "Kernel", "LaunchResult", "empty", "launch", "occupancy", "resource_usage", "sass",
+           "to_device"]
