@@ -33,6 +33,7 @@ PERF_DIRECTIVES = frozenset(
 
 
 _span_at = ir.Span.at
+_MNEMONICS: dict[str, tuple[str, tuple[str, ...]]] = {}  # 'ld.global.f32' -> ('ld', ('global', 'f32'))
 _Register = ir.builder(ir.Register)
 _Symbol = ir.builder(ir.Symbol)
 _Immediate = ir.builder(ir.Immediate)
@@ -385,9 +386,10 @@ class Parser:
     def parse_body(self) -> tuple:
         """Statements up to and including the closing '}'."""
         out = []
+        toks, layout = self.toks, self.layout
         while True:
-            tok = self.peek()
-            kind, val, _ = tok
+            tok = toks[self.i]
+            kind, val, off = tok
             if val == "}":
                 self.i += 1
                 return tuple(out)
@@ -395,6 +397,12 @@ class Parser:
                 self.fail(tok, "unexpected end of file: missing '}'")
             start = self.i
             try:
+                if kind == "word" and val[0] not in ".%$" and toks[start + 1][1] != ":":
+                    st = self.parse_instruction(None, tok)  # the common case, straight to the instruction
+                    out.append(st)
+                    last = toks[self.i - 1]
+                    layout[id(st)] = (st, off, last[2] + len(last[1]))
+                    continue
                 st = self.parse_statement(tok)
                 if type(st) is list:
                     out.extend(st)
@@ -610,7 +618,14 @@ class Parser:
         if t[0] != "word" or t[1][0] in ".%$":
             self.fail(t, f"expected an instruction, found {self.describe(t)}")
         self.i += 1
-        parts = t[1].split(".")
+        split = _MNEMONICS.get(t[1])
+        if split is None:
+            parts = t[1].split(".")
+            if "" in parts:
+                self.fail(t, f"malformed instruction name '{t[1]}'")
+            if len(_MNEMONICS) > 50_000:  # a bound for hostile input; real code has a few hundred
+                _MNEMONICS.clear()
+            split = _MNEMONICS[t[1]] = (parts[0], tuple(parts[1:]))
         operands = []
         toks = self.toks
         if toks[self.i][1] != ";":
@@ -624,9 +639,7 @@ class Parser:
             self.fail(self.peek(), f"expected ',' or ';' after an operand of {t[1]}, found "
                                    f"{self.describe(self.peek())}")
         self.i += 1
-        if "" in parts:
-            self.fail(t, f"malformed instruction name '{t[1]}'")
-        return _Instruction(parts[0], tuple(parts[1:]), tuple(operands), guard, self.span(start_tok))
+        return _Instruction(split[0], split[1], tuple(operands), guard, self.span(start_tok))
 
     def parse_operand(self):
         tok = self.toks[self.i]
