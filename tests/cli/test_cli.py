@@ -135,3 +135,17 @@ def test_no_traceback_for_a_bad_file_in_a_real_process(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"{bad}:1:1: error:")
+
+
+def test_usage_mistakes_exit_1_not_argparse_2(capsys):
+    with pytest.raises(SystemExit) as ei:
+        main(["check"])
+    assert ei.value.code == 1 and "required: FILE" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as ei:
+        main(["no-such-command"])
+    assert ei.value.code == 1
+
+
+def test_retarget_to_an_unknown_target(capsys):
+    rc, out, err = run(["retarget", WGMMA, "--arch", "sm_200"], capsys)
+    assert rc == 1 and out == "" and "unknown target 'sm_200'" in err

@@ -18,8 +18,16 @@ class UserError(Exception):
     """A mistake the user can fix; the CLI prints it without a traceback and exits 1."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake exits 1 like every other user error (argparse's own default is 2)."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ptxforge",
         description="PTX-level GPU programming from Python: format, check, retarget and run PTX.",
     )

@@ -23,8 +23,10 @@ def target_min_ptx(arch: str) -> tuple[int, int]:
     from ptxforge.ptx.isa import parse_target
 
     sm, suffix = parse_target(arch)
-    base = TARGET_MIN_PTX.get(sm, (9, 0))
-    return max(base, SUFFIX_MIN_PTX.get(suffix, (1, 0)))
+    if sm not in TARGET_MIN_PTX:
+        known = ", ".join(f"sm_{n}" for n in sorted(TARGET_MIN_PTX))
+        raise ValueError(f"unknown target {arch!r}; PTX ISA 9.0 knows {known}")
+    return max(TARGET_MIN_PTX[sm], SUFFIX_MIN_PTX.get(suffix, (1, 0)))
 
 
 def retarget(module: ir.Module, arch: str, ptx_version: tuple[int, int] | None = None) -> ir.Module:
@@ -35,7 +37,7 @@ def retarget(module: ir.Module, arch: str, ptx_version: tuple[int, int] | None =
     """
     from ptxforge.ptx.isa import parse_target, requirements
 
-    parse_target(arch)
+    need = target_min_ptx(arch)  # ValueError for a target that is not one
     version = tuple(ptx_version) if ptx_version else module.version
     problems: list[Diagnostic] = []
     src = SourceText(module.source) if module.source is not None else None
@@ -44,7 +46,6 @@ def retarget(module: ir.Module, arch: str, ptx_version: tuple[int, int] | None =
         line_text = src.line_text(span.line) if src is not None and span.line else ""
         problems.append(Diagnostic(span.file, span.line, span.col, message, source_line=line_text))
 
-    need = target_min_ptx(arch)
     if version < need:
         report(module.target.span, f".target {arch} needs PTX ISA {need[0]}.{need[1]}; "
                                    f"the module would be .version {version[0]}.{version[1]}"
