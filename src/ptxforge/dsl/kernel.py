@@ -34,18 +34,9 @@ DEFAULT_ARCH = "sm_90a"
 def resolve_arch(arch: str | None) -> str:
     """'auto' (or None): the current GPU's target when one is usable, else sm_90a."""
     if arch in (None, "auto"):
-        try:
-            from ptxforge.runtime.kernel import cuda_available
+        from ptxforge.runtime.gpu import gpu_arch
 
-            if cuda_available():
-                from ptxforge.runtime import kernel as rk
-
-                current_arch = getattr(rk, "current_arch", None)
-                if current_arch is not None:
-                    return current_arch()
-        except ImportError:
-            pass
-        return DEFAULT_ARCH
+        return gpu_arch() or DEFAULT_ARCH
     from ptxforge.ptx.isa import parse_target
 
     try:
