@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench venv clean
+.PHONY: demo test lint bench peers venv clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,8 +24,16 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
-bench: $(STAMP)
+# Peers measured beside ptxforge (numba-cuda's simulator) and the corpus generators (triton, numba-cuda),
+# in a venv of their own so they never touch the project's.
+peers: .venv-peers/.installed
+.venv-peers/.installed:
+	$(PY) -m venv .venv-peers
+	.venv-peers/bin/pip install -q numpy triton==3.9.0 numba-cuda 'nvidia-cuda-nvrtc==13.0.*'
+	touch $@
+
+bench: $(STAMP) peers
 	for b in parse_speed emu_speed sanitizer_speed dsl_vs_nvcc pipeline_step; do $(BIN)/python benchmarks/$$b.py || exit 1; done
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache
+	rm -rf $(VENV) .venv-peers build dist src/*.egg-info .pytest_cache

@@ -7,7 +7,7 @@ simulator (NUMBA_ENABLE_CUDASIM=1) runs the same kernels written in Python. Its 
 is taken as the PTX count of the same launch, so the rates compare time per unit of identical work.
 
 numba runs in a separate interpreter (it is not a dependency): --numba-python PATH, or
-$PTXFORGE_NUMBA_PYTHON, or /work/scratch/emu-venv/bin/python; skipped with a message when absent.
+$PTXFORGE_NUMBA_PYTHON, or .venv-peers/bin/python (`make peers`); skipped with a message when absent.
 The simulator is slow, so it runs a smaller grid of the same kernel and its rate is per thread-instruction.
 
     python benchmarks/emu_speed.py [--repeat 3] [--numba-python PATH]
@@ -143,7 +143,8 @@ def ptxforge_runs(repeat: int):
 
 
 def numba_python(arg: str | None) -> str | None:
-    for cand in (arg, os.environ.get("PTXFORGE_NUMBA_PYTHON"), "/work/scratch/emu-venv/bin/python"):
+    peers = str(Path(__file__).resolve().parents[1] / ".venv-peers" / "bin" / "python")
+    for cand in (arg, os.environ.get("PTXFORGE_NUMBA_PYTHON"), peers):
         if cand and Path(cand).exists():
             r = subprocess.run([cand, "-c", "import numba.cuda"], capture_output=True)
             if r.returncode == 0:
@@ -190,7 +191,8 @@ def main() -> None:
                 cells = [f"{nb} blocks", f"{res['s']:.2f}", f"{nrate / 1e6:.3f}", f"{rate / nrate:,.0f}x"]
         print(f"| {name} | {ti:,} | {s:.3f} | {rate / 1e6:.1f} | {san} | " + " | ".join(cells) + " |")
     if py is None:
-        print("\nnumba-cuda not found (pass --numba-python or set PTXFORGE_NUMBA_PYTHON); simulator skipped.")
+        print("\nnumba-cuda not found (run `make peers`, pass --numba-python or set PTXFORGE_NUMBA_PYTHON); "
+              "simulator skipped.")
 
 
 if __name__ == "__main__":

@@ -88,7 +88,8 @@ def main() -> None:
         return
     py = numba_python(opts.numba_python)
     if py is None:
-        print("\nnumba-cuda not found (pass --numba-python or set PTXFORGE_NUMBA_PYTHON); simulator skipped.")
+        print("\nnumba-cuda not found (run `make peers`, pass --numba-python or set PTXFORGE_NUMBA_PYTHON); "
+              "simulator skipped.")
         return
     nb = opts.numba_blocks
     res = numba_run(py, "reduce", nb)
