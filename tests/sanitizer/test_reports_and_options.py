@@ -128,3 +128,26 @@ def test_shuffled_order_reports_the_same_culprit_and_computes_the_same(seed):
     assert np.array_equal(out, plain)
     (r,) = san.reports
     assert (r.kind, r.thread, r.block, r.count) == ("out-of-bounds", (231, 0, 0), (3, 0, 0), 1)
+
+
+def test_reports_survive_a_launch_that_deadlocks():
+    """An out-of-bounds store, then a barrier that waits for 64 threads in a block of 32: the watchdog ends
+    the launch, and the sanitizer's report comes out with the deadlock named after it."""
+    import ptxforge as pf
+    from ptxforge.emu.errors import WatchdogTimeout
+
+    src = (".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n"
+           "\t.reg .b32 %r<3>;\n\t.reg .b64 %rd<4>;\n\tld.param.u64 %rd1, [p];\n\tmov.u32 %r1, %tid.x;\n"
+           "\tmul.wide.u32 %rd2, %r1, 4;\n\tadd.s64 %rd3, %rd1, %rd2;\n\tst.global.u32 [%rd3+128], %r1;\n"
+           "\tbar.sync 0, 64;\n\tret;\n}\n")
+    k = pf.parse(src, filename="dl.ptx").kernel("k")
+    in_bounds = pf.parse(src.replace("[%rd3+128]", "[%rd3]"), filename="dl.ptx").kernel("k")
+    with pytest.raises(WatchdogTimeout, match=r"waits at barrier 0 dl.ptx:13: bar.sync 0, 64"):
+        in_bounds.launch(grid=(1,), block=(32,), args=[np.zeros(32, np.uint32)], device="emu")
+    with pytest.raises(pf.SanitizerError) as ei:
+        k.launch(grid=(1,), block=(32,), args=[np.zeros(32, np.uint32)], device="emu", sanitize=True)
+    err = ei.value
+    (r,) = err.reports
+    assert r.kind == "out-of-bounds" and r.ptx_line == 12 and r.count == 32
+    assert "deadlock" in err.stopped and "the launch then stopped: deadlock" in str(err)
+    assert isinstance(err.__cause__, WatchdogTimeout) and err.to_json()["stopped"] == err.stopped

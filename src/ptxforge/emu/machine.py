@@ -697,6 +697,8 @@ class Machine:
                 continue
             seen.add(key)
             raw = p & PC_MASK
+            if p & WAIT_BAR and not p & WAIT_WARP and raw > 0:
+                raw -= 1  # a lane waiting at a barrier already holds the pc after it
             op = self.ops[raw]
             what = f"waits at barrier {self.lane_bar[lane + int(np.argmin(w))]}" if p & WAIT_BAR else \
                 "waits for its warp" if p & WAIT_WARP else "is at"

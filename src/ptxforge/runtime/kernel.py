@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ptxforge.emu.errors import LaunchError
+from ptxforge.emu.errors import EmulatorError, LaunchError
 from ptxforge.emu.launch import EmuDevice, emu_device, emulate
 from ptxforge.ptx import ir
 from ptxforge.runtime.buffers import DeviceBuffer
@@ -84,9 +84,14 @@ class Kernel:
             else:
                 printf(text)
         try:
-            stats = emulate(self.module, self.function, grid=grid, block=block, params=params,
-                            shared_mem=int(shared_mem), device=dev, num_sms=num_sms, watchdog_s=watchdog_s,
-                            printf=sink, observers=observers, sanitizer=sanitizer)
+            try:
+                stats = emulate(self.module, self.function, grid=grid, block=block, params=params,
+                                shared_mem=int(shared_mem), device=dev, num_sms=num_sms, watchdog_s=watchdog_s,
+                                printf=sink, observers=observers, sanitizer=sanitizer)
+            except EmulatorError as e:
+                if sanitizer is not None:  # keep what the sanitizer found before the launch stopped
+                    sanitizer.finish(stopped=e)
+                raise
             for arr, alloc in copies:
                 data = dev.memory.read(alloc)[: arr.nbytes]
                 if arr.flags.c_contiguous:

@@ -70,16 +70,18 @@ class Sanitizer:
     def reports(self) -> list[SanitizerReport]:
         return self.log.reports
 
-    def error(self) -> SanitizerError | None:
+    def error(self, stopped: str = "") -> SanitizerError | None:
         if not self.log.reports and not self.log.suppressed:
             return None
-        return SanitizerError(self.log.reports, kernel=self.kernel, suppressed=self.log.suppressed)
+        return SanitizerError(self.log.reports, kernel=self.kernel, suppressed=self.log.suppressed,
+                              stopped=stopped)
 
-    def finish(self) -> None:
-        """Raise `SanitizerError` if anything was found."""
-        err = self.error()
+    def finish(self, stopped: BaseException | None = None) -> None:
+        """Raise `SanitizerError` if anything was found; `stopped` is the error that ended the launch early
+        (a watchdog, a trap), kept with the reports found before it."""
+        err = self.error(str(stopped) if stopped is not None else "")
         if err is not None:
-            raise err
+            raise err from stopped
 
     def block_order(self, nblocks: int):
         """The order the machine should run blocks in (None: natural order)."""

@@ -144,10 +144,11 @@ class ReportLog:
 class SanitizerError(EmulatorError):
     """Raised at the end of a sanitized launch that found errors; `.reports` lists them."""
 
-    def __init__(self, reports: list[SanitizerReport], *, kernel: str = "", suppressed: int = 0):
+    def __init__(self, reports: list[SanitizerReport], *, kernel: str = "", suppressed: int = 0, stopped: str = ""):
         self.reports = list(reports)
         self.kernel = kernel
         self.suppressed = suppressed
+        self.stopped = stopped  # why the launch ended early, if it did (the reports came before)
         super().__init__(self._text())
 
     def _text(self) -> str:
@@ -159,13 +160,18 @@ class SanitizerError(EmulatorError):
         if self.suppressed:
             tail += f", {self.suppressed} at sites past the report cap"
         tail += f") in kernel {self.kernel}" if self.kernel else ")"
+        if self.stopped:
+            tail += f"\n{PREFIX} the launch then stopped: {self.stopped}"
         return "\n".join(parts + [tail])
 
     def __str__(self) -> str:
         return self._text()
 
     def to_json(self) -> dict:
-        return report_json(self.reports, kernel=self.kernel, suppressed=self.suppressed)
+        out = report_json(self.reports, kernel=self.kernel, suppressed=self.suppressed)
+        if self.stopped:
+            out["stopped"] = self.stopped
+        return out
 
 
 def report_json(reports, *, kernel: str = "", suppressed: int = 0) -> dict:
