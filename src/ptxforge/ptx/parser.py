@@ -7,12 +7,12 @@ the next `;` or `}`) and raised together as one `PTXSyntaxError`.
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 from ptxforge.ptx import ir
 from ptxforge.ptx.errors import Diagnostic, PTXSyntaxError
 from ptxforge.ptx.lexer import SourceText, tokenize
+from ptxforge.ptx.literals import immediate, int_value, join_tokens, unquote
 
 SPECIAL_REGISTERS = frozenset(
     """%tid %ntid %ctaid %nctaid %laneid %warpid %nwarpid %smid %nsmid %gridid %clock %clock_hi %clock64
@@ -36,7 +36,6 @@ _span_at = ir.Span.at
 _MNEMONICS: dict[str, tuple[str, tuple[str, ...]]] = {}  # 'ld.global.f32' -> ('ld', ('global', 'f32'))
 _Register = ir.builder(ir.Register)
 _Symbol = ir.builder(ir.Symbol)
-_Immediate = ir.builder(ir.Immediate)
 _Instruction = ir.builder(ir.Instruction)
 _Address = ir.builder(ir.Address)
 
@@ -162,7 +161,7 @@ class Parser:
         t = self.peek()
         if t[0] != "num":
             self.fail(t, f"expected {what}, found {self.describe(t)}")
-        v = _int_value(t[1])
+        v = int_value(t[1])
         if v is None:
             self.fail(t, f"expected {what}, found {self.describe(t)}")
         self.i += 1
@@ -268,7 +267,7 @@ class Parser:
         extra = []
         while self.accept(","):
             extra.append(str(self.integer("a timestamp or size")))
-        return ir.FileDirective(index, _unquote(t[1]), ", ".join(extra), self.span(tok))
+        return ir.FileDirective(index, unquote(t[1]), ", ".join(extra), self.span(tok))
 
     def parse_pragma(self, tok) -> ir.Pragma:
         parts = []
@@ -517,7 +516,7 @@ class Parser:
                 break  # .loc ends at the end of its line
             extra.append(t[1])
             self.i += 1
-        return ir.Loc(f, line, col, _join(extra), self.span(tok))
+        return ir.Loc(f, line, col, join_tokens(extra), self.span(tok))
 
     def parse_target_list(self, tok) -> ir.TargetList:
         directive = self.next()[1]
@@ -535,7 +534,7 @@ class Parser:
                 self.fail(t, "unexpected end of file in .callprototype")
             parts.append(t[1])
         self.i += 1
-        return ir.CallPrototype(tok[1], _join(parts), self.span(tok))
+        return ir.CallPrototype(tok[1], join_tokens(parts), self.span(tok))
 
     # ------------------------------------------------------------------ variables
 
@@ -590,7 +589,7 @@ class Parser:
             elif t[1] == close:
                 depth -= 1
                 if depth == 0:
-                    return _join(parts)
+                    return join_tokens(parts)
 
     def parse_initializer(self) -> ir.Expr:
         t0 = self.peek()
@@ -609,7 +608,7 @@ class Parser:
             self.i += 1
         if not parts:
             self.fail(t0, "expected an initializer after '='")
-        return ir.Expr(_join(parts), self.span(t0))
+        return ir.Expr(join_tokens(parts), self.span(t0))
 
     # ------------------------------------------------------------------ instructions
 
@@ -660,12 +659,12 @@ class Parser:
             return op
         if kind == "num":
             self.i += 1
-            return _immediate(val, self.span(tok)) or self.fail(tok, f"malformed number '{val}'")
+            return immediate(val, self.span(tok)) or self.fail(tok, f"malformed number '{val}'")
         if val == "-":
             nxt = self.peek(1)
             if nxt[0] == "num":
                 self.i += 2
-                imm = _immediate(nxt[1], self.span(tok))
+                imm = immediate(nxt[1], self.span(tok))
                 if imm is None:
                     self.fail(nxt, f"malformed number '{nxt[1]}'")
                 v = imm.value
@@ -712,7 +711,7 @@ class Parser:
         while self.peek()[1] in ("+", "-"):
             parts.append(self.next()[1])
             parts.append(str(self.integer("an offset")))
-        return ir.Expr(_join(parts), self.span(tok))
+        return ir.Expr(join_tokens(parts), self.span(tok))
 
     def parse_address(self, tok):
         self.i += 1
@@ -740,60 +739,6 @@ class Parser:
         if not items:
             self.fail(tok, "empty address '[]'")
         return ir.AddressList(items, self.span(tok))
-
-
-# ---------------------------------------------------------------------- helpers
-
-
-def _join(parts: list[str]) -> str:
-    """Tokens back to canonical text: a space after commas and between words, none around punctuation."""
-    out = []
-    prev = ""
-    for p in parts:
-        if out and (prev == "," or (_wordish(prev) and _wordish(p))):
-            out.append(" ")
-        out.append(p)
-        prev = p
-    return "".join(out)
-
-
-def _wordish(s: str) -> bool:
-    return bool(s) and (s[0].isalnum() or s[0] in "._$%\"") and s not in ("(", ")")
-
-
-def _unquote(s: str) -> str:
-    return s[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
-
-
-def _int_value(text: str) -> int | None:
-    t = text[:-1] if text.endswith("U") else text
-    try:
-        if t[:2] in ("0x", "0X"):
-            return int(t, 16)
-        if t[:2] in ("0b", "0B"):
-            return int(t[2:], 2)
-        if len(t) > 1 and t[0] == "0" and t.isdigit():
-            return int(t, 8)
-        if t.isdigit():
-            return int(t)
-    except ValueError:
-        return None
-    return None
-
-
-def _immediate(text: str, span) -> ir.Immediate | None:
-    c = text[:2]
-    if c in ("0f", "0F") and len(text) == 10:
-        return ir.Immediate(struct.unpack(">f", bytes.fromhex(text[2:]))[0], text, span)
-    if c in ("0d", "0D") and len(text) == 18:
-        return ir.Immediate(struct.unpack(">d", bytes.fromhex(text[2:]))[0], text, span)
-    v = _int_value(text)
-    if v is not None:
-        return _Immediate(v, text, span)
-    try:
-        return ir.Immediate(float(text), text, span)
-    except ValueError:
-        return None
 
 
 def parse(text: str, filename: str = "<string>") -> ir.Module:
