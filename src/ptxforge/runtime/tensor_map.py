@@ -14,11 +14,11 @@ from ptxforge.emu import tensormap as TM
 from ptxforge.runtime.buffers import DeviceBuffer
 
 
-def tensor_map(buffer_or_address, dtype, global_dims, global_strides_bytes, box_dims, element_strides=None,
+def tensor_map(buffer_or_array_address, dtype, global_dims, global_strides_bytes, box_dims, element_strides=None,
                swizzle: str = "none", oob_fill: str = "zero") -> np.ndarray:
     """A tiled tensor map over device memory, as numpy uint8[128].
 
-    buffer_or_address: a `DeviceBuffer` (the tensor must lie inside it) or a device address (int).
+    buffer_or_array_address: a `DeviceBuffer` (the tensor must lie inside it) or a device address (int).
     dtype: the element type (1, 2, 4 or 8 bytes). All sequences are innermost dimension first, as in
     cuTensorMapEncodeTiled: global_dims (rank 1..5), global_strides_bytes (rank - 1 byte strides of
     dimensions 1 and up, multiples of 16), box_dims (each 1..256, box_dims[0] * itemsize a multiple of
@@ -26,13 +26,13 @@ def tensor_map(buffer_or_address, dtype, global_dims, global_strides_bytes, box_
     oob_fill: "zero" (elements outside the tensor read as zero). Bad arguments raise ValueError.
     """
     esize = np.dtype(dtype).itemsize
-    if isinstance(buffer_or_address, np.ndarray):
+    if isinstance(buffer_or_array_address, np.ndarray):
         raise ValueError("tensor_map needs device memory: pass a DeviceBuffer (ptxforge.runtime.to_device(a)) "
                          "or a device address, not a host numpy array")
-    buf = buffer_or_address if isinstance(buffer_or_address, DeviceBuffer) else None
-    address = buf.address if buf is not None else buffer_or_address
+    buf = buffer_or_array_address if isinstance(buffer_or_array_address, DeviceBuffer) else None
+    address = buf.address if buf is not None else buffer_or_array_address
     if isinstance(address, bool) or not isinstance(address, int | np.integer):
-        raise ValueError(f"expected a DeviceBuffer or an integer address, got {type(buffer_or_address).__name__}")
+        raise ValueError(f"expected a DeviceBuffer or an integer address, got {type(buffer_or_array_address).__name__}")
     raw = TM.encode(int(address), esize, global_dims, global_strides_bytes, box_dims, element_strides,
                     swizzle, oob_fill)
     if buf is not None:
