@@ -46,6 +46,9 @@ def _text(ins: ir.Instruction) -> str:
             ops.append(f"[{base}{'+' + str(o.offset) if o.offset else ''}]")
         elif isinstance(o, ir.Vector):
             ops.append("{" + ", ".join(_show(e) for e in o.elements) + "}")
+        elif isinstance(o, ir.AddressList):  # [tmap, {c0, c1}]
+            ops.append("[" + ", ".join("{" + ", ".join(_show(e) for e in i.elements) + "}"
+                                       if isinstance(i, ir.Vector) else _show(i) for i in o.items) + "]")
         elif isinstance(o, ir.PredPair):
             ops.append(f"{_show(o.first)}|{_show(o.second)}")
         elif isinstance(o, ir.Negated):

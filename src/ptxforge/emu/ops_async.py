@@ -1,4 +1,5 @@
-"""Asynchronous copies and mbarriers: cp.async (+ commit/wait groups), cp.async.bulk, mbarrier.*.
+"""Asynchronous copies and mbarriers: cp.async (+ commit/wait groups), cp.async.bulk, mbarrier.*
+(cp.async.bulk.tensor and cp.async.bulk.prefetch: ops_tma).
 
 Copies complete at issue (a legal schedule: the program may only rely on the data after the wait),
 so commit/wait groups need no queue. An mbarrier is an 8-byte shared-memory word; this emulator's
@@ -11,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ptxforge.emu import memory as M
+from ptxforge.emu import ops_tma
 from ptxforge.emu.ops_atomic import atomic_apply
 from ptxforge.emu.ops_memory import space_of
 from ptxforge.ptx import ir
@@ -93,11 +95,14 @@ def build_cp(ctx):
 
 
 def _build_bulk(ctx):
-    """cp{.reduce}.async.bulk between global and shared memory (not .tensor): the shared destination form
-    completes transaction bytes on an mbarrier; the global destination form (bulk_group) may reduce."""
+    """cp{.reduce}.async.bulk between global and shared memory: the shared destination form completes
+    transaction bytes on an mbarrier; the global destination form (bulk_group) may reduce. Tensor-map
+    copies and L2 prefetches are in ops_tma."""
     ins = ctx.ins
-    if ins.has("tensor") or any(s.startswith("prefetch") for s in ins.suffixes):
-        raise ctx.error(f"{ins.mnemonic} (tensor maps) is not supported yet")
+    if ins.has("prefetch"):
+        return ops_tma.build_prefetch(ctx)
+    if ins.has("tensor"):
+        return ops_tma.build_tensor(ctx)
     spaces = [s.split("::")[0] for s in ins.suffixes if s.split("::")[0] in ("global", "shared")]
     to_global = spaces[:1] == ["global"]
     ops = ins.operands

@@ -1,0 +1,167 @@
+"""The emulator's 128-byte tensor map (the value of a CUtensorMap kernel parameter), for TMA copies.
+
+The CUDA driver's CUtensorMap layout is opaque and undocumented; this one is ptxforge's own, read only by
+the emulator. A launch on a real GPU must pass a map made by cuTensorMapEncodeTiled instead.
+
+Layout (little-endian, 128 bytes, unused bytes zero):
+  0   u32      magic 0x4D544650 ("PFTM")
+  4   u8       version (1)
+  5   u8       rank, 1..5
+  6   u8       element size in bytes (1, 2, 4 or 8)
+  7   u8       swizzle: 0 none, 1 32B, 2 64B, 3 128B
+  8   u8       out-of-bounds fill: 0 zero
+  9   u8[7]    reserved
+  16  u64      global address of element (0, ..., 0)
+  24  u32[5]   global dims, innermost (dimension 0) first
+  48  u64[5]   global strides in bytes; stride[0] is the element size
+  88  u16[5]   box dims, each 1..256
+  98  u8[5]    element strides, each 1..8
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MAGIC = 0x4D544650
+VERSION = 1
+SIZE = 128
+SWIZZLES = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
+SWIZZLE_SPAN = {0: 0, 1: 32, 2: 64, 3: 128}
+FILLS = {"zero": 0}
+
+_LAYOUT = np.dtype({
+    "names": ["magic", "version", "rank", "esize", "swizzle", "fill", "gaddr", "dims", "strides", "box",
+              "estrides"],
+    "formats": ["<u4", "u1", "u1", "u1", "u1", "u1", "<u8", ("<u4", 5), ("<u8", 5), ("<u2", 5), ("u1", 5)],
+    "offsets": [0, 4, 5, 6, 7, 8, 16, 24, 48, 88, 98],
+    "itemsize": SIZE,
+})
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """A decoded tensor map; tuples are innermost dimension first and have `rank` entries."""
+
+    address: int
+    esize: int
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]  # bytes, strides[0] == esize
+    box: tuple[int, ...]
+    estrides: tuple[int, ...]
+    swizzle: int = 0  # span in bytes: 0 (none), 32, 64 or 128
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    @property
+    def box_counts(self) -> tuple[int, ...]:
+        """Elements the box holds along each dimension: ceil(box / element stride)."""
+        return tuple(-(-b // e) for b, e in zip(self.box, self.estrides, strict=True))
+
+    @property
+    def box_bytes(self) -> int:
+        return int(np.prod(self.box_counts)) * self.esize
+
+
+def encode(address: int, esize: int, dims, strides_bytes, box, estrides, swizzle: str = "none",
+           oob_fill: str = "zero") -> np.ndarray:
+    """Check the arguments as cuTensorMapEncodeTiled does and return the map as uint8[128].
+
+    `strides_bytes` has rank - 1 entries (dimensions 1 and up), like the driver's globalStrides.
+    """
+    dims = _ints("global_dims", dims)
+    rank = len(dims)
+    if not 1 <= rank <= 5:
+        raise ValueError(f"a tensor map has rank 1..5, got {rank} global dims")
+    if esize not in (1, 2, 4, 8):
+        raise ValueError(f"element size must be 1, 2, 4 or 8 bytes, got {esize}")
+    for i, d in enumerate(dims):
+        if not 1 <= d <= 2**32:
+            raise ValueError(f"global_dims[{i}] = {d} is outside 1..2**32")
+    strides = _ints("global_strides_bytes", strides_bytes)
+    if len(strides) != rank - 1:
+        raise ValueError(f"global_strides_bytes needs rank - 1 = {rank - 1} entries (the byte strides of "
+                         f"dimensions 1..{rank - 1}; dimension 0 is contiguous), got {len(strides)}")
+    for i, s in enumerate(strides, start=1):
+        if s <= 0 or s % 16 or s >= 2**40:
+            raise ValueError(f"global_strides_bytes[{i - 1}] = {s} (dimension {i}) must be a positive "
+                             f"multiple of 16 below 2**40")
+    full = (esize, *strides)
+    for i in range(1, rank):
+        if full[i] < dims[i - 1] * full[i - 1]:
+            raise ValueError(f"dimension {i} stride {full[i]} bytes is smaller than dimension {i - 1} "
+                             f"spans ({dims[i - 1]} x {full[i - 1]} bytes): rows would overlap")
+    box = _ints("box_dims", box)
+    if len(box) != rank:
+        raise ValueError(f"box_dims needs {rank} entries (one per global dim), got {len(box)}")
+    for i, b in enumerate(box):
+        if not 1 <= b <= 256:
+            raise ValueError(f"box_dims[{i}] = {b} is outside 1..256")
+    if box[0] * esize % 16:
+        raise ValueError(f"box_dims[0] * element size = {box[0] * esize} bytes must be a multiple of 16")
+    est = (1,) * rank if estrides is None else _ints("element_strides", estrides)
+    if len(est) != rank:
+        raise ValueError(f"element_strides needs {rank} entries, got {len(est)}")
+    for i, e in enumerate(est):
+        if not 1 <= e <= 8:
+            raise ValueError(f"element_strides[{i}] = {e} is outside 1..8")
+    if swizzle not in SWIZZLES:
+        raise ValueError(f"swizzle must be one of {sorted(SWIZZLES)}, got {swizzle!r}")
+    span = SWIZZLE_SPAN[SWIZZLES[swizzle]]
+    if span and box[0] * esize > span:
+        raise ValueError(f"with swizzle {swizzle!r} the inner box (box_dims[0] * element size = "
+                         f"{box[0] * esize} bytes) must be at most {span} bytes")
+    if oob_fill not in FILLS:
+        raise ValueError(f"oob_fill must be one of {sorted(FILLS)}, got {oob_fill!r}")
+    if not isinstance(address, int | np.integer) or address < 0 or address % 16:
+        raise ValueError(f"the global address must be a 16-byte aligned integer, got {address!r}")
+    rec = np.zeros((), _LAYOUT)
+    rec["magic"], rec["version"], rec["rank"], rec["esize"] = MAGIC, VERSION, rank, esize
+    rec["swizzle"], rec["fill"], rec["gaddr"] = SWIZZLES[swizzle], FILLS[oob_fill], int(address)
+    pad = (0,) * (5 - rank)
+    rec["dims"] = [d & 0xFFFFFFFF if d < 2**32 else 0 for d in dims] + list(pad)  # 2**32 stored as 0
+    rec["strides"] = list(full) + list(pad)
+    rec["box"] = list(box) + list(pad)
+    rec["estrides"] = list(est) + list(pad)
+    return np.frombuffer(rec.tobytes(), np.uint8).copy()
+
+
+def decode(raw) -> TensorMap:
+    """The map in 128 bytes; ValueError when they are not a map made by `encode`."""
+    raw = np.ascontiguousarray(raw, np.uint8).reshape(-1)
+    if raw.size != SIZE:
+        raise ValueError(f"a tensor map is {SIZE} bytes, got {raw.size}")
+    rec = raw.view(_LAYOUT)[0]
+    if int(rec["magic"]) != MAGIC or int(rec["version"]) != VERSION:
+        raise ValueError("not a ptxforge tensor map (no 'PFTM' v1 header): on the emulator, build it with "
+                         "ptxforge.runtime.tensor_map(...)")
+    r = int(rec["rank"])
+    if not 1 <= r <= 5:
+        raise ValueError(f"corrupt tensor map: rank {r}")
+    dims = tuple(int(d) or 2**32 for d in rec["dims"][:r])
+    return TensorMap(int(rec["gaddr"]), int(rec["esize"]), dims, tuple(int(s) for s in rec["strides"][:r]),
+                     tuple(int(b) for b in rec["box"][:r]), tuple(int(e) for e in rec["estrides"][:r]),
+                     SWIZZLE_SPAN.get(int(rec["swizzle"]), 0))
+
+
+def swizzle_offsets(addr: np.ndarray, span: int) -> np.ndarray:
+    """Shared-memory byte addresses after the TMA swizzle of `span` bytes (0 = none): the 16-byte chunk
+    index (address bits 4..) is XORed with the 128-byte row index mod span/16 (bits 7..)."""
+    if not span:
+        return addr
+    mask = np.int64(span // 16 - 1)
+    return addr ^ (((addr >> 7) & mask) << 4)
+
+
+def _ints(name: str, seq) -> tuple[int, ...]:
+    try:
+        vals = tuple(seq)
+    except TypeError:
+        raise ValueError(f"{name} must be a sequence of integers, got {seq!r}") from None
+    for v in vals:
+        if isinstance(v, bool) or not isinstance(v, int | np.integer):
+            raise ValueError(f"{name} must hold integers, got {v!r}")
+    return tuple(int(v) for v in vals)

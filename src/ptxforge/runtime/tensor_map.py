@@ -1,0 +1,44 @@
+"""`tensor_map(...)`: the 128-byte CUtensorMap argument of a TMA kernel, for the emulator.
+
+The real driver's CUtensorMap layout is opaque; the bytes made here follow ptxforge's own documented
+layout (`ptxforge.emu.tensormap`) and only the emulator reads them. A launch on a GPU must pass a map
+encoded by the driver (cuTensorMapEncodeTiled) instead. Pass the result as the kernel argument of a
+`.param .align 64 .b8 name[128]` parameter (a `const __grid_constant__ CUtensorMap`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ptxforge.emu import tensormap as TM
+from ptxforge.runtime.buffers import DeviceBuffer
+
+
+def tensor_map(buffer_or_array_address, dtype, global_dims, global_strides_bytes, box_dims, element_strides=None,
+               swizzle: str = "none", oob_fill: str = "zero") -> np.ndarray:
+    """A tiled tensor map over device memory, as numpy uint8[128].
+
+    buffer_or_array_address: a `DeviceBuffer` (the tensor must lie inside it) or a device address (int).
+    dtype: the element type (1, 2, 4 or 8 bytes). All sequences are innermost dimension first, as in
+    cuTensorMapEncodeTiled: global_dims (rank 1..5), global_strides_bytes (rank - 1 byte strides of
+    dimensions 1 and up, multiples of 16), box_dims (each 1..256, box_dims[0] * itemsize a multiple of
+    16), element_strides (each 1..8, default all 1). swizzle: "none", "32B", "64B" or "128B".
+    oob_fill: "zero" (elements outside the tensor read as zero). Bad arguments raise ValueError.
+    """
+    esize = np.dtype(dtype).itemsize
+    if isinstance(buffer_or_array_address, np.ndarray):
+        raise ValueError("tensor_map needs device memory: pass a DeviceBuffer (ptxforge.runtime.to_device(a)) "
+                         "or a device address, not a host numpy array")
+    buf = buffer_or_array_address if isinstance(buffer_or_array_address, DeviceBuffer) else None
+    address = buf.address if buf is not None else buffer_or_array_address
+    if isinstance(address, bool) or not isinstance(address, int | np.integer):
+        raise ValueError(f"expected a DeviceBuffer or an integer address, got {type(buffer_or_array_address).__name__}")
+    raw = TM.encode(int(address), esize, global_dims, global_strides_bytes, box_dims, element_strides,
+                    swizzle, oob_fill)
+    if buf is not None:
+        tm = TM.decode(raw)
+        span = sum((d - 1) * s for d, s in zip(tm.dims, tm.strides, strict=True)) + esize
+        if span > buf.nbytes:
+            raise ValueError(f"the tensor spans {span} bytes but the buffer holds {buf.nbytes}: check "
+                             f"global_dims {tuple(tm.dims)} and strides {tuple(tm.strides)} (bytes)")
+    return raw

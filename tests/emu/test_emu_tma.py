@@ -1,0 +1,261 @@
+"""TMA tensor copies (cp.async.bulk.tensor) on the emulator, with maps from ptxforge.runtime.tensor_map."""
+
+import numpy as np
+import pytest
+from emu_corpus import corpus_module
+
+import ptxforge as pf
+from ptxforge.emu import tensormap as TM
+from ptxforge.emu.errors import EmulatorError
+from ptxforge.runtime import tensor_map, to_device
+
+rng = np.random.default_rng(7)
+
+
+def _map2d(buf, rows, cols, box=(32, 32), **kw):
+    """A map over a row-major float32 [rows][cols] buffer (dims innermost first: cols, rows)."""
+    return tensor_map(buf, np.float32, (cols, rows), (cols * 4,), box, **kw)
+
+
+def test_transpose_2d_with_partial_boxes():
+    """70 x 100 is not a multiple of the 32 x 32 box: edge loads are zero-filled, edge stores clipped."""
+    m = corpus_module("tma_bulk_sm90", "sm_90a.O3")
+    H, W = 70, 100  # W * 4 = 400 bytes, a multiple of 16 as TMA requires
+    x = rng.standard_normal((H, W)).astype(np.float32)
+    src = to_device(x)
+    sentinel = np.float32(-7.5)
+    dst = to_device(np.full((W + 4, H + 2), sentinel, np.float32))  # padded rows: stores must stay inside
+    in_map = _map2d(src, H, W)
+    out_map = tensor_map(dst, np.float32, (H, W), ((H + 2) * 4,), (32, 32))
+    m.kernel("tma_transpose_2d").launch(grid=(-(-W // 32), -(-H // 32)), block=(256,), args=[in_map, out_map],
+                                        watchdog_s=60, sanitize=True)
+    out = dst.to_host()
+    np.testing.assert_array_equal(out[:W, :H], x.T)
+    assert (out[:W, H:] == sentinel).all() and (out[W:] == sentinel).all()  # out-of-bounds box parts
+
+
+def test_load_3d_sum_boxes():
+    m = corpus_module("tma_bulk_sm90", "sm_90a.O3")
+    D = 10  # the last box (depth 8..11) runs two planes past the tensor: they read as zero
+    x = rng.integers(-20, 20, (D, 8, 16)).astype(np.float32)  # integers: every summation order is exact
+    buf = to_device(x)
+    tmap = tensor_map(buf, np.float32, (16, 8, D), (16 * 4, 8 * 16 * 4), (16, 8, 4))
+    nb = -(-D // 4)
+    out = np.zeros(nb, np.float32)
+    m.kernel("tma_load_3d_sum").launch(grid=(nb,), block=(128,), args=[tmap, out], watchdog_s=60, sanitize=True)
+    want = [x[4 * b: 4 * b + 4].sum() for b in range(nb)]
+    np.testing.assert_array_equal(out, np.asarray(want, np.float32))
+
+
+def _run_box_kernel(tmap, shape_out, coords, rank, box_bytes, store_map=None):
+    """A hand-written kernel: TMA-load one box at `coords` into shared memory, copy it out word by word;
+    optionally store the box back with a second map (shared -> global)."""
+    cs = ", ".join(str(c) for c in coords)
+    nwords = box_bytes // 4
+    store = "" if store_map is None else f"""
+    mov.b64 %rd4, k_param_2;
+    cvta.param.u64 %rd5, %rd4;
+    cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group [%rd5, {{{cs}}}], [box];
+    cp.async.bulk.commit_group;
+    cp.async.bulk.wait_group 0;"""
+    src = f"""
+.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .align 64 .b8 k_param_0[128], .param .u64 k_param_1,
+                  .param .align 64 .b8 k_param_2[128])
+{{
+    .shared .align 1024 .b8 box[{box_bytes}];
+    .shared .align 8 .b64 bar;
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    mov.b64 %rd1, k_param_0;
+    cvta.param.u64 %rd2, %rd1;
+    prefetch.tensormap [%rd2];
+    mbarrier.init.shared::cta.b64 [bar], 1;
+    mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], {box_bytes};
+    cp.async.bulk.prefetch.tensor.{rank}d.L2.global.tile [%rd2, {{{cs}}}];
+    cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+        [box], [%rd2, {{{cs}}}], [bar];
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [bar], 0;
+    @!%p1 bra WAIT;
+    ld.param.u64 %rd3, [k_param_1];
+    mov.u32 %r1, 0;
+    mov.u32 %r4, box;
+LOOP:
+    shl.b32 %r2, %r1, 2;
+    add.s32 %r5, %r4, %r2;
+    ld.shared.u32 %r3, [%r5];
+    mul.wide.u32 %rd6, %r1, 4;
+    add.s64 %rd7, %rd3, %rd6;
+    st.global.u32 [%rd7], %r3;
+    add.s32 %r1, %r1, 1;
+    setp.lt.u32 %p1, %r1, {nwords};
+    @%p1 bra LOOP;{store}
+    ret;
+}}
+"""
+    mod = pf.parse(src, filename="tma_box.ptx")
+    out = np.zeros(shape_out, np.uint32)
+    args = [tmap, out, store_map if store_map is not None else np.zeros(128, np.uint8)]
+    mod.kernel("k").launch(grid=(1,), block=(1,), args=args, watchdog_s=30)
+    return out
+
+
+def _ref_box(x, coords, box, estrides=None):
+    """numpy reference of a TMA load: x indexed [d_{r-1}]...[d_0], coords/box innermost first."""
+    r = len(box)
+    est = estrides or (1,) * r
+    idx = [coords[i] + np.arange(-(-box[i] // est[i])) * est[i] for i in range(r)]
+    out = np.zeros([len(i) for i in reversed(idx)], x.dtype)
+    grids = np.meshgrid(*reversed(idx), indexing="ij")
+    ok = np.ones(out.shape, bool)
+    for k, g in enumerate(grids):
+        ok &= (g >= 0) & (g < x.shape[k])
+    sel = tuple(np.clip(g, 0, x.shape[k] - 1) for k, g in enumerate(grids))
+    out[ok] = x[sel][ok]
+    return out
+
+
+def test_negative_coords_element_strides_and_1d_5d():
+    x = rng.integers(1, 1 << 30, (6, 24)).astype(np.uint32)
+    buf = to_device(x)
+    tm = tensor_map(buf, np.uint32, (24, 6), (96,), (8, 4))
+    got = _run_box_kernel(tm, 32, (-3, -2), 2, 128)
+    np.testing.assert_array_equal(got.reshape(4, 8), _ref_box(x, (-3, -2), (8, 4)))
+    tm = tensor_map(buf, np.uint32, (24, 6), (96,), (8, 5), element_strides=(2, 3))
+    got = _run_box_kernel(tm, 8, (17, 1), 2, 32)
+    np.testing.assert_array_equal(got.reshape(2, 4), _ref_box(x, (17, 1), (8, 5), (2, 3)))
+    y = np.arange(40, dtype=np.uint32) + 1
+    got = _run_box_kernel(tensor_map(to_device(y), np.uint32, (40,), (), (16,)), 16, (32,), 1, 64)
+    np.testing.assert_array_equal(got, _ref_box(y, (32,), (16,)))
+    z = rng.integers(1, 1000, (3, 2, 3, 2, 8)).astype(np.uint32)
+    dims = (8, 2, 3, 2, 3)
+    strides = tuple(int(s) for s in z.strides[::-1][1:])
+    got = _run_box_kernel(tensor_map(to_device(z), np.uint32, dims, strides, (4, 2, 2, 1, 2)), 32,
+                          (4, 0, 2, 1, 1), 5, 128)
+    np.testing.assert_array_equal(got.reshape(2, 1, 2, 2, 4), _ref_box(z, (4, 0, 2, 1, 1), (4, 2, 2, 1, 2)))
+
+
+def test_swizzle_128b_and_store_roundtrip():
+    x = rng.integers(1, 1 << 30, (16, 32)).astype(np.uint32)  # 128-byte rows
+    buf = to_device(x)
+    tm = tensor_map(buf, np.uint32, (32, 16), (128,), (32, 8), swizzle="128B")
+    dst = to_device(np.zeros((16, 32), np.uint32))
+    back = tensor_map(dst, np.uint32, (32, 16), (128,), (32, 8), swizzle="128B")
+    got = _run_box_kernel(tm, 256, (0, 8), 2, 1024, store_map=back)
+    box = x[8:16].reshape(8, 8, 4)  # row r, 16-byte chunk c lands at chunk c ^ (r % 8)
+    want = np.empty_like(box)
+    for r in range(8):
+        for c in range(8):
+            want[r, c ^ r] = box[r, c]
+    np.testing.assert_array_equal(got.reshape(8, 8, 4), want)
+    out = dst.to_host()  # the store unswizzles: the box lands where it came from
+    np.testing.assert_array_equal(out[8:], x[8:])
+    assert (out[:8] == 0).all()
+
+
+def test_bad_map_is_a_clear_launch_error():
+    x = to_device(np.zeros((4, 8), np.float32))
+    bogus = np.zeros(128, np.uint8)
+    with pytest.raises(EmulatorError, match="not a ptxforge tensor map"):
+        _run_box_kernel(bogus, 32, (0, 0), 2, 128)
+    del x
+
+
+@pytest.mark.parametrize("kwargs, msg", [
+    (dict(global_dims=(), global_strides_bytes=()), "rank 1..5"),
+    (dict(global_dims=(8, 4, 2, 2, 2, 2), global_strides_bytes=(32,) * 5), "rank 1..5"),
+    (dict(global_dims=(0, 4)), r"global_dims\[0\] = 0"),
+    (dict(global_strides_bytes=(20,)), "multiple of 16"),
+    (dict(global_strides_bytes=(32, 64)), "rank - 1 = 1"),
+    (dict(global_strides_bytes=(16,)), "rows would overlap"),
+    (dict(box_dims=(8, 300)), r"box_dims\[1\] = 300 is outside 1..256"),
+    (dict(box_dims=(8,)), "box_dims needs 2"),
+    (dict(box_dims=(2, 2)), "multiple of 16"),
+    (dict(element_strides=(1, 9)), r"element_strides\[1\] = 9"),
+    (dict(swizzle="256B"), "swizzle must be one of"),
+    (dict(box_dims=(8, 2), global_strides_bytes=(64,), swizzle="32B", dtype=np.float64), "at most 32 bytes"),
+    (dict(oob_fill="nan"), "oob_fill must be one of"),
+    (dict(global_dims=(8, 64)), "spans 2048 bytes but the buffer holds 128"),
+    (dict(global_dims=(8, 2.5)), "must hold integers"),
+])
+def test_tensor_map_errors(kwargs, msg):
+    buf = to_device(np.zeros((4, 8), np.float32))
+    args = dict(dtype=np.float32, global_dims=(8, 4), global_strides_bytes=(32,), box_dims=(8, 4))
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=msg):
+        tensor_map(buf, **args)
+
+
+def test_tensor_map_layout_and_argument_checks():
+    buf = to_device(np.zeros((4, 8), np.float32))
+    raw = tensor_map(buf, np.float32, (8, 4), (32,), (8, 2), element_strides=(1, 2))
+    assert raw.dtype == np.uint8 and raw.shape == (128,)
+    assert raw[:4].view("<u4")[0] == TM.MAGIC and raw[16:24].view("<u8")[0] == buf.address
+    tm = TM.decode(raw)
+    assert (tm.dims, tm.strides, tm.box, tm.estrides, tm.esize) == ((8, 4), (4, 32), (8, 2), (1, 2), 4)
+    assert tm.box_bytes == 8 * 1 * 4
+    with pytest.raises(ValueError, match="not a host numpy array"):
+        tensor_map(np.zeros(8, np.float32), np.float32, (8,), (), (8,))
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        tensor_map(buf.address + 4, np.float32, (8,), (), (8,))
+
+
+def _one_instruction_kernel(body: str):
+    src = f"""
+.version 8.6
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 k_param_0)
+{{
+    .shared .align 128 .b8 box[128];
+    .shared .align 8 .b64 bar;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [k_param_0];
+    {body}
+    ret;
+}}
+"""
+    return pf.parse(src, filename="tma_one.ptx").kernel("k")
+
+
+def test_map_in_global_memory():
+    """The map operand may point at global memory (a map copied there), not only at a kernel parameter."""
+    x = np.arange(64, dtype=np.uint32).reshape(4, 16)
+    buf = to_device(x)
+    raw = tensor_map(buf, np.uint32, (16, 4), (64,), (8, 2))
+    dst = to_device(np.zeros((4, 16), np.uint32))
+    back = tensor_map(dst, np.uint32, (16, 4), (64,), (8, 2))
+    k = _one_instruction_kernel("""
+    .reg .pred %p1;
+    mbarrier.init.shared::cta.b64 [bar], 1;
+    mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], 64;
+    cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes [box], [%rd1, {8, 1}], [bar];
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [bar], 0;
+    @!%p1 bra WAIT;
+    ld.param.u64 %rd2, [k_param_0];
+    add.s64 %rd2, %rd2, 256;
+    cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%rd2, {0, 2}], [box];
+    cp.async.bulk.commit_group;
+    cp.async.bulk.wait_group 0;""")
+    both = to_device(np.concatenate([raw, np.zeros(128, np.uint8), back]))  # maps at +0 and +256
+    k.launch(grid=(1,), block=(1,), args=[both])
+    out = dst.to_host()
+    np.testing.assert_array_equal(out[2:4, 0:8], x[1:3, 8:16])
+    assert (out[:2] == 0).all() and (out[:, 8:] == 0).all()
+
+
+@pytest.mark.parametrize("ins, msg", [
+    ("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%rd1, {0, 0}], [box];",
+     "tensor reductions are not supported"),
+    ("cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes "
+     "[box], [%rd1, {0, 0, 0}, {0}], [bar];", "im2col"),
+])
+def test_unsupported_tensor_variants_say_so(ins, msg):
+    k = _one_instruction_kernel(ins)
+    with pytest.raises(EmulatorError, match=msg):
+        k.launch(grid=(1,), block=(1,), args=[np.zeros(32, np.uint32)])
