@@ -24,6 +24,10 @@ SPECIAL_REGISTERS = frozenset(
     %pm0_64 %pm1_64 %pm2_64 %pm3_64 %pm4_64 %pm5_64 %pm6_64 %pm7_64""".split()
 ) | frozenset(f"%envreg{i}" for i in range(32))
 
+# A `%r<N>` declaration names N registers; real kernels declare thousands at most. The bound keeps a
+# typo or a hostile file from making the tools enumerate billions of names.
+MAX_REGISTER_RANGE = 1 << 20
+
 LINKAGES = frozenset((".visible", ".extern", ".weak", ".common"))
 VAR_SPACES = frozenset((".global", ".const", ".shared", ".local", ".param", ".tex", ".reg"))
 PERF_DIRECTIVES = frozenset(
@@ -491,7 +495,11 @@ class Parser:
         while True:
             name = self.word("a register name")[1]
             if self.accept("<"):
+                count_tok = self.peek()
                 count = self.integer("a register count")
+                if not 0 < count <= MAX_REGISTER_RANGE:
+                    self.fail(count_tok, f"register range {name}<{count}>: the count must be 1 to "
+                                         f"{MAX_REGISTER_RANGE:,}")
                 self.expect(">")
                 decls.append(ir.RegisterDecl(ty, (name,), count, vector, align, self.span(tok)))
                 self.regs.update(decls[-1].declared())
