@@ -324,9 +324,9 @@ def _cvt_packed(a, b, dst, src, rnd, relu, satfinite, ftz, rbits, e=None, f=None
             raise ValueError("cvt.rs needs the rbits operand")
         r = T.raw(rbits, 32).astype(np.int64)
         if dst not in ("f16x2", "bf16x2"):
-            raise NotImplementedError(
-                f"cvt.rs to .{dst}: the manual gives the random-bit layout only as a figure; "
-                "only .f16x2 and .bf16x2 destinations are implemented")
+            raise ValueError(
+                f"cvt.rs to .{dst} is not supported: the manual gives the random-bit layout only as a figure; "
+                "the emulator supports .rs for .f16x2 and .bf16x2 destinations")
         rb = [(r >> 16) & 0xFFFF, r & 0xFFFF]
     out = np.zeros(np.shape(vals[0]), np.uint64)
     n = len(vals)
