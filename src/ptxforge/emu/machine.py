@@ -604,6 +604,8 @@ class Machine:
         rel = (pcs >= WAIT_BAR) & (pcs < WAIT_WARP) & (self.lane_bar == NBARRIERS) & \
             done[self.slot // self.csize]
         pcs[rel] -= WAIT_BAR
+        if self.sanitizer is not None:
+            self.sanitizer.on_cluster_release(self, np.flatnonzero(np.repeat(done, self.csize)))
 
     def _try_release(self, bid: int) -> None:
         arr = self.arrivals[:, bid]
