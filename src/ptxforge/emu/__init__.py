@@ -12,9 +12,9 @@ through `memory.LaneMemory.resolve`.
 
 Extension points: a new instruction family is a builder added to one ops module's BUILDERS. TMA tensor
 copies slot into `ops_async._build_bulk` next to the non-tensor bulk copies and their mbarrier
-transaction counts (they need a tensor-map encoding on the host side); clusters of more than one CTA
-need the shared window to carry a CTA rank (memory.SHARED_WINDOW) and the machine to keep a cluster's
-CTAs in one wave.
+transaction counts (they need a tensor-map encoding on the host side). Thread-block clusters: the
+machine keeps a cluster's CTAs in one wave and runs barrier.cluster; shared::cluster addresses carry a
+CTA rank in their high bits (memory.CLUSTER_RANK_SHIFT), resolved in `LaneMemory`.
 """
 
 from ptxforge.emu.errors import (

@@ -131,14 +131,17 @@ def emu_device() -> EmuDevice:
 
 def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes, shared_mem: int = 0,
             device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
-            printf=None, observers=(), sanitizer=None) -> dict:
-    """Run one launch; `params` is the packed kernel parameter buffer. Returns the machine's stats."""
+            printf=None, observers=(), sanitizer=None, cluster=None) -> dict:
+    """Run one launch; `params` is the packed kernel parameter buffer. Returns the machine's stats.
+
+    `cluster`: the thread-block cluster shape (x, y, z) for a kernel without `.reqnctapercluster`."""
     device = device or emu_device()
     grid, block = _dims(grid, "grid"), _dims(block, "block")
     if block[0] * block[1] * block[2] > 1024:
         raise LaunchError(f"block {block} has {block[0] * block[1] * block[2]} threads; the limit is 1024")
     if block[2] > 64:
         raise LaunchError(f"block z dimension {block[2]} exceeds 64")
+    cluster = cluster_shape(func, grid, cluster)
     img = device.image(module)
     layout, ops = img.compiled(func)
     if sanitizer is not None:
@@ -150,8 +153,40 @@ def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes,
     buf[: len(params)] = np.frombuffer(params, np.uint8)
     m = Machine(layout, ops, grid=grid, block=block, params=buf, device=device.memory,
                 dynamic_shared=shared_mem, num_sms=num_sms or device.num_sms, watchdog_s=watchdog_s,
-                printf=printf, observers=observers, sanitizer=sanitizer)
+                printf=printf, observers=observers, sanitizer=sanitizer, cluster=cluster)
     return m.run()
+
+
+MAX_CLUSTER = 16  # CTAs per cluster on sm_90 (8 is the portable limit, 16 with the non-portable opt-in)
+
+
+def cluster_shape(func: ir.Function, grid, option) -> tuple[int, int, int] | None:
+    """The cluster shape of a launch: `.reqnctapercluster` or the launch option; None for no cluster.
+
+    Checks that the grid is a whole number of clusters and that an `.explicitcluster` kernel has one."""
+    dirs = dict(func.directives)
+    req = dirs.get(".reqnctapercluster")
+    want = _dims(option, "cluster") if option is not None else None
+    if req is not None:
+        req = tuple(int(x) for x in req) + (1,) * (3 - len(req))
+        if want is not None and want != req:
+            raise LaunchError(f"{func.name} declares .reqnctapercluster {req}; the launch asked for cluster {want}")
+        want = req
+    if want is None:
+        if ".explicitcluster" in dirs:
+            raise LaunchError(f"{func.name} is .explicitcluster: launch it with a cluster shape, "
+                              f"e.g. cluster=(2, 1, 1)")
+        return None
+    n = want[0] * want[1] * want[2]
+    if n > MAX_CLUSTER:
+        raise LaunchError(f"cluster {want} has {n} CTAs; the limit is {MAX_CLUSTER}")
+    maxrank = dirs.get(".maxclusterrank")
+    if maxrank and n > int(maxrank[0]):
+        raise LaunchError(f"cluster {want} has {n} CTAs; {func.name} allows .maxclusterrank {int(maxrank[0])}")
+    if any(g % c for g, c in zip(grid, want, strict=True)):
+        raise LaunchError(f"grid {grid} is not a whole number of clusters {want}: each grid dimension "
+                          f"must be a multiple of the cluster's")
+    return want
 
 
 def _dims(d, what: str) -> tuple[int, int, int]:

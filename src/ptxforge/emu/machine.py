@@ -7,6 +7,8 @@ emit), with a periodic rotation so lanes spinning on a flag cannot starve the la
 Lanes waiting at a barrier or for their warp carry a flag bit in their pc; exited lanes hold EXITED.
 
 Blocks are placed on `num_sms` SMs up to the occupancy limit; resident blocks form one wave of lanes.
+Thread-block clusters: the CTAs of a cluster take consecutive slots of one wave (co-scheduled), in rank
+order; barrier.cluster counts the threads of all of them; memory.py resolves shared::cluster addresses.
 """
 
 from __future__ import annotations
@@ -98,7 +100,8 @@ class Machine:
 
     def __init__(self, layout, ops, *, grid, block, params: np.ndarray, device, dynamic_shared: int,
                  num_sms: int = 132, watchdog_s: float = 60.0, printf=None, max_threads_per_sm: int = 2048,
-                 max_blocks_per_sm: int = 32, shared_per_sm: int = 228 * 1024, observers=(), sanitizer=None):
+                 max_blocks_per_sm: int = 32, shared_per_sm: int = 228 * 1024, observers=(), sanitizer=None,
+                 cluster=None):
         self.layout = layout
         self.ops = ops
         self.grid = tuple(grid)
@@ -114,7 +117,12 @@ class Machine:
         self.threads = block[0] * block[1] * block[2]
         self.lanes_per_block = (self.threads + 31) // 32 * 32
         self.nblocks = grid[0] * grid[1] * grid[2]
+        self.cluster = tuple(cluster) if cluster is not None else (1, 1, 1)  # validated by launch
+        self.explicit_cluster = cluster is not None
+        self.csize = self.cluster[0] * self.cluster[1] * self.cluster[2]
         self.block_order = sanitizer.block_order(self.nblocks) if sanitizer is not None else None
+        if self.csize > 1:
+            self.block_order = self._cluster_order(sanitizer)
         self.lane_tid = np.arange((self.threads + 31) // 32 * 32, dtype=np.int64)  # thread index of each lane
         wp = sanitizer.warp_order(len(self.lane_tid) // 32) if sanitizer is not None else None
         if wp is not None:  # warps of a block placed on lanes in a shuffled order (sanitizer option)
@@ -126,6 +134,8 @@ class Machine:
             per_sm = min(per_sm, max(1, shared_per_sm // max(self.shared_size + 1024, 1)))
         self.blocks_per_sm = per_sm
         self.resident = num_sms * per_sm
+        if self.csize > 1:  # whole clusters per wave
+            self.resident = max(self.csize, self.resident // self.csize * self.csize)
         self.steps = 0
         self.clock_base = 1000
         self.time_base_ns = 1_700_000_000_000_000_000
@@ -163,6 +173,22 @@ class Machine:
         gx, gy, _ = self.grid
         return (t % bx, (t // bx) % by, t // (bx * by)), (b % gx, (b // gx) % gy, b // (gx * gy))
 
+    def _cluster_order(self, sanitizer) -> np.ndarray:
+        """Linear block ids in cluster order: cluster after cluster, the CTAs of each in rank order."""
+        cx, cy, cz = self.cluster
+        gx, gy, _ = self.grid
+        ncx, ncy = gx // cx, gy // cy
+        ncl = self.nblocks // self.csize
+        corder = sanitizer.block_order(ncl) if sanitizer is not None else None
+        p = np.arange(self.nblocks, dtype=np.int64)
+        c, r = p // self.csize, p % self.csize
+        if corder is not None:  # a shuffled cluster order (sanitizer option)
+            c = np.asarray(corder, np.int64)[c]
+        bx = c % ncx * cx + r % cx
+        by = (c // ncx) % ncy * cy + (r // cx) % cy
+        bz = c // (ncx * ncy) * cz + r // (cx * cy)
+        return bx + by * gx + bz * gx * gy
+
     # ------------------------------------------------------------------ wave setup
     def _setup(self, first: int, nslots: int) -> LaneState:
         self.first_block = first
@@ -178,7 +204,7 @@ class Machine:
         local = frames + (64 * max((f.frame_size for f in lay.functions.values()), default=0)
                           if recursive else 0)
         st.mem = LaneMemory(self.device, nlanes=N, lanes_per_slot=lpb, shared_size=self.shared_size,
-                            local_size=local, params=self.params, fault=self._fault)
+                            local_size=local, params=self.params, fault=self._fault, cluster_size=self.csize)
         st.mem.observers.extend(self.observers)
         static = self._static(nslots)
         real = static["real_block"]
@@ -187,6 +213,7 @@ class Machine:
             blocks = self.block_order[blocks]
         self.block_ids = blocks
         gx, gy, gz = self.grid
+        cx, cy, cz = self.cluster
         self.slot = static["slot"]
         st.laneid = static["sregs"]["%laneid"]
         st.warp_base = static["warp_base"]
@@ -198,9 +225,15 @@ class Machine:
         lazy = {
             "%ctaid.x": rep(blocks % gx), "%ctaid.y": rep((blocks // gx) % gy),
             "%ctaid.z": rep(blocks // (gx * gy)),
-            "%clusterid.x": rep(blocks % gx), "%clusterid.y": rep((blocks // gx) % gy),
-            "%clusterid.z": rep(blocks // (gx * gy)),
+            "%clusterid.x": rep(blocks % gx // cx), "%clusterid.y": rep((blocks // gx) % gy // cy),
+            "%clusterid.z": rep(blocks // (gx * gy) // cz),
         }
+        if self.csize > 1:
+            bx, by, bz = blocks % gx % cx, (blocks // gx) % gy % cy, blocks // (gx * gy) % cz
+            lazy.update({"%cluster_ctaid.x": rep(bx), "%cluster_ctaid.y": rep(by), "%cluster_ctaid.z": rep(bz),
+                         "%cluster_ctarank": rep(bx + by * cx + bz * cx * cy)})
+            for name in ("%cluster_ctaid.x", "%cluster_ctaid.y", "%cluster_ctaid.z", "%cluster_ctarank"):
+                s.pop(name, None)
         if gy == 1 and gz == 1:
             lazy["%ctaid.y"] = lazy["%ctaid.z"] = lambda: u(0)
             lazy["%clusterid.y"] = lazy["%clusterid.z"] = lambda: u(0)
@@ -214,6 +247,10 @@ class Machine:
         self.expected = np.zeros((nslots, NBARRIERS), np.int64)
         self.redtrue = np.zeros((nslots, NBARRIERS), np.int64)
         self.nonexited = np.full(nslots, int(real.sum()), np.int64)
+        if self.csize > 1:  # barrier.cluster: arrivals and completed phases per cluster of the wave
+            self.c_arrivals = np.zeros(nslots // self.csize, np.int64)
+            self.c_phase = np.zeros(nslots // self.csize, np.int64)
+            self.lane_cphase = np.full(N, -1, np.int64)  # the phase each lane last arrived in
         self.lane_bar = np.zeros(N, np.int8)
         self.icount = np.zeros(N, np.int64)
         self.retstack = np.zeros((8, N), np.int32) if lay.has_calls else None
@@ -257,13 +294,15 @@ class Machine:
             "%reserved_smem_offset_end": u(self.shared_size), "%reserved_smem_offset_cap": u(self.reserved_smem),
             "%reserved_smem_offset_0": u(self.shared_size - self.reserved_smem),
             "%reserved_smem_offset_1": u(self.shared_size - self.reserved_smem + 16),
-            "%cluster_ctarank": u(0), "%cluster_nctarank": u(1), "%is_explicit_cluster": u(0),
-            "%nclusterid.x": u(gx), "%nclusterid.y": u(gy), "%nclusterid.z": u(gz),
+            "%cluster_ctarank": u(0), "%cluster_nctarank": u(self.csize),
+            "%is_explicit_cluster": u(int(self.explicit_cluster)),
+            "%nclusterid.x": u(gx // self.cluster[0]), "%nclusterid.y": u(gy // self.cluster[1]),
+            "%nclusterid.z": u(gz // self.cluster[2]),
             "%current_graph_exec": np.uint64(0),
         }
-        for d in "xyz":
+        for i, d in enumerate("xyz"):
             s[f"%cluster_ctaid.{d}"] = u(0)
-            s[f"%cluster_nctaid.{d}"] = u(1)
+            s[f"%cluster_nctaid.{d}"] = u(self.cluster[i])
         for i in range(32):
             s[f"%envreg{i}"] = u(0)
         for i in range(8):
@@ -336,6 +375,11 @@ class Machine:
                         if self.sanitizer is not None:
                             self.sanitizer.on_barrier_all(self)
                         pc += 1
+                        pend += 1
+                        steps += 1
+                        continue
+                    if k == C.BAR and self.csize == 1 and op.extra.mode in ("carrive", "cwait"):
+                        pc += 1  # one-CTA cluster: barrier.cluster has nothing to wait for
                         pend += 1
                         steps += 1
                         continue
@@ -483,6 +527,8 @@ class Machine:
         st.live = live
         self.nlive -= n
         self.nonexited -= np.bincount(self.slot[sel], minlength=self.nslots)
+        if self.csize > 1:
+            self._cluster_release()
         for bid in np.flatnonzero(self.arrivals.any(0)):
             self._try_release(int(bid))
 
@@ -492,6 +538,9 @@ class Machine:
         pcs = self.pcs
         sel = self._guard(op, ex)
         np.copyto(pcs, P + 1, where=ex & ~sel)
+        if info.mode in ("carrive", "cwait"):
+            self._cluster_barrier(info.mode, sel, P)
+            return
         ids = info.bar_id(st)
         ids = np.broadcast_to(np.asarray(ids).astype(np.int64), (st.N,))
         uniq = np.unique(ids[sel]) if np.ndim(info.bar_id(st)) else [int(ids[0])]
@@ -523,6 +572,40 @@ class Machine:
                 if info.mode == "red":
                     self._pending_red[bid] = info
             self._try_release(bid)
+
+    def _cluster_barrier(self, mode: str, sel, P) -> None:
+        """barrier.cluster.arrive counts the lanes toward their cluster's phase; .wait blocks lanes
+        until the phase they arrived in has completed (every non-exited thread of the cluster arrived)."""
+        pcs = self.pcs
+        if self.csize == 1:
+            np.copyto(pcs, P + 1, where=sel)
+            return
+        ccl = self.slot // self.csize
+        if mode == "carrive":
+            np.copyto(pcs, P + 1, where=sel)
+            self.c_arrivals += np.bincount(ccl[sel], minlength=self.c_arrivals.size)
+            self.lane_cphase[sel] = self.c_phase[ccl[sel]]
+            self._cluster_release()
+            return
+        done = self.c_phase[ccl] > self.lane_cphase
+        np.copyto(pcs, P + 1, where=sel & done)
+        wait = sel & ~done
+        np.copyto(pcs, (P + 1) | WAIT_BAR, where=wait)
+        self.lane_bar[wait] = NBARRIERS
+
+    def _cluster_release(self) -> None:
+        exp = self.nonexited.reshape(-1, self.csize).sum(1)
+        done = (self.c_arrivals > 0) & (self.c_arrivals >= exp)
+        if not done.any():
+            return
+        self.c_phase[done] += 1
+        self.c_arrivals[done] = 0
+        pcs = self.pcs
+        rel = (pcs >= WAIT_BAR) & (pcs < WAIT_WARP) & (self.lane_bar == NBARRIERS) & \
+            done[self.slot // self.csize]
+        pcs[rel] -= WAIT_BAR
+        if self.sanitizer is not None:
+            self.sanitizer.on_cluster_release(self, np.flatnonzero(np.repeat(done, self.csize)))
 
     def _try_release(self, bid: int) -> None:
         arr = self.arrivals[:, bid]
@@ -700,7 +783,9 @@ class Machine:
             if p & WAIT_BAR and not p & WAIT_WARP and raw > 0:
                 raw -= 1  # a lane waiting at a barrier already holds the pc after it
             op = self.ops[raw]
-            what = f"waits at barrier {self.lane_bar[lane + int(np.argmin(w))]}" if p & WAIT_BAR else \
+            bar = int(self.lane_bar[lane + int(np.argmin(w))])
+            what = ("waits at barrier.cluster" if bar == NBARRIERS else f"waits at barrier {bar}") \
+                if p & WAIT_BAR else \
                 "waits for its warp" if p & WAIT_WARP else "is at"
             _, cta = self.lane_coords(lane)
             parts.append(f"block {cta} warp {(lane % self.lanes_per_block) // 32} {what} {op.where}: {op.text}")

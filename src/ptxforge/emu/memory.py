@@ -10,6 +10,12 @@ Address layout (64-bit generic space):
   0x7d00_0000_0000 + off   shared window (cvta.shared); shared-space addresses are `off` itself
   0x7e00_0000_0000 + off   local window (cvta.local); local-space addresses are `off` itself
   0x7f00_0000_0000 ...     global allocations (global addresses are generic addresses)
+
+Distributed shared memory (clusters of CTAs): a 32-bit shared::cluster address is
+`((rank + 1) << CLUSTER_RANK_SHIFT) | off`, the byte `off` of CTA rank `rank`'s shared memory; an
+address whose bits 24.. are zero (every plain shared::cta address) is this CTA's own. `mapa` maps to
+its own rank by clearing those bits, so one-CTA clusters never see rank bits. A generic address of
+another CTA's shared memory is SHARED_WINDOW plus that 32-bit value.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ SHARED_WINDOW = 0x7D00_0000_0000
 LOCAL_WINDOW = 0x7E00_0000_0000
 GLOBAL_BASE = 0x7F00_0000_0000
 WINDOW_BITS = 40
+CLUSTER_RANK_SHIFT = 24  # shared::cluster addresses carry (CTA rank + 1) from this bit up
+CLUSTER_OFF_MASK = (1 << CLUSTER_RANK_SHIFT) - 1
 PAD = 64  # every buffer is a multiple of this, so typed views of any access width work
 
 
@@ -125,7 +133,7 @@ class LaneMemory:
     """
 
     def __init__(self, device: DeviceMemory, *, nlanes: int, lanes_per_slot: int, shared_size: int,
-                 local_size: int, params: np.ndarray, fault):
+                 local_size: int, params: np.ndarray, fault, cluster_size: int = 1):
         self.device = device
         self.nlanes = nlanes
         self.lanes_per_slot = lanes_per_slot
@@ -141,6 +149,7 @@ class LaneMemory:
         self.on_store = None  # sanitizer: callable(dtype, values) told the values of each `store`
         self._lane_ids = np.arange(nlanes, dtype=np.int64)
         self._slot_base = (self._lane_ids // lanes_per_slot) * self.shared_stride
+        self.cluster_size = cluster_size  # CTAs per cluster; a cluster fills consecutive slots
 
     def reset_shared(self) -> None:
         self.shared[:] = 0
@@ -172,8 +181,7 @@ class LaneMemory:
         if space == "global" or space == "const":
             return self._global(addr, nbytes, lanes, write, space)
         if space == "shared":
-            return self._windowed(addr, nbytes, lanes, self.shared_size, self._slot_base, self.shared,
-                                  "shared")
+            return self._shared(addr, nbytes, lanes)
         if space == "local":
             base = self._lane_ids * self.local_stride
             return self._windowed(addr, nbytes, lanes, self.local_stride, base, self.local, "local")
@@ -236,6 +244,37 @@ class LaneMemory:
         base = base_per_lane if lanes is None else base_per_lane[lanes]
         return buf, base + a
 
+    def _shared(self, addr, nbytes, lanes):
+        a = np.asarray(addr)
+        if a.dtype.kind != "i":
+            a = a.astype(np.int64)
+        if a.size and (a >> CLUSTER_RANK_SHIFT).any() and not (a < 0).any():
+            return self._remote(a, nbytes, lanes)
+        return self._windowed(a, nbytes, lanes, self.shared_size, self._slot_base, self.shared, "shared")
+
+    def _remote(self, a, nbytes, lanes):
+        """shared::cluster addresses: (rank + 1) in the high bits picks a CTA of this lane's cluster."""
+        ids = self._lane_ids if lanes is None else np.asarray(lanes, np.int64)
+        a = np.broadcast_to(a, ids.shape) if a.ndim == 0 else a
+        slot = ids // self.lanes_per_slot
+        first = slot // self.cluster_size * self.cluster_size
+        hi = a >> CLUSTER_RANK_SHIFT
+        rank = np.where(hi == 0, slot - first, hi - 1)
+        off = a & CLUSTER_OFF_MASK
+        bad = rank >= self.cluster_size
+        if bad.any():
+            r = int(rank[np.flatnonzero(bad)[0]])
+            self._raise("out-of-bounds", "shared::cluster", a, nbytes, ids, bad,
+                        f"CTA rank {r} is outside this cluster of {self.cluster_size} CTA(s)")
+        bad = off + nbytes > self.shared_size
+        if bad.any():
+            r = int(rank[np.flatnonzero(bad)[0]])
+            self._raise("out-of-bounds", "shared::cluster", a, nbytes, ids, bad,
+                        f"the shared window of CTA rank {r} of this cluster is {self.shared_size} bytes")
+        if nbytes > 1 and (off & (nbytes - 1)).any():
+            self._check_align(off, nbytes, ids, "shared::cluster")
+        return self.shared, (first + rank) * self.shared_stride + off
+
     def _generic(self, addr, nbytes, lanes, write):
         a = np.asarray(addr, np.uint64)
         win = a >> np.uint64(WINDOW_BITS)
@@ -263,8 +302,7 @@ class LaneMemory:
             return self._global(a, nbytes, lanes, write, "generic")
         off = (a - np.uint64(k << WINDOW_BITS)).astype(np.int64)
         if k == SHARED_WINDOW >> WINDOW_BITS:
-            return self._windowed(off, nbytes, lanes, self.shared_size, self._slot_base, self.shared,
-                                  "shared")
+            return self._shared(off, nbytes, lanes)
         if k == LOCAL_WINDOW >> WINDOW_BITS:
             base = self._lane_ids * self.local_stride
             return self._windowed(off, nbytes, lanes, self.local_stride, base, self.local, "local")

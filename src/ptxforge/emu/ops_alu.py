@@ -597,16 +597,56 @@ def build_vop4(ctx):
     return _op(f)
 
 
+def _cluster_split(ctx, a_read, ty):
+    """(reader of the 32-bit shared::cluster address, window added back) for mapa / getctarank."""
+    from ptxforge.emu.memory import SHARED_WINDOW
+
+    generic = not ctx.ins.has("shared::cluster")
+    win = np.uint64(SHARED_WINDOW if generic else 0)
+
+    def off(st):
+        return (np.asarray(a_read(st)).astype(np.uint64) - win).astype(np.int64)
+    return off, win
+
+
 def build_mapa(ctx):
-    """mapa: with one-CTA clusters every rank maps to this CTA's own shared memory."""
+    """mapa(.shared::cluster): the same offset in CTA rank r's shared memory (memory.py's encoding);
+    rank bits are cleared when r is this CTA's own rank, so one-CTA clusters keep plain addresses."""
+    from ptxforge.emu.memory import CLUSTER_OFF_MASK, CLUSTER_RANK_SHIFT
+
     ty = _ty(ctx, ".u32")
     ops = ctx.ins.operands
-    d, a = ctx.write(ops[0], ty), ctx.read(ops[1], ty)
-    return _op(lambda st, m: d(st, a(st), m))
+    d, a, r = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ".u32")
+    off, win = _cluster_split(ctx, a, ty)
+    dt = np.uint32 if ty.endswith("32") else np.uint64
+
+    def f(st, m):
+        o = off(st) & CLUSTER_OFF_MASK
+        rank = np.asarray(r(st)).astype(np.int64)
+        own = np.asarray(st.sreg("%cluster_ctarank")).astype(np.int64)
+        enc = np.where(rank == own, o, o | ((rank + 1) << CLUSTER_RANK_SHIFT))
+        d(st, (enc.astype(np.uint64) + win).astype(dt), m)
+    return _op(f)
+
+
+def build_getctarank(ctx):
+    """getctarank(.shared::cluster): the CTA rank whose shared memory a shared::cluster address names."""
+    from ptxforge.emu.memory import CLUSTER_RANK_SHIFT
+
+    ty = _ty(ctx, ".u32")
+    ops = ctx.ins.operands
+    d, a = ctx.write(ops[0], ".u32"), ctx.read(ops[1], ty)
+    off, _ = _cluster_split(ctx, a, ty)
+
+    def f(st, m):
+        hi = off(st) >> CLUSTER_RANK_SHIFT
+        own = np.asarray(st.sreg("%cluster_ctarank")).astype(np.int64)
+        d(st, np.where(hi == 0, own, hi - 1).astype(np.uint32), m)
+    return _op(f)
 
 
 BUILDERS = {
-    "dp4a": build_dp, "dp2a": build_dp, "sad": build_sad, "mapa": build_mapa,
+    "dp4a": build_dp, "dp2a": build_dp, "sad": build_sad, "mapa": build_mapa, "getctarank": build_getctarank,
     "vadd4": build_vop4, "vsub4": build_vop4, "vabsdiff4": build_vop4, "vmin4": build_vop4, "vmax4": build_vop4,
     "add": build_add, "sub": build_sub, "addc": build_carry, "subc": build_carry,
     "mul": build_mul, "mad": build_mad, "madc": build_mad,

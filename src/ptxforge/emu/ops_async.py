@@ -212,6 +212,21 @@ def _mbar_update(st, m, space, addr, count=1, tx=None, drop=False, tx_lanes=Fals
     return atomic_apply(view, np.asarray(idx) >> 3, cnt.view(np.uint64), txv, step, None, np.uint64)
 
 
+def with_complete_tx(ctx, op, nbytes: int):
+    """st.async / red.async ...mbarrier::complete_tx::bytes: after the access, complete `nbytes`
+    transaction bytes on the mbarrier of the last operand (often another CTA's, via mapa)."""
+    ins = ctx.ins
+    if not (ins.has("async") and ins.has("mbarrier::complete_tx::bytes")):
+        return op
+    space, bar = ctx.address(ins.operands[-1], "shared")
+    inner = op.fn
+
+    def f(st, m):
+        inner(st, m)
+        _mbar_update(st, m, space, bar, count=0, tx=-nbytes)
+    return _op(f)
+
+
 def build_mbarrier(ctx):
     ins = ctx.ins
     ops = ins.operands

@@ -173,6 +173,10 @@ def _build(ctx, has_dest: bool):
                     full = np.zeros(st.N, u)
                     full[lanes] = old
                     d(st, full, m)
+    if not has_dest:  # red.async ...mbarrier::complete_tx::bytes
+        from ptxforge.emu.ops_async import with_complete_tx
+
+        return with_complete_tx(ctx, _op(f), nb * count)
     return _op(f)
 
 

@@ -32,7 +32,7 @@ class CallInfo:
 
 @dataclass
 class BarrierInfo:
-    mode: str  # 'sync' | 'arrive' | 'red'
+    mode: str  # 'sync' | 'arrive' | 'red' | 'carrive' | 'cwait' (barrier.cluster.arrive / .wait)
     bar_id: object  # reader
     count: object  # reader or None
     red_op: str | None = None  # popc | and | or
@@ -132,7 +132,11 @@ def build_bar(ctx):
 
         return build_bar_warp(ctx)
     if ins.opcode == "barrier" and ins.has("cluster"):
-        return c.Op(c.NORMAL, fn=lambda st, m: None)  # one-CTA clusters: nothing to wait for
+        # every thread of every CTA of the cluster; the machine makes it a no-op for one-CTA clusters
+        mode = "cwait" if ins.has("wait") else "carrive"
+        if not ins.has("wait") and not ins.has("arrive"):
+            raise ctx.error("barrier.cluster needs .arrive or .wait")
+        return c.Op(c.BAR, extra=BarrierInfo(mode, None, None, aligned=ins.has("aligned")))
     ops = ins.operands
     mode = "arrive" if ins.has("arrive") else "red" if ins.has("red") else "sync"
     aligned = ins.opcode == "bar" or ins.has("aligned")

@@ -144,7 +144,7 @@ def build_st(ctx):
             if np.ndim(v):
                 v = v[lanes]
             M.store(st.mem, space, a, dt, [v], lanes)
-        return _op(st1)
+        return _async_tx(ctx, _op(st1), bits // 8)
 
     def stv(st, m):
         a = addr(st)
@@ -159,7 +159,13 @@ def build_st(ctx):
             full = M.load(st.mem, space, a, dt, n, lanes)
             vals = [f if v is None else v for f, v in zip(full, vals, strict=False)]
         M.store(st.mem, space, a, dt, vals, lanes)
-    return _op(stv)
+    return _async_tx(ctx, _op(stv), bits // 8 * n)
+
+
+def _async_tx(ctx, op, nbytes):
+    from ptxforge.emu.ops_async import with_complete_tx
+
+    return with_complete_tx(ctx, op, nbytes)
 
 
 def build_cvta(ctx):

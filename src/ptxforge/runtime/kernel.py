@@ -52,10 +52,11 @@ class Kernel:
 
     def launch(self, grid=(1,), block=(1,), args=(), *, device: str = "auto", shared_mem: int = 0,
                sanitize=False, num_sms: int | None = None, watchdog_s: float = 60.0,
-               printf=None, emu_device_: EmuDevice | None = None) -> LaunchResult:
+               printf=None, emu_device_: EmuDevice | None = None, cluster=None) -> LaunchResult:
         """Run the kernel. See the module docstring for how arguments are passed.
 
         `sanitize` is False, True (every check) or a `ptxforge.emu.sanitizer.Sanitizer` with options.
+        `cluster` is the thread-block cluster shape (x, y, z) for kernels without `.reqnctapercluster`.
         """
         if device == "auto":
             device = "cuda" if cuda_available() else "emu"
@@ -87,7 +88,7 @@ class Kernel:
             try:
                 stats = emulate(self.module, self.function, grid=grid, block=block, params=params,
                                 shared_mem=int(shared_mem), device=dev, num_sms=num_sms, watchdog_s=watchdog_s,
-                                printf=sink, observers=observers, sanitizer=sanitizer)
+                                printf=sink, observers=observers, sanitizer=sanitizer, cluster=cluster)
             except EmulatorError as e:
                 if sanitizer is not None:  # keep what the sanitizer found before the launch stopped
                     sanitizer.finish(stopped=e)

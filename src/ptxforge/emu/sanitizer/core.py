@@ -300,6 +300,10 @@ class Sanitizer:
             sync.check_barrier_release(self, machine, bid, done, rel)
         self._new_intervals(np.flatnonzero(done))
 
+    def on_cluster_release(self, machine, slots) -> None:
+        """The CTAs in `slots` (whole clusters) completed a barrier.cluster phase together."""
+        self._new_intervals(slots)
+
     # ------------------------------------------------------------------ the access check
     def _resolve(self, orig, space, addr, nbytes, lanes, write):
         self._defer_mark = len(self._deferred)
