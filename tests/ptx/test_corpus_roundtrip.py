@@ -63,7 +63,8 @@ def test_canonical_text_builds_identical_cubins():
     """ptxas on the canonical print == ptxas on the original, for the whole corpus.
 
     Modules with debug info (nvcc -G's `.target ..., debug`, Triton's DWARF sections) embed a copy of the
-    PTX text in the cubin (.nv_debug_ptx_txt); for them every other section must be identical. The byte-identical text check is above.
+    PTX text in the cubin (.nv_debug_ptx_txt); for them every other section must be identical. The
+    byte-identical text check is above.
     """
     def one(path):
         text = (CORPUS / path).read_text()

@@ -11,7 +11,6 @@ from ptxforge.ptx import ir
 from ptxforge.ptx.errors import Diagnostic, PTXValidationError
 from ptxforge.ptx.lexer import SourceText
 
-
 # Kernel directives that need a newer target (ptxas 13.0 agrees with the manual here).
 DIRECTIVE_MIN_SM = {".explicitcluster": 90, ".reqnctapercluster": 90, ".maxclusterrank": 90}
 

@@ -7,11 +7,11 @@ from collections.abc import Collection, Mapping
 from functools import lru_cache
 
 from ptxforge.ptx import ir
+from ptxforge.ptx.ir import ALL_TYPES
 from ptxforge.ptx.isa.data_sreg import special_register
 from ptxforge.ptx.isa.spec import InstrSpec, Role, Signature, holds
 from ptxforge.ptx.isa.table import FAMILIES
 from ptxforge.ptx.isa.targets import Requirement, format_version, parse_target
-from ptxforge.ptx.isa.typerules import TYPES as ALL_TYPES
 from ptxforge.ptx.isa.typerules import (
     compatible,
     cvt_rounding_problem,

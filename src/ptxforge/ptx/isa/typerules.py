@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ptxforge.ptx.ir import ALL_TYPES as TYPES
 from ptxforge.ptx.ir import type_bits
 
 
