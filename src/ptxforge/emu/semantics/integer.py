@@ -225,13 +225,18 @@ def sad(a, b, c, ty="u32"):
 # --------------------------------------------------------------------------- div / rem
 
 
-def div(a, b, ty="s32"):
-    """div.type; x/0 = all ones, INT_MIN/-1 = INT_MIN."""
-    t, w, s = _info(ty)
+def _division_operands(a, b, ty):
+    """(width, signed, unsigned dtype, raw a, divisor with zeros replaced by 1, mask of zero divisors)."""
+    _, w, s = _info(ty)
     ud = T.udtype(w)
     ua, ub = T.raw(a, w), T.raw(b, w)
     zero = ub == 0
-    safe_b = np.where(zero, ud(1), ub)
+    return w, s, ud, ua, np.where(zero, ud(1), ub), zero
+
+
+def div(a, b, ty="s32"):
+    """div.type; x/0 = all ones, INT_MIN/-1 = INT_MIN."""
+    w, s, ud, ua, safe_b, zero = _division_operands(a, b, ty)
     if s:
         sa, sb = ua.view(T.sdtype(w)), safe_b.view(T.sdtype(w))
         if w == 64:
@@ -251,11 +256,7 @@ def div(a, b, ty="s32"):
 
 def rem(a, b, ty="s32"):
     """rem.type (C semantics: sign of the dividend); x%0 = all ones."""
-    t, w, s = _info(ty)
-    ud = T.udtype(w)
-    ua, ub = T.raw(a, w), T.raw(b, w)
-    zero = ub == 0
-    safe_b = np.where(zero, ud(1), ub)
+    w, s, ud, ua, safe_b, zero = _division_operands(a, b, ty)
     if s:
         sa, sb = ua.view(T.sdtype(w)), safe_b.view(T.sdtype(w))
         if w == 64:
