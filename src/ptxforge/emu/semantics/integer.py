@@ -11,6 +11,8 @@ wraps to INT_MIN and INT_MIN % -1 is 0.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from . import _types as T
@@ -73,33 +75,29 @@ def add(a, b, ty="s32", sat=False, cc=False, carry_in=None):
     """
     if cc or carry_in is not None:
         return add_cc(a, b, ty, carry_in)
-    t = T.norm(ty)
-    if t in ("u16x2", "s16x2"):
-        return _packed16(add, t, a, b)
-    t, w, s = _info(t)
-    if sat:
-        if t != "s32":
-            raise ValueError("add.sat applies only to .s32")
-        r = T.signed_view(a, 32).astype(np.int64) + T.signed_view(b, 32).astype(np.int64)
-        return _sat(r, 32, True).astype(np.int32).view(np.uint32)
-    with np.errstate(over="ignore"):
-        return (T.raw(a, w) + T.raw(b, w)).astype(T.udtype(w))
+    return _add_or_sub(add, operator.add, a, b, ty, sat)
 
 
 def sub(a, b, ty="s32", sat=False, cc=False, carry_in=None):
     """sub{.sat}.type; .sat only for s32. cc/carry_in (sub.cc, subc) return (d, borrow_out)."""
     if cc or carry_in is not None:
         return sub_cc(a, b, ty, carry_in)
+    return _add_or_sub(sub, operator.sub, a, b, ty, sat)
+
+
+def _add_or_sub(fn, op, a, b, ty, sat):
+    """The wrapping (or .sat s32) add or subtract shared by `add` and `sub`."""
     t = T.norm(ty)
     if t in ("u16x2", "s16x2"):
-        return _packed16(sub, t, a, b)
+        return _packed16(fn, t, a, b)
     t, w, s = _info(t)
     if sat:
         if t != "s32":
-            raise ValueError("sub.sat applies only to .s32")
-        r = T.signed_view(a, 32).astype(np.int64) - T.signed_view(b, 32).astype(np.int64)
+            raise ValueError(f"{fn.__name__}.sat applies only to .s32")
+        r = op(T.signed_view(a, 32).astype(np.int64), T.signed_view(b, 32).astype(np.int64))
         return _sat(r, 32, True).astype(np.int32).view(np.uint32)
-    return (T.raw(a, w) - T.raw(b, w)).astype(T.udtype(w))
+    with np.errstate(over="ignore"):
+        return op(T.raw(a, w), T.raw(b, w)).astype(T.udtype(w))
 
 
 def add_cc(a, b, ty="u32", carry_in=None):
