@@ -13,7 +13,8 @@ def register(sub) -> None:
     p = sub.add_parser("demo", help="parse, check, round-trip, run and sanitize the bundled kernels",
                        description="Show ptxforge on bundled nvcc output (data/demo.cu): parse it, validate it, "
                                    "print it back (byte-identical, and canonical) and check that ptxas builds "
-                                   "the identical cubin; run the kernels on the CPU emulator against numpy; let "
+                                   "the identical cubin; run the kernels on the CPU emulator against numpy (and on "
+                                   "the GPU against the emulator, when there is one); let "
                                    "the sanitizer find a planted race; build a kernel with the DSL.")
     p.add_argument("--file", help="use this PTX file instead of the bundled one (front end only)")
     p.set_defaults(func=run)
@@ -36,6 +37,7 @@ def run(args) -> int:
     ok, m = _front_end(text, name)
     if not args.file:
         ok &= _emulate(m)
+        ok &= _on_gpu(m)
         ok &= _sanitize(m)
         ok &= _dsl()
     print("\ndemo: all checks passed" if ok else "\ndemo: some checks FAILED")
@@ -132,6 +134,45 @@ def _emulate(m) -> bool:
     want_q = (groups / want_scales[..., None]).astype(ml_dtypes.float8_e4m3fn).view(np.uint8).reshape(rows, cols)
     match = np.array_equal(scales, want_scales) and np.array_equal(q, want_q)
     ok &= _report("quant_fp8_1x128 (E4M3, scale = amax/448)", match, res)
+    return ok
+
+
+def _on_gpu(m) -> bool:
+    """The same kernels on the GPU, when this machine has one, bit for bit against the emulator."""
+    import numpy as np
+
+    from ptxforge.runtime.cuda_driver import unavailable_reason
+
+    why = unavailable_reason()
+    if why is not None:
+        _section("GPU: not used here")
+        print(f"{why.split('; use')[0]}; everything above ran on the CPU emulator")
+        return True
+    from ptxforge.runtime.cuda_device import cuda_device
+
+    dev = cuda_device()
+    _section(f"GPU: {dev.name} ({dev.arch}, {dev.num_sms} SMs), the same PTX, bit for bit against the emulator")
+    rng = np.random.default_rng(1)
+    rows, cols, n = 64, 1024, 1 << 20
+    a, b = rng.random(n, np.float32), rng.random(n, np.float32)
+    x = rng.random(1 << 16, np.float32)
+    xq = (rng.standard_normal((rows, cols)) * 3).astype(np.float32)
+    cases = [
+        ("vadd", (n // 256,), (256,), lambda: [a, b, np.zeros(n, np.float32), np.int32(n)], [2]),
+        ("block_sum", ((1 << 16) // 256,), (256,), lambda: [x, np.zeros(256, np.float32), np.int32(1 << 16)], [1]),
+        ("quant_fp8_1x128", (rows,), (32, cols // 128),
+         lambda: [xq, np.zeros((rows, cols), np.uint8), np.zeros((rows, cols // 128), np.float32), np.int32(cols)],
+         [1, 2]),
+    ]
+    ok = True
+    for name, grid, block, make, outs in cases:
+        ea, ga = make(), make()
+        m.kernel(name).launch(grid=grid, block=block, args=ea, device="emu")
+        res = m.kernel(name).launch(grid=grid, block=block, args=ga, device="cuda")
+        same = all(np.array_equal(ea[i], ga[i]) for i in outs)
+        ok &= same
+        print(f"{name:<42} {'identical to the emulator' if same else 'DIFFERS from the emulator'}  "
+              f"{res.wall_s * 1e3:8.3f} ms on the GPU")
     return ok
 
 

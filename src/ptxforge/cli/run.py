@@ -1,4 +1,4 @@
-"""`ptxforge run`: launch one kernel of a PTX file on the emulator.
+"""`ptxforge run`: launch one kernel of a PTX file on the emulator (or, with --device cuda, a GPU).
 
 Arguments, one `--arg` per kernel parameter in order:
   a.npy                 a numpy array loaded from a.npy; the result is written back to a.npy
@@ -15,20 +15,22 @@ from pathlib import Path
 
 import numpy as np
 
-from ptxforge.cli.common import load_module
+from ptxforge.cli.common import load_module, print_error
 from ptxforge.cli.main import UserError
 
 
 def register(sub) -> None:
-    p = sub.add_parser("run", help="run a kernel on the CPU emulator",
-                       description="Launch a kernel of a PTX file on the SIMT emulator. Arrays come from and "
-                                   "go back to .npy files.",
+    p = sub.add_parser("run", help="run a kernel on the CPU emulator or a GPU",
+                       description="Launch a kernel of a PTX file on the SIMT emulator (default) or a GPU. "
+                                   "Arrays come from and go back to .npy files.",
                        epilog=__doc__.split("\n\n", 1)[1], formatter_class=_raw())
     p.add_argument("file", metavar="FILE", help="PTX file")
     p.add_argument("--kernel", "-k", help="kernel name (default: the only kernel)")
     p.add_argument("--grid", default="1", help="X[,Y[,Z]] blocks (default 1)")
     p.add_argument("--block", default="1", help="X[,Y[,Z]] threads per block (default 1)")
     p.add_argument("--arg", "-a", action="append", default=[], help="a kernel argument (see below)")
+    p.add_argument("--device", choices=("emu", "cuda", "auto"), default="emu",
+                   help="where to run: the CPU emulator (default), the GPU (cuda), or the GPU when there is one")
     p.add_argument("--shared-mem", type=int, default=0, help="dynamic shared memory bytes per block")
     p.add_argument("--sms", type=int, default=None, help="number of SMs to emulate (default 132)")
     p.add_argument("--watchdog", type=float, default=60.0, help="seconds without progress before stopping")
@@ -94,6 +96,7 @@ def _load_npy(path: str, where: str) -> np.ndarray:
 def run(args) -> int:
     from ptxforge.emu.errors import EmulatorError, LaunchError
     from ptxforge.emu.sanitizer import SanitizerError, write_json
+    from ptxforge.ptx.errors import PTXError
 
     m = load_module(args.file)
     if m is None:
@@ -121,10 +124,13 @@ def run(args) -> int:
         if path is not None:
             saves.append((path, v))
     try:
-        res = k.launch(grid=grid, block=block, args=values, device="emu", shared_mem=args.shared_mem,
+        res = k.launch(grid=grid, block=block, args=values, device=args.device, shared_mem=args.shared_mem,
                        num_sms=args.sms, watchdog_s=args.watchdog, sanitize=args.sanitize or bool(args.report))
     except LaunchError as e:
         raise UserError(str(e)) from None
+    except PTXError as e:  # ptxas refused the module while building it for the GPU
+        print_error(e)
+        return 1
     except SanitizerError as e:  # the in-bounds results were copied back: keep them, report, fail
         for path, arr in saves:
             np.save(path, arr)

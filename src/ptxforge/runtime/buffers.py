@@ -1,17 +1,45 @@
-"""Device buffers: memory that lives on a device between launches."""
+"""Device buffers: memory that lives on a device (the emulator or a GPU) between launches.
+
+A device is named as in `Kernel.launch`: "auto" (a GPU when one can be used, else the emulator; also
+what None means), "emu", "cuda", "cuda:N", or a device object.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ptxforge.emu.launch import EmuDevice, emu_device
+from ptxforge.emu.errors import LaunchError
+from ptxforge.emu.launch import emu_device
+
+
+def resolve_device(device="auto"):
+    """The device object for a device name or object; LaunchError for an unknown name, CudaUnavailable
+    (a LaunchError saying why) for "cuda" on a machine without a usable GPU."""
+    if device is None:
+        device = "auto"
+    if not isinstance(device, str):
+        return device
+    if device == "auto":
+        from ptxforge.runtime.cuda_driver import unavailable_reason
+
+        device = "emu" if unavailable_reason() is not None else "cuda"
+    if device == "emu":
+        return emu_device()
+    if device == "cuda" or device.startswith("cuda:"):
+        from ptxforge.runtime.cuda_device import cuda_device
+
+        ordinal = device.partition(":")[2] or "0"
+        if not ordinal.isdigit():
+            raise LaunchError(f"unknown device {device!r}; GPUs are named 'cuda' or 'cuda:N'")
+        return cuda_device(int(ordinal))
+    raise LaunchError(f"unknown device {device!r}; use 'auto', 'emu', 'cuda' or 'cuda:N'")
 
 
 class DeviceBuffer:
     """A typed array in device memory. Pass it as a pointer argument; read it back with `to_host()`."""
 
-    def __init__(self, shape, dtype, *, device: EmuDevice | None = None, name: str = "buffer"):
-        self.device = device or emu_device()
+    def __init__(self, shape, dtype, *, device=None, name: str = "buffer"):
+        self.device = resolve_device(device)
         self.shape = tuple(np.atleast_1d(np.asarray(shape, dtype=np.int64)).tolist()) \
             if not isinstance(shape, tuple) else shape
         self.dtype = np.dtype(dtype)
@@ -20,7 +48,7 @@ class DeviceBuffer:
         self._freed = False
 
     @classmethod
-    def from_array(cls, array: np.ndarray, *, device: EmuDevice | None = None, name: str = "buffer"):
+    def from_array(cls, array: np.ndarray, *, device=None, name: str = "buffer"):
         a = np.ascontiguousarray(array)
         buf = cls(a.shape, a.dtype, device=device, name=name)
         buf.device.memory.write(buf.allocation, a)
@@ -56,11 +84,11 @@ class DeviceBuffer:
         return f"DeviceBuffer(shape={self.shape}, dtype={self.dtype}, address={self.allocation.base:#x})"
 
 
-def to_device(array: np.ndarray, *, device: EmuDevice | None = None) -> DeviceBuffer:
+def to_device(array: np.ndarray, *, device=None) -> DeviceBuffer:
     """Copy a numpy array into a new device buffer."""
     return DeviceBuffer.from_array(array, device=device)
 
 
-def empty(shape, dtype, *, device: EmuDevice | None = None) -> DeviceBuffer:
+def empty(shape, dtype, *, device=None) -> DeviceBuffer:
     """A zero-filled device buffer."""
     return DeviceBuffer(shape if isinstance(shape, tuple) else (shape,), dtype, device=device)

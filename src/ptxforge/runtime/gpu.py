@@ -1,7 +1,8 @@
 """Which GPU, if any, this machine has: its PTX target, for `arch="auto"`.
 
 Asked of the CUDA driver through cuda-bindings when installed (the `cuda` extra), else of
-`nvidia-smi`. Launching on the GPU is a separate backend; this only names the target.
+`nvidia-smi`. Launching on the GPU is `cuda_device` / `Kernel.launch(device="cuda")`; this only names
+the target.
 """
 
 from __future__ import annotations
@@ -29,25 +30,21 @@ def gpu_arch() -> str | None:
 
 
 def _capability_from_driver() -> tuple[int, int] | None:
-    try:
-        from cuda.bindings import driver
-    except ImportError:
+    from ptxforge.runtime.cuda_driver import driver, unavailable_reason
+
+    if unavailable_reason() is not None:
         return None
+    d = driver()
     try:
-        (err,) = driver.cuInit(0)
-        if err != driver.CUresult.CUDA_SUCCESS:
-            return None
-        err, dev = driver.cuDeviceGet(0)
-        if err != driver.CUresult.CUDA_SUCCESS:
-            return None
-        attr = driver.CUdevice_attribute
-        err, major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-        err2, minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
-        if err != driver.CUresult.CUDA_SUCCESS or err2 != driver.CUresult.CUDA_SUCCESS:
-            return None
-        return int(major), int(minor)
+        err, dev = d.cuDeviceGet(0)
+        attr = d.CUdevice_attribute
+        err1, major = d.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        err2, minor = d.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
     except Exception:  # a broken driver install means no usable GPU, not a crash
         return None
+    if any(e != d.CUresult.CUDA_SUCCESS for e in (err, err1, err2)):
+        return None
+    return int(major), int(minor)
 
 
 def _capability_from_smi() -> tuple[int, int] | None:

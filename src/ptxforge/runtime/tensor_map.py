@@ -1,9 +1,9 @@
-"""`tensor_map(...)`: the 128-byte CUtensorMap argument of a TMA kernel, for the emulator.
+"""`tensor_map(...)`: the 128-byte CUtensorMap argument of a TMA kernel, for either device.
 
-The real driver's CUtensorMap layout is opaque; the bytes made here follow ptxforge's own documented
-layout (`ptxforge.emu.tensormap`) and only the emulator reads them. A launch on a GPU must pass a map
-encoded by the driver (cuTensorMapEncodeTiled) instead. Pass the result as the kernel argument of a
-`.param .align 64 .b8 name[128]` parameter (a `const __grid_constant__ CUtensorMap`).
+For a buffer on a GPU the driver encodes the map (cuTensorMapEncodeTiled). For the emulator the bytes
+follow ptxforge's own documented layout (`ptxforge.emu.tensormap`), which only the emulator reads: the
+driver's layout is opaque. Both are checked by the same rules first. Pass the result as the kernel
+argument of a `.param .align 64 .b8 name[128]` parameter (a `const __grid_constant__ CUtensorMap`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ptxforge.emu import tensormap as TM
+from ptxforge.emu.launch import EmuDevice
 from ptxforge.runtime.buffers import DeviceBuffer
 
 
@@ -18,7 +19,8 @@ def tensor_map(buffer_or_array_address, dtype, global_dims, global_strides_bytes
                swizzle: str = "none", oob_fill: str = "zero") -> np.ndarray:
     """A tiled tensor map over device memory, as numpy uint8[128].
 
-    buffer_or_array_address: a `DeviceBuffer` (the tensor must lie inside it) or a device address (int).
+    buffer_or_array_address: a `DeviceBuffer` (the tensor must lie inside it; a buffer on a GPU gets the
+    driver's encoding) or an emulator device address (int).
     dtype: the element type (1, 2, 4 or 8 bytes). All sequences are innermost dimension first, as in
     cuTensorMapEncodeTiled: global_dims (rank 1..5), global_strides_bytes (rank - 1 byte strides of
     dimensions 1 and up, multiples of 16), box_dims (each 1..256, box_dims[0] * itemsize a multiple of
@@ -41,4 +43,9 @@ def tensor_map(buffer_or_array_address, dtype, global_dims, global_strides_bytes
         if span > buf.nbytes:
             raise ValueError(f"the tensor spans {span} bytes but the buffer holds {buf.nbytes}: check "
                              f"global_dims {tuple(tm.dims)} and strides {tuple(tm.strides)} (bytes)")
+        if not isinstance(buf.device, EmuDevice):
+            from ptxforge.runtime.cuda_tensor_map import encode_tiled
+
+            return encode_tiled(int(address), dtype, global_dims, global_strides_bytes, box_dims, element_strides,
+                                swizzle, oob_fill)
     return raw

@@ -1,0 +1,182 @@
+"""A CUDA GPU as a ptxforge device: its primary context, memory and loaded modules.
+
+`CudaMemory` has the emulator memory's interface (alloc/free/write/read), so `DeviceBuffer` works on
+either device. Modules are built once per PTX text (see cuda_modules) and kept for the process.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ptxforge.emu.errors import LaunchError
+from ptxforge.ptx import ir
+from ptxforge.runtime import cuda_modules
+from ptxforge.runtime.cuda_driver import CudaError, check, driver
+from ptxforge.runtime.gpu import arch_for_capability
+
+# The driver refuses a cubin with these when it is older than the ptxas that built it.
+_CUBIN_REFUSED = frozenset({"CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_NO_BINARY_FOR_GPU",
+                            "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "CUDA_ERROR_INVALID_PTX",
+                            "CUDA_ERROR_NOT_SUPPORTED"})
+
+
+@dataclass
+class CudaAllocation:
+    """Device memory from cuMemAlloc: `base` is its device address."""
+
+    base: int
+    size: int
+    name: str
+    handle: object
+
+
+class CudaMemory:
+    """Global memory of one GPU, with the interface of the emulator's DeviceMemory."""
+
+    def __init__(self, device: CudaDevice):
+        self.device = device
+
+    def alloc(self, size: int, name: str = "", align: int = 256, readonly: bool = False) -> CudaAllocation:
+        self.device.make_current()
+        ptr = check(driver().cuMemAlloc(max(int(size), 1)), "cuMemAlloc", f"({size} bytes for {name or 'a buffer'})")
+        return CudaAllocation(int(ptr), int(size), name, ptr)
+
+    def free(self, alloc: CudaAllocation) -> None:
+        self.device.make_current()
+        check(driver().cuMemFree(alloc.handle), "cuMemFree")
+
+    def write(self, alloc: CudaAllocation, data) -> None:
+        host = np.ascontiguousarray(np.frombuffer(data, np.uint8) if isinstance(data, bytes | bytearray) else data)
+        if host.nbytes > alloc.size:
+            raise ValueError(f"{host.nbytes} bytes do not fit the {alloc.size}-byte allocation {alloc.name!r}")
+        self.device.make_current()
+        if host.nbytes:
+            check(driver().cuMemcpyHtoD(alloc.handle, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
+
+    def read(self, alloc: CudaAllocation) -> np.ndarray:
+        out = np.empty(alloc.size, np.uint8)
+        self.device.make_current()
+        if alloc.size:
+            check(driver().cuMemcpyDtoH(out.ctypes.data, alloc.handle, alloc.size), "cuMemcpyDtoH")
+        return out
+
+
+class CudaDevice:
+    """GPU `ordinal` through its primary context. Get one with `cuda_device()`."""
+
+    def __init__(self, ordinal: int = 0):
+        d = driver()
+        self.ordinal = ordinal
+        self.handle = check(d.cuDeviceGet(ordinal), "cuDeviceGet", f"(GPU {ordinal})")
+        self.context = check(d.cuDevicePrimaryCtxRetain(self.handle), "cuDevicePrimaryCtxRetain")
+        self.make_current()
+        raw = check(d.cuDeviceGetName(256, self.handle), "cuDeviceGetName")
+        self.name = raw.split(b"\0", 1)[0].decode(errors="replace")
+        A = d.CUdevice_attribute
+        self.capability = (self.attribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                           self.attribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+        self.arch = arch_for_capability(*self.capability)
+        self.num_sms = self.attribute(A.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        self.max_shared_per_block = self.attribute(A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        self.driver_version = int(check(d.cuDriverGetVersion(), "cuDriverGetVersion"))
+        self.memory = CudaMemory(self)
+        self._modules: dict[str, object] = {}
+        self.last_build: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"CudaDevice({self.ordinal}: {self.name}, {self.arch}, {self.num_sms} SMs)"
+
+    def attribute(self, attr) -> int:
+        return int(check(driver().cuDeviceGetAttribute(attr, self.handle), "cuDeviceGetAttribute"))
+
+    def make_current(self) -> None:
+        check(driver().cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+
+    def synchronize(self) -> None:
+        self.make_current()
+        check(driver().cuCtxSynchronize(), "cuCtxSynchronize")
+
+    # ------------------------------------------------------------------ kernels
+    def kernel_attributes(self, module: ir.Module, name: str) -> dict[str, int]:
+        """What the driver reports of a loaded kernel: registers, local/shared/constant bytes, max threads."""
+        d = driver()
+        f = self.function(module, name)
+        FA = d.CUfunction_attribute
+        names = {"registers": FA.CU_FUNC_ATTRIBUTE_NUM_REGS, "local_bytes": FA.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+                 "shared_bytes": FA.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                 "const_bytes": FA.CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES,
+                 "max_threads_per_block": FA.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK}
+        return {k: int(check(d.cuFuncGetAttribute(a, f), "cuFuncGetAttribute")) for k, a in names.items()}
+
+    def max_active_blocks(self, module: ir.Module, name: str, block_threads: int, dynamic_shared: int = 0) -> int:
+        """Blocks of `block_threads` threads one SM holds at once, as the driver computes it."""
+        d = driver()
+        f = self.function(module, name)
+        return int(check(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(f, int(block_threads), int(dynamic_shared)),
+                         "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+
+    # ------------------------------------------------------------------ modules
+    def function(self, module: ir.Module, name: str):
+        """The CUfunction `name` of `module`, building and loading the module on first use."""
+        return check(driver().cuModuleGetFunction(self.load(module), name.encode()), "cuModuleGetFunction",
+                     f"(kernel {name})")
+
+    def load(self, module: ir.Module):
+        """The CUmodule of `module` on this GPU; built with ptxas when it can be, else by the driver."""
+        text = module.to_ptx()
+        key = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+        if key not in self._modules:
+            self.make_current()
+            self._modules[key] = self._build(module, text)
+        return self._modules[key]
+
+    def _build(self, module: ir.Module, text: str):
+        from ptxforge.runtime.resources import ptxas_failure
+        from ptxforge.toolchain import ToolNotFound, assemble
+
+        d = driver()
+        arch = cuda_modules.cubin_arch(module.target.targets[0], self.arch)
+        refused = None
+        try:
+            result = assemble(text, arch, cuda_modules.ptxas_flags(module))
+        except ToolNotFound:
+            result = None
+        if result is not None:
+            if not result.ok:
+                raise ptxas_failure(result, text, module.filename or "<ptx>")
+            try:
+                mod = check(d.cuModuleLoadData(result.cubin), "cuModuleLoadData", f"(cubin for {arch})")
+                self.last_build = {"how": "ptxas", "arch": arch}
+                return mod
+            except CudaError as e:
+                if e.code not in _CUBIN_REFUSED:
+                    raise
+                refused = e
+        return self._jit(module, refused)
+
+    def _jit(self, module: ir.Module, refused: CudaError | None):
+        d = driver()
+        text = cuda_modules.jit_text(module, self.driver_version)
+        log = bytearray(16384)
+        opts = [d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER, d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
+        err, mod = d.cuModuleLoadDataEx(text.encode("utf-8", "surrogateescape") + b"\0", len(opts), opts,
+                                        [log, len(log)])
+        if err != d.CUresult.CUDA_SUCCESS:
+            why = log.split(b"\0", 1)[0].decode(errors="replace").strip()
+            before = f" (the ptxas cubin was refused first: {refused})" if refused else ""
+            raise LaunchError(f"the CUDA driver could not compile the PTX{before}:\n{why or err}")
+        self.last_build = {"how": "driver JIT", "arch": self.arch}
+        return mod
+
+
+@functools.cache
+def cuda_device(ordinal: int = 0) -> CudaDevice:
+    """The CudaDevice for GPU `ordinal` (one per process). Raises CudaUnavailable when there is none."""
+    count = check(driver().cuDeviceGetCount(), "cuDeviceGetCount")
+    if not 0 <= ordinal < count:
+        raise LaunchError(f"there is no GPU {ordinal}; this machine has {count}")
+    return CudaDevice(ordinal)

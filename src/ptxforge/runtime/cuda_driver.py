@@ -1,0 +1,109 @@
+"""The CUDA driver API through NVIDIA's cuda-bindings: loaded on first use, every call checked.
+
+`driver()` gives `cuda.bindings.driver` after a successful `cuInit`, or raises `CudaUnavailable` saying
+what is missing (the package, the driver library, a GPU). `check(result, call)` unpacks a call's return
+tuple and turns a failure into a `CudaError` that names the call and the CUDA error.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ptxforge.emu.errors import LaunchError
+
+# What to try next, for the errors a user can act on.
+_HINTS = {
+    "CUDA_ERROR_ILLEGAL_ADDRESS": "find the access with device='emu', sanitize=True (it names the thread and "
+                                  "PTX line)",
+    "CUDA_ERROR_MISALIGNED_ADDRESS": "find the access with device='emu', sanitize=True",
+    "CUDA_ERROR_ILLEGAL_INSTRUCTION": "run it on device='emu' to see which instruction the kernel reached",
+    "CUDA_ERROR_LAUNCH_FAILED": "rerun with device='emu', sanitize=True",
+    "CUDA_ERROR_ASSERT": "a trap or assertion fired; device='emu' names the PTX line",
+    "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "too many registers for this block size: lower the block size or "
+                                         "cap registers (.maxnreg / maxrregcount)",
+    "CUDA_ERROR_LAUNCH_TIMEOUT": "the kernel ran past the display watchdog; shorten it",
+    "CUDA_ERROR_NO_BINARY_FOR_GPU": "the code targets another GPU: retarget it (ptxforge retarget) or pass arch=",
+    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": "the driver is older than the PTX ISA version; lower .version "
+                                          "(ptxforge retarget --ptx-version) or update the driver",
+    "CUDA_ERROR_OUT_OF_MEMORY": "free buffers (DeviceBuffer.free) or use smaller inputs",
+}
+# After these the context is unusable: every later call in the process fails.
+STICKY = frozenset({"CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+                    "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ASSERT", "CUDA_ERROR_HARDWARE_STACK_ERROR",
+                    "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_INVALID_ADDRESS_SPACE"})
+
+
+class CudaUnavailable(LaunchError):
+    """device='cuda' cannot be used on this machine; the message says why."""
+
+
+class CudaError(LaunchError):
+    """A CUDA driver call failed. `code` is the error's name, e.g. 'CUDA_ERROR_ILLEGAL_ADDRESS'."""
+
+    def __init__(self, call: str, code: str, description: str, context: str = ""):
+        self.call, self.code, self.description = call, code, description
+        msg = f"{call} failed: {code} ({description})"
+        if context:
+            msg += f" {context}"
+        if code in _HINTS:
+            msg += f"; {_HINTS[code]}"
+        if code in STICKY:
+            msg += ". The CUDA context is now unusable: later CUDA calls in this process will fail"
+        super().__init__(msg)
+
+
+@functools.lru_cache(maxsize=1)
+def _load():
+    try:
+        from cuda.bindings import driver as d
+    except ImportError as e:
+        return None, (f"device='cuda' needs NVIDIA's cuda-bindings ({e}); install it with "
+                      f"pip install 'ptxforge[cuda]', or use device='emu'")
+    try:
+        (err,) = d.cuInit(0)
+    except Exception as e:  # cuda-pathfinder raises when libcuda.so.1 is absent
+        what = "libcuda.so.1 not found" if type(e).__name__ == "DynamicLibNotFoundError" else f"{type(e).__name__}: {e}"
+        return None, f"no CUDA driver on this machine ({what}); use device='emu'"
+    if err != d.CUresult.CUDA_SUCCESS:
+        name, desc = error_text(d, err)
+        return None, f"the CUDA driver did not start: cuInit gave {name} ({desc}); use device='emu'"
+    err, count = d.cuDeviceGetCount()
+    if err != d.CUresult.CUDA_SUCCESS or count == 0:
+        return None, "the CUDA driver sees no GPU; use device='emu'"
+    return d, None
+
+
+def driver():
+    """`cuda.bindings.driver`, initialised. Raises CudaUnavailable when CUDA cannot be used here."""
+    d, why = _load()
+    if d is None:
+        raise CudaUnavailable(why)
+    return d
+
+
+def unavailable_reason() -> str | None:
+    """Why device='cuda' cannot be used here, or None when it can."""
+    return _load()[1]
+
+
+def error_text(d, err) -> tuple[str, str]:
+    """(name, description) of a CUresult."""
+    try:
+        e1, name = d.cuGetErrorName(err)
+        e2, desc = d.cuGetErrorString(err)
+    except Exception:  # an error code the driver itself does not know
+        return str(err), "unknown error"
+    name = name.decode() if e1 == d.CUresult.CUDA_SUCCESS and name else getattr(err, "name", str(err))
+    desc = desc.decode() if e2 == d.CUresult.CUDA_SUCCESS and desc else "no description"
+    return name, desc
+
+
+def check(result, call: str, context: str = ""):
+    """The value(s) a cuda-bindings call returned after its CUresult; CudaError when it failed."""
+    d = driver()
+    err, *values = result
+    if err != d.CUresult.CUDA_SUCCESS:
+        raise CudaError(call, *error_text(d, err), context)
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else tuple(values)

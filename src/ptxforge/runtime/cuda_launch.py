@@ -1,0 +1,106 @@
+"""Launching a kernel on a GPU with cuLaunchKernelEx, with the same checks the emulator makes first.
+
+The packed parameter buffer is the emulator's; the driver receives one pointer per parameter into it.
+Kernel time is measured with CUDA events around the launch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ptxforge.emu.errors import LaunchError
+from ptxforge.emu.launch import _dims, cluster_shape
+from ptxforge.ptx import ir
+from ptxforge.runtime.cuda_device import CudaDevice
+from ptxforge.runtime.cuda_driver import CudaError, check, driver
+
+PORTABLE_CLUSTER = 8  # CTAs; larger clusters need the non-portable opt-in
+
+
+def param_pointers(params: bytes, offsets: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(storage, pointers): a host copy of the packed parameters and the void*[] array into it.
+
+    The driver reads parameter i from pointers[i]; keep both arrays alive until the launch returns."""
+    storage = np.frombuffer(params, np.uint8).copy() if params else np.zeros(1, np.uint8)
+    base = storage.ctypes.data
+    return storage, np.array([base + off for off in offsets], np.uint64)
+
+
+def launch_config(d, grid, block, shared_mem: int, cluster, stream=None):
+    """The CUlaunchConfig of a launch; `cluster` (x, y, z) adds the cluster-dimension attribute."""
+    cfg = d.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block
+    cfg.sharedMemBytes = int(shared_mem)
+    cfg.hStream = stream if stream is not None else d.CUstream(0)
+    if cluster is not None:
+        attr = d.CUlaunchAttribute()
+        attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+        cfg.attrs = [attr]
+        cfg.numAttrs = 1
+    return cfg
+
+
+def check_dims(grid, block) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """Grid and block as 3-tuples within the limits of every CUDA GPU; LaunchError otherwise."""
+    grid, block = _dims(grid, "grid"), _dims(block, "block")
+    threads = block[0] * block[1] * block[2]
+    if threads > 1024:
+        raise LaunchError(f"block {block} has {threads} threads; the limit is 1024")
+    if block[2] > 64:
+        raise LaunchError(f"block z dimension {block[2]} exceeds 64")
+    if grid[0] > 2**31 - 1 or grid[1] > 65535 or grid[2] > 65535:
+        raise LaunchError(f"grid {grid} exceeds the limits (2^31-1, 65535, 65535)")
+    return grid, block
+
+
+def launch_on_gpu(device: CudaDevice, module: ir.Module, func: ir.Function, params: bytes, offsets: list[int],
+                  *, grid, block, shared_mem: int = 0, cluster=None) -> float:
+    """Run `func` once on `device`; returns the kernel's time in seconds (CUDA events)."""
+    d = driver()
+    grid, block = check_dims(grid, block)
+    cluster = cluster_shape(func, grid, cluster)
+    where = f"({func.name}<<<{grid}, {block}>>> on {device.name})"
+    f = device.function(module, func.name)
+    FA = d.CUfunction_attribute
+    max_threads = int(check(d.cuFuncGetAttribute(FA.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f), "cuFuncGetAttribute"))
+    threads = block[0] * block[1] * block[2]
+    if threads > max_threads:
+        regs = int(check(d.cuFuncGetAttribute(FA.CU_FUNC_ATTRIBUTE_NUM_REGS, f), "cuFuncGetAttribute"))
+        raise LaunchError(f"{func.name} uses {regs} registers per thread, so a block may have at most "
+                          f"{max_threads} threads on {device.arch}; the launch asked for {threads}: lower the "
+                          f"block size or cap registers (.maxnreg / .maxntid)")
+    static = int(check(d.cuFuncGetAttribute(FA.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f), "cuFuncGetAttribute"))
+    if static + shared_mem > device.max_shared_per_block:
+        raise LaunchError(f"{static} bytes of static plus {shared_mem} of dynamic shared memory exceed the "
+                          f"{device.max_shared_per_block} a block may use on {device.name}")
+    if shared_mem:
+        check(d.cuFuncSetAttribute(f, FA.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared_mem)),
+              "cuFuncSetAttribute", "(dynamic shared memory)")
+    explicit = cluster if cluster is not None and ".reqnctapercluster" not in dict(func.directives) else None
+    if cluster is not None and cluster[0] * cluster[1] * cluster[2] > PORTABLE_CLUSTER:
+        check(d.cuFuncSetAttribute(f, FA.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+              "cuFuncSetAttribute", "(non-portable cluster size)")
+    storage, pointers = param_pointers(params, offsets)
+    cfg = launch_config(d, grid, block, shared_mem, explicit)
+    device.make_current()
+    start = check(d.cuEventCreate(0), "cuEventCreate")
+    end = check(d.cuEventCreate(0), "cuEventCreate")
+    try:
+        check(d.cuEventRecord(start, cfg.hStream), "cuEventRecord")
+        check(d.cuLaunchKernelEx(cfg, f, int(pointers.ctypes.data) if len(offsets) else None, 0),
+              "cuLaunchKernelEx", where)
+        check(d.cuEventRecord(end, cfg.hStream), "cuEventRecord")
+        check(d.cuEventSynchronize(end), "the kernel", where)
+        ms = check(d.cuEventElapsedTime(start, end), "cuEventElapsedTime")
+    finally:
+        for ev in (start, end):
+            try:
+                d.cuEventDestroy(ev)
+            except Exception:  # after a sticky error the context refuses everything; keep the first error
+                pass
+    return float(ms) / 1e3
+
+
+__all__ = ["CudaError", "check_dims", "launch_config", "launch_on_gpu", "param_pointers"]
