@@ -7,9 +7,15 @@ from emu_corpus import corpus_module
 import ptxforge as pf
 from ptxforge.emu import tensormap as TM
 from ptxforge.emu.errors import EmulatorError
-from ptxforge.runtime import tensor_map, to_device
+from ptxforge.runtime import tensor_map
+from ptxforge.runtime import to_device as _to_device
 
 rng = np.random.default_rng(7)
+
+
+def to_device(array):
+    """Emulator memory, also on a machine with a GPU: these maps use the emulator's own layout."""
+    return _to_device(array, device="emu")
 
 
 def _map2d(buf, rows, cols, box=(32, 32), **kw):

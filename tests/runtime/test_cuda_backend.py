@@ -69,6 +69,15 @@ def test_missing_cuda_bindings_names_the_extra():
     assert "pip install 'ptxforge[cuda]'" in out.stdout, out.stderr
 
 
+def test_auto_runs_where_the_buffers_live(demo):
+    other = EmuDevice()
+    c = to_device(np.zeros(256, np.float32), device=other)
+    args = vadd_args()
+    args[2] = c
+    assert demo.kernel("vadd").launch(grid=(1,), block=(256,), args=args).device == "emu"
+    assert (c.to_host() == 2).all() and c.device is other
+
+
 def test_buffer_from_another_device_is_refused(demo):
     buf = to_device(np.zeros(256, np.float32), device="emu")
     other = EmuDevice()

@@ -51,8 +51,8 @@ def test_arrays_in_and_out(k):
 
 
 def test_device_buffers_persist(k):
-    xb = to_device(np.arange(64, dtype=np.float32))
-    yb = empty((64,), np.float32)
+    xb = to_device(np.arange(64, dtype=np.float32), device="emu")
+    yb = empty((64,), np.float32, device="emu")
     k.launch(grid=(1,), block=(64,), args=[xb, yb, np.float32(3), np.uint32(64)])
     k.launch(grid=(1,), block=(64,), args=[yb, yb, np.float32(0.5), np.uint32(64)])
     np.testing.assert_array_equal(yb.to_host(), 1.5 * np.arange(64, dtype=np.float32))

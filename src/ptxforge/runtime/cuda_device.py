@@ -42,7 +42,9 @@ class CudaMemory:
 
     def alloc(self, size: int, name: str = "", align: int = 256, readonly: bool = False) -> CudaAllocation:
         self.device.make_current()
-        ptr = check(driver().cuMemAlloc(max(int(size), 1)), "cuMemAlloc", f"({size} bytes for {name or 'a buffer'})")
+        d = driver()
+        ptr = check(d.cuMemAlloc(max(int(size), 1)), "cuMemAlloc", f"({size} bytes for {name or 'a buffer'})")
+        check(d.cuMemsetD8(ptr, 0, max(int(size), 1)), "cuMemsetD8")  # zero-filled, as on the emulator
         return CudaAllocation(int(ptr), int(size), name, ptr)
 
     def free(self, alloc: CudaAllocation) -> None:

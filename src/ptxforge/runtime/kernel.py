@@ -48,15 +48,17 @@ class Kernel:
     def launch(self, grid=(1,), block=(1,), args=(), *, device="auto", shared_mem: int = 0,
                sanitize=False, num_sms: int | None = None, watchdog_s: float = 60.0,
                printf=None, emu_device_: EmuDevice | None = None, cluster=None) -> LaunchResult:
-        """Run the kernel on `device`: "auto" (a GPU when one can be used, else the emulator), "emu" or
-        "cuda". See the module docstring for how arguments are passed.
+        """Run the kernel on `device`: "auto" (where its DeviceBuffer arguments live; else a GPU when one can
+        be used, else the emulator), "emu", "cuda" or "cuda:N". See the module docstring for arguments.
 
         `sanitize` is False, True (every check) or a `ptxforge.emu.sanitizer.Sanitizer` with options; it runs
         on the emulator, as do `num_sms`, `watchdog_s`, `printf` capture and `emu_device_`.
         `cluster` is the thread-block cluster shape (x, y, z) for kernels without `.reqnctapercluster`.
         """
-        if sanitize and device == "auto":
+        if device == "auto" and sanitize:
             device = "emu"  # the sanitizer is part of the emulator
+        elif device == "auto" and emu_device_ is None:  # run where the buffers are, if there are any
+            device = next((a.device for a in args if isinstance(a, DeviceBuffer)), "auto")
         dev = emu_device_ if emu_device_ is not None and device in ("auto", "emu") else resolve_device(device)
         if not isinstance(shared_mem, int | np.integer) or shared_mem < 0:
             raise LaunchError(f"shared_mem must be a non-negative integer, got {shared_mem!r}")
