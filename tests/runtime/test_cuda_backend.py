@@ -232,6 +232,22 @@ def test_launch_arguments_are_accepted_by_cuda_bindings():
     _reaches_the_driver(d.cuModuleLoadDataEx, b".version 8.0\0", 2,
                         [d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER, d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES],
                         [log, len(log)])
+    # every other call the backend makes, with the argument types it uses (cuda_device.py, cuda_launch.py)
+    dev, fn, ev, ptr = d.CUdevice(0), d.CUfunction(), d.CUevent(), d.CUdeviceptr(1 << 20)
+    FA, A = d.CUfunction_attribute, d.CUdevice_attribute
+    for call, *args in [
+        (d.cuDeviceGet, 0), (d.cuDeviceGetCount,), (d.cuDevicePrimaryCtxRetain, dev),
+        (d.cuCtxSetCurrent, d.CUcontext()),
+        (d.cuDeviceGetName, 256, dev), (d.cuDeviceGetAttribute, A.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+        (d.cuDriverGetVersion,), (d.cuCtxSynchronize,), (d.cuMemAlloc, 1024), (d.cuMemsetD8, ptr, 0, 1024),
+        (d.cuMemFree, ptr), (d.cuModuleLoadData, b"\x7fELF"), (d.cuModuleGetFunction, d.CUmodule(), b"vadd"),
+        (d.cuFuncGetAttribute, FA.CU_FUNC_ATTRIBUTE_NUM_REGS, fn),
+        (d.cuFuncSetAttribute, fn, FA.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536),
+        (d.cuOccupancyMaxActiveBlocksPerMultiprocessor, fn, 256, 0), (d.cuEventCreate, 0),
+        (d.cuEventRecord, ev, d.CUstream(0)), (d.cuEventSynchronize, ev), (d.cuEventElapsedTime, ev, ev),
+        (d.cuEventDestroy, ev), (d.cuGetErrorName, d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS),
+    ]:
+        _reaches_the_driver(call, *args)
     with pytest.raises(TypeError):  # the check above can tell a wrong type from a missing driver
         _reaches_the_driver(d.cuMemcpyHtoD, "not a pointer", 1, 2)
 

@@ -72,12 +72,13 @@ class Kernel:
                                   f"(on a GPU, device printf output goes to the process's stdout)")
         plan = P.check_args(self.name, self.params, list(args), lambda a: isinstance(a, DeviceBuffer))
         packed, offsets, copies, temps = self._pack(plan, dev)
+        sanitizer = None
         try:
             if on_gpu:
                 result = self._run_gpu(dev, packed, offsets, grid, block, int(shared_mem), cluster)
             else:
-                result = self._run_emu(dev, packed, grid, block, int(shared_mem), sanitize, num_sms, watchdog_s,
-                                       printf, cluster)
+                result, sanitizer = self._run_emu(dev, packed, grid, block, int(shared_mem), sanitize, num_sms,
+                                                  watchdog_s, printf, cluster)
             for arr, alloc in copies:
                 data = dev.memory.read(alloc)[: arr.nbytes]
                 if arr.flags.c_contiguous:
@@ -86,6 +87,8 @@ class Kernel:
                     arr[...] = data.view(arr.dtype).reshape(arr.shape)
         finally:
             _free_quietly(dev, temps)
+        if sanitizer is not None:  # raises SanitizerError after the in-bounds results were copied back
+            sanitizer.finish()
         return result
 
     def _run_emu(self, dev, packed, grid, block, shared_mem, sanitize, num_sms, watchdog_s, printf, cluster):
@@ -110,10 +113,8 @@ class Kernel:
             if sanitizer is not None:  # keep what the sanitizer found before the launch stopped
                 sanitizer.finish(stopped=e)
             raise
-        if sanitizer is not None:
-            sanitizer.finish()
         return LaunchResult(self.name, "emu", _as_tuple(grid), _as_tuple(block), stats["thread_instructions"],
-                            stats["wall_s"], stats["per_sm"], stats["waves"], lines)
+                            stats["wall_s"], stats["per_sm"], stats["waves"], lines), sanitizer
 
     def _run_gpu(self, dev, packed, offsets, grid, block, shared_mem, cluster):
         from ptxforge.runtime.cuda_launch import launch_on_gpu
