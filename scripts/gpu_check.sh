@@ -26,7 +26,8 @@ nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv
 'cuda-bindings', cuda.bindings.__version__, 'numpy', numpy.__version__)"
 command -v ptxas >/dev/null && ptxas --version | tail -1 || echo "no ptxas on PATH: modules go through the driver JIT"
 
-step gpu-tests "$PY" -m pytest -q -p no:cacheprovider -x tests/gpu
+rm -f "$OUT/approx_vs_gpu.tsv"
+step gpu-tests "$PY" -m pytest -q -p no:cacheprovider tests/gpu
 step dsl-both "$PY" -m pytest -q -p no:cacheprovider tests/dsl/test_dsl_examples.py
 step runtime "$PY" -m pytest -q -p no:cacheprovider tests/runtime
 step demo "$PY" -m ptxforge.cli.main demo
@@ -37,3 +38,5 @@ echo "== summary ($(cat "$OUT/gpu.txt"))"
 printf '%s\n' "${status[@]}"
 grep -h -E "passed|failed|error" "$OUT"/gpu-tests.log "$OUT"/dsl-both.log "$OUT"/runtime.log | tail -3
 grep -E "GB/s|torch.add|overhead|DSL vadd|nvcc vadd" "$OUT/bench.log" | tail -12
+[ -f "$OUT/approx_vs_gpu.tsv" ] && (column -t -s $'\t' "$OUT/approx_vs_gpu.tsv" 2>/dev/null || cat "$OUT/approx_vs_gpu.tsv")
+grep -h "^FAILED" "$OUT"/*.log | head -20

@@ -1,0 +1,221 @@
+"""One-instruction kernels for checking the emulator's semantics against a GPU, bit for bit.
+
+Each case is a PTX instruction applied elementwise: thread i loads its operands from in0..in2[i], runs the
+instruction and stores the result to out[i]. `EXACT` cases are fully specified by the PTX ISA (IEEE rounding,
+conversions, integer ops): the emulator must give the GPU's bits. `APPROX` cases have only an error bound in
+the manual: both devices must meet it; the share of identical bits is reported.
+Used by tests/gpu/test_semantics_on_gpu.py (emulator against the GPU) and tests/emu/test_hw_op_kernels.py
+(the same kernels validated, assembled and run on the emulator, so the GPU run cannot fail on a typo).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# register class, numpy storage type and load/store width for each PTX operand type
+_TYPES = {
+    "f32": ("f", np.float32, "b32"), "f64": ("fd", np.float64, "b64"), "u32": ("r", np.uint32, "b32"),
+    "s32": ("r", np.int32, "b32"), "b32": ("r", np.uint32, "b32"), "u64": ("rd", np.uint64, "b64"),
+    "s64": ("rd", np.int64, "b64"), "b16": ("h", np.uint16, "b16"),
+}
+_DECL = {"f": ".f32", "fd": ".f64", "r": ".b32", "rd": ".b64", "h": ".b16"}
+
+
+@dataclass(frozen=True)
+class Case:
+    """`text` is the instruction with {d} for the destination and {a} {b} {c} for the operands."""
+
+    name: str
+    text: str
+    ins: tuple[str, ...]  # operand types
+    out: str
+    bound: tuple[str, float] | None = None  # APPROX only: ("rel" | "abs" | "absrel" | "ulp", bound)
+    # operands: "bits" (any pattern); for the last operand "nonzero" (divisors) or "small" (shift counts
+    # 0..40); for float operands "angle" (|x| <= 100 pi), "unit" (normal around 0, sd 8) or "positive"
+    inputs: str = "bits"
+
+    def ptx(self, arch: str = "sm_90a") -> str:
+        regs = {"a": "%x0", "b": "%x1", "c": "%x2"}
+        cls_in = [_TYPES[t][0] for t in self.ins]
+        cls_out = _TYPES[self.out][0]
+        lines = [f".version 8.0\n.target {arch}\n.address_size 64\n",
+                 ".visible .entry k(.param .u64 in0, .param .u64 in1, .param .u64 in2, .param .u64 out, "
+                 ".param .u32 n)\n{",
+                 "\t.reg .pred %p;\n\t.reg .b32 %i, %n, %t;\n\t.reg .b64 %ptr, %off, %addr;"]
+        for j, c in enumerate(cls_in):
+            lines.append(f"\t.reg {_DECL[c]} %x{j};")
+        lines.append(f"\t.reg {_DECL[cls_out]} %y;")
+        lines += ["\tmov.u32 %i, %ctaid.x;", "\tmov.u32 %n, %ntid.x;", "\tmov.u32 %t, %tid.x;",
+                  "\tmad.lo.u32 %i, %i, %n, %t;",
+                  "\tld.param.u32 %n, [n];", "\tsetp.ge.u32 %p, %i, %n;", "\t@%p bra DONE;"]
+        for j, t in enumerate(self.ins):
+            width = np.dtype(_TYPES[t][1]).itemsize
+            lines += [f"\tld.param.u64 %ptr, [in{j}];", f"\tmul.wide.u32 %off, %i, {width};",
+                      "\tadd.s64 %addr, %ptr, %off;", f"\tld.global.{_TYPES[t][2]} %x{j}, [%addr];"]
+        lines.append("\t" + self.text.format(d="%y", **regs) + ";")
+        width = np.dtype(_TYPES[self.out][1]).itemsize
+        lines += ["\tld.param.u64 %ptr, [out];", f"\tmul.wide.u32 %off, %i, {width};", "\tadd.s64 %addr, %ptr, %off;",
+                  f"\tst.global.{_TYPES[self.out][2]} [%addr], %y;", "DONE:", "\tret;", "}", ""]
+        return "\n".join(lines)
+
+    def make_inputs(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
+        """Operands: random bit patterns with the format's special values mixed in."""
+        out = []
+        for j, t in enumerate(self.ins):
+            last = j == len(self.ins) - 1
+            dt = np.dtype(_TYPES[t][1])
+            bits = np.dtype(f"u{dt.itemsize}")
+            raw = rng.integers(0, np.iinfo(bits).max, n, dtype=bits, endpoint=True)
+            if dt.kind == "f":
+                special = np.array([0.0, -0.0, 1.0, -1.0, 0.5, 2.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40,
+                                    3.4e38, 1e-45, 448.0, 449.0, 57344.0, 65504.0, 65520.0, 1.5, 2.5, -2.5],
+                                   dtype=dt).view(bits)
+                raw[: len(special)] = special
+                values = raw.view(dt)
+                if self.inputs == "angle":  # sin/cos: the manual's bound holds for |x| <= 100 pi
+                    values = (rng.random(n) * 200 * np.pi - 100 * np.pi).astype(dt)
+                    values[: 4] = [0.0, -0.0, np.pi, -np.pi]
+                elif self.inputs == "unit":  # functions whose bound the manual gives on a range
+                    values = (rng.standard_normal(n) * 8).astype(dt)
+                elif self.inputs == "positive":  # logarithms and roots: 2**-40 .. 2**40
+                    values = np.exp2(rng.uniform(-40, 40, n)).astype(dt)
+                out.append(values)
+                continue
+            values = raw.view(dt)
+            if self.inputs == "nonzero" and last:
+                values = np.where(values == 0, 1, values).astype(dt)
+                if dt.kind == "i":
+                    values[:3] = [-1, np.iinfo(dt).min, 7]
+            elif self.inputs == "small" and last:
+                values = (raw % 41).astype(dt)
+            out.append(values)
+        return out
+
+
+def _case(name, text, ins, out, **kw):
+    return Case(name, text, tuple(ins.split()), out, **kw)
+
+
+F1, F2, F3 = "f32", "f32 f32", "f32 f32 f32"
+D2 = "f64 f64"
+EXACT = [
+    _case("add.rn.f32", "add.rn.f32 {d}, {a}, {b}", F2, "f32"),
+    _case("add.rz.ftz.f32", "add.rz.ftz.f32 {d}, {a}, {b}", F2, "f32"),
+    _case("sub.rm.f32", "sub.rm.f32 {d}, {a}, {b}", F2, "f32"),
+    _case("mul.rp.f32", "mul.rp.f32 {d}, {a}, {b}", F2, "f32"),
+    _case("mul.rn.sat.f32", "mul.rn.sat.f32 {d}, {a}, {b}", F2, "f32"),
+    _case("fma.rn.f32", "fma.rn.f32 {d}, {a}, {b}, {c}", F3, "f32"),
+    _case("fma.rz.ftz.f32", "fma.rz.ftz.f32 {d}, {a}, {b}, {c}", F3, "f32"),
+    _case("div.rn.f32", "div.rn.f32 {d}, {a}, {b}", F2, "f32"),
+    _case("div.rz.ftz.f32", "div.rz.ftz.f32 {d}, {a}, {b}", F2, "f32"),
+    _case("sqrt.rn.f32", "sqrt.rn.f32 {d}, {a}", F1, "f32"),
+    _case("rcp.rn.f32", "rcp.rn.f32 {d}, {a}", F1, "f32"),
+    _case("min.f32", "min.f32 {d}, {a}, {b}", F2, "f32"),
+    _case("max.NaN.f32", "max.NaN.f32 {d}, {a}, {b}", F2, "f32"),
+    _case("abs.ftz.f32", "abs.ftz.f32 {d}, {a}", F1, "f32"),
+    _case("copysign.f32", "copysign.f32 {d}, {a}, {b}", F2, "f32"),
+    _case("add.rn.f64", "add.rn.f64 {d}, {a}, {b}", D2, "f64"),
+    _case("fma.rn.f64", "fma.rn.f64 {d}, {a}, {b}, {c}", "f64 f64 f64", "f64"),
+    _case("div.rn.f64", "div.rn.f64 {d}, {a}, {b}", D2, "f64"),
+    _case("sqrt.rn.f64", "sqrt.rn.f64 {d}, {a}", "f64", "f64"),
+    _case("cvt.rn.f32.f64", "cvt.rn.f32.f64 {d}, {a}", "f64", "f32"),
+    _case("cvt.rni.s32.f32", "cvt.rni.s32.f32 {d}, {a}", F1, "s32"),
+    _case("cvt.rzi.u32.f32", "cvt.rzi.u32.f32 {d}, {a}", F1, "u32"),
+    _case("cvt.rn.f32.s32", "cvt.rn.f32.s32 {d}, {a}", "s32", "f32"),
+    _case("cvt.rm.f32.u64", "cvt.rm.f32.u64 {d}, {a}", "u64", "f32"),
+    _case("cvt.rn.f16.f32", "cvt.rn.f16.f32 {d}, {a}", F1, "b16"),
+    _case("cvt.rn.bf16.f32", "cvt.rn.bf16.f32 {d}, {a}", F1, "b16"),
+    _case("cvt.f32.f16", "cvt.f32.f16 {d}, {a}", "b16", "f32"),
+    _case("cvt.rn.satfinite.e4m3x2.f32", "cvt.rn.satfinite.e4m3x2.f32 {d}, {a}, {b}", F2, "b16"),
+    _case("cvt.rn.satfinite.e5m2x2.f32", "cvt.rn.satfinite.e5m2x2.f32 {d}, {a}, {b}", F2, "b16"),
+    _case("cvt.rn.f16x2.e4m3x2", "cvt.rn.f16x2.e4m3x2 {d}, {a}", "b16", "b32"),
+    _case("add.rn.f16x2", "add.rn.f16x2 {d}, {a}, {b}", "b32 b32", "b32"),
+    _case("fma.rn.bf16x2", "fma.rn.bf16x2 {d}, {a}, {b}, {c}", "b32 b32 b32", "b32"),
+    _case("min.NaN.f16x2", "min.NaN.f16x2 {d}, {a}, {b}", "b32 b32", "b32"),
+    _case("mul.hi.s32", "mul.hi.s32 {d}, {a}, {b}", "s32 s32", "s32"),
+    _case("mul.wide.u32", "mul.wide.u32 {d}, {a}, {b}", "u32 u32", "u64"),
+    _case("div.s32", "div.s32 {d}, {a}, {b}", "s32 s32", "s32", inputs="nonzero"),
+    _case("rem.u64", "rem.u64 {d}, {a}, {b}", "u64 u64", "u64", inputs="nonzero"),
+    _case("bfe.s32", "bfe.s32 {d}, {a}, {b}, {c}", "s32 u32 u32", "s32"),
+    _case("bfi.b32", "bfi.b32 {d}, {a}, {b}, {c}, 5", "b32 b32 u32", "b32"),
+    _case("prmt.b32", "prmt.b32 {d}, {a}, {b}, {c}", "b32 b32 b32", "b32"),
+    _case("shf.l.wrap.b32", "shf.l.wrap.b32 {d}, {a}, {b}, {c}", "b32 b32 u32", "b32"),
+    _case("shr.s32", "shr.s32 {d}, {a}, {b}", "s32 u32", "s32", inputs="small"),
+    _case("brev.b32", "brev.b32 {d}, {a}", "b32", "b32"),
+    _case("clz.b64", "clz.b64 {d}, {a}", "u64", "u32"),
+    _case("popc.b32", "popc.b32 {d}, {a}", "b32", "u32"),
+    _case("dp4a.s32.u32", "dp4a.s32.u32 {d}, {a}, {b}, {c}", "b32 b32 s32", "s32"),
+    _case("sad.u32", "sad.u32 {d}, {a}, {b}, {c}", "u32 u32 u32", "u32"),
+    _case("mul24.lo.s32", "mul24.lo.s32 {d}, {a}, {b}", "s32 s32", "s32"),
+    _case("add.sat.s32", "add.sat.s32 {d}, {a}, {b}", "s32 s32", "s32"),
+]
+APPROX = [
+    _case("ex2.approx.f32", "ex2.approx.f32 {d}, {a}", F1, "f32", bound=("ulp", 2), inputs="unit"),
+    _case("ex2.approx.ftz.f32", "ex2.approx.ftz.f32 {d}, {a}", F1, "f32", bound=("ulp", 2), inputs="unit"),
+    _case("lg2.approx.f32", "lg2.approx.f32 {d}, {a}", F1, "f32", bound=("absrel", 2**-22), inputs="positive"),
+    _case("rcp.approx.f32", "rcp.approx.f32 {d}, {a}", F1, "f32", bound=("ulp", 1), inputs="unit"),
+    _case("rsqrt.approx.f32", "rsqrt.approx.f32 {d}, {a}", F1, "f32", bound=("rel", 2**-22.9), inputs="positive"),
+    _case("sqrt.approx.f32", "sqrt.approx.f32 {d}, {a}", F1, "f32", bound=("rel", 2**-23), inputs="positive"),
+    _case("sin.approx.f32", "sin.approx.f32 {d}, {a}", F1, "f32", bound=("abs", 2**-20.5), inputs="angle"),
+    _case("cos.approx.f32", "cos.approx.f32 {d}, {a}", F1, "f32", bound=("abs", 2**-20.5), inputs="angle"),
+    _case("tanh.approx.f32", "tanh.approx.f32 {d}, {a}", F1, "f32", bound=("rel", 2**-10.987), inputs="unit"),
+    _case("div.approx.f32", "div.approx.f32 {d}, {a}, {b}", F2, "f32", bound=("ulp", 2), inputs="unit"),
+    _case("div.full.f32", "div.full.f32 {d}, {a}, {b}", F2, "f32", bound=("ulp", 2), inputs="unit"),
+]
+
+
+def reference(case: Case, inputs: list[np.ndarray]) -> np.ndarray:
+    """The exact value of an APPROX case in float64."""
+    a = inputs[0].astype(np.float64)
+    op = case.name.split(".")[0]
+    with np.errstate(all="ignore"):
+        if op == "div":
+            return a / inputs[1].astype(np.float64)
+        return {"ex2": np.exp2, "lg2": np.log2, "rcp": lambda x: 1 / x, "rsqrt": lambda x: 1 / np.sqrt(x),
+                "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tanh": np.tanh}[op](a)
+
+
+def within_bound(case: Case, got: np.ndarray, exact: np.ndarray, slack: float = 1.0) -> np.ndarray:
+    """Per element: the result meets the case's bound (times `slack`)."""
+    kind, bound = case.bound
+    bound *= slack
+    g = got.astype(np.float64)
+    with np.errstate(all="ignore"):
+        if kind == "abs":
+            return np.abs(g - exact) <= bound
+        if kind == "rel":
+            return np.abs(g - exact) <= bound * np.abs(exact)
+        if kind == "absrel":
+            return np.abs(g - exact) <= bound * np.maximum(1.0, np.abs(exact))
+        ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+        return np.abs(g - exact) <= bound * ulp
+
+
+def checkable(case: Case, exact: np.ndarray) -> np.ndarray:
+    """Elements where the manual's bound applies: finite, normal float32 results away from overflow."""
+    tiny = np.finfo(np.float32).tiny
+    with np.errstate(all="ignore"):
+        return np.isfinite(exact) & (np.abs(exact) >= tiny) & (np.abs(exact) < 1e37)
+
+
+POISON = 0xA5  # every byte of an output before the launch
+
+
+def poisoned_output(case: Case, n: int) -> np.ndarray:
+    """The output array, every byte POISON, so that an element no thread wrote shows."""
+    return np.full(n * np.dtype(_TYPES[case.out][1]).itemsize, POISON, np.uint8).view(_TYPES[case.out][1])
+
+
+def unwritten(out: np.ndarray) -> int:
+    """How many elements still hold the poison pattern."""
+    return int(np.count_nonzero((out.view(np.uint8).reshape(len(out), -1) == POISON).all(1)))
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise bit equality, with any two NaNs of a float type counted as equal."""
+    eq = a.view(f"u{a.dtype.itemsize}") == b.view(f"u{b.dtype.itemsize}")
+    if a.dtype.kind == "f":
+        eq |= np.isnan(a) & np.isnan(b)
+    return eq
