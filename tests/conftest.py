@@ -1,7 +1,12 @@
 """Shared test set-up: tests/ on sys.path (for corpus.py) and the GPU marker."""
 
+import os
 import sys
 from pathlib import Path
+
+# Launches that name no device run on the emulator, also on a machine with a GPU: the suite tests the
+# emulator; tests/gpu and the DSL examples name device="cuda" where they mean the GPU.
+os.environ.setdefault("PTXFORGE_DEVICE", "emu")
 
 TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:

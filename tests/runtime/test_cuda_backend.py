@@ -46,14 +46,23 @@ def test_cuda_without_a_driver_says_why(demo):
 @no_gpu
 def test_auto_runs_on_the_emulator_without_a_gpu(demo):
     args = vadd_args()
-    res = demo.kernel("vadd").launch(grid=(1,), block=(256,), args=args)
+    res = demo.kernel("vadd").launch(grid=(1,), block=(256,), args=args, device="auto")
     assert res.device == "emu" and (args[2] == 2).all()
-    assert isinstance(to_device(np.zeros(4)).device, EmuDevice)
+    assert isinstance(to_device(np.zeros(4), device="auto").device, EmuDevice)
 
 
-def test_sanitize_with_auto_always_uses_the_emulator(demo):
-    res = demo.kernel("vadd").launch(grid=(1,), block=(256,), args=vadd_args(), sanitize=True)
+@pytest.mark.parametrize("option", [{"sanitize": True}, {"num_sms": 4}, {"printf": print}])
+def test_auto_with_an_emulator_option_uses_the_emulator(demo, option):
+    res = demo.kernel("vadd").launch(grid=(1,), block=(256,), args=vadd_args(), device="auto", **option)
     assert res.device == "emu"
+
+
+def test_default_device_comes_from_the_environment(demo, monkeypatch):
+    monkeypatch.setenv("PTXFORGE_DEVICE", "tpu")
+    with pytest.raises(LaunchError, match="unknown device 'tpu'"):
+        demo.kernel("vadd").launch(grid=(1,), block=(256,), args=vadd_args())
+    monkeypatch.setenv("PTXFORGE_DEVICE", "emu")
+    assert demo.kernel("vadd").launch(grid=(1,), block=(256,), args=vadd_args()).device == "emu"
 
 
 @pytest.mark.parametrize("name,msg", [("tpu", "unknown device 'tpu'"), ("cuda:one", "'cuda' or 'cuda:N'")])
@@ -74,7 +83,7 @@ def test_auto_runs_where_the_buffers_live(demo):
     c = to_device(np.zeros(256, np.float32), device=other)
     args = vadd_args()
     args[2] = c
-    assert demo.kernel("vadd").launch(grid=(1,), block=(256,), args=args).device == "emu"
+    assert demo.kernel("vadd").launch(grid=(1,), block=(256,), args=args, device="auto").device == "emu"
     assert (c.to_host() == 2).all() and c.device is other
 
 

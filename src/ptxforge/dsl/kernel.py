@@ -131,7 +131,7 @@ class Kernel:
         """The PTX text for `arch` (default: the kernel's own)."""
         return self.module(arch).to_ptx(canonical=True)
 
-    def launch(self, grid=(1,), block=(1,), args=(), *, device: str = "auto", arch: str | None = None, **kw):
+    def launch(self, grid=(1,), block=(1,), args=(), *, device=None, arch: str | None = None, **kw):
         """Run through the runtime: `device` is 'emu', 'cuda' or 'auto' (see ptxforge.runtime)."""
         return self.module(arch).kernel(self.name).launch(grid=grid, block=block, args=list(args), device=device,
                                                           **kw)

@@ -1,10 +1,12 @@
 """Device buffers: memory that lives on a device (the emulator or a GPU) between launches.
 
-A device is named as in `Kernel.launch`: "auto" (a GPU when one can be used, else the emulator; also
-what None means), "emu", "cuda", "cuda:N", or a device object.
+A device is named as in `Kernel.launch`: "auto" (a GPU when one can be used, else the emulator), "emu",
+"cuda", "cuda:N", or a device object. None means the `PTXFORGE_DEVICE` environment variable, else "auto".
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -12,11 +14,16 @@ from ptxforge.emu.errors import LaunchError
 from ptxforge.emu.launch import emu_device
 
 
-def resolve_device(device="auto"):
+def default_device() -> str:
+    """The device a launch or buffer gets when none is named: $PTXFORGE_DEVICE, else "auto"."""
+    return os.environ.get("PTXFORGE_DEVICE") or "auto"
+
+
+def resolve_device(device=None):
     """The device object for a device name or object; LaunchError for an unknown name, CudaUnavailable
     (a LaunchError saying why) for "cuda" on a machine without a usable GPU."""
     if device is None:
-        device = "auto"
+        device = default_device()
     if not isinstance(device, str):
         return device
     if device == "auto":

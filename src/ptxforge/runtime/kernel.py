@@ -13,7 +13,7 @@ from ptxforge.emu.errors import EmulatorError, LaunchError
 from ptxforge.emu.launch import EmuDevice, emulate
 from ptxforge.ptx import ir
 from ptxforge.runtime import params as P
-from ptxforge.runtime.buffers import DeviceBuffer, resolve_device
+from ptxforge.runtime.buffers import DeviceBuffer, default_device, resolve_device
 from ptxforge.runtime.result import LaunchResult
 
 
@@ -45,20 +45,25 @@ class Kernel:
         sig = ", ".join(f"{p.type} {p.name}" for p in self.params)
         return f"Kernel({self.name}({sig}))"
 
-    def launch(self, grid=(1,), block=(1,), args=(), *, device="auto", shared_mem: int = 0,
+    def launch(self, grid=(1,), block=(1,), args=(), *, device=None, shared_mem: int = 0,
                sanitize=False, num_sms: int | None = None, watchdog_s: float = 60.0,
                printf=None, emu_device_: EmuDevice | None = None, cluster=None) -> LaunchResult:
-        """Run the kernel on `device`: "auto" (where its DeviceBuffer arguments live; else a GPU when one can
-        be used, else the emulator), "emu", "cuda" or "cuda:N". See the module docstring for arguments.
+        """Run the kernel on `device`: "auto" (where its DeviceBuffer arguments live; else the emulator when
+        an emulator-only option is given; else a GPU when one can be used; else the emulator), "emu", "cuda"
+        or "cuda:N". None means $PTXFORGE_DEVICE, else "auto". See the module docstring for arguments.
 
         `sanitize` is False, True (every check) or a `ptxforge.emu.sanitizer.Sanitizer` with options; it runs
         on the emulator, as do `num_sms`, `watchdog_s`, `printf` capture and `emu_device_`.
         `cluster` is the thread-block cluster shape (x, y, z) for kernels without `.reqnctapercluster`.
         """
-        if device == "auto" and sanitize:
-            device = "emu"  # the sanitizer is part of the emulator
-        elif device == "auto" and emu_device_ is None:  # run where the buffers are, if there are any
-            device = next((a.device for a in args if isinstance(a, DeviceBuffer)), "auto")
+        if device is None:
+            device = default_device()
+        if device == "auto":
+            buffers = [a.device for a in args if isinstance(a, DeviceBuffer)]
+            if buffers and emu_device_ is None:
+                device = buffers[0]  # run where the data is
+            elif sanitize or num_sms is not None or printf is not None or emu_device_ is not None:
+                device = "emu"  # options only the emulator has
         dev = emu_device_ if emu_device_ is not None and device in ("auto", "emu") else resolve_device(device)
         if not isinstance(shared_mem, int | np.integer) or shared_mem < 0:
             raise LaunchError(f"shared_mem must be a non-negative integer, got {shared_mem!r}")
