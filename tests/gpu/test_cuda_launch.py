@@ -195,3 +195,11 @@ def test_cli_run_on_the_gpu(tmp_path, capsys):
     np.testing.assert_array_equal(np.load(tmp_path / "c.npy"), 2 * np.arange(256, dtype=np.float32))
     assert main([*argv, "--sanitize"]) == 1
     assert "work on the emulator only" in capsys.readouterr().err
+
+
+def test_cli_devices_lists_the_gpu(capsys):
+    from ptxforge.cli.main import main
+
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert f"cuda:0   {cuda_device().name}, {cuda_device().arch}" in out

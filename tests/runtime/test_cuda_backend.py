@@ -313,3 +313,15 @@ def test_cli_run_on_cuda_without_a_gpu_is_a_one_line_error(tmp_path, capsys):
     assert main([*argv, "--device", "auto"]) == 0  # auto falls back to the emulator
     assert (np.load(tmp_path / "c.npy") == 2).all()
 
+
+
+@no_gpu
+def test_cli_devices_lists_the_emulator_and_why_no_gpu(capsys):
+    from ptxforge.cli.main import main
+
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert "emu      CPU SIMT emulator" in out
+    assert "cuda     not available: no CUDA driver on this machine (libcuda.so.1 not found)" in out
+    assert "launches that name no device use: emu (PTXFORGE_DEVICE)" in out  # set by tests/conftest.py
+    assert "ptxas      /" in out and "(CUDA 13." in out
