@@ -219,3 +219,70 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind == "f":
         eq |= np.isnan(a) & np.isnan(b)
     return eq
+
+
+# Warp-level operations: the body reads %a and %b (u32 in0[i], in1[i]) and leaves its result in %y (u32).
+# These are exact too; divergent branches and partial member masks are where an emulator can go wrong.
+WARP_BODIES = {
+    "shfl.idx": "and.b32 %t1, %b, 31;\n shfl.sync.idx.b32 %y, %a, %t1, 0x1f, 0xffffffff;",
+    "shfl.up.clamp": "and.b32 %t1, %b, 7;\n shfl.sync.up.b32 %y|%q, %a, %t1, 0, 0xffffffff;\n"
+                     " selp.b32 %t2, 0x80000000, 0, %q;\n xor.b32 %y, %y, %t2;",
+    "shfl.down.pred": "and.b32 %t1, %b, 15;\n shfl.sync.down.b32 %y|%q, %a, %t1, 0x1f, 0xffffffff;\n"
+                      " selp.b32 %t2, 1, 0, %q;\n add.u32 %y, %y, %t2;",
+    "shfl.bfly.segment": "shfl.sync.bfly.b32 %y, %a, 3, 0x0c07, 0xffffffff;",
+    "shfl.half.warp": "mov.u32 %t1, %laneid;\n setp.lt.u32 %q, %t1, 16;\n mov.u32 %y, 7;\n @!%q bra SKIP;\n"
+                      " shfl.sync.bfly.b32 %y, %a, 5, 0x1f, 0x0000ffff;\nSKIP:",
+    "vote.ballot.divergent": "and.b32 %t1, %a, 1;\n setp.eq.u32 %q, %t1, 1;\n mov.u32 %y, 0;\n @!%q bra SKIP;\n"
+                             " and.b32 %t2, %b, 2;\n setp.ne.u32 %r2, %t2, 0;\n activemask.b32 %t3;\n"
+                             " vote.sync.ballot.b32 %y, %r2, %t3;\nSKIP:",
+    "vote.any.all.uni": "and.b32 %t1, %a, 0xff;\n setp.lt.u32 %q, %t1, 3;\n vote.sync.any.pred %r2, %q, 0xffffffff;\n"
+                        " selp.b32 %y, 1, 0, %r2;\n vote.sync.all.pred %r2, %q, 0xffffffff;\n"
+                        " selp.b32 %t2, 2, 0, %r2;\n or.b32 %y, %y, %t2;\n vote.sync.uni.pred %r2, %q, 0xffffffff;\n"
+                        " selp.b32 %t2, 4, 0, %r2;\n or.b32 %y, %y, %t2;",
+    "match.any": "and.b32 %t1, %a, 3;\n match.any.sync.b32 %y, %t1, 0xffffffff;",
+    "match.all": "and.b32 %t1, %a, 0x80000000;\n match.all.sync.b32 %y|%q, %t1, 0xffffffff;\n"
+                 " selp.b32 %t2, 1, 0, %q;\n xor.b32 %y, %y, %t2;",
+    "redux.add": "redux.sync.add.u32 %y, %a, 0xffffffff;",
+    "redux.min.s32": "redux.sync.min.s32 %y, %a, 0xffffffff;",
+    "redux.or.divergent": "and.b32 %t1, %b, 1;\n setp.eq.u32 %q, %t1, 0;\n mov.u32 %y, 0;\n @%q bra SKIP;\n"
+                          " activemask.b32 %t3;\n redux.sync.or.b32 %y, %a, %t3;\nSKIP:",
+    "activemask.divergent": "and.b32 %t1, %a, 3;\n setp.eq.u32 %q, %t1, 0;\n @%q bra ELSE;\n activemask.b32 %y;\n"
+                            " bra.uni DONE2;\nELSE:\n activemask.b32 %y;\n not.b32 %y, %y;\nDONE2:",
+    "elect": "elect.sync %t1|%q, 0xffffffff;\n selp.b32 %t2, 0x100, 0, %q;\n or.b32 %y, %t1, %t2;",
+    "fns": "and.b32 %t1, %b, 31;\n fns.b32 %y, %a, %t1, 1;",
+    "bfind.shiftamt": "bfind.shiftamt.s32 %y, %a;",
+    "prmt.f4e": "prmt.b32.f4e %y, %a, %b, 5;",
+    "szext.clamp": "and.b32 %t1, %b, 63;\n szext.clamp.s32 %y, %a, %t1;",
+}
+
+
+def warp_case_ptx(name: str, arch: str = "sm_90a") -> str:
+    """A kernel running WARP_BODIES[name] once per thread: out[i] = body(in0[i], in1[i])."""
+    body = WARP_BODIES[name].replace("\n ", "\n\t")
+    return f""".version 8.0
+.target {arch}
+.address_size 64
+
+.visible .entry k(.param .u64 in0, .param .u64 in1, .param .u64 out, .param .u32 n)
+{{
+\t.reg .pred %p, %q, %r2;
+\t.reg .b32 %i, %n, %t, %a, %b, %y, %t1, %t2, %t3;
+\t.reg .b64 %ptr, %off;
+\tmov.u32 %i, %ctaid.x;
+\tmov.u32 %n, %ntid.x;
+\tmov.u32 %t, %tid.x;
+\tmad.lo.u32 %i, %i, %n, %t;
+\tmul.wide.u32 %off, %i, 4;
+\tld.param.u64 %ptr, [in0];
+\tadd.s64 %ptr, %ptr, %off;
+\tld.global.u32 %a, [%ptr];
+\tld.param.u64 %ptr, [in1];
+\tadd.s64 %ptr, %ptr, %off;
+\tld.global.u32 %b, [%ptr];
+\t{body}
+\tld.param.u64 %ptr, [out];
+\tadd.s64 %ptr, %ptr, %off;
+\tst.global.u32 [%ptr], %y;
+\tret;
+}}
+"""

@@ -116,3 +116,37 @@ def test_int_intrinsics(flavor):
         ffs = (a64 & -a64).bit_length()
         assert int(out64[i, 2]) == bin(a64).count("1") | ((64 - a64.bit_length()) << 8) | (ffs << 16)
         assert int(out64[i, 3]) == int(f"{a64:064b}"[::-1], 2)
+
+
+def test_fns_bmsk_szext_run_as_instructions():
+    """The manual's own examples of fns, bmsk and szext, through the emulator's instruction path."""
+    import ptxforge as pf
+
+    src = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    mov.b32 %r1, 0xaaaaaaaa;
+    fns.b32 %r2, %r1, 3, 1;
+    fns.b32 %r3, %r1, 3, -1;
+    fns.b32 %r4, %r1, 2, 1;
+    fns.b32 %r5, %r1, 2, -1;
+    fns.b32 %r6, %r1, 30, 2;
+    bmsk.wrap.b32 %r7, 1, 2;
+    bmsk.clamp.b32 %r8, 40, 2;
+    mov.b32 %r9, 0xffffffff;
+    szext.wrap.u32 %r10, %r9, 0;
+    szext.clamp.s32 %r11, 0x80, 8;
+    st.global.v4.b32 [%rd1], {%r2, %r3, %r4, %r5};
+    st.global.v4.b32 [%rd1+16], {%r6, %r7, %r8, %r10};
+    st.global.b32 [%rd1+32], %r11;
+    ret;
+}
+"""
+    out = np.zeros(9, np.uint32)
+    pf.parse(src).kernel("k").launch(grid=(1,), block=(1,), args=[out], device="emu")
+    assert out.tolist() == [3, 3, 3, 1, 0xFFFFFFFF, 6, 0, 0, 0xFFFFFF80]

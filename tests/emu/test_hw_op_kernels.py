@@ -3,7 +3,17 @@ assembles with ptxas, and runs on the emulator; the approximate ones meet the ma
 
 import numpy as np
 import pytest
-from conformance.hw_ops import APPROX, EXACT, checkable, poisoned_output, reference, unwritten, within_bound
+from conformance.hw_ops import (
+    APPROX,
+    EXACT,
+    WARP_BODIES,
+    checkable,
+    poisoned_output,
+    reference,
+    unwritten,
+    warp_case_ptx,
+    within_bound,
+)
 
 import ptxforge as pf
 from ptxforge.ptx.validator import validate
@@ -49,3 +59,16 @@ def test_approx_case_meets_the_bound_on_the_emulator(case):
     ok = checkable(case, exact)
     assert ok.sum() > N // 2
     assert within_bound(case, out, exact)[ok].all()
+
+
+@pytest.mark.parametrize("name", sorted(WARP_BODIES))
+def test_warp_case_is_valid_and_runs_on_the_emulator(name):
+    text = warp_case_ptx(name)
+    m = pf.parse(text, filename=f"{name}.ptx")
+    assert not [d for d in validate(m) if d.severity == "error"]
+    assert assemble(text, "sm_90a").ok
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(0, 2**32, N, dtype=np.uint32), rng.integers(0, 2**32, N, dtype=np.uint32)
+    out = np.full(N, 0xA5A5A5A5, np.uint32)
+    m.kernel("k").launch(grid=(N // 256,), block=(256,), args=[a, b, out, np.uint32(N)], device="emu")
+    assert np.count_nonzero(out == 0xA5A5A5A5) <= 2

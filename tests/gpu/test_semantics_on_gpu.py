@@ -11,7 +11,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conformance.hw_ops import APPROX, EXACT, checkable, poisoned_output, reference, same_bits, unwritten, within_bound
+from conformance.hw_ops import (
+    APPROX,
+    EXACT,
+    WARP_BODIES,
+    checkable,
+    poisoned_output,
+    reference,
+    same_bits,
+    unwritten,
+    warp_case_ptx,
+    within_bound,
+)
 
 import ptxforge as pf
 
@@ -59,3 +70,18 @@ def test_approx_instruction_on_the_gpu_meets_the_bound(case):
             f.write("instruction\tsame bits as emulator\tGPU max error (ulp)\tGPU within bound\n")
         f.write(f"{case.name}\t{equal.mean():.4f}\t{np.nanmax(err_ulp[ok]):.2f}\t"
                 f"{within_bound(case, gpu, exact)[ok].mean():.4f}\n")
+
+
+@pytest.mark.parametrize("name", sorted(WARP_BODIES))
+def test_warp_operation_matches_the_gpu(name):
+    rng = np.random.default_rng(13)
+    a, b = rng.integers(0, 2**32, N, dtype=np.uint32), rng.integers(0, 2**32, N, dtype=np.uint32)
+    k = pf.parse(warp_case_ptx(name), filename=f"{name}.ptx").kernel("k")
+    outs = []
+    for device in ("emu", "cuda"):
+        out = np.full(N, 0xA5A5A5A5, np.uint32)
+        k.launch(grid=(N // 256,), block=(256,), args=[a, b, out, np.uint32(N)], device=device)
+        outs.append(out)
+    bad = np.flatnonzero(outs[0] != outs[1])
+    assert not bad.size, (f"{name}: {bad.size} of {N} differ; first at thread {bad[0]}: a={a[bad[0]]:#x} "
+                          f"b={b[bad[0]]:#x} emu={outs[0][bad[0]]:#x} gpu={outs[1][bad[0]]:#x}")

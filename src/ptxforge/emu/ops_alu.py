@@ -333,6 +333,27 @@ def build_bfi(ctx):
                                m))
 
 
+def build_fns(ctx):
+    """fns.b32 d, mask, base, offset: the offset-th set bit of mask from bit base (0xffffffff if none)."""
+    ops = ctx.ins.operands
+    d = ctx.write(ops[0], ".b32")
+    mask, base, off = ctx.read(ops[1], ".b32"), ctx.read(ops[2], ".u32"), ctx.read(ops[3], ".s32")
+    fn = _bits_sem().fns
+    return _op(lambda st, m: d(st, np.asarray(fn(*bc(mask(st), base(st), off(st)))).astype(np.uint32), m))
+
+
+def build_bmsk_szext(ctx):
+    """bmsk.mode.b32 d, a, b and szext.mode.type d, a, b (mode clamp or wrap)."""
+    ops = ctx.ins.operands
+    d, a, b = ctx.write(ops[0], ".b32"), ctx.read(ops[1], ".b32"), ctx.read(ops[2], ".u32")
+    mode = "wrap" if ctx.ins.has("wrap") else "clamp"
+    sem = _bits_sem()
+    if ctx.ins.opcode == "bmsk":
+        return _op(lambda st, m: d(st, np.asarray(sem.bmsk(*bc(a(st), b(st)), mode)).astype(np.uint32), m))
+    ty = _ty(ctx)[1:]
+    return _op(lambda st, m: d(st, np.asarray(sem.szext(*bc(a(st), b(st)), ty, mode)).astype(np.uint32), m))
+
+
 def build_prmt(ctx):
     ops = ctx.ins.operands
     d = ctx.write(ops[0], ".b32")
@@ -657,6 +678,7 @@ BUILDERS = {
     "cnot": build_cnot, "shl": build_shift, "shr": build_shift,
     "popc": _int_unary_sem("popc"), "clz": _int_unary_sem("clz"), "brev": _int_unary_sem("brev"),
     "bfind": _int_unary_sem("bfind"),
+    "fns": build_fns, "bmsk": build_bmsk_szext, "szext": build_bmsk_szext,
     "bfe": build_bfe, "bfi": build_bfi, "prmt": build_prmt, "lop3": build_lop3, "shf": build_shf,
     "mov": build_mov, "selp": build_selp, "slct": build_slct, "setp": build_setp, "set": build_set,
 }
