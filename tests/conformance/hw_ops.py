@@ -151,6 +151,29 @@ EXACT = [
     _case("mul24.lo.s32", "mul24.lo.s32 {d}, {a}, {b}", "s32 s32", "s32"),
     _case("add.sat.s32", "add.sat.s32 {d}, {a}, {b}", "s32 s32", "s32"),
 ]
+B3 = "b32 b32 b32"
+VIDEO = [  # operand selectors, merges and secondary operations of the video instructions
+    _case("vadd.sat.add.sel", "vadd.s32.s32.s32.sat.add {d}, {a}.b1, {b}.h0, {c}", B3, "b32"),
+    _case("vsub.merge", "vsub.u32.s32.u32 {d}.h1, {a}.h0, {b}.b3, {c}", B3, "b32"),
+    _case("vabsdiff.min", "vabsdiff.s32.u32.s32.min {d}, {a}, {b}, {c}", B3, "b32"),
+    _case("vmax.max.sel", "vmax.u32.u32.s32.max {d}, {a}.b2, {b}, {c}", B3, "b32"),
+    _case("vshl.clamp.add", "vshl.u32.u32.u32.clamp.add {d}, {a}, {b}.b0, {c}", B3, "b32"),
+    _case("vshr.wrap", "vshr.s32.s32.u32.wrap {d}, {a}.h1, {b}", "b32 b32", "b32"),
+    _case("vmad.neg.shr15.sat", "vmad.s32.s32.u32.sat.shr15 {d}, -{a}.h0, {b}.h1, {c}", B3, "b32"),
+    _case("vmad.po", "vmad.u32.u32.u32.po {d}, {a}.b0, {b}.b1, {c}", B3, "b32"),
+    _case("vmad.neg.c", "vmad.s32.u32.u32 {d}, {a}.h0, {b}.h0, -{c}", B3, "b32"),
+    _case("vset.lt.add", "vset.u32.s32.lt.add {d}, {a}.b2, {b}.b1, {c}", B3, "b32"),
+    _case("vadd2.sat", "vadd2.s32.s32.s32.sat {d}, {a}, {b}, {c}", B3, "b32"),
+    _case("vsub4.add", "vsub4.u32.u32.u32.add {d}, {a}, {b}, {c}", B3, "b32"),
+    _case("vavrg4", "vavrg4.s32.s32.s32 {d}, {a}, {b}, {c}", B3, "b32"),
+    _case("vavrg2.u", "vavrg2.u32.u32.u32 {d}, {a}, {b}, {c}", B3, "b32"),
+    _case("vabsdiff2.add", "vabsdiff2.u32.u32.u32.add {d}, {a}, {b}, {c}", B3, "b32"),
+    _case("vmin4.mask", "vmin4.s32.s32.s32 {d}.b20, {a}, {b}, {c}", B3, "b32"),
+    _case("vmax4.sel", "vmax4.u32.u32.u32 {d}, {a}.b4321, {b}.b7531, {c}", B3, "b32"),
+    _case("vset2.gt.add", "vset2.s32.s32.gt.add {d}, {a}, {b}, {c}", B3, "b32"),
+    _case("vset4.ne", "vset4.u32.u32.ne {d}, {a}, {b}, {c}", B3, "b32"),
+]
+EXACT = EXACT + VIDEO
 APPROX = [
     _case("ex2.approx.f32", "ex2.approx.f32 {d}, {a}", F1, "f32", bound=("ulp", 2), inputs="unit"),
     _case("ex2.approx.ftz.f32", "ex2.approx.ftz.f32 {d}, {a}", F1, "f32", bound=("ulp", 2), inputs="unit"),

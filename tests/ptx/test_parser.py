@@ -211,3 +211,34 @@ def test_parse_rejects_bytes_with_a_clear_message():
 def test_absurd_register_range_is_an_error_not_an_out_of_memory():
     e = syntax_error(".version 8.5\n.target sm_80\n.entry k() {\n.reg .b32 %r<999999999999999999999>;\nret;\n}\n")
     assert (e.line, e.col) == (4, 14) and "the count must be 1 to 1,048,576" in e.msg
+
+
+VIDEO = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+ .reg .b32 %r<6>;
+ vmad.s32.s32.s32.sat.shr15 %r1, -%r2.h0, %r3.h1, %r4;
+ vmad.s32.s32.s32 %r5, %r2.h0, %r3.h1, -%r4;
+ vset4.u32.u32.ne %r1.b30, %r2, %r3, %r1;
+ vadd.u32.u32.u32.sat.add %r1, %r2.b0, %r3.h1, %r1;
+ ret;
+}
+"""
+
+
+def test_video_operands_negation_and_selectors():
+    from ptxforge.ptx.validator import validate
+
+    m = pf.parse(VIDEO, filename="v.ptx")
+    assert m.to_ptx() == VIDEO
+    first = next(m.kernels[0].instructions())
+    assert isinstance(first.operands[1], ir.Minus) and first.operands[1].operand.name == "%r2.h0"
+    assert ir.split_selector("%r2.h0") == ("%r2", "h0") and ir.split_selector("%r1.b30") == ("%r1", "b30")
+    assert ir.split_selector("%r2") == ("%r2", None)
+    assert not validate(m)
+    canon = m.to_ptx(canonical=True)
+    assert "-%r2.h0" in canon and pf.parse(canon).to_ptx(canonical=True) == canon
+    bad = pf.parse(VIDEO.replace("%r3.h1, -%r4", "%r9.h1, -%r4"), filename="v.ptx")
+    assert [d.message for d in validate(bad)] == ["vmad.s32.s32.s32: register '%r9.h1' is not declared"]

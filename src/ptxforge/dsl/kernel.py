@@ -224,7 +224,7 @@ def _prune(f: ir.Function) -> ir.Function:
                 count(o.elements)
             elif t is ir.PredPair:
                 count((o.first, o.second))
-            elif t is ir.Negated:
+            elif t is ir.Negated or t is ir.Minus:
                 count((o.operand,))
             elif t is ir.ParenList or t is ir.AddressList:
                 count(o.items)

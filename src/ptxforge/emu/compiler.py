@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ptxforge.emu import ops_alu, ops_async, ops_control, ops_float, ops_matrix, ops_memory, ops_warp, ops_wgmma
+from ptxforge.emu import (
+    ops_alu,
+    ops_async,
+    ops_control,
+    ops_float,
+    ops_matrix,
+    ops_memory,
+    ops_video,
+    ops_warp,
+    ops_wgmma,
+)
 from ptxforge.emu.errors import UnsupportedInstruction
 from ptxforge.emu.operands import Ctx
 from ptxforge.emu.program import Layout
@@ -53,6 +63,8 @@ def _text(ins: ir.Instruction) -> str:
             ops.append(f"{_show(o.first)}|{_show(o.second)}")
         elif isinstance(o, ir.Negated):
             ops.append("!" + _show(o.operand))
+        elif isinstance(o, ir.Minus):
+            ops.append("-" + _show(o.operand))
         else:
             ops.append(_show(o))
     g = ""
@@ -63,7 +75,7 @@ def _text(ins: ir.Instruction) -> str:
 
 # opcode -> builder(ctx) returning an Op (without text/line filled)
 BUILDERS: dict = {}
-for _mod in (ops_alu, ops_float, ops_memory, ops_warp, ops_control, ops_matrix, ops_async, ops_wgmma):
+for _mod in (ops_alu, ops_float, ops_memory, ops_warp, ops_control, ops_matrix, ops_async, ops_wgmma, ops_video):
     BUILDERS.update(_mod.BUILDERS)
 
 

@@ -123,6 +123,8 @@ class Ctx:
         if isinstance(op, ir.Negated):
             inner = self.read(op.operand, ".pred")
             return lambda st: ~inner(st)
+        if isinstance(op, ir.Minus):
+            raise self.error("a negated operand '-' is only valid in vmad")
         if isinstance(op, ir.Immediate):
             c = immediate_bits(op, ty)
             return lambda st: c

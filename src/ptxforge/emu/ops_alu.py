@@ -584,40 +584,6 @@ def build_sad(ctx):
     return _op(lambda st, m: d(st, np.asarray(sem.sad(*bc(a(st), b(st), c(st)), ty[1:])).astype(dt, copy=False), m))
 
 
-def build_vop4(ctx):
-    """vadd4/vsub4/vabsdiff4/vmin4/vmax4 .dtype.atype.btype{.sat}{.add} d, a, b, c (default byte selects,
-    full mask): the per-byte op, or with .add the sum of the four results plus c."""
-    ins = ctx.ins
-    if any(s.startswith("b") and s[1:].isdigit() for s in ins.suffixes):
-        raise ctx.error("byte masks and selectors of SIMD video instructions are not supported")
-    ts = ins.types
-    sa, sb = (ts[1] if len(ts) > 1 else ".u32").startswith(".s"), (ts[2] if len(ts) > 2 else ".u32").startswith(".s")
-    sd = ts[0].startswith(".s") if ts else False
-    sat, add = ins.has("sat"), ins.has("add")
-    op = ins.opcode[:-1]
-    ops = ins.operands
-    d = ctx.write(ops[0], ".b32")
-    a, b, c = (ctx.read(o, ".b32") for o in ops[1:4])
-
-    def lanes(x, signed):
-        v = (np.asarray(x, np.uint32)[..., None] >> np.arange(0, 32, 8, dtype=np.uint32)) & np.uint32(0xFF)
-        v = v.astype(np.int64)
-        return np.where(v >= 128, v - 256, v) if signed else v
-
-    def f(st, m):
-        x, y = lanes(a(st), sa), lanes(b(st), sb)
-        r = {"vadd": x + y, "vsub": x - y, "vabsdiff": np.abs(x - y), "vmin": np.minimum(x, y),
-             "vmax": np.maximum(x, y)}[op]
-        if add:
-            out = (r.sum(-1) + np.asarray(c(st), np.uint32).astype(np.int64)) & 0xFFFFFFFF
-        else:
-            if sat:
-                r = np.clip(r, -128, 127) if sd else np.clip(r, 0, 255)
-            out = ((r & 0xFF) << np.arange(0, 32, 8)).sum(-1)
-        d(st, np.asarray(out).astype(np.uint32), m)
-    return _op(f)
-
-
 def _cluster_split(ctx, a_read, ty):
     """(reader of the 32-bit shared::cluster address, window added back) for mapa / getctarank."""
     from ptxforge.emu.memory import SHARED_WINDOW
@@ -668,7 +634,6 @@ def build_getctarank(ctx):
 
 BUILDERS = {
     "dp4a": build_dp, "dp2a": build_dp, "sad": build_sad, "mapa": build_mapa, "getctarank": build_getctarank,
-    "vadd4": build_vop4, "vsub4": build_vop4, "vabsdiff4": build_vop4, "vmin4": build_vop4, "vmax4": build_vop4,
     "add": build_add, "sub": build_sub, "addc": build_carry, "subc": build_carry,
     "mul": build_mul, "mad": build_mad, "madc": build_mad,
     "min": build_simple_int("min"), "max": build_simple_int("max"), "abs": build_simple_int("abs"),

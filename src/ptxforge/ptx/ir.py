@@ -8,6 +8,7 @@ layout compare equal.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -165,6 +166,14 @@ class Negated:
 
 
 @dataclass(frozen=True, slots=True)
+class Minus:
+    """An arithmetically negated source `-%r1` (the operands of the video instruction vmad)."""
+
+    operand: Operand
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
 class PredPair:
     """A destination pair `%r1|%p2` (a value and a predicate, as shfl and setp write)."""
 
@@ -219,8 +228,23 @@ class Expr:
     span: Span = _span()
 
 
+# Video instructions name a byte or half-word of a register operand with a selector suffix: %r1.b0, %r2.h1,
+# and the SIMD forms a group of them: %r1.b3210, %r2.h10 (the parser keeps the suffix in the name).
+VIDEO_OPCODES = frozenset({
+    "vadd", "vsub", "vabsdiff", "vmin", "vmax", "vshl", "vshr", "vmad", "vset", "vadd2", "vsub2", "vavrg2",
+    "vabsdiff2", "vmin2", "vmax2", "vset2", "vadd4", "vsub4", "vavrg4", "vabsdiff4", "vmin4", "vmax4", "vset4",
+})
+_SELECTOR = re.compile(r"^(%.+?)\.(b[0-7]{1,4}|h[0-3]{1,2})$")
+
+
+def split_selector(name: str) -> tuple[str, str | None]:
+    """('%r1', 'b0') for a video operand '%r1.b0'; (name, None) when it has no selector."""
+    m = _SELECTOR.match(name)
+    return (m.group(1), m.group(2)) if m else (name, None)
+
+
 Operand = Union[
-    Register, SpecialRegister, Immediate, Symbol, Sink, Negated, PredPair, Vector, Address,
+    Register, SpecialRegister, Immediate, Symbol, Sink, Negated, Minus, PredPair, Vector, Address,
     AddressList, ParenList, Expr,
 ]
 

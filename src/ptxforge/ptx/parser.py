@@ -677,6 +677,9 @@ class Parser:
                     self.fail(nxt, f"malformed number '{nxt[1]}'")
                 v = imm.value
                 return ir.Immediate(-v if v != 0 or isinstance(v, int) else -0.0, "-" + nxt[1], self.span(tok))
+            if nxt[0] == "word" and nxt[1].startswith("%"):
+                self.i += 1
+                return ir.Minus(self.parse_operand(), self.span(tok))
         if val == "!":
             self.i += 1
             return ir.Negated(self.parse_operand(), self.span(tok))

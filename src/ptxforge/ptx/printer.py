@@ -345,6 +345,8 @@ def operand_text(o) -> str:
         return "_"
     if t is ir.Negated:
         return "!" + operand_text(o.operand)
+    if t is ir.Minus:
+        return "-" + operand_text(o.operand)
     if t is ir.PredPair:
         return operand_text(o.first) + "|" + operand_text(o.second)
     if t is ir.AddressList:

@@ -143,7 +143,8 @@ class _Validator:
         ok = True
         for op in _leaves(ins.operands):
             t = type(op)
-            if t is ir.Register and op.name not in regs:
+            if t is ir.Register and op.name not in regs and not (
+                    ins.opcode in ir.VIDEO_OPCODES and ir.split_selector(op.name)[0] in regs):
                 self.report(op.span, f"{ins.mnemonic}: register '{op.name}' is not declared")
                 ok = False
             elif t is ir.Symbol and not self.known_symbol(op.name, symbols):
@@ -180,7 +181,7 @@ def _leaves(operands):
             yield from _leaves(op.elements)
         elif t is ir.AddressList or t is ir.ParenList:
             yield from _leaves(op.items)
-        elif t is ir.Negated:
+        elif t is ir.Negated or t is ir.Minus:
             yield from _leaves((op.operand,))
         elif t is ir.PredPair:
             yield from _leaves((op.first, op.second))

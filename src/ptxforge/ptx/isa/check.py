@@ -271,12 +271,16 @@ class _Ctx:
         return self.scalar(op, want, relaxed, pos)
 
     def scalar(self, op, want: str, relaxed: bool, pos: int) -> list[Problem]:
+        if isinstance(op, ir.Minus):
+            op = op.operand
         if isinstance(op, ir.Negated):
             if want != ".pred":
                 return [(op.span, f"{self.mn}: operand {pos} is negated with '!', which needs a predicate")]
             op = op.operand
         if isinstance(op, ir.Register):
             t = self.regs.get(op.name)
+            if t is None and self.mn.split(".")[0] in ir.VIDEO_OPCODES:
+                t = self.regs.get(ir.split_selector(op.name)[0])
             if t is None or op.name in self.symbols or t not in ALL_TYPES:
                 return []
             if not compatible(want, t, relaxed, self.from_suffix):
