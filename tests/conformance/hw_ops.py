@@ -276,6 +276,8 @@ WARP_BODIES = {
     "bfind.shiftamt": "bfind.shiftamt.s32 %y, %a;",
     "prmt.f4e": "prmt.b32.f4e %y, %a, %b, 5;",
     "szext.clamp": "and.b32 %t1, %b, 63;\n szext.clamp.s32 %y, %a, %t1;",
+    "bmsk.wrap": "bmsk.wrap.b32 %y, %a, %b;",
+    "movmatrix": "movmatrix.sync.aligned.m8n8.trans.b16 %y, %a;",
 }
 
 

@@ -110,3 +110,53 @@ def test_cooperative_groups_tiles(flavor):
     np.testing.assert_array_equal(out[:, 0], s8.reshape(-1))
     np.testing.assert_array_equal(out[:, 1], m16.reshape(-1))
     np.testing.assert_array_equal(out[:, 2], inc.reshape(-1))
+
+
+def test_movmatrix_transposes_the_warp_matrix():
+    import ptxforge as pf
+
+    src = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [p];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd1, %rd1, %rd2;
+    ld.global.b32 %r2, [%rd1];
+    movmatrix.sync.aligned.m8n8.trans.b16 %r2, %r2;
+    st.global.b32 [%rd1], %r2;
+    ret;
+}
+"""
+    A = np.arange(64, dtype=np.uint16).reshape(8, 8) * 3 + 1  # row r, column c
+    regs = A.reshape(8, 4, 2).reshape(32, 2)  # lane l: row l >> 2, columns 2 * (l % 4) + {0, 1}
+    data = (regs[:, 0].astype(np.uint32) | (regs[:, 1].astype(np.uint32) << 16)).astype(np.uint32)
+    pf.parse(src).kernel("k").launch(grid=(1,), block=(32,), args=[data], device="emu")
+    got = np.stack([data & 0xFFFF, data >> 16], 1).astype(np.uint16).reshape(8, 8)
+    np.testing.assert_array_equal(got, A.T)
+
+
+def test_createpolicy_gives_the_cutlass_hint_values():
+    import ptxforge as pf
+
+    src = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [p];
+    createpolicy.fractional.L2::evict_last.b64 %rd2, 1.0;
+    createpolicy.fractional.L2::evict_first.b64 %rd3;
+    ld.global.L2::cache_hint.b64 %rd4, [%rd1], %rd2;
+    st.global.v2.b64 [%rd1+16], {%rd2, %rd3};
+    ret;
+}
+"""
+    out = np.zeros(4, np.uint64)
+    pf.parse(src).kernel("k").launch(grid=(1,), block=(1,), args=[out], device="emu")
+    assert out[2:].tolist() == [0x14F0000000000000, 0x12F0000000000000]

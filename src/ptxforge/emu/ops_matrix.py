@@ -237,4 +237,31 @@ def build_wmma(ctx):
     return _op(f)
 
 
-BUILDERS = {"mma": build_mma, "ldmatrix": build_ldmatrix, "stmatrix": build_stmatrix, "wmma": build_wmma}
+def build_movmatrix(ctx):
+    """movmatrix.sync.aligned.m8n8.trans.b16 d, a: transpose the warp's 8x8 b16 matrix in registers.
+
+    Fragment layout (both operands): lane l holds row l >> 2, columns 2 * (l % 4) and + 1 (low half first).
+    """
+    ins = ctx.ins
+    if not (ins.has("m8n8") and ins.has("trans") and ins.has("b16")):
+        raise ctx.error("only movmatrix.sync.aligned.m8n8.trans.b16 exists")
+    d, a = ctx.write(ins.operands[0], ".b32"), ctx.read(ins.operands[1], ".b32")
+    lane = np.arange(32)
+    row, col = lane >> 2, 2 * (lane % 4)
+
+    def f(st, m):
+        warps = _warps(st, m)
+        if warps.size == 0:
+            return
+        regs = _gather(st, [a], warps, np.uint32)[:, :, 0]  # [warps, 32]
+        halves = np.stack([regs & 0xFFFF, regs >> 16], -1)  # [warps, 32, 2]
+        A = np.zeros((warps.size, 8, 8), np.uint32)
+        A[:, row, col], A[:, row, col + 1] = halves[:, :, 0], halves[:, :, 1]
+        T = A.transpose(0, 2, 1)
+        out = T[:, row, col] | (T[:, row, col + 1] << np.uint32(16))
+        _scatter(st, [d], warps, out[:, :, None], m, np.uint32)
+    return _op(f)
+
+
+BUILDERS = {"mma": build_mma, "ldmatrix": build_ldmatrix, "stmatrix": build_stmatrix, "wmma": build_wmma,
+            "movmatrix": build_movmatrix}

@@ -209,10 +209,25 @@ def build_ld_param_pvar_value(st, idx, off, nb, dt):
 
 __all__ = ["build_ld", "build_st", "convert_width", "is_signed"]
 
+# createpolicy's result is an opaque cache-eviction policy that only .L2::cache_hint loads and stores read; the
+# emulator has no cache, so any fixed value per form serves. These are the values CUTLASS uses as TMA cache
+# hints for evict_normal/first/last (cute/arch/copy_sm90_desc.hpp), so code comparing against them works.
+_POLICY = {"L2::evict_normal": 0x1000000000000000, "L2::evict_first": 0x12F0000000000000,
+           "L2::evict_last": 0x14F0000000000000, "L2::evict_unchanged": 0x1000000000000000}
+
+
+def build_createpolicy(ctx):
+    """createpolicy.{fractional,range,cvt}...b64 policy, ...: a fixed 64-bit policy value per eviction priority."""
+    prio = next((s for s in ctx.ins.suffixes if s in _POLICY), "L2::evict_normal")
+    d = ctx.write(ctx.ins.operands[0], ".b64")
+    value = np.uint64(_POLICY[prio])
+    return _op(lambda st, m: d(st, np.full(st.N, value, np.uint64), m))
+
+
 BUILDERS = {
     "ld": build_ld, "ldu": build_ld, "st": build_st, "cvta": build_cvta, "isspacep": build_isspacep,
     "prefetch": _nop, "prefetchu": _nop, "membar": _nop, "fence": _nop, "discard": _nop,
-    "applypriority": _nop, "createpolicy": None,
+    "applypriority": _nop, "createpolicy": build_createpolicy,
     "atom": ops_atomic.build_atom, "red": ops_atomic.build_red,
 }
 BUILDERS = {k: v for k, v in BUILDERS.items() if v is not None}
