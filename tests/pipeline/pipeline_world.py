@@ -105,22 +105,23 @@ def _shape(bd: int) -> tuple[int, int, int]:
     return (MB, SEQ, HIDDEN) if bd == 0 else (SEQ, MB, HIDDEN)
 
 
-def _data(chunks: int, seed: int, arity: int, bd: int, dtype: torch.dtype):
+def _data(chunks: int, seed: int, arity: int, bd: int, dtype: torch.dtype, device: str = "cpu"):
     g = torch.Generator().manual_seed(seed)
     shape = list(_shape(bd))
     shape[bd] *= chunks
-    xs = tuple(torch.randn(*shape, generator=g, dtype=dtype) for _ in range(arity))
-    lab = torch.randn(*shape, generator=g, dtype=dtype)
+    xs = tuple(torch.randn(*shape, generator=g, dtype=dtype).to(device) for _ in range(arity))
+    lab = torch.randn(*shape, generator=g, dtype=dtype).to(device)
     return xs, lab
 
 
-def _stages(cls, n: int, seed: int, dtype: torch.dtype) -> list[nn.Module]:
+def _stages(cls, n: int, seed: int, dtype: torch.dtype, device: str = "cpu") -> list[nn.Module]:
     torch.manual_seed(seed)
-    return [cls().to(dtype) for _ in range(n)]
+    return [cls().to(dtype).to(device) for _ in range(n)]
 
 
 def _copy(stage: nn.Module, cls) -> nn.Module:
-    m = cls().to(next(stage.parameters()).dtype)
+    p = next(stage.parameters())
+    m = cls().to(p.dtype).to(p.device)
     m.load_state_dict(stage.state_dict())
     return m
 
@@ -136,15 +137,15 @@ def _equal(a, b) -> bool:
 
 
 def scenario(kind: str, size: int, chunks: int, cls, group, g_rank: int, seed: int, mapping=None,
-             bd: int = 0, dtype: torch.dtype = torch.float64) -> dict:
+             bd: int = 0, dtype: torch.dtype = torch.float64, device: str = "cpu") -> dict:
     """Run one pipeline kind on `group` (this rank is `g_rank` in it) and compare with the reference."""
     set_p2p_tensor_shapes([_shape(bd)] * cls.arity)
     set_p2p_tensor_dtype(dtype)
     pp = mapping[g_rank] if mapping else g_rank  # this rank's pipeline position
     n_stages = {"dualpipe": size, "dualpipev": 2 * size, "1f1b": size, "zb1p": size}[kind]
     crit = pair_criterion if cls.arity == 2 else criterion
-    full = _stages(cls, n_stages, seed, dtype)
-    xs, lab = _data(chunks, seed + 1, cls.arity, bd, dtype)
+    full = _stages(cls, n_stages, seed, dtype, device)
+    xs, lab = _data(chunks, seed + 1, cls.arity, bd, dtype, device)
     ref_loss, ref_out = reference(full, xs, lab, chunks, crit, bd)
     half = lambda t, i: t.chunk(2, dim=bd)[i]  # noqa: E731
     if kind == "dualpipe":
