@@ -7,9 +7,10 @@ Sources:
                       and sm_90a (dropped when the -G PTX exceeds 400 KB)
   src/triton/*.py  -> triton.compile (no GPU needed) for sm_80 and sm_90, via compile_triton.py
   src/numba/*.py   -> numba.cuda.compile_ptx for sm_80 and sm_90, via compile_numba.py
+  src/cuda/*.cu    -> also NVRTC (the run-time compiler) for the sources listed in compile_nvrtc.py
 
-Triton and numba run in a subprocess of --tool-python (default: this interpreter); when they are not
-importable there, that generator is skipped with a message and its existing entries are kept.
+Triton, numba and NVRTC run in a subprocess of --tool-python (default: this interpreter); when they are not
+importable (loadable) there, that generator is skipped with a message and its existing entries are kept.
 
 Output is deterministic: absolute paths that nvcc writes into ``.file`` directives are rewritten to
 repo-relative ones (sources) or ``$CUDA_HOME/...`` (CUDA headers), and the manifest is sorted.
@@ -229,8 +230,9 @@ def generate_cuda(args, entries: dict[str, dict]) -> list[str]:
 def generate_tool(kind: str, args, entries: dict[str, dict]) -> list[str]:
     """Run compile_<kind>.py in --tool-python; it prints one JSON line per written PTX file."""
     script = CORPUS / f"compile_{kind}.py"
-    probe = subprocess.run([args.tool_python, "-c", f"import {'triton' if kind == 'triton' else 'numba.cuda'}"],
-                           capture_output=True, text=True)
+    probe_code = {"triton": "import triton", "numba": "import numba.cuda",
+                  "nvrtc": f"import sys; sys.path.insert(0, {str(CORPUS)!r}); import compile_nvrtc as c; c.NVRTC()"}
+    probe = subprocess.run([args.tool_python, "-c", probe_code[kind]], capture_output=True, text=True)
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
         log(f"{kind}: skipped, not importable in {args.tool_python} ({last}); existing {kind} PTX kept")
@@ -246,10 +248,18 @@ def generate_tool(kind: str, args, entries: dict[str, dict]) -> list[str]:
             old.unlink()
     # one process per module: numba's mangled names carry per-process counters, so this keeps each
     # module's output independent of which other modules were compiled (e.g. with --only)
-    modules = [m for m in sorted((SRC / kind).glob("*.py")) if not args.only or fnmatch.fnmatch(m.stem, args.only)]
+    if kind == "nvrtc":  # a selection of the CUDA sources, compiled with the CUDA headers of the nvcc found
+        import compile_nvrtc
+
+        stems = sorted(compile_nvrtc.NVRTC_SOURCES)
+        src_dir, extra = SRC / "cuda", ["--include", str(cuda_home_of(find_nvcc(args.nvcc)) / "include")]
+    else:
+        stems, src_dir, extra = [m.stem for m in sorted((SRC / kind).glob("*.py"))], SRC / kind, []
+    modules = [src_dir / stem for stem in stems if not args.only or fnmatch.fnmatch(stem, args.only)]
     problems = []
     for module in modules:
-        cmd = [args.tool_python, str(script), "--src", str(SRC / kind), "--out", str(out_dir), "--only", module.stem]
+        cmd = [args.tool_python, str(script), "--src", str(src_dir), "--out", str(out_dir), "--only", module.stem,
+               *extra]
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
         for line in r.stdout.splitlines():
             if not line.startswith("{"):
@@ -324,9 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nvcc", help="nvcc to use (default: $CUDA_HOME/bin/nvcc, then PATH)")
     ap.add_argument("--tool-python", default=sys.executable,
-                    help="python interpreter that has triton / numba-cuda (default: this one)")
+                    help="python interpreter that has triton / numba-cuda / nvidia-cuda-nvrtc (default: this one)")
     ap.add_argument("--only", metavar="GLOB", help="regenerate only sources whose stem matches GLOB")
-    ap.add_argument("--skip", action="append", default=[], choices=["cuda", "triton", "numba"],
+    ap.add_argument("--skip", action="append", default=[], choices=["cuda", "triton", "numba", "nvrtc"],
                     help="skip a generator (repeatable)")
     ap.add_argument("--no-check", action="store_true", help="do not assemble the outputs with ptxas")
     ap.add_argument("--check-all", action="store_true",
@@ -338,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     problems: list[str] = []
     if "cuda" not in args.skip:
         problems += generate_cuda(args, entries)
-    for kind in ("triton", "numba"):
+    for kind in ("triton", "numba", "nvrtc"):
         if kind not in args.skip:
             problems += generate_tool(kind, args, entries)
     entries = {k: v for k, v in entries.items() if (CORPUS / k).exists()}

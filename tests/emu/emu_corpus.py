@@ -20,9 +20,12 @@ def _load(path: str):
 def corpus_module(name: str, flavor: str = "sm_80.O3", kind: str = "cuda"):
     """The parsed module tests/corpus/ptx/<kind>/<name>.<flavor>.ptx.
 
+    A flavor "nvrtc:sm_80" names tests/corpus/ptx/nvrtc/<name>.sm_80.ptx (the NVRTC build).
     When that file is not generated yet but nvcc is on PATH, the CUDA source is compiled the same way
     into a temporary cache; otherwise the test skips.
     """
+    if flavor.startswith("nvrtc:"):  # "nvrtc:sm_80": the NVRTC build of the same source
+        kind, flavor = "nvrtc", flavor.split(":", 1)[1]
     path = CORPUS / "ptx" / kind / f"{name}.{flavor}.ptx"
     if not path.exists() and kind == "cuda":
         path = _compile(name, flavor) or path

@@ -113,7 +113,7 @@ def test_mbarriers():
     np.testing.assert_array_equal(orr[:, 64:], xr[:, 64:] * 2)
 
 
-@pytest.mark.parametrize("flavor", ["sm_80.O3", "sm_80.G"])
+@pytest.mark.parametrize("flavor", ["sm_80.O3", "sm_80.G", "nvrtc:sm_80"])
 def test_mma_debug_build(flavor):
     m = corpus_module("mma_sync", flavor)
     A = rng.standard_normal((16, 16)).astype(np.float16)

@@ -123,7 +123,7 @@ def test_fp8_conversions():
     np.testing.assert_array_equal(back[:, 0], dec4)
 
 
-@pytest.mark.parametrize("flavor", ["sm_80.O3", "sm_80.G"])
+@pytest.mark.parametrize("flavor", ["sm_80.O3", "sm_80.G", "nvrtc:sm_80"])
 def test_integer_atomics(flavor):
     m = corpus_module("atomics", flavor)
     T = 300
@@ -262,7 +262,7 @@ def test_scoped_shared_and_ordered_atomics(flavor):
     assert flag[0] == T and data[0] == T * (T - 1) // 2 and (result == 1).all()
 
 
-@pytest.mark.parametrize("flavor", ["sm_80.O3", "sm_90a.O3"])
+@pytest.mark.parametrize("flavor", ["sm_80.O3", "sm_90a.O3", "nvrtc:sm_90a"])
 def test_fp8_group_quantization_kernels(flavor):
     """DeepSeek-style 1x128 E4M3 quantization (f32 input, and bf16 input with power-of-two scales in
     column-major layout) and the dequantization, bit for bit against numpy + ml_dtypes."""

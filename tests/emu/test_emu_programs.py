@@ -52,7 +52,7 @@ def test_control_flow(flavor):
     np.testing.assert_array_equal(out, np.array([100, 200, 300, 400])[su & 3] + su)
 
 
-@pytest.mark.parametrize("flavor", FLAVORS)
+@pytest.mark.parametrize("flavor", [*FLAVORS, "nvrtc:sm_80"])
 def test_matmul_tiled(flavor):
     m = corpus_module("matmul_tiled", flavor)
     M, N, K = 40, 24, 37  # not multiples of the 16x16 tile

@@ -39,7 +39,7 @@ def test_block_reductions(flavor):
     assert tot[0] == xd.sum()
 
 
-@pytest.mark.parametrize("flavor", FLAVORS)
+@pytest.mark.parametrize("flavor", [*FLAVORS, "nvrtc:sm_80"])
 def test_scans(flavor):
     m = corpus_module("scans", flavor)
     nb, n = 8, 8 * 256 - 37

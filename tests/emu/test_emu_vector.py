@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from emu_corpus import corpus_module
 
-FLAVORS = ["sm_80.O3", "sm_80.G", "sm_90a.O3"]
+FLAVORS = ["sm_80.O3", "sm_80.G", "sm_90a.O3", "nvrtc:sm_80", "nvrtc:sm_90a"]
 rng = np.random.default_rng(0)
 
 

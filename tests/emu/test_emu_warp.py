@@ -5,6 +5,7 @@ import pytest
 from emu_corpus import corpus_module
 
 FLAVORS = ["sm_80.O3", "sm_80.G", "sm_90a.O3"]
+WARP_OPS = [*FLAVORS, "nvrtc:sm_80", "nvrtc:sm_90a"]  # warp_ops.cu also has NVRTC builds
 rng = np.random.default_rng(3)
 
 
@@ -38,7 +39,7 @@ def ref_vote_shuffle(v):
     return out
 
 
-@pytest.mark.parametrize("flavor", FLAVORS)
+@pytest.mark.parametrize("flavor", WARP_OPS)
 def test_vote_shuffle(flavor):
     m = corpus_module("warp_ops", flavor)
     n = 128
@@ -51,7 +52,7 @@ def test_vote_shuffle(flavor):
                                       err_msg=f"warp {w}")
 
 
-@pytest.mark.parametrize("flavor", FLAVORS)
+@pytest.mark.parametrize("flavor", WARP_OPS)
 def test_match_redux(flavor):
     m = corpus_module("warp_ops", flavor)
     n = 64
@@ -75,7 +76,7 @@ def test_match_redux(flavor):
         assert (o[:, 9] == np.bitwise_xor.reduce(x)).all()
 
 
-@pytest.mark.parametrize("flavor", FLAVORS)
+@pytest.mark.parametrize("flavor", WARP_OPS)
 def test_divergent_and_partial(flavor):
     m = corpus_module("warp_ops", flavor)
     v = rng.integers(0, 20, 32).astype(np.uint32)
