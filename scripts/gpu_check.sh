@@ -3,7 +3,8 @@
 #   bash scripts/gpu_check.sh          (results and logs go to $OUT, else /tmp/ptxforge-gpu)
 # Uses the machine's python3 (numpy, ml_dtypes, cuda-bindings, pytest, torch) with src/ on PYTHONPATH;
 # nothing is installed. Runs: the GPU tests (tests/gpu), the DSL examples on emu and cuda, the runtime
-# tests, `ptxforge demo` (GPU section included), and the vector-add benchmark against torch.
+# tests, the emulator's corpus tests with the GPU as default device, `ptxforge demo` (GPU section included),
+# and the vector-add benchmark against torch.
 # Prints a short table last. Keep it under 5 minutes.
 set -uo pipefail
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -30,13 +31,22 @@ rm -f "$OUT/approx_vs_gpu.tsv"
 step gpu-tests "$PY" -m pytest -q -p no:cacheprovider tests/gpu
 step dsl-both "$PY" -m pytest -q -p no:cacheprovider tests/dsl/test_dsl_examples.py
 step runtime "$PY" -m pytest -q -p no:cacheprovider tests/runtime
+# The emulator's corpus tests with launches defaulting to the GPU: the same numpy checks, now on hardware.
+# Informational: tests that expect emulator-only results (instruction counts, emulator errors) fail here.
+# Tests named for faults, errors, traps or the watchdog are left out: a GPU fault ends the CUDA context
+# of its process. -n 8 keeps one broken worker from taking the rest down.
+step corpus-gpu env PTXFORGE_DEVICE=cuda "$PY" -m pytest -q -p no:cacheprovider -n 8 \
+  -k "not fault and not error and not watchdog and not trap and not oob" tests/emu/test_emu_vector.py \
+  tests/emu/test_emu_warp.py tests/emu/test_emu_reductions.py tests/emu/test_emu_programs.py \
+  tests/emu/test_emu_numeric.py tests/emu/test_emu_integer.py tests/emu/test_emu_matrix_async.py \
+  tests/emu/test_emu_cluster.py tests/emu/test_emu_triton.py
 step demo "$PY" -m ptxforge.cli.main demo
 step bench "$PY" benchmarks/gpu_vadd.py --sizes 24 26 28
 
 echo
 echo "== summary ($(cat "$OUT/gpu.txt"))"
 printf '%s\n' "${status[@]}"
-grep -h -E "passed|failed|error" "$OUT"/gpu-tests.log "$OUT"/dsl-both.log "$OUT"/runtime.log | tail -3
+for f in gpu-tests dsl-both runtime corpus-gpu; do echo "$f: $(grep -h -E "[0-9]+ (passed|failed)" "$OUT/$f.log" | tail -1)"; done
 grep -E "GB/s|torch.add|overhead|DSL vadd|nvcc vadd" "$OUT/bench.log" | tail -12
 [ -f "$OUT/approx_vs_gpu.tsv" ] && (column -t -s $'\t' "$OUT/approx_vs_gpu.tsv" 2>/dev/null || cat "$OUT/approx_vs_gpu.tsv")
 grep -h "^FAILED" "$OUT"/*.log | head -20

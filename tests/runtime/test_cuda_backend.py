@@ -325,3 +325,12 @@ def test_cli_devices_lists_the_emulator_and_why_no_gpu(capsys):
     assert "cuda     not available: no CUDA driver on this machine (libcuda.so.1 not found)" in out
     assert "launches that name no device use: emu (PTXFORGE_DEVICE)" in out  # set by tests/conftest.py
     assert "ptxas      /" in out and "(CUDA 13." in out
+
+
+def test_environment_device_yields_to_buffers_and_emulator_options(demo, monkeypatch):
+    monkeypatch.setenv("PTXFORGE_DEVICE", "cuda")  # a preference: never used here, so no GPU is needed
+    res = demo.kernel("vadd").launch(grid=(1,), block=(256,), args=vadd_args(), sanitize=True)
+    assert res.device == "emu"
+    args = vadd_args()
+    args[2] = to_device(args[2], device="emu")
+    assert demo.kernel("vadd").launch(grid=(1,), block=(256,), args=args).device == "emu"

@@ -48,22 +48,24 @@ class Kernel:
     def launch(self, grid=(1,), block=(1,), args=(), *, device=None, shared_mem: int = 0,
                sanitize=False, num_sms: int | None = None, watchdog_s: float = 60.0,
                printf=None, emu_device_: EmuDevice | None = None, cluster=None) -> LaunchResult:
-        """Run the kernel on `device`: "auto" (where its DeviceBuffer arguments live; else the emulator when
-        an emulator-only option is given; else a GPU when one can be used; else the emulator), "emu", "cuda"
-        or "cuda:N". None means $PTXFORGE_DEVICE, else "auto". See the module docstring for arguments.
+        """Run the kernel on `device`: "emu", "cuda" or "cuda:N"; or "auto": where its DeviceBuffer arguments
+        live, else the emulator when an emulator-only option is given, else a GPU when one can be used, else the
+        emulator. None is like "auto" with $PTXFORGE_DEVICE (when set) in place of the GPU-or-emulator choice.
+        See the module docstring for arguments.
 
         `sanitize` is False, True (every check) or a `ptxforge.emu.sanitizer.Sanitizer` with options; it runs
         on the emulator, as do `num_sms`, `watchdog_s`, `printf` capture and `emu_device_`.
         `cluster` is the thread-block cluster shape (x, y, z) for kernels without `.reqnctapercluster`.
         """
-        if device is None:
-            device = default_device()
-        if device == "auto":
+        if device is None or device == "auto":  # a preference ($PTXFORGE_DEVICE or auto), not an order
+            preferred = device or default_device()
             buffers = [a.device for a in args if isinstance(a, DeviceBuffer)]
             if buffers and emu_device_ is None:
                 device = buffers[0]  # run where the data is
             elif sanitize or num_sms is not None or printf is not None or emu_device_ is not None:
                 device = "emu"  # options only the emulator has
+            else:
+                device = preferred
         dev = emu_device_ if emu_device_ is not None and device in ("auto", "emu") else resolve_device(device)
         if not isinstance(shared_mem, int | np.integer) or shared_mem < 0:
             raise LaunchError(f"shared_mem must be a non-negative integer, got {shared_mem!r}")
