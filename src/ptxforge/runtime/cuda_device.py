@@ -86,7 +86,10 @@ class CudaDevice:
         self.max_shared_per_block = self.attribute(A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
         self.driver_version = int(check(d.cuDriverGetVersion(), "cuDriverGetVersion"))
         self.memory = CudaMemory(self)
-        self._modules: dict[str, object] = {}
+        self._modules: dict[str, object] = {}  # sha256 of the PTX text -> CUmodule
+        self._seen: dict[int, tuple[ir.Module, str]] = {}  # id(module) -> (module, its key)
+        self._functions: dict[tuple[int, str], object] = {}
+        self._limits: dict[int, tuple[int, int]] = {}
         self.last_build: dict[str, str] = {}
 
     def __repr__(self) -> str:
@@ -124,17 +127,40 @@ class CudaDevice:
     # ------------------------------------------------------------------ modules
     def function(self, module: ir.Module, name: str):
         """The CUfunction `name` of `module`, building and loading the module on first use."""
-        return check(driver().cuModuleGetFunction(self.load(module), name.encode()), "cuModuleGetFunction",
-                     f"(kernel {name})")
+        mod = self.load(module)
+        f = self._functions.get((id(mod), name))
+        if f is None:
+            f = self._functions[(id(mod), name)] = check(driver().cuModuleGetFunction(mod, name.encode()),
+                                                         "cuModuleGetFunction", f"(kernel {name})")
+        return f
 
     def load(self, module: ir.Module):
-        """The CUmodule of `module` on this GPU; built with ptxas when it can be, else by the driver."""
+        """The CUmodule of `module` on this GPU; built with ptxas when it can be, else by the driver.
+
+        Modules are kept by PTX text, so equal modules share one build; a module object seen before skips
+        printing and hashing its text (launches in a loop cost no more than the driver's own work)."""
+        seen = self._seen.get(id(module))
+        if seen is not None and seen[0] is module:
+            return self._modules[seen[1]]
         text = module.to_ptx()
         key = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
         if key not in self._modules:
             self.make_current()
             self._modules[key] = self._build(module, text)
+        self._seen[id(module)] = (module, key)  # holding the module keeps its id from being reused
         return self._modules[key]
+
+    def launch_limits(self, module: ir.Module, name: str) -> tuple[int, int]:
+        """(max threads per block, static shared bytes) of a kernel, as the driver reports them."""
+        f = self.function(module, name)
+        lim = self._limits.get(id(f))
+        if lim is None:
+            d = driver()
+            FA = d.CUfunction_attribute
+            lim = self._limits[id(f)] = tuple(
+                int(check(d.cuFuncGetAttribute(a, f), "cuFuncGetAttribute"))
+                for a in (FA.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, FA.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES))
+        return lim
 
     def _build(self, module: ir.Module, text: str):
         from ptxforge.runtime.resources import ptxas_failure

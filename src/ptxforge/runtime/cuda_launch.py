@@ -64,14 +64,13 @@ def launch_on_gpu(device: CudaDevice, module: ir.Module, func: ir.Function, para
     where = f"({func.name}<<<{grid}, {block}>>> on {device.name})"
     f = device.function(module, func.name)
     FA = d.CUfunction_attribute
-    max_threads = int(check(d.cuFuncGetAttribute(FA.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f), "cuFuncGetAttribute"))
+    max_threads, static = device.launch_limits(module, func.name)
     threads = block[0] * block[1] * block[2]
     if threads > max_threads:
         regs = int(check(d.cuFuncGetAttribute(FA.CU_FUNC_ATTRIBUTE_NUM_REGS, f), "cuFuncGetAttribute"))
         raise LaunchError(f"{func.name} uses {regs} registers per thread, so a block may have at most "
                           f"{max_threads} threads on {device.arch}; the launch asked for {threads}: lower the "
                           f"block size or cap registers (.maxnreg / .maxntid)")
-    static = int(check(d.cuFuncGetAttribute(FA.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f), "cuFuncGetAttribute"))
     if static + shared_mem > device.max_shared_per_block:
         raise LaunchError(f"{static} bytes of static plus {shared_mem} of dynamic shared memory exceed the "
                           f"{device.max_shared_per_block} a block may use on {device.name}")
