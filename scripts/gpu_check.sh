@@ -5,7 +5,7 @@
 # nothing is installed. Runs: the GPU tests (tests/gpu), the DSL examples on emu and cuda, the runtime
 # tests, the emulator's corpus tests with the GPU as default device, `ptxforge demo` (GPU section included),
 # and the vector-add benchmark against torch.
-# Prints a short table last. Keep it under 5 minutes.
+# Prints a short table last. Each step has a time limit; the whole run stays under 8 minutes.
 set -uo pipefail
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
@@ -13,11 +13,11 @@ OUT="${OUT:-/tmp/ptxforge-gpu}"
 mkdir -p "$OUT"
 status=()
 
-step() {  # step NAME COMMAND...: run, log to $OUT/NAME.log, remember pass/fail and seconds
-  local name="$1"; shift
+step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.log, remember pass/fail
+  local name="$1" limit="$2"; shift 2
   local t0=$SECONDS
   echo "== $name: $*"
-  "$@" 2>&1 | tee "$OUT/$name.log"
+  timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.log"
   local rc=${PIPESTATUS[0]}
   status+=("$(printf '%-12s %-5s %4ss' "$name" "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $((SECONDS - t0)))")
 }
@@ -28,20 +28,20 @@ nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv
 command -v ptxas >/dev/null && ptxas --version | tail -1 || echo "no ptxas on PATH: modules go through the driver JIT"
 
 rm -f "$OUT/approx_vs_gpu.tsv"
-step gpu-tests "$PY" -m pytest -q -p no:cacheprovider tests/gpu
-step dsl-both "$PY" -m pytest -q -p no:cacheprovider tests/dsl/test_dsl_examples.py
-step runtime "$PY" -m pytest -q -p no:cacheprovider tests/runtime
+step gpu-tests 170 "$PY" -m pytest -q -p no:cacheprovider tests/gpu
+step dsl-both 60 "$PY" -m pytest -q -p no:cacheprovider tests/dsl/test_dsl_examples.py
+step runtime 60 "$PY" -m pytest -q -p no:cacheprovider tests/runtime
 # The emulator's corpus tests with launches defaulting to the GPU: the same numpy checks, now on hardware.
 # Informational: tests that expect emulator-only results (instruction counts, emulator errors) fail here.
 # Tests named for faults, errors, traps or the watchdog are left out: a GPU fault ends the CUDA context
 # of its process. -n 8 keeps one broken worker from taking the rest down.
-step corpus-gpu env PTXFORGE_DEVICE=cuda "$PY" -m pytest -q -p no:cacheprovider -n 8 \
+step corpus-gpu 100 env PTXFORGE_DEVICE=cuda "$PY" -m pytest -q -p no:cacheprovider -n 8 \
   -k "not fault and not error and not watchdog and not trap and not oob" tests/emu/test_emu_vector.py \
   tests/emu/test_emu_warp.py tests/emu/test_emu_reductions.py tests/emu/test_emu_programs.py \
   tests/emu/test_emu_numeric.py tests/emu/test_emu_integer.py tests/emu/test_emu_matrix_async.py \
   tests/emu/test_emu_cluster.py tests/emu/test_emu_triton.py
-step demo "$PY" -m ptxforge.cli.main demo
-step bench "$PY" benchmarks/gpu_vadd.py --sizes 24 26 28
+step demo 45 "$PY" -m ptxforge.cli.main demo
+step bench 40 "$PY" benchmarks/gpu_vadd.py --sizes 24 26
 
 echo
 echo "== summary ($(cat "$OUT/gpu.txt"))"
