@@ -67,9 +67,10 @@ def _secondary(tmp, c, secop, dsel, dtype_signed):
             raise ValueError(f"secondary operation .{secop}: expected add, min or max")
     elif dsel is not None:
         cu = T.raw(c, 32).astype(np.int64)
+        # the selected part of the result stays where it is (h1 keeps bits 31..16 of tmp), as an H200 does
         width, shift = (8, 8 * int(dsel[1])) if dsel[0] == "b" else (16, 16 * int(dsel[1]))
         m = ((1 << width) - 1) << shift
-        tmp = ((tmp & ((1 << width) - 1)) << shift) | (cu & (0xFFFFFFFF ^ m))
+        tmp = (tmp & m) | (cu & (0xFFFFFFFF ^ m))
     return (np.asarray(tmp).astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
 
 
