@@ -121,7 +121,8 @@ def test_f16_accumulator_e5m2_a_registers_mixed():
 
 def test_f16_accumulator_rounds_once():
     """The f16-accumulator result is the exact sum rounded once: 1 + 2^-11 (a tie) + 2^-24 rounds up to
-    1 + 2^-10, where rounding each partial sum to f16 would first drop the 2^-24 and tie down to 1."""
+    1 + 2^-10, where rounding each partial sum to f16 would first drop the 2^-24 and tie down to 1 (an H200
+    gives 1 + 2^-10 too)."""
     A = np.zeros((64, 16), np.float16)
     B = np.zeros((16, 16), np.float16)
     A[:, 0], A[:, 1], A[:, 2] = 1.0, 2.0 ** -11, 2.0 ** -12

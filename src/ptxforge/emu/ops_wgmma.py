@@ -18,6 +18,12 @@ A.B + C rounded once to nearest-even into .f32, or into .f16 for the f16-accumul
 result never carries intermediate f16 roundings); .tf32 operands drop the low 13 bits of their 32-bit
 data (truncation, as the manual states); imm-scale-a/b = -1 negate A/B before the product. Integer
 forms are exact: wrapped to 32 bits, or clamped to [INT32_MIN, INT32_MAX] with .satfinite.
+
+Against an H200 (tests/gpu/test_wgmma_variants_on_gpu.py): integer forms and the fragment / descriptor
+layouts match bit for bit, and so does f16 x f16 -> f16 (the GPU also keeps every bit of the sum before its
+one rounding). The GPU's f32 accumulation of tf32, fp8 and f16/bf16 products and its f16 accumulation of
+fp8 products are not a single .rn rounding (they truncate: tf32 -> f32 agrees to 2^-23 of the sum of |terms|,
+fp8 -> f32 to 2^-13, fp8 -> f16 to 2^-10); the emulator keeps the single rounding the manual allows.
 """
 
 from __future__ import annotations
