@@ -66,6 +66,18 @@ def f16_close(D, ref):
     assert np.all(np.abs(D.astype(np.float64) - ref) <= 0.5 * ulp + 2.0 ** -25)
 
 
+@pytest.mark.parametrize("ty, k", [(".f16", 16), (".bf16", 16), (".tf32", 8), (".e4m3", 32), (".u8", 32)])
+def test_fragment_coordinates_cover_each_element_once(ty, k):
+    from ptxforge.emu.semantics import mma as S
+
+    r, c = S.wgmma_a_coords(ty)
+    assert r.shape == (128, 64 * k // 128)
+    assert sorted(zip(r.ravel(), c.ravel(), strict=True)) == [(i, j) for i in range(64) for j in range(k)]
+    for n in (8, 24, 256):
+        r, c = S.wgmma_d_coords(n)
+        assert sorted(zip(r.ravel(), c.ravel(), strict=True)) == [(i, j) for i in range(64) for j in range(n)]
+
+
 # ---------------------------------------------------------------- f16 accumulators
 
 
