@@ -1,9 +1,29 @@
-"""Hopper warpgroup MMA: wgmma.mma_async (f16/bf16/e4m3/e5m2 inputs, f32 accumulators), fence/commit/wait.
+"""Hopper warpgroup MMA: wgmma.mma_async and wgmma.fence / commit_group / wait_group.
+
+Forms run (PTX ISA "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"):
+  .f32.f16.f16 / .f16.f16.f16 / .f32.bf16.bf16            m64nNk16, A and B may be transposed (MN-major)
+  .f32.tf32.tf32                                          m64nNk8, K-major only
+  .f32/.f16 with .e4m3/.e5m2 inputs (any mix)             m64nNk32, K-major only
+  .s32 with .s8/.u8 inputs (any mix), {.satfinite}        m64nNk32, K-major only
+A comes from a shared-memory descriptor or from 4 registers (any input type), B from a descriptor.
+Single-bit (.b1, k256) and sparse (.sp) forms raise UnsupportedInstruction.
 
 The emulator completes each wgmma at issue, so fence, commit_group and wait_group have nothing to wait
-for. A and B come from shared-memory matrix descriptors (A may also come from registers); the
-descriptor gives the start address, the leading/stride byte offsets and the swizzle mode
-(none, 32B, 64B, 128B), decoded here into the element addresses of the canonical layouts.
+for. A descriptor gives the start address, the leading/stride byte offsets and the swizzle mode (none,
+32B, 64B, 128B), decoded here into the element addresses of the manual's canonical layouts.
+
+Numerics (the manual leaves accumulation order, internal precision and rounding unspecified and only
+asks for "at least" single precision, or half precision when .dtype is .f16): D is the exact value of
+A.B + C rounded once to nearest-even into .f32, or into .f16 for the f16-accumulator forms (so an f16
+result never carries intermediate f16 roundings); .tf32 operands drop the low 13 bits of their 32-bit
+data (truncation, as the manual states); imm-scale-a/b = -1 negate A/B before the product. Integer
+forms are exact: wrapped to 32 bits, or clamped to [INT32_MIN, INT32_MAX] with .satfinite.
+
+Against an H200 (tests/gpu/test_wgmma_variants_on_gpu.py): integer forms and the fragment / descriptor
+layouts match bit for bit, and so does f16 x f16 -> f16 (the GPU also keeps every bit of the sum before its
+one rounding). The GPU's f32 accumulation of tf32, fp8 and f16/bf16 products and its f16 accumulation of
+fp8 products are not a single .rn rounding (they truncate: tf32 -> f32 agrees to 2^-23 of the sum of |terms|,
+fp8 -> f32 to 2^-13, fp8 -> f16 to 2^-10); the emulator keeps the single rounding the manual allows.
 """
 
 from __future__ import annotations
@@ -15,7 +35,10 @@ from ptxforge.emu.errors import UnsupportedInstruction
 from ptxforge.ptx import ir
 
 _SWIZZLE = {0: 0, 1: 128, 2: 64, 3: 32}  # descriptor bits 62-63 -> swizzle width in bytes
-_ESIZE = {".f16": 2, ".bf16": 2, ".e4m3": 1, ".e5m2": 1}
+_ESIZE = {".f16": 2, ".bf16": 2, ".tf32": 4, ".e4m3": 1, ".e5m2": 1, ".s8": 1, ".u8": 1}
+_FLOAT8 = (".e4m3", ".e5m2")
+_INT8 = (".s8", ".u8")
+_LOAD = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
 
 def _op(fn, kind="sync"):
@@ -38,21 +61,73 @@ def descriptor_addresses(desc: int, rows: int, cols: int, esize: int, k_major: b
     strided, contig = r, c  # K-major: 8-row groups along M/N, K contiguous; MN-major: K rows, MN contiguous
     byte = contig * esize
     if width == 0:  # interleaved 8x16-byte core matrices
-        addr = start + (strided // 8) * sbo + (byte // 16) * lbo + (strided % 8) * 16 + byte % 16
-        return addr
+        # canonical layouts: K-major ((8,m),(T,2k)):((1T,SBO),(1,LBO)) -- 8-row groups at SBO, 16-byte K
+        # chunks at LBO; MN-major ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO)) -- 16-byte MN chunks at SBO, 8-row
+        # K groups at LBO (the roles swap relative to the swizzled MN-major layouts below)
+        group, chunk = (sbo, lbo) if k_major else (lbo, sbo)
+        return start + (strided // 8) * group + (byte // 16) * chunk + (strided % 8) * 16 + byte % 16
     addr = start + (strided // 8) * sbo + (byte // width) * lbo + (strided % 8) * width + byte % width
     mask = width // 16 - 1
     return addr ^ (((addr >> 7) & mask) << 4)
 
 
-def _accumulator_coords(n: int):
-    """(row, col) of accumulator register i of thread t (0..127) of a warpgroup, m64nNk16."""
-    t = np.arange(128)[:, None]
-    i = np.arange(n // 2)[None, :]
-    w, lane = t // 32, t % 32
-    row = 16 * w + lane // 4 + 8 * ((i // 2) % 2)
-    col = 8 * (i // 4) + 2 * (lane % 4) + (i % 2)
-    return row, col
+class _Form:
+    """The static part of one wgmma.mma_async: types, shape, immediates, fragment coordinates."""
+
+    def __init__(self, ctx):
+        from ptxforge.emu.semantics import mma as S
+
+        ins = ctx.ins
+        if ins.has("sp"):
+            raise ctx.error("sparse wgmma (wgmma.mma_async.sp) is not supported")
+        shape = next((s for s in ins.suffixes if s.startswith("m64n")), None)
+        ts = ins.types
+        if shape is None or len(ts) != 3:
+            raise ctx.error("expected .m64nNkK and three types (.dtype.atype.btype)")
+        self.n = int(shape[4:].split("k")[0])
+        self.k = int(shape.split("k")[1])
+        self.dt, self.at, self.bt = ts
+        dt, at, bt = ts
+        form = f"wgmma.mma_async.{shape}.{dt[1:]}.{at[1:]}.{bt[1:]}"
+        ok = ((at == bt and at in (".f16", ".bf16", ".tf32") and (dt == ".f32" or (dt == ".f16" and at == ".f16")))
+              or (at in _FLOAT8 and bt in _FLOAT8 and dt in (".f32", ".f16"))
+              or (at in _INT8 and bt in _INT8 and dt == ".s32"))
+        if not ok:
+            raise ctx.error(f"{form} is not supported (no such form, or .b1)")
+        if self.k != S.wgmma_k(at):
+            raise ctx.error(f"{form}: .{at[1:]} inputs need K = {S.wgmma_k(at)}")
+        self.integer = at in _INT8
+        self.satfinite = ins.has("satfinite")
+        if self.satfinite and not self.integer:
+            raise ctx.error(f"{form}: .satfinite applies to the integer forms only")
+        self.esize = _ESIZE[at]
+        ops = ins.operands
+        self.a_in_regs = isinstance(ops[1], ir.Vector)
+        imms = [int(o.value) for o in ops[4:] if isinstance(o, ir.Immediate)]
+        if len(imms) != len(ops[4:]):
+            raise ctx.error(f"{form}: imm-scale / imm-trans operands must be immediates")
+        # operands after scale-d: none (integer); imm-scale-a, imm-scale-b (tf32, fp8); plus imm-trans-a,
+        # imm-trans-b (f16/bf16 with A in shared memory) or imm-trans-b alone (f16/bf16 with A in registers)
+        n_trans = 0 if self.integer or at in (".tf32", *_FLOAT8) else (1 if self.a_in_regs else 2)
+        expect = 0 if self.integer else 2 + n_trans
+        if len(imms) != expect:
+            raise ctx.error(f"{form}: expected {expect} immediate operands after scale-d, got {len(imms)}")
+        scales, trans = imms[:2], imms[2:]
+        if any(s not in (1, -1) for s in scales) or any(t not in (0, 1) for t in trans):
+            raise ctx.error(f"{form}: imm-scale must be 1 or -1 and imm-trans 0 or 1")
+        self.neg_a = bool(scales) and scales[0] == -1
+        self.neg_b = bool(scales) and scales[1] == -1
+        self.tnsp_a = not self.a_in_regs and bool(trans) and trans[0] == 1
+        self.tnsp_b = bool(trans) and trans[-1] == 1
+        self.d_bits = 16 if dt == ".f16" else 32
+        nregs = self.n // 2 * self.d_bits // 32
+        if len(ops[0].elements) != nregs:
+            raise ctx.error(f"{form}: D needs {nregs} registers, got {len(ops[0].elements)}")
+        if self.a_in_regs and len(ops[1].elements) != 4:
+            raise ctx.error(f"{form}: A in registers needs 4 registers, got {len(ops[1].elements)}")
+        self.d_rows, self.d_cols = S.wgmma_d_coords(self.n)
+        if self.a_in_regs:
+            self.a_rows, self.a_cols = S.wgmma_a_coords(at)
 
 
 def build_wgmma(ctx):
@@ -61,71 +136,47 @@ def build_wgmma(ctx):
         return _op(lambda st, m: None, "normal")
     if not ins.has("mma_async"):
         raise ctx.error(f"{ins.mnemonic} is not supported")
-    shape = next(s for s in ins.suffixes if s.startswith("m64n"))
-    n = int(shape[4:].split("k")[0])
-    kd = int(shape.split("k")[1])
-    ts = ins.types
-    dt, at, bt = ts[0], ts[1], ts[2]
-    if at not in _ESIZE or bt not in _ESIZE or dt != ".f32":
-        raise ctx.error(f"wgmma with .{dt[1:]}.{at[1:]}.{bt[1:]} is not supported yet")
+    fm = _Form(ctx)
     ops = ins.operands
     d_elems = list(ops[0].elements)
     dregs = [ctx.write(e, ".b32") for e in d_elems]
     dread = [ctx.read(e, ".b32") for e in d_elems]
-    a_regs = [ctx.read(e, ".b32") for e in ops[1].elements] if isinstance(ops[1], ir.Vector) else None
-    a_desc = None if a_regs else ctx.read(ops[1], ".b64")
+    a_regs = [ctx.read(e, ".b32") for e in ops[1].elements] if fm.a_in_regs else None
+    a_desc = None if fm.a_in_regs else ctx.read(ops[1], ".b64")
     b_desc = ctx.read(ops[2], ".b64")
     scale_d = ctx.read(ops[3], ".pred")
-    imms = [int(o.value) for o in ops[4:] if isinstance(o, ir.Immediate)]
-    neg_a = len(imms) > 0 and imms[0] == -1
-    neg_b = len(imms) > 1 and imms[1] == -1
-    tnsp_a = len(imms) > 2 and imms[2] == 1
-    tnsp_b = len(imms) > 3 and imms[3] == 1
-    esize = _ESIZE[at]
-    rows, cols = _accumulator_coords(n)
-
-    def decode(codes, ty):
-        from ptxforge.emu.semantics import formats as F
-
-        fmt = {".f16": F.F16, ".bf16": F.BF16, ".e4m3": F.E4M3, ".e5m2": F.E5M2}[ty]
-        return F.decode(codes.astype(np.uint64), fmt)
 
     def f(st, m):
-        from ptxforge.emu.semantics.formats import F32
-        from ptxforge.emu.semantics.mma import _dot_rn
+        from ptxforge.emu.semantics import mma as S
 
         lanes_live = st.live_mask() if m is None else m
-        groups = np.flatnonzero(lanes_live.reshape(-1, 128).any(1)) if st.N % 128 == 0 else \
-            np.flatnonzero(np.pad(lanes_live, (0, -st.N % 128)).reshape(-1, 128).any(1))
+        groups = np.flatnonzero(np.pad(lanes_live, (0, -st.N % 128)).reshape(-1, 128).any(1))
         dvals = [np.broadcast_to(np.asarray(r(st), np.uint32), (st.N,)) for r in dread]
         new = [v.copy() for v in dvals]
         sd = np.broadcast_to(np.asarray(scale_d(st), bool), (st.N,))
         bd = np.broadcast_to(np.asarray(b_desc(st), np.uint64), (st.N,))
         ad = None if a_desc is None else np.broadcast_to(np.asarray(a_desc(st), np.uint64), (st.N,))
+        av = None if a_regs is None else [np.broadcast_to(np.asarray(r(st), np.uint32), (st.N,)) for r in a_regs]
         for g in groups:
             lead = g * 128
             lanes = lead + np.arange(128)
-            B_addr = descriptor_addresses(int(bd[lead]), kd, n, esize, k_major=False) if tnsp_b else \
-                descriptor_addresses(int(bd[lead]), n, kd, esize, k_major=True).T
-            B = decode(_read(st, B_addr, lead, esize), bt)
+            if lanes[-1] >= st.N:
+                raise UnsupportedInstruction("wgmma needs a whole warpgroup (128 threads) in the block")
+            B = _operand(st, int(bd[lead]), lead, fm.k, fm.n, fm.bt, fm.esize, fm.tnsp_b).T
             if ad is not None:
-                A_addr = descriptor_addresses(int(ad[lead]), kd, 64, esize, k_major=False).T if tnsp_a else \
-                    descriptor_addresses(int(ad[lead]), 64, kd, esize, k_major=True)
-                A = decode(_read(st, A_addr, lead, esize), at)
+                A = _operand(st, int(ad[lead]), lead, fm.k, 64, fm.at, fm.esize, fm.tnsp_a)
             else:
-                if esize != 2:
-                    raise UnsupportedInstruction("wgmma with 8-bit A in registers is not supported")
-                A = _a_from_registers(st, a_regs, lanes, at, decode)
-            if neg_a:
+                A = np.zeros((64, fm.k), np.int64 if fm.integer else np.float64)
+                A[fm.a_rows, fm.a_cols] = S.unpack_elements(np.stack([v[lanes] for v in av], 1), fm.at)
+            if fm.neg_a:
                 A = -A
-            if neg_b:
+            if fm.neg_b:
                 B = -B
-            C = np.zeros((64, n))
+            C = np.zeros((64, fm.n), np.int64 if fm.integer else np.float64)
             if sd[lead]:
-                acc = np.stack([v[lanes] for v in dvals], 1)  # [128, regs]
-                C[rows, cols] = acc.view(np.float32)
-            D = _dot_rn(A, B, C, F32).astype(np.uint32)
-            out = D[rows, cols]  # [128, regs]
+                C[fm.d_rows, fm.d_cols] = S.unpack_elements(np.stack([v[lanes] for v in dvals], 1), fm.dt)
+            D = S.mma_codes(A, B, C, fm.at, fm.dt, fm.satfinite)
+            out = S.pack_elements(D[fm.d_rows, fm.d_cols], fm.dt)  # [128, registers]
             for j in range(len(new)):
                 new[j][lanes] = out[:, j]
         for w, v in zip(dregs, new, strict=True):
@@ -133,25 +184,17 @@ def build_wgmma(ctx):
     return _op(f)
 
 
-def _read(st, addr, lead, esize):
+def _operand(st, desc, lead, k, mn, ty, esize, mn_major):
+    """Element values [mn, k] of an A (mn = 64) or B (mn = N) operand in shared memory."""
+    from ptxforge.emu.semantics import mma as S
+
+    if mn_major:
+        addr = descriptor_addresses(desc, k, mn, esize, k_major=False).T
+    else:
+        addr = descriptor_addresses(desc, mn, k, esize, k_major=True)
     flat = addr.reshape(-1).astype(np.int64)
-    lanes = np.full(flat.size, lead)
-    return M.load(st.mem, "shared", flat, np.uint16 if esize == 2 else np.uint8, 1, lanes)[0].reshape(addr.shape)
-
-
-def _a_from_registers(st, regs, lanes, at, decode):
-    """A (64x16) from registers: the m64nNk16 A fragment of each warp (4 registers of 2 elements)."""
-    t = np.arange(128)
-    w, lane = t // 32, t % 32
-    A = np.zeros((64, 16))
-    for i, r in enumerate(regs):
-        v = np.broadcast_to(np.asarray(r(st), np.uint32), (st.N,))[lanes]
-        for h in range(2):
-            e = 2 * i + h
-            row = 16 * w + lane // 4 + 8 * ((e // 2) % 2)
-            col = 2 * (lane % 4) + (e % 2) + 8 * (e // 4)
-            A[row, col] = decode((v >> np.uint32(16 * h)) & np.uint32(0xFFFF), at)
-    return A
+    codes = M.load(st.mem, "shared", flat, _LOAD[esize], 1, np.full(flat.size, lead))[0]
+    return S.element_values(codes.reshape(addr.shape), ty)
 
 
 BUILDERS = {"wgmma": build_wgmma}

@@ -161,25 +161,33 @@ def mma_sync(shape: str, a, b, c, atype: str, btype: str, ctype: str, dtype: str
     A = unpack_fragment(shape, "a", at, a)
     B = unpack_fragment(shape, "b", bt, b)
     C = unpack_fragment(shape, "c", ct, c)
+    return pack_fragment(shape, "d", dt, mma_codes(A, B, C, at, dt, satfinite))
+
+
+def mma_codes(A, B, C, atype: str, dtype: str, satfinite: bool = False):
+    """Raw codes of D = A @ B + C for element values A [..., m, k], B [..., k, n], C [..., m, n].
+
+    Integer inputs (.s8/.u8): exact, wrapped to 32 bits or clamped with `satfinite`; .f64: a chain of
+    correctly rounded fma over k; other floats: the exact sum rounded once (.rn) to .f32 or .f16.
+    """
+    at, dt = T.norm(atype), T.norm(dtype)
     if at in ("s8", "u8"):
         acc = A.astype(np.int64) @ B.astype(np.int64) + C.astype(np.int64)
         if satfinite:
             acc = np.clip(acc, -(1 << 31), (1 << 31) - 1)
-        codes = (acc & 0xFFFFFFFF).astype(np.uint64)
-    elif at == "f64":
+        return (acc & 0xFFFFFFFF).astype(np.uint64)
+    if at == "f64":
         from .floating import fma
 
-        m, n, k = _dims(shape)
+        k = A.shape[-1]
         acc = np.ascontiguousarray(C, np.float64).view(np.uint64)
         for kk in range(k):
             av = np.broadcast_to(A[..., :, kk, None], C.shape)
             bv = np.broadcast_to(B[..., kk, None, :], C.shape)
             acc = fma(np.ascontiguousarray(av).view(np.uint64), np.ascontiguousarray(bv).view(np.uint64),
                       acc, "f64")
-        codes = acc
-    else:
-        codes = _dot_rn(A, B, C, {"f32": F32, "f16": F16}[dt])
-    return pack_fragment(shape, "d", dt, codes)
+        return acc
+    return _dot_rn(A, B, C, {"f32": F32, "f16": F16}[dt])
 
 
 def _dot_rn(A, B, C, fmt):
@@ -205,6 +213,61 @@ def _dot_rn(A, B, C, fmt):
             codes[idx] = round_fraction(exact, fmt, "rn") if exact != 0 else \
                 (int(encode(acc[idx], fmt, "rn")) if acc[idx] == 0 else 0)
     return codes
+
+
+# --------------------------------------------------------------------------- wgmma (warpgroup) fragments
+
+WGMMA_K = {"16bit": 16, "tf32": 8, "8bit": 32}  # the K of wgmma.mma_async.m64nNkK for each input kind
+
+
+def wgmma_k(ty: str) -> int:
+    """K of the wgmma shape for input type `ty` (.f16/.bf16: 16, .tf32: 8, .e4m3/.e5m2/.s8/.u8: 32)."""
+    kind = _kind(ty)
+    if kind not in WGMMA_K:
+        raise ValueError(f"wgmma input type .{T.norm(ty)} is not supported")
+    return WGMMA_K[kind]
+
+
+def wgmma_a_coords(ty: str):
+    """(rows, cols) [128, elements] of matrix A (64 x K) held in registers by a warpgroup.
+
+    Warp w of the warpgroup holds rows 16w..16w+15 with the layout of the mma.m16n8kK A fragment of the
+    same element kind (the manual's wgmma figures for .m64nNk16, .m64nNk8 and .m64nNk32 A): 4 registers
+    of 2 (16-bit), 1 (.tf32) or 4 (8-bit) elements, low bits first.
+    """
+    kind = _kind(ty)
+    k = wgmma_k(ty)
+    r, c = _coords(f"m16n8k{k}", "a", kind)
+    w = np.repeat(np.arange(4), 32)[:, None]
+    return np.tile(r, (4, 1)) + 16 * w, np.tile(c, (4, 1))
+
+
+def wgmma_d_coords(n: int):
+    """(rows, cols) [128, n/2] of accumulator element i of each thread of a warpgroup (m64nN, any K).
+
+    Element i sits at row 16w + g + 8*((i >> 1) & 1), col 8*(i >> 2) + 2t + (i & 1) (w warp, g = lane >> 2,
+    t = lane & 3); .f32/.s32 put one element in each register, .f16 two (element 2j low in register j).
+    """
+    t = np.arange(128)[:, None]
+    i = np.arange(n // 2)[None, :]
+    w, lane = t // 32, t % 32
+    return 16 * w + lane // 4 + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * (lane % 4) + (i & 1)
+
+
+def element_values(codes, ty: str):
+    """Raw element codes -> values (float64, or int64 for integer types; .tf32 drops its low 13 bits)."""
+    return _values(np.asarray(codes).astype(np.uint64), T.norm(ty))
+
+
+def unpack_elements(regs, ty: str):
+    """Registers [..., nregs] (uint32) -> element values [..., nregs * per] (low bits first)."""
+    t = T.norm(ty)
+    return _values(_unpack_elems(np.asarray(regs, np.uint32), _ELEM_BITS[t]), t)
+
+
+def pack_elements(codes, ty: str):
+    """Element codes [..., elements] -> 32-bit registers [..., elements * bits / 32] (low bits first)."""
+    return _pack_elems(codes, _ELEM_BITS[T.norm(ty)], 32)
 
 
 # --------------------------------------------------------------------------- ldmatrix / stmatrix / movmatrix
