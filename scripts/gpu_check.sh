@@ -10,43 +10,46 @@ set -uo pipefail
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
 OUT="${OUT:-/tmp/ptxforge-gpu}"
-mkdir -p "$OUT"
+LOGS=/tmp/ptxforge-gpu-logs  # per-step logs; $OUT gets one combined log (a few files come back from a lease)
+mkdir -p "$OUT" "$LOGS"
 status=()
 
 step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.log, remember pass/fail
   local name="$1" limit="$2"; shift 2
   local t0=$SECONDS
   echo "== $name: $*"
-  timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.log"
+  timeout "$limit" "$@" 2>&1 | tee "$LOGS/$name.log"
   local rc=${PIPESTATUS[0]}
   status+=("$(printf '%-12s %-5s %4ss' "$name" "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $((SECONDS - t0)))")
+  { echo "===== $name (exit $rc): $*"; cat "$LOGS/$name.log"; } >> "$OUT/all.log"
 }
 
-nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader | tee "$LOGS/gpu.txt"
 "$PY" -c "import cuda.bindings, numpy, ml_dtypes; print('python', __import__('sys').version.split()[0], \
 'cuda-bindings', cuda.bindings.__version__, 'numpy', numpy.__version__)"
 command -v ptxas >/dev/null && ptxas --version | tail -1 || echo "no ptxas on PATH: modules go through the driver JIT"
 
 rm -f "$OUT/approx_vs_gpu.tsv"
-step gpu-tests 170 "$PY" -m pytest -q -p no:cacheprovider tests/gpu
-step dsl-both 60 "$PY" -m pytest -q -p no:cacheprovider tests/dsl/test_dsl_examples.py
-step runtime 60 "$PY" -m pytest -q -p no:cacheprovider tests/runtime
+step gpu-tests 170 "$PY" -m pytest -p no:cacheprovider tests/gpu
+step dsl-both 60 "$PY" -m pytest -p no:cacheprovider tests/dsl/test_dsl_examples.py
+step runtime 60 "$PY" -m pytest -p no:cacheprovider tests/runtime
 # The emulator's corpus tests with launches defaulting to the GPU: the same numpy checks, now on hardware.
 # Informational: tests that expect emulator-only results (instruction counts, emulator errors) fail here.
 # Tests named for faults, errors, traps or the watchdog are left out: a GPU fault ends the CUDA context
 # of its process. -n 8 keeps one broken worker from taking the rest down.
-step corpus-gpu 100 env PTXFORGE_DEVICE=cuda "$PY" -m pytest -q -p no:cacheprovider -n 8 \
+step corpus-gpu 100 env PTXFORGE_DEVICE=cuda "$PY" -m pytest -p no:cacheprovider -n 8 \
   -k "not fault and not error and not watchdog and not trap and not oob" tests/emu/test_emu_vector.py \
   tests/emu/test_emu_warp.py tests/emu/test_emu_reductions.py tests/emu/test_emu_programs.py \
   tests/emu/test_emu_numeric.py tests/emu/test_emu_integer.py tests/emu/test_emu_matrix_async.py \
   tests/emu/test_emu_cluster.py tests/emu/test_emu_triton.py
+step collect 90 "$PY" scripts/gpu_collect.py "$OUT/hw_reference.npz"
 step demo 45 "$PY" -m ptxforge.cli.main demo
 step bench 40 "$PY" benchmarks/gpu_vadd.py --sizes 24 26
 
 echo
-echo "== summary ($(cat "$OUT/gpu.txt"))"
+echo "== summary ($(cat "$LOGS/gpu.txt"))"
 printf '%s\n' "${status[@]}"
-for f in gpu-tests dsl-both runtime corpus-gpu; do echo "$f: $(grep -h -E "[0-9]+ (passed|failed)" "$OUT/$f.log" | tail -1)"; done
-grep -E "GB/s|torch.add|overhead|DSL vadd|nvcc vadd" "$OUT/bench.log" | tail -12
+for f in gpu-tests dsl-both runtime corpus-gpu; do echo "$f: $(grep -h -E "[0-9]+ (passed|failed)" "$LOGS/$f.log" | tail -1)"; done
+grep -E "GB/s|torch.add|overhead|DSL vadd|nvcc vadd" "$LOGS/bench.log" | tail -12
 [ -f "$OUT/approx_vs_gpu.tsv" ] && (column -t -s $'\t' "$OUT/approx_vs_gpu.tsv" 2>/dev/null || cat "$OUT/approx_vs_gpu.tsv")
-grep -h "^FAILED" "$OUT"/*.log | head -20
+grep -h "^FAILED" "$LOGS"/*.log | head -30

@@ -84,6 +84,13 @@ def ptxas_version(ptxas: Path | None = None) -> str:
     return m.group(1) if m else out.stdout.strip().splitlines()[-1]
 
 
+def ptxas_max_ptx_version(ptxas: Path | None = None) -> tuple[int, int] | None:
+    """The newest PTX ISA version ptxas reads (`ptxas --list-version`), or None if it does not say."""
+    out = subprocess.run([str(ptxas or find_tool("ptxas")), "--list-version"], capture_output=True, text=True)
+    versions = [tuple(int(x) for x in v.split(".")) for v in re.findall(r"^(\d+\.\d+)\s*$", out.stdout, re.M)]
+    return max(versions) if versions else None
+
+
 def assemble(ptx: str, arch: str, flags: list[str] | tuple = (), ptxas: str | None = None,
              timeout: float = 300) -> AssembleResult:
     """Run ptxas on PTX text for `arch`; messages carry the PTX line numbers ptxas names."""

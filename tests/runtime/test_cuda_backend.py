@@ -165,7 +165,7 @@ def test_jit_text_refuses_what_the_old_driver_lacks():
     ret;
 }
 """
-    with pytest.raises(LaunchError, match=r"compiles PTX ISA up to 8\.4; the module is \.version 8\.6"):
+    with pytest.raises(LaunchError, match=r"reads PTX ISA up to 8\.4; the module is \.version 8\.6"):
         cuda_modules.jit_text(pf.parse(src), 12040)
 
 
@@ -334,3 +334,15 @@ def test_environment_device_yields_to_buffers_and_emulator_options(demo, monkeyp
     args = vadd_args()
     args[2] = to_device(args[2], device="emu")
     assert demo.kernel("vadd").launch(grid=(1,), block=(256,), args=args).device == "emu"
+
+
+def test_ptxas_version_and_lowering_triton_output():
+    from ptxforge.toolchain import ptxas_max_ptx_version
+
+    newest = ptxas_max_ptx_version()
+    assert newest is not None and newest >= (9, 0)
+    m = pf.parse((Path(__file__).resolve().parents[1] / "corpus/ptx/triton/fused_softmax.sm_90a.ptx").read_text())
+    assert m.version > (9, 0)  # Triton 3.9 writes .version 9.4
+    text = cuda_modules.lowered_text(m, (9, 0), "ptxas 13.0")
+    assert ".version 9.0" in text and assemble(text, "sm_90a").ok
+    assert cuda_modules.lowered_text(m, (9, 4), "ptxas") == m.to_ptx()

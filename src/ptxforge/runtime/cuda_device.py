@@ -90,6 +90,7 @@ class CudaDevice:
         self._seen: dict[int, tuple[ir.Module, str]] = {}  # id(module) -> (module, its key)
         self._functions: dict[tuple[int, str], object] = {}
         self._limits: dict[int, tuple[int, int]] = {}
+        self._ptxas_newest: tuple[int, int] | None = None
         self.last_build: dict[str, str] = {}
 
     def __repr__(self) -> str:
@@ -164,15 +165,20 @@ class CudaDevice:
 
     def _build(self, module: ir.Module, text: str):
         from ptxforge.runtime.resources import ptxas_failure
-        from ptxforge.toolchain import ToolNotFound, assemble
+        from ptxforge.toolchain import ToolNotFound, assemble, find_tool, ptxas_max_ptx_version
 
         d = driver()
         arch = cuda_modules.cubin_arch(module.target.targets[0], self.arch)
         refused = None
         try:
-            result = assemble(text, arch, cuda_modules.ptxas_flags(module))
+            ptxas = find_tool("ptxas")
         except ToolNotFound:
             result = None
+        else:
+            if self._ptxas_newest is None:
+                self._ptxas_newest = ptxas_max_ptx_version(ptxas) or (99, 0)
+            text = cuda_modules.lowered_text(module, self._ptxas_newest, f"ptxas ({ptxas})")
+            result = assemble(text, arch, cuda_modules.ptxas_flags(module), ptxas=str(ptxas))
         if result is not None:
             if not result.ok:
                 raise ptxas_failure(result, text, module.filename or "<ptx>")

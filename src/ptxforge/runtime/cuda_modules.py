@@ -54,21 +54,27 @@ def ptxas_flags(module: ir.Module) -> list[str]:
     return ["-g"] if "debug" in module.target.targets else []
 
 
+def lowered_text(module: ir.Module, newest: tuple[int, int] | None, who: str) -> str:
+    """The module's text with `.version` lowered to `newest` when it is newer (Triton writes 9.x versions
+    that an older ptxas or driver refuses though nothing in the code needs them).
+
+    Raises LaunchError naming every instruction that needs the newer version."""
+    from ptxforge.ptx.errors import PTXValidationError
+    from ptxforge.ptx.retarget import retarget
+
+    if newest is None or module.version <= newest:
+        return module.to_ptx()
+    try:
+        return retarget(module, module.target.targets[0], ptx_version=newest).to_ptx()
+    except PTXValidationError as e:
+        v = module.version
+        raise LaunchError(f"{who} reads PTX ISA up to {newest[0]}.{newest[1]}; the module is .version "
+                          f"{v[0]}.{v[1]} and cannot be lowered:\n{e}") from None
+
+
 def jit_text(module: ir.Module, driver_version: int) -> str:
     """The PTX text to hand the driver's JIT: the module, lowered to the driver's PTX ISA if it must be.
 
     Raises LaunchError when the module uses what the driver's PTX ISA lacks."""
-    from ptxforge.ptx.errors import PTXValidationError
-    from ptxforge.ptx.retarget import retarget
-
-    newest = driver_ptx_isa(driver_version)
-    if newest is None or module.version <= newest:
-        return module.to_ptx()
-    try:
-        lowered = retarget(module, module.target.targets[0], ptx_version=newest)
-    except PTXValidationError as e:
-        v = module.version
-        raise LaunchError(f"the CUDA driver ({driver_version // 1000}.{driver_version % 1000 // 10}) compiles "
-                          f"PTX ISA up to {newest[0]}.{newest[1]}; the module is .version {v[0]}.{v[1]} and "
-                          f"cannot be lowered:\n{e}") from None
-    return lowered.to_ptx()
+    who = f"the CUDA driver ({driver_version // 1000}.{driver_version % 1000 // 10})"
+    return lowered_text(module, driver_ptx_isa(driver_version), who)
