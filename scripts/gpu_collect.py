@@ -53,18 +53,26 @@ def collect_ops(out: dict) -> None:
 
 def collect_mma(out: dict) -> None:
     for probe in mma_probes.PROBES:
-        regs = probe.inputs()
-        d = np.full(probe.d_words, 0xA5A5A5A5, np.uint32)
-        probe.kernel().launch(grid=(probe.warps,), block=(32,), args=[*regs, d], device=DEVICE)
+        try:
+            regs = probe.inputs()
+            d = np.full(probe.d_words, 0xA5A5A5A5, np.uint32)
+            probe.kernel().launch(grid=(probe.warps,), block=(32,), args=[*regs, d], device=DEVICE)
+        except Exception as e:  # record the others
+            print(f"  mma/{probe.name}: FAILED: {type(e).__name__}: {e}", flush=True)
+            continue
         out[f"mma/{probe.name}"] = d
         out[f"in/mma/{probe.name}"] = np.frombuffer(digest(regs).encode(), np.uint8)
     for probe in mma_probes.WGMMA:
-        k, ds, ins = probe.kernel(), [], []
-        for r in range(probe.repeats):
-            args = probe.inputs(r)
-            k.launch(grid=(1,), block=(128,), args=args, device=DEVICE)
-            ds.append(args[probe.out])
-            ins += [a for i, a in enumerate(args) if i != probe.out and isinstance(a, np.ndarray)]
+        try:
+            k, ds, ins = probe.kernel(), [], []
+            for r in range(probe.repeats):
+                args = probe.inputs(r)
+                k.launch(grid=(1,), block=(128,), args=args, device=DEVICE)
+                ds.append(args[probe.out])
+                ins += [a for i, a in enumerate(args) if i != probe.out and isinstance(a, np.ndarray)]
+        except Exception as e:
+            print(f"  wgmma/{probe.name}: FAILED: {type(e).__name__}: {e}", flush=True)
+            continue
         out[f"wgmma/{probe.name}"] = np.stack(ds)
         out[f"in/wgmma/{probe.name}"] = np.frombuffer(digest(ins).encode(), np.uint8)
 

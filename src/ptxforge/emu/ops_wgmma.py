@@ -175,7 +175,7 @@ def build_wgmma(ctx):
             C = np.zeros((64, fm.n), np.int64 if fm.integer else np.float64)
             if sd[lead]:
                 C[fm.d_rows, fm.d_cols] = S.unpack_elements(np.stack([v[lanes] for v in dvals], 1), fm.dt)
-            D = S.mma_codes(A, B, C, fm.at, fm.dt, fm.satfinite)
+            D = S.mma_codes(A, B, C, fm.at, fm.dt, fm.satfinite, unit="wgmma")
             out = S.pack_elements(D[fm.d_rows, fm.d_cols], fm.dt)  # [128, registers]
             for j in range(len(new)):
                 new[j][lanes] = out[:, j]

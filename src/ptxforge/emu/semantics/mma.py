@@ -6,9 +6,11 @@ lane i. Elements are packed low-to-high inside a register (a0 in bits 0..15 of t
 register, a1 in bits 16..31, ...). `fragment_coords(shape, operand, dtype)` gives, for each lane and
 element index, the (row, col) of the matrix element, transcribed from "Matrix Fragments for mma.mXnYkZ".
 
-Numerics (PTX leaves accumulation order and internal precision unspecified): d is the exact value of
-a.b + c rounded once (.rn) to the accumulator type (a float64 matmul whose certified error bound decides
-the rounding, with exact rationals for the rare undecided elements); .tf32
+Numerics (PTX leaves accumulation order and internal precision unspecified): f16/bf16/tf32 inputs with
+f32 accumulators follow the tensor cores' own summation, fitted bit for bit to an H200
+(`dot_tensor_core`); other float forms give the exact value of a.b + c rounded once (.rn) to the
+accumulator type (a float64 matmul whose certified error bound decides the rounding, with exact
+rationals for the rare undecided elements); .tf32
 operands use the upper 19 bits of their registers; integer mma is exact (wrapping, or clamped with
 .satfinite); .f64 mma is a chain of correctly rounded fma over k (k = 0, 1, ...), starting from c.
 """
@@ -164,11 +166,13 @@ def mma_sync(shape: str, a, b, c, atype: str, btype: str, ctype: str, dtype: str
     return pack_fragment(shape, "d", dt, mma_codes(A, B, C, at, dt, satfinite))
 
 
-def mma_codes(A, B, C, atype: str, dtype: str, satfinite: bool = False):
+def mma_codes(A, B, C, atype: str, dtype: str, satfinite: bool = False, unit: str = "mma"):
     """Raw codes of D = A @ B + C for element values A [..., m, k], B [..., k, n], C [..., m, n].
 
     Integer inputs (.s8/.u8): exact, wrapped to 32 bits or clamped with `satfinite`; .f64: a chain of
-    correctly rounded fma over k; other floats: the exact sum rounded once (.rn) to .f32 or .f16.
+    correctly rounded fma over k; f16/bf16/tf32 into .f32 for unit "mma" (mma.sync, wmma): the tensor
+    cores' summation (`dot_tensor_core`); other floats, and wgmma (unit "wgmma", not yet fitted to
+    hardware): the exact sum rounded once (.rn) to .f32 or .f16.
     """
     at, dt = T.norm(atype), T.norm(dtype)
     if at in ("s8", "u8"):
@@ -187,7 +191,48 @@ def mma_codes(A, B, C, atype: str, dtype: str, satfinite: bool = False):
             acc = fma(np.ascontiguousarray(av).view(np.uint64), np.ascontiguousarray(bv).view(np.uint64),
                       acc, "f64")
         return acc
+    if unit == "mma" and dt == "f32" and at in ("f16", "bf16", "tf32"):
+        return dot_tensor_core(A, B, C)
     return _dot_rn(A, B, C, {"f32": F32, "f16": F16}[dt])
+
+
+# How an H200's tensor cores sum f16/bf16/tf32 products into f32 (fitted to recorded results, bit for bit on
+# every element of tests/conformance/data: m16n8k16 f16 and bf16, m16n8k8 f16 and tf32, wide exponents):
+# the products are exact; each block of up to 16 products, with the running sum c, is aligned to the
+# largest exponent, where a product's exponent is the sum of its factors' exponents (the product of two
+# significands in [1, 2) is not renormalized first); every term is truncated to a multiple of
+# 2**(largest - 25); the terms are summed exactly and the sum is rounded toward zero to f32.
+TC_BLOCK, TC_BITS = 16, 25
+_NO_EXP = -(10**6)
+
+
+def _exponent(x, emin: int):
+    """floor(log2|x|), at least the format's smallest normal exponent `emin` (subnormals keep it); zero
+    gives _NO_EXP."""
+    _, e = np.frexp(np.abs(x))
+    return np.where(x == 0, _NO_EXP, np.maximum(e - 1, emin))
+
+
+def dot_tensor_core(A, B, C, emin_ab: int = -126, block: int = TC_BLOCK, bits: int = TC_BITS):
+    """Codes (f32) of A @ B + C summed as the tensor cores do (see the comment above)."""
+    A, B, C = (np.asarray(x, np.float64) for x in (A, B, C))
+    with np.errstate(all="ignore"):
+        P = np.moveaxis(A[..., :, :, None] * B[..., None, :, :], -2, -1)  # [..., m, n, k]
+        ea, eb = _exponent(A, emin_ab)[..., :, :, None], _exponent(B, emin_ab)[..., None, :, :]
+        EP = np.moveaxis(np.where((ea == _NO_EXP) | (eb == _NO_EXP), _NO_EXP, ea + eb), -2, -1)
+        acc = C.copy()
+        special = ~np.isfinite(acc) | ~np.isfinite(P).all(-1)
+        for s in range(0, P.shape[-1], block):
+            terms = np.concatenate([acc[..., None], P[..., s:s + block]], -1)
+            exps = np.concatenate([_exponent(acc, -126)[..., None], EP[..., s:s + block]], -1)
+            top = exps.max(-1, keepdims=True)
+            scale = np.exp2(np.where(top == _NO_EXP, 0, bits - top).astype(np.float64))
+            total = np.trunc(terms * scale).sum(-1) / scale[..., 0]
+            acc = decode(encode(total, F32, "rz"), F32)
+        codes = encode(acc, F32, "rz").astype(np.uint64)
+    if special.any():  # infinities and NaN follow IEEE rules: the exact path handles them
+        codes = np.where(special, _dot_rn(A, B, C, F32), codes)
+    return codes
 
 
 def _dot_rn(A, B, C, fmt):

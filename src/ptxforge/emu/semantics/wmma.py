@@ -14,7 +14,7 @@ import numpy as np
 
 from . import _types as T
 from .formats import BF16, F16, F32, F64, TF32, decode
-from .mma import _dot_rn, _pack_elems, _unpack_elems
+from .mma import _dot_rn, _pack_elems, _unpack_elems, dot_tensor_core
 
 _ELEM_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s8": 8, "u8": 8, "s32": 32}
 
@@ -119,6 +119,8 @@ def mma(shape: str, a, b, c, atype: str, ctype: str, dtype: str | None = None, s
             bv = np.ascontiguousarray(np.broadcast_to(B[..., kk, None, :], C.shape)).view(np.uint64)
             acc = fma(av, bv, acc, "f64")
         codes = acc
+    elif dt == "f32" and at in ("f16", "bf16", "tf32"):  # the tensor cores' summation, as mma.sync
+        codes = dot_tensor_core(A, B, C)
     else:
         codes = _dot_rn(A, B, C, {"f32": F32, "f16": F16}[dt])
     return load(shape, "d", dt, codes)
