@@ -256,8 +256,8 @@ WAIT:
 
 
 @pytest.mark.parametrize("ins, msg", [
-    ("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%rd1, {0, 0}], [box];",
-     "tensor reductions are not supported"),
+    ("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.im2col_no_offs.bulk_group [%rd1, {0, 0, 0}], [box];",
+     "im2col_no_offs"),
     ("cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes "
      "[box], [%rd1, {0, 0, 0}, {0}], [bar];", "im2col"),
 ])

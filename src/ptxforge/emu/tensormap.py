@@ -10,7 +10,8 @@ Layout (little-endian, 128 bytes, unused bytes zero):
   6   u8       element size in bytes (1, 2, 4 or 8)
   7   u8       swizzle: 0 none, 1 32B, 2 64B, 3 128B
   8   u8       out-of-bounds fill: 0 zero
-  9   u8[7]    reserved
+  9   u8       element type (ELEMENT_TYPES; 0 = not recorded): what cp.reduce.async.bulk.tensor computes in
+  10  u8[6]    reserved
   16  u64      global address of element (0, ..., 0)
   24  u32[5]   global dims, innermost (dimension 0) first
   48  u64[5]   global strides in bytes; stride[0] is the element size
@@ -30,12 +31,18 @@ SIZE = 128
 SWIZZLES = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
 SWIZZLE_SPAN = {0: 0, 1: 32, 2: 64, 3: 128}
 FILLS = {"zero": 0}
+# The element type, as a PTX type name; the code is the CU_TENSOR_MAP_DATA_TYPE_* value plus one.
+ELEMENT_TYPES = {".u8": 1, ".u16": 2, ".u32": 3, ".s32": 4, ".u64": 5, ".s64": 6, ".f16": 7, ".f32": 8,
+                 ".f64": 9, ".bf16": 10}
+_TYPE_NAMES = {v: k for k, v in ELEMENT_TYPES.items()}
+_BY_DTYPE = {"float16": ".f16", "bfloat16": ".bf16", "float32": ".f32", "float64": ".f64", "int32": ".s32",
+             "uint32": ".u32", "int64": ".s64", "uint64": ".u64"}
 
 _LAYOUT = np.dtype({
-    "names": ["magic", "version", "rank", "esize", "swizzle", "fill", "gaddr", "dims", "strides", "box",
+    "names": ["magic", "version", "rank", "esize", "swizzle", "fill", "etype", "gaddr", "dims", "strides", "box",
               "estrides"],
-    "formats": ["<u4", "u1", "u1", "u1", "u1", "u1", "<u8", ("<u4", 5), ("<u8", 5), ("<u2", 5), ("u1", 5)],
-    "offsets": [0, 4, 5, 6, 7, 8, 16, 24, 48, 88, 98],
+    "formats": ["<u4", "u1", "u1", "u1", "u1", "u1", "u1", "<u8", ("<u4", 5), ("<u8", 5), ("<u2", 5), ("u1", 5)],
+    "offsets": [0, 4, 5, 6, 7, 8, 9, 16, 24, 48, 88, 98],
     "itemsize": SIZE,
 })
 
@@ -51,6 +58,7 @@ class TensorMap:
     box: tuple[int, ...]
     estrides: tuple[int, ...]
     swizzle: int = 0  # span in bytes: 0 (none), 32, 64 or 128
+    etype: str | None = None  # PTX element type (".f32", ...), None when the map does not record it
 
     @property
     def rank(self) -> int:
@@ -66,11 +74,18 @@ class TensorMap:
         return int(np.prod(self.box_counts)) * self.esize
 
 
+def element_type(dtype) -> str:
+    """The map's element type for a numpy dtype: its PTX name, or raw bytes (.u8/.u16/...) for the rest."""
+    dt = np.dtype(dtype)
+    return _BY_DTYPE.get(dt.name) or {1: ".u8", 2: ".u16", 4: ".u32", 8: ".u64"}[dt.itemsize]
+
+
 def encode(address: int, esize: int, dims, strides_bytes, box, estrides, swizzle: str = "none",
-           oob_fill: str = "zero") -> np.ndarray:
+           oob_fill: str = "zero", etype: str | None = None) -> np.ndarray:
     """Check the arguments as cuTensorMapEncodeTiled does and return the map as uint8[128].
 
     `strides_bytes` has rank - 1 entries (dimensions 1 and up), like the driver's globalStrides.
+    `etype` (a key of ELEMENT_TYPES, or None) records the element type for tensor reductions.
     """
     dims = _ints("global_dims", dims)
     rank = len(dims)
@@ -116,11 +131,15 @@ def encode(address: int, esize: int, dims, strides_bytes, box, estrides, swizzle
                          f"{box[0] * esize} bytes) must be at most {span} bytes")
     if oob_fill not in FILLS:
         raise ValueError(f"oob_fill must be one of {sorted(FILLS)}, got {oob_fill!r}")
+    if etype is not None and (etype not in ELEMENT_TYPES or int(etype.strip(".fbsu") or 0) // 8 != esize):
+        raise ValueError(f"element type {etype!r} does not fit {esize}-byte elements (types: "
+                         f"{', '.join(ELEMENT_TYPES)})")
     if not isinstance(address, int | np.integer) or address < 0 or address % 16:
         raise ValueError(f"the global address must be a 16-byte aligned integer, got {address!r}")
     rec = np.zeros((), _LAYOUT)
     rec["magic"], rec["version"], rec["rank"], rec["esize"] = MAGIC, VERSION, rank, esize
     rec["swizzle"], rec["fill"], rec["gaddr"] = SWIZZLES[swizzle], FILLS[oob_fill], int(address)
+    rec["etype"] = 0 if etype is None else ELEMENT_TYPES[etype]
     pad = (0,) * (5 - rank)
     rec["dims"] = [d & 0xFFFFFFFF if d < 2**32 else 0 for d in dims] + list(pad)  # 2**32 stored as 0
     rec["strides"] = list(full) + list(pad)
@@ -144,7 +163,7 @@ def decode(raw) -> TensorMap:
     dims = tuple(int(d) or 2**32 for d in rec["dims"][:r])
     return TensorMap(int(rec["gaddr"]), int(rec["esize"]), dims, tuple(int(s) for s in rec["strides"][:r]),
                      tuple(int(b) for b in rec["box"][:r]), tuple(int(e) for e in rec["estrides"][:r]),
-                     SWIZZLE_SPAN.get(int(rec["swizzle"]), 0))
+                     SWIZZLE_SPAN.get(int(rec["swizzle"]), 0), _TYPE_NAMES.get(int(rec["etype"])))
 
 
 def swizzle_offsets(addr: np.ndarray, span: int) -> np.ndarray:

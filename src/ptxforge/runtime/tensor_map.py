@@ -21,7 +21,9 @@ def tensor_map(buffer_or_array_address, dtype, global_dims, global_strides_bytes
 
     buffer_or_array_address: a `DeviceBuffer` (the tensor must lie inside it; a buffer on a GPU gets the
     driver's encoding) or an emulator device address (int).
-    dtype: the element type (1, 2, 4 or 8 bytes). All sequences are innermost dimension first, as in
+    dtype: the element type (1, 2, 4 or 8 bytes); the map records it (float16/bfloat16/float32/float64,
+    int32/uint32/int64/uint64; other dtypes as raw bytes) for cp.reduce.async.bulk.tensor.
+    All sequences are innermost dimension first, as in
     cuTensorMapEncodeTiled: global_dims (rank 1..5), global_strides_bytes (rank - 1 byte strides of
     dimensions 1 and up, multiples of 16), box_dims (each 1..256, box_dims[0] * itemsize a multiple of
     16), element_strides (each 1..8, default all 1). swizzle: "none", "32B", "64B" or "128B".
@@ -36,7 +38,7 @@ def tensor_map(buffer_or_array_address, dtype, global_dims, global_strides_bytes
     if isinstance(address, bool) or not isinstance(address, int | np.integer):
         raise ValueError(f"expected a DeviceBuffer or an integer address, got {type(buffer_or_array_address).__name__}")
     raw = TM.encode(int(address), esize, global_dims, global_strides_bytes, box_dims, element_strides,
-                    swizzle, oob_fill)
+                    swizzle, oob_fill, TM.element_type(dtype))
     if buf is not None:
         tm = TM.decode(raw)
         span = sum((d - 1) * s for d, s in zip(tm.dims, tm.strides, strict=True)) + esize

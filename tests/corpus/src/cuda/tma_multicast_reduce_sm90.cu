@@ -1,0 +1,143 @@
+// TMA multicast across a thread-block cluster and TMA tensor reductions (DeepGEMM/DeepEP style). archs: sm_90a
+// Covers: cp.async.bulk.tensor.2d ... .multicast::cluster with a 16-bit ctaMask (each CTA of the cluster
+// loads one slice and multicasts it to all), the non-tensor cp.async.bulk ... .multicast::cluster to a
+// subset of the cluster, mbarrier.arrive.expect_tx racing with complete-tx from peer CTAs, barrier.cluster
+// around mbarrier init, and cp.reduce.async.bulk.tensor.2d.global.shared::cta.<op>.tile.bulk_group for
+// add/min/max/inc/dec/and/or/xor (the element type comes from the tensor map). Reference: see each kernel.
+#include <cuda.h>
+#include <stdint.h>
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait_parity(unsigned bar, unsigned parity) {
+    asm volatile(
+        "{\n .reg .pred done;\n"
+        "WAIT_%=:\n"
+        " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        " @!done bra WAIT_%=;\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ unsigned cluster_size() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ unsigned cluster_id() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
+    return r;
+}
+
+// Tensor multicast, the way DeepGEMM shares an operand tile among the CTAs of a cluster: a cluster of n
+// CTAs along x (n <= 8, chosen at launch) owns the band of 8n rows starting at row 8n * clusterid of a
+// float tensor whose map has box {32, 8}. CTA rank r loads rows 8r..8r+7 of the band at column 0 and
+// multicasts them to every CTA of the cluster (ctaMask = (1 << n) - 1); in each CTA they land at
+// band[8r]. Each CTA expects the n boxes (n KB) on its own mbarrier, which the peers complete.
+// Launch: grid (n * k), blockDim.x = 128, cluster (n, 1, 1); out holds 2048 floats per block.
+// Reference: out[b][i] = (rank(b) + 1) * T[8n * cluster(b) + i / 32][i % 32] for i < 256n (rows past the
+// tensor read as zero); the rest of out[b] is untouched.
+extern "C" __global__ void tma_multicast_band(const __grid_constant__ CUtensorMap map, float* out) {
+    __shared__ __align__(128) float band[64][32];
+    __shared__ __align__(8) uint64_t bar;
+    unsigned rank = cluster_rank(), n = cluster_size(), cid = cluster_id();
+    unsigned b = smem_addr(&bar);
+    if (threadIdx.x == 0) {
+        mbar_init(b, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    cluster_sync();  // every CTA's mbarrier is initialised before a peer's multicast completes on it
+    if (threadIdx.x == 0) {
+        mbar_expect_tx(b, n * 8 * 32 * sizeof(float));
+        unsigned short mask = (unsigned short)((1u << n) - 1);
+        asm volatile(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+            " [%0], [%1, {%2, %3}], [%4], %5;"
+            :: "r"(smem_addr(&band[8 * rank][0])), "l"(&map), "r"(0), "r"((int)(8 * n * cid + 8 * rank)), "r"(b),
+               "h"(mask)
+            : "memory");
+    }
+    mbar_wait_parity(b, 0);
+    const float* flat = &band[0][0];
+    for (unsigned i = threadIdx.x; i < 8 * n * 32; i += blockDim.x)
+        out[blockIdx.x * 2048 + i] = flat[i] * (float)(rank + 1);
+    cluster_sync();  // no CTA exits while a peer may still multicast into its shared memory
+}
+
+// Non-tensor bulk multicast to a subset of the cluster: rank 0 copies 1024 floats starting at
+// in[1024 * clusterid] into buf of every CTA whose bit is set in `mask` (rank 0 itself need not be one).
+// Launch: grid (n * k), blockDim.x = 128, cluster (n, 1, 1), mask < 2^n.
+// Reference: for a block b of rank r in mask: out[1024 b + i] = in[1024 cluster(b) + i] + r; blocks not
+// in mask leave out untouched.
+extern "C" __global__ void bulk_multicast_mask(const float* in, float* out, unsigned mask) {
+    __shared__ __align__(128) float buf[1024];
+    __shared__ __align__(8) uint64_t bar;
+    unsigned rank = cluster_rank(), cid = cluster_id();
+    bool mine = (mask >> rank) & 1u;
+    unsigned b = smem_addr(&bar);
+    if (threadIdx.x == 0) {
+        mbar_init(b, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    cluster_sync();
+    if (threadIdx.x == 0 && mine) mbar_expect_tx(b, sizeof(buf));
+    if (threadIdx.x == 0 && rank == 0) {
+        asm volatile(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+            " [%0], [%1], %2, [%3], %4;"
+            :: "r"(smem_addr(buf)), "l"(in + 1024 * (size_t)cid), "r"((unsigned)sizeof(buf)), "r"(b),
+               "h"((unsigned short)mask)
+            : "memory");
+    }
+    if (mine) {
+        mbar_wait_parity(b, 0);
+        for (int i = threadIdx.x; i < 1024; i += blockDim.x) out[1024 * blockIdx.x + i] = buf[i] + (float)rank;
+    }
+    cluster_sync();
+}
+
+// Tensor reductions, the way an epilogue (or DeepEP's combine) accumulates a tile into global memory:
+// block b copies its `nbytes` of `src` (bytes 16 * (nbytes / 16) * b ...) into shared memory as they are,
+// then one thread reduces that box into the tensor of `map` at coordinates (x0 + b * dx, y0 + b * dy)
+// with cp.reduce.async.bulk.tensor.2d ... .OP; the map says the element type and box (nbytes = box bytes,
+// at most 4096). Launch: grid (k), blockDim.x = 128.
+// Reference: for b = 0..k-1 in any order, T[box at those coordinates] = T OP src box b, elementwise,
+// elements outside the tensor skipped (inc: t >= s ? 0 : t + 1; dec: t == 0 || t > s ? s : t - 1).
+#define TMA_REDUCE_KERNEL(OP)                                                                               \
+    extern "C" __global__ void tma_reduce_##OP(const __grid_constant__ CUtensorMap map, const uint4* src,   \
+                                               int nbytes, int x0, int y0, int dx, int dy) {                \
+        __shared__ __align__(128) uint4 tile[256];                                                          \
+        int nvec = nbytes / 16;                                                                             \
+        for (int i = threadIdx.x; i < nvec; i += blockDim.x) tile[i] = src[(size_t)blockIdx.x * nvec + i]; \
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");                                       \
+        __syncthreads();                                                                                    \
+        if (threadIdx.x == 0) {                                                                             \
+            int x = x0 + (int)blockIdx.x * dx, y = y0 + (int)blockIdx.x * dy;                               \
+            asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta." #OP ".tile.bulk_group"        \
+                         " [%0, {%1, %2}], [%3];"                                                           \
+                         :: "l"(&map), "r"(x), "r"(y), "r"(smem_addr(tile)) : "memory");                    \
+            asm volatile("cp.async.bulk.commit_group;" ::: "memory");                                       \
+            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");                                  \
+        }                                                                                                   \
+    }
+
+TMA_REDUCE_KERNEL(add)
+TMA_REDUCE_KERNEL(min)
+TMA_REDUCE_KERNEL(max)
+TMA_REDUCE_KERNEL(inc)
+TMA_REDUCE_KERNEL(dec)
+TMA_REDUCE_KERNEL(and)
+TMA_REDUCE_KERNEL(or)
+TMA_REDUCE_KERNEL(xor)
