@@ -9,7 +9,7 @@ from emu_corpus import corpus_module
 import ptxforge as pf
 from ptxforge.emu import tensormap as TM
 from ptxforge.emu.errors import EmulatorError, MemoryFault
-from ptxforge.runtime import tensor_map
+from ptxforge.runtime import tensor_map, tensor_map_im2col
 from ptxforge.runtime import to_device as _to_device
 
 rng = np.random.default_rng(23)
@@ -297,3 +297,65 @@ def test_sanitizer_on_multicast_destinations(wait):
         k.launch(grid=(2,), block=(1,), args=[tmap, out, np.uint32(0)], cluster=(2, 1, 1), sanitize=True)
     kinds = {r.kind for r in ei.value.reports}
     assert kinds == {"async-before-wait"}, ei.value
+
+
+# ------------------------------------------------------------------------------------------ im2col
+
+def _conv_patches(x, OH, OW, s, blocks):
+    """numpy im2col of a 3x3 convolution with padding 1 and stride s over NHWC `x`, as tma_im2col_conv3x3
+    lays it out: [block][tap 3r + q][pixel i][channel], zero for padding and past the last image."""
+    N, H, W, C = x.shape
+    xp = np.zeros((N + 1, H + 2, W + 2, C), x.dtype)  # one zero image past the end, a zero border
+    xp[:N, 1:-1, 1:-1] = x
+    p = np.arange(blocks * 32)
+    n, oh, ow = np.minimum(p // (OH * OW), N), p // OW % OH, p % OW
+    out = np.empty((blocks * 32, 9, C), x.dtype)
+    for r in range(3):
+        for q in range(3):
+            out[:, 3 * r + q] = xp[n, oh * s + r, ow * s + q]
+    return out.reshape(blocks, 32, 9, C).transpose(0, 2, 1, 3)
+
+
+@pytest.mark.parametrize("shape, s, sanitize", [((2, 7, 9), 1, True), ((1, 10, 12), 2, False)])
+def test_im2col_gathers_convolution_patches(shape, s, sanitize):
+    """Pixels run through the bounding box W first, then H, then the next image; offsets pick the tap."""
+    m = corpus_module(NAME, "sm_90a.O3")
+    N, H, W = shape
+    C = 16
+    x = rng.integers(-99, 99, (N, H, W, C)).astype(np.float32)
+    OH, OW = (H - 1) // s + 1, (W - 1) // s + 1
+    blocks = -(-N * OH * OW // 32)
+    tmap = tensor_map_im2col(to_device(x), np.float32, (C, W, H, N), (C * 4, W * C * 4, H * W * C * 4),
+                             (-1, -1), (-1, -1), C, 32, element_strides=(1, s, s, 1))
+    out = np.full((blocks, 9, 32, C), np.nan, np.float32)
+    m.kernel("tma_im2col_conv3x3").launch(grid=(blocks,), block=(128,),
+                                          args=[tmap, out, np.uint32(OH), np.uint32(OW), np.uint32(s)],
+                                          sanitize=sanitize, watchdog_s=60)
+    np.testing.assert_array_equal(out, _conv_patches(x, OH, OW, s, blocks))
+
+
+def test_im2col_map_layout_and_errors():
+    buf = to_device(np.zeros((2, 4, 4, 16), np.float32))
+    args = (np.float32, (16, 4, 4, 2), (64, 256, 1024))
+    raw = tensor_map_im2col(buf, *args, (-1, -2), (3, -1), 16, 64, element_strides=(1, 2, 1, 1))
+    tm = TM.decode(raw)
+    assert raw[10] == 1 and tm.im2col == TM.Im2col(16, 64, (-1, -2), (3, -1)) and tm.box_bytes == 16 * 64 * 4
+    assert tm.estrides == (1, 2, 1, 1) and tm.etype == ".f32"
+    for kw, msg in [(dict(lower=(-129, 0)), r"lower_corner\[0\] = -129 is outside the 8-bit"),
+                    (dict(upper=(0,)), "rank - 2 = 2 entries"), (dict(cpp=2), "multiple of 16"),
+                    (dict(ppc=1025), "outside 1..1024"), (dict(cpp=257), "outside 1..256")]:
+        a = dict(lower=(-1, -1), upper=(-1, -1), cpp=16, ppc=32) | kw
+        with pytest.raises(ValueError, match=msg):
+            tensor_map_im2col(buf, *args, a["lower"], a["upper"], a["cpp"], a["ppc"])
+    with pytest.raises(ValueError, match="rank 3..5"):
+        tensor_map_im2col(buf, np.float32, (16, 32), (64,), (), (), 16, 32)
+
+
+def test_im2col_filter_base_outside_the_bounding_box_is_a_fault():
+    m = corpus_module(NAME, "sm_90a.O3")
+    x = np.zeros((1, 4, 4, 16), np.float32)
+    tmap = tensor_map_im2col(to_device(x), np.float32, (16, 4, 4, 1), (64, 256, 1024), (0, 0), (-2, -2), 16, 32)
+    out = np.zeros(9 * 32 * 16, np.float32)  # block 0 puts the base at (-1, -1): outside [0, 1]
+    with pytest.raises(MemoryFault, match=r"filter base coordinate 1 = -1 is outside the bounding box \[0, 1\]"):
+        m.kernel("tma_im2col_conv3x3").launch(grid=(1,), block=(128,),
+                                              args=[tmap, out, np.uint32(2), np.uint32(2), np.uint32(1)])

@@ -1,4 +1,4 @@
-"""TMA multicast and TMA tensor reductions (corpus tma_multicast_reduce_sm90) on a real GPU, with driver
+"""TMA multicast, TMA tensor reductions and im2col loads (corpus tma_multicast_reduce_sm90) on a real GPU, with driver
 tensor maps: the same numpy references as tests/emu/test_emu_tma_multicast_reduce.py, and the same bits as
 the emulator."""
 
@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "emu"))
 import test_emu_tma_multicast_reduce as E  # noqa: E402  (the emulator tests' kernels and references)
 from emu_corpus import corpus_module  # noqa: E402
 
-from ptxforge.runtime import tensor_map, to_device  # noqa: E402
+from ptxforge.runtime import tensor_map, tensor_map_im2col, to_device  # noqa: E402
 
 DEVICE = "cuda"
 rng = np.random.default_rng(5)
@@ -68,4 +68,27 @@ def test_tensor_reduce(op, type_name):
         got[device] = buf.to_host().view(f"u{dt.itemsize}")
     want = E._reference(op, init, src).view(f"u{dt.itemsize}")
     np.testing.assert_array_equal(got[DEVICE], want)
+    np.testing.assert_array_equal(got["emu"], got[DEVICE])
+
+
+@pytest.mark.parametrize("shape, s", [((2, 7, 9), 1), ((1, 10, 12), 2)])
+def test_im2col_conv_patches(shape, s):
+    """The driver's im2col map and the GPU's traversal give numpy's convolution patches, as the emulator does."""
+    m = corpus_module(E.NAME, "sm_90a.O3")
+    N, H, W = shape
+    C = 16
+    x = rng.integers(-99, 99, (N, H, W, C)).astype(np.float32)
+    OH, OW = (H - 1) // s + 1, (W - 1) // s + 1
+    blocks = -(-N * OH * OW // 32)
+    got = {}
+    for device in ("emu", DEVICE):
+        tmap = tensor_map_im2col(to_device(x, device=device), np.float32, (C, W, H, N),
+                                 (C * 4, W * C * 4, H * W * C * 4), (-1, -1), (-1, -1), C, 32,
+                                 element_strides=(1, s, s, 1))
+        out = np.full((blocks, 9, 32, C), np.nan, np.float32)
+        m.kernel("tma_im2col_conv3x3").launch(grid=(blocks,), block=(128,),
+                                              args=[tmap, out, np.uint32(OH), np.uint32(OW), np.uint32(s)],
+                                              device=device)
+        got[device] = out
+    np.testing.assert_array_equal(got[DEVICE], E._conv_patches(x, OH, OW, s, blocks))
     np.testing.assert_array_equal(got["emu"], got[DEVICE])

@@ -93,6 +93,52 @@ def box_elements(tm: TM.TensorMap, coords):
     return gaddr.reshape(-1), inb.reshape(-1), soff
 
 
+def im2col_elements(tm: TM.TensorMap, coords, offsets, lane: int):
+    """(global byte addresses, in-bounds mask, shared byte offsets) of an .im2col load, in shared order:
+    `pixels` rows of `channels` elements.
+
+    coords are (c, w[, h[, d]], n): c and n start the channel and image ranges as in tiled mode; the
+    spatial ones place the filter base, which must lie in the map's bounding box [lower, dim - 1 + upper].
+    Pixel p is read at base + offsets; the base then steps by the traversal stride along W, wrapping to
+    the lower corner into the next H (then D, then the next image n) when it passes the upper corner.
+    """
+    i2c = tm.im2col
+    if i2c is None:
+        raise _fault("an .im2col copy needs an im2col tensor map (ptxforge.runtime.tensor_map_im2col)", lane,
+                     "invalid-argument")
+    ns = tm.rank - 2
+    bits = TM.IM2COL_CORNER_BITS[tm.rank]
+    for i, o in enumerate(offsets):
+        if o >= 1 << bits:
+            raise _fault(f"im2col offset {i} = {o} is outside 0..{(1 << bits) - 1} for a rank-{tm.rank} map", lane,
+                         "invalid-argument")
+    lo = i2c.lower
+    hi = tuple(tm.dims[1 + i] - 1 + i2c.upper[i] for i in range(ns))
+    cur = list(coords[1: 1 + ns])
+    for i in range(ns):
+        if not lo[i] <= cur[i] <= hi[i]:
+            raise _fault(f"im2col filter base coordinate {i + 1} = {cur[i]} is outside the bounding box "
+                         f"[{lo[i]}, {hi[i]}]", lane, "invalid-argument")
+    n = coords[-1]
+    pix = np.empty((i2c.pixels, tm.rank - 1), np.int64)  # spatial coordinates, then n
+    for p in range(i2c.pixels):
+        pix[p, :ns] = [cur[i] + offsets[i] for i in range(ns)]
+        pix[p, ns] = n
+        for i in range(ns):
+            cur[i] += tm.estrides[1 + i]
+            if cur[i] <= hi[i]:
+                break
+            cur[i] = lo[i]
+        else:
+            n += 1
+    ch = coords[0] + np.arange(i2c.channels, dtype=np.int64)
+    inb = ((ch >= 0) & (ch < tm.dims[0]))[None, :] & \
+        ((pix >= 0) & (pix < np.asarray(tm.dims[1:], np.int64))).all(1)[:, None]
+    gaddr = tm.address + ch[None, :] * tm.strides[0] + (pix * np.asarray(tm.strides[1:], np.int64)).sum(1)[:, None]
+    soff = np.arange(inb.size, dtype=np.int64) * tm.esize
+    return gaddr.reshape(-1), inb.reshape(-1), soff
+
+
 # The PTX ISA's valid (.redOp, element type) pairs for cp.reduce.async.bulk.tensor. The bitwise ops take
 # .b32/.b64: here any 32- or 64-bit integer map type (the manual names no float type for them).
 REDUCE_TYPES = {
@@ -157,8 +203,10 @@ def _check_reduce_type(tm: TM.TensorMap, op: str, lane: int) -> None:
 def build_tensor(ctx):
     ins = ctx.ins
     mode = next((s for s in ins.suffixes if s.startswith("im2col") or s.startswith("tile::")), None)
-    if mode is not None:
-        raise ctx.error(f"{ins.mnemonic}: .{mode} mode is not supported (plain .tile only)")
+    im2col = mode == "im2col"
+    if mode is not None and not im2col:
+        raise ctx.error(f"{ins.mnemonic}: .{mode} mode is not supported (.tile, and .im2col loads into shared "
+                        f"memory)")
     multicast = any(s.startswith("multicast") for s in ins.suffixes)
     if any(s.startswith("cta_group") for s in ins.suffixes):
         raise ctx.error(f"{ins.mnemonic}: .cta_group (CTA pairs, sm_100a) is not supported")
@@ -171,10 +219,12 @@ def build_tensor(ctx):
     reduce_op, reducers = _reducer(ins, ctx) if ins.has("reduce") else (None, None)
     if reduce_op is not None and not to_global:
         raise ctx.error(f"{ins.mnemonic}: a tensor reduction goes from shared::cta to global memory")
+    if im2col and to_global:
+        raise ctx.error(f"{ins.mnemonic}: .im2col is supported for loads into shared memory only")
     if multicast and to_global:
         raise ctx.error(f"{ins.mnemonic}: .multicast::cluster is a global -> shared::cluster copy")
     ops = ins.operands
-    mask = None
+    mask = offsets = None
     if to_global:
         tspace, taddr, coords = _tensor_operand(ctx, ops[0], rank)
         sspace, saddr = ctx.address(ops[1], "shared")
@@ -185,10 +235,18 @@ def build_tensor(ctx):
         if len(ops) < 3:
             raise ctx.error("a tensor copy into shared memory needs an mbarrier operand")
         mbar = ctx.address(ops[2], "shared")
+        nxt = 3
+        if im2col:
+            if rank < 3:
+                raise ctx.error(f"{ins.mnemonic}: .im2col needs a tensor of rank 3 to 5")
+            if len(ops) < 4 or not isinstance(ops[3], ir.Vector) or len(ops[3].elements) != rank - 2:
+                raise ctx.error(f"{ins.mnemonic}: .im2col needs {{im2colOffsets}} ({rank - 2} of them) after [mbar]")
+            offsets = [ctx.read(e, ".b16") for e in ops[3].elements]
+            nxt = 4
         if multicast:
-            if len(ops) < 4 or isinstance(ops[3], ir.Address | ir.Vector):
+            if len(ops) <= nxt or isinstance(ops[nxt], ir.Address | ir.Vector):
                 raise ctx.error(f"{ins.mnemonic}: .multicast::cluster needs a ctaMask operand after [mbar]")
-            mask = ctx.read(ops[3], ".b16")
+            mask = ctx.read(ops[nxt], ".b16")
     if sspace == "generic":
         sspace = "shared"
 
@@ -201,6 +259,7 @@ def build_tensor(ctx):
         cs = [_at(c(st), st, lanes).astype(np.uint32).view(np.int32) for c in coords]
         masks = None if mask is None else _at(mask(st), st, lanes).astype(np.int64)
         bars = None if mbar is None else _at(mbar[1](st), st, lanes).astype(np.int64)
+        offs = None if offsets is None else [_at(o(st), st, lanes).astype(np.int64) & 0xFFFF for o in offsets]
         for i, lane in enumerate(lanes.tolist()):
             tm = read_map(st, tspace, int(ta[i]), lane)
             if reduce_op is not None:
@@ -208,7 +267,12 @@ def build_tensor(ctx):
             s0 = int(sa[i])
             if s0 % 128:
                 raise _fault(f"tensor copy shared address {s0:#x} is not 128-byte aligned", lane)
-            gaddr, inb, soff = box_elements(tm, [int(c[i]) for c in cs])
+            if im2col:
+                gaddr, inb, soff = im2col_elements(tm, [int(c[i]) for c in cs], [int(o[i]) for o in offs], lane)
+            elif tm.im2col is not None:
+                raise _fault("an im2col tensor map used by a .tile copy", lane, "invalid-argument")
+            else:
+                gaddr, inb, soff = box_elements(tm, [int(c[i]) for c in cs])
             dt = np.dtype(f"u{tm.esize}")
             gsel = gaddr[inb].astype(np.uint64)
             if to_global:

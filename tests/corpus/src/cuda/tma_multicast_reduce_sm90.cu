@@ -3,7 +3,9 @@
 // loads one slice and multicasts it to all), the non-tensor cp.async.bulk ... .multicast::cluster to a
 // subset of the cluster, mbarrier.arrive.expect_tx racing with complete-tx from peer CTAs, barrier.cluster
 // around mbarrier init, and cp.reduce.async.bulk.tensor.2d.global.shared::cta.<op>.tile.bulk_group for
-// add/min/max/inc/dec/and/or/xor (the element type comes from the tensor map). Reference: see each kernel.
+// add/min/max/inc/dec/and/or/xor (the element type comes from the tensor map), and the .im2col load mode
+// (cp.async.bulk.tensor.4d ... .im2col with im2col offsets) gathering a 3x3 convolution's patches.
+// Reference: see each kernel.
 #include <cuda.h>
 #include <stdint.h>
 
@@ -141,3 +143,40 @@ TMA_REDUCE_KERNEL(dec)
 TMA_REDUCE_KERNEL(and)
 TMA_REDUCE_KERNEL(or)
 TMA_REDUCE_KERNEL(xor)
+
+// im2col loads, the way an implicit-GEMM convolution (CUTLASS-style) gathers its A operand: a float NHWC
+// tensor with 16 channels, an im2col map with channels_per_pixel 16, pixels_per_column 32, bounding box
+// corners lower (-1, -1) and upper (-1, -1) (a 3x3 filter with padding 1) and traversal strides (1, s, s, 1).
+// Block g handles output pixels 32g .. 32g+31 of the flattened (n, oh, ow) output grid of OH x OW: it places
+// the filter base of the first one at (w, h) = (ow * s - 1, oh * s - 1), image n, and issues nine loads,
+// one per filter tap (r, q) with im2col offsets (q, r), into tile[3r + q].
+// Launch: grid (ceil(N * OH * OW / 32)), blockDim.x = 128; out holds 9 * 32 * 16 floats per block.
+// Reference: out[g][3r + q][i][c] = X[n][oh * s - 1 + r][ow * s - 1 + q][c] for output pixel 32g + i =
+// (n, oh, ow), zero where that lies outside X (padding) or past the last image.
+extern "C" __global__ void tma_im2col_conv3x3(const __grid_constant__ CUtensorMap map, float* out, int OH, int OW,
+                                              int s) {
+    __shared__ __align__(128) float tile[9][32][16];
+    __shared__ __align__(8) uint64_t bar;
+    unsigned b = smem_addr(&bar);
+    int p0 = 32 * (int)blockIdx.x;
+    int n = p0 / (OH * OW), oh = p0 / OW % OH, ow = p0 % OW;
+    if (threadIdx.x == 0) {
+        mbar_init(b, 1);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        mbar_expect_tx(b, sizeof(tile));
+        for (int r = 0; r < 3; ++r)
+            for (int q = 0; q < 3; ++q)
+                asm volatile(
+                    "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+                    " [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};"
+                    :: "r"(smem_addr(&tile[3 * r + q][0][0])), "l"(&map), "r"(0), "r"(ow * s - 1), "r"(oh * s - 1),
+                       "r"(n), "r"(b), "h"((unsigned short)q), "h"((unsigned short)r)
+                    : "memory");
+    }
+    mbar_wait_parity(b, 0);
+    const float* flat = &tile[0][0][0];
+    for (int i = threadIdx.x; i < 9 * 32 * 16; i += blockDim.x) out[(size_t)blockIdx.x * 9 * 32 * 16 + i] = flat[i];
+}
