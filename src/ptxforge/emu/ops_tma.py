@@ -101,6 +101,12 @@ def im2col_elements(tm: TM.TensorMap, coords, offsets, lane: int):
     spatial ones place the filter base, which must lie in the map's bounding box [lower, dim - 1 + upper].
     Pixel p is read at base + offsets; the base then steps by the traversal stride along W, wrapping to
     the lower corner into the next H (then D, then the next image n) when it passes the upper corner.
+    Pixels outside the tensor (padding, or past the last image) read as zero. The C and N traversal
+    strides are ignored (the driver ignores C's; the manual applies strides to D, H and W only).
+
+    The manual shows the traversal mostly in figures; this reading is the one under which consecutive
+    loads are the rows of a convolution's im2col matrix (what implicit-GEMM convolutions rely on), and
+    the corpus test checks exactly that against numpy. It has not been compared with a GPU here.
     """
     i2c = tm.im2col
     if i2c is None:
