@@ -359,3 +359,20 @@ def test_im2col_filter_base_outside_the_bounding_box_is_a_fault():
     with pytest.raises(MemoryFault, match=r"filter base coordinate 1 = -1 is outside the bounding box \[0, 1\]"):
         m.kernel("tma_im2col_conv3x3").launch(grid=(1,), block=(128,),
                                               args=[tmap, out, np.uint32(2), np.uint32(2), np.uint32(1)])
+
+
+@pytest.mark.parametrize("flavor, n, sanitize", [("sm_90a.O3", 4, True), ("sm_90a.G", 2, False)])
+def test_bulk_copy_and_reduce_into_other_ctas(flavor, n, sanitize):
+    """shared::cta -> shared::cluster bulk copy to the next rank and bulk add into rank 0, each completing
+    on the destination CTA's mbarrier."""
+    m = corpus_module(NAME, flavor)
+    k = 2
+    inp = rng.integers(0, 1 << 32, (n * k, 256), dtype=np.uint64).astype(np.uint32)
+    out = np.zeros((n * k, 512), np.uint32)
+    m.kernel("dsmem_bulk_ring").launch(grid=(n * k,), block=(128,), args=[inp, out], cluster=(n, 1, 1),
+                                       sanitize=sanitize, watchdog_s=60)
+    for b in range(n * k):
+        rank, first = b % n, b - b % n
+        np.testing.assert_array_equal(out[b, :256], inp[first + (rank - 1) % n])
+        total = inp[first: first + n].sum(0, dtype=np.uint32) if rank == 0 else np.zeros(256, np.uint32)
+        np.testing.assert_array_equal(out[b, 256:], total)

@@ -92,3 +92,17 @@ def test_im2col_conv_patches(shape, s):
         got[device] = out
     np.testing.assert_array_equal(got[DEVICE], E._conv_patches(x, OH, OW, s, blocks))
     np.testing.assert_array_equal(got["emu"], got[DEVICE])
+
+
+def test_bulk_copy_and_reduce_into_other_ctas():
+    m = corpus_module(E.NAME, "sm_90a.O3")
+    n, k = 4, 2
+    inp = rng.integers(0, 1 << 32, (n * k, 256), dtype=np.uint64).astype(np.uint32)
+    out = np.zeros((n * k, 512), np.uint32)
+    m.kernel("dsmem_bulk_ring").launch(grid=(n * k,), block=(128,), args=[inp, out], cluster=(n, 1, 1),
+                                       device=DEVICE)
+    for b in range(n * k):
+        rank, first = b % n, b - b % n
+        np.testing.assert_array_equal(out[b, :256], inp[first + (rank - 1) % n])
+        total = inp[first: first + n].sum(0, dtype=np.uint32) if rank == 0 else np.zeros(256, np.uint32)
+        np.testing.assert_array_equal(out[b, 256:], total)

@@ -97,9 +97,10 @@ def build_cp(ctx):
 
 
 def _build_bulk(ctx):
-    """cp{.reduce}.async.bulk between global and shared memory: the shared destination form completes
-    transaction bytes on an mbarrier; the global destination form (bulk_group) may reduce. Tensor-map
-    copies and L2 prefetches are in ops_tma."""
+    """cp{.reduce}.async.bulk: global or shared::cta to shared::cta/cluster completes transaction bytes on an
+    mbarrier (a shared::cluster destination and its mbarrier may be another CTA's; .multicast::cluster
+    writes several); the global destination form (bulk_group) may reduce. Tensor-map copies and L2
+    prefetches are in ops_tma."""
     ins = ctx.ins
     if ins.has("prefetch"):
         return ops_tma.build_prefetch(ctx)
@@ -107,9 +108,10 @@ def _build_bulk(ctx):
         return ops_tma.build_tensor(ctx)
     spaces = [s.split("::")[0] for s in ins.suffixes if s.split("::")[0] in ("global", "shared")]
     to_global = spaces[:1] == ["global"]
+    src_default = spaces[1] if len(spaces) > 1 else "shared" if to_global else "global"
     ops = ins.operands
     dst_space, dst = ctx.address(ops[0], "global" if to_global else "shared")
-    src_space, src = ctx.address(ops[1], "shared" if to_global else "global")
+    src_space, src = ctx.address(ops[1], src_default)
     size = ctx.read(ops[2], ".u32")
     mbar = mask = None
     if not to_global:
@@ -132,39 +134,40 @@ def _build_bulk(ctx):
         ebytes = bits_of_type(rty) // 8
         edt = np.dtype(f"u{ebytes}")
 
+    def addr_dtype(space):
+        return np.int64 if space in ("shared", "param", "local") else np.uint64
+
     def f(st, m):
         lanes = _lanes(st, m)
         n = st.N
-        d = _compact(dst(st), lanes, n, np.uint64 if to_global else np.int64)
-        s_ = _compact(src(st), lanes, n, np.int64 if to_global else np.uint64)
+        d = _compact(dst(st), lanes, n, addr_dtype(dst_space))
+        s_ = _compact(src(st), lanes, n, addr_dtype(src_space))
         sz = _compact(size(st), lanes, n, np.int64)
+        bars = None if mbar is None else _compact(mbar[1](st), lanes, n, np.int64)
         if mask is not None:
-            _multicast(st, lanes, d, s_, sz, _compact(mask(st), lanes, n, np.int64),
-                       _compact(mbar[1](st), lanes, n, np.int64))
+            _multicast(st, lanes, d, s_, sz, _compact(mask(st), lanes, n, np.int64), bars)
             return
         for i, lane in enumerate(lanes.tolist()):
             k = int(sz[i])
             if k % 16:
                 raise M.MemoryFault(f"cp.async.bulk size {k} is not a multiple of 16")
-            one = np.repeat(np.array([lane]), k // 4)
-            offs = np.arange(0, k, 4)
-            sa = s_[i] + offs.astype(s_.dtype)
-            da = d[i] + offs.astype(d.dtype)
+            # a shared::cluster destination is written as the thread of the CTA that owns it
+            dlane, d0 = ops_tma.owner(st, lane, dst_space, int(d[i]))
             if reduce_op is None:
-                v = M.load(st.mem, src_space, sa, np.uint32, 1, one)[0]
-                M.store(st.mem, dst_space, da, np.uint32, [v], one)
-                continue
-            ne = k // ebytes
-            oe = np.repeat(np.array([lane]), ne)
-            v = M.load(st.mem, src_space, s_[i] + np.arange(0, k, ebytes).astype(s_.dtype), edt, 1, oe)[0]
-            r = st.mem.resolve(dst_space, d[i] + np.arange(0, k, ebytes).astype(d.dtype), ebytes, oe, write=True)
-            buf, idx = r if not isinstance(r, list) else (r[0][1], r[0][2])
-            atomic_apply(buf.view(edt), np.asarray(idx) >> (ebytes.bit_length() - 1), np.asarray(v, edt), None,
-                         step, ufunc, vdtype)
-        if mbar is not None:
-            mm = np.zeros(n, bool)
-            mm[lanes] = True
-            _mbar_update(st, mm, mbar[0], mbar[1], count=0, tx=-sz.astype(np.int64), tx_lanes=True)
+                offs = np.arange(0, k, 4)
+                v = M.load(st.mem, src_space, s_[i] + offs.astype(s_.dtype), np.uint32, 1, np.full(offs.size, lane))[0]
+                M.store(st.mem, dst_space, np.asarray(d0 + offs).astype(d.dtype), np.uint32, [v],
+                        np.full(offs.size, dlane))
+            else:
+                offs = np.arange(0, k, ebytes)
+                v = M.load(st.mem, src_space, s_[i] + offs.astype(s_.dtype), edt, 1, np.full(offs.size, lane))[0]
+                r = st.mem.resolve(dst_space, np.asarray(d0 + offs).astype(d.dtype), ebytes, np.full(offs.size, dlane),
+                                   write=True)
+                buf, idx = r if not isinstance(r, list) else (r[0][1], r[0][2])
+                atomic_apply(buf.view(edt), np.asarray(idx) >> (ebytes.bit_length() - 1), np.asarray(v, edt), None,
+                             step, ufunc, vdtype)
+            if mbar is not None:
+                ops_tma.complete_tx(st, lane, mbar[0], int(bars[i]), k)
     return _op(f)
 
 
@@ -180,8 +183,7 @@ def _multicast(st, lanes, dst, src, size, masks, bars) -> None:
                    np.full(offs.size, lane))[0]
         d0, bar = ops_tma.shared_offset(int(dst[i])), ops_tma.shared_offset(int(bars[i]))
         for r in ops_tma.cta_mask_ranks(st, lane, int(masks[i])):
-            ops_tma.land(st, "shared", d0 + offs, np.asarray(v, np.uint32), ops_tma.cluster_lane(st, lane, r),
-                         "shared", bar, k)
+            ops_tma.land(st, "shared", d0 + offs, np.asarray(v, np.uint32), ops_tma.cluster_lane(st, lane, r), bar, k)
 
 
 # ---------------------------------------------------------------------------- mbarrier

@@ -293,24 +293,43 @@ def build_tensor(ctx):
             if gsel.size:
                 vals[inb] = M.load(st.mem, "global", gsel, dt, 1, np.full(gsel.size, lane))[0]
             if masks is None:  # one destination: the address may name any CTA of the cluster
-                land(st, sspace, TM.swizzle_offsets(s0 + soff, tm.swizzle), vals, lane, mbar[0],
-                      int(bars[i]), tm.box_bytes)
+                dlane, d0 = owner(st, lane, sspace, s0)
+                M.store(st.mem, sspace, TM.swizzle_offsets(d0 + soff, tm.swizzle), dt, [vals],
+                        np.full(vals.size, dlane))
+                complete_tx(st, lane, mbar[0], int(bars[i]), tm.box_bytes)
                 continue
             saddrs = TM.swizzle_offsets(shared_offset(s0) + soff, tm.swizzle)
             for r in cta_mask_ranks(st, lane, int(masks[i])):
-                land(st, "shared", saddrs, vals, cluster_lane(st, lane, r), "shared", shared_offset(int(bars[i])),
-                      tm.box_bytes)
+                land(st, "shared", saddrs, vals, cluster_lane(st, lane, r), shared_offset(int(bars[i])), tm.box_bytes)
     return _op(f)
 
 
-def land(st, space, saddrs, vals, lane: int, bar_space, bar: int, nbytes: int) -> None:
-    """Write a box into shared memory as `lane` and complete `nbytes` on its mbarrier at `bar`."""
+def land(st, space, saddrs, vals, lane: int, bar: int, nbytes: int) -> None:
+    """Write a box into shared memory as `lane`, then complete `nbytes` on the mbarrier at shared `bar`."""
+    M.store(st.mem, space, saddrs, vals.dtype, [vals], np.full(vals.size, lane))
+    complete_tx(st, lane, "shared", bar, nbytes)
+
+
+def owner(st, lane: int, space: str, addr: int) -> tuple[int, int]:
+    """(lane, address) that reach shared::cluster `addr` as the thread with `lane`'s index in the CTA owning
+    it (the address then without rank bits), so the sanitizer sees that CTA's own access; other addresses,
+    and ranks outside the cluster (left for memory.py to report), stay as they are."""
+    if space != "shared" or addr < 0 or not addr >> M.CLUSTER_RANK_SHIFT:
+        return lane, addr
+    rank = (addr >> M.CLUSTER_RANK_SHIFT) - 1
+    if rank >= st.mem.cluster_size:
+        return lane, addr
+    return cluster_lane(st, lane, rank), addr & M.CLUSTER_OFF_MASK
+
+
+def complete_tx(st, lane: int, space: str, bar: int, nbytes: int) -> None:
+    """A complete-tx of `nbytes` on the mbarrier at `bar` (possibly another CTA's), on behalf of `lane`."""
     from ptxforge.emu.ops_async import _mbar_update
 
-    M.store(st.mem, space, saddrs, vals.dtype, [vals], np.full(vals.size, lane))
+    blane, b = owner(st, lane, space, bar)
     one = np.zeros(st.N, bool)
-    one[lane] = True
-    _mbar_update(st, one, bar_space, lambda st_: np.int64(bar), count=0, tx=-nbytes)
+    one[blane] = True
+    _mbar_update(st, one, space, lambda st_: np.int64(b), count=0, tx=-nbytes)
 
 
 def _reduce_global(st, gaddr, vals, tm: TM.TensorMap, reducer, lane: int) -> None:

@@ -4,7 +4,8 @@
 // subset of the cluster, mbarrier.arrive.expect_tx racing with complete-tx from peer CTAs, barrier.cluster
 // around mbarrier init, and cp.reduce.async.bulk.tensor.2d.global.shared::cta.<op>.tile.bulk_group for
 // add/min/max/inc/dec/and/or/xor (the element type comes from the tensor map), and the .im2col load mode
-// (cp.async.bulk.tensor.4d ... .im2col with im2col offsets) gathering a 3x3 convolution's patches.
+// (cp.async.bulk.tensor.4d ... .im2col with im2col offsets) gathering a 3x3 convolution's patches, and
+// shared::cta -> shared::cluster bulk copies and reductions into other CTAs, completing on their mbarriers.
 // Reference: see each kernel.
 #include <cuda.h>
 #include <stdint.h>
@@ -108,6 +109,50 @@ extern "C" __global__ void bulk_multicast_mask(const float* in, float* out, unsi
         for (int i = threadIdx.x; i < 1024; i += blockDim.x) out[1024 * blockIdx.x + i] = buf[i] + (float)rank;
     }
     cluster_sync();
+}
+
+// Distributed shared memory by bulk copy, the way a cluster passes tiles between its CTAs: rank r copies its
+// 1 KB `mine` into the `inbox` of rank (r + 1) % n with cp.async.bulk.shared::cluster.shared::cta, and
+// adds it into rank 0's `acc` with cp.reduce.async.bulk.shared::cluster.shared::cta ... .add.u32; both
+// complete on the destination's mbarrier (found with mapa), which expects 1 KB (plus n KB at rank 0).
+// Launch: grid (n * k), blockDim.x = 128, cluster (n, 1, 1); out holds 512 words per block.
+// Reference: out[b][0:256] = in[block of rank (r - 1) % n of b's cluster]; out[b][256:512] = the sum (mod
+// 2^32) of in over b's cluster at rank 0, zero at the other ranks.
+extern "C" __global__ void dsmem_bulk_ring(const unsigned* in, unsigned* out) {
+    __shared__ __align__(128) unsigned mine[256];
+    __shared__ __align__(128) unsigned inbox[256];
+    __shared__ __align__(128) unsigned acc[256];
+    __shared__ __align__(8) uint64_t bar;
+    unsigned rank = cluster_rank(), n = cluster_size();
+    unsigned b = smem_addr(&bar);
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+        mine[i] = in[256 * blockIdx.x + i];
+        acc[i] = 0;
+    }
+    if (threadIdx.x == 0) {
+        mbar_init(b, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // `mine` is read by the async proxy
+    cluster_sync();
+    if (threadIdx.x == 0) {
+        mbar_expect_tx(b, rank == 0 ? 1024 * (n + 1) : 1024);
+        unsigned peer = (rank + 1) % n, dst, dbar, acc0, bar0;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(dst) : "r"(smem_addr(inbox)), "r"(peer));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(dbar) : "r"(b), "r"(peer));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(acc0) : "r"(smem_addr(acc)), "r"(0));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar0) : "r"(b), "r"(0));
+        asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], 1024, [%2];"
+                     :: "r"(dst), "r"(smem_addr(mine)), "r"(dbar) : "memory");
+        asm volatile("cp.reduce.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes.add.u32"
+                     " [%0], [%1], 1024, [%2];" :: "r"(acc0), "r"(smem_addr(mine)), "r"(bar0) : "memory");
+    }
+    mbar_wait_parity(b, 0);
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+        out[512 * blockIdx.x + i] = inbox[i];
+        out[512 * blockIdx.x + 256 + i] = acc[i];
+    }
+    cluster_sync();  // no CTA exits while its shared memory may still be read or written by a peer
 }
 
 // Tensor reductions, the way an epilogue (or DeepEP's combine) accumulates a tile into global memory:
