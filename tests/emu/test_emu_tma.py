@@ -256,10 +256,12 @@ WAIT:
 
 
 @pytest.mark.parametrize("ins, msg", [
-    ("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%rd1, {0, 0}], [box];",
-     "tensor reductions are not supported"),
+    ("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.im2col_no_offs.bulk_group [%rd1, {0, 0, 0}], [box];",
+     "im2col_no_offs"),
     ("cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes "
-     "[box], [%rd1, {0, 0, 0}, {0}], [bar];", "im2col"),
+     "[box], [%rd1, {0, 0, 0}], [bar];", r"\.im2col needs \{im2colOffsets\} \(1 of them\) after \[mbar\]"),
+    ("cp.async.bulk.tensor.3d.global.shared::cta.im2col_no_offs.bulk_group [%rd1, {0, 0, 0}], [box];",
+     "im2col_no_offs"),
 ])
 def test_unsupported_tensor_variants_say_so(ins, msg):
     k = _one_instruction_kernel(ins)

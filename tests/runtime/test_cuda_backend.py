@@ -276,6 +276,20 @@ def test_tensor_map_arguments_are_accepted_by_cuda_bindings():
     assert data_type_name(np.int16) == "UINT16" and data_type_name(np.float32) == "FLOAT32"
 
 
+@no_gpu
+def test_im2col_tensor_map_arguments_are_accepted_by_cuda_bindings():
+    from ptxforge.runtime.cuda_tensor_map import driver_arguments_im2col
+
+    args = driver_arguments_im2col(d, 1 << 20, np.float32, (16, 9, 7, 2), (64, 576, 4032), (-1, -1), (-1, -1), 16,
+                                   32, (1, 2, 2, 1), "none", "zero")
+    assert args[1] == 4 and args[5:9] == ([-1, -1], [-1, -1], 16, 32)
+    assert [int(x) for x in args[9]] == [1, 2, 2, 1]
+    _reaches_the_driver(d.cuTensorMapEncodeIm2col, *args)
+    with pytest.raises(ValueError, match="outside 1..1024"):
+        driver_arguments_im2col(d, 1 << 20, np.float32, (16, 9, 7, 2), (64, 576, 4032), (-1, -1), (-1, -1), 16,
+                                2048, None, "none", "zero")
+
+
 def test_tensor_map_checks_match_the_emulator():
     from ptxforge.runtime.cuda_tensor_map import driver_arguments
 

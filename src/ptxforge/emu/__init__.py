@@ -11,8 +11,9 @@ ops_memory, ops_atomic, ops_warp, ops_matrix, ops_wgmma, ops_async, ops_control;
 through `memory.LaneMemory.resolve`.
 
 Extension points: a new instruction family is a builder added to one ops module's BUILDERS. TMA tensor
-copies slot into `ops_async._build_bulk` next to the non-tensor bulk copies and their mbarrier
-transaction counts (they need a tensor-map encoding on the host side). Thread-block clusters: the
+copies and reductions (ops_tma) slot into `ops_async._build_bulk` next to the non-tensor bulk copies and
+their mbarrier transaction counts (they need a tensor-map encoding on the host side); .multicast::cluster
+copies land in each CTA of the ctaMask as that CTA's thread (ops_tma.cluster_lane). Thread-block clusters: the
 machine keeps a cluster's CTAs in one wave and runs barrier.cluster; shared::cluster addresses carry a
 CTA rank in their high bits (memory.CLUSTER_RANK_SHIFT), resolved in `LaneMemory`.
 """

@@ -4,7 +4,9 @@
 Copies complete at issue (a legal schedule: the program may only rely on the data after the wait),
 so commit/wait groups need no queue. An mbarrier is an 8-byte shared-memory word; this emulator's
 encoding (opaque to programs) is: bits 0-20 pending arrivals, 21-41 expected arrivals,
-42-62 pending transaction bytes, 63 phase parity. Arrivals from many lanes are applied in lane order.
+42-62 the tx-count (signed, two's complement: a complete-tx may land before its expect-tx, e.g. a
+multicast copy from another CTA of the cluster), 63 phase parity. A phase completes when the pending
+arrivals and the tx-count are both zero. Arrivals from many lanes are applied in lane order.
 """
 
 from __future__ import annotations
@@ -95,9 +97,10 @@ def build_cp(ctx):
 
 
 def _build_bulk(ctx):
-    """cp{.reduce}.async.bulk between global and shared memory: the shared destination form completes
-    transaction bytes on an mbarrier; the global destination form (bulk_group) may reduce. Tensor-map
-    copies and L2 prefetches are in ops_tma."""
+    """cp{.reduce}.async.bulk: global or shared::cta to shared::cta/cluster completes transaction bytes on an
+    mbarrier (a shared::cluster destination and its mbarrier may be another CTA's; .multicast::cluster
+    writes several); the global destination form (bulk_group) may reduce. Tensor-map copies and L2
+    prefetches are in ops_tma."""
     ins = ctx.ins
     if ins.has("prefetch"):
         return ops_tma.build_prefetch(ctx)
@@ -105,15 +108,20 @@ def _build_bulk(ctx):
         return ops_tma.build_tensor(ctx)
     spaces = [s.split("::")[0] for s in ins.suffixes if s.split("::")[0] in ("global", "shared")]
     to_global = spaces[:1] == ["global"]
+    src_default = spaces[1] if len(spaces) > 1 else "shared" if to_global else "global"
     ops = ins.operands
     dst_space, dst = ctx.address(ops[0], "global" if to_global else "shared")
-    src_space, src = ctx.address(ops[1], "shared" if to_global else "global")
+    src_space, src = ctx.address(ops[1], src_default)
     size = ctx.read(ops[2], ".u32")
-    mbar = None
+    mbar = mask = None
     if not to_global:
         if len(ops) < 4:
             raise ctx.error("a bulk copy into shared memory needs an mbarrier operand")
         mbar = ctx.address(ops[3], "shared")
+        if ins.has("multicast::cluster"):
+            if len(ops) < 5:
+                raise ctx.error(f"{ins.mnemonic}: .multicast::cluster needs a ctaMask operand after [mbar]")
+            mask = ctx.read(ops[4], ".b16")
     reduce_op = None
     if ins.has("reduce"):
         from ptxforge.emu.ops_atomic import OPS, _combine
@@ -126,44 +134,70 @@ def _build_bulk(ctx):
         ebytes = bits_of_type(rty) // 8
         edt = np.dtype(f"u{ebytes}")
 
+    def addr_dtype(space):
+        return np.int64 if space in ("shared", "param", "local") else np.uint64
+
     def f(st, m):
         lanes = _lanes(st, m)
         n = st.N
-        d = _compact(dst(st), lanes, n, np.uint64 if to_global else np.int64)
-        s_ = _compact(src(st), lanes, n, np.int64 if to_global else np.uint64)
+        d = _compact(dst(st), lanes, n, addr_dtype(dst_space))
+        s_ = _compact(src(st), lanes, n, addr_dtype(src_space))
         sz = _compact(size(st), lanes, n, np.int64)
+        bars = None if mbar is None else _compact(mbar[1](st), lanes, n, np.int64)
+        if mask is not None:
+            _multicast(st, lanes, d, s_, sz, _compact(mask(st), lanes, n, np.int64), bars)
+            return
         for i, lane in enumerate(lanes.tolist()):
             k = int(sz[i])
             if k % 16:
                 raise M.MemoryFault(f"cp.async.bulk size {k} is not a multiple of 16")
-            one = np.repeat(np.array([lane]), k // 4)
-            offs = np.arange(0, k, 4)
-            sa = s_[i] + offs.astype(s_.dtype)
-            da = d[i] + offs.astype(d.dtype)
+            # a shared::cluster destination is written as the thread of the CTA that owns it
+            dlane, d0 = ops_tma.owner(st, lane, dst_space, int(d[i]))
             if reduce_op is None:
-                v = M.load(st.mem, src_space, sa, np.uint32, 1, one)[0]
-                M.store(st.mem, dst_space, da, np.uint32, [v], one)
-                continue
-            ne = k // ebytes
-            oe = np.repeat(np.array([lane]), ne)
-            v = M.load(st.mem, src_space, s_[i] + np.arange(0, k, ebytes).astype(s_.dtype), edt, 1, oe)[0]
-            r = st.mem.resolve(dst_space, d[i] + np.arange(0, k, ebytes).astype(d.dtype), ebytes, oe, write=True)
-            buf, idx = r if not isinstance(r, list) else (r[0][1], r[0][2])
-            atomic_apply(buf.view(edt), np.asarray(idx) >> (ebytes.bit_length() - 1), np.asarray(v, edt), None,
-                         step, ufunc, vdtype)
-        if mbar is not None:
-            mm = np.zeros(n, bool)
-            mm[lanes] = True
-            _mbar_update(st, mm, mbar[0], mbar[1], count=0, tx=-sz.astype(np.int64), tx_lanes=True)
+                offs = np.arange(0, k, 4)
+                v = M.load(st.mem, src_space, s_[i] + offs.astype(s_.dtype), np.uint32, 1, np.full(offs.size, lane))[0]
+                M.store(st.mem, dst_space, np.asarray(d0 + offs).astype(d.dtype), np.uint32, [v],
+                        np.full(offs.size, dlane))
+            else:
+                offs = np.arange(0, k, ebytes)
+                v = M.load(st.mem, src_space, s_[i] + offs.astype(s_.dtype), edt, 1, np.full(offs.size, lane))[0]
+                r = st.mem.resolve(dst_space, np.asarray(d0 + offs).astype(d.dtype), ebytes, np.full(offs.size, dlane),
+                                   write=True)
+                buf, idx = r if not isinstance(r, list) else (r[0][1], r[0][2])
+                atomic_apply(buf.view(edt), np.asarray(idx) >> (ebytes.bit_length() - 1), np.asarray(v, edt), None,
+                             step, ufunc, vdtype)
+            if mbar is not None:
+                ops_tma.complete_tx(st, lane, mbar[0], int(bars[i]), k)
     return _op(f)
+
+
+def _multicast(st, lanes, dst, src, size, masks, bars) -> None:
+    """cp.async.bulk.shared::cluster.global...multicast::cluster: `size` bytes from global memory to the
+    same shared offset, and a complete-tx on the mbarrier at the same offset, in each CTA of ctaMask."""
+    for i, lane in enumerate(lanes.tolist()):
+        k = int(size[i])
+        if k % 16:
+            raise M.MemoryFault(f"cp.async.bulk size {k} is not a multiple of 16")
+        offs = np.arange(0, k, 4)
+        v = M.load(st.mem, "global", np.uint64(src[i]) + offs.astype(np.uint64), np.uint32, 1,
+                   np.full(offs.size, lane))[0]
+        d0, bar = ops_tma.shared_offset(int(dst[i])), ops_tma.shared_offset(int(bars[i]))
+        for r in ops_tma.cta_mask_ranks(st, lane, int(masks[i])):
+            ops_tma.land(st, "shared", d0 + offs, np.asarray(v, np.uint32), ops_tma.cluster_lane(st, lane, r), bar, k)
 
 
 # ---------------------------------------------------------------------------- mbarrier
 
 
+TX_LIMIT = (1 << 20) - 1  # the tx-count range is -TX_LIMIT..TX_LIMIT
+
+
 def _unpack(s):
+    """(pending arrivals, expected arrivals, tx-count as uint64 two's complement, phase)."""
     s = np.asarray(s, np.uint64)
-    return s & F, (s >> S_EXP) & F, (s >> S_TX) & F, s >> S_PH
+    tx = ((s >> S_TX) & F).astype(np.int64)
+    tx = np.where(tx > TX_LIMIT, tx - (1 << 21), tx).astype(np.uint64)
+    return s & F, (s >> S_EXP) & F, tx, s >> S_PH
 
 
 def _pack(pend, exp, tx, ph):
@@ -174,10 +208,10 @@ def _step(old, cnt, tx):
     """Apply arrivals `cnt` (and transaction bytes `tx`, negative = completed) to states `old`."""
     pend, exp, txc, ph = _unpack(old)
     p = pend.astype(np.int64) - np.asarray(cnt, np.int64)
-    t = txc.astype(np.int64) + (0 if tx is None else np.asarray(tx).astype(np.uint64).view(np.int64))
-    done = (p <= 0) & (t <= 0)
+    t = txc.view(np.int64) + (0 if tx is None else np.asarray(tx).astype(np.uint64).view(np.int64))
+    done = (p <= 0) & (t == 0)
     p = np.where(done, exp.astype(np.int64), np.maximum(p, 0))
-    t = np.where(done, 0, np.maximum(t, 0))
+    t = np.clip(np.where(done, 0, t), -TX_LIMIT, TX_LIMIT)
     ph = np.where(done, ph ^ np.uint64(1), ph)
     return _pack(p.astype(np.uint64), exp, t.astype(np.uint64), ph.astype(np.uint64))
 

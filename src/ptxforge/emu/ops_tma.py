@@ -1,4 +1,5 @@
-"""TMA tensor copies: cp.async.bulk.tensor.{1..5}d (tile mode) and cp.async.bulk.prefetch(.tensor).
+"""TMA tensor copies: cp.async.bulk.tensor.{1..5}d (tile mode), cp.reduce.async.bulk.tensor (tile mode)
+and cp.async.bulk.prefetch(.tensor).
 
 `[tmap, {c0, c1, ...}]` names a box of the tensor described by a 128-byte tensor map (see
 `ptxforge.emu.tensormap`) whose first element sits at the signed element coordinates c0 (innermost
@@ -6,6 +7,16 @@ dimension) ... . Along dimension i the box holds ceil(box[i] / elementStride[i])
 c_i, c_i + elementStride[i], ...; in shared memory it is dense, dimension 0 innermost, then swizzled.
 Global->shared fills elements outside the tensor with zero and completes the box's full byte count on
 the mbarrier; shared->global (bulk_group) skips them. Copies complete at issue, as in ops_async.
+
+.multicast::cluster (global->shared::cluster): the box lands at the same shared offset in every CTA of
+the cluster whose %cluster_ctarank bit is set in the 16-bit ctaMask, and each of them gets the
+complete-tx on the mbarrier at the same offset as `mbar`. The emulator performs each destination's
+part as the thread with the same index in that CTA (`cluster_lane`), so bounds checks and the
+sanitizer see a plain shared access of that CTA, ordered by that CTA's own mbarrier wait.
+
+cp.reduce.async.bulk.tensor combines each in-bounds box element into global memory with .redOp,
+element by element as atomics (each has .relaxed.gpu semantics), in the element type the map records
+(`REDUCE_TYPES` is the PTX ISA's table of valid combinations).
 """
 
 from __future__ import annotations
@@ -48,8 +59,8 @@ def _tensor_operand(ctx, op, rank):
     return space, addr, [ctx.read(e, ".b32") for e in vec.elements]
 
 
-def _fault(msg: str, lane: int) -> M.MemoryFault:
-    e = M.MemoryFault(msg)
+def _fault(msg: str, lane: int, kind: str = "out-of-bounds") -> M.MemoryFault:
+    e = M.MemoryFault(msg, kind=kind)
     e._lane = lane  # the machine names the thread
     return e
 
@@ -82,22 +93,144 @@ def box_elements(tm: TM.TensorMap, coords):
     return gaddr.reshape(-1), inb.reshape(-1), soff
 
 
+def im2col_elements(tm: TM.TensorMap, coords, offsets, lane: int):
+    """(global byte addresses, in-bounds mask, shared byte offsets) of an .im2col load, in shared order:
+    `pixels` rows of `channels` elements.
+
+    coords are (c, w[, h[, d]], n): c and n start the channel and image ranges as in tiled mode; the
+    spatial ones place the filter base, which must lie in the map's bounding box [lower, dim - 1 + upper].
+    Pixel p is read at base + offsets; the base then steps by the traversal stride along W, wrapping to
+    the lower corner into the next H (then D, then the next image n) when it passes the upper corner.
+    Pixels outside the tensor (padding, or past the last image) read as zero. The C and N traversal
+    strides are ignored (the driver ignores C's; the manual applies strides to D, H and W only).
+
+    The manual shows the traversal mostly in figures; this reading is the one under which consecutive
+    loads are the rows of a convolution's im2col matrix (what implicit-GEMM convolutions rely on), and
+    the corpus test checks exactly that against numpy. It has not been compared with a GPU here.
+    """
+    i2c = tm.im2col
+    if i2c is None:
+        raise _fault("an .im2col copy needs an im2col tensor map (ptxforge.runtime.tensor_map_im2col)", lane,
+                     "invalid-argument")
+    ns = tm.rank - 2
+    bits = TM.IM2COL_CORNER_BITS[tm.rank]
+    for i, o in enumerate(offsets):
+        if o >= 1 << bits:
+            raise _fault(f"im2col offset {i} = {o} is outside 0..{(1 << bits) - 1} for a rank-{tm.rank} map", lane,
+                         "invalid-argument")
+    lo = i2c.lower
+    hi = tuple(tm.dims[1 + i] - 1 + i2c.upper[i] for i in range(ns))
+    cur = list(coords[1: 1 + ns])
+    for i in range(ns):
+        if not lo[i] <= cur[i] <= hi[i]:
+            raise _fault(f"im2col filter base coordinate {i + 1} = {cur[i]} is outside the bounding box "
+                         f"[{lo[i]}, {hi[i]}]", lane, "invalid-argument")
+    n = coords[-1]
+    pix = np.empty((i2c.pixels, tm.rank - 1), np.int64)  # spatial coordinates, then n
+    for p in range(i2c.pixels):
+        pix[p, :ns] = [cur[i] + offsets[i] for i in range(ns)]
+        pix[p, ns] = n
+        for i in range(ns):
+            cur[i] += tm.estrides[1 + i]
+            if cur[i] <= hi[i]:
+                break
+            cur[i] = lo[i]
+        else:
+            n += 1
+    ch = coords[0] + np.arange(i2c.channels, dtype=np.int64)
+    inb = ((ch >= 0) & (ch < tm.dims[0]))[None, :] & \
+        ((pix >= 0) & (pix < np.asarray(tm.dims[1:], np.int64))).all(1)[:, None]
+    gaddr = tm.address + ch[None, :] * tm.strides[0] + (pix * np.asarray(tm.strides[1:], np.int64)).sum(1)[:, None]
+    soff = np.arange(inb.size, dtype=np.int64) * tm.esize
+    return gaddr.reshape(-1), inb.reshape(-1), soff
+
+
+# The PTX ISA's valid (.redOp, element type) pairs for cp.reduce.async.bulk.tensor. The bitwise ops take
+# .b32/.b64: here any 32- or 64-bit integer map type (the manual names no float type for them).
+REDUCE_TYPES = {
+    "add": (".u32", ".s32", ".u64", ".f32", ".f16", ".bf16"),
+    "min": (".u32", ".s32", ".u64", ".s64", ".f16", ".bf16"),
+    "max": (".u32", ".s32", ".u64", ".s64", ".f16", ".bf16"),
+    "inc": (".u32",), "dec": (".u32",),
+    "and": (".u32", ".s32", ".u64", ".s64"), "or": (".u32", ".s32", ".u64", ".s64"),
+    "xor": (".u32", ".s32", ".u64", ".s64"),
+}
+
+
+def cta_mask_ranks(st, lane: int, mask: int) -> list[int]:
+    """The %cluster_ctarank values a 16-bit ctaMask names; a rank outside the cluster is a fault."""
+    mask &= 0xFFFF
+    ranks = [r for r in range(16) if mask >> r & 1]
+    csize = st.mem.cluster_size
+    if not ranks:
+        raise _fault("ctaMask is 0: a multicast copy needs at least one destination CTA", lane, "invalid-argument")
+    if ranks[-1] >= csize:
+        raise _fault(f"ctaMask {mask:#06x} names CTA rank {ranks[-1]}, outside this cluster of {csize} CTA(s)",
+                     lane, "out-of-bounds")
+    return ranks
+
+
+def shared_offset(addr: int) -> int:
+    """The byte offset inside its CTA's shared memory of a shared::cluster (or generic shared) address."""
+    if addr >= M.SHARED_WINDOW:
+        addr -= M.SHARED_WINDOW
+    return addr & M.CLUSTER_OFF_MASK
+
+
+def cluster_lane(st, lane: int, rank: int) -> int:
+    """The lane of the thread with `lane`'s thread index in CTA `rank` of `lane`'s cluster."""
+    lps, csize = st.mem.lanes_per_slot, st.mem.cluster_size
+    slot = lane // lps
+    return (slot // csize * csize + rank) * lps + lane % lps
+
+
+def _reducer(ins, ctx):
+    """(redOp, {element type: (step, ufunc, value dtype)}) of cp.reduce.async.bulk.tensor."""
+    from ptxforge.emu.ops_atomic import _combine
+
+    ops = [s for s in ins.suffixes if s in REDUCE_TYPES]
+    if len(ops) != 1:
+        raise ctx.error(f"{ins.mnemonic}: expected one reduction operation of {', '.join(REDUCE_TYPES)}")
+    op = ops[0]
+    bitwise = op in ("and", "or", "xor")
+    return op, {t: _combine(op, (".b" + t[2:]) if bitwise else t) for t in REDUCE_TYPES[op]}
+
+
+def _check_reduce_type(tm: TM.TensorMap, op: str, lane: int) -> None:
+    if tm.etype in REDUCE_TYPES[op]:
+        return
+    if tm.etype is None:
+        raise _fault(f"cp.reduce.async.bulk.tensor .{op}: the tensor map does not record its element type; "
+                     f"build it with ptxforge.runtime.tensor_map(..., dtype=...)", lane, "invalid-argument")
+    raise _fault(f"cp.reduce.async.bulk.tensor .{op} is not defined on {tm.etype} elements (the tensor map's "
+                 f"type); the PTX ISA allows .{op} on {', '.join(REDUCE_TYPES[op])}", lane, "invalid-argument")
+
+
 def build_tensor(ctx):
     ins = ctx.ins
-    if ins.has("reduce"):
-        raise ctx.error(f"{ins.mnemonic}: tensor reductions are not supported yet")
     mode = next((s for s in ins.suffixes if s.startswith("im2col") or s.startswith("tile::")), None)
-    if mode is not None:
-        raise ctx.error(f"{ins.mnemonic}: .{mode} mode is not supported (plain .tile only)")
-    if any(s.startswith("multicast") for s in ins.suffixes):
-        raise ctx.error(f"{ins.mnemonic}: multicast needs clusters, which the emulator does not model")
+    im2col = mode == "im2col"
+    if mode is not None and not im2col:
+        raise ctx.error(f"{ins.mnemonic}: .{mode} mode is not supported (.tile, and .im2col loads into shared "
+                        f"memory)")
+    multicast = any(s.startswith("multicast") for s in ins.suffixes)
+    if any(s.startswith("cta_group") for s in ins.suffixes):
+        raise ctx.error(f"{ins.mnemonic}: .cta_group (CTA pairs, sm_100a) is not supported")
     dims = [s for s in ins.suffixes if len(s) == 2 and s[1] == "d" and s[0] in "12345"]
     if len(dims) != 1:
         raise ctx.error("expected one of .1d ... .5d")
     rank = int(dims[0][0])
     spaces = [s.split("::")[0] for s in ins.suffixes if s.split("::")[0] in ("global", "shared")]
     to_global = spaces[:1] == ["global"]
+    reduce_op, reducers = _reducer(ins, ctx) if ins.has("reduce") else (None, None)
+    if reduce_op is not None and not to_global:
+        raise ctx.error(f"{ins.mnemonic}: a tensor reduction goes from shared::cta to global memory")
+    if im2col and to_global:
+        raise ctx.error(f"{ins.mnemonic}: .im2col is supported for loads into shared memory only")
+    if multicast and to_global:
+        raise ctx.error(f"{ins.mnemonic}: .multicast::cluster is a global -> shared::cluster copy")
     ops = ins.operands
+    mask = offsets = None
     if to_global:
         tspace, taddr, coords = _tensor_operand(ctx, ops[0], rank)
         sspace, saddr = ctx.address(ops[1], "shared")
@@ -108,43 +241,105 @@ def build_tensor(ctx):
         if len(ops) < 3:
             raise ctx.error("a tensor copy into shared memory needs an mbarrier operand")
         mbar = ctx.address(ops[2], "shared")
+        nxt = 3
+        if im2col:
+            if rank < 3:
+                raise ctx.error(f"{ins.mnemonic}: .im2col needs a tensor of rank 3 to 5")
+            if len(ops) < 4 or not isinstance(ops[3], ir.Vector) or len(ops[3].elements) != rank - 2:
+                raise ctx.error(f"{ins.mnemonic}: .im2col needs {{im2colOffsets}} ({rank - 2} of them) after [mbar]")
+            offsets = [ctx.read(e, ".b16") for e in ops[3].elements]
+            nxt = 4
+        if multicast:
+            if len(ops) <= nxt or isinstance(ops[nxt], ir.Address | ir.Vector):
+                raise ctx.error(f"{ins.mnemonic}: .multicast::cluster needs a ctaMask operand after [mbar]")
+            mask = ctx.read(ops[nxt], ".b16")
     if sspace == "generic":
         sspace = "shared"
 
     def f(st, m):
-        from ptxforge.emu.ops_async import _mbar_update
-
         lanes = _lanes(st, m)
         if lanes.size == 0:
             return
         ta = _at(taddr(st), st, lanes)
         sa = _at(saddr(st), st, lanes)
         cs = [_at(c(st), st, lanes).astype(np.uint32).view(np.int32) for c in coords]
-        tx = np.zeros(lanes.size, np.int64)
+        masks = None if mask is None else _at(mask(st), st, lanes).astype(np.int64)
+        bars = None if mbar is None else _at(mbar[1](st), st, lanes).astype(np.int64)
+        offs = None if offsets is None else [_at(o(st), st, lanes).astype(np.int64) & 0xFFFF for o in offsets]
         for i, lane in enumerate(lanes.tolist()):
             tm = read_map(st, tspace, int(ta[i]), lane)
+            if reduce_op is not None:
+                _check_reduce_type(tm, reduce_op, lane)
             s0 = int(sa[i])
             if s0 % 128:
                 raise _fault(f"tensor copy shared address {s0:#x} is not 128-byte aligned", lane)
-            gaddr, inb, soff = box_elements(tm, [int(c[i]) for c in cs])
-            saddrs = TM.swizzle_offsets(s0 + soff, tm.swizzle)
+            if im2col:
+                gaddr, inb, soff = im2col_elements(tm, [int(c[i]) for c in cs], [int(o[i]) for o in offs], lane)
+            elif tm.im2col is not None:
+                raise _fault("an im2col tensor map used by a .tile copy", lane, "invalid-argument")
+            else:
+                gaddr, inb, soff = box_elements(tm, [int(c[i]) for c in cs])
             dt = np.dtype(f"u{tm.esize}")
             gsel = gaddr[inb].astype(np.uint64)
             if to_global:
+                saddrs = TM.swizzle_offsets(s0 + soff, tm.swizzle)
                 v = M.load(st.mem, sspace, saddrs[inb], dt, 1, np.full(gsel.size, lane))[0]
-                if gsel.size:
+                if gsel.size and reduce_op is None:
                     M.store(st.mem, "global", gsel, dt, [v], np.full(gsel.size, lane))
+                elif gsel.size:
+                    _reduce_global(st, gsel, v, tm, reducers[tm.etype], lane)
                 continue
             vals = np.zeros(inb.size, dt)
             if gsel.size:
                 vals[inb] = M.load(st.mem, "global", gsel, dt, 1, np.full(gsel.size, lane))[0]
-            M.store(st.mem, sspace, saddrs, dt, [vals], np.full(inb.size, lane))
-            tx[i] = tm.box_bytes
-        if mbar is not None:
-            mm = np.zeros(st.N, bool)
-            mm[lanes] = True
-            _mbar_update(st, mm, mbar[0], mbar[1], count=0, tx=-tx, tx_lanes=True)
+            if masks is None:  # one destination: the address may name any CTA of the cluster
+                dlane, d0 = owner(st, lane, sspace, s0)
+                M.store(st.mem, sspace, TM.swizzle_offsets(d0 + soff, tm.swizzle), dt, [vals],
+                        np.full(vals.size, dlane))
+                complete_tx(st, lane, mbar[0], int(bars[i]), tm.box_bytes)
+                continue
+            saddrs = TM.swizzle_offsets(shared_offset(s0) + soff, tm.swizzle)
+            for r in cta_mask_ranks(st, lane, int(masks[i])):
+                land(st, "shared", saddrs, vals, cluster_lane(st, lane, r), shared_offset(int(bars[i])), tm.box_bytes)
     return _op(f)
+
+
+def land(st, space, saddrs, vals, lane: int, bar: int, nbytes: int) -> None:
+    """Write a box into shared memory as `lane`, then complete `nbytes` on the mbarrier at shared `bar`."""
+    M.store(st.mem, space, saddrs, vals.dtype, [vals], np.full(vals.size, lane))
+    complete_tx(st, lane, "shared", bar, nbytes)
+
+
+def owner(st, lane: int, space: str, addr: int) -> tuple[int, int]:
+    """(lane, address) that reach shared::cluster `addr` as the thread with `lane`'s index in the CTA owning
+    it (the address then without rank bits), so the sanitizer sees that CTA's own access; other addresses,
+    and ranks outside the cluster (left for memory.py to report), stay as they are."""
+    if space != "shared" or addr < 0 or not addr >> M.CLUSTER_RANK_SHIFT:
+        return lane, addr
+    rank = (addr >> M.CLUSTER_RANK_SHIFT) - 1
+    if rank >= st.mem.cluster_size:
+        return lane, addr
+    return cluster_lane(st, lane, rank), addr & M.CLUSTER_OFF_MASK
+
+
+def complete_tx(st, lane: int, space: str, bar: int, nbytes: int) -> None:
+    """A complete-tx of `nbytes` on the mbarrier at `bar` (possibly another CTA's), on behalf of `lane`."""
+    from ptxforge.emu.ops_async import _mbar_update
+
+    blane, b = owner(st, lane, space, bar)
+    one = np.zeros(st.N, bool)
+    one[blane] = True
+    _mbar_update(st, one, space, lambda st_: np.int64(b), count=0, tx=-nbytes)
+
+
+def _reduce_global(st, gaddr, vals, tm: TM.TensorMap, reducer, lane: int) -> None:
+    """Combine `vals` into the global elements at `gaddr` (atomically, in box order)."""
+    from ptxforge.emu.ops_atomic import atomic_apply
+
+    step, ufunc, vdtype = reducer
+    edt = np.dtype(f"u{tm.esize}")
+    buf, idx = st.mem.resolve("global", gaddr, tm.esize, np.full(gaddr.size, lane), write=True)
+    atomic_apply(buf.view(edt), np.asarray(idx) // tm.esize, np.asarray(vals, edt), None, step, ufunc, vdtype)
 
 
 def build_prefetch(ctx):

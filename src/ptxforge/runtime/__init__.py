@@ -6,7 +6,7 @@ from ptxforge.runtime.occupancy import occupancy
 from ptxforge.runtime.resources import resource_usage
 from ptxforge.runtime.result import LaunchResult
 from ptxforge.runtime.sass import sass
-from ptxforge.runtime.tensor_map import tensor_map
+from ptxforge.runtime.tensor_map import tensor_map, tensor_map_im2col
 
 __all__ = ["DeviceBuffer", "Kernel", "LaunchResult", "empty", "launch", "occupancy", "resource_usage", "sass",
-           "tensor_map", "to_device"]
+           "tensor_map", "tensor_map_im2col", "to_device"]

@@ -1,4 +1,4 @@
-"""Tensor maps for a GPU: the driver's own CUtensorMap from cuTensorMapEncodeTiled.
+"""Tensor maps for a GPU: the driver's own CUtensorMap from cuTensorMapEncodeTiled / cuTensorMapEncodeIm2col.
 
 The arguments are checked by the same rules as the emulator's map first, so a bad map gives the same
 message on both devices; then the driver encodes it.
@@ -47,4 +47,36 @@ def encode_tiled(address: int, dtype, global_dims, global_strides_bytes, box_dim
     tmap = check(d.cuTensorMapEncodeTiled(*driver_arguments(d, address, dtype, global_dims, global_strides_bytes,
                                                             box_dims, element_strides, swizzle, oob_fill)),
                  "cuTensorMapEncodeTiled")
+    return np.array([int(x) for x in tmap.opaque], np.uint64).view(np.uint8).copy()
+
+
+def driver_arguments_im2col(d, address: int, dtype, global_dims, global_strides_bytes, lower_corner, upper_corner,
+                            channels_per_pixel: int, pixels_per_column: int, element_strides, swizzle: str,
+                            oob_fill: str) -> tuple:
+    """The argument tuple of cuTensorMapEncodeIm2col, after the emulator's checks of the same values.
+    The corners go innermost first (W, H, D), like the dims."""
+    esize = np.dtype(dtype).itemsize
+    tm = TM.decode(TM.encode_im2col(int(address), esize, global_dims, global_strides_bytes, lower_corner,
+                                    upper_corner, channels_per_pixel, pixels_per_column, element_strides, swizzle,
+                                    oob_fill))
+    if oob_fill != "zero":
+        raise ValueError("only oob_fill='zero' is supported on a GPU")
+    swz = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}[swizzle]
+    return (getattr(d.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{data_type_name(dtype)}"), tm.rank,
+            int(address), [d.cuuint64_t(x) for x in tm.dims], [d.cuuint64_t(x) for x in tm.strides[1:]],
+            list(tm.im2col.lower), list(tm.im2col.upper), tm.im2col.channels, tm.im2col.pixels,
+            [d.cuuint32_t(x) for x in tm.estrides], d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            getattr(d.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swz}"),
+            d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+
+
+def encode_im2col(address: int, dtype, global_dims, global_strides_bytes, lower_corner, upper_corner,
+                  channels_per_pixel: int, pixels_per_column: int, element_strides=None, swizzle: str = "none",
+                  oob_fill: str = "zero") -> np.ndarray:
+    """The driver-encoded im2col tensor map as numpy uint8[128]."""
+    d = driver()
+    tmap = check(d.cuTensorMapEncodeIm2col(*driver_arguments_im2col(
+        d, address, dtype, global_dims, global_strides_bytes, lower_corner, upper_corner, channels_per_pixel,
+        pixels_per_column, element_strides, swizzle, oob_fill)), "cuTensorMapEncodeIm2col")
     return np.array([int(x) for x in tmap.opaque], np.uint64).view(np.uint8).copy()
