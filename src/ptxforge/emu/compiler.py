@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ptxforge.emu import ops_alu, ops_async, ops_control, ops_float, ops_matrix, ops_memory, ops_warp, ops_wgmma
+from ptxforge.emu import (
+    ops_alu,
+    ops_async,
+    ops_control,
+    ops_float,
+    ops_matrix,
+    ops_memory,
+    ops_tcgen05,
+    ops_warp,
+    ops_wgmma,
+)
 from ptxforge.emu.errors import UnsupportedInstruction
 from ptxforge.emu.operands import Ctx
 from ptxforge.emu.program import Layout
@@ -63,7 +73,7 @@ def _text(ins: ir.Instruction) -> str:
 
 # opcode -> builder(ctx) returning an Op (without text/line filled)
 BUILDERS: dict = {}
-for _mod in (ops_alu, ops_float, ops_memory, ops_warp, ops_control, ops_matrix, ops_async, ops_wgmma):
+for _mod in (ops_alu, ops_float, ops_memory, ops_warp, ops_control, ops_matrix, ops_async, ops_wgmma, ops_tcgen05):
     BUILDERS.update(_mod.BUILDERS)
 
 
