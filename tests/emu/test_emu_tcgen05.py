@@ -109,7 +109,7 @@ DEALLOC32 = "tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r4, 32;"
 
 def _frame(body, alloc=ALLOC32, dealloc=DEALLOC32, blocks=1, **kw):
     text = FRAME.replace("@ALLOC@", alloc).replace("@BODY@", body).replace("@DEALLOC@", dealloc)
-    out = np.zeros(blocks * 128 * 4, np.uint32)
+    out = np.zeros(blocks * 128 * 8, np.uint32)
     pf.parse(text, filename="k.ptx").kernel("k").launch(grid=(blocks,), block=(128,), args=[out], **kw)
     return out
 
@@ -136,28 +136,29 @@ def test_blocks_have_their_own_tensor_memory():
 
 
 def test_pack_unpack_16b():
-    """st .unpack::16b spreads a register's halves over two columns; ld .pack::16b joins them again,
-    and a plain ld sees each half in the low 16 bits of its column."""
+    """st .x2.unpack::16b spreads two registers' halves over four columns; ld .x2.pack::16b joins them again,
+    and a plain ld .x4 sees each half in the low 16 bits of its column."""
     body = """
     add.u32 %r6, %r4, %r5;
     mad.lo.u32 %r8, %r1, 65537, 196608;
-    tcgen05.st.sync.aligned.32x32b.x2.unpack::16b.b32 [%r6], {%r8};
+    xor.b32 %r12, %r8, -1;
+    tcgen05.st.sync.aligned.32x32b.x2.unpack::16b.b32 [%r6], {%r8, %r12};
     tcgen05.wait::st.sync.aligned;
-    tcgen05.ld.sync.aligned.32x32b.x2.pack::16b.b32 {%r9}, [%r6];
-    tcgen05.ld.sync.aligned.32x32b.x2.b32 {%r10, %r11}, [%r6];
+    tcgen05.ld.sync.aligned.32x32b.x2.pack::16b.b32 {%r9, %r13}, [%r6];
+    tcgen05.ld.sync.aligned.32x32b.x4.b32 {%r10, %r11, %r14, %r15}, [%r6];
     tcgen05.wait::ld.sync.aligned;
-    mul.wide.u32 %rd2, %r1, 12;
+    mul.wide.u32 %rd2, %r1, 24;
     add.s64 %rd3, %rd1, %rd2;
-    st.global.u32 [%rd3], %r9;
-    st.global.u32 [%rd3+4], %r10;
-    st.global.u32 [%rd3+8], %r11;
+    st.global.v2.u32 [%rd3], {%r9, %r13};
+    st.global.v2.u32 [%rd3+8], {%r10, %r11};
+    st.global.v2.u32 [%rd3+16], {%r14, %r15};
     """
-    out = _frame(body)[: 128 * 3].reshape(128, 3)
+    out = _frame(body)[: 128 * 6].reshape(128, 6)
     t = np.arange(128, dtype=np.uint32)
     v = t * 65537 + 196608  # low half t, high half t + 3
-    np.testing.assert_array_equal(out[:, 0], v)
-    np.testing.assert_array_equal(out[:, 1], v & 0xFFFF)
-    np.testing.assert_array_equal(out[:, 2], v >> 16)
+    w = ~v
+    np.testing.assert_array_equal(out[:, :2], np.stack([v, w], 1))
+    np.testing.assert_array_equal(out[:, 2:], np.stack([v & 0xFFFF, v >> 16, w & 0xFFFF, w >> 16], 1))
 
 
 # A single tcgen05.mma (or two, the second accumulating when `acc` != 0) of A[128][32 bytes] by

@@ -150,10 +150,14 @@ def build_ld_st(ctx):
     if len(ops) > 2:
         raise ctx.error("the optional immediate offset / redval operands are not supported yet")
     elems = list(vec.elements) if isinstance(vec, ir.Vector) else [vec]
-    nregs = ncols // 2 if packed else ncols
+    # .xN moves N registers per thread (ptxas agrees, also with packing); .pack::16b / .unpack::16b put
+    # two adjacent columns' 16-bit elements in one register, so the access then spans 2N columns.
+    # The manual does not say what unpack leaves in a column's upper 16 bits: the emulator writes zeros.
+    nregs = ncols
+    if packed:
+        ncols *= 2
     if len(elems) != nregs:
-        raise ctx.error(f".32x32b.x{ncols}{' with 16-bit packing' if packed else ''} needs {nregs} registers, "
-                        f"got {len(elems)}")
+        raise ctx.error(f".32x32b.x{nregs} needs {nregs} registers, got {len(elems)}")
     _, taddr = ctx.address(addr, "tensor")
     what = "tcgen05.ld" if load else "tcgen05.st"
     regs = [ctx.write(e, ".b32") for e in elems] if load else [ctx.read(e, ".b32") for e in elems]
