@@ -262,8 +262,8 @@ def _core_layout(codes):
     return out
 
 
-def _idesc(a, b, neg_a=0, neg_b=0, n=32, m=128):
-    return 1 << 4 | a << 7 | b << 10 | neg_a << 13 | neg_b << 14 | (n >> 3) << 17 | (m >> 4) << 24
+def _idesc(a, b, neg_a=0, neg_b=0, n=32, m=128, d=1):
+    return d << 4 | a << 7 | b << 10 | neg_a << 13 | neg_b << 14 | (n >> 3) << 17 | (m >> 4) << 24
 
 
 @pytest.mark.parametrize("kind,dtype,code", [("f16", np.float16, 0), ("f16", ml_dtypes.bfloat16, 1),
@@ -288,6 +288,38 @@ def test_mma_types_negate_accumulate(kind, dtype, code, acc, neg):
         once = _dot_rn(sign * A.astype(np.float64), Bt.astype(np.float64).T, once.view(np.float32).astype(
             np.float64), F32).astype(np.uint32)
     np.testing.assert_array_equal(_bits(D), once)
+
+
+def _run_mma(kind, A, Bt, idesc, acc=0, dtype=np.float32):
+    D = np.zeros((128, 32), dtype)
+    mod = pf.parse(MMA.replace("KIND", kind), filename="mma.ptx")
+    mod.kernel("mma").launch(grid=(1,), block=(128,), sanitize=True,
+                             args=[_core_layout(A), _core_layout(Bt), D, np.uint32(idesc), np.uint32(acc)])
+    return D
+
+
+def test_mma_tf32_ignores_the_low_13_bits():
+    """kind::tf32 (K = 8): f32 elements in shared memory, of which the tensor core uses the upper 19 bits."""
+    A = rng.standard_normal((128, 8)).astype(np.float32)
+    Bt = rng.standard_normal((32, 8)).astype(np.float32)
+    D = _run_mma("tf32", A, Bt, _idesc(2, 2))
+
+    def tf32(x):
+        return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    ref = tf32(A).astype(np.float64) @ tf32(Bt).astype(np.float64).T
+    np.testing.assert_allclose(D, ref, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(_bits(D), _rounding_model(tf32(A), tf32(Bt)))
+    assert not np.array_equal(D, (A.astype(np.float64) @ Bt.astype(np.float64).T).astype(np.float32))
+
+
+@pytest.mark.parametrize("signed", [0, 1])
+def test_mma_i8_exact(signed):
+    """kind::i8 (K = 32) into s32: exact integer dot products; the second MMA accumulates."""
+    lo, hi = (-128, 128) if signed else (0, 256)
+    A = rng.integers(lo, hi, (128, 32)).astype(np.int8 if signed else np.uint8)
+    Bt = rng.integers(lo, hi, (32, 32)).astype(np.int8 if signed else np.uint8)
+    D = _run_mma("i8", A, Bt, _idesc(signed, signed, d=2), acc=1, dtype=np.int32)
+    np.testing.assert_array_equal(D, 2 * (A.astype(np.int64) @ Bt.astype(np.int64).T))
 
 
 # ---------------------------------------------------------------------------- errors

@@ -2,9 +2,9 @@
 
 Covered: alloc / dealloc / relinquish_alloc_permit (cta_group::1), ld / st with shape 32x32b (.x1 ..
 .x128, ld .pack::16b, st .unpack::16b), wait::ld / wait::st, fence::before/after_thread_sync,
-mma.cta_group::1 with kind::f16 (f16/bf16 -> f32) and kind::f8f6f4 (e4m3/e5m2 -> f32) on A and B
-from shared-memory descriptors, M = 128, and commit ... mbarrier::arrive::one (optionally
-.multicast::cluster). Other forms raise UnsupportedInstruction naming them.
+mma.cta_group::1 with kind::tf32, kind::f16 (f16/bf16), kind::f8f6f4 (e4m3/e5m2), all into f32, and
+kind::i8 (u8/s8 into s32) on A and B from shared-memory descriptors, M = 128, and
+commit ... mbarrier::arrive::one (optionally .multicast::cluster). Other forms raise UnsupportedInstruction naming them.
 
 Like wgmma, every tcgen05 operation completes at issue (a legal schedule: a program may only use the
 results after the wait/commit that orders them), so waits and fences do nothing and commit arrives on
@@ -25,8 +25,11 @@ from ptxforge.ptx import ir
 _SWIZZLE = {0: 0, 2: 128, 4: 64, 6: 32}
 # instruction descriptor atype/btype codes per kind -> (format name, element bytes)
 _FORMATS = {"f16": {0: ("f16", 2), 1: ("bf16", 2)},
-            "f8f6f4": {0: ("e4m3", 1), 1: ("e5m2", 1)}}
-_K_BYTES = 32  # a dense tcgen05.mma consumes 32 bytes of K per row of A and B (K = 16 for f16, 32 for fp8)
+            "tf32": {2: ("tf32", 4)},
+            "f8f6f4": {0: ("e4m3", 1), 1: ("e5m2", 1)},
+            "i8": {0: ("u8", 1), 1: ("s8", 1)}}
+_D_TYPE = {"f16": 1, "tf32": 1, "f8f6f4": 1, "i8": 2}  # only F32 (1) / S32 (2) accumulators here
+_K_BYTES = 32  # a dense tcgen05.mma consumes 32 bytes of K per row of A and B (K = 8 / 16 / 32)
 
 
 def _op(fn, kind="normal"):
@@ -198,8 +201,11 @@ def build_ld_st(ctx):
 def _decode(codes, name):
     from ptxforge.emu.semantics import formats as F
 
-    fmt = {"f16": F.F16, "bf16": F.BF16, "e4m3": F.E4M3, "e5m2": F.E5M2}[name]
-    return F.decode(codes.astype(np.uint64), fmt)
+    if name in ("u8", "s8"):
+        v = codes.astype(np.int64)
+        return np.where(v >= 128, v - 256, v) if name == "s8" else v
+    fmt = {"f16": F.F16, "bf16": F.BF16, "tf32": F.TF32, "e4m3": F.E4M3, "e5m2": F.E5M2}[name]
+    return F.decode(codes.astype(np.uint64), fmt)  # tf32: the upper 19 bits of each 32-bit element
 
 
 def _descriptor(desc: int, lane: int, which: str):
@@ -229,19 +235,25 @@ def _operand(st, desc, lane, which, rows, kdim, esize, name, mn_major):
     else:
         addr = canonical_addresses(start, lbo, sbo, width, rows, kdim, esize)
     flat = addr.reshape(-1).astype(np.int64)
-    codes = M.load(st.mem, "shared", flat, np.uint16 if esize == 2 else np.uint8, 1,
+    codes = M.load(st.mem, "shared", flat, {1: np.uint8, 2: np.uint16, 4: np.uint32}[esize], 1,
                    np.full(flat.size, lane))[0]
     return _decode(np.asarray(codes).reshape(addr.shape), name)
 
 
 def _instruction(idesc: int, kind: str, lane: int):
-    """Decode the 32-bit instruction descriptor (PTX ISA "Instruction descriptor", kind::f16/f8f6f4)."""
+    """Decode the 32-bit instruction descriptor (PTX ISA "Instruction descriptor", kind::tf32, f16,
+    f8f6f4, i8)."""
     def bad(msg):
         return TM.fault(f"tcgen05.mma.kind::{kind}: instruction descriptor {idesc:#010x}: {msg}", lane)
     if idesc & 0b100:
         raise bad("sparse matrices (bit 2) are not supported yet")
-    if (idesc >> 4) & 3 != 1:
-        raise bad(f"D type {(idesc >> 4) & 3} (bits 4-5): only F32 (1) accumulators are supported yet")
+    if (idesc >> 4) & 3 != _D_TYPE[kind]:
+        want = "kind::i8 needs S32 (2)" if kind == "i8" else "only F32 (1) accumulators are supported yet"
+        raise bad(f"D type {(idesc >> 4) & 3} (bits 4-5): {want}")
+    if idesc & 0b1000 and kind != "i8":
+        raise bad("saturate (bit 3) applies to kind::i8 only")
+    if kind == "i8" and idesc & (3 << 13):
+        raise bad("kind::i8 cannot negate A or B (bits 13-14)")
     fmts = _FORMATS[kind]
     a, b = (idesc >> 7) & 7, (idesc >> 10) & 7
     if a not in fmts or b not in fmts:
@@ -254,8 +266,8 @@ def _instruction(idesc: int, kind: str, lane: int):
         raise bad(f"N = {n} (bits 17-22): M = 128 needs N a multiple of 16 from 16 to 256")
     if (idesc >> 30) & 3:
         raise bad("the B-reuse shift (bits 30-31) applies to .ws only")
-    return dict(a=fmts[a], b=fmts[b], neg_a=bool(idesc >> 13 & 1), neg_b=bool(idesc >> 14 & 1),
-                tr_a=bool(idesc >> 15 & 1), tr_b=bool(idesc >> 16 & 1), m=mm, n=n)
+    return dict(a=fmts[a], b=fmts[b], sat=bool(idesc & 0b1000), neg_a=bool(idesc >> 13 & 1),
+                neg_b=bool(idesc >> 14 & 1), tr_a=bool(idesc >> 15 & 1), tr_b=bool(idesc >> 16 & 1), m=mm, n=n)
 
 
 def build_mma(ctx):
@@ -270,7 +282,7 @@ def build_mma(ctx):
         if ins.has(s):
             raise ctx.error(f"tcgen05.mma with .{s} is not supported yet")
     if kind not in _FORMATS:
-        raise ctx.error(f"tcgen05.mma.kind::{kind} is not supported yet (kind::f16 and kind::f8f6f4 are)")
+        raise ctx.error(f"tcgen05.mma.kind::{kind} is not supported yet (kind::tf32, f16, f8f6f4 and i8 are)")
     ops = ins.operands
     if len(ops) != 5 or isinstance(ops[4], ir.Vector | ir.Immediate):
         raise ctx.error("only the form [d], a-desc, b-desc, idesc, enable-input-d is supported yet "
@@ -301,8 +313,14 @@ def build_mma(ctx):
             if f["neg_b"]:
                 B = -B
             en = enable_d(st)
-            C = cells.view(np.float32).astype(np.float64) if (en if np.ndim(en) == 0 else en[lane]) else \
-                np.zeros((128, f["n"]))
+            use_d = bool(en if np.ndim(en) == 0 else en[lane])
+            if kind == "i8":  # exact integer products and sums, wrapping (or clamped with saturate)
+                acc = A @ B.T + (cells.view(np.int32).astype(np.int64) if use_d else 0)
+                if f["sat"]:
+                    acc = np.clip(acc, -(1 << 31), (1 << 31) - 1)
+                cells[:] = (acc & 0xFFFFFFFF).astype(np.uint32)
+                continue
+            C = cells.view(np.float32).astype(np.float64) if use_d else np.zeros((128, f["n"]))
             cells[:] = _dot_rn(A, B.T, C, F32).astype(np.uint32)
     return _op(mma)
 
