@@ -393,3 +393,38 @@ def test_wgmma_style_descriptor_is_rejected():
 def test_unsupported_shape_is_named():
     with pytest.raises(UnsupportedInstruction, match=r"tcgen05 shape \.16x64b is not supported yet"):
         _frame("tcgen05.ld.sync.aligned.16x64b.x1.b32 {%r6}, [%r4];")
+
+
+def test_sanitizer_reports_reads_of_unwritten_tensor_memory():
+    """Freshly allocated tensor memory holds garbage on a GPU: the sanitizer reports reading it (once per
+    site, counting the threads), and stays quiet on the lanes a warp stored first."""
+    body = """
+    add.u32 %r6, %r4, %r5;
+    setp.ne.u32 %p2, %r2, 2;
+    @%p2 tcgen05.st.sync.aligned.32x32b.x1.b32 [%r6], {%r1};
+    tcgen05.ld.sync.aligned.32x32b.x2.b32 {%r7, %r8}, [%r6];
+    tcgen05.wait::ld.sync.aligned;
+    """
+    with pytest.raises(pf.SanitizerError) as e:
+        _frame(body, sanitize=True)
+    (rep,) = e.value.reports
+    assert rep.kind == "uninitialized" and rep.thread == (0, 0, 0) and rep.count == 128
+    assert rep.message == ("tcgen05.ld reads tensor memory lane 0, column 1 (and 31 more cells) that no "
+                           "tcgen05.st or tcgen05.mma wrote since their tcgen05.alloc")
+    body_ok = body.replace("x2.b32 {%r7, %r8}", "x1.b32 {%r7}").replace("@%p2 ", "")
+    _frame(body_ok, sanitize=True)
+
+
+def test_sanitizer_reports_accumulating_into_unwritten_tensor_memory():
+    """enable-input-d on the first MMA adds whatever the fresh allocation held."""
+    A = rng.standard_normal((128, 16)).astype(np.float16)
+    text = MMA.replace("KIND", "f16").replace("setp.ne.u32 %p2, %r23, %r23;", "setp.eq.u32 %p2, %r23, %r23;")
+    D = np.zeros((128, 32), np.float32)
+    with pytest.raises(pf.SanitizerError) as e:
+        pf.parse(text, filename="mma.ptx").kernel("mma").launch(
+            grid=(1,), block=(128,), sanitize=True,
+            args=[_core_layout(A), _core_layout(A[:32]), D, np.uint32(_idesc(0, 0)), np.uint32(0)])
+    (rep,) = e.value.reports
+    assert rep.kind == "uninitialized" and rep.thread == (0, 0, 0)
+    assert rep.message.startswith("tcgen05.mma with enable-input-d reads tensor memory lane 0, column 0 (and 4095 "
+                                  "more cells) that no tcgen05.st or tcgen05.mma wrote")

@@ -74,6 +74,27 @@ def _where(ctx) -> str:
     return f"{ctx.ins.span.file}:{ctx.ins.span.line}"
 
 
+def _report_unwritten(st, bad, lanes, tmem_lanes, col0, what) -> None:
+    """Under the sanitizer: a read of tensor memory cells nothing wrote since their tcgen05.alloc.
+    bad: [rows, columns] of unwritten cells read; row r is tensor memory lane tmem_lanes[r], read by
+    thread lanes[r] (or by lanes[0] for all rows)."""
+    san = st.machine.sanitizer
+    if san is None or not san.check_init or not bad.any():
+        return
+    rows = np.flatnonzero(bad.any(1))
+    site = ("uninitialized", "read", "tensor", san.pc)
+    if san.log.bump(site, int(rows.size)):
+        return
+    r = int(rows[0])
+    lane = int(lanes[min(r, len(lanes) - 1)])
+    c = col0 + int(np.flatnonzero(bad[r])[0])
+    more = int(bad.sum()) - 1
+    more = f" (and {more} more cells)" if more else ""
+    msg = (f"{what} reads tensor memory lane {int(tmem_lanes[r])}, column {c}{more} "
+           "that no tcgen05.st or tcgen05.mma wrote since their tcgen05.alloc")
+    san.log.add(san.report_at("uninitialized", lane, san.pc, message=msg, count=int(rows.size)), site)
+
+
 # ---------------------------------------------------------------------------- allocation
 
 
@@ -176,9 +197,11 @@ def build_ld_st(ctx):
             row, col = TM.split(a)
             first = int(lanes[0])
             TM.check_warp_lanes(int(warp_ids[first]), row, 32, first, a, what)
-            cells = tm.check(lead // lps, row, 32, col, ncols, first, a, what)
+            slot = lead // lps
+            cells = tm.check(slot, row, 32, col, ncols, first, a, what)
             t = lanes - lead  # thread i of the warp accesses lane row + i
             if load:
+                _report_unwritten(st, TM.unwritten(tm, slot, row, 32, col, ncols)[t], lanes, row + t, col, what)
                 got = cells[t]  # [threads, ncols]
                 if packed:  # two adjacent columns' low halves -> one register (manual: .pack::16b)
                     got = (got[:, 0::2] & 0xFFFF) | ((got[:, 1::2] & 0xFFFF) << 16)
@@ -189,6 +212,7 @@ def build_ld_st(ctx):
                 if packed:  # one register -> two adjacent columns, 16 bits each (upper halves zero)
                     v = np.stack([v & 0xFFFF, v >> 16], 2).reshape(len(lanes), ncols)
                 cells[t] = v
+                tm.written[slot][row + t, col: col + ncols] = True
         if load:
             for w, v in zip(regs, out, strict=True):
                 w(st, v, m)
@@ -303,7 +327,8 @@ def build_mma(ctx):
             if row != 0:
                 raise TM.fault(f"tcgen05.mma: D at {d:#010x} starts at lane {row}; with M = 128 D occupies "
                                "lanes 0-127, so the address must name lane 0", lane, d)
-            cells = tm.check(lane // lps, 0, 128, col, f["n"], lane, d, "tcgen05.mma D")
+            slot = lane // lps
+            cells = tm.check(slot, 0, 128, col, f["n"], lane, d, "tcgen05.mma D")
             (an, es), (bn, _) = f["a"], f["b"]
             k = _K_BYTES // es
             A = _operand(st, _value(a_desc, st, lane) & (2 ** 64 - 1), lane, "A", f["m"], k, es, an, f["tr_a"])
@@ -314,6 +339,10 @@ def build_mma(ctx):
                 B = -B
             en = enable_d(st)
             use_d = bool(en if np.ndim(en) == 0 else en[lane])
+            if use_d:
+                _report_unwritten(st, TM.unwritten(tm, slot, 0, 128, col, f["n"]), [lane], np.arange(128), col,
+                                  "tcgen05.mma with enable-input-d")
+            TM.mark_written(tm, slot, 0, 128, col, f["n"])
             if kind == "i8":  # exact integer products and sums, wrapping (or clamped with saturate)
                 acc = A @ B.T + (cells.view(np.int32).astype(np.int64) if use_d else 0)
                 if f["sat"]:

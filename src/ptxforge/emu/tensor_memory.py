@@ -8,6 +8,8 @@ MemoryFault (kind 'tensor-memory') naming the columns or lanes involved; the mac
 instruction and the thread.
 
 One `TensorMemory` serves the CTAs of one wave; a CTA's cells are created on its first allocation.
+`written` marks the cells a tcgen05.st or tcgen05.mma wrote since their allocation (for the
+sanitizer's check of uninitialized reads).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class TensorMemory:
 
     def __init__(self) -> None:
         self.cells: dict[int, np.ndarray] = {}  # slot -> uint32 [LANES, COLUMNS]
+        self.written: dict[int, np.ndarray] = {}  # slot -> bool [LANES, COLUMNS]
         self.allocs: dict[int, dict[int, tuple[int, str]]] = {}  # slot -> {first column: (ncols, where)}
         self.relinquished: set[int] = set()
 
@@ -58,6 +61,8 @@ class TensorMemory:
                 self.allocs.setdefault(slot, {})[first] = (ncols, where)
                 if slot not in self.cells:
                     self.cells[slot] = np.zeros((LANES, COLUMNS), np.uint32)
+                    self.written[slot] = np.zeros((LANES, COLUMNS), bool)
+                self.written[slot][:, first: first + ncols] = False
                 return first
         free = int((~used).sum()) * GRANULE
         raise fault(f"tcgen05.alloc of {ncols} columns: only {free} of {COLUMNS} columns are free "
@@ -117,3 +122,12 @@ def check_warp_lanes(warp: int, lane0: int, nlanes: int, lane: int, taddr: int, 
         raise fault(f"{what} lanes {lane0}-{lane0 + nlanes - 1} at {taddr:#010x} from warp {warp} (rank {rank} "
                     f"in its warpgroup), which may access only tensor memory lanes {lo}-{lo + 31}",
                     lane, taddr)
+
+
+def unwritten(tm: TensorMemory, slot: int, lane0: int, nlanes: int, col0: int, ncols: int) -> np.ndarray:
+    """[nlanes, ncols] True where no tcgen05.st / tcgen05.mma wrote the cell since its allocation."""
+    return ~tm.written[slot][lane0: lane0 + nlanes, col0: col0 + ncols]
+
+
+def mark_written(tm: TensorMemory, slot: int, lane0: int, nlanes: int, col0: int, ncols: int) -> None:
+    tm.written[slot][lane0: lane0 + nlanes, col0: col0 + ncols] = True

@@ -16,7 +16,10 @@ What it checks, for every thread of every block:
 - barrier divergence (threads of a block released from different aligned barrier instructions);
 - member masks of shfl/vote/match/redux/elect/bar.warp.sync (a lane outside its own mask, masks that
   disagree, named lanes that take another path);
-- use of cp.async / cp.async.bulk destinations before the wait that completes them.
+- use of cp.async / cp.async.bulk destinations before the wait that completes them;
+- reads of Blackwell tensor memory (tcgen05.ld, tcgen05.mma with enable-input-d) that no tcgen05.st or
+  tcgen05.mma wrote since tcgen05.alloc. Tensor memory is not race-checked: tcgen05 operations complete
+  at issue, so a read of an MMA result before its commit's mbarrier phase goes unnoticed.
 """
 
 from ptxforge.emu.sanitizer.core import Sanitizer
