@@ -428,3 +428,30 @@ def test_sanitizer_reports_accumulating_into_unwritten_tensor_memory():
     assert rep.kind == "uninitialized" and rep.thread == (0, 0, 0)
     assert rep.message.startswith("tcgen05.mma with enable-input-d reads tensor memory lane 0, column 0 (and 4095 "
                                   "more cells) that no tcgen05.st or tcgen05.mma wrote")
+
+
+WAIT_LOOP = """mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r5], 0;
+    @!%p2 bra WAIT;"""
+COMMIT = "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r5];"
+
+
+@pytest.mark.parametrize("drop,why", [
+    ((WAIT_LOOP,), "no thread of the block has seen the mbarrier phase its tcgen05.commit completes on"),
+    ((WAIT_LOOP, COMMIT), "its thread has not issued a tcgen05.commit for it"),
+])
+def test_sanitizer_reports_reading_an_mma_result_too_early(drop, why):
+    """On a GPU tcgen05.mma runs asynchronously: D is ready only after the commit's mbarrier phase."""
+    text = MMA.replace("KIND", "f16")
+    for d in drop:
+        assert d in text
+        text = text.replace(d, "")
+    A = rng.standard_normal((128, 16)).astype(np.float16)
+    D = np.zeros((128, 32), np.float32)
+    with pytest.raises(pf.SanitizerError) as e:
+        pf.parse(text, filename="mma.ptx").kernel("mma").launch(
+            grid=(1,), block=(128,), sanitize=True,
+            args=[_core_layout(A), _core_layout(A[:32]), D, np.uint32(_idesc(0, 0)), np.uint32(0)])
+    (rep,) = e.value.reports
+    assert rep.kind == "async-before-wait" and rep.thread == (0, 0, 0)
+    assert rep.message == ("tcgen05.ld reads tensor memory columns 0-31 while a tcgen05.mma by thread (0,0,0) "
+                           f"into columns 0-31 may still be running: {why}")

@@ -95,6 +95,26 @@ def _report_unwritten(st, bad, lanes, tmem_lanes, col0, what) -> None:
     san.log.add(san.report_at("uninitialized", lane, san.pc, message=msg, count=int(rows.size)), site)
 
 
+def _report_inflight(st, tm, slot, col0, ncols, lane, what) -> None:
+    """Under the sanitizer: reading an MMA's D before the block saw its commit's mbarrier phase."""
+    san = st.machine.sanitizer
+    if san is None or not san.check_races:
+        return
+    hit = tm.inflight_overlap(slot, col0, ncols)
+    if hit is None:
+        return
+    site = ("async-before-wait", "read", "tensor", san.pc)
+    if san.log.bump(site, 1):
+        return
+    issuer, c, n, committed = hit
+    who = st.machine.describe_lane(issuer).split(" block")[0]
+    why = ("no thread of the block has seen the mbarrier phase its tcgen05.commit completes on" if committed else
+           "its thread has not issued a tcgen05.commit for it")
+    msg = (f"{what} reads tensor memory columns {col0}-{col0 + ncols - 1} while a tcgen05.mma by {who} into "
+           f"columns {c}-{c + n - 1} may still be running: {why}")
+    san.log.add(san.report_at("async-before-wait", lane, san.pc, message=msg), site)
+
+
 # ---------------------------------------------------------------------------- allocation
 
 
@@ -201,6 +221,7 @@ def build_ld_st(ctx):
             cells = tm.check(slot, row, 32, col, ncols, first, a, what)
             t = lanes - lead  # thread i of the warp accesses lane row + i
             if load:
+                _report_inflight(st, tm, slot, col, ncols, first, what)
                 _report_unwritten(st, TM.unwritten(tm, slot, row, 32, col, ncols)[t], lanes, row + t, col, what)
                 got = cells[t]  # [threads, ncols]
                 if packed:  # two adjacent columns' low halves -> one register (manual: .pack::16b)
@@ -343,6 +364,7 @@ def build_mma(ctx):
                 _report_unwritten(st, TM.unwritten(tm, slot, 0, 128, col, f["n"]), [lane], np.arange(128), col,
                                   "tcgen05.mma with enable-input-d")
             TM.mark_written(tm, slot, 0, 128, col, f["n"])
+            tm.mma_issued(slot, lane, col, f["n"])
             if kind == "i8":  # exact integer products and sums, wrapping (or clamped with saturate)
                 acc = A @ B.T + (cells.view(np.int32).astype(np.int64) if use_d else 0)
                 if f["sat"]:
@@ -372,6 +394,9 @@ def build_commit(ctx):
     mask = ctx.read(ops[1], ".b16") if multicast else None
 
     def commit(st, m):  # every tcgen05 op of this thread has completed: arrive now
+        tm = _tmem(st)
+        for lane in _lanes(st, m).tolist():
+            tm.commit(lane // st.mem.lanes_per_slot, lane)
         if not multicast:
             _mbar_update(st, m, space, bar, count=1)
             return

@@ -8,8 +8,9 @@ MemoryFault (kind 'tensor-memory') naming the columns or lanes involved; the mac
 instruction and the thread.
 
 One `TensorMemory` serves the CTAs of one wave; a CTA's cells are created on its first allocation.
-`written` marks the cells a tcgen05.st or tcgen05.mma wrote since their allocation (for the
-sanitizer's check of uninitialized reads).
+For the sanitizer: `written` marks the cells a tcgen05.st or tcgen05.mma wrote since their allocation;
+`inflight` holds the D columns of MMAs that are asynchronous on a GPU until a tcgen05.commit of their
+thread and an observed completion of an mbarrier phase (the emulator completes them at issue).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class TensorMemory:
         self.written: dict[int, np.ndarray] = {}  # slot -> bool [LANES, COLUMNS]
         self.allocs: dict[int, dict[int, tuple[int, str]]] = {}  # slot -> {first column: (ncols, where)}
         self.relinquished: set[int] = set()
+        self.inflight: dict[int, dict[tuple[int, int, int], bool]] = {}  # slot -> {(lane, col, n): committed}
 
     # ------------------------------------------------------------------ allocation
     def alloc(self, slot: int, ncols: int, lane: int, where: str) -> int:
@@ -98,6 +100,31 @@ class TensorMemory:
     def leaks(self) -> list[tuple[int, int, int, str]]:
         """(slot, first column, ncols, where allocated) of every allocation still held."""
         return [(s, c, n, w) for s, a in sorted(self.allocs.items()) for c, (n, w) in sorted(a.items())]
+
+    # ------------------------------------------------------------------ asynchronous MMAs (sanitizer)
+    def mma_issued(self, slot: int, lane: int, col0: int, ncols: int) -> None:
+        self.inflight.setdefault(slot, {})[(lane, col0, ncols)] = False
+
+    def commit(self, slot: int, lane: int) -> None:
+        """tcgen05.commit by `lane`: its MMAs complete with the mbarrier phase it arrives on."""
+        mine = self.inflight.get(slot, {})
+        for key in mine:
+            if key[0] == lane:
+                mine[key] = True
+
+    def phase_observed(self, slot: int) -> None:
+        """A thread of the CTA saw an mbarrier phase complete: committed MMAs are done."""
+        mine = self.inflight.get(slot)
+        if mine:
+            for key in [k for k, done in mine.items() if done]:
+                del mine[key]
+
+    def inflight_overlap(self, slot: int, col0: int, ncols: int):
+        """(issuing lane, first column, ncols, committed) of an MMA still in flight over these columns."""
+        for (lane, c, n), done in self.inflight.get(slot, {}).items():
+            if c < col0 + ncols and col0 < c + n:
+                return lane, c, n, done
+        return None
 
     # ------------------------------------------------------------------ access
     def check(self, slot: int, lane0: int, nlanes: int, col0: int, ncols: int, lane: int, taddr: int,
