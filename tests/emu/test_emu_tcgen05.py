@@ -455,3 +455,14 @@ def test_sanitizer_reports_reading_an_mma_result_too_early(drop, why):
     assert rep.kind == "async-before-wait" and rep.thread == (0, 0, 0)
     assert rep.message == ("tcgen05.ld reads tensor memory columns 0-31 while a tcgen05.mma by thread (0,0,0) "
                            f"into columns 0-31 may still be running: {why}")
+
+
+def test_warp_must_agree_on_the_address():
+    _fault(r"tcgen05\.ld: the tensor memory address must be the same in every thread of the warp: 0x0 in one "
+           r"thread, 0x1 in another by thread \(1,0,0\)",
+           "and.b32 %r6, %r1, 1;\n tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r7}, [%r6];")
+
+
+def test_cta_pairs_are_unsupported_by_name():
+    with pytest.raises(UnsupportedInstruction, match=r"\.cta_group::2 \(a pair of CTAs sharing tensor memory\)"):
+        _frame("", alloc="tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [%r3], 32;", dealloc="")

@@ -19,6 +19,7 @@ import numpy as np
 from ptxforge.emu import memory as M
 from ptxforge.emu import tensor_memory as TM
 from ptxforge.emu.ops_wgmma import canonical_addresses
+from ptxforge.emu.sanitizer import tmem_checks
 from ptxforge.ptx import ir
 
 # shared-memory descriptor bits 61-63 -> swizzle width in bytes (PTX ISA "Shared Memory Descriptor")
@@ -72,47 +73,6 @@ def _uniform(reader, st, lanes, what: str) -> int:
 
 def _where(ctx) -> str:
     return f"{ctx.ins.span.file}:{ctx.ins.span.line}"
-
-
-def _report_unwritten(st, bad, lanes, tmem_lanes, col0, what) -> None:
-    """Under the sanitizer: a read of tensor memory cells nothing wrote since their tcgen05.alloc.
-    bad: [rows, columns] of unwritten cells read; row r is tensor memory lane tmem_lanes[r], read by
-    thread lanes[r] (or by lanes[0] for all rows)."""
-    san = st.machine.sanitizer
-    if san is None or not san.check_init or not bad.any():
-        return
-    rows = np.flatnonzero(bad.any(1))
-    site = ("uninitialized", "read", "tensor", san.pc)
-    if san.log.bump(site, int(rows.size)):
-        return
-    r = int(rows[0])
-    lane = int(lanes[min(r, len(lanes) - 1)])
-    c = col0 + int(np.flatnonzero(bad[r])[0])
-    more = int(bad.sum()) - 1
-    more = f" (and {more} more cells)" if more else ""
-    msg = (f"{what} reads tensor memory lane {int(tmem_lanes[r])}, column {c}{more} "
-           "that no tcgen05.st or tcgen05.mma wrote since their tcgen05.alloc")
-    san.log.add(san.report_at("uninitialized", lane, san.pc, message=msg, count=int(rows.size)), site)
-
-
-def _report_inflight(st, tm, slot, col0, ncols, lane, what) -> None:
-    """Under the sanitizer: reading an MMA's D before the block saw its commit's mbarrier phase."""
-    san = st.machine.sanitizer
-    if san is None or not san.check_races:
-        return
-    hit = tm.inflight_overlap(slot, col0, ncols)
-    if hit is None:
-        return
-    site = ("async-before-wait", "read", "tensor", san.pc)
-    if san.log.bump(site, 1):
-        return
-    issuer, c, n, committed = hit
-    who = st.machine.describe_lane(issuer).split(" block")[0]
-    why = ("no thread of the block has seen the mbarrier phase its tcgen05.commit completes on" if committed else
-           "its thread has not issued a tcgen05.commit for it")
-    msg = (f"{what} reads tensor memory columns {col0}-{col0 + ncols - 1} while a tcgen05.mma by {who} into "
-           f"columns {c}-{c + n - 1} may still be running: {why}")
-    san.log.add(san.report_at("async-before-wait", lane, san.pc, message=msg), site)
 
 
 # ---------------------------------------------------------------------------- allocation
@@ -221,8 +181,9 @@ def build_ld_st(ctx):
             cells = tm.check(slot, row, 32, col, ncols, first, a, what)
             t = lanes - lead  # thread i of the warp accesses lane row + i
             if load:
-                _report_inflight(st, tm, slot, col, ncols, first, what)
-                _report_unwritten(st, TM.unwritten(tm, slot, row, 32, col, ncols)[t], lanes, row + t, col, what)
+                tmem_checks.inflight_read(st, tm, slot, col, ncols, first, what)
+                unwritten = TM.unwritten(tm, slot, row, 32, col, ncols)[t]
+                tmem_checks.unwritten_read(st, unwritten, lanes, row + t, col, what)
                 got = cells[t]  # [threads, ncols]
                 if packed:  # two adjacent columns' low halves -> one register (manual: .pack::16b)
                     got = (got[:, 0::2] & 0xFFFF) | ((got[:, 1::2] & 0xFFFF) << 16)
@@ -361,7 +322,7 @@ def build_mma(ctx):
             en = enable_d(st)
             use_d = bool(en if np.ndim(en) == 0 else en[lane])
             if use_d:
-                _report_unwritten(st, TM.unwritten(tm, slot, 0, 128, col, f["n"]), [lane], np.arange(128), col,
+                tmem_checks.unwritten_read(st, TM.unwritten(tm, slot, 0, 128, col, f["n"]), [lane], np.arange(128), col,
                                   "tcgen05.mma with enable-input-d")
             TM.mark_written(tm, slot, 0, 128, col, f["n"])
             tm.mma_issued(slot, lane, col, f["n"])
