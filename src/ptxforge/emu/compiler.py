@@ -15,6 +15,7 @@ from ptxforge.emu import (
     ops_float,
     ops_matrix,
     ops_memory,
+    ops_tcgen05,
     ops_video,
     ops_warp,
     ops_wgmma,
@@ -75,7 +76,8 @@ def _text(ins: ir.Instruction) -> str:
 
 # opcode -> builder(ctx) returning an Op (without text/line filled)
 BUILDERS: dict = {}
-for _mod in (ops_alu, ops_float, ops_memory, ops_warp, ops_control, ops_matrix, ops_async, ops_wgmma, ops_video):
+for _mod in (ops_alu, ops_float, ops_memory, ops_warp, ops_control, ops_matrix, ops_async, ops_wgmma, ops_video,
+             ops_tcgen05):
     BUILDERS.update(_mod.BUILDERS)
 
 

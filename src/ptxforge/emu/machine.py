@@ -151,6 +151,8 @@ class Machine:
         with np.errstate(all="ignore"):
             for first in range(0, self.nblocks, self.resident):
                 self._run_wave(first, min(self.resident, self.nblocks - first))
+                if getattr(self.st, "tmem", None) is not None:
+                    self._tmem_leaks(self.st.tmem)
         return {"thread_instructions": int(self.total), "per_sm": self.per_sm.copy(),
                 "wall_s": time.perf_counter() - t0, "waves": -(-self.nblocks // self.resident),
                 "resident_blocks": self.resident, "steps": self.steps}
@@ -797,6 +799,19 @@ class Machine:
     def _deadlock(self) -> None:
         raise WatchdogTimeout("deadlock: every live thread is waiting and none can proceed: "
                               + self._where_summary())
+
+    def _tmem_leaks(self, tmem) -> None:
+        """Tensor memory must be deallocated before a CTA exits (PTX ISA, tcgen05.alloc)."""
+        leaks = tmem.leaks()
+        if not leaks:
+            return
+        slot, col, n, where = leaks[0]
+        _, cta = self.lane_coords(slot * self.lanes_per_block)
+        more = f" (and {len(leaks) - 1} more allocation(s))" if len(leaks) > 1 else ""
+        block = f"({cta[0]},{cta[1]},{cta[2]})"
+        raise MemoryFault(f"{where}: tcgen05.alloc: block {block} exited holding tensor memory columns "
+                          f"{col}-{col + n - 1}{more}; tcgen05.dealloc every allocation before the kernel exits",
+                          kind="tensor-memory", block=cta)
 
     def _fault(self, kind, space, addr, nbytes, lane, note):
         msg = f"{kind} {space} access of {nbytes} bytes at {addr:#x}"

@@ -16,7 +16,11 @@ What it checks, for every thread of every block:
 - barrier divergence (threads of a block released from different aligned barrier instructions);
 - member masks of shfl/vote/match/redux/elect/bar.warp.sync (a lane outside its own mask, masks that
   disagree, named lanes that take another path);
-- use of cp.async / cp.async.bulk destinations before the wait that completes them.
+- use of cp.async / cp.async.bulk destinations before the wait that completes them;
+- reads of Blackwell tensor memory (tcgen05.ld, tcgen05.mma with enable-input-d) that no tcgen05.st or
+  tcgen05.mma wrote since tcgen05.alloc, and tcgen05.ld of an MMA's result before a thread of the block
+  saw the mbarrier phase of the issuing thread's tcgen05.commit. Other tensor-memory orderings (st/ld
+  between warps, the waits of tcgen05.ld/st) are not checked.
 """
 
 from ptxforge.emu.sanitizer.core import Sanitizer

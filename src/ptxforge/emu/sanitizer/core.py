@@ -202,6 +202,10 @@ class Sanitizer:
                 block = (np.arange(st.N) // self.lpb)[:, None] == slots[None, :]
                 mine = block.any(1)
                 self.async_done[mine] = np.maximum(self.async_done[mine], self.mbar_tied[mine])
+                tmem = getattr(st, "tmem", None)  # tcgen05.mma results committed to a phase are ready
+                if tmem is not None:
+                    for s in slots.tolist():
+                        tmem.phase_observed(s)
             return
         if info.async_wait:
             n = 0

@@ -1,0 +1,52 @@
+"""The sanitizer's tensor-memory checks, called by ops_tcgen05 while a sanitized kernel runs.
+
+Reads of cells nothing wrote since tcgen05.alloc ('uninitialized'), and tcgen05.ld of a tcgen05.mma's
+result before any thread of the block saw the mbarrier phase of the issuing thread's tcgen05.commit
+('async-before-wait'): the emulator completes MMAs at issue, a GPU does not. State lives in
+ptxforge.emu.tensor_memory (`written`, `inflight`); each finding is reported once per site.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def unwritten_read(st, bad, lanes, tmem_lanes, col0, what) -> None:
+    """Under the sanitizer: a read of tensor memory cells nothing wrote since their tcgen05.alloc.
+    bad: [rows, columns] of unwritten cells read; row r is tensor memory lane tmem_lanes[r], read by
+    thread lanes[r] (or by lanes[0] for all rows)."""
+    san = st.machine.sanitizer
+    if san is None or not san.check_init or not bad.any():
+        return
+    rows = np.flatnonzero(bad.any(1))
+    site = ("uninitialized", "read", "tensor", san.pc)
+    if san.log.bump(site, int(rows.size)):
+        return
+    r = int(rows[0])
+    lane = int(lanes[min(r, len(lanes) - 1)])
+    c = col0 + int(np.flatnonzero(bad[r])[0])
+    more = int(bad.sum()) - 1
+    more = f" (and {more} more cells)" if more else ""
+    msg = (f"{what} reads tensor memory lane {int(tmem_lanes[r])}, column {c}{more} "
+           "that no tcgen05.st or tcgen05.mma wrote since their tcgen05.alloc")
+    san.log.add(san.report_at("uninitialized", lane, san.pc, message=msg, count=int(rows.size)), site)
+
+
+def inflight_read(st, tm, slot, col0, ncols, lane, what) -> None:
+    """Under the sanitizer: reading an MMA's D before the block saw its commit's mbarrier phase."""
+    san = st.machine.sanitizer
+    if san is None or not san.check_races:
+        return
+    hit = tm.inflight_overlap(slot, col0, ncols)
+    if hit is None:
+        return
+    site = ("async-before-wait", "read", "tensor", san.pc)
+    if san.log.bump(site, 1):
+        return
+    issuer, c, n, committed = hit
+    who = st.machine.describe_lane(issuer).split(" block")[0]
+    why = ("no thread of the block has seen the mbarrier phase its tcgen05.commit completes on" if committed else
+           "its thread has not issued a tcgen05.commit for it")
+    msg = (f"{what} reads tensor memory columns {col0}-{col0 + ncols - 1} while a tcgen05.mma by {who} into "
+           f"columns {c}-{c + n - 1} may still be running: {why}")
+    san.log.add(san.report_at("async-before-wait", lane, san.pc, message=msg), site)
