@@ -19,8 +19,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "emu"), str(ROOT / "src")]
 
-import ptxforge as pf  # noqa: E402
 from conformance import hw_ops, mma_probes  # noqa: E402
+
+import ptxforge as pf  # noqa: E402
 
 N = hw_ops.REFERENCE_N
 DEVICE = "cuda"  # --emu: a dry run of the whole script on the emulator

@@ -24,20 +24,22 @@ def _map2d(buf, rows, cols, box=(32, 32), **kw):
 
 
 def test_transpose_2d_with_partial_boxes():
-    """70 x 100 is not a multiple of the 32 x 32 box: edge loads are zero-filled, edge stores clipped."""
+    """70 x 100 is not a multiple of the 32 x 32 box: edge loads are zero-filled, edge stores clipped (to
+    16-byte pieces in dimension 0, as an H200 does: a 70-float row gets 72 written)."""
     m = corpus_module("tma_bulk_sm90", "sm_90a.O3")
     H, W = 70, 100  # W * 4 = 400 bytes, a multiple of 16 as TMA requires
     x = rng.standard_normal((H, W)).astype(np.float32)
     src = to_device(x)
     sentinel = np.float32(-7.5)
-    dst = to_device(np.full((W + 4, H + 2), sentinel, np.float32))  # padded rows: stores must stay inside
+    dst = to_device(np.full((W + 4, H + 6), sentinel, np.float32))  # padded rows: stores must stay inside
     in_map = _map2d(src, H, W)
-    out_map = tensor_map(dst, np.float32, (H, W), ((H + 2) * 4,), (32, 32))
+    out_map = tensor_map(dst, np.float32, (H, W), ((H + 6) * 4,), (32, 32))
     m.kernel("tma_transpose_2d").launch(grid=(-(-W // 32), -(-H // 32)), block=(256,), args=[in_map, out_map],
                                         watchdog_s=60, sanitize=True)
     out = dst.to_host()
     np.testing.assert_array_equal(out[:W, :H], x.T)
-    assert (out[:W, H:] == sentinel).all() and (out[W:] == sentinel).all()  # out-of-bounds box parts
+    assert (out[:W, H:H + 2] == 0).all()  # the rest of the last 16-byte piece: the zero-filled load
+    assert (out[:W, H + 2:] == sentinel).all() and (out[W:] == sentinel).all()  # out-of-bounds box parts
 
 
 def test_load_3d_sum_boxes():

@@ -98,3 +98,23 @@ def test_recording_covers_the_main_mma_forms():
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # emu_corpus for the probes that use the corpus
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@pytest.mark.parametrize("H, pad", [(70, 2), (66, 6)])
+def test_tma_store_padding_matches_the_h200(H, pad):
+    """A TMA tile store writes dimension 0 in 16-byte pieces: past a 70-float row, 2 more floats are written."""
+    from emu_corpus import corpus_module
+
+    from ptxforge.runtime import tensor_map, to_device
+
+    W = 100
+    x = np.arange(H * W, dtype=np.float32).reshape(H, W) + 1
+    src = to_device(x, device="emu")
+    dst = to_device(np.full((W + 4, H + pad), -7.5, np.float32), device="emu")
+    corpus_module("tma_bulk_sm90", "sm_90a.O3").kernel("tma_transpose_2d").launch(
+        grid=(-(-W // 32), -(-H // 32)), block=(256,), device="emu",
+        args=[tensor_map(src, np.float32, (W, H), (W * 4,), (32, 32)),
+              tensor_map(dst, np.float32, (H, W), ((H + pad) * 4,), (32, 32))])
+    got, want = dst.to_host(), HW[f"tma/transpose_{H}_{pad}"]
+    np.testing.assert_array_equal(got, want)
+    assert (want[:W, H:-(-H // 4) * 4] == 0).all() and (want[:W, -(-H // 4) * 4:] == -7.5).all()

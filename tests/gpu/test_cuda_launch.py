@@ -153,7 +153,8 @@ def test_tma_transpose_with_driver_tensor_maps():
                                         device="cuda")
     out = dst.to_host()
     np.testing.assert_array_equal(out[:W, :H], x.T)
-    assert (out[:W, H:] == -7.5).all() and (out[W:] == -7.5).all()
+    # dimension 0 is stored in 16-byte pieces: the 2 floats after each 70-float row are written too
+    assert (out[:W, H:] == 0).all() and (out[W:] == -7.5).all()
 
 
 @pytest.mark.parametrize("flavor", ["sm_90a.O3", "sm_90a.G"])

@@ -242,3 +242,9 @@ def test_video_operands_negation_and_selectors():
     assert "-%r2.h0" in canon and pf.parse(canon).to_ptx(canonical=True) == canon
     bad = pf.parse(VIDEO.replace("%r3.h1, -%r4", "%r9.h1, -%r4"), filename="v.ptx")
     assert [d.message for d in validate(bad)] == ["vmad.s32.s32.s32: register '%r9.h1' is not declared"]
+
+
+def test_malformed_escape_in_a_file_name_parses():
+    """Found by the fuzzer: a stray \\x in a .file string used to raise UnicodeDecodeError."""
+    m = pf.parse('.version 8.0\n.target sm_80\n.address_size 64\n.file 1 "d\\xemo.cu"\n')
+    assert m.to_ptx().endswith('.file 1 "d\\xemo.cu"\n')

@@ -237,7 +237,7 @@ def _operand(st, desc, lane, which, rows, kdim, esize, name, mn_major):
     """A (rows = M) or B (rows = N) as float64 [rows, K] from shared memory."""
     start, lbo, sbo, width = _descriptor(desc, lane, which)
     if mn_major:  # K rows strided, M/N contiguous
-        addr = canonical_addresses(start, lbo, sbo, width, kdim, rows, esize).T
+        addr = canonical_addresses(start, lbo, sbo, width, kdim, rows, esize, k_major=False).T
     else:
         addr = canonical_addresses(start, lbo, sbo, width, rows, kdim, esize)
     flat = addr.reshape(-1).astype(np.int64)

@@ -78,16 +78,23 @@ def read_map(st, space, addr: int, lane: int) -> TM.TensorMap:
         raise _fault(f"tensor map at {addr:#x}: {e}", lane) from None
 
 
-def box_elements(tm: TM.TensorMap, coords):
+def box_elements(tm: TM.TensorMap, coords, store: bool = False):
     """(global byte addresses, in-bounds mask, shared byte offsets before swizzle) of the box's elements,
-    in shared-memory order (dimension 0 fastest)."""
+    in shared-memory order (dimension 0 fastest).
+
+    `store`: the bounds of a tile store. An H200 writes dimension 0 in whole 16-byte pieces, so the
+    elements up to the next 16-byte boundary past the tensor's end are written too (recorded in
+    tests/conformance/data: a 70-float row gets 72 written)."""
     counts = tm.box_counts
     grids = np.meshgrid(*[np.arange(n, dtype=np.int64) for n in reversed(counts)], indexing="ij")
     gaddr = np.full(grids[0].shape, tm.address, np.int64)
     inb = np.ones(grids[0].shape, bool)
     for i in range(tm.rank):
         g = coords[i] + grids[tm.rank - 1 - i] * tm.estrides[i]
-        inb &= (g >= 0) & (g < tm.dims[i])
+        limit = tm.dims[i]
+        if store and i == 0:
+            limit = -(-limit * tm.esize // 16) * 16 // tm.esize
+        inb &= (g >= 0) & (g < limit)
         gaddr = gaddr + g * tm.strides[i]
     soff = np.arange(inb.size, dtype=np.int64) * tm.esize
     return gaddr.reshape(-1), inb.reshape(-1), soff
@@ -278,7 +285,7 @@ def build_tensor(ctx):
             elif tm.im2col is not None:
                 raise _fault("an im2col tensor map used by a .tile copy", lane, "invalid-argument")
             else:
-                gaddr, inb, soff = box_elements(tm, [int(c[i]) for c in cs])
+                gaddr, inb, soff = box_elements(tm, [int(c[i]) for c in cs], store=to_global and reduce_op is None)
             dt = np.dtype(f"u{tm.esize}")
             gsel = gaddr[inb].astype(np.uint64)
             if to_global:

@@ -56,14 +56,15 @@ def descriptor_addresses(desc: int, rows: int, cols: int, esize: int, k_major: b
     start = (desc & 0x3FFF) << 4
     lbo = ((desc >> 16) & 0x3FFF) << 4
     sbo = ((desc >> 32) & 0x3FFF) << 4
-    return canonical_addresses(start, lbo, sbo, _SWIZZLE[(desc >> 62) & 3], rows, cols, esize)
+    return canonical_addresses(start, lbo, sbo, _SWIZZLE[(desc >> 62) & 3], rows, cols, esize, k_major)
 
 
 def canonical_addresses(start: int, lbo: int, sbo: int, width: int, rows: int, cols: int,
-                        esize: int) -> np.ndarray:
+                        esize: int, k_major: bool = True) -> np.ndarray:
     """Byte addresses [rows, cols] of a canonical core-matrix layout (shared by wgmma and tcgen05.mma):
     rows are the strided dimension (8-row groups SBO apart), cols the contiguous one; `width` is the
-    swizzle width in bytes (0: none, 16-byte chunks of a row LBO apart)."""
+    swizzle width in bytes (0: none, 16-byte chunks of a row LBO apart). Without swizzling, an MN-major
+    operand (k_major False) has its 8-row K groups LBO apart and its 16-byte MN chunks SBO apart."""
     r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
     strided, contig = r, c  # K-major: 8-row groups along M/N, K contiguous; MN-major: K rows, MN contiguous
     byte = contig * esize

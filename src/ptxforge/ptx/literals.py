@@ -26,7 +26,13 @@ def _wordish(s: str) -> bool:
 
 
 def unquote(s: str) -> str:
-    return s[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
+    """The text of a quoted string literal, with C escapes decoded; a malformed escape (a stray "\\x")
+    is kept as written rather than failing."""
+    raw = s[1:-1].encode("latin-1", "backslashreplace")
+    try:
+        return raw.decode("unicode_escape")
+    except UnicodeDecodeError:
+        return s[1:-1]
 
 
 def int_value(text: str) -> int | None:
