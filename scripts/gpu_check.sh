@@ -30,7 +30,10 @@ nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv
 command -v ptxas >/dev/null && ptxas --version | tail -1 || echo "no ptxas on PATH: modules go through the driver JIT"
 
 rm -f "$OUT/approx_vs_gpu.tsv"
-step gpu-tests 170 "$PY" -m pytest -p no:cacheprovider tests/gpu
+# One pytest process per GPU test file: a kernel fault (illegal address or instruction) ends the CUDA
+# context of its process, so it must not take the other files' tests down with it.
+step gpu-tests 200 bash -c 'rc=0; for f in tests/gpu/test_*.py; do "$0" -m pytest -p no:cacheprovider "$f" || rc=1; done
+  exit $rc' "$PY"
 step dsl-both 60 "$PY" -m pytest -p no:cacheprovider tests/dsl/test_dsl_examples.py
 step runtime 60 "$PY" -m pytest -p no:cacheprovider tests/runtime
 # The emulator's corpus tests with launches defaulting to the GPU: the same numpy checks, now on hardware.
@@ -49,7 +52,8 @@ step bench 40 "$PY" benchmarks/gpu_vadd.py --sizes 24 26
 echo
 echo "== summary ($(cat "$LOGS/gpu.txt"))"
 printf '%s\n' "${status[@]}"
-for f in gpu-tests dsl-both runtime corpus-gpu; do echo "$f: $(grep -h -E "[0-9]+ (passed|failed)" "$LOGS/$f.log" | tail -1)"; done
+echo "gpu-tests: $(grep -h -E "^=+ .*[0-9]+ (passed|failed)" "$LOGS/gpu-tests.log" | sed 's/=//g' | paste -sd';')"
+for f in dsl-both runtime corpus-gpu; do echo "$f: $(grep -h -E "[0-9]+ (passed|failed)" "$LOGS/$f.log" | tail -1)"; done
 grep -E "GB/s|torch.add|overhead|DSL vadd|nvcc vadd" "$LOGS/bench.log" | tail -12
 [ -f "$OUT/approx_vs_gpu.tsv" ] && (column -t -s $'\t' "$OUT/approx_vs_gpu.tsv" 2>/dev/null || cat "$OUT/approx_vs_gpu.tsv")
 grep -h "^FAILED" "$LOGS"/*.log | head -30

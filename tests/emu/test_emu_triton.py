@@ -132,7 +132,7 @@ def test_flash_attention_causal():
 @pytest.mark.parametrize("name, in_dt, out_dt, shape, tol", [
     ("matmul_f16", np.float16, np.float16, (128, 256, 96), 1e-2),
     ("matmul_bf16_fp32out", ml_dtypes.bfloat16, np.float32, (64, 128, 64), 1e-4),
-    ("matmul_fp8e4m3_f32out", ml_dtypes.float8_e4m3fn, np.float32, (128, 64, 128), 1e-4),
+    ("matmul_fp8e4m3_f32out", ml_dtypes.float8_e4m3fn, np.float32, (128, 64, 128), 4e-3),  # 13-bit sums
 ])
 def test_sm90_wgmma_matmuls(name, in_dt, out_dt, shape, tol):
     """sm_90a Triton matmuls: cp.async/TMA-free pipelines feeding wgmma from swizzled shared memory."""

@@ -1,6 +1,7 @@
 """The emulator against results recorded on a real GPU (tests/conformance/data/hw_reference_h200.npz, written
 by scripts/gpu_collect.py on an H200): every fully specified instruction, video instruction and warp
-operation bit for bit, and mma.sync's f16/bf16/tf32 -> f32 accumulation bit for bit.
+operation bit for bit; mma.sync's and wgmma's f16/bf16/tf32 -> f32 accumulation bit for bit; the forms whose
+summation is not yet fitted (fp8, f16 accumulators) by the share of results that already agree.
 
 Inputs are regenerated from the seeds the recording used; a digest of them, stored beside each result,
 proves they are the same inputs.
@@ -80,7 +81,7 @@ def test_warp_operation_matches_the_h200(name):
     assert (got == want).all(), mismatch_report(name, [a, b], got, want)
 
 
-RECORDED_MMA = [p for p in mma_probes.PROBES if f"mma/{p.name}" in HW.files]
+RECORDED_MMA = [p for p in mma_probes.PROBES if f"mma/{p.name}" in HW.files and "e4m3" not in p.name]
 
 
 @pytest.mark.parametrize("probe", RECORDED_MMA, ids=lambda p: p.name)
@@ -93,7 +94,8 @@ def test_mma_sync_matches_the_h200(probe):
 
 
 def test_recording_covers_the_main_mma_forms():
-    assert {p.name for p in RECORDED_MMA} >= {"f16_f32", "f16_f32_wide", "f16_f32_k8", "bf16_f32", "tf32_f32"}
+    assert {p.name for p in RECORDED_MMA} >= {"f16_f32", "f16_f32_wide", "f16_f32_k8", "bf16_f32", "tf32_f32",
+                                               "f16_f16", "s8_s32"}
 
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # emu_corpus for the probes that use the corpus
@@ -118,3 +120,44 @@ def test_tma_store_padding_matches_the_h200(H, pad):
     got, want = dst.to_host(), HW[f"tma/transpose_{H}_{pad}"]
     np.testing.assert_array_equal(got, want)
     assert (want[:W, H:-(-H // 4) * 4] == 0).all() and (want[:W, -(-H // 4) * 4:] == -7.5).all()
+
+
+def _run_wgmma(probe):
+    k, outs, ins = probe.kernel(), [], []
+    for r in range(probe.repeats):
+        args = probe.inputs(r)
+        k.launch(grid=(1,), block=(128,), args=args, device="emu")
+        outs.append(args[probe.out])
+        ins += [a for i, a in enumerate(args) if i != probe.out and isinstance(a, np.ndarray)]
+    got = np.stack(outs)
+    want = recorded(f"wgmma/{probe.name}", ins)
+    same = (got.view(np.uint8).reshape(got.size, -1) == want.view(np.uint8).reshape(want.size, -1)).all(1)
+    return same.mean()
+
+
+WGMMA = {p.name: p for p in mma_probes.WGMMA}
+
+
+@pytest.mark.parametrize("name", ["wgmma_f16_f32", "wgmma_bf16_f32_k32", "wgmma_tf32"])
+def test_wgmma_matches_the_h200(name):
+    assert _run_wgmma(WGMMA[name]) == 1.0
+
+
+# Forms whose hardware summation is not yet fitted: the share of the recorded results the emulator gives bit
+# for bit, so that a change that moves the emulator away from the hardware fails here.
+PARTIAL = {"wgmma_e4m3_e5m2": 0.77, "wgmma_f16acc_f16": 0.999, "wgmma_f16acc_e4m3": 0.75}
+
+
+@pytest.mark.parametrize("name", sorted(PARTIAL))
+def test_wgmma_forms_not_yet_fitted_stay_close(name):
+    assert _run_wgmma(WGMMA[name]) >= PARTIAL[name]
+
+
+@pytest.mark.parametrize("name, share", [("e4m3_f32", 0.55), ("e5m2_e4m3_f32", 0.55)])
+def test_fp8_mma_sync_not_yet_fitted_stays_close(name, share):
+    probe = {p.name: p for p in mma_probes.PROBES}[name]
+    regs = probe.inputs()
+    want = recorded(f"mma/{probe.name}", regs)
+    got = np.zeros(probe.d_words, np.uint32)
+    probe.kernel().launch(grid=(probe.warps,), block=(32,), args=[*regs, got], device="emu")
+    assert (got == want).mean() >= share

@@ -360,3 +360,20 @@ def test_ptxas_version_and_lowering_triton_output():
     text = cuda_modules.lowered_text(m, (9, 0), "ptxas 13.0")
     assert ".version 9.0" in text and assemble(text, "sm_90a").ok
     assert cuda_modules.lowered_text(m, (9, 4), "ptxas") == m.to_ptx()
+
+
+def test_calls_after_a_sticky_error_name_the_first_fault():
+    from ptxforge.runtime import cuda_driver as cd
+
+    first = CudaError("the kernel", "CUDA_ERROR_ILLEGAL_INSTRUCTION", "an illegal instruction was encountered",
+                      "(k<<<(1, 1, 1), (32, 1, 1)>>> on NVIDIA H200)")
+    cd._LOST.append(first)  # what check() records when a kernel faults
+    try:
+        assert cd.lost_context() is first
+        fake = (d.CUresult.CUDA_ERROR_OUT_OF_MEMORY, None)  # any failing result after the fault
+        with pytest.raises(LaunchError, match=r"cuMemAlloc failed because an earlier kernel broke this "
+                                              r"process's CUDA context: CUDA_ERROR_ILLEGAL_INSTRUCTION in "
+                                              r"the kernel \(k<<<"):
+            cd.check(fake, "cuMemAlloc")
+    finally:
+        cd._LOST.clear()

@@ -33,6 +33,14 @@ STICKY = frozenset({"CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_MISALIGNED_ADDRESS
                     "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_INVALID_ADDRESS_SPACE"})
 
 
+_LOST: list = []  # the first sticky error of this process: after it every CUDA call fails
+
+
+def lost_context() -> CudaError | None:
+    """The error that left this process's CUDA context unusable, or None."""
+    return _LOST[0] if _LOST else None
+
+
 class CudaUnavailable(LaunchError):
     """device='cuda' cannot be used on this machine; the message says why."""
 
@@ -41,7 +49,7 @@ class CudaError(LaunchError):
     """A CUDA driver call failed. `code` is the error's name, e.g. 'CUDA_ERROR_ILLEGAL_ADDRESS'."""
 
     def __init__(self, call: str, code: str, description: str, context: str = ""):
-        self.call, self.code, self.description = call, code, description
+        self.call, self.code, self.description, self.context = call, code, description, context
         msg = f"{call} failed: {code} ({description})"
         if context:
             msg += f" {context}"
@@ -100,10 +108,17 @@ def error_text(d, err) -> tuple[str, str]:
 
 def check(result, call: str, context: str = ""):
     """The value(s) a cuda-bindings call returned after its CUresult; CudaError when it failed."""
-    d = driver()
     err, *values = result
+    if _LOST and int(getattr(err, "value", err)) != 0:  # the cause is the earlier kernel fault, not this call
+        first = _LOST[0]
+        raise LaunchError(f"{call} failed because an earlier kernel broke this process's CUDA context: "
+                          f"{first.code} in {first.call} {first.context}. Restart the process to use the GPU again")
+    d = driver()
     if err != d.CUresult.CUDA_SUCCESS:
-        raise CudaError(call, *error_text(d, err), context)
+        e = CudaError(call, *error_text(d, err), context)
+        if e.code in STICKY:
+            _LOST.append(e)
+        raise e
     if not values:
         return None
     return values[0] if len(values) == 1 else tuple(values)
