@@ -63,7 +63,7 @@ def test_matmul_mma_sync():
                                                  np.int32(N), np.int32(N), None, None], shared_mem=49152)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4)
-    assert r.thread_instructions > 0
+    assert r.thread_instructions > 0 or r.device == "cuda"  # counts exist on the emulator only
 
 
 def test_row_sum_max_and_atomics():
@@ -126,7 +126,7 @@ def test_flash_attention_causal():
     p = np.exp(s - s.max(-1, keepdims=True))
     ref = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
     np.testing.assert_allclose(o.astype(np.float64), ref, rtol=2e-2, atol=2e-2)  # p is rounded to f16
-    assert r.thread_instructions > 0
+    assert r.thread_instructions > 0 or r.device == "cuda"  # counts exist on the emulator only
 
 
 @pytest.mark.parametrize("name, in_dt, out_dt, shape, tol", [
