@@ -131,9 +131,12 @@ class WgmmaProbe:
     c_flag: bool = False  # a trailing int32 use_c argument (1)
     spread: int = 6
     repeats: int = 8
+    structured: bool = False  # fp8 inputs built to expose the summation (see _fp8_structured)
 
     def inputs(self, repeat: int) -> list:
         rng = _rng(f"{self.name}/{repeat}")
+        if self.structured:
+            return _fp8_structured(rng, self.shapes)
         args = []
         for dtype, shape in self.shapes:
             n = int(np.prod(shape))
@@ -147,6 +150,25 @@ class WgmmaProbe:
         return corpus_module(self.module, "sm_90a.O3").kernel(self.kernel_name)
 
 
+def _fp8_structured(rng, shapes) -> list:
+    """Inputs of an fp8 wgmma (A [64, 32], Bt [n, 32], C [64, n], D, use_c) where each row of A has 1-4
+    nonzero entries with exponents far apart and B is 1 (odd columns 1.5, whose products with 1.5 need two
+    integer bits), so each result is a short sum whose truncation and alignment can be read off."""
+    (ta, sa), (tb, sb), (tc, sc), (td, sd) = shapes
+    A = np.zeros(sa)
+    for i in range(sa[0]):
+        ks = rng.choice(sa[1], rng.integers(1, 5), replace=False)
+        base = rng.integers(-2, 4)
+        for j, k in enumerate(ks):
+            mant = rng.choice([1.0, 1.125, 1.25, 1.5, 1.75, 1.875])
+            A[i, k] = rng.choice([-1, 1]) * mant * 2.0 ** (base - (0 if j == 0 else rng.integers(1, 18)))
+    Bt = np.ones(sb)
+    Bt[1::2] = 1.5
+    C = rng.choice([0.0, 1.0], sc) * rng.choice([-1, 1], sc) * np.exp2(rng.integers(-20, 6, sc)) \
+        * rng.choice([1.0, 1.25, 1.5, 1.75], sc)
+    return [A.astype(ta), Bt.astype(tb), C.astype(tc), np.zeros(sd, td), np.int32(1)]
+
+
 F16, BF16, F32 = np.float16, ml_dtypes.bfloat16, np.float32
 WGMMA = [
     WgmmaProbe("wgmma_f16_f32", "wgmma_sm90a", "wgmma_m64n8k16_f16", ((F16, (64, 16)), (F16, (8, 16)), (F32, (64, 8))),
@@ -157,6 +179,9 @@ WGMMA = [
                ((F32, (64, 8)), (F32, (16, 8)), (F32, (64, 16)), (F32, (64, 16))), 3, c_flag=True),
     WgmmaProbe("wgmma_e4m3_e5m2", "wgmma_variants_sm90a", "wgmma_e4m3_e5m2_m64n16k32_rs",
                ((E4M3, (64, 32)), (E5M2, (16, 32)), (F32, (64, 16)), (F32, (64, 16))), 3, c_flag=True),
+    WgmmaProbe("wgmma_e4m3_e5m2_structured", "wgmma_variants_sm90a", "wgmma_e4m3_e5m2_m64n16k32_rs",
+               ((E4M3, (64, 32)), (E5M2, (16, 32)), (F32, (64, 16)), (F32, (64, 16))), 3, c_flag=True,
+               structured=True, repeats=16),
     WgmmaProbe("wgmma_f16acc_e4m3", "wgmma_variants_sm90a", "wgmma_f16acc_e4m3_m64n16k32",
                ((E4M3, (64, 32)), (E4M3, (16, 32)), (F16, (64, 16)), (F16, (64, 16))), 3, c_flag=True, spread=2),
     WgmmaProbe("wgmma_f16acc_f16", "wgmma_variants_sm90a", "wgmma_f16acc_m64n16k16",
