@@ -91,6 +91,7 @@ class CudaDevice:
         self._functions: dict[tuple[int, str], object] = {}
         self._limits: dict[int, tuple[int, int]] = {}
         self._ptxas_newest: tuple[int, int] | None = None
+        self._events = None
         self.last_build: dict[str, str] = {}
 
     def __repr__(self) -> str:
@@ -101,6 +102,14 @@ class CudaDevice:
 
     def make_current(self) -> None:
         check(driver().cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+
+    def timing_events(self):
+        """The two CUDA events every launch records around its kernel (made once, reused)."""
+        if self._events is None:
+            self.make_current()
+            self._events = (check(driver().cuEventCreate(0), "cuEventCreate"),
+                            check(driver().cuEventCreate(0), "cuEventCreate"))
+        return self._events
 
     def synchronize(self) -> None:
         self.make_current()

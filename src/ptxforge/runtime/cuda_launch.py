@@ -84,21 +84,14 @@ def launch_on_gpu(device: CudaDevice, module: ir.Module, func: ir.Function, para
     storage, pointers = param_pointers(params, offsets)
     cfg = launch_config(d, grid, block, shared_mem, explicit)
     device.make_current()
-    start = check(d.cuEventCreate(0), "cuEventCreate")
-    end = check(d.cuEventCreate(0), "cuEventCreate")
-    try:
-        check(d.cuEventRecord(start, cfg.hStream), "cuEventRecord")
-        check(d.cuLaunchKernelEx(cfg, f, int(pointers.ctypes.data) if len(offsets) else None, 0),
-              "cuLaunchKernelEx", where)
-        check(d.cuEventRecord(end, cfg.hStream), "cuEventRecord")
-        check(d.cuEventSynchronize(end), "the kernel", where)
-        ms = check(d.cuEventElapsedTime(start, end), "cuEventElapsedTime")
-    finally:
-        for ev in (start, end):
-            try:
-                d.cuEventDestroy(ev)
-            except Exception:  # after a sticky error the context refuses everything; keep the first error
-                pass
+    start, end = device.timing_events()
+    check(d.cuEventRecord(start, cfg.hStream), "cuEventRecord")
+    check(d.cuLaunchKernelEx(cfg, f, int(pointers.ctypes.data) if len(offsets) else None, 0), "cuLaunchKernelEx",
+          where)
+    check(d.cuEventRecord(end, cfg.hStream), "cuEventRecord")
+    check(d.cuEventSynchronize(end), "the kernel", where)
+    ms = check(d.cuEventElapsedTime(start, end), "cuEventElapsedTime")
+    del storage  # the driver copied the parameters at launch
     return float(ms) / 1e3
 
 
