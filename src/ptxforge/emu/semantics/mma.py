@@ -170,10 +170,11 @@ def mma_codes(A, B, C, atype: str, dtype: str, satfinite: bool = False, unit: st
     """Raw codes of D = A @ B + C for element values A [..., m, k], B [..., k, n], C [..., m, n].
 
     Integer inputs (.s8/.u8): exact, wrapped to 32 bits or clamped with `satfinite`; .f64: a chain of
-    correctly rounded fma over k; f16/bf16/tf32 into .f32 (mma.sync, wmma and wgmma): the tensor cores'
-    summation (`dot_tensor_core`, bit for bit with an H200); e4m3/e5m2 into .f32 for wgmma (unit
-    "wgmma"): the same summation keeping 13 bits (DeepSeek's "about 14 bits"; 77% of an H200's results bit
-    for bit, the rest within a few units of the 13th bit); other floats: the exact sum rounded once (.rn).
+    correctly rounded fma over k; f16/bf16/tf32 inputs (mma.sync, wmma and wgmma): the tensor cores'
+    summation (`dot_tensor_core`, bit for bit with an H200 into f32 and f16); e4m3/e5m2 for wgmma (unit
+    "wgmma"): the same summation keeping 13 bits (DeepSeek's "about 14 bits"; bit for bit into f16, 77% of
+    the H200's f32 results, the rest one unit of the 13th bit off); fp8 mma.sync: the exact sum rounded
+    once (.rn).
     """
     at, dt = T.norm(atype), T.norm(dtype)
     if at in ("s8", "u8"):
@@ -192,10 +193,11 @@ def mma_codes(A, B, C, atype: str, dtype: str, satfinite: bool = False, unit: st
             acc = fma(np.ascontiguousarray(av).view(np.uint64), np.ascontiguousarray(bv).view(np.uint64),
                       acc, "f64")
         return acc
-    if dt == "f32" and at in ("f16", "bf16", "tf32"):
-        return dot_tensor_core(A, B, C)
-    if unit == "wgmma" and dt == "f32" and at in ("e4m3", "e5m2"):
-        return dot_tensor_core(A, B, C, block=32, bits=FP8_WGMMA_BITS)
+    out = {"f32": F32, "f16": F16}[dt]
+    if at in ("f16", "bf16", "tf32"):
+        return dot_tensor_core(A, B, C, out=out)
+    if unit == "wgmma" and at in ("e4m3", "e5m2"):
+        return dot_tensor_core(A, B, C, block=32, bits=FP8_WGMMA_BITS, out=out)
     return _dot_rn(A, B, C, {"f32": F32, "f16": F16}[dt])
 
 
@@ -219,8 +221,10 @@ def _exponent(x, emin: int):
     return np.where(x == 0, _NO_EXP, np.maximum(e - 1, emin))
 
 
-def dot_tensor_core(A, B, C, emin_ab: int = -126, block: int = TC_BLOCK, bits: int = TC_BITS):
-    """Codes (f32) of A @ B + C summed as the tensor cores do (see the comment above)."""
+def dot_tensor_core(A, B, C, emin_ab: int = -126, block: int = TC_BLOCK, bits: int = TC_BITS, out=F32):
+    """Codes of A @ B + C summed as the tensor cores do (see the comment above), in `out`: f32 (each block's
+    sum rounded toward zero) or f16 (rounded to nearest, as the H200 does for f16 accumulators)."""
+    rnd = "rz" if out is F32 else "rn"
     A, B, C = (np.asarray(x, np.float64) for x in (A, B, C))
     with np.errstate(all="ignore"):
         P = np.moveaxis(A[..., :, :, None] * B[..., None, :, :], -2, -1)  # [..., m, n, k]
@@ -234,10 +238,12 @@ def dot_tensor_core(A, B, C, emin_ab: int = -126, block: int = TC_BLOCK, bits: i
             top = exps.max(-1, keepdims=True)
             scale = np.exp2(np.where(top == _NO_EXP, 0, bits - top).astype(np.float64))
             total = np.trunc(terms * scale).sum(-1) / scale[..., 0]
-            acc = decode(encode(total, F32, "rz"), F32)
-        codes = encode(acc, F32, "rz").astype(np.uint64)
+            acc = decode(encode(total, out, rnd), out)
+        codes = encode(acc, out, rnd).astype(np.uint64)
+    if out is F16:
+        codes = np.where(np.isnan(acc), np.uint64(0x7FFF), codes)
     if special.any():  # infinities and NaN follow IEEE rules: the exact path handles them
-        codes = np.where(special, _dot_rn(A, B, C, F32), codes)
+        codes = np.where(special, _dot_rn(A, B, C, out), codes)
     return codes
 
 
