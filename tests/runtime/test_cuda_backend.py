@@ -174,7 +174,7 @@ def test_pack_lays_out_parameters_at_their_alignment(demo):
     k = demo.kernel("quant_fp8_1x128")
     plan = check_args(k.name, k.params, [None, None, None, np.int32(3)], lambda a: False)
     packed, offsets = pack(plan, lambda p, a: 0x1000 + 8 * len(p.name))
-    assert offsets == param_offsets(k.params)[0] == [0, 8, 16, 24]
+    assert offsets == list(param_offsets(k.params)[0]) == [0, 8, 16, 24]
     assert packed[24:28] == np.int32(3).tobytes() and len(packed) == 28
     first = k.params[0].name
     assert packed[:8] == (0x1000 + 8 * len(first)).to_bytes(8, "little")  # the address the device gave

@@ -7,6 +7,8 @@ packed buffer (each parameter at its natural or declared alignment) is the one b
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ptxforge.emu.errors import LaunchError
@@ -44,20 +46,23 @@ def check_args(kernel: str, params: tuple[ir.Param, ...], args: list, is_buffer)
     return plan
 
 
-def param_offsets(params: tuple[ir.Param, ...]) -> tuple[list[int], int]:
-    """The byte offset of each parameter in the packed buffer, and the buffer's size."""
+@functools.lru_cache(maxsize=1024)
+def param_offsets(params: tuple[ir.Param, ...]) -> tuple[tuple[int, ...], int]:
+    """The byte offset of each parameter in the packed buffer, and the buffer's size (cached: a kernel's
+    layout is computed once, not at every launch)."""
     offsets, end = [], 0
     for p in params:
         align = p.align or min(8, max(1, ir.type_bits(p.type) // 8))
         end += (-end) % align
         offsets.append(end)
         end += max(p.size, 1)
-    return offsets, end
+    return tuple(offsets), end
 
 
 def pack(plan: list, pointer) -> tuple[bytes, list[int]]:
     """The packed parameter buffer and each parameter's offset; `pointer(param, arg)` gives an address."""
     offsets, total = param_offsets(tuple(p for _, p, _ in plan))
+    offsets = list(offsets)
     out = bytearray(total)
     for (kind, p, a), off in zip(plan, offsets, strict=True):
         if kind == "ptr":
