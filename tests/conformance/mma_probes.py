@@ -71,8 +71,9 @@ class MmaProbe:
     def d_words(self) -> int:
         return self.warps * 32 * self.nd
 
-    def inputs(self) -> list[np.ndarray]:
-        rng = _rng(self.name)
+    def inputs(self, seed: str = "") -> list[np.ndarray]:
+        """The recorded inputs; another `seed` draws fresh ones (to check a fitted model on new data)."""
+        rng = _rng(self.name + seed)
         t = self.warps * 32
         return [_words(rng, k, t * n, self.spread) for k, n in zip(self.kinds, (self.na, self.nb, self.nc),
                                                                      strict=True)]
