@@ -10,6 +10,7 @@ Used by tests/gpu/test_semantics_on_gpu.py (emulator against the GPU) and tests/
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from dataclasses import dataclass
 
@@ -373,3 +374,70 @@ def warp_case_ptx(name: str, arch: str = "sm_90a") -> str:
 \tret;
 }}
 """
+
+
+# --------------------------------------------------------------------------- running the cases
+
+
+def digest(arrays) -> str:
+    """A short hash of input arrays: recorded beside each GPU result, to prove a replay uses the same inputs."""
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).view(np.uint8).tobytes())
+    return h.hexdigest()[:16]
+
+
+def run_case(case: Case, device: str, ins: list[np.ndarray] | None = None, n: int = REFERENCE_N):
+    """(inputs, output) of one case on `device`: the recorded inputs unless `ins` is given; the output starts
+    poisoned, so an element no thread wrote shows."""
+    ins = case.make_inputs(n, case_rng(case.name)) if ins is None else ins
+    n = len(ins[0])
+    out = poisoned_output(case, n)
+    pad = [np.zeros(n, np.uint32)] * (3 - len(ins))
+    _kernel(case.ptx(), case.name).launch(grid=(n // 256,), block=(256,), args=[*ins, *pad, out, np.uint32(n)],
+                                          device=device)
+    return ins, out
+
+
+def run_warp(name: str, device: str, ins: tuple[np.ndarray, np.ndarray] | None = None, n: int = REFERENCE_N):
+    """(inputs, output) of one warp case on `device` (recorded inputs unless `ins` is given)."""
+    a, b = warp_inputs(name, n) if ins is None else ins
+    out = np.full(len(a), 0xA5A5A5A5, np.uint32)
+    _kernel(warp_case_ptx(name), name).launch(grid=(len(a) // 256,), block=(256,), args=[a, b, out, np.uint32(len(a))],
+                                              device=device)
+    return (a, b), out
+
+
+def _kernel(text: str, name: str):
+    import ptxforge as pf
+
+    return pf.parse(text, filename=f"{name}.ptx").kernel("k")
+
+
+TMA_PADDINGS = ((70, 2), (66, 6))  # (rows H, padding): a 100 x H transpose stored into rows of H + padding
+
+
+def run_tma_transpose(H: int, pad: int, device: str) -> np.ndarray:
+    """The destination after the corpus kernel tma_transpose_2d stores the transpose of a 100 x H array into
+    rows of H + pad floats (the padding starts at -7.5): which padding elements a TMA store writes."""
+    from emu_corpus import corpus_module  # tests/emu on sys.path
+
+    from ptxforge.runtime import tensor_map, to_device
+
+    W = 100
+    src = to_device(np.arange(H * W, dtype=np.float32).reshape(H, W) + 1, device=device)
+    dst = to_device(np.full((W + 4, H + pad), -7.5, np.float32), device=device)
+    corpus_module("tma_bulk_sm90", "sm_90a.O3").kernel("tma_transpose_2d").launch(
+        grid=(-(-W // 32), -(-H // 32)), block=(256,), device=device,
+        args=[tensor_map(src, np.float32, (W, H), (W * 4,), (32, 32)),
+              tensor_map(dst, np.float32, (H, W), ((H + pad) * 4,), (32, 32))])
+    return dst.to_host()
+
+
+def mismatch_report(name: str, ins, got, want, got_name: str = "emulator", want_name: str = "H200") -> str:
+    """The count of differing elements and the first few, with their inputs in hex."""
+    bad = np.flatnonzero(~same_bits(got, want))
+    bits = f"u{got.dtype.itemsize}"
+    rows = [f"  in=({', '.join(hex(int(x[i].view(f'u{x.dtype.itemsize}'))) for x in ins)}) "
+            f"{got_name}={hex(int(got.view(bits)[i]))} {want_name}={hex(int(want.view(bits)[i]))}" for i in bad[:6]]
+    return f"{name}: {bad.size} of {got.size} differ\n" + "\n".join(rows)

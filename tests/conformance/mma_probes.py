@@ -101,6 +101,13 @@ class MmaProbe:
     def kernel(self):
         return pf.parse(self.source(), filename=f"{self.name}.ptx").kernel("k")
 
+    def run(self, device: str, seed: str = "") -> tuple[list[np.ndarray], np.ndarray]:
+        """(register inputs, D words) of one run on `device`."""
+        regs = self.inputs(seed)
+        d = np.full(self.d_words, 0xA5A5A5A5, np.uint32)
+        self.kernel().launch(grid=(self.warps,), block=(32,), args=[*regs, d], device=device)
+        return regs, d
+
 
 def _mma(name, shape, types, na, nb, nc, nd, kinds, **kw) -> MmaProbe:
     return MmaProbe(name, f"mma.sync.aligned.{shape}.row.col.{types} {{d}}, {{a}}, {{b}}, {{c}}", na, nb, nc, nd,
@@ -149,6 +156,17 @@ class WgmmaProbe:
         from emu_corpus import corpus_module  # tests/emu on sys.path
 
         return corpus_module(self.module, "sm_90a.O3").kernel(self.kernel_name)
+
+    def run(self, device: str, repeats=None) -> tuple[list[np.ndarray], np.ndarray]:
+        """(every input array, the D of each repeat stacked) of the runs `repeats` (default: the recorded
+        0 .. self.repeats - 1) on `device`, one launch of grid 1 x 128 threads each."""
+        k, ins, outs = self.kernel(), [], []
+        for r in range(self.repeats) if repeats is None else repeats:
+            args = self.inputs(r)
+            k.launch(grid=(1,), block=(128,), args=args, device=device)
+            outs.append(args[self.out])
+            ins += [a for i, a in enumerate(args) if i != self.out and isinstance(a, np.ndarray)]
+        return ins, np.stack(outs)
 
 
 def _fp8_structured(rng, shapes) -> list:

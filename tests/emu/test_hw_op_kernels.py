@@ -8,8 +8,9 @@ from conformance.hw_ops import (
     EXACT,
     WARP_BODIES,
     checkable,
-    poisoned_output,
     reference,
+    run_case,
+    run_warp,
     unwritten,
     warp_case_ptx,
     within_bound,
@@ -23,12 +24,7 @@ N = 2048
 
 
 def run_emu(case, rng):
-    ins = case.make_inputs(N, rng)
-    out = poisoned_output(case, N)
-    pad = [np.zeros(N, np.uint32)] * (3 - len(ins))
-    m = pf.parse(case.ptx(), filename=f"{case.name}.ptx")
-    m.kernel("k").launch(grid=(N // 256,), block=(256,), args=[*ins, *pad, out, np.uint32(N)], device="emu")
-    return ins, out
+    return run_case(case, "emu", case.make_inputs(N, rng))
 
 
 def _out_dtype(case):
@@ -68,7 +64,5 @@ def test_warp_case_is_valid_and_runs_on_the_emulator(name):
     assert not [d for d in validate(m) if d.severity == "error"]
     assert assemble(text, "sm_90a").ok
     rng = np.random.default_rng(3)
-    a, b = rng.integers(0, 2**32, N, dtype=np.uint32), rng.integers(0, 2**32, N, dtype=np.uint32)
-    out = np.full(N, 0xA5A5A5A5, np.uint32)
-    m.kernel("k").launch(grid=(N // 256,), block=(256,), args=[a, b, out, np.uint32(N)], device="emu")
+    _, out = run_warp(name, "emu", tuple(rng.integers(0, 2**32, N, dtype=np.uint32) for _ in range(2)))
     assert np.count_nonzero(out == 0xA5A5A5A5) <= 2

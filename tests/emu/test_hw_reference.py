@@ -8,42 +8,23 @@ Inputs are regenerated from the seeds the recording used; a digest of them, stor
 proves they are the same inputs.
 """
 
-import hashlib
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conformance import hw_ops, mma_probes
 
-import ptxforge as pf
-
 DATA = Path(__file__).resolve().parents[1] / "conformance" / "data" / "hw_reference_h200.npz"
 HW = np.load(DATA)
 N = hw_ops.REFERENCE_N
-
-
-def digest(arrays) -> bytes:
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(a).view(np.uint8).tobytes())
-    return h.hexdigest()[:16].encode()
 
 
 def recorded(key: str, inputs) -> np.ndarray:
     if key not in HW.files:
         pytest.fail(f"{key} is not in {DATA.name}: record it with scripts/gpu_collect.py on a GPU")
     dkey = "in/" + key.removeprefix("op/")  # gpu_collect.py's names for the input digests
-    assert bytes(HW[dkey]) == digest(inputs), f"{key}: the regenerated inputs differ from the recorded ones"
+    assert bytes(HW[dkey]).decode() == hw_ops.digest(inputs), f"{key}: the regenerated inputs differ"
     return HW[key]
-
-
-def mismatch_report(name, ins, got, want) -> str:
-    bad = np.flatnonzero(~hw_ops.same_bits(got, want))
-    bits = f"u{got.dtype.itemsize}"
-    rows = [f"  in=({', '.join(hex(int(x[i].view(f'u{x.dtype.itemsize}'))) for x in ins)}) "
-            f"emulator={hex(int(got.view(bits)[i]))} H200={hex(int(want.view(bits)[i]))}" for i in bad[:6]]
-    return f"{name}: {bad.size} of {got.size} differ from the H200\n" + "\n".join(rows)
 
 
 def test_the_recording_names_its_gpu():
@@ -52,13 +33,9 @@ def test_the_recording_names_its_gpu():
 
 @pytest.mark.parametrize("case", hw_ops.EXACT, ids=lambda c: c.name)
 def test_instruction_matches_the_h200(case):
-    ins = case.make_inputs(N, hw_ops.case_rng(case.name))
+    ins, got = hw_ops.run_case(case, "emu")
     want = recorded(f"op/{case.name}", ins)
-    got = hw_ops.poisoned_output(case, N)
-    pad = [np.zeros(N, np.uint32)] * (3 - len(ins))
-    pf.parse(case.ptx()).kernel("k").launch(grid=(N // 256,), block=(256,), args=[*ins, *pad, got, np.uint32(N)],
-                                            device="emu")
-    assert hw_ops.same_bits(got, want).all(), mismatch_report(case.name, ins, got, want)
+    assert hw_ops.same_bits(got, want).all(), hw_ops.mismatch_report(case.name, ins, got, want)
 
 
 @pytest.mark.parametrize("case", hw_ops.APPROX, ids=lambda c: c.name)
@@ -74,12 +51,9 @@ def test_approximate_instruction_recording_meets_the_manual(case):
 
 @pytest.mark.parametrize("name", sorted(hw_ops.WARP_BODIES))
 def test_warp_operation_matches_the_h200(name):
-    a, b = hw_ops.warp_inputs(name, N)
-    want = recorded(f"warp/{name}", [a, b])
-    got = np.full(N, 0xA5A5A5A5, np.uint32)
-    pf.parse(hw_ops.warp_case_ptx(name)).kernel("k").launch(grid=(N // 256,), block=(256,),
-                                                             args=[a, b, got, np.uint32(N)], device="emu")
-    assert (got == want).all(), mismatch_report(name, [a, b], got, want)
+    ins, got = hw_ops.run_warp(name, "emu")
+    want = recorded(f"warp/{name}", ins)
+    assert (got == want).all(), hw_ops.mismatch_report(name, ins, got, want)
 
 
 RECORDED_MMA = [p for p in mma_probes.PROBES if f"mma/{p.name}" in HW.files and "e4m3" not in p.name]
@@ -87,10 +61,8 @@ RECORDED_MMA = [p for p in mma_probes.PROBES if f"mma/{p.name}" in HW.files and 
 
 @pytest.mark.parametrize("probe", RECORDED_MMA, ids=lambda p: p.name)
 def test_mma_sync_matches_the_h200(probe):
-    regs = probe.inputs()
+    regs, got = probe.run("emu")
     want = recorded(f"mma/{probe.name}", regs)
-    got = np.zeros(probe.d_words, np.uint32)
-    probe.kernel().launch(grid=(probe.warps,), block=(32,), args=[*regs, got], device="emu")
     assert (got == want).all(), f"{probe.name}: {np.count_nonzero(got != want)} of {got.size} words differ"
 
 
@@ -99,38 +71,16 @@ def test_recording_covers_the_main_mma_forms():
                                                "f16_f16", "s8_s32"}
 
 
-if str(Path(__file__).resolve().parent) not in sys.path:  # emu_corpus for the probes that use the corpus
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-
-@pytest.mark.parametrize("H, pad", [(70, 2), (66, 6)])
+@pytest.mark.parametrize("H, pad", hw_ops.TMA_PADDINGS)
 def test_tma_store_padding_matches_the_h200(H, pad):
     """A TMA tile store writes dimension 0 in 16-byte pieces: past a 70-float row, 2 more floats are written."""
-    from emu_corpus import corpus_module
-
-    from ptxforge.runtime import tensor_map, to_device
-
-    W = 100
-    x = np.arange(H * W, dtype=np.float32).reshape(H, W) + 1
-    src = to_device(x, device="emu")
-    dst = to_device(np.full((W + 4, H + pad), -7.5, np.float32), device="emu")
-    corpus_module("tma_bulk_sm90", "sm_90a.O3").kernel("tma_transpose_2d").launch(
-        grid=(-(-W // 32), -(-H // 32)), block=(256,), device="emu",
-        args=[tensor_map(src, np.float32, (W, H), (W * 4,), (32, 32)),
-              tensor_map(dst, np.float32, (H, W), ((H + pad) * 4,), (32, 32))])
-    got, want = dst.to_host(), HW[f"tma/transpose_{H}_{pad}"]
+    got, want = hw_ops.run_tma_transpose(H, pad, "emu"), HW[f"tma/transpose_{H}_{pad}"]
     np.testing.assert_array_equal(got, want)
-    assert (want[:W, H:-(-H // 4) * 4] == 0).all() and (want[:W, -(-H // 4) * 4:] == -7.5).all()
+    assert (want[:100, H:-(-H // 4) * 4] == 0).all() and (want[:100, -(-H // 4) * 4:] == -7.5).all()
 
 
 def _run_wgmma(probe):
-    k, outs, ins = probe.kernel(), [], []
-    for r in range(probe.repeats):
-        args = probe.inputs(r)
-        k.launch(grid=(1,), block=(128,), args=args, device="emu")
-        outs.append(args[probe.out])
-        ins += [a for i, a in enumerate(args) if i != probe.out and isinstance(a, np.ndarray)]
-    got = np.stack(outs)
+    ins, got = probe.run("emu")
     want = recorded(f"wgmma/{probe.name}", ins)
     same = (got.view(np.uint8).reshape(got.size, -1) == want.view(np.uint8).reshape(want.size, -1)).all(1)
     return same.mean()
@@ -157,9 +107,5 @@ def test_wgmma_forms_not_yet_fitted_stay_close(name):
 
 @pytest.mark.parametrize("name, share", [("e4m3_f32", 0.55), ("e5m2_e4m3_f32", 0.55)])
 def test_fp8_mma_sync_not_yet_fitted_stays_close(name, share):
-    probe = {p.name: p for p in mma_probes.PROBES}[name]
-    regs = probe.inputs()
-    want = recorded(f"mma/{probe.name}", regs)
-    got = np.zeros(probe.d_words, np.uint32)
-    probe.kernel().launch(grid=(probe.warps,), block=(32,), args=[*regs, got], device="emu")
-    assert (got == want).mean() >= share
+    regs, got = {p.name: p for p in mma_probes.PROBES}[name].run("emu")
+    assert (got == recorded(f"mma/{name}", regs)).mean() >= share

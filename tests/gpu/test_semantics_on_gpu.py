@@ -16,15 +16,14 @@ from conformance.hw_ops import (
     EXACT,
     WARP_BODIES,
     checkable,
-    poisoned_output,
+    mismatch_report,
     reference,
+    run_case,
+    run_warp,
     same_bits,
     unwritten,
-    warp_case_ptx,
     within_bound,
 )
-
-import ptxforge as pf
 
 N = 1 << 16
 REPORT = Path(os.environ.get("OUT") or tempfile.gettempdir()) / "approx_vs_gpu.tsv"
@@ -32,12 +31,9 @@ REPORT = Path(os.environ.get("OUT") or tempfile.gettempdir()) / "approx_vs_gpu.t
 
 def run_both(case, seed):
     ins = case.make_inputs(N, np.random.default_rng(seed))
-    pad = [np.zeros(N, np.uint32)] * (3 - len(ins))
-    k = pf.parse(case.ptx(), filename=f"{case.name}.ptx").kernel("k")
     outs = []
     for device in ("emu", "cuda"):
-        out = poisoned_output(case, N)
-        k.launch(grid=(N // 256,), block=(256,), args=[*ins, *pad, out, np.uint32(N)], device=device)
+        out = run_case(case, device, ins)[1]
         assert unwritten(out) <= 2, f"{device}: results missing"
         outs.append(out)
     return ins, outs[0], outs[1]
@@ -46,13 +42,7 @@ def run_both(case, seed):
 @pytest.mark.parametrize("case", EXACT, ids=lambda c: c.name)
 def test_exact_instruction_matches_the_gpu_bit_for_bit(case):
     ins, emu, gpu = run_both(case, 11)
-    same = same_bits(emu, gpu)
-    if not same.all():
-        bad = np.flatnonzero(~same)[:6]
-        bits = f"u{emu.dtype.itemsize}"
-        rows = [f"  in=({', '.join(hex(int(x[i].view(f'u{x.dtype.itemsize}'))) for x in ins)}) "
-                f"emu={hex(int(emu.view(bits)[i]))} gpu={hex(int(gpu.view(bits)[i]))}" for i in bad]
-        pytest.fail(f"{case.name}: {np.count_nonzero(~same)} of {N} differ\n" + "\n".join(rows))
+    assert same_bits(emu, gpu).all(), mismatch_report(case.name, ins, emu, gpu, "emu", "gpu")
 
 
 @pytest.mark.parametrize("case", APPROX, ids=lambda c: c.name)
@@ -75,13 +65,6 @@ def test_approx_instruction_on_the_gpu_meets_the_bound(case):
 @pytest.mark.parametrize("name", sorted(WARP_BODIES))
 def test_warp_operation_matches_the_gpu(name):
     rng = np.random.default_rng(13)
-    a, b = rng.integers(0, 2**32, N, dtype=np.uint32), rng.integers(0, 2**32, N, dtype=np.uint32)
-    k = pf.parse(warp_case_ptx(name), filename=f"{name}.ptx").kernel("k")
-    outs = []
-    for device in ("emu", "cuda"):
-        out = np.full(N, 0xA5A5A5A5, np.uint32)
-        k.launch(grid=(N // 256,), block=(256,), args=[a, b, out, np.uint32(N)], device=device)
-        outs.append(out)
-    bad = np.flatnonzero(outs[0] != outs[1])
-    assert not bad.size, (f"{name}: {bad.size} of {N} differ; first at thread {bad[0]}: a={a[bad[0]]:#x} "
-                          f"b={b[bad[0]]:#x} emu={outs[0][bad[0]]:#x} gpu={outs[1][bad[0]]:#x}")
+    ins = tuple(rng.integers(0, 2**32, N, dtype=np.uint32) for _ in range(2))
+    emu, gpu = (run_warp(name, device, ins)[1] for device in ("emu", "cuda"))
+    assert (emu == gpu).all(), mismatch_report(name, ins, emu, gpu, "emu", "gpu")

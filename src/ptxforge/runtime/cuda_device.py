@@ -89,7 +89,7 @@ class CudaDevice:
         self._modules: dict[str, object] = {}  # sha256 of the PTX text -> CUmodule
         self._seen: dict[int, tuple[ir.Module, str]] = {}  # id(module) -> (module, its key)
         self._functions: dict[tuple[int, str], object] = {}
-        self._limits: dict[int, tuple[int, int]] = {}
+        self._attributes: dict[int, dict[str, int]] = {}  # id(CUfunction) -> kernel_attributes
         self._ptxas_newest: tuple[int, int] | None = None
         self._events = None
         self.last_build: dict[str, str] = {}
@@ -117,15 +117,21 @@ class CudaDevice:
 
     # ------------------------------------------------------------------ kernels
     def kernel_attributes(self, module: ir.Module, name: str) -> dict[str, int]:
-        """What the driver reports of a loaded kernel: registers, local/shared/constant bytes, max threads."""
-        d = driver()
+        """What the driver reports of a loaded kernel: registers, local/shared/constant bytes, max threads
+        per block (asked once per kernel: launches check their block size against it)."""
         f = self.function(module, name)
-        FA = d.CUfunction_attribute
-        names = {"registers": FA.CU_FUNC_ATTRIBUTE_NUM_REGS, "local_bytes": FA.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
-                 "shared_bytes": FA.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
-                 "const_bytes": FA.CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES,
-                 "max_threads_per_block": FA.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK}
-        return {k: int(check(d.cuFuncGetAttribute(a, f), "cuFuncGetAttribute")) for k, a in names.items()}
+        attrs = self._attributes.get(id(f))
+        if attrs is None:
+            d = driver()
+            FA = d.CUfunction_attribute
+            names = {"registers": FA.CU_FUNC_ATTRIBUTE_NUM_REGS,
+                     "local_bytes": FA.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+                     "shared_bytes": FA.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                     "const_bytes": FA.CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES,
+                     "max_threads_per_block": FA.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK}
+            attrs = self._attributes[id(f)] = {
+                k: int(check(d.cuFuncGetAttribute(a, f), "cuFuncGetAttribute")) for k, a in names.items()}
+        return dict(attrs)
 
     def max_active_blocks(self, module: ir.Module, name: str, block_threads: int, dynamic_shared: int = 0) -> int:
         """Blocks of `block_threads` threads one SM holds at once, as the driver computes it."""
@@ -159,18 +165,6 @@ class CudaDevice:
             self._modules[key] = self._build(module, text)
         self._seen[id(module)] = (module, key)  # holding the module keeps its id from being reused
         return self._modules[key]
-
-    def launch_limits(self, module: ir.Module, name: str) -> tuple[int, int]:
-        """(max threads per block, static shared bytes) of a kernel, as the driver reports them."""
-        f = self.function(module, name)
-        lim = self._limits.get(id(f))
-        if lim is None:
-            d = driver()
-            FA = d.CUfunction_attribute
-            lim = self._limits[id(f)] = tuple(
-                int(check(d.cuFuncGetAttribute(a, f), "cuFuncGetAttribute"))
-                for a in (FA.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, FA.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES))
-        return lim
 
     def _build(self, module: ir.Module, text: str):
         from ptxforge.runtime.resources import ptxas_failure

@@ -64,10 +64,11 @@ def launch_on_gpu(device: CudaDevice, module: ir.Module, func: ir.Function, para
     where = f"({func.name}<<<{grid}, {block}>>> on {device.name})"
     f = device.function(module, func.name)
     FA = d.CUfunction_attribute
-    max_threads, static = device.launch_limits(module, func.name)
+    attrs = device.kernel_attributes(module, func.name)
+    max_threads, static = attrs["max_threads_per_block"], attrs["shared_bytes"]
     threads = block[0] * block[1] * block[2]
     if threads > max_threads:
-        regs = int(check(d.cuFuncGetAttribute(FA.CU_FUNC_ATTRIBUTE_NUM_REGS, f), "cuFuncGetAttribute"))
+        regs = attrs["registers"]
         raise LaunchError(f"{func.name} uses {regs} registers per thread, so a block may have at most "
                           f"{max_threads} threads on {device.arch}; the launch asked for {threads}: lower the "
                           f"block size or cap registers (.maxnreg / .maxntid)")

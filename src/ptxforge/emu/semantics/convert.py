@@ -189,8 +189,7 @@ def _float_to_float(a, dst, src, rnd, sat, ftz, relu, satfinite, rbits=None):
             from .half import f32_to_bf16_rn
 
             return f32_to_bf16_rn(b32)
-        h = b32.view(np.float32).astype(np.float16)
-        return np.where(np.isnan(h), np.uint16(F16.nan), h.view(np.uint16))
+        return _f16_codes(b32.view(np.float32))
     bits = T.raw(a, sf.bits)
     if ftz and sf is F32:
         bits = _flush32(bits)
@@ -275,6 +274,14 @@ def _max_code_of(fmt):
     return _max_code(fmt)
 
 
+def _f16_codes(x) -> np.ndarray:
+    """Round-to-nearest f16 codes of float values (numpy's fast conversion), NaN as the canonical 0x7fff
+    that an H200 gives for every NaN result of either sign (numpy would keep a payload or give 0x7e00)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        h = np.asarray(x).astype(np.float16)
+    return np.where(np.isnan(h), np.uint16(F16.nan), h.view(np.uint16))
+
+
 def _elem_encode(x, dst_elem, rnd, satfinite, relu, rbits=None):
     """float64 values -> codes of one packed element type (after relu)."""
     if relu:
@@ -283,8 +290,7 @@ def _elem_encode(x, dst_elem, rnd, satfinite, relu, rbits=None):
     if dst_elem is None:
         return _ue8m0_encode(x, rnd, satfinite)
     if dst_elem is F16 and rnd == "rn" and not satfinite:
-        with np.errstate(over="ignore"):
-            return x.astype(np.float16).view(np.uint16)
+        return _f16_codes(x)
     if rnd == "rn" and satfinite and dst_elem.name in _ML_SMALL:
         return _small_rn_satfinite(x, dst_elem)
     return encode(x, dst_elem, rnd, satfinite=satfinite, rbits=rbits)
@@ -342,8 +348,6 @@ def _cvt_packed(a, b, dst, src, rnd, relu, satfinite, ftz, rbits, e=None, f=None
         if dst in ("f16x2", "bf16x2"):
             code = _elem_encode(v, elem, rnd, satfinite, False, rb[i])
             code = _float_post(code, elem, False, False, relu)
-            if elem is F16:  # an H200 packs a NaN as 0x7fff
-                code = np.where(np.isnan(v), code.dtype.type(0x7FFF), code)
         else:
             code = _elem_encode(v, elem, rnd, satfinite, relu, rb[i])
         shift = eb * (n - 1 - i)
@@ -358,10 +362,8 @@ def _cvt_unpack(a, dst, src, relu):
     df = _X2[dst]
     out = np.zeros(np.shape(vals[0]), np.uint32)
     for i, v in enumerate(vals):
-        code = encode(v, df, "rn") if df is BF16 else v.astype(np.float16).view(np.uint16)
+        code = encode(v, df, "rn") if df is BF16 else _f16_codes(v)
         code = _float_post(code.astype(np.uint16), df, False, False, relu)
-        if src in ("e4m3x2", "e5m2x2") and df is F16:  # an H200 gives 0x7fff for an fp8 NaN of either sign
-            code = np.where(np.isnan(v), np.uint16(0x7FFF), code)
         out |= code.astype(np.uint32) << np.uint32(16 * (1 - i))
     return out
 

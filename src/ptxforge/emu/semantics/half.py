@@ -193,30 +193,27 @@ def fma(a, b, c, ty="f16", rnd="rn", ftz=False, sat=False, relu=False):
     return _lanes(_fma1, ty, (a, b, c), dict(rnd=rnd, ftz=ftz, sat=sat, relu=relu))
 
 
-def neg(a, ty="f16", ftz=False):
-    """neg{.ftz}: flip the sign bit(s)."""
+def _sign_op(a, ty, ftz, packed_op, scalar_op):
+    """neg/abs: a bit operation on the sign bit(s), after flushing subnormals with .ftz."""
     fmt, packed = _fmt(ty)
     if packed:
         x = T.raw(a, 32)
         if ftz:
             lo, hi = T.split16(x)
             x = T.pack16(ftz16(lo, fmt), ftz16(hi, fmt))
-        return _packed_nan_7fff(x, x ^ np.uint32(0x80008000), fmt)
+        return _packed_nan_7fff(x, packed_op(x), fmt)
     x = ftz16(a, fmt) if ftz else T.raw(a, 16)
-    return x ^ np.uint16(0x8000)
+    return scalar_op(x)
+
+
+def neg(a, ty="f16", ftz=False):
+    """neg{.ftz}: flip the sign bit(s)."""
+    return _sign_op(a, ty, ftz, lambda x: x ^ np.uint32(0x80008000), lambda x: x ^ np.uint16(0x8000))
 
 
 def abs(a, ty="f16", ftz=False):  # noqa: A001 - PTX name
     """abs{.ftz}: clear the sign bit(s)."""
-    fmt, packed = _fmt(ty)
-    if packed:
-        x = T.raw(a, 32)
-        if ftz:
-            lo, hi = T.split16(x)
-            x = T.pack16(ftz16(lo, fmt), ftz16(hi, fmt))
-        return _packed_nan_7fff(x, x & np.uint32(0x7FFF7FFF), fmt)
-    x = ftz16(a, fmt) if ftz else T.raw(a, 16)
-    return x & np.uint16(0x7FFF)
+    return _sign_op(a, ty, ftz, lambda x: x & np.uint32(0x7FFF7FFF), lambda x: x & np.uint16(0x7FFF))
 
 
 def _packed_nan_7fff(src, out, fmt):

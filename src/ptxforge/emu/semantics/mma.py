@@ -238,10 +238,9 @@ def dot_tensor_core(A, B, C, emin_ab: int = -126, block: int = TC_BLOCK, bits: i
             top = exps.max(-1, keepdims=True)
             scale = np.exp2(np.where(top == _NO_EXP, 0, bits - top).astype(np.float64))
             total = np.trunc(terms * scale).sum(-1) / scale[..., 0]
-            acc = decode(encode(total, out, rnd), out)
-        codes = encode(acc, out, rnd).astype(np.uint64)
-    if out is F16:
-        codes = np.where(np.isnan(acc), np.uint64(0x7FFF), codes)
+            codes = encode(total, out, rnd)
+            acc = decode(codes, out)
+        codes = codes.astype(np.uint64)
     if special.any():  # infinities and NaN follow IEEE rules: the exact path handles them
         codes = np.where(special, _dot_rn(A, B, C, out), codes)
     return codes
