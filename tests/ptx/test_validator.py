@@ -105,3 +105,19 @@ def test_cluster_directives_need_sm_90():
             "{\n\tret;\n}\n")
     (d,) = validate(pf.parse(text, filename="c.ptx"))
     assert (d.line, d.col) == (4, 1) and d.message == "k: .reqnctapercluster needs sm_90; this module targets sm_80"
+
+
+def test_labels_are_scoped_by_block_as_ptxas_scopes_them():
+    # the same label in sibling blocks and shadowing an outer one: ptxas accepts both
+    assert problems("\t{\nL:\n\tbra L;\n\t}\n\t{\nL:\n\tbra L;\n\t}\nL:\n\tret;") == []
+    # a label inside a block is not visible outside it or in a sibling (ptxas: "Unknown symbol")
+    assert only("\tbra IN;\n\t{\nIN:\n\tret;\n\t}") == (14, 6, "bra: branch to missing label 'IN'")
+    assert only("\t{\n\tbra IN;\n\t}\n\t{\nIN:\n\tret;\n\t}")[2] == "bra: branch to missing label 'IN'"
+    # one block's labels are visible in the blocks inside it, forward and backward
+    assert problems("\t{\nTOP:\n\t{\n\tbra TOP;\n\tbra END;\n\t}\nEND:\n\t}\n\tret;") == []
+    # a duplicate inside one block is still an error
+    assert only("\t{\nL:\nL:\n\t}\n\tret;")[2] == "label 'L' is already declared at line 15"
+
+
+def test_warp_sz_is_a_predefined_constant():
+    assert problems("\tmov.u32 \t%r1, WARP_SZ;\n\tadd.s32 \t%r2, %r1, WARP_SZ;\n\tret;") == []

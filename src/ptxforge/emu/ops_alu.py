@@ -78,36 +78,24 @@ def build_sub(ctx):
 
 
 def build_carry(ctx):
-    """add.cc / addc[.cc] / sub.cc / subc[.cc]: the carry flag lives in st.cc (per lane)."""
+    """add.cc / addc[.cc] / sub.cc / subc[.cc]: the carry flag lives in st.cc (per lane); subtraction is
+    a + ~b + (1 or CF), so one flag serves mixed add/sub chains as on the hardware."""
     ty = _ty(ctx, ".u32")
     ins = ctx.ins
     ops = ins.operands
     d, a, b = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty)
     use_in = ins.opcode in ("addc", "subc")
     set_out = ins.has("cc")
-    subtract = ins.opcode in ("sub", "subc")
-    bits = bits_of_type(ty)
-    mask = (1 << bits) - 1
-    wide = np.uint64 if bits == 32 else object
+    fn = _sem().sub_cc if ins.opcode in ("sub", "subc") else _sem().add_cc
+    t = ty[1:]
+    dt = _U[bits_of_type(ty)]
 
     def f(st, m):
-        x = np.asarray(a(st)).astype(wide)
-        y = np.asarray(b(st)).astype(wide)
-        cin = np.asarray(st.cc).astype(wide) if use_in else 0
-        if subtract:
-            r = x - y - cin if bits == 32 else (x - y - cin)
-            carry = (np.asarray(a(st)).astype(object) < np.asarray(b(st)).astype(object) + cin) \
-                if bits == 64 else (x < y + cin)
-            r = r & mask if bits == 64 else (r & np.uint64(mask))
-        else:
-            r = x + y + cin
-            carry = (r >> bits) & 1 if bits == 64 else (r >> np.uint64(bits)) & np.uint64(1)
-            r = r & mask if bits == 64 else (r & np.uint64(mask))
-        res = np.asarray(r).astype(_U[bits])
-        d(st, res, m)
+        r, carry = fn(*bc(a(st), b(st)), t, carry_in=np.asarray(st.cc) if use_in else None)
+        d(st, np.asarray(r).astype(dt, copy=False), m)
         if set_out:
-            c = np.asarray(carry).astype(bool)
-            st.cc = c if m is None else np.where(m, c, st.cc)
+            c = np.broadcast_to(np.asarray(carry, bool), np.shape(st.cc))
+            st.cc = c.copy() if m is None else np.where(m, c, st.cc)
     return _op(f)
 
 

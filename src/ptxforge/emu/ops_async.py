@@ -287,8 +287,10 @@ def build_mbarrier(ctx):
         space, addr = ctx.address(ops[0], sp)
         txr = ctx.read(ops[1], ".u32")
         sign = 1 if ins.has("expect_tx") else -1
-        return _op(lambda st, m: _mbar_update(st, m, space, addr, count=0,
-                                              tx=sign * np.asarray(txr(st), np.int64)) and None)
+
+        def transact(st, m):
+            _mbar_update(st, m, space, addr, count=0, tx=sign * np.asarray(txr(st), np.int64))
+        return _op(transact)
     if ins.has("arrive") or ins.has("arrive_drop"):
         d = ctx.write(ops[0], ".b64")
         space, addr = ctx.address(ops[1], sp)

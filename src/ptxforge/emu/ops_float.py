@@ -209,6 +209,7 @@ def build_cvt(ctx):
         cty = ts[0]
         b = srcs[1]
         c = srcs[2] if len(srcs) > 2 else None
+        d = ctx.write(ops[0], ".b32")  # the packed result fills a 32-bit register, whatever convertType is
         return _op(lambda st, m: d(st, np.asarray(pack(a(st), b(st), cty[1:], None if c is None else c(st)))
                                    .astype(np.uint32), m))
     fast = _fast_cvt(dty, sty, rnd, ftz, sat or satfinite or relu)

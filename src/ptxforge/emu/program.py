@@ -1,7 +1,9 @@
 """Lay out a module for execution: flatten function bodies, give every register a slot, every label a pc.
 
 The result (`Layout`) is pure bookkeeping; `compiler.py` turns its instructions into executable ops.
-Nested `{ }` blocks get their own register/param scopes (nvcc reuses names like `param0` per call site).
+Nested `{ }` blocks get their own register/param/label scopes (nvcc reuses names like `param0` per call site,
+and inline asm such as an mbarrier wait loop expands the same label in every use): a name resolves to the
+innermost enclosing block that declares it, as ptxas resolves it.
 """
 
 from __future__ import annotations
@@ -169,17 +171,20 @@ class Layout:
                 fl.return_pvars.append(i)
                 scope[p.name] = Symbol("pvar", i, p.size, p.name)
         fl.entry = len(self.placed)
-        labels: dict[str, int] = {}
-        self._walk(f.body, fl, scope, labels)
+        self._walk(f.body, fl, scope)
         fl.end = len(self.placed)
         if fl.end == fl.entry or self.placed[-1].ins.opcode not in ("ret", "exit", "bra", "trap"):
             # falling off the end of a body returns
             self.placed.append(Placed(ir.Instruction("ret", (), ()), fl, scope))
             fl.end = len(self.placed)
-        fl.labels = labels
 
-    def _walk(self, body, fl: FunctionLayout, outer: dict, labels: dict) -> None:
+    def _walk(self, body, fl: FunctionLayout, outer: dict) -> None:
         scope = dict(outer)
+        # a block's labels are visible in the whole block (forward branches) and in blocks inside it;
+        # their pcs are filled in as the walk reaches them
+        for s in body:
+            if isinstance(s, ir.Label):
+                scope[s.name] = Symbol("label", -1, 0, s.name)
         for s in body:
             if isinstance(s, ir.RegisterDecl):
                 for name in s.declared():
@@ -189,11 +194,11 @@ class Layout:
             elif isinstance(s, ir.Variable):
                 self._declare(s, fl, scope)
             elif isinstance(s, ir.Label):
-                labels[s.name] = len(self.placed)
+                scope[s.name].value = len(self.placed)
             elif isinstance(s, ir.Instruction):
                 self.placed.append(Placed(s, fl, scope))
             elif isinstance(s, ir.Block):
-                self._walk(s.body, fl, scope, labels)
+                self._walk(s.body, fl, scope)
             elif type(s).__name__ == "TargetList":  # `ts: .branchtargets L1, L2;` for brx.idx
                 fl.target_lists[s.name] = tuple(s.targets)
             # Loc, Pragma, CallPrototype: no effect on execution
@@ -248,8 +253,6 @@ class Layout:
             return Symbol("shared", self.shared[name], 0, name)
         if name in self.globals:
             return Symbol("global", self.globals[name], 0, name)
-        if name in placed.func.labels:
-            return Symbol("label", placed.func.labels[name], 0, name)
         if name in self.functions:
             return Symbol("func", 0, 0, name)
         return None

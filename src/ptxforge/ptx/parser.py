@@ -716,6 +716,8 @@ class Parser:
             return _Register(val, self.span(tok))
         if val[0] == ".":
             self.fail(tok, f"expected an operand, found '{val}'")
+        if val == "WARP_SZ":  # PTX's predefined constant (nvcc writes CUDA's warpSize as it)
+            return ir.Immediate(32, val, self.span(tok))
         return _Symbol(val, self.span(tok))
 
     def expr_rest(self, tok, parts):

@@ -85,16 +85,7 @@ class _Validator:
             self.directives(f)
         except ValueError:
             pass  # a bad target is reported once, by check_target
-        labels: dict[str, ir.Span] = {}
-        self.collect_labels(f.body, labels)
-        self.labels = labels
         self.prototypes = {s.name for s in _walk(f.body) if isinstance(s, ir.CallPrototype | ir.TargetList)}
-        for s in _walk(f.body):
-            if isinstance(s, ir.TargetList):
-                known = labels if s.directive == ".branchtargets" else self.globals
-                for t in s.targets:
-                    if t not in known:
-                        self.report(s.span, f"{s.directive}: '{t}' is not declared")
         regs: dict[str, str] = {}
         symbols = set(self.globals)
         for p in f.params + f.returns:
@@ -102,21 +93,21 @@ class _Validator:
                 regs[p.name] = p.type
             else:
                 symbols.add(p.name)
+        self.labels = ChainMap()
         self.block(f.body, ChainMap(regs), symbols)
 
-    def collect_labels(self, body, labels: dict) -> None:
-        for s in body:
-            if isinstance(s, ir.Label):
-                self.duplicate(labels, s.name, s.span, "label")
-            elif isinstance(s, ir.Block):
-                self.collect_labels(s.body, labels)
-
     def block(self, body, regs: ChainMap, symbols: set) -> None:
+        """Check one `{ }` scope: its registers, variables and labels are visible in it and in the blocks
+        inside it (a label too: ptxas resolves a branch to the innermost enclosing block's label)."""
         local: dict[str, ir.Span] = {}
+        labels: dict[str, ir.Span] = {}
+        self.labels = self.labels.new_child(labels)
         symbols = set(symbols)
         for s in body:
             t = type(s)
-            if t is ir.RegisterDecl:
+            if t is ir.Label:
+                self.duplicate(labels, s.name, s.span, "label")
+            elif t is ir.RegisterDecl:
                 for name in s.declared():
                     self.duplicate(local, name, s.span, "register")
                     regs.maps[0][name] = s.type
@@ -132,6 +123,15 @@ class _Validator:
                 self.instruction(s, regs, symbols)
             elif t is ir.Block:
                 self.block(s.body, regs.new_child(), symbols)
+            elif t is ir.TargetList and s.directive == ".branchtargets":
+                for name in s.targets:
+                    if name not in self.labels:
+                        self.report(s.span, f".branchtargets: '{name}' is not declared")
+            elif t is ir.TargetList:
+                for name in s.targets:
+                    if name not in self.globals:
+                        self.report(s.span, f"{s.directive}: '{name}' is not declared")
+        self.labels = self.labels.parents
 
     def instruction(self, ins: ir.Instruction, regs: ChainMap, symbols: set) -> None:
         if ins.guard is not None:

@@ -7,7 +7,8 @@ keyword arguments named as in PTX (rnd='rn'|'rz'|'rm'|'rp', ftz, sat, relu, satf
 
 Modules
 - integer:    add sub (sat, u16x2/s16x2), add_cc sub_cc (carry chains: returns (d, carry_out); sub's
-              flag is the borrow), mul (mode lo|hi|wide), mad (lo|hi|wide, sat, cc, carry_in),
+              flag is the carry of a + ~b + 1, i.e. 1 when no borrow, as the hardware keeps it),
+              mul (mode lo|hi|wide), mad (lo|hi|wide, sat, cc, carry_in),
               mul24 mad24, sad, div rem, min max (relu, 16x2), abs neg, dp4a dp2a
 - bitops:     and_ or_ xor not_ cnot, lop3 (bool_op, q -> (d, p)), shl shr, shf (direction l|r,
               mode clamp|wrap), bfe bfi brev prmt (mode None|f4e|b4e|rc8|ecl|ecr|rc16), popc clz

@@ -118,20 +118,17 @@ def add_cc(a, b, ty="u32", carry_in=None):
 
 
 def sub_cc(a, b, ty="u32", carry_in=None):
-    """sub.cc / subc / subc.cc: d = a - (b + CF); carry_out is the borrow (a < b + CF).
+    """sub.cc / subc / subc.cc: d = a + ~b + 1 (sub.cc) or a + ~b + CF (subc); carry_out is the carry of
+    that sum, so CC.CF = 1 when no borrow occurs (a >= b for sub.cc), as ptxas's IADD3.X computes it.
 
-    PTX defines subc as a - (b + CC.CF), so within a subtraction chain CC.CF carries the borrow.
+    One flag serves add and subtract chains alike: addc after sub.cc adds that "no borrow" bit.
     """
     t, w, _ = _info(ty)
-    ua, ub = T.raw(a, w), T.raw(b, w)
-    d1 = ua - ub
-    b1 = ua < ub
+    ub = T.raw(b, w)
+    nb = ~ub
     if carry_in is None:
-        return d1, b1
-    cin = np.asarray(carry_in, bool)
-    d2 = d1 - cin.astype(T.udtype(w))
-    b2 = cin & (d1 == 0)
-    return d2.astype(T.udtype(w)), b1 | b2
+        carry_in = np.ones(np.shape(ub), bool)
+    return add_cc(a, nb, ty, carry_in)
 
 
 # --------------------------------------------------------------------------- mul / mad
