@@ -2,6 +2,8 @@
 DeepEP- and DeepGEMM-style inline asm, curand, warp intrinsics): each kernel is minimal hand-written PTX and
 each expected value was read off ptxas 13.0's SASS for the same kernel (sm_90a), where ptxas folds it."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -184,3 +186,54 @@ def test_mbarrier_expect_tx_by_every_lane():
   add.u64 %rd3, %rd0, %rd3;
   st.global.u32 [%rd3], %r4;"""
     assert run(body, 64, block=64).tolist() == [1] * 64  # 64 x 4 bytes expected and completed: phase 0 done
+
+
+# ---------------------------------------------------------------- .reg parameters of .func
+
+REG_FUNCS = """.func (.reg .b32 r) f(.reg .b32 a, .reg .b32 b)
+{
+  add.u32 r, a, b;
+  mul.lo.u32 r, r, 3;
+  ret;
+}
+.func (.reg .b64 s) g(.reg .b64 x)
+{
+  add.u64 s, x, 1;
+  ret;
+}
+.func (.reg .b32 r) fact(.reg .b32 n)
+{
+  .reg .pred %q;
+  .reg .b32 %t;
+  setp.le.u32 %q, n, 1;
+  @%q bra BASE;
+  sub.u32 %t, n, 1;
+  call (%t), fact, (%t);
+  mul.lo.u32 r, %t, n;
+  ret;
+BASE:
+  mov.u32 r, 1;
+  ret;
+}
+"""
+
+
+def test_reg_params_and_results_take_registers_and_immediates():
+    body = PRELUDE + """  mov.u32 %r1, 5;
+  mov.u32 %r2, 7;
+  call (%r3), f, (%r1, %r2);
+  call (%r4), f, (%r3, 1);
+  mov.u64 %rd1, 41;
+  call (%rd2), g, (%rd1);
+  cvt.u32.u64 %r5, %rd2;
+  st.global.v4.u32 [%rd0], {%r3, %r4, %r5, %r5};"""
+    assert run(body, 4, decls=REG_FUNCS).tolist() == [36, 111, 42, 42]  # ptxas: UIADD3/UIMAD on 5, 7 and 1
+
+
+def test_recursive_function_with_reg_params_keeps_each_frame():
+    body = PRELUDE + """  mov.u32 %r1, %tid.x;
+  call (%r2), fact, (%r1);
+  mul.wide.u32 %rd1, %r1, 4;
+  add.u64 %rd1, %rd0, %rd1;
+  st.global.u32 [%rd1], %r2;"""
+    assert run(body, 13, block=13, decls=REG_FUNCS).tolist() == [math.factorial(i) for i in range(13)]

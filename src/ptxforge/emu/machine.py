@@ -722,9 +722,17 @@ class Machine:
                 if arr is None or arr.shape[0] < D:
                     arr = saves[("p", pv)] = np.zeros((D, st.N, self.layout.pvar_sizes[pv]), np.uint8)
                 arr[d, lanes] = st.pvars[pv][lanes]
-        for src, dst in zip(info.arg_pvars, callee.param_pvars, strict=False):
-            n = min(st.pvars[src].shape[1], st.pvars[dst].shape[1])
-            st.pvars[dst][lanes, :n] = st.pvars[src][lanes, :n]
+        # arguments are read before any of the callee's registers change (a .reg formal may be the caller's
+        # own register in a recursive call)
+        values = [None if r is None else np.broadcast_to(np.asarray(r(st)), (st.N,))[lanes]
+                  for r in (info.arg_readers or ())]
+        for i, (src, dst) in enumerate(zip(info.arg_pvars, callee.param_pvars, strict=False)):
+            slot = callee.param_regs[i] if i < len(callee.param_regs) else None
+            if slot is not None and i < len(values) and values[i] is not None:
+                _store_lanes(st, slot, lanes, values[i])
+            elif src is not None:
+                n = min(st.pvars[src].shape[1], st.pvars[dst].shape[1])
+                st.pvars[dst][lanes, :n] = st.pvars[src][lanes, :n]
         self.retstack[d, lanes] = P + 1
         self.top_ret[lanes] = P + 1
         self.depth[lanes] = d + 1
@@ -746,6 +754,7 @@ class Machine:
         self.depth[lanes] = d
         rp = self.retstack[d, lanes]
         self.top_ret[lanes] = np.where(d > 0, self.retstack[np.maximum(d - 1, 0), lanes], -1)
+        results = [None if r is None else np.broadcast_to(st.regs[r], (st.N,)).copy() for r in callee.return_regs]
         if callee.recursive:
             saves = self.saves.get(callee.name, {})
             for (kind, s), arr in saves.items():
@@ -758,7 +767,18 @@ class Machine:
         for u in np.unique(rp):  # after the restore: results must survive it
             sub = lanes[rp == u]
             call = self.ops[int(u) - 1].extra
-            for src, dst in zip(callee.return_pvars, call.ret_pvars, strict=False):
+            writers = call.ret_writers or ()
+            for i, (src, dst) in enumerate(zip(callee.return_pvars, call.ret_pvars, strict=False)):
+                if results[i] is not None and i < len(writers) and writers[i] is not None:
+                    mask = np.zeros(st.N, bool)
+                    mask[sub] = True
+                    writers[i](st, results[i], mask)
+                    continue
+                if results[i] is not None:  # a .reg result into the caller's .param variable
+                    raw = np.ascontiguousarray(results[i]).view(np.uint8).reshape(st.N, -1)
+                    n = min(raw.shape[1], st.pvars[dst].shape[1])
+                    st.pvars[dst][sub, :n] = raw[sub, :n]
+                    continue
                 n = min(st.pvars[src].shape[1], st.pvars[dst].shape[1])
                 st.pvars[dst][sub, :n] = st.pvars[src][sub, :n]
             st.fb[sub] -= call.caller.frame_size
@@ -829,3 +849,10 @@ class Machine:
         msg = f"{op.where}: {op.text}: {e.args[0]} by {where}"
         return MemoryFault(msg, kind=e.kind, address=e.address, size=e.size, thread=thread, block=block,
                            ptx_line=op.line, instruction=op.text)
+
+
+def _store_lanes(st, slot: int, lanes, values) -> None:
+    """Set register `slot` to `values` on `lanes` (registers may be held as one uniform scalar)."""
+    full = np.broadcast_to(st.regs[slot], (st.N,)).copy()
+    full[lanes] = np.asarray(values).astype(full.dtype, copy=False)
+    st.regs[slot] = full

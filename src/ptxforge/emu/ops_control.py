@@ -28,6 +28,10 @@ class CallInfo:
     ret_pvars: list  # caller-side pvar indices receiving the results
     caller: object  # FunctionLayout of the caller
     indirect: object = None  # reader of a function address for indirect calls
+    # for a callee's `.reg` params / return values: per position a reader of the argument (or None) and a
+    # writer of the caller's destination register (or None)
+    arg_readers: list = None
+    ret_writers: list = None
 
 
 @dataclass
@@ -105,13 +109,11 @@ def build_call(ctx):
         if not isinstance(sym, Symbol) or sym.kind != "pvar":
             raise ctx.error(f"call argument {getattr(o, 'name', o)} is not a .param variable")
         return sym.value
-    arg_pvars = [pv(o) for o in args]
-    ret_pvars = [pv(o) for o in rets]
     layout = ctx.layout
     name = getattr(target, "name", None)
     hit = ctx.lookup(name) if name else None
     if isinstance(hit, tuple):  # indirect call through a register
-        return c.Op(c.CALL, extra=CallInfo(None, arg_pvars, ret_pvars, ctx.placed.func,
+        return c.Op(c.CALL, extra=CallInfo(None, [pv(o) for o in args], [pv(o) for o in rets], ctx.placed.func,
                                           indirect=ctx.read(target, ".u64")))
     callee = layout.functions.get(name)
     if callee is None:
@@ -120,8 +122,24 @@ def build_call(ctx):
         fn = builtins.lookup(name)
         if fn is None:
             raise ctx.error(f"call to external function {name}, which the emulator does not provide")
-        return c.Op(c.NORMAL, fn=builtins.bind(fn, ctx, arg_pvars, ret_pvars))
-    return c.Op(c.CALL, extra=CallInfo(callee, arg_pvars, ret_pvars, ctx.placed.func))
+        return c.Op(c.NORMAL, fn=builtins.bind(fn, ctx, [pv(o) for o in args], [pv(o) for o in rets]))
+    formals, results = callee.func.params, callee.func.returns
+    if len(args) != len(formals) or len(rets) != len(results):
+        raise ctx.error(f"call to {name} passes {len(args)} argument(s) and {len(rets)} result(s); "
+                        f"it takes {len(formals)} and returns {len(results)}")
+    # a .reg formal takes any value (register, immediate, .param variable); a .param one a .param variable
+    arg_readers = [ctx.read(o, p.type) if p.space == ".reg" else None for o, p in zip(args, formals, strict=True)]
+    arg_pvars = [None if p.space == ".reg" else pv(o) for o, p in zip(args, formals, strict=True)]
+    ret_writers = [ctx.write(o, p.type) if p.space == ".reg" and not _is_pvar(ctx, o) else None
+                   for o, p in zip(rets, results, strict=True)]
+    ret_pvars = [pv(o) if w is None else None for o, w in zip(rets, ret_writers, strict=True)]
+    return c.Op(c.CALL, extra=CallInfo(callee, arg_pvars, ret_pvars, ctx.placed.func,
+                                      arg_readers=arg_readers, ret_writers=ret_writers))
+
+
+def _is_pvar(ctx, o) -> bool:
+    sym = ctx.lookup(o.name) if isinstance(o, ir.Symbol | ir.Register) else None
+    return isinstance(sym, Symbol) and sym.kind == "pvar"
 
 
 def build_bar(ctx):

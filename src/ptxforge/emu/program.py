@@ -48,6 +48,9 @@ class FunctionLayout:
     pvars: list[int] = field(default_factory=list)  # per-lane param storage owned by this function
     param_pvars: list[int] = field(default_factory=list)  # formal params, in order
     return_pvars: list[int] = field(default_factory=list)
+    # per formal param / return value: its register slot when it is a `.reg` one, else None (a .param)
+    param_regs: list = field(default_factory=list)
+    return_regs: list = field(default_factory=list)
     frame_size: int = 0  # bytes of .local variables
     target_lists: dict = field(default_factory=dict)  # .branchtargets name -> label names
     recursive: bool = False
@@ -165,11 +168,15 @@ class Layout:
                 i = self._new_pvar(p.size)
                 fl.pvars.append(i)
                 fl.param_pvars.append(i)
-                scope[p.name] = Symbol("pvar", i, p.size, p.name)
+                fl.param_regs.append(self._formal_reg(p, fl, scope))
+                if p.space != ".reg":
+                    scope[p.name] = Symbol("pvar", i, p.size, p.name)
             for p in f.returns:
                 i = self._new_pvar(p.size)
                 fl.return_pvars.append(i)
-                scope[p.name] = Symbol("pvar", i, p.size, p.name)
+                fl.return_regs.append(self._formal_reg(p, fl, scope))
+                if p.space != ".reg":
+                    scope[p.name] = Symbol("pvar", i, p.size, p.name)
         fl.entry = len(self.placed)
         self._walk(f.body, fl, scope)
         fl.end = len(self.placed)
@@ -177,6 +184,15 @@ class Layout:
             # falling off the end of a body returns
             self.placed.append(Placed(ir.Instruction("ret", (), ()), fl, scope))
             fl.end = len(self.placed)
+
+    def _formal_reg(self, p: ir.Param, fl: FunctionLayout, scope: dict):
+        """A `.reg` parameter or return value is a register of the function; None for a .param one."""
+        if p.space != ".reg":
+            return None
+        slot = self._new_reg(p.type)
+        fl.reg_slots.append(slot)
+        scope[p.name] = ("reg", slot)
+        return slot
 
     def _walk(self, body, fl: FunctionLayout, outer: dict) -> None:
         scope = dict(outer)
