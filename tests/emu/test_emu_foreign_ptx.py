@@ -237,3 +237,27 @@ def test_recursive_function_with_reg_params_keeps_each_frame():
   add.u64 %rd1, %rd0, %rd1;
   st.global.u32 [%rd1], %r2;"""
     assert run(body, 13, block=13, decls=REG_FUNCS).tolist() == [math.factorial(i) for i in range(13)]
+
+
+# ---------------------------------------------------------------- a register plus a constant as a source
+
+@pytest.mark.parametrize("ins,expect", [
+    # each value read off ptxas's SASS (it folds t = 40, %r1 = 3)
+    ("st.global.u64 [%rd0], t+2;", 42),
+    ("st.global.u64 [%rd0], t+0x10;", 56),
+    ("st.global.u64 [%rd0], t+2+3;", 45),
+    ("st.global.u64 [%rd0], t+-2;", 38),
+    ("st.global.u64 [%rd0], %r1+2;", 5),  # a 32-bit register into a 64-bit store: zero-extended
+    ("add.u64 d, 1, t+2; st.global.u64 [%rd0], d;", 43),
+    ("mad.lo.u64 d, t+1, t, 0; st.global.u64 [%rd0], d;", 1640),
+    ("add.u64 d, t+2, t+3; st.global.u64 [%rd0], d;", 85),
+    ("add.u32 %r1, %r1+0x7fffffff, 0; st.global.u32 [%rd0], %r1;", 0x80000002),  # wraps at 32 bits
+])
+def test_register_plus_immediate_source(ins, expect):
+    body = f"""  .reg .b64 t, d, %rd0;
+  .reg .b32 %r1;
+  ld.param.u64 %rd0, [p];
+  mov.u64 t, 40;
+  mov.u32 %r1, 3;
+  {ins}"""
+    assert run(body, 1, dtype=np.uint64)[0] == expect

@@ -121,3 +121,15 @@ def test_labels_are_scoped_by_block_as_ptxas_scopes_them():
 
 def test_warp_sz_is_a_predefined_constant():
     assert problems("\tmov.u32 \t%r1, WARP_SZ;\n\tadd.s32 \t%r2, %r1, WARP_SZ;\n\tret;") == []
+
+
+def test_register_plus_immediate_as_ptxas_takes_it():
+    assert problems("\tadd.s64 \t%rd1, %rd2+8, 1;\n\tst.global.u64 \t[%rd1], %rd2+-2;\n\tret;") == []
+    # ptxas 13.0 crashes on a float one and rejects one in a vector; `%rd2-2` is its syntax error
+    assert "needs an integer type, not .f32" in only("\tadd.f32 \t%f1, %f2+1, %f3;\n\tret;")[2]
+    assert "vector element" in only("\tst.global.v2.u64 \t[%rd1], {%rd2+1, %rd3};\n\tret;")[2]
+    with pytest.raises(pf.PTXSyntaxError):
+        module(REGS + "\n\tst.global.u64 \t[%rd1], %rd2-2;\n\tret;")
+    m = module(REGS + "\n\tst.global.u64 \t[%rd1], %rd2+2+3;\n\tret;")
+    assert pf.parse(m.to_ptx(canonical=True), "v.ptx") == m
+    assert "%rd2+5" in m.to_ptx(canonical=True)

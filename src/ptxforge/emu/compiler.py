@@ -66,6 +66,8 @@ def _text(ins: ir.Instruction) -> str:
             ops.append("!" + _show(o.operand))
         elif isinstance(o, ir.Minus):
             ops.append("-" + _show(o.operand))
+        elif isinstance(o, ir.RegisterOffset):
+            ops.append(f"{o.register.name}+{o.offset}")
         else:
             ops.append(_show(o))
     g = ""

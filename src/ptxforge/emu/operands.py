@@ -125,6 +125,11 @@ class Ctx:
             return lambda st: ~inner(st)
         if isinstance(op, ir.Minus):
             raise self.error("a negated operand '-' is only valid in vmad")
+        if isinstance(op, ir.RegisterOffset):  # `%rd1+2`: added in the operand type, wrapping
+            reg = self.read(op.register, ty)
+            dt = _U[bits_of_type(ty)]
+            c = dt(op.offset & ((1 << bits_of_type(ty)) - 1))
+            return lambda st: (np.asarray(reg(st)).astype(dt, copy=False) + c).astype(dt, copy=False)
         if isinstance(op, ir.Immediate):
             c = immediate_bits(op, ty)
             return lambda st: c

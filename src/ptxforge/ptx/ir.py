@@ -174,6 +174,16 @@ class Minus:
 
 
 @dataclass(frozen=True, slots=True)
+class RegisterOffset:
+    """A register plus a constant as a source operand, `%rd1+2` (ptxas adds it in the operand's integer
+    type, wrapping; written `+N`, `+-N` or `+N+M`, never `-N`)."""
+
+    register: Register
+    offset: int
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
 class PredPair:
     """A destination pair `%r1|%p2` (a value and a predicate, as shfl and setp write)."""
 
@@ -245,7 +255,7 @@ def split_selector(name: str) -> tuple[str, str | None]:
 
 Operand = Union[
     Register, SpecialRegister, Immediate, Symbol, Sink, Negated, Minus, PredPair, Vector, Address,
-    AddressList, ParenList, Expr,
+    AddressList, ParenList, Expr, RegisterOffset,
 ]
 
 

@@ -664,6 +664,11 @@ class Parser:
                 return ir.PredPair(op, second, self.span(tok))
             if nxt in "+-" and nxt and isinstance(op, ir.Symbol):
                 return self.expr_rest(tok, [val])
+            if nxt == "+" and isinstance(op, ir.Register):
+                offset = 0
+                while self.accept("+"):
+                    offset += self.integer("an integer after '+'")
+                return ir.RegisterOffset(op, offset, self.span(tok))
             return op
         if kind == "num":
             self.i += 1

@@ -355,4 +355,6 @@ def operand_text(o) -> str:
         return "(" + ", ".join(operand_text(e) for e in o.items) + ")"
     if t is ir.Expr:
         return o.text
+    if t is ir.RegisterOffset:
+        return f"{o.register.name}+{o.offset}"
     raise TypeError(f"cannot print operand {o!r}")

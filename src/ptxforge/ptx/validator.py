@@ -183,5 +183,7 @@ def _leaves(operands):
             yield from _leaves(op.items)
         elif t is ir.Negated or t is ir.Minus:
             yield from _leaves((op.operand,))
+        elif t is ir.RegisterOffset:
+            yield op.register
         elif t is ir.PredPair:
             yield from _leaves((op.first, op.second))

@@ -273,6 +273,11 @@ class _Ctx:
     def scalar(self, op, want: str, relaxed: bool, pos: int) -> list[Problem]:
         if isinstance(op, ir.Minus):
             op = op.operand
+        if isinstance(op, ir.RegisterOffset):
+            if kind(want) not in ("b", "s", "u"):  # ptxas 13.0 crashes on a float one
+                return [(op.span, f"{self.mn}: operand {pos} adds a constant to a register, which needs an "
+                                  f"integer type, not {want}")]
+            op = op.register
         if isinstance(op, ir.Negated):
             if want != ".pred":
                 return [(op.span, f"{self.mn}: operand {pos} is negated with '!', which needs a predicate")]
@@ -306,6 +311,9 @@ class _Ctx:
         out: list[Problem] = []
         sizes = set()
         for e in op.elements:
+            if isinstance(e, ir.RegisterOffset):  # ptxas: a syntax error
+                out.append((e.span, f"{self.mn}: a vector element cannot add a constant to a register"))
+                continue
             out += self.scalar(e, want, relaxed, pos)
             if isinstance(e, ir.Register) and self.regs.get(e.name) in ALL_TYPES:
                 sizes.add(type_bits(self.regs[e.name]))
