@@ -261,3 +261,56 @@ def test_register_plus_immediate_source(ins, expect):
   mov.u32 %r1, 3;
   {ins}"""
     assert run(body, 1, dtype=np.uint64)[0] == expect
+
+
+# ---------------------------------------------------------------- vector registers
+
+def test_vector_registers_load_move_access_and_store():
+    # the values ptxas's SASS computes for this kernel: {1,2,3,4} loaded; %v.x = 3 + 4; %w.a = %h.w + %h.r
+    body = """  .reg .v4 .u32 %v, %w;
+  .reg .v2 .u64 %d;
+  .reg .v4 .u16 %h;
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd0, [p];
+  ld.global.v4.u32 %v, [%rd0];
+  mov.v4.u32 %w, %v;
+  add.u32 %r1, %w.x, %w.y;
+  add.u32 %r2, %v.z, %v.w;
+  mov.u32 %v.x, %r2;
+  mov.v4.u16 %h, {1, 2, 3, 4};
+  cvt.u32.u16 %r3, %h.w;
+  cvt.u32.u16 %r4, %h.r;
+  add.u32 %r3, %r3, %r4;
+  mov.u32 %w.a, %r3;
+  st.global.v4.u32 [%rd0+16], %v;
+  st.global.v4.u32 [%rd0+32], %w;
+  mov.v2.u64 %d, {7, 9};
+  st.global.v2.u64 [%rd0+48], %d;
+  st.global.v4.u16 [%rd0+64], %h;
+  st.global.u32 [%rd0+72], %r1;
+  mov.v2.u64 %d, {%d.y, %d.x};
+  st.global.v2.u64 [%rd0+80], %d;"""
+    text = HEAD + ".visible .entry k(.param .u64 p)\n{\n" + body + "\n}\n"
+    out = np.zeros(24, np.uint32)
+    out[:4] = [1, 2, 3, 4]
+    pf.parse(text).kernel("k").launch(grid=(1,), block=(1,), args=[out], device="emu")
+    assert out[4:8].tolist() == [7, 2, 3, 4]
+    assert out[8:12].tolist() == [1, 2, 3, 5]
+    assert out[12:16].tolist() == [7, 0, 9, 0]
+    assert out[16:18].tolist() == [0x00020001, 0x00040003]  # four 16-bit elements, not 4-bit fields
+    assert out[18] == 3
+    assert out[20:24].tolist() == [9, 0, 7, 0]  # a swap reads both sources before writing
+
+
+def test_mov_vector_from_a_scalar_unpacks_its_bits_zero_extended():
+    # ptxas 13.0 compiles mov.v4.s32 %w, 0x80ff7f01 to the elements 1, 0x7f, 0xff, 0x80 (PRMT byte extracts)
+    body = """  .reg .v4 .s32 %w;
+  .reg .v2 .u64 %d;
+  .reg .b64 %rd0;
+  ld.param.u64 %rd0, [p];
+  mov.v4.s32 %w, 0x80ff7f01;
+  st.global.v4.u32 [%rd0], %w;
+  mov.v2.u64 %d, 5;
+  st.global.v2.u64 [%rd0+16], %d;"""
+    assert run(body, 8).tolist() == [1, 0x7F, 0xFF, 0x80, 5, 0, 0, 0]

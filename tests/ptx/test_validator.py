@@ -133,3 +133,16 @@ def test_register_plus_immediate_as_ptxas_takes_it():
     m = module(REGS + "\n\tst.global.u64 \t[%rd1], %rd2+2+3;\n\tret;")
     assert pf.parse(m.to_ptx(canonical=True), "v.ptx") == m
     assert "%rd2+5" in m.to_ptx(canonical=True)
+
+
+def test_vector_registers_as_ptxas_checks_them():
+    decl = "\t.reg .v4 .u32 \t%v, %w;\n\t.reg .v2 .u64 \t%d;\n"
+    ok = ("\tld.global.v4.u32 \t%v, [%rd1];\n\tmov.v4.u32 \t%w, %v;\n\tadd.u32 \t%r1, %v.x, %w.a;\n"
+          "\tmov.v4.u32 \t%w, %r1;\n\tmov.v2.u64 \t%d, {%d.y, %d.x};\n\tst.global.v4.u32 \t[%rd1], %w;\n\tret;")
+    assert problems(decl + ok) == []
+    # each of these is an error for ptxas 13.0 too
+    assert "is a vector" in only(decl + "\tadd.u32 \t%r1, %v, 1;\n\tret;")[2]
+    assert "'%d.z' is not declared" in only(decl + "\tmov.u64 \t%rd1, %d.z;\n\tret;")[2]
+    assert "has 3 elements" in only(decl + "\tmov.v4.u32 \t%w, {1, 2, 3};\n\tret;")[2]
+    m = module(REGS + "\n" + decl + ok)
+    assert pf.parse(m.to_ptx(canonical=True), "v.ptx") == m

@@ -399,6 +399,19 @@ def build_mov(ctx):
     ops = ctx.ins.operands
     dst, src = ops[0], ops[1]
     bits = bits_of_type(ty)
+    if isinstance(dst, ir.Vector) and ctx.ins.has(f"v{len(dst.elements)}"):  # mov.v4.u32 %v, {a, b, c, d}
+        if not isinstance(src, ir.Vector):
+            return _mov_vector_unpack(ctx, dst, src, ty)
+        srcs = src.elements
+        if len(srcs) != len(dst.elements):
+            raise ctx.error(f"{ctx.ins.mnemonic} needs a source vector of {len(dst.elements)} elements")
+        moves = [(ctx.write(e, ty), ctx.read(s, ty)) for e, s in zip(dst.elements, srcs, strict=True)]
+
+        def mov_vector(st, m):
+            values = [r(st) for _, r in moves]  # all read before any is written (mov.v2 %v, {%v.y, %v.x})
+            for (w, _), v in zip(moves, values, strict=True):
+                w(st, v, m)
+        return _op(mov_vector)
     if isinstance(src, ir.Vector):  # pack
         n = len(src.elements)
         eb = bits // n
@@ -427,6 +440,24 @@ def build_mov(ctx):
         return _op(unpack)
     d, a = ctx.write(dst, ty), ctx.read(src, ty)
     return _op(lambda st, m: d(st, a(st), m))
+
+
+def _mov_vector_unpack(ctx, dst, src, ty):
+    """mov.v4.u32 %v, %r1: the scalar's bits split into one field per element, low field first, each
+    zero-extended (ptxas 13.0: PRMT byte extracts, also for .s32)."""
+    bits = bits_of_type(ty)
+    n = len(dst.elements)
+    eb = bits // n
+    a = ctx.read(src, ty)
+    ws = [ctx.write(e, ty) for e in dst.elements]
+    dt = _U[bits]
+    field = dt((1 << eb) - 1)
+
+    def unpack(st, m):
+        v = np.asarray(a(st)).astype(dt, copy=False)
+        for i, w in enumerate(ws):
+            w(st, (v >> dt(i * eb)) & field, m)
+    return _op(unpack)
 
 
 def build_selp(ctx):

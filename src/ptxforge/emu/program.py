@@ -28,6 +28,11 @@ def storage_dtype(ty: str):
     return np.dtype(_UDT[max(8, bits)])
 
 
+def _vector_width(scope: dict, name: str) -> int | None:
+    hit = scope.get(name)
+    return hit.value if isinstance(hit, Symbol) and hit.kind == "vreg" else None
+
+
 @dataclass
 class Symbol:
     """What a name means inside a function: kind in kparam/pvar/shared/global/local/func/label."""
@@ -204,6 +209,14 @@ class Layout:
         for s in body:
             if isinstance(s, ir.RegisterDecl):
                 for name in s.declared():
+                    if s.vector:  # a vector register is its element registers
+                        scope[name] = Symbol("vreg", s.vector, 0, name)
+                        for e, alias in zip(ir.vector_elements(name, s.vector), ir.VECTOR_COMPONENT_ALIASES,
+                                            strict=False):
+                            slot = self._new_reg(s.type)
+                            fl.reg_slots.append(slot)
+                            scope[e] = scope[name + "." + alias] = ("reg", slot)
+                        continue
                     slot = self._new_reg(s.type)
                     fl.reg_slots.append(slot)
                     scope[name] = ("reg", slot)
@@ -212,7 +225,8 @@ class Layout:
             elif isinstance(s, ir.Label):
                 scope[s.name].value = len(self.placed)
             elif isinstance(s, ir.Instruction):
-                self.placed.append(Placed(s, fl, scope))
+                self.placed.append(Placed(ir.expand_vector_registers(s, lambda n: _vector_width(scope, n)), fl,
+                                          scope))
             elif isinstance(s, ir.Block):
                 self._walk(s.body, fl, scope)
             elif type(s).__name__ == "TargetList":  # `ts: .branchtargets L1, L2;` for brx.idx

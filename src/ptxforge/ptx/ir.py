@@ -259,6 +259,32 @@ Operand = Union[
 ]
 
 
+# A vector register `.reg .v4 .u32 %v` is its elements %v.x %v.y %v.z %v.w (also spelled .r .g .b .a).
+VECTOR_COMPONENTS = ("x", "y", "z", "w")
+VECTOR_COMPONENT_ALIASES = ("r", "g", "b", "a")
+
+
+def vector_elements(name: str, n: int) -> tuple[str, ...]:
+    """The element register names of an n-element vector register."""
+    return tuple(f"{name}.{c}" for c in VECTOR_COMPONENTS[:n])
+
+
+def expand_vector_registers(ins: Instruction, width) -> Instruction:
+    """`ins` with every whole vector register operand written out as a braced vector of its elements,
+    so `ld.global.v4.u32 %v, [p]` reads as `ld.global.v4.u32 {%v.x, %v.y, %v.z, %v.w}, [p]`.
+    `width(name)` gives a vector register's element count, or None for any other name."""
+    changed = False
+    ops = []
+    for op in ins.operands:
+        if type(op) is Register:
+            n = width(op.name)
+            if n:
+                op = Vector(tuple(Register(e, op.span) for e in vector_elements(op.name, n)), op.span)
+                changed = True
+        ops.append(op)
+    return dataclasses.replace(ins, operands=tuple(ops)) if changed else ins
+
+
 # --------------------------------------------------------------------------- statements in bodies
 
 

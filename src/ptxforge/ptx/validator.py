@@ -94,6 +94,7 @@ class _Validator:
             else:
                 symbols.add(p.name)
         self.labels = ChainMap()
+        self.vectors: dict[str, int] = {}  # vector registers (.reg .v4 .u32 %v) -> element count
         self.block(f.body, ChainMap(regs), symbols)
 
     def block(self, body, regs: ChainMap, symbols: set) -> None:
@@ -111,6 +112,11 @@ class _Validator:
                 for name in s.declared():
                     self.duplicate(local, name, s.span, "register")
                     regs.maps[0][name] = s.type
+                    if s.vector:
+                        self.vectors[name] = s.vector
+                        for e, alias in zip(ir.vector_elements(name, s.vector), ir.VECTOR_COMPONENT_ALIASES,
+                                            strict=False):
+                            regs.maps[0][e] = regs.maps[0][name + "." + alias] = s.type
             elif t is ir.Variable:
                 self.duplicate(local, s.name, s.span, "variable")
                 if s.space == ".reg":
@@ -134,6 +140,8 @@ class _Validator:
         self.labels = self.labels.parents
 
     def instruction(self, ins: ir.Instruction, regs: ChainMap, symbols: set) -> None:
+        if self.vectors:
+            ins = ir.expand_vector_registers(ins, self.vectors.get)
         if ins.guard is not None:
             ty = regs.get(ins.guard.predicate)
             if ty is None:

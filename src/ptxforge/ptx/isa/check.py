@@ -265,7 +265,7 @@ class _Ctx:
             if role.vector:
                 return [(op.span, f"{self.mn}: operand {pos} is a vector, but the instruction has no .v2/.v4/.v8")]
             return [(op.span, f"{self.mn}: operand {pos} is a vector, expected a {want} value")]
-        if role.vector and self.vec and not isinstance(op, ir.Sink):
+        if role.vector and self.vec and not isinstance(op, ir.Sink) and not role.pack:
             return [(op.span, f"{self.mn}: operand {pos} must be a vector of {self.vec} elements for "
                               f".v{self.vec}")]
         return self.scalar(op, want, relaxed, pos)

@@ -88,8 +88,10 @@ DST_CTA = gate("shared::cta&global&mbarrier::complete_tx::bytes", "destination .
 
 SPECS = [
     # ------------------------------------------------------------------ moves and loads/stores
-    fam("mov", "Tp, Tp", types=_set(".pred .b16 .b32 .b64 .b128 .u16 .u32 .u64 .s16 .s32 .s64 .f32 .f64"),
-        ntypes=(1,), mods=_set(""), group="data", summary="move, or pack/unpack with braces",
+    fam("mov", [("v2|v4", "Tv, Tvp"), ("", "Tp, Tp")],
+        types=_set(".pred .b16 .b32 .b64 .b128 .u16 .u32 .u64 .s16 .s32 .s64 .f32 .f64"),
+        ntypes=(1,), mods=_set(".v2 .v4"), group="data",
+        summary="move, or pack/unpack with braces; .v2/.v4 move vector registers element by element",
         gates=(gate("b128", "type .b128", (8, 3), 70),)),
     fam("ld", "Tv, A, .b64?", types=LDST_TYPES, ntypes=(1,), mods=LDST_MODS, relaxed=True, group="data",
         needs=[(EVICT_L2, (".v4", ".v8"))],

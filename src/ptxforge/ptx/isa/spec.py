@@ -37,7 +37,8 @@ class Role:
     optional: bool = False
     pair: bool = False  # may be `x|%p`
     vector: bool = False  # may be a brace vector sized by .vN
-    pack: bool = False  # may be a brace vector packing the type (mov)
+    pack: bool = False  # may be a brace vector packing the type (mov); with `vector`: a scalar of the type
+    # whose bits unpack into the .vN elements (mov.v4.u32 %v, %r1)
 
 
 @dataclass(frozen=True, slots=True)
