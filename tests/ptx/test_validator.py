@@ -146,3 +146,40 @@ def test_vector_registers_as_ptxas_checks_them():
     assert "has 3 elements" in only(decl + "\tmov.v4.u32 \t%w, {1, 2, 3};\n\tret;")[2]
     m = module(REGS + "\n" + decl + ok)
     assert pf.parse(m.to_ptx(canonical=True), "v.ptx") == m
+
+
+def _module_text(decls: str) -> str:
+    return ".version 8.0\n.target sm_90a\n.address_size 64\n" + decls + "\n"
+
+
+@pytest.mark.parametrize("decls,message", [
+    # each one rejected by ptxas 13.0 ("Non-external variable 'x' has incomplete type", "Variable 'a' cannot be
+    # allocated in .param state space", "Parameter to entry function cannot be an incomplete array", ...)
+    (".global .b32 x[];", "variable 'x' has an incomplete type"),
+    (".const .b32 x[];", "variable 'x' has an incomplete type"),
+    (".visible .entry k() { .shared .b32 x[]; ret; }", "variable 'x' has an incomplete type"),
+    (".global .b32 x[2][];", "only the first array dimension can be unsized"),
+    (".visible .func f(.param .v2 .b32 a) { ret; }", "parameter 'a' cannot be a vector (.v2)"),
+    (".visible .entry k(.param .u32 a[]) { ret; }", "kernel parameter 'a' cannot be an unsized array"),
+    (".visible .entry k() .noreturn { ret; }", ".noreturn applies only to a .func"),
+])
+def test_declarations_ptxas_rejects(decls, message):
+    ps = validate(pf.parse(_module_text(decls), "d.ptx"))
+    assert len(ps) == 1 and message in ps[0].message, ps
+
+
+@pytest.mark.parametrize("decls", [
+    ".extern .global .b32 x[];", ".global .b32 x[] = {1, 2, 3};", ".extern .shared .align 16 .b8 dyn[];",
+    ".visible .func f() .noreturn { trap; }", ".global .v2 .b32 x;",
+])
+def test_declarations_ptxas_accepts(decls):
+    assert validate(pf.parse(_module_text(decls), "d.ptx")) == []
+
+
+@pytest.mark.parametrize("decls", [
+    ".visible .func f(.param .b32 .v2 a) { ret; }", ".global .b32 .v2 x;",
+    ".visible .entry k() { .reg .u32 .v4 %v; ret; }",
+])
+def test_vector_size_after_the_type_is_a_syntax_error(decls):
+    with pytest.raises(pf.PTXSyntaxError, match="must come before the type"):
+        pf.parse(_module_text(decls), "d.ptx")

@@ -361,6 +361,7 @@ class Parser:
                 self.i += 1
                 ty = v
             elif v in (".v2", ".v4", ".v8"):
+                self.vector_before_type(t, ty)
                 self.i += 1
                 vector = int(v[2:])
             elif ptr and v in (".global", ".shared", ".const", ".local", ".shared::cta", ".shared::cluster"):
@@ -373,6 +374,10 @@ class Parser:
         name = self.word("a parameter name")
         array = self.parse_dims()
         return ir.Param(space, ty, name[1], array, align, ptr_space, ptr_align, vector, self.span(name))
+
+    def vector_before_type(self, tok, ty) -> None:
+        if ty is not None:  # ptxas: a syntax error
+            self.fail(tok, f"'{tok[1]}' must come before the type: write {tok[1]} {ty}")
 
     def parse_dims(self) -> tuple:
         dims = []
@@ -480,6 +485,7 @@ class Parser:
             if v in ir.ALL_TYPES:
                 ty = v
             elif v in (".v2", ".v4", ".v8"):
+                self.vector_before_type(self.peek(), ty)
                 vector = int(v[2:])
             elif v == ".align":
                 self.i += 1
@@ -561,6 +567,7 @@ class Parser:
             elif v in ir.ALL_TYPES:
                 ty = v
             elif v in (".v2", ".v4", ".v8"):
+                self.vector_before_type(t, ty)
                 vector = int(v[2:])
             elif v == ".attribute":
                 self.i += 1

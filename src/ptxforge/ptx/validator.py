@@ -53,7 +53,9 @@ class _Validator:
         for item in self.m.items:
             if isinstance(item, ir.Variable):
                 self.duplicate(seen, item.name, item.span, "variable")
+                self.variable_shape(item)
         for f in self.m.functions:
+            self.signature(f)
             if f.body is not None:
                 self.function(f)
         return sorted(self.out, key=lambda d: (d.line, d.col))
@@ -70,6 +72,25 @@ class _Validator:
             self.report(span, f"{what} '{name}' is already declared at line {first.line}")
         else:
             seen[name] = span
+
+    def variable_shape(self, v: ir.Variable) -> None:
+        """ptxas's rules for unsized arrays: only `.extern` or initialized variables, first dimension only."""
+        if None in v.array[1:]:
+            self.report(v.span, f"variable '{v.name}': only the first array dimension can be unsized")
+        elif v.array and v.array[0] is None and v.linkage != ".extern" and v.init is None:
+            self.report(v.span, f"variable '{v.name}' has an incomplete type (an unsized array); declare it "
+                                f".extern or give it an initializer")
+
+    def signature(self, f: ir.Function) -> None:
+        """Parameters and directives of a kernel or function that ptxas rejects."""
+        for p in f.params + f.returns:
+            if p.vector and p.space == ".param":
+                self.report(p.span, f"{f.name}: parameter '{p.name}' cannot be a vector (.v{p.vector}) in .param "
+                                    f"space; use an array or .align with a wider type")
+            if f.is_kernel and None in p.array:
+                self.report(p.span, f"{f.name}: kernel parameter '{p.name}' cannot be an unsized array")
+        if f.is_kernel and any(name == ".noreturn" for name, _ in f.directives):
+            self.report(f.span, f"{f.name}: .noreturn applies only to a .func, not to an .entry")
 
     # ------------------------------------------------------------------ functions
 
@@ -119,6 +140,7 @@ class _Validator:
                             regs.maps[0][e] = regs.maps[0][name + "." + alias] = s.type
             elif t is ir.Variable:
                 self.duplicate(local, s.name, s.span, "variable")
+                self.variable_shape(s)
                 if s.space == ".reg":
                     regs.maps[0][s.name] = s.type
                 else:
