@@ -11,3 +11,28 @@ os.environ.setdefault("PTXFORGE_DEVICE", "emu")
 TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
+
+
+# --------------------------------------------------------------------------- no internal errors, anywhere
+# An "internal error while emulating" is a bug in the emulator whatever the input; every test that makes
+# one fails, even where a `pytest.raises(EmulatorError)` would have swallowed it. This turns every corpus
+# launch of tests/emu, tests/sanitizer and the fuzz tests into a check for them.
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _no_internal_emulator_errors(monkeypatch, request):
+    from ptxforge.emu.errors import InternalEmulatorError
+
+    seen: list[str] = []
+    original = InternalEmulatorError.__init__
+
+    def record(self, *args, **kwargs):
+        seen.append(str(args[0]) if args else "")
+        original(self, *args, **kwargs)
+    monkeypatch.setattr(InternalEmulatorError, "__init__", record)
+    request.node.internal_emulator_errors = seen
+    yield
+    if seen:
+        pytest.fail("internal error while emulating (a bug in the emulator):\n" + "\n".join(seen), pytrace=False)

@@ -34,5 +34,10 @@ class WatchdogTimeout(EmulatorError):
     """The kernel made no progress: a deadlock at barriers/warp syncs or a spin past the time limit."""
 
 
+class InternalEmulatorError(EmulatorError):
+    """A bug in the emulator, not in the kernel: an unexpected exception while executing an instruction
+    (reported with the instruction, as "internal error while emulating"). Never expected for any input."""
+
+
 class LaunchError(EmulatorError, ValueError):
     """A launch was rejected before anything ran (bad configuration or arguments)."""

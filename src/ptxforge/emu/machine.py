@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from ptxforge.emu import compiler as C
-from ptxforge.emu.errors import EmulatorError, KernelTrap, MemoryFault, WatchdogTimeout
+from ptxforge.emu.errors import EmulatorError, InternalEmulatorError, KernelTrap, MemoryFault, WatchdogTimeout
 from ptxforge.emu.memory import LaneMemory
 from ptxforge.emu.operands import FUNC_BASE
 from ptxforge.emu.program import storage_dtype
@@ -476,7 +476,7 @@ class Machine:
         except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError) as e:
             at = pc if conv else P
             op = ops[at]
-            raise EmulatorError(f"{op.where}: {op.text}: internal error while emulating: "
+            raise InternalEmulatorError(f"{op.where}: {op.text}: internal error while emulating: "
                                 f"{type(e).__name__}: {e}") from e
         finally:
             self.steps += steps
