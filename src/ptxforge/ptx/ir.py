@@ -563,6 +563,13 @@ class Module:
         raise KeyError(f"no kernel {name!r} in {self.filename}; it has: "
                        + (", ".join(k.name for k in self.kernels) or "no kernels"))
 
+    def set_constant(self, name: str, values, *, device=None, offset: int = 0) -> None:
+        """Fill the .const (or .global) variable `name` with `values` on `device` before a launch, as
+        cudaMemcpyToSymbol does (see ptxforge.runtime.constants)."""
+        from ptxforge.runtime.constants import set_constant  # runtime sits above ptx; import lazily
+
+        set_constant(self, name, values, device=device, offset=offset)
+
     def to_ptx(self, canonical: bool = False) -> str:
         """PTX text; parse(m.to_ptx()) == m and ptxas builds the same cubin.
 

@@ -150,6 +150,20 @@ class CudaDevice:
                                                          "cuModuleGetFunction", f"(kernel {name})")
         return f
 
+    def write_global(self, module: ir.Module, name: str, raw: np.ndarray, offset: int = 0) -> None:
+        """Copy bytes into the module-scope variable `name` of `module` on this GPU (cuModuleGetGlobal)."""
+        from ptxforge.runtime.constants import global_copy_arguments
+
+        d = driver()
+        mod = self.load(module)
+        ptr, size = check(d.cuModuleGetGlobal(mod, name.encode()), "cuModuleGetGlobal", f"(variable {name})")
+        if offset + raw.nbytes > int(size):
+            raise LaunchError(f"{name}: {raw.nbytes} bytes at offset {offset} do not fit its {int(size)} bytes")
+        self.make_current()
+        if raw.nbytes:
+            check(d.cuMemcpyHtoD(*global_copy_arguments(d, int(ptr), offset, raw)), "cuMemcpyHtoD",
+                  f"(variable {name})")
+
     def load(self, module: ir.Module):
         """The CUmodule of `module` on this GPU; built with ptxas when it can be, else by the driver.
 
