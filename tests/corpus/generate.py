@@ -148,9 +148,10 @@ def make_portable(ptx: str, cuda_home: Path) -> str:
     return _FILE_DIRECTIVE.sub(fix, ptx)
 
 
-def compile_cuda(job: Job, nvcc: Path, cuda_home: Path) -> tuple[Job, str | None]:
-    """Compile one (source, arch, variant); return (job, error or None). Writes job.out on success."""
-    flags = FLAG_SETS[job.variant]
+def compile_cuda(job: Job, nvcc: Path, cuda_home: Path, includes=()) -> tuple[Job, str | None]:
+    """Compile one (source, arch, variant); return (job, error or None). Writes job.out on success.
+    `includes`: extra header folders (-I), e.g. the nvidia-curand wheel's for curand_kernel.h."""
+    flags = [*FLAG_SETS[job.variant], *(f"-I{d}" for d in includes)]
     with tempfile.TemporaryDirectory(prefix="ptxcorpus-") as tmp:
         out = Path(tmp) / "out.ptx"
         cmd = [str(nvcc), "-ptx", f"-arch={job.arch}", *flags, str(job.source.relative_to(REPO)), "-o",
@@ -204,7 +205,7 @@ def generate_cuda(args, entries: dict[str, dict]) -> list[str]:
                 and (not args.only or fnmatch.fnmatch(Path(e["source"]).stem, args.only))]:
         del entries[key]
     with futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        done = pool.map(lambda j: compile_cuda(j, nvcc, cuda_home), jobs)
+        done = pool.map(lambda j: compile_cuda(j, nvcc, cuda_home, args.include), jobs)
         for i, (job, err) in enumerate(done, 1):
             name = rel(job.out)
             if err is None:
@@ -335,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nvcc", help="nvcc to use (default: $CUDA_HOME/bin/nvcc, then PATH)")
     ap.add_argument("--tool-python", default=sys.executable,
                     help="python interpreter that has triton / numba-cuda / nvidia-cuda-nvrtc (default: this one)")
+    ap.add_argument("--include", action="append", default=[], metavar="DIR",
+                    help="extra header folder for nvcc (-I), e.g. site-packages/nvidia/cu13/include of the "
+                         "nvidia-curand wheel, which curand_*.cu needs")
     ap.add_argument("--only", metavar="GLOB", help="regenerate only sources whose stem matches GLOB")
     ap.add_argument("--skip", action="append", default=[], choices=["cuda", "triton", "numba", "nvrtc"],
                     help="skip a generator (repeatable)")
