@@ -4,6 +4,7 @@ import pytest
 
 import ptxforge as pf
 from ptxforge.ptx.validator import check, validate
+from ptxforge.toolchain import ToolNotFound, assemble, find_tool
 
 
 def module(body: str, target: str = "sm_90a", version: str = "8.5"):
@@ -148,6 +149,14 @@ def test_vector_registers_as_ptxas_checks_them():
     assert pf.parse(m.to_ptx(canonical=True), "v.ptx") == m
 
 
+def _have_ptxas() -> bool:
+    try:
+        find_tool("ptxas")
+        return True
+    except ToolNotFound:
+        return False
+
+
 def _module_text(decls: str) -> str:
     return ".version 8.0\n.target sm_90a\n.address_size 64\n" + decls + "\n"
 
@@ -166,6 +175,8 @@ def _module_text(decls: str) -> str:
 def test_declarations_ptxas_rejects(decls, message):
     ps = validate(pf.parse(_module_text(decls), "d.ptx"))
     assert len(ps) == 1 and message in ps[0].message, ps
+    if _have_ptxas():
+        assert not assemble(_module_text(decls), "sm_90a").ok
 
 
 @pytest.mark.parametrize("decls", [
@@ -174,6 +185,9 @@ def test_declarations_ptxas_rejects(decls, message):
 ])
 def test_declarations_ptxas_accepts(decls):
     assert validate(pf.parse(_module_text(decls), "d.ptx")) == []
+    if _have_ptxas() and not decls.startswith(".extern .global"):  # ptxas wants a definition at link time
+        res = assemble(_module_text(decls), "sm_90a")
+        assert res.ok, res.stderr
 
 
 @pytest.mark.parametrize("decls", [
@@ -183,3 +197,5 @@ def test_declarations_ptxas_accepts(decls):
 def test_vector_size_after_the_type_is_a_syntax_error(decls):
     with pytest.raises(pf.PTXSyntaxError, match="must come before the type"):
         pf.parse(_module_text(decls), "d.ptx")
+    if _have_ptxas():
+        assert "syntax error" in assemble(_module_text(decls), "sm_90a").stderr
