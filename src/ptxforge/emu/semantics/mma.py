@@ -232,21 +232,22 @@ def dot_tensor_core(A, B, C, emin_ab: int = -126, block: int = TC_BLOCK, bits: i
     A, B, C = (np.asarray(x, np.float64) for x in (A, B, C))
     finite_a, finite_b = np.isfinite(A), np.isfinite(B)
     special = ~np.isfinite(C) | ~finite_a.all(-1)[..., :, None] | ~finite_b.all(-2)[..., None, :]
-    # Exponents as int16 (zeros get _ZERO_EXP, so a product with a zero factor stays far below any real
-    # term); non-finite inputs are zeroed here and their elements recomputed by the exact path below.
-    A0, BT = np.where(finite_a, A, 0.0), np.swapaxes(np.where(finite_b, B, 0.0), -1, -2)
-    ea = _exponent16(A0, emin_ab)[..., :, None, :]
-    ebt = _exponent16(BT, emin_ab)[..., None, :, :]
-    a3, bt3 = A0[..., :, None, :], BT[..., None, :, :]
+    # Terms are laid out [..., k, m, n] so the reductions over k run across contiguous rows. Exponents are
+    # int16 (zeros get _ZERO_EXP, so a product with a zero factor stays far below any real term);
+    # non-finite inputs are zeroed here and their elements recomputed by the exact path below.
+    ak = np.swapaxes(np.where(finite_a, A, 0.0), -1, -2)[..., :, :, None]     # [..., k, m, 1]
+    bk = np.where(finite_b, B, 0.0)[..., :, None, :]                          # [..., k, 1, n]
+    ea, eb = _exponent16(ak, emin_ab), _exponent16(bk, emin_ab)
     acc = np.where(np.isfinite(C), C, 0.0)
     codes = None
     for s in range(0, A.shape[-1], block):
-        top = np.maximum((ea[..., s:s + block] + ebt[..., s:s + block]).max(-1), _exponent16(acc, -126))
+        ks = (Ellipsis, slice(s, s + block), slice(None), slice(None))
+        top = np.maximum((ea[ks] + eb[ks]).max(-3), _exponent16(acc, -126))
         scale = np.exp2(np.where(top < _NO_TERM, 0, bits - top.astype(np.int64)).astype(np.float64))
-        terms = a3[..., s:s + block] * bt3[..., s:s + block]      # exact products [..., m, n, block]
-        terms *= scale[..., None]
+        terms = ak[ks] * bk[ks]                                               # exact products
+        terms *= scale[..., None, :, :]
         np.trunc(terms, out=terms)
-        total = (terms.sum(-1) + np.trunc(acc * scale)) / scale
+        total = (terms.sum(-3) + np.trunc(acc * scale)) / scale
         codes = encode(total, out, rnd)
         acc = decode(codes, out)
     if codes is None:
