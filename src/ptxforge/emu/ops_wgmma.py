@@ -12,21 +12,17 @@ The emulator completes each wgmma at issue, so fence, commit_group and wait_grou
 for. A descriptor gives the start address, the leading/stride byte offsets and the swizzle mode (none,
 32B, 64B, 128B), decoded here into the element addresses of the manual's canonical layouts.
 
-Numerics (the manual leaves accumulation order, internal precision and rounding unspecified and only
-asks for "at least" single precision, or half precision when .dtype is .f16): D is the exact value of
-A.B + C rounded once to nearest-even into .f32, or into .f16 for the f16-accumulator forms (so an f16
-result never carries intermediate f16 roundings); .tf32 operands drop the low 13 bits of their 32-bit
-data (truncation, as the manual states); imm-scale-a/b = -1 negate A/B before the product. Integer
-forms are exact: wrapped to 32 bits, or clamped to [INT32_MIN, INT32_MAX] with .satfinite.
-
-Against an H200 (tests/gpu/test_wgmma_variants_on_gpu.py): integer forms and the fragment / descriptor
-layouts match bit for bit, and so does f16 x f16 -> f16 (the GPU also keeps every bit of the sum before its
-one rounding). The GPU's f32 accumulation of tf32, fp8 and f16/bf16 products and its f16 accumulation of
-fp8 products are not a single .rn rounding (they truncate: tf32 -> f32 agrees to 2^-23 of the sum of |terms|,
-fp8 -> f32 to 2^-13, fp8 -> f16 to 2^-10); the emulator keeps the single rounding the manual allows.
+Numerics (the manual leaves accumulation order, internal precision and rounding unspecified): float
+forms sum as an H200's tensor cores do (`semantics.mma.mma_codes`: each block of products aligned to the
+largest exponent and truncated, 25 bits kept for f16/bf16/tf32 and 13 for fp8 inputs, rounded toward zero
+into .f32 or to nearest into .f16); .tf32 operands drop the low 13 bits of their 32-bit data; imm-scale-a/b
+= -1 negate A/B before the product. Integer forms are exact: wrapped to 32 bits, or clamped to
+[INT32_MIN, INT32_MAX] with .satfinite.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -59,12 +55,20 @@ def descriptor_addresses(desc: int, rows: int, cols: int, esize: int, k_major: b
     return canonical_addresses(start, lbo, sbo, _SWIZZLE[(desc >> 62) & 3], rows, cols, esize, k_major)
 
 
+@functools.lru_cache(maxsize=512)
 def canonical_addresses(start: int, lbo: int, sbo: int, width: int, rows: int, cols: int,
                         esize: int, k_major: bool = True) -> np.ndarray:
     """Byte addresses [rows, cols] of a canonical core-matrix layout (shared by wgmma and tcgen05.mma):
     rows are the strided dimension (8-row groups SBO apart), cols the contiguous one; `width` is the
     swizzle width in bytes (0: none, 16-byte chunks of a row LBO apart). Without swizzling, an MN-major
-    operand (k_major False) has its 8-row K groups LBO apart and its 16-byte MN chunks SBO apart."""
+    operand (k_major False) has its 8-row K groups LBO apart and its 16-byte MN chunks SBO apart.
+    Cached (a kernel's descriptors repeat every k-block); the array returned is read-only."""
+    addr = _canonical_addresses(start, lbo, sbo, width, rows, cols, esize, k_major)
+    addr.flags.writeable = False
+    return addr
+
+
+def _canonical_addresses(start, lbo, sbo, width, rows, cols, esize, k_major):
     r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
     strided, contig = r, c  # K-major: 8-row groups along M/N, K contiguous; MN-major: K rows, MN contiguous
     byte = contig * esize
@@ -159,36 +163,35 @@ def build_wgmma(ctx):
 
         lanes_live = st.live_mask() if m is None else m
         groups = np.flatnonzero(np.pad(lanes_live, (0, -st.N % 128)).reshape(-1, 128).any(1))
-        dvals = [np.broadcast_to(np.asarray(r(st), np.uint32), (st.N,)) for r in dread]
-        new = [v.copy() for v in dvals]
+        if groups.size and groups[-1] * 128 + 128 > st.N:
+            raise UnsupportedInstruction("wgmma needs a whole warpgroup (128 threads) in the block")
+        dall = np.stack([np.broadcast_to(np.asarray(r(st), np.uint32), (st.N,)) for r in dread], 1)  # [N, regs]
+        new = dall.copy()
         sd = np.broadcast_to(np.asarray(scale_d(st), bool), (st.N,))
         bd = np.broadcast_to(np.asarray(b_desc(st), np.uint64), (st.N,))
         ad = None if a_desc is None else np.broadcast_to(np.asarray(a_desc(st), np.uint64), (st.N,))
-        av = None if a_regs is None else [np.broadcast_to(np.asarray(r(st), np.uint32), (st.N,)) for r in a_regs]
+        aall = None if a_regs is None else \
+            np.stack([np.broadcast_to(np.asarray(r(st), np.uint32), (st.N,)) for r in a_regs], 1)
         for g in groups:
-            lead = g * 128
-            lanes = lead + np.arange(128)
-            if lanes[-1] >= st.N:
-                raise UnsupportedInstruction("wgmma needs a whole warpgroup (128 threads) in the block")
+            lead = int(g) * 128
+            lanes = slice(lead, lead + 128)
             B = _operand(st, int(bd[lead]), lead, fm.k, fm.n, fm.bt, fm.esize, fm.tnsp_b).T
             if ad is not None:
                 A = _operand(st, int(ad[lead]), lead, fm.k, 64, fm.at, fm.esize, fm.tnsp_a)
             else:
                 A = np.zeros((64, fm.k), np.int64 if fm.integer else np.float64)
-                A[fm.a_rows, fm.a_cols] = S.unpack_elements(np.stack([v[lanes] for v in av], 1), fm.at)
+                A[fm.a_rows, fm.a_cols] = S.unpack_elements(aall[lanes], fm.at)
             if fm.neg_a:
                 A = -A
             if fm.neg_b:
                 B = -B
             C = np.zeros((64, fm.n), np.int64 if fm.integer else np.float64)
             if sd[lead]:
-                C[fm.d_rows, fm.d_cols] = S.unpack_elements(np.stack([v[lanes] for v in dvals], 1), fm.dt)
+                C[fm.d_rows, fm.d_cols] = S.unpack_elements(dall[lanes], fm.dt)
             D = S.mma_codes(A, B, C, fm.at, fm.dt, fm.satfinite, unit="wgmma")
-            out = S.pack_elements(D[fm.d_rows, fm.d_cols], fm.dt)  # [128, registers]
-            for j in range(len(new)):
-                new[j][lanes] = out[:, j]
-        for w, v in zip(dregs, new, strict=True):
-            w(st, v, m)
+            new[lanes] = S.pack_elements(D[fm.d_rows, fm.d_cols], fm.dt)  # [128, registers]
+        for j, w in enumerate(dregs):
+            w(st, new[:, j], m)
     return _op(f)
 
 

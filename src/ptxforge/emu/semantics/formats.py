@@ -149,6 +149,11 @@ def encode(v, fmt: FloatFormat, rnd: str = "rn", *, satfinite: bool = False, rbi
         with np.errstate(over="ignore", invalid="ignore"):
             r = v.astype(np.float32 if fmt is F32 else np.float16).view(ud)
         return _nan_fix_bits(r, np.isnan(v), fmt, nan_bits)
+    if rnd == "rz" and not satfinite and fmt is F32:  # round to nearest, then one step back toward zero
+        with np.errstate(over="ignore", invalid="ignore"):
+            r = v.astype(np.float32)
+            r = np.where(np.abs(r) > np.abs(v), np.nextafter(r, np.float32(0)), r).astype(np.float32)
+        return _nan_fix_bits(r.view(ud), np.isnan(v), fmt, nan_bits)
     neg = np.signbit(v)
     a = np.abs(v)
     finite = np.isfinite(a)

@@ -223,27 +223,49 @@ def _exponent(x, emin: int):
 
 def dot_tensor_core(A, B, C, emin_ab: int = -126, block: int = TC_BLOCK, bits: int = TC_BITS, out=F32):
     """Codes of A @ B + C summed as the tensor cores do (see the comment above), in `out`: f32 (each block's
-    sum rounded toward zero) or f16 (rounded to nearest, as the H200 does for f16 accumulators)."""
+    sum rounded toward zero) or f16 (rounded to nearest, as the H200 does for f16 accumulators).
+
+    Leading dimensions of A [..., m, k], B [..., k, n] and C [..., m, n] are independent problems (one per
+    warp or warpgroup), summed in one pass over [..., m, n, block] arrays.
+    """
     rnd = "rz" if out is F32 else "rn"
     A, B, C = (np.asarray(x, np.float64) for x in (A, B, C))
-    with np.errstate(all="ignore"):
-        P = np.moveaxis(A[..., :, :, None] * B[..., None, :, :], -2, -1)  # [..., m, n, k]
-        ea, eb = _exponent(A, emin_ab)[..., :, :, None], _exponent(B, emin_ab)[..., None, :, :]
-        EP = np.moveaxis(np.where((ea == _NO_EXP) | (eb == _NO_EXP), _NO_EXP, ea + eb), -2, -1)
-        acc = C.copy()
-        special = ~np.isfinite(acc) | ~np.isfinite(P).all(-1)
-        for s in range(0, P.shape[-1], block):
-            terms = np.concatenate([acc[..., None], P[..., s:s + block]], -1)
-            exps = np.concatenate([_exponent(acc, -126)[..., None], EP[..., s:s + block]], -1)
-            top = exps.max(-1, keepdims=True)
-            scale = np.exp2(np.where(top == _NO_EXP, 0, bits - top).astype(np.float64))
-            total = np.trunc(terms * scale).sum(-1) / scale[..., 0]
-            codes = encode(total, out, rnd)
-            acc = decode(codes, out)
-        codes = codes.astype(np.uint64)
+    finite_a, finite_b = np.isfinite(A), np.isfinite(B)
+    special = ~np.isfinite(C) | ~finite_a.all(-1)[..., :, None] | ~finite_b.all(-2)[..., None, :]
+    # Terms are laid out [..., k, m, n] so the reductions over k run across contiguous rows. Exponents are
+    # int16 (zeros get _ZERO_EXP, so a product with a zero factor stays far below any real term);
+    # non-finite inputs are zeroed here and their elements recomputed by the exact path below.
+    ak = np.swapaxes(np.where(finite_a, A, 0.0), -1, -2)[..., :, :, None]     # [..., k, m, 1]
+    bk = np.where(finite_b, B, 0.0)[..., :, None, :]                          # [..., k, 1, n]
+    ea, eb = _exponent16(ak, emin_ab), _exponent16(bk, emin_ab)
+    acc = np.where(np.isfinite(C), C, 0.0)
+    codes = None
+    for s in range(0, A.shape[-1], block):
+        ks = (Ellipsis, slice(s, s + block), slice(None), slice(None))
+        top = np.maximum((ea[ks] + eb[ks]).max(-3), _exponent16(acc, -126))
+        scale = np.exp2(np.where(top < _NO_TERM, 0, bits - top.astype(np.int64)).astype(np.float64))
+        terms = ak[ks] * bk[ks]                                               # exact products
+        terms *= scale[..., None, :, :]
+        np.trunc(terms, out=terms)
+        total = (terms.sum(-3) + np.trunc(acc * scale)) / scale
+        codes = encode(total, out, rnd)
+        acc = decode(codes, out)
+    if codes is None:
+        codes = encode(acc, out, rnd)
+    codes = codes.astype(np.uint64)
     if special.any():  # infinities and NaN follow IEEE rules: the exact path handles them
         codes = np.where(special, _dot_rn(A, B, C, out), codes)
     return codes
+
+
+_ZERO_EXP = -16000   # int16 exponent of zero: a sum with it stays below _NO_TERM, any real one above
+_NO_TERM = -10000
+
+
+def _exponent16(x, emin: int):
+    """`_exponent` as int16 with _ZERO_EXP for zeros (x finite)."""
+    _, e = np.frexp(x)
+    return np.where(x == 0, _ZERO_EXP, np.maximum(e - 1, emin)).astype(np.int16)
 
 
 def _dot_rn(A, B, C, fmt):
