@@ -84,6 +84,8 @@ class Preset:
         return Params(**self.changes)
 
     def source(self, name: str) -> str:
+        if name in measured(self.name):
+            return measured_source(self.name)
         return self.sources.get(name) or SOURCES_V3[name]
 
 
@@ -128,11 +130,27 @@ class UnknownPreset(KeyError):
         return self.args[0]
 
 
+def measured(name: str) -> dict:
+    """Copy rates scripts/calibrate_copy.py recorded for preset `name` (empty if none)."""
+    from ptxforge.plan import calibration
+
+    entry = calibration.MEASURED.get(name, {})
+    return {k: v for k, v in entry.items() if k in PARAM_TYPES and v}
+
+
+def measured_source(name: str) -> str | None:
+    from ptxforge.plan import calibration
+
+    e = calibration.MEASURED.get(name)
+    return f"measured on {e['device']} on {e['date']} by {e['how']}" if e else None
+
+
 def preset(name: str, **overrides) -> Params:
-    """The parameters of preset `name`, with `overrides` applied; KeyError lists the presets."""
+    """The parameters of preset `name` (with any measured copy rates), with `overrides` applied;
+    KeyError lists the presets."""
     if name not in PRESETS:
         raise UnknownPreset(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-    return Params(**{**PRESETS[name].changes, **overrides})
+    return Params(**{**PRESETS[name].changes, **measured(name), **overrides})
 
 
 def convert(name: str, text: str):
