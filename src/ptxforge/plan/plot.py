@@ -44,10 +44,15 @@ def to_png(res: Plan, path: str | Path, title: str | None = None, dpi: int = 100
     top.legend(loc="lower right", fontsize=9)
     top.grid(alpha=0.3)
     styles = [("#c0392b", "-", 3.0), ("#2e86c1", "--", 1.6), ("#8e44ad", ":", 1.6)]
-    for i, k in enumerate(res.rows[0].utilization):
+    links = list(res.rows[0].utilization)
+    series = {k: [100 * r.utilization[k] for r in res.rows] for k in links}
+    same = len(links) == 2 and max(abs(a - b) for a, b in zip(*series.values(), strict=True)) < 0.5
+    for i, k in enumerate(links):
         color, dash, width = styles[i % 3]
-        bottom.plot(xs, [100 * r.utilization[k] for r in res.rows], color=color, linestyle=dash, linewidth=width,
-                    label=f"{link_name(k)} busy")
+        label = f"{link_name(k)} busy"
+        if same and i == 1:
+            label += f" (same as {link_name(links[0])}: both links take equal time)"
+        bottom.plot(xs, series[k], color=color, linestyle=dash, linewidth=width, label=label)
     bottom.set_ylim(0, 105)
     bottom.set_ylabel("link utilization (%)")
     bottom.set_xlabel("SMs given to dispatch/combine")
