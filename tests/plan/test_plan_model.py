@@ -147,3 +147,15 @@ def test_bad_parameters_name_the_field():
 def test_sms_rounded_to_granularity():
     res = quick(preset("deepseek-v3-h800"))
     assert res.sms == 2 * math.ceil(res.sms_exact / 2)
+
+
+def test_faster_ib_moves_the_bottleneck_to_nvlink_at_the_design_point():
+    res = quick(preset("deepseek-v3-h800", scaleout_gbs=100.0))
+    assert res.bottleneck == "nvlink"
+    assert res.sms == quick(preset("deepseek-v3-h800")).sms  # NVLink now binds: no more SMs help
+
+
+def test_unsaturable_link_is_flagged():
+    res = quick(preset("deepseek-v3-h800", ldst_read_gbs=1.0, ldst_write_gbs=1.0))
+    assert not res.saturable and res.sms == 130
+    assert quick(preset("deepseek-v3-h800")).saturable

@@ -73,3 +73,14 @@ def test_real_routing_needs_fewer_sms_than_the_design_point():
     res = plan(routed, overlap=False)
     assert res.bottleneck == "ib"
     assert 16 <= res.sms < plan(p, overlap=False).sms
+
+
+def test_pt_routing_file(tmp_path):
+    torch = pytest.importorskip("torch")
+    ids = group_limited_topk(generate_scores(128, 256))[0]
+    f = tmp_path / "ids.pt"
+    torch.save(torch.from_numpy(ids), f)
+    assert np.array_equal(load_topk_ids(f), ids)
+    torch.save({"ids": torch.from_numpy(ids)}, f)
+    with pytest.raises(ValueError, match="one tensor"):
+        load_topk_ids(f)

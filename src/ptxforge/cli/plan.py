@@ -30,8 +30,8 @@ class _StrictParams:
         if extras:
             bad = next((a for a in extras if a.startswith("-")), extras[0])
             valid = ", ".join("--" + n.replace("_", "-") for n in PARAM_NAMES)
-            self.error(f"unknown parameter {bad!r}; valid parameters: {valid} "
-                       f"(and --preset, --routing, --scores, --seed, --json, --png, --list)")
+            self.exit(1, f"{self.prog}: error: unknown parameter {bad!r}; valid parameters: {valid} "
+                         f"(and --preset, --routing, --scores, --seed, --json, --png, --list)\n")
         return ns, []
 
 

@@ -18,7 +18,7 @@ and a pipeline stage of `layers_per_stage` layers costs, for DualPipe's simulato
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ptxforge.pipeline.engine import Costs
 from ptxforge.pipeline.simulator import simulate
@@ -53,7 +53,12 @@ class Plan:
     rows: list[BudgetRow]
     v2: V2Estimate
     routing: object | None = None
-    notes: list[str] = field(default_factory=list)
+
+    @property
+    def saturable(self) -> bool:
+        """Whether the GPU has enough SMs to saturate the bounding link at all."""
+        p = self.params
+        return self.sms_exact * p.headroom <= p.sms_per_gpu - p.sm_granularity
 
     @property
     def bottleneck(self) -> str:

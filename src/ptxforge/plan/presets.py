@@ -151,15 +151,3 @@ def preset(name: str, **overrides) -> Params:
     if name not in PRESETS:
         raise UnknownPreset(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     return Params(**{**PRESETS[name].changes, **measured(name), **overrides})
-
-
-def convert(name: str, text: str):
-    """A command-line value for parameter `name`, typed like its default."""
-    kind = PARAM_TYPES[name]
-    if kind is bool:
-        if text.lower() in ("1", "true", "yes", "on"):
-            return True
-        if text.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"expected true/false, got {text!r}")
-    return kind(text)

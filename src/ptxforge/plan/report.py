@@ -80,6 +80,9 @@ def table(res: Plan) -> str:
     head = [f"sms {res.sms} (exact {res.sms_exact:.1f}), best_sms {res.best_sms}, bottleneck "
             f"{link_name(res.bottleneck)}, compute slowdown at sms {100 * res.compute_slowdown:.0f}%",
             f"DeepEP V2 closed form: {res.v2.sms} SMs"]
+    if not res.saturable:
+        head.insert(1, f"warning: saturating {link_name(res.bottleneck)} would take {res.sms_exact:.1f} SMs, more than "
+                       f"the GPU can spare; sms is capped at {res.sms}")
     links = list(res.dispatch.link_bytes)
     cols = ["SMs", "compute us", "dispatch us", "combine us", *(f"{link_name(k)} util" for k in links),
             "hidden", "step ms"]
@@ -114,6 +117,7 @@ def to_dict(res: Plan, preset: str | None = None) -> dict:
         "preset": preset, "sms": res.sms, "sms_exact": res.sms_exact, "best_sms": res.best_sms,
         "bottleneck": res.bottleneck, "dispatch_us": row.dispatch_us, "combine_us": row.combine_us,
         "compute_us": row.compute_us, "compute_slowdown": res.compute_slowdown, "hidden": row.hidden,
+        "saturable": res.saturable,
         "step_us": row.step_us,
         "best_step_us": res.row(res.best_sms).step_us if res.best_sms is not None else None,
         "nvlink_scaleout_bandwidth_ratio": p.nvlink_gbs / p.scaleout_gbs if p.nodes > 1 else None,
