@@ -20,8 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ptxforge.pipeline.engine import Costs
-from ptxforge.pipeline.simulator import simulate
+from ptxforge.pipeline.engine import Costs, run
+from ptxforge.pipeline.ops import Schedule
+from ptxforge.pipeline.schedules import build_schedule
 from ptxforge.plan import traffic
 from ptxforge.plan.compute import Compute, compute
 from ptxforge.plan.deepep_v2 import V2Estimate, v2_num_sms
@@ -83,7 +84,8 @@ def saturating_sms(p: Params, phase: traffic.Phase) -> tuple[int, float]:
     return min(s, p.sms_per_gpu - g), exact
 
 
-def _row(p: Params, d: traffic.Phase, c: traffic.Phase, comp: Compute, s: int, overlap: bool) -> BudgetRow:
+def _row(p: Params, d: traffic.Phase, c: traffic.Phase, comp: Compute, s: int,
+         schedule: Schedule | None) -> BudgetRow:
     cu, du, bu = comp.time_us(p, s), d.time_us(p, s), c.time_us(p, s)
     util_d, util_c = d.utilization(p, s), c.utilization(p, s)
     # utilization over dispatch + combine together (time-weighted)
@@ -92,10 +94,10 @@ def _row(p: Params, d: traffic.Phase, c: traffic.Phase, comp: Compute, s: int, o
     comm = du + bu
     hidden = 2 * comm <= (1 + r) * cu
     step = None
-    if overlap:
+    if schedule is not None:
         costs = Costs(F=L * (cu + comm), B=L * (r * cu + comm), W=L * (r - 1) * cu,
                       FB=L * max((1 + r) * cu, 2 * comm))
-        step = simulate("dualpipe", p.pp, p.micro_batches, costs).makespan
+        step = run(schedule, costs).makespan
     return BudgetRow(s, cu, du, bu, util, hidden, step)
 
 
@@ -110,7 +112,8 @@ def plan(p: Params, overlap: bool = True, routing=None) -> Plan:
     d, c, comp = traffic.dispatch(p), traffic.combine(p), compute(p)
     (sd, ed), (sc, ec) = saturating_sms(p, d), saturating_sms(p, c)
     sms, exact = (sd, ed) if (sd, ed) >= (sc, ec) else (sc, ec)
-    rows = [_row(p, d, c, comp, s, overlap) for s in budgets(p, sms)]
+    schedule = build_schedule("dualpipe", p.pp, p.micro_batches) if overlap else None
+    rows = [_row(p, d, c, comp, s, schedule) for s in budgets(p, sms)]
     best = min(rows, key=lambda r: (r.step_us, r.sms)).sms if overlap else None
     v2 = v2_num_sms(p.experts, p.top_k, p.nodes, p.gpus_per_node, p.scaleout_gbs, p.nvlink_gbs, p.sms_per_gpu,
                     p.tma_read_gbs, p.tma_write_gbs)

@@ -29,7 +29,8 @@ SOURCES_V3 = {
     "scaleout_name": "InfiniBand",
     "nvlink_latency_us": "assumed (order of a remote NVLink store + flag round trip)",
     "scaleout_latency_us": "assumed (order of one RDMA write + completion through one switch)",
-    "copy_engine": f"{DEEPEP_V1}: warp copies, one token per warp in flight",
+    "copy_engine": (f"{DEEPEP_V1}: each warp moves one token at a time (ld/st for senders, a one-token TMA "
+                    f"load then store for forwarders and receivers), latency-bound like a warp copy"),
     "ldst_read_gbs": NCCL_SM90,
     "ldst_write_gbs": NCCL_SM90,
     "tma_read_gbs": DEEPEP_V2,
