@@ -28,6 +28,7 @@ def test_table_and_derivation(capsys):
            "at 50 GB/s that is 2,140 us." in out
     assert "so 23.3 SMs keep IB saturated" in out
     assert "DeepEP V2's closed form" in out
+    assert "12.8 NVLink copies per token, more than top_k = 8" in out  # the design point is said to be one
 
 
 def test_parameter_override_and_v2(capsys):

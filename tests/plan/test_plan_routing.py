@@ -61,6 +61,8 @@ def test_bad_routing_inputs(tmp_path):
         load_topk_ids(f)
     with pytest.raises(ValueError, match="expert ids"):
         routing_stats(np.full((4, 8), 300), 256, 8, 8)
+    with pytest.raises(ValueError, match="topk_group must lie in 1..1"):
+        group_limited_topk(generate_scores(4, 32), n_group=1, topk_group=4)
     with pytest.raises(ValueError, match="source GPUs"):
         routing_stats(np.zeros((3, 4, 8), np.int64), 256, 8, 8)
 

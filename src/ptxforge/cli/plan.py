@@ -53,7 +53,7 @@ def _load(args: argparse.Namespace):
                 ids = load_topk_ids(args.routing)
             else:
                 scores = generate_scores(params.tokens, params.experts, args.scores, args.seed)
-                ids, _ = group_limited_topk(scores, n_group=params.nodes, topk_group=params.node_limit or params.nodes,
+                ids, _ = group_limited_topk(scores, n_group=params.nodes, topk_group=min(params.node_limit or params.nodes, params.nodes),
                                             top_k=params.top_k)
             stats = routing_stats(ids, params.experts, params.gpus_per_node, params.nodes)
             params = apply(params, stats)
@@ -70,7 +70,10 @@ def _cmd(args: argparse.Namespace) -> int:
     if args.list:
         return _list()
     params, stats = _load(args)
-    res = plan(params, routing=stats)
+    try:
+        res = plan(params, routing=stats)
+    except ValueError as e:  # a pipeline the simulator rejects, named by its rule
+        raise _user_error(f"preset {args.preset}: {e}") from None
     if args.png:
         from ptxforge.plan.plot import to_png
 

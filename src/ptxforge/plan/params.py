@@ -117,6 +117,12 @@ class Params:
             raise ValueError(f"remote_fraction must be <= 1, got {self.remote_fraction}")
         if self.nodes_per_token > self.nodes:
             raise ValueError(f"nodes_per_token ({self.nodes_per_token}) cannot exceed nodes ({self.nodes})")
+        if self.backward_ratio < 1:
+            raise ValueError(f"backward_ratio must be >= 1 (backward = input + weight gradients), got "
+                             f"{self.backward_ratio}")
+        if self.sms_per_gpu < 2 * self.sm_granularity:
+            raise ValueError(f"sms_per_gpu ({self.sms_per_gpu}) must be at least 2 x sm_granularity "
+                             f"({self.sm_granularity})")
         if self.hidden % self.scale_block:
             raise ValueError(f"hidden ({self.hidden}) must be a multiple of scale_block ({self.scale_block})")
         if self.sm_layout == "paired" and self.sm_granularity % 2:

@@ -41,6 +41,12 @@ def derivation(res: Plan) -> list[str]:
         out.append(f"Step: DualPipe, PP={p.pp}, {p.micro_batches} micro-batches, {p.layers_per_stage} layers per "
                    f"stage: {row.step_us / 1e3:,.1f} ms at {s} SMs; shortest {best.step_us / 1e3:,.1f} ms at "
                    f"best_sms={res.best_sms}.")
+    nvl_copies = p.node_copies * min(p.experts_per_node, p.gpus_per_node)
+    if res.routing is None and nvl_copies > p.top_k + 1e-9:
+        out.append(f"Note: {p.node_copies:g} nodes x {p.experts_per_node:g} experts per node = {nvl_copies:g} NVLink "
+                   f"copies per token, more than top_k = {p.top_k}: the report's 3.2 is a capacity figure (that "
+                   f"many experts per node cost no more NVLink time than the IB hop), not what top-{p.top_k} "
+                   f"routing sends (at most {p.top_k / p.node_copies:g} per node; --scores random measures it).")
     v2 = res.v2
     out.append(f"DeepEP V2's closed form (balanced gate, {p.tma_read_gbs:g}/{p.tma_write_gbs:g} GB/s read/write "
                f"per SM, x1.25, even, >= 4) gives {v2.sms} SMs ({v2.sms_exact:.1f} before its factor).")
@@ -65,7 +71,7 @@ def _phase_words(res: Plan, ph: Phase) -> list[str]:
     layout = ("each half of the SMs runs its own roles, so the busier half sets the pace"
               if p.sm_layout == "paired" else "every SM shares all roles")
     lines.append(f"{ph.name}: one SM reads {p.sm_read_gbs:g} GB/s and writes {p.sm_write_gbs:g} GB/s "
-                 f"({p.copy_engine}); {layout}: {ph.sm_seconds(p):,.0f} SM-us of copying in "
+                 f"({p.copy_engine}); {layout}: {ph.sm_us(p):,.0f} SM-us of copying in "
                  f"{ph.link_time_us:,.0f} us, so {ph.sms_exact(p):.1f} SMs keep {link_name(ph.bound_link)} saturated.")
     return lines
 

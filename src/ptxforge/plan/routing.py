@@ -24,7 +24,9 @@ def group_limited_topk(scores: np.ndarray, bias: np.ndarray | None = None, n_gro
     T, E = s.shape
     if E % n_group:
         raise ValueError(f"{E} experts do not split into {n_group} groups")
-    if not 0 < topk_group <= n_group or top_k > topk_group * (E // n_group):
+    if not 0 < topk_group <= n_group:
+        raise ValueError(f"topk_group must lie in 1..{n_group} (the number of groups), got {topk_group}")
+    if top_k > topk_group * (E // n_group):
         raise ValueError(f"top_k={top_k} of topk_group={topk_group} groups of {E // n_group} is impossible")
     biased = s + (np.zeros(E, np.float32) if bias is None else np.asarray(bias, np.float32))
     grouped = biased.reshape(T, n_group, E // n_group)

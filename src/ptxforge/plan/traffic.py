@@ -77,7 +77,7 @@ class Phase:
     def write_bytes(self) -> float:
         return sum(r.write_bytes for r in self.roles)
 
-    def sm_seconds(self, p: Params) -> float:
+    def sm_us(self, p: Params) -> float:
         """SM-microseconds of copy work: the time one SM would need; with a paired layout, twice the
         busier half's (each half gets half of the SMs)."""
         rr, wr = p.sm_read_gbs * 1e3, p.sm_write_gbs * 1e3
@@ -90,12 +90,12 @@ class Phase:
         return 2 * max(halves)
 
     def sm_time_us(self, p: Params, sms: int) -> float:
-        return self.sm_seconds(p) / sms
+        return self.sm_us(p) / sms
 
     def sms_exact(self, p: Params) -> float:
         """The (fractional) SM count whose copy rate equals the bounding link's rate."""
         t = self.link_time_us
-        return self.sm_seconds(p) / t if t > 0 else 0.0
+        return self.sm_us(p) / t if t > 0 else 0.0
 
     def time_us(self, p: Params, sms: int) -> float:
         """Wall time with `sms` SMs: the slower of the links and the SMs, plus the fixed latency."""
