@@ -53,8 +53,8 @@ def _load(args: argparse.Namespace):
                 ids = load_topk_ids(args.routing)
             else:
                 scores = generate_scores(params.tokens, params.experts, args.scores, args.seed)
-                ids, _ = group_limited_topk(scores, n_group=params.nodes, topk_group=min(params.node_limit or params.nodes, params.nodes),
-                                            top_k=params.top_k)
+                groups = min(params.node_limit or params.nodes, params.nodes)
+                ids, _ = group_limited_topk(scores, n_group=params.nodes, topk_group=groups, top_k=params.top_k)
             stats = routing_stats(ids, params.experts, params.gpus_per_node, params.nodes)
             params = apply(params, stats)
         except ValueError as e:
