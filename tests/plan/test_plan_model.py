@@ -63,6 +63,13 @@ def test_each_preset(name, lo, hi, bound):
     assert min(r.step_us for r in res.rows) == res.row(res.best_sms).step_us
 
 
+@pytest.mark.parametrize("name,sms,exact,v2", [("deepseek-v3-h800", 24, 23.30, 6), ("deepep-v2", 6, 5.09, 6),
+                                               ("h200", 24, 23.30, 6), ("b200", 24, 23.94, 12)])
+def test_preset_figures(name, sms, exact, v2):
+    res = quick(preset(name))
+    assert (res.sms, round(res.sms_exact, 2), res.v2_kernel_sms) == (sms, exact, v2)
+
+
 def test_h200_has_nvlink_to_spare():
     res = quick(preset("h200"))
     util = res.row(res.sms).utilization

@@ -54,6 +54,7 @@ class Plan:
     rows: list[BudgetRow]
     v2: V2Estimate
     routing: object | None = None
+    v2_kernel_sms: int = 0  # this cluster with DeepEP V2's kernel design and per-SM rates (this model)
 
     @property
     def saturable(self) -> bool:
@@ -117,4 +118,10 @@ def plan(p: Params, overlap: bool = True, routing=None) -> Plan:
     best = min(rows, key=lambda r: (r.step_us, r.sms)).sms if overlap else None
     v2 = v2_num_sms(p.experts, p.top_k, p.nodes, p.gpus_per_node, p.scaleout_gbs, p.nvlink_gbs, p.sms_per_gpu,
                     p.tma_read_gbs, p.tma_write_gbs)
-    return Plan(p, d, c, comp, sms, exact, best, rows, v2, routing)
+    return Plan(p, d, c, comp, sms, exact, best, rows, v2, routing, v2_kernel_sms(p))
+
+
+def v2_kernel_sms(p: Params) -> int:
+    """The saturating budget of this cluster with DeepEP V2's kernel (direct writes, TMA rates, pooled)."""
+    q = p.with_(kernel_design="deepep-v2", copy_engine="tma", sm_layout="pooled")
+    return max(saturating_sms(q, traffic.dispatch(q))[0], saturating_sms(q, traffic.combine(q))[0])

@@ -85,7 +85,8 @@ def table(res: Plan) -> str:
     p = res.params
     head = [f"sms {res.sms} (exact {res.sms_exact:.1f}), best_sms {res.best_sms}, bottleneck "
             f"{link_name(res.bottleneck)}, compute slowdown at sms {100 * res.compute_slowdown:.0f}%",
-            f"DeepEP V2 closed form: {res.v2.sms} SMs"]
+            f"comparison: DeepEP V2's kernel on this cluster (direct writes, {p.tma_read_gbs:g}/{p.tma_write_gbs:g} "
+            f"GB/s TMA per SM): {res.v2_kernel_sms} SMs; DeepEP V2's closed form: {res.v2.sms} SMs"]
     if not res.saturable:
         head.insert(1, f"warning: saturating {link_name(res.bottleneck)} would take {res.sms_exact:.1f} SMs, more than "
                        f"the GPU can spare; sms is capped at {res.sms}")
@@ -128,7 +129,7 @@ def to_dict(res: Plan, preset: str | None = None) -> dict:
         "best_step_us": res.row(res.best_sms).step_us if res.best_sms is not None else None,
         "nvlink_scaleout_bandwidth_ratio": p.nvlink_gbs / p.scaleout_gbs if p.nodes > 1 else None,
         "dispatch": phase(res.dispatch), "combine": phase(res.combine),
-        "deepep_v2_closed_form_sms": res.v2.sms,
+        "deepep_v2_closed_form_sms": res.v2.sms, "deepep_v2_kernel_sms": res.v2_kernel_sms,
         "budgets": [{"sms": r.sms, "compute_us": r.compute_us, "dispatch_us": r.dispatch_us,
                      "combine_us": r.combine_us, "utilization": r.utilization, "hidden": r.hidden,
                      "step_us": r.step_us} for r in res.rows],
