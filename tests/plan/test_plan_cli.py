@@ -63,7 +63,7 @@ def test_png_written(tmp_path, capsys):
     (["plan", "--tokns", "5"], "unknown parameter '--tokns'; valid parameters: --gpus-per-node"),
     (["plan", "--micro-batches", "3"], "micro_batches"),
     (["plan", "--copy-engine", "dma"], "invalid choice"),
-    (["plan", "--routing", "/nonexistent.npy"], "no such file"),
+    (["plan", "--routing", "/nonexistent.npy"], "error: /nonexistent.npy: no such file\n"),
 ])
 def test_errors_exit_1_without_traceback(argv, needle, capsys):
     try:
@@ -73,6 +73,14 @@ def test_errors_exit_1_without_traceback(argv, needle, capsys):
     assert rc == 1
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
+
+
+def test_unreadable_routing_file(tmp_path, capsys):
+    bad = tmp_path / "ids.npy"
+    bad.write_text("not an array")
+    assert main(["plan", "--routing", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}: not a readable .npy array" in err and "Traceback" not in err
 
 
 def test_png_to_unwritable_place(capsys):

@@ -59,7 +59,8 @@ def _load(args: argparse.Namespace):
             params = apply(params, stats)
         except ValueError as e:
             where = args.routing or f"--scores {args.scores}"
-            raise _user_error(f"{where}: {e}") from None
+            msg = str(e) if str(e).startswith(str(where)) else f"{where}: {e}"
+            raise _user_error(msg) from None
     return params, stats
 
 

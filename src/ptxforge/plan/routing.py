@@ -59,13 +59,19 @@ def load_topk_ids(path: str | Path) -> np.ndarray:
     if not path.exists():
         raise ValueError(f"{path}: no such file")
     if path.suffix == ".npy":
-        ids = np.load(path, allow_pickle=False)
+        try:
+            ids = np.load(path, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:
+            raise ValueError(f"{path}: not a readable .npy array ({e})") from None
     elif path.suffix in (".pt", ".pth"):
         try:
             import torch
         except ImportError:
             raise ValueError(f"{path}: reading .pt files needs torch") from None
-        t = torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            t = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # torch raises several kinds (pickle, zip, runtime) for a bad file
+            raise ValueError(f"{path}: not a readable torch file ({type(e).__name__}: {e})") from None
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{path}: expected one tensor of top-k ids, got {type(t).__name__}")
         ids = t.numpy()
