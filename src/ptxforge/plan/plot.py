@@ -68,6 +68,9 @@ def to_png(res: Plan, path: str | Path, title: str | None = None, dpi: int = 100
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=dpi, format="png")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; the result gets the usual permissions
         os.replace(tmp, path)
     finally:
         plt.close(fig)
