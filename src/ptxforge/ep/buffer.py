@@ -30,6 +30,13 @@ class DispatchHandle(tuple):
         h.__dict__.update(private)
         return h
 
+    rank_prefix_matrix = property(lambda self: self[0])
+    channel_prefix_matrix = property(lambda self: self[1])
+    recv_channel_prefix_matrix = property(lambda self: self[2])
+    recv_src_idx = property(lambda self: self[3])
+    is_token_in_rank = property(lambda self: self[4])
+    send_head = property(lambda self: self[5])
+
 
 class Buffer:
     """Expert-parallel dispatch and combine for the ranks of `group` (DeepEP V1 normal mode)."""
