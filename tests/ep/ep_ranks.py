@@ -1,7 +1,7 @@
 """Run a function on N real processes joined by a gloo process group (file:// rendezvous), bounded in time.
 
-`run_ranks(fn, world, *args, timeout_s=)` starts `world` processes (forked from a fork server that has
-torch imported); each initializes gloo and calls
+`run_ranks(fn, world, *args, timeout_s=, preload=)` starts `world` processes (forked from a fork server that has
+torch and the `preload` modules imported); each initializes gloo and calls
 fn(rank, world, *args), whose (picklable) return value comes back as results[rank]. An exception in a rank
 comes back as its traceback text; a rank that does not finish in time is killed and reported.
 """
@@ -18,8 +18,10 @@ import torch.multiprocessing as mp
 
 
 def _entry(rank, world, store, fn, args, queue):
+    import torch
     import torch.distributed as dist
 
+    torch.set_num_threads(1)  # N ranks on a few cores: intra-op threads would only fight each other
     try:
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
                                 timeout=timedelta(seconds=60))
@@ -32,9 +34,9 @@ def _entry(rank, world, store, fn, args, queue):
         os._exit(0)  # skip gloo's teardown, which can wait for peers that already left
 
 
-def run_ranks(fn, world: int, *args, timeout_s: float = 120.0) -> list:
+def run_ranks(fn, world: int, *args, timeout_s: float = 120.0, preload: tuple[str, ...] = ()) -> list:
     ctx = mp.get_context("forkserver")  # torch is imported once, in the fork server, not once per rank
-    ctx.set_forkserver_preload(["torch", "torch.distributed", "ptxforge.ep"])
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "ptxforge.ep", *preload])
     queue = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
         store = os.path.join(tmp, "store")

@@ -10,7 +10,7 @@ WORLD, PER_NODE = 8, 4
 
 @pytest.fixture(scope="module")
 def results():
-    return run_ranks(suite, WORLD, PER_NODE, False, timeout_s=300)
+    return run_ranks(suite, WORLD, PER_NODE, False, timeout_s=300, preload=("ep_warm",))
 
 
 @pytest.mark.parametrize("check", [c.__name__ for c in CHECKS])

@@ -9,7 +9,7 @@ WORLD = 4
 
 @pytest.fixture(scope="module")
 def results():
-    return run_ranks(suite, WORLD, WORLD, True, timeout_s=240)
+    return run_ranks(suite, WORLD, WORLD, True, timeout_s=240, preload=("ep_warm",))
 
 
 def _passed(results, name):

@@ -14,6 +14,15 @@ import torch
 from ptxforge.kernels import fp8, layout, routing
 
 WARPS_PER_BLOCK = 4
+_specialized: dict = {}
+
+
+def _special(k, **consts):
+    """k.specialize(**consts), built once per process."""
+    key = (k.name, tuple(sorted(consts.items())))
+    if key not in _specialized:
+        _specialized[key] = k.specialize(**consts)
+    return _specialized[key]
 
 
 def _device(t: torch.Tensor, device):
@@ -127,7 +136,7 @@ def route(logits: torch.Tensor, bias: torch.Tensor, n_group: int = 8, topk_group
     idx = np.zeros((t_, topk), np.int32)
     w = np.zeros((t_, topk), np.float32)
     if t_:
-        k = routing.route.specialize(E=e_, N_GROUP=n_group, TOPK_GROUP=topk_group, TOPK=topk,
+        k = _special(routing.route, E=e_, N_GROUP=n_group, TOPK_GROUP=topk_group, TOPK=topk,
                                      SCALE=float(routed_scaling_factor))
         k.launch(grid=(-(-t_ // 32),), block=(32,), args=[la, ba, np.zeros_like(la), np.zeros_like(la), idx, w,
                                                           np.uint32(t_)], device=_device(logits, device))
@@ -143,7 +152,7 @@ def get_dispatch_layout(topk_idx: torch.Tensor, num_experts: int, num_ranks: int
     pr, pe = np.zeros(num_ranks, np.uint32), np.zeros(num_experts, np.uint32)
     pn, ir = np.zeros(num_ranks // rpn, np.uint32), np.zeros((t_, num_ranks), np.uint8)
     if t_:
-        k = layout.dispatch_layout.specialize(TOPK=k_, RANKS=num_ranks, EXPERTS_PER_RANK=num_experts // num_ranks,
+        k = _special(layout.dispatch_layout, TOPK=k_, RANKS=num_ranks, EXPERTS_PER_RANK=num_experts // num_ranks,
                                               RANKS_PER_NODE=rpn)
         k.launch(grid=(-(-t_ // 128),), block=(128,), args=[idx, pr, pe, pn, ir, np.uint32(t_)],
                  device=_device(topk_idx, device))
@@ -173,7 +182,7 @@ def permute(x: torch.Tensor, pos: torch.Tensor, *, device=None) -> torch.Tensor:
     n = int((p >= 0).sum())
     out = np.zeros((n, raw.shape[1]), np.uint8)
     if n:
-        k = layout.gather_rows.specialize(TOPK=p.shape[1])
+        k = _special(layout.gather_rows, TOPK=p.shape[1])
         k.launch(grid=(p.size,), block=(layout.BLOCK,), args=[raw.view(np.uint32), p, out.view(np.uint32),
                                                              np.uint32(raw.shape[1] // 4)], device=_device(x, device))
     return _torch(out, x).view(x.dtype).reshape((n,) + tuple(x.shape[1:]))
@@ -188,7 +197,7 @@ def unpermute(y: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor | None =
     out = np.zeros((t_, h), ml_dtypes.bfloat16)
     w = np.ascontiguousarray(_np(weights.float())) if weights is not None else np.zeros((t_, k_), np.float32)
     if t_ and h:
-        k = layout.unpermute.specialize(TOPK=k_, weighted=weights is not None)
+        k = _special(layout.unpermute, TOPK=k_, weighted=weights is not None)
         k.launch(grid=(t_,), block=(layout.BLOCK,), args=[np.ascontiguousarray(_np(y)), p, w, out, np.uint32(h)],
                  device=_device(y, device))
     return _torch(out, y)
