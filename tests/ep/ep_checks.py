@@ -13,13 +13,9 @@ import traceback
 import torch
 import torch.distributed as dist
 
+from ptxforge.ep.testing import calc_diff, moe_reference
+
 T, H, E, K = 24, 256, 32, 4
-
-
-def calc_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    """DeepEP's similarity measure: 1 - 2 sum(ab) / sum(a^2 + b^2), on a + 1 and b + 1, in float64."""
-    a, b = a.double() + 1, b.double() + 1
-    return float(1 - 2 * (a * b).sum() / (a * a + b * b).sum())
 
 
 def encoded_x(rank: int, tokens: int = T, hidden: int = H, seed: int = 0) -> torch.Tensor:
@@ -178,15 +174,6 @@ def check_fp8_lossless(c: Ctx):
 def expert_weights():
     g = torch.Generator().manual_seed(42)
     return (torch.randn((E, H, H), generator=g) / H ** 0.5).to(torch.bfloat16)
-
-
-def moe_reference(x, idx, w, weights):
-    out = torch.zeros((x.shape[0], H), dtype=torch.float32)
-    for k in range(idx.shape[1]):
-        sel = idx[:, k] >= 0
-        y = torch.bmm(x[sel].float().unsqueeze(1), weights[idx[sel, k]].float()).squeeze(1)
-        out[sel] += w[sel, k:k + 1] * y
-    return out.to(torch.bfloat16)
 
 
 def ep_experts(recv_x, recv_idx, recv_w, local_weights):

@@ -3,7 +3,8 @@ DeepEP's test_internode.py."""
 
 import pytest
 from ep_checks import CHECKS, suite
-from ep_ranks import run_ranks
+
+from ptxforge.ep.spawn import run_ranks
 
 WORLD, PER_NODE = 8, 4
 

@@ -2,7 +2,8 @@
 
 import pytest
 from ep_checks import CHECKS, suite
-from ep_ranks import run_ranks
+
+from ptxforge.ep.spawn import run_ranks
 
 WORLD = 4
 
