@@ -1,4 +1,4 @@
-"""Imported by the fork server before it forks the ranks (see ptxforge.ep.spawn): builds and runs, once, the kernels
+"""Imported by the rank tests before they fork the ranks (see ptxforge.ep.spawn): builds and runs, once, the kernels
 the checks launch on the emulator, so every rank inherits them compiled instead of compiling its own."""
 
 import torch

@@ -1,6 +1,7 @@
 """ptxforge.ep on 8 real gloo processes as 2 nodes x 4 ranks: two-hop node-limited dispatch, in the style of
 DeepEP's test_internode.py."""
 
+import ep_warm  # noqa: F401 - builds the emulator kernels once, before the ranks are forked
 import pytest
 from ep_checks import CHECKS, suite
 
@@ -11,7 +12,7 @@ WORLD, PER_NODE = 8, 4
 
 @pytest.fixture(scope="module")
 def results():
-    return run_ranks(suite, WORLD, PER_NODE, False, timeout_s=300, preload=("ep_warm",))
+    return run_ranks(suite, WORLD, PER_NODE, False, timeout_s=300)
 
 
 @pytest.mark.parametrize("check", [c.__name__ for c in CHECKS])

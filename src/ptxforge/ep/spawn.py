@@ -1,7 +1,8 @@
 """Run a function on N real processes joined by a gloo process group (file:// rendezvous), bounded in time.
 
-`run_ranks(fn, world, *args, timeout_s=, preload=)` starts `world` processes (forked from a fork server that has
-torch and the `preload` modules imported); each initializes gloo and calls
+`run_ranks(fn, world, *args, timeout_s=, start=, preload=)` starts `world` processes, forked from this one
+(start="fork": what it has imported and compiled comes along; torch resets its thread pools at fork) or from
+a fork server that imports torch and the `preload` modules once ("forkserver"); each initializes gloo and calls
 fn(rank, world, *args), whose (picklable) return value comes back as results[rank]. An exception in a rank
 comes back as its traceback text; a rank that does not finish in time is killed and reported.
 """
@@ -34,9 +35,13 @@ def _entry(rank, world, store, fn, args, queue):
         os._exit(0)  # skip gloo's teardown, which can wait for peers that already left
 
 
-def run_ranks(fn, world: int, *args, timeout_s: float = 120.0, preload: tuple[str, ...] = ()) -> list:
-    ctx = mp.get_context("forkserver")  # torch is imported once, in the fork server, not once per rank
-    ctx.set_forkserver_preload(["torch", "torch.distributed", "ptxforge.ep", *preload])
+def run_ranks(fn, world: int, *args, timeout_s: float = 120.0, start: str = "fork",
+              preload: tuple[str, ...] = ()) -> list:
+    if start == "fork":  # the ranks start as copies of this process: nothing is imported or built again
+        ctx = mp.get_context("fork")
+    else:  # torch is imported once, in the fork server, not once per rank
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["torch", "torch.distributed", "ptxforge.ep", *preload])
     queue = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
         store = os.path.join(tmp, "store")

@@ -13,10 +13,10 @@ def calc_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def moe_reference(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor,
                   experts: torch.Tensor) -> torch.Tensor:
-    """Single-process MoE with linear experts: bf16(sum_k w[t, k] * (x[t] @ experts[idx[t, k]])), f32 inside."""
+    """MoE with linear experts: bf16(sum_k w[t, k] * (x[t] @ experts[idx[t, k]])), in f32, expert by expert
+    (ids of -1 select nothing)."""
     out = torch.zeros((x.shape[0], experts.shape[2]), dtype=torch.float32)
-    for k in range(topk_idx.shape[1]):
-        sel = topk_idx[:, k] >= 0
-        y = torch.bmm(x[sel].float().unsqueeze(1), experts[topk_idx[sel, k]].float()).squeeze(1)
-        out[sel] += topk_weights[sel, k:k + 1] * y
+    for e in torch.unique(topk_idx[topk_idx >= 0]).tolist():
+        rows, ks = torch.nonzero(topk_idx == e, as_tuple=True)
+        out.index_add_(0, rows, topk_weights[rows, ks].unsqueeze(1) * (x[rows].float() @ experts[e].float()))
     return out.to(torch.bfloat16)
