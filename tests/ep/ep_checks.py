@@ -134,6 +134,11 @@ def check_dispatch_rows(c: Ctx):
     assert empty == [] and wx.shape[0] == worst and widx.shape[0] == worst and ww.shape[0] == worst
     assert wx[:n].equal(recv_x) and widx[:n].equal(recv_idx) and ww[:n].equal(recv_w)
     assert torch.all(widx[n:] == -1) and torch.all(wx[n:] == 0)
+    # without top-k: rows only (the counts still come from the layout), also across nodes
+    ntr, _, nte, in_rank, _ = c.buf.get_dispatch_layout(c.idx, E)
+    bx, bidx, bw, bcounts, bh, _ = c.buf.dispatch(c.x, num_tokens_per_rank=ntr, is_token_in_rank=in_rank,
+                                                  num_tokens_per_expert=nte)
+    assert bx.equal(recv_x) and bidx is None and bw is None and bcounts == counts and bh[3].equal(recv_src_idx)
     # cached dispatch reuses the layout
     cx, none_idx, none_w, none_counts, none_handle, _ = c.buf.dispatch(c.x, handle=handle)
     assert cx.equal(recv_x) and none_idx is None and none_w is None and none_counts is None and none_handle is None

@@ -109,6 +109,11 @@ def check_dispatch(buf, x, handle, num_tokens_per_rank, num_tokens_per_rdma_rank
             num_experts = num_tokens_per_expert.numel()
         elif isinstance(getattr(buf, "_last_num_experts", None), int):
             num_experts = buf._last_num_experts
+        if num_tokens_per_rdma_rank is not None and buf.num_nodes > 1:
+            bad = _expect("num_tokens_per_rdma_rank", num_tokens_per_rdma_rank, (torch.int32, torch.int64),
+                          (buf.num_nodes,))
+            if bad:
+                problems.append(bad)
         if all(given) and not problems:
             problems += [p for p in (
                 _expect("num_tokens_per_rank", num_tokens_per_rank, (torch.int32, torch.int64), (r_,)),
