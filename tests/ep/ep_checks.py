@@ -245,6 +245,23 @@ def check_stats(c: Ctx):
     return {"ratio": ratio}
 
 
+def check_empty_ranks(c: Ctx):
+    """Rank 0 has no tokens and nobody selects rank 1's experts: both still take part and get empty results."""
+    epr = E // c.world
+    tokens = 0 if c.rank == 0 else T
+    idx = c.idx[:tokens].clone()
+    idx[(idx >= epr) & (idx < 2 * epr)] = -1
+    x, w = c.x[:tokens], c.w[:tokens]
+    ntr, _, nte, in_rank, _ = c.buf.get_dispatch_layout(idx, E)
+    rx, ri, rw, counts, handle, _ = c.buf.dispatch(x, num_tokens_per_rank=ntr, is_token_in_rank=in_rank,
+                                                   num_tokens_per_expert=nte, topk_idx=idx, topk_weights=w)
+    if c.rank == 1:
+        assert rx.shape == (0, H) and ri.shape == (0, K) and counts == [0] * epr
+    combined, cw, _ = c.buf.combine(rx, handle, topk_weights=rw)
+    assert combined.shape == (tokens, H) and cw.shape == (tokens, K)
+    assert combined.equal((x.float() * in_rank.sum(1, keepdim=True)).to(torch.bfloat16))
+
+
 def expect_everywhere(c: Ctx, bad_rank: int, fn, match: str, error=None):
     """fn() must raise `error` (EPInputError) on every rank, naming `match`, within a few seconds."""
     error = error or c.ep.EPInputError
@@ -337,12 +354,13 @@ def check_timeout(c: Ctx):
         took = time.monotonic() - t0
         assert 1.5 < took < 6, took
         assert "dispatch" in str(e) and "waited 2 s" in str(e) and "ranks" in str(e), str(e)
+        assert f"not arrived at call 1: rank {c.world - 1} (last entered call 0)" in str(e), str(e)
         return str(e)
     raise AssertionError("no timeout")
 
 
 CHECKS = [check_layout, check_dispatch_rows, check_combine, check_fp8_lossless, check_moe_matches_reference,
-          check_stats, check_bad_input]
+          check_stats, check_empty_ranks, check_bad_input]
 
 
 def suite(rank: int, world: int, ranks_per_node: int, with_timeout: bool = False) -> dict:

@@ -15,7 +15,8 @@ index, which forwards it inside the node; combine runs the hops backwards, summi
 
 Bad input is checked on every rank and agreed with one small all_gather before any data moves, so one rank's
 bad input raises `EPInputError` on all ranks; every collective waits at most `timeout_s` and then raises
-`EPTimeoutError` naming the call, the collective and the ranks it waited for.
+`EPTimeoutError` naming the call, the collective and the ranks it waited for, and (on the default group,
+whose rendezvous store each rank marks on entering a call) which ranks never entered that call.
 
 Differences from DeepEP (V1 normal mode):
 - Low-latency mode is not implemented (`low_latency_mode=True` raises); `num_nvl_bytes`, `num_rdma_bytes`,

@@ -71,6 +71,7 @@ class Buffer:
         self._serial = 0
         self._stats: list[CallStats] = []
         self.transport.agree("Buffer()", {"num_ranks_per_node": num_ranks_per_node, "buffer_number": self.id})
+        self.transport.arrive(f"buffer{self.id}", 0)
 
     # ------------------------------------------------------------------ DeepEP's small API
 
@@ -152,6 +153,7 @@ class Buffer:
         chk = check_dispatch(self, x, handle, num_tokens_per_rank, num_tokens_per_rdma_rank, is_token_in_rank,
                              num_tokens_per_expert, topk_idx, topk_weights, expert_alignment, num_worst_tokens,
                              config)
+        self.transport.arrive(f"buffer{self.id}", self._serial + 1)
         self.transport.agree("dispatch", dict(chk.facts, serial=self._serial + 1), chk.complaint)
         stats = self._next("dispatch", chk.form)
         num_experts = chk.facts["num_experts"]
@@ -303,6 +305,7 @@ class Buffer:
         """(combined_x bf16 [T, H], combined_topk_weights f32 [T, K] or None, event): each token's copies
         summed in f32 in rank order (across nodes: per node first, sent back as BF16, then over nodes)."""
         complaint, facts = check_combine(self, x, handle, topk_weights, bias)
+        self.transport.arrive(f"buffer{self.id}", self._serial + 1)
         self.transport.agree("combine", dict(facts, serial=self._serial + 1), complaint)
         stats = self._next("combine", "bf16")
         n = handle._num_recv

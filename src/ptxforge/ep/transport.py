@@ -7,6 +7,9 @@
 - `exchange_rows(call, rows, send_counts, recv_counts)`: one all_to_all_single of a [N, B] uint8 tensor with uneven
   splits (rows for peer 0 first, then peer 1, ...); returns the received rows and counts per peer.
 
+`arrive(tag, serial)` marks in the default group's rendezvous store which call this rank entered, so a
+timeout can say which ranks never came (a private torch API, used only when it is there).
+
 gloo cannot carry float8 tensors, so every payload travels as bytes (`uint8` views), which also lets one
 collective carry payload, scales and metadata together.
 """
@@ -30,6 +33,16 @@ def _ranges(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks))
 
 
+def _store_of(group):
+    """The default group's rendezvous store (a private torch API; None where it is not there)."""
+    if group is not None and group != dist.group.WORLD:
+        return None
+    try:
+        return dist.distributed_c10d._get_default_store()
+    except Exception:  # noqa: BLE001 - then timeouts name the group's ranks only
+        return None
+
+
 class Transport:
     """Collectives over `group` (None: the default group) with a per-collective timeout in seconds."""
 
@@ -41,6 +54,31 @@ class Transport:
         backend = dist.get_backend(group)
         self.device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
         self.control_bytes = 0  # bytes of agreement and count messages sent, for the stats
+        self.store, self.tag, self.serial = _store_of(group), "", 0
+
+    def arrive(self, tag: str, serial: int) -> None:
+        """Note in the rendezvous store that this rank entered call number `serial`, so that a rank that
+        times out can say which ranks never came."""
+        self.tag, self.serial = tag, serial
+        if self.store is not None:
+            self.store.set(f"ptxforge.ep/{tag}/{self.rank}", str(serial))
+
+    def _absent(self) -> str:
+        if self.store is None:
+            return ""
+        behind = []
+        for r in range(self.size):
+            key = f"ptxforge.ep/{self.tag}/{r}"
+            try:
+                if r == self.rank:
+                    continue
+                last = int(self.store.get(key)) if self.store.check([key]) else 0
+            except Exception:  # noqa: BLE001 - the store is a diagnostic aid only
+                return ""
+            if last < self.serial:
+                behind.append(f"rank {r} (last entered call {last})")
+        return (f"; not arrived at call {self.serial}: " + ", ".join(behind)) if behind else \
+            f"; every rank entered call {self.serial}, so one is stuck or dead inside it"
 
     def _wait(self, work, call: str, what: str) -> None:
         try:
@@ -49,8 +87,8 @@ class Transport:
             others = [r for r in range(self.size) if r != self.rank]
             raise EPTimeoutError(
                 f"ptxforge.ep {call}: rank {self.rank} waited {self.timeout_s:g} s in {what} for ranks "
-                f"{_ranges(others)} of the group and they did not all arrive (did every rank make the same call "
-                f"in the same order?). The process group cannot be used after this. ({e})") from None
+                f"{_ranges(others)} of the group and they did not all arrive{self._absent()} (did every rank make "
+                f"the same calls in the same order?). The process group cannot be used after this. ({e})") from None
 
     def agree(self, call: str, facts: dict[str, int], complaint: str = "") -> list[dict[str, int]]:
         """All ranks' facts; raises EPInputError on every rank if any rank complains or the facts differ."""
