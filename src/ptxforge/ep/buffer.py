@@ -158,32 +158,19 @@ class Buffer:
         stats = self._next("dispatch", chk.form)
         num_experts = chk.facts["num_experts"]
         x_payload, x_scales = x if isinstance(x, tuple | list) else (x, None)
-        t_ = x_payload.shape[0]
         cached = handle is not None
         if cached:
-            in_rank, hops, order = handle.is_token_in_rank, handle._hops, handle._order
-            per_expert = None
+            in_rank, hops, counts = handle.is_token_in_rank, handle._hops, None
         else:
             if is_token_in_rank is None:
                 _, _, num_tokens_per_expert, is_token_in_rank = self._layout(topk_idx, num_experts)
             in_rank = is_token_in_rank
             counts = self._gather_layout(in_rank, num_tokens_per_expert)
-            matrix = counts[:, :self.group_size]
-            self._check_worst(matrix, num_worst_tokens)
-            epr = num_experts // self.group_size
-            mine = counts[:, self.group_size + self.num_nodes:][:, self.rank * epr:(self.rank + 1) * epr].sum(0)
-            per_expert = [-(-int(c) // expert_alignment) * expert_alignment for c in mine.tolist()]
+            self._check_worst(counts[:, :self.group_size], num_worst_tokens)
             hops = self._first_hops(in_rank, counts)
         with_topk = not cached and topk_idx is not None
-        fmt = self._dispatch_format(x_payload, x_scales, topk_idx if with_topk else None,
-                                    topk_weights if with_topk else None)
-        fields = {"x": x_payload, "scales": x_scales,
-                  "src": torch.stack([torch.full((t_,), self.rank, dtype=torch.int32),
-                                      torch.arange(t_, dtype=torch.int32)], 1).to(x_payload.device),
-                  "dest": _rank_bits(in_rank) if self.num_nodes > 1 else None}
-        if with_topk:
-            fields["topk_idx"], fields["topk_weights"] = topk_idx.to(torch.int64), topk_weights
-        rows = fmt.pack({k: v for k, v in fields.items() if v is not None}, t_, x_payload.device)
+        fmt, rows = self._pack(x_payload, x_scales, in_rank, topk_idx if with_topk else None,
+                               topk_weights if with_topk else None)
         arrived = self._run_hop("dispatch", rows, fmt, hops[0], stats)
         if self.num_nodes > 1:
             if len(hops) == 1:
@@ -192,23 +179,16 @@ class Buffer:
         stats.control_bytes = self.transport.take_control_bytes()
         out = fmt.unpack(arrived)
         src = out["src"].to(torch.int64)
-        if not cached:
-            order = torch.argsort(src[:, 0] * (1 << 32) + src[:, 1], stable=True)  # source rank, then token
+        # by source rank, then token (a cached dispatch delivers in the same order as the one it repeats)
+        order = handle._order if cached else torch.argsort(src[:, 0] * (1 << 32) + src[:, 1], stable=True)
         out = {k: v[order] for k, v in out.items()}
-        recv_x = out["x"].reshape(-1, x_payload.shape[1])
-        recv_scales = out.get("scales")
+        recv_x, recv_scales = out["x"], out.get("scales")
         if cached:
-            recv = (recv_x, recv_scales) if x_scales is not None else recv_x
-            return recv, None, None, None, None, EventOverlap()
-        recv_idx = recv_w = None
-        if with_topk:
-            epr = num_experts // self.group_size
-            g = out["topk_idx"]
-            local = (g >= self.rank * epr) & (g < (self.rank + 1) * epr)
-            recv_idx = torch.where(local, g - self.rank * epr, torch.full_like(g, -1))
-            if topk_weights is not None:
-                recv_w = torch.where(local, out["topk_weights"], torch.zeros_like(out["topk_weights"]))
-        handle = self._make_handle(in_rank, matrix, src[order], hops, config, order, t_)
+            return (recv_x, recv_scales) if x_scales is not None else recv_x, None, None, None, None, EventOverlap()
+        recv_idx, recv_w = self._local_topk(out, num_experts) if with_topk else (None, None)
+        per_expert = self._expert_counts(counts, num_experts, expert_alignment)
+        handle = self._make_handle(in_rank, counts[:, :self.group_size], src[order], hops, config, order,
+                                   x_payload.shape[0])
         handle.__dict__.update(_num_experts=num_experts, _num_worst=num_worst_tokens)
         if num_worst_tokens:
             recv_x, recv_scales, recv_idx, recv_w = _pad_rows(num_worst_tokens, recv_x, recv_scales, recv_idx,
@@ -216,6 +196,32 @@ class Buffer:
             per_expert = []
         recv = (recv_x, recv_scales) if x_scales is not None else recv_x
         return recv, recv_idx, recv_w, per_expert, handle, EventOverlap()
+
+    def _pack(self, x, scales, in_rank, topk_idx, topk_weights) -> tuple[RowFormat, torch.Tensor]:
+        """One byte row per token: payload | scales | top-k ids | weights | (source rank, token) | dest ranks."""
+        t_, dev = x.shape[0], x.device
+        fmt = self._dispatch_format(x, scales, topk_idx, topk_weights)
+        fields = {"x": x, "scales": scales, "topk_idx": topk_idx, "topk_weights": topk_weights,
+                  "src": torch.stack([torch.full((t_,), self.rank, dtype=torch.int32),
+                                      torch.arange(t_, dtype=torch.int32)], 1).to(dev),
+                  "dest": _rank_bits(in_rank) if self.num_nodes > 1 else None}
+        return fmt, fmt.pack({k: v for k, v in fields.items() if v is not None}, t_, dev)
+
+    def _local_topk(self, out, num_experts):
+        """Received global expert ids -> ids local to this rank (-1 elsewhere); weights of the others zeroed."""
+        epr = num_experts // self.group_size
+        g = out["topk_idx"]
+        local = (g >= self.rank * epr) & (g < (self.rank + 1) * epr)
+        idx = torch.where(local, g - self.rank * epr, torch.full_like(g, -1))
+        w = out.get("topk_weights")
+        return idx, (torch.where(local, w, torch.zeros_like(w)) if w is not None else None)
+
+    def _expert_counts(self, counts, num_experts, alignment) -> list[int]:
+        """Tokens each local expert receives, from every rank's tokens per expert, rounded up to `alignment`."""
+        epr = num_experts // self.group_size
+        per_expert = counts[:, self.group_size + self.num_nodes:]
+        mine = per_expert[:, self.rank * epr:(self.rank + 1) * epr].sum(0)
+        return [-(-int(c) // alignment) * alignment for c in mine.tolist()]
 
     def _gather_layout(self, in_rank, num_tokens_per_expert) -> torch.Tensor:
         """Every rank's [tokens per rank | tokens per node | tokens per expert]: int64 [ranks, R + N + E]."""
