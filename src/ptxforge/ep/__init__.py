@@ -19,7 +19,8 @@ bad input raises `EPInputError` on all ranks; every collective waits at most `ti
 whose rendezvous store each rank marks on entering a call) which ranks never entered that call.
 
 Differences from DeepEP (V1 normal mode):
-- Low-latency mode is not implemented (`low_latency_mode=True` raises); `num_nvl_bytes`, `num_rdma_bytes`,
+- Low-latency mode is not implemented (`low_latency_mode=True` raises; no `low_latency_dispatch`/`_combine`,
+  `get_local_buffer_tensor`, `get_comm_stream`, elastic or shrink APIs); `num_nvl_bytes`, `num_rdma_bytes`,
   `num_qps_per_rank`, `allow_*`, `explicitly_destroy`, `enable_shrink`, `comm` are accepted and unused.
 - Calls are synchronous: `previous_event`, `async_finish`, `allocate_on_comm_stream` are accepted; the returned
   `EventOverlap` holds no event and waiting on it returns at once. `Config` and `set_num_sms` are checked and
