@@ -39,6 +39,7 @@ Differences from DeepEP (V1 normal mode):
   ranges of ceil(T / channels); send_head holds the token's row in the destination's recv_x (DeepEP: a ring
   buffer slot). Pass the handle back unchanged, as DeepEP programs do.
 - `num_worst_tokens` also works across nodes (DeepEP: intranode only); the padding rows are zero with ids -1.
+  It fixes the output sizes, but the CPU still waits for the counts (the all_to_all needs its splits).
 - Combine sums in f32 in rank order; across nodes each node's partial sum travels back as BF16 (as DeepEP's
   RDMA combine) and the partials are summed in f32, so results can differ from DeepEP's in the last bit.
 - FP8 scales may also be packed UE8M0 int32 [T, H/512] (DeepGEMM's SM100 format); they travel as bytes.

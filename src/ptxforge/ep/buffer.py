@@ -57,7 +57,8 @@ class Buffer:
         self.group = group
         self.backend = backend
         self.num_nvl_bytes, self.num_rdma_bytes = int(num_nvl_bytes), int(num_rdma_bytes)
-        self.transport = Transport(group, timeout_s)
+        self.id = next(_buffer_ids)
+        self.transport = Transport(group, timeout_s, tag=f"buffer{self.id}")
         self.rank, self.group_size = self.transport.rank, self.transport.size
         if num_ranks_per_node is None:
             env = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)
@@ -67,11 +68,9 @@ class Buffer:
                              f"{self.group_size} ranks")
         self.ranks_per_node = num_ranks_per_node
         self.num_nodes = self.group_size // num_ranks_per_node
-        self.id = next(_buffer_ids)
         self._serial = 0
         self._stats: list[CallStats] = []
         self.transport.agree("Buffer()", {"num_ranks_per_node": num_ranks_per_node, "buffer_number": self.id})
-        self.transport.arrive(f"buffer{self.id}", 0)
 
     # ------------------------------------------------------------------ DeepEP's small API
 
@@ -153,7 +152,6 @@ class Buffer:
         chk = check_dispatch(self, x, handle, num_tokens_per_rank, num_tokens_per_rdma_rank, is_token_in_rank,
                              num_tokens_per_expert, topk_idx, topk_weights, expert_alignment, num_worst_tokens,
                              config)
-        self.transport.arrive(f"buffer{self.id}", self._serial + 1)
         self.transport.agree("dispatch", dict(chk.facts, serial=self._serial + 1), chk.complaint)
         stats = self._next("dispatch", chk.form)
         num_experts = chk.facts["num_experts"]
@@ -311,7 +309,6 @@ class Buffer:
         """(combined_x bf16 [T, H], combined_topk_weights f32 [T, K] or None, event): each token's copies
         summed in f32 in rank order (across nodes: per node first, sent back as BF16, then over nodes)."""
         complaint, facts = check_combine(self, x, handle, topk_weights, bias)
-        self.transport.arrive(f"buffer{self.id}", self._serial + 1)
         self.transport.agree("combine", dict(facts, serial=self._serial + 1), complaint)
         stats = self._next("combine", "bf16")
         n = handle._num_recv

@@ -7,8 +7,9 @@
 - `exchange_rows(call, rows, send_counts, recv_counts)`: one all_to_all_single of a [N, B] uint8 tensor with uneven
   splits (rows for peer 0 first, then peer 1, ...); returns the received rows and counts per peer.
 
-`arrive(tag, serial)` marks in the default group's rendezvous store which call this rank entered, so a
-timeout can say which ranks never came (a private torch API, used only when it is there).
+Each `agree` (the first collective of every call) marks in the default group's rendezvous store how many
+calls this rank has entered, so a timeout can say which ranks never came (a private torch API, used only
+when it is there).
 
 gloo cannot carry float8 tensors, so every payload travels as bytes (`uint8` views), which also lets one
 collective carry payload, scales and metadata together.
@@ -46,7 +47,7 @@ def _store_of(group):
 class Transport:
     """Collectives over `group` (None: the default group) with a per-collective timeout in seconds."""
 
-    def __init__(self, group, timeout_s: float):
+    def __init__(self, group, timeout_s: float, tag: str = ""):
         self.group = group
         self.rank = dist.get_rank(group)
         self.size = dist.get_world_size(group)
@@ -54,14 +55,14 @@ class Transport:
         backend = dist.get_backend(group)
         self.device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
         self.control_bytes = 0  # bytes of agreement and count messages sent, for the stats
-        self.store, self.tag, self.serial = _store_of(group), "", 0
+        self.store, self.tag, self.entered = _store_of(group), tag, 0
 
-    def arrive(self, tag: str, serial: int) -> None:
-        """Note in the rendezvous store that this rank entered call number `serial`, so that a rank that
-        times out can say which ranks never came."""
-        self.tag, self.serial = tag, serial
+    def _arrive(self, call: str) -> None:
+        """Note in the rendezvous store how many calls this rank has entered (and which), so that a rank
+        that times out can say which ranks never came."""
+        self.entered += 1
         if self.store is not None:
-            self.store.set(f"ptxforge.ep/{tag}/{self.rank}", str(serial))
+            self.store.set(f"ptxforge.ep/{self.tag}/{self.rank}", f"{self.entered} {call}")
 
     def _absent(self) -> str:
         if self.store is None:
@@ -69,16 +70,18 @@ class Transport:
         behind = []
         for r in range(self.size):
             key = f"ptxforge.ep/{self.tag}/{r}"
+            if r == self.rank:
+                continue
             try:
-                if r == self.rank:
-                    continue
-                last = int(self.store.get(key)) if self.store.check([key]) else 0
+                n, last = self.store.get(key).decode().split(" ", 1) if self.store.check([key]) else ("0", "none")
             except Exception:  # noqa: BLE001 - the store is a diagnostic aid only
                 return ""
-            if last < self.serial:
-                behind.append(f"rank {r} (last entered call {last})")
-        return (f"; not arrived at call {self.serial}: " + ", ".join(behind)) if behind else \
-            f"; every rank entered call {self.serial}, so one is stuck or dead inside it"
+            if int(n) < self.entered:
+                behind.append(f"rank {r} (its last was call {n}, {last})")
+        if behind:
+            return (f"; this is call {self.entered} of this Buffer and these ranks never entered it: "
+                    + ", ".join(behind))
+        return f"; every rank entered call {self.entered}, so one is stuck or dead inside it"
 
     def _wait(self, work, call: str, what: str) -> None:
         try:
@@ -92,6 +95,7 @@ class Transport:
 
     def agree(self, call: str, facts: dict[str, int], complaint: str = "") -> list[dict[str, int]]:
         """All ranks' facts; raises EPInputError on every rank if any rank complains or the facts differ."""
+        self._arrive(call)
         names = list(facts)
         head = struct.pack(f"<{len(names)}q", *(int(facts[n]) for n in names))
         msg = complaint.encode()[:MESSAGE_BYTES]
