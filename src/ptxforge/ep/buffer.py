@@ -130,10 +130,10 @@ class Buffer:
         bool [T, R], event). Agrees on validity with the group first (one small collective)."""
         complaint = check_layout(topk_idx, num_experts, self.group_size)
         if not complaint:
-            self._last_num_experts = num_experts
-        self.transport.agree("get_dispatch_layout", {"num_experts": int(num_experts) if isinstance(
-            num_experts, int) else -1}, complaint)
-        return (*self._layout(topk_idx, num_experts), EventOverlap())
+            self._last_num_experts = int(num_experts)
+        self.transport.agree("get_dispatch_layout", {"num_experts": -1 if complaint else int(num_experts)},
+                             complaint)
+        return (*self._layout(topk_idx, int(num_experts)), EventOverlap())
 
     def _layout(self, topk_idx, num_experts):
         if self.backend == "kernels":

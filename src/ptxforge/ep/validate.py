@@ -6,6 +6,7 @@ agree on, so that `Transport.agree` can raise the same error on every rank befor
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import torch
@@ -38,7 +39,7 @@ def _expect(name: str, t, dtype, shape) -> str:
 
 
 def check_topk(topk_idx, num_experts: int, num_tokens: int | None = None) -> str:
-    if not isinstance(num_experts, int) or num_experts <= 0:
+    if not isinstance(num_experts, numbers.Integral) or isinstance(num_experts, bool) or num_experts <= 0:
         return f"num_experts must be a positive int, got {num_experts!r}"
     bad = _expect("topk_idx", topk_idx, torch.int64, (num_tokens, None))
     if bad:
