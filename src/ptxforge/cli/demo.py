@@ -40,8 +40,15 @@ def run(args) -> int:
         ok &= _on_gpu(m)
         ok &= _sanitize(m)
         ok &= _dsl()
+        ok &= _expert_parallel()
     print("\ndemo: all checks passed" if ok else "\ndemo: some checks FAILED")
     return 0 if ok else 1
+
+
+def _expert_parallel() -> bool:
+    from ptxforge.cli.demo_ep import expert_parallel
+
+    return expert_parallel()
 
 
 def _section(title: str) -> None:

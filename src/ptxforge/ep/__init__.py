@@ -1,0 +1,59 @@
+"""Expert parallelism with DeepEP's normal-mode API over torch.distributed: `import ptxforge.ep as deep_ep`.
+
+    buffer = deep_ep.Buffer(group, 0, 0)                 # gloo (CPU) or NCCL (GPU) process group
+    ntr, ntrr, nte, in_rank, _ = buffer.get_dispatch_layout(topk_idx, num_experts)
+    recv_x, recv_idx, recv_w, counts, handle, _ = buffer.dispatch(
+        x, num_tokens_per_rank=ntr, is_token_in_rank=in_rank, num_tokens_per_expert=nte,
+        topk_idx=topk_idx, topk_weights=topk_weights)    # x: bf16 [T, H] or (e4m3 [T, H], f32 [T, H/128])
+    combined, combined_w, _ = buffer.combine(expert_out, handle, topk_weights=recv_w)
+    buffer.stats()                                       # bytes per call, per peer, intra/inter-node
+
+The transport is `all_to_all_single` with uneven splits (payload, scales and metadata packed as bytes into one
+row per token, so FP8 crosses gloo as uint8). With several nodes (`num_ranks_per_node`), dispatch goes in two
+hops as DeepSeek-V3 does: a token crosses to each destination node once, to the rank with its own local
+index, which forwards it inside the node; combine runs the hops backwards, summing per node first.
+
+Bad input is checked on every rank and agreed with one small all_gather before any data moves, so one rank's
+bad input raises `EPInputError` on all ranks; every collective waits at most `timeout_s` and then raises
+`EPTimeoutError` naming the call, the collective and the ranks it waited for, and (on the default group,
+whose rendezvous store each rank marks on entering a call) which ranks never entered that call.
+
+Differences from DeepEP (V1 normal mode):
+- Low-latency mode is not implemented (`low_latency_mode=True` raises; no `low_latency_dispatch`/`_combine`,
+  `get_local_buffer_tensor`, `get_comm_stream`, elastic or shrink APIs); `num_nvl_bytes`, `num_rdma_bytes`,
+  `num_qps_per_rank`, `allow_*`, `explicitly_destroy`, `enable_shrink`, `comm` are accepted and unused.
+- Calls are synchronous: `previous_event`, `async_finish`, `allocate_on_comm_stream` are accepted; the returned
+  `EventOverlap` holds no event and waiting on it returns at once. `Config` and `set_num_sms` are checked and
+  kept (the handle's channel matrices use `num_sms / 2` channels) but do not change the transport.
+- `get_dispatch_layout` and `dispatch`/`combine` each run a small agreement collective (the price of raising on
+  every rank); DeepEP's layout call is local and its dispatch trusts its input.
+- Extra keyword arguments: `Buffer(..., num_ranks_per_node=None, backend="torch", timeout_s=60.0)`. Node size
+  defaults to $LOCAL_WORLD_SIZE, else min(ranks, 8) as DeepEP's NVLink domain. `backend="kernels"` computes the
+  layout with the DSL kernel (ptxforge.kernels) on the emulator or GPU; "torch" uses bit-identical torch code.
+- `dispatch` computes the layout itself when only `topk_idx` is given (after a `get_dispatch_layout` call has
+  fixed num_experts); DeepEP requires the layout arguments.
+- Received tokens are ordered by source rank, then source token index, on one node and across nodes (DeepEP's
+  internode order differs). The handle is always the 6-field intranode tuple (rank_prefix_matrix,
+  channel_prefix_matrix, recv_channel_prefix_matrix, recv_src_idx, is_token_in_rank, send_head), also across
+  nodes where DeepEP returns a 10-field one; channel matrices are inclusive prefix counts over contiguous token
+  ranges of ceil(T / channels); send_head holds the token's row in the destination's recv_x (DeepEP: a ring
+  buffer slot). Pass the handle back unchanged, as DeepEP programs do.
+- `num_worst_tokens` also works across nodes (DeepEP: intranode only); the padding rows are zero with ids -1.
+  It fixes the output sizes, but the CPU still waits for the counts (the all_to_all needs its splits).
+- Combine sums in f32 in rank order; across nodes each node's partial sum travels back as BF16 (as DeepEP's
+  RDMA combine) and the partials are summed in f32, so results can differ from DeepEP's in the last bit.
+- FP8 scales may also be packed UE8M0 int32 [T, H/512] (DeepGEMM's SM100 format); they travel as bytes.
+- `Buffer.stats()` is new: per-call byte accounting (see ptxforge.ep.stats).
+"""
+
+import torch as _torch
+
+from ptxforge.ep.buffer import Buffer, DispatchHandle
+from ptxforge.ep.config import Config, EventOverlap
+from ptxforge.ep.errors import EPError, EPInputError, EPTimeoutError
+from ptxforge.ep.stats import CallStats, Traffic
+
+topk_idx_t = _torch.int64
+
+__all__ = ["Buffer", "CallStats", "Config", "DispatchHandle", "EPError", "EPInputError", "EPTimeoutError",
+           "EventOverlap", "Traffic", "topk_idx_t"]

@@ -1,0 +1,372 @@
+"""`Buffer`: DeepEP's normal-mode expert-parallel API over torch.distributed (see the package docstring)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import torch
+import torch.distributed as dist
+
+from ptxforge.ep import layout as torch_layout
+from ptxforge.ep.config import COMBINE_CONFIGS, DISPATCH_CONFIGS, Config, EventOverlap, recommended
+from ptxforge.ep.errors import EPInputError
+from ptxforge.ep.plan import Hop, reduce_back
+from ptxforge.ep.rows import Field, RowFormat
+from ptxforge.ep.stats import CallStats
+from ptxforge.ep.transport import Transport
+from ptxforge.ep.validate import check_combine, check_dispatch, check_layout
+
+_buffer_ids = itertools.count(1)
+MAX_STATS = 1000
+
+
+class DispatchHandle(tuple):
+    """DeepEP's intranode handle (rank_prefix_matrix, channel_prefix_matrix, recv_channel_prefix_matrix,
+    recv_src_idx, is_token_in_rank, send_head), plus what combine and cached dispatch need (private)."""
+
+    def __new__(cls, fields, **private):
+        h = super().__new__(cls, fields)
+        h.__dict__.update(private)
+        return h
+
+    rank_prefix_matrix = property(lambda self: self[0])
+    channel_prefix_matrix = property(lambda self: self[1])
+    recv_channel_prefix_matrix = property(lambda self: self[2])
+    recv_src_idx = property(lambda self: self[3])
+    is_token_in_rank = property(lambda self: self[4])
+    send_head = property(lambda self: self[5])
+
+
+class Buffer:
+    """Expert-parallel dispatch and combine for the ranks of `group` (DeepEP V1 normal mode)."""
+
+    num_sms: int = 20
+
+    def __init__(self, group=None, num_nvl_bytes: int = 0, num_rdma_bytes: int = 0, low_latency_mode: bool = False,
+                 num_qps_per_rank: int = 24, allow_nvlink_for_low_latency_mode: bool = True,
+                 allow_mnnvl: bool = False, explicitly_destroy: bool = False, enable_shrink: bool = False,
+                 comm=None, *, num_ranks_per_node: int | None = None, backend: str = "torch",
+                 timeout_s: float = 60.0):
+        if low_latency_mode:
+            raise NotImplementedError("ptxforge.ep: low-latency mode is not implemented yet (normal mode only)")
+        if backend not in ("torch", "kernels"):
+            raise ValueError(f"backend must be 'torch' or 'kernels', got {backend!r}")
+        if not dist.is_initialized():
+            raise RuntimeError("ptxforge.ep.Buffer needs torch.distributed initialized (init_process_group)")
+        self.group = group
+        self.backend = backend
+        self.num_nvl_bytes, self.num_rdma_bytes = int(num_nvl_bytes), int(num_rdma_bytes)
+        self.id = next(_buffer_ids)
+        self.transport = Transport(group, timeout_s, tag=f"buffer{self.id}")
+        self.rank, self.group_size = self.transport.rank, self.transport.size
+        if num_ranks_per_node is None:
+            env = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)
+            num_ranks_per_node = env if env and self.group_size % env == 0 else min(self.group_size, 8)
+        if num_ranks_per_node <= 0 or self.group_size % num_ranks_per_node:
+            raise ValueError(f"num_ranks_per_node={num_ranks_per_node} does not divide the group's "
+                             f"{self.group_size} ranks")
+        self.ranks_per_node = num_ranks_per_node
+        self.num_nodes = self.group_size // num_ranks_per_node
+        self._serial = 0
+        self._stats: list[CallStats] = []
+        self.transport.agree("Buffer()", {"num_ranks_per_node": num_ranks_per_node, "buffer_number": self.id})
+
+    # ------------------------------------------------------------------ DeepEP's small API
+
+    def destroy(self) -> None:
+        self._stats.clear()
+
+    @staticmethod
+    def is_sm90_compiled() -> bool:
+        return True  # FP8 dispatch works on every device here
+
+    @staticmethod
+    def set_num_sms(new_num_sms: int) -> None:
+        if new_num_sms <= 0 or new_num_sms % 2:
+            raise ValueError(f"set_num_sms: the SM count must be positive and even, got {new_num_sms}")
+        Buffer.num_sms = new_num_sms
+
+    @staticmethod
+    def capture() -> EventOverlap:
+        return EventOverlap()
+
+    @staticmethod
+    def get_dispatch_config(num_ranks: int) -> Config:
+        return recommended(DISPATCH_CONFIGS, num_ranks, Buffer.num_sms)
+
+    @staticmethod
+    def get_combine_config(num_ranks: int) -> Config:
+        return recommended(COMBINE_CONFIGS, num_ranks, Buffer.num_sms)
+
+    def get_num_rdma_ranks(self) -> int:
+        return self.num_nodes
+
+    def get_rdma_rank(self) -> int:
+        return self.rank // self.ranks_per_node
+
+    def node_of(self, rank: int) -> int:
+        return rank // self.ranks_per_node
+
+    def stats(self, reset: bool = False) -> list[CallStats]:
+        """This rank's record of each dispatch/combine (the last 1000), oldest first."""
+        out = list(self._stats)
+        if reset:
+            self._stats.clear()
+        return out
+
+    def _next(self, call: str, form: str) -> CallStats:
+        self._serial += 1
+        s = CallStats(call, self._serial, form, self.rank)
+        self._stats.append(s)
+        del self._stats[:-MAX_STATS]
+        return s
+
+    # ------------------------------------------------------------------ layout
+
+    def get_dispatch_layout(self, topk_idx: torch.Tensor, num_experts: int, previous_event=None,
+                            async_finish: bool = False, allocate_on_comm_stream: bool = False):
+        """(tokens per rank int32 [R], per node int32 [N] or None, per expert int32 [E], is_token_in_rank
+        bool [T, R], event). Agrees on validity with the group first (one small collective)."""
+        complaint = check_layout(topk_idx, num_experts, self.group_size)
+        if not complaint:
+            self._last_num_experts = int(num_experts)
+        self.transport.agree("get_dispatch_layout", {"num_experts": -1 if complaint else int(num_experts)},
+                             complaint)
+        return (*self._layout(topk_idx, int(num_experts)), EventOverlap())
+
+    def _layout(self, topk_idx, num_experts):
+        if self.backend == "kernels":
+            from ptxforge.kernels import ops
+
+            return ops.get_dispatch_layout(topk_idx, num_experts, self.group_size, self.ranks_per_node)
+        return torch_layout.dispatch_layout(topk_idx, num_experts, self.group_size, self.ranks_per_node)
+
+    # ------------------------------------------------------------------ dispatch
+
+    def dispatch(self, x, handle=None, num_tokens_per_rank=None, num_tokens_per_rdma_rank=None,
+                 is_token_in_rank=None, num_tokens_per_expert=None, topk_idx=None, topk_weights=None,
+                 expert_alignment: int = 1, num_worst_tokens: int = 0, config: Config | None = None,
+                 previous_event=None, async_finish: bool = False, allocate_on_comm_stream: bool = False):
+        """(recv_x, recv_topk_idx, recv_topk_weights, num_recv_tokens_per_expert_list, handle, event)."""
+        chk = check_dispatch(self, x, handle, num_tokens_per_rank, num_tokens_per_rdma_rank, is_token_in_rank,
+                             num_tokens_per_expert, topk_idx, topk_weights, expert_alignment, num_worst_tokens,
+                             config)
+        self.transport.agree("dispatch", dict(chk.facts, serial=self._serial + 1), chk.complaint)
+        stats = self._next("dispatch", chk.form)
+        num_experts = chk.facts["num_experts"]
+        x_payload, x_scales = x if isinstance(x, tuple | list) else (x, None)
+        cached = handle is not None
+        if cached:
+            in_rank, hops, counts = handle.is_token_in_rank, handle._hops, None
+        else:
+            if is_token_in_rank is None:
+                _, _, num_tokens_per_expert, is_token_in_rank = self._layout(topk_idx, num_experts)
+            in_rank = is_token_in_rank
+            counts = self._gather_layout(in_rank, num_tokens_per_expert)
+            self._check_worst(counts[:, :self.group_size], num_worst_tokens)
+            hops = self._first_hops(in_rank, counts)
+        with_topk = not cached and topk_idx is not None
+        fmt, rows = self._pack(x_payload, x_scales, in_rank, topk_idx if with_topk else None,
+                               topk_weights if with_topk else None)
+        arrived = self._run_hop("dispatch", rows, fmt, hops[0], stats)
+        if self.num_nodes > 1:
+            if len(hops) == 1:
+                hops = [hops[0], self._second_hop(fmt.unpack(arrived)["dest"], counts)]
+            arrived = self._run_hop("dispatch", arrived, fmt, hops[1], stats)
+        stats.control_bytes = self.transport.take_control_bytes()
+        out = fmt.unpack(arrived)
+        src = out["src"].to(torch.int64)
+        # by source rank, then token (a cached dispatch delivers in the same order as the one it repeats)
+        order = handle._order if cached else torch.argsort(src[:, 0] * (1 << 32) + src[:, 1], stable=True)
+        out = {k: v[order] for k, v in out.items()}
+        recv_x, recv_scales = out["x"], out.get("scales")
+        if cached:
+            return (recv_x, recv_scales) if x_scales is not None else recv_x, None, None, None, None, EventOverlap()
+        recv_idx, recv_w = self._local_topk(out, num_experts) if with_topk else (None, None)
+        per_expert = self._expert_counts(counts, num_experts, expert_alignment)
+        handle = self._make_handle(in_rank, counts[:, :self.group_size], src[order], hops, config, order,
+                                   x_payload.shape[0])
+        handle.__dict__.update(_num_experts=num_experts, _num_worst=num_worst_tokens)
+        if num_worst_tokens:
+            recv_x, recv_scales, recv_idx, recv_w = _pad_rows(num_worst_tokens, recv_x, recv_scales, recv_idx,
+                                                              recv_w)
+            per_expert = []
+        recv = (recv_x, recv_scales) if x_scales is not None else recv_x
+        return recv, recv_idx, recv_w, per_expert, handle, EventOverlap()
+
+    def _pack(self, x, scales, in_rank, topk_idx, topk_weights) -> tuple[RowFormat, torch.Tensor]:
+        """One byte row per token: payload | scales | top-k ids | weights | (source rank, token) | dest ranks."""
+        t_, dev = x.shape[0], x.device
+        fmt = self._dispatch_format(x, scales, topk_idx, topk_weights)
+        fields = {"x": x, "scales": scales, "topk_idx": topk_idx, "topk_weights": topk_weights,
+                  "src": torch.stack([torch.full((t_,), self.rank, dtype=torch.int32),
+                                      torch.arange(t_, dtype=torch.int32)], 1).to(dev),
+                  "dest": _rank_bits(in_rank) if self.num_nodes > 1 else None}
+        return fmt, fmt.pack({k: v for k, v in fields.items() if v is not None}, t_, dev)
+
+    def _local_topk(self, out, num_experts):
+        """Received global expert ids -> ids local to this rank (-1 elsewhere); weights of the others zeroed."""
+        epr = num_experts // self.group_size
+        g = out["topk_idx"]
+        local = (g >= self.rank * epr) & (g < (self.rank + 1) * epr)
+        idx = torch.where(local, g - self.rank * epr, torch.full_like(g, -1))
+        w = out.get("topk_weights")
+        return idx, (torch.where(local, w, torch.zeros_like(w)) if w is not None else None)
+
+    def _expert_counts(self, counts, num_experts, alignment) -> list[int]:
+        """Tokens each local expert receives, from every rank's tokens per expert, rounded up to `alignment`."""
+        epr = num_experts // self.group_size
+        per_expert = counts[:, self.group_size + self.num_nodes:]
+        mine = per_expert[:, self.rank * epr:(self.rank + 1) * epr].sum(0)
+        return [-(-int(c) // alignment) * alignment for c in mine.tolist()]
+
+    def _gather_layout(self, in_rank, num_tokens_per_expert) -> torch.Tensor:
+        """Every rank's [tokens per rank | tokens per node | tokens per expert]: int64 [ranks, R + N + E]."""
+        t_ = in_rank.shape[0]
+        per_rank = in_rank.sum(0, dtype=torch.int64)
+        per_node = in_rank.view(t_, self.num_nodes, self.ranks_per_node).any(-1).sum(0, dtype=torch.int64)
+        mine = torch.cat([per_rank.cpu(), per_node.cpu(), num_tokens_per_expert.to(torch.int64).cpu()])
+        return self.transport.gather_counts("dispatch", mine.tolist())
+
+    def _check_worst(self, matrix: torch.Tensor, num_worst_tokens: int) -> None:
+        if num_worst_tokens:
+            over = [f"rank {r} receives {n}" for r, n in enumerate(matrix.sum(0).tolist()) if n > num_worst_tokens]
+            if over:  # every rank sees the whole matrix, so every rank raises the same error
+                raise EPInputError(f"ptxforge.ep dispatch: num_worst_tokens={num_worst_tokens} is too small: "
+                                   + ", ".join(over))
+
+    def _first_hops(self, in_rank, counts) -> list[Hop]:
+        """One hop inside a node; across nodes, the first of two (to the same local index on each node)."""
+        size, me, rpn = self.group_size, self.rank, self.ranks_per_node
+        if self.num_nodes == 1:
+            return [Hop.from_mask(in_rank, list(range(size)), size, counts[:, me].tolist())]
+        local, node = me % rpn, self.node_of(me)
+        to_node = in_rank.view(-1, self.num_nodes, rpn).any(-1)
+        rail = [b * rpn + local for b in range(self.num_nodes)]
+        recv = [int(counts[r, size + node]) if r in rail else 0 for r in range(size)]
+        return [Hop.from_mask(to_node, rail, size, recv)]
+
+    def _second_hop(self, dest_bits, counts) -> Hop:
+        """Forward what hop 1 delivered to the ranks of this node that need it."""
+        size, me, rpn = self.group_size, self.rank, self.ranks_per_node
+        node = self.node_of(me)
+        peers = [node * rpn + j for j in range(rpn)]
+        in_rank = _rank_unbits(dest_bits, size)
+        recv = [0] * size
+        for i in range(rpn):  # forwarder (node, i) passes on what every (a, i) sends me
+            recv[node * rpn + i] = int(sum(counts[a * rpn + i, me] for a in range(self.num_nodes)))
+        return Hop.from_mask(in_rank[:, peers], peers, size, recv)
+
+    def _run_hop(self, call, rows, fmt, hop: Hop, stats: CallStats, reverse: bool = False):
+        send_counts = hop.recv_counts if reverse else hop.send_counts
+        recv_counts = hop.send_counts if reverse else hop.recv_counts
+        for peer in range(self.group_size):
+            same = self.node_of(peer) == self.node_of(self.rank)
+            stats.record("sent", peer, send_counts[peer], fmt, same)
+            stats.record("recv", peer, recv_counts[peer], fmt, same)
+        send = rows if reverse else rows[hop.send_index.to(rows.device)]
+        return self.transport.exchange_rows(call, send, send_counts, recv_counts)
+
+    def _dispatch_format(self, x, scales, topk_idx, topk_weights) -> RowFormat:
+        k = topk_idx.shape[1] if topk_idx is not None else 0
+        return RowFormat([
+            Field("x", x.dtype, x.shape[1], "payload"),
+            Field("scales", scales.dtype if scales is not None else torch.float32,
+                  scales.shape[1] if scales is not None else 0, "scales"),
+            Field("topk_idx", torch.int64, k, "meta"),
+            Field("topk_weights", torch.float32, k if topk_weights is not None else 0, "meta"),
+            Field("src", torch.int32, 2, "meta"),
+            Field("dest", torch.int64, -(-self.group_size // 32) if self.num_nodes > 1 else 0, "meta")])
+
+    def _make_handle(self, in_rank, matrix, recv_src, hops, config, order, t_):
+        size, me = self.group_size, self.rank
+        channels = (config or self.get_dispatch_config(size)).num_channels
+        per = max(1, -(-t_ // channels))  # tokens per channel: channel c holds tokens [c*per, (c+1)*per)
+        ir = in_rank.cpu()
+        chan_of_token = torch.arange(t_) // per
+        chan_prefix = torch.stack([ir[chan_of_token <= c].sum(0, dtype=torch.int32) for c in range(channels)], 1)
+        rank_prefix = torch.cumsum(matrix, 0).to(torch.int32)
+        starts = rank_prefix[me - 1] if me else torch.zeros(size, dtype=torch.int32)
+        send_head = torch.full((t_, size), -1, dtype=torch.int32)
+        for r in range(size):
+            rows = torch.nonzero(ir[:, r]).flatten()
+            send_head[rows, r] = int(starts[r]) + torch.arange(rows.numel(), dtype=torch.int32)
+        src_chan = recv_src[:, 1].cpu() // per
+        src_rank = recv_src[:, 0].cpu()
+        recv_chan = torch.stack([torch.stack([((src_rank == s) & (src_chan <= c)).sum().to(torch.int32)
+                                              for c in range(channels)]) for s in range(size)])
+        dev = in_rank.device
+        fields = (rank_prefix.to(dev), chan_prefix.to(dev), recv_chan.to(dev), recv_src[:, 1].to(torch.int32),
+                  in_rank, send_head.to(dev))
+        return DispatchHandle(fields, _buffer_id=self.id, _serial=self._serial, _hops=hops, _order=order,
+                              _num_tokens=t_, _num_recv=int(recv_src.shape[0]))
+
+    # ------------------------------------------------------------------ combine
+
+    def combine(self, x: torch.Tensor, handle, topk_weights=None, bias=None, config: Config | None = None,
+                previous_event=None, async_finish: bool = False, allocate_on_comm_stream: bool = False):
+        """(combined_x bf16 [T, H], combined_topk_weights f32 [T, K] or None, event): each token's copies
+        summed in f32 in rank order (across nodes: per node first, sent back as BF16, then over nodes)."""
+        complaint, facts = check_combine(self, x, handle, topk_weights, bias)
+        self.transport.agree("combine", dict(facts, serial=self._serial + 1), complaint)
+        stats = self._next("combine", "bf16")
+        n = handle._num_recv
+        x = x[:n]
+        w = topk_weights[:n].to(torch.float32) if topk_weights is not None else None
+        fmt = RowFormat([Field("x", torch.bfloat16, x.shape[1], "payload"),
+                         Field("w", torch.float32, w.shape[1] if w is not None else 0, "meta")])
+        parts = {"x": _unorder(x, handle._order)}
+        if w is not None:
+            parts["w"] = _unorder(w, handle._order)
+        rows = fmt.pack(parts, n, x.device)
+        hops = handle._hops
+        for i in range(len(hops) - 1, -1, -1):
+            back = fmt.unpack(self._run_hop("combine", rows, fmt, hops[i], stats, reverse=True))
+            num_local = handle._num_tokens if i == 0 else sum(hops[i - 1].recv_counts)
+            acc = reduce_back(back["x"], hops[i], num_local)
+            if i == 0:
+                for b in (bias if isinstance(bias, tuple | list) else (bias,)):
+                    if b is not None:
+                        acc += b.to(torch.float32)
+            parts = {"x": acc.to(torch.bfloat16)}
+            if w is not None:
+                parts["w"] = reduce_back(back["w"], hops[i], num_local)
+            rows = fmt.pack(parts, num_local, x.device)
+        stats.control_bytes = self.transport.take_control_bytes()
+        return parts["x"], parts.get("w"), EventOverlap()
+
+
+def _unorder(t: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """Rows in the order they arrived, from rows sorted by `order` (sorted = arrived[order])."""
+    out = torch.empty_like(t)
+    out[order.to(t.device)] = t
+    return out
+
+
+def _rank_bits(in_rank: torch.Tensor) -> torch.Tensor:
+    """[T, R] bool -> [T, ceil(R/32)] int64, 32 ranks a word."""
+    t_, r_ = in_rank.shape
+    words = -(-r_ // 32)
+    padded = torch.zeros((t_, words * 32), dtype=torch.int64, device=in_rank.device)
+    padded[:, :r_] = in_rank.to(torch.int64)
+    weights = torch.tensor([1 << b for b in range(32)], dtype=torch.int64, device=in_rank.device)
+    return (padded.view(t_, words, 32) * weights).sum(-1)
+
+
+def _rank_unbits(bits: torch.Tensor, num_ranks: int) -> torch.Tensor:
+    shifts = torch.arange(32, dtype=torch.int64, device=bits.device)
+    return (((bits.unsqueeze(-1) >> shifts) & 1).reshape(bits.shape[0], -1)[:, :num_ranks]).bool()
+
+
+def _pad_rows(n, *ts):
+    out = []
+    for t in ts:
+        if t is None:
+            out.append(None)
+            continue
+        pad = torch.zeros((n - t.shape[0], *t.shape[1:]), dtype=t.dtype, device=t.device)
+        if t.dtype == torch.int64:
+            pad.fill_(-1)
+        out.append(torch.cat([t, pad]))
+    return out

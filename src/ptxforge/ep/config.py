@@ -1,0 +1,71 @@
+"""DeepEP's `Config` (performance tunables) and `EventOverlap` (a CUDA event wrapper), as API stand-ins.
+
+The torch backend runs every call to completion, so an `EventOverlap` holds no event: waiting on it returns
+at once and `with event:` blocks run in order. `Config` is kept and checked so that DeepEP programs run
+unchanged and the kernel backend can use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Config:
+    """DeepEP's `Config(num_sms, nvl_send_chunk, nvl_recv_buf, rdma_send_chunk, rdma_recv_buf)`."""
+
+    num_sms: int = 20
+    num_max_nvl_chunked_send_tokens: int = 6
+    num_max_nvl_chunked_recv_tokens: int = 256
+    num_max_rdma_chunked_send_tokens: int = 6
+    num_max_rdma_chunked_recv_tokens: int = 128
+
+    def __post_init__(self):
+        if self.num_sms <= 0 or self.num_sms % 2:
+            raise ValueError(f"Config.num_sms must be a positive even number (2 SMs a channel), got {self.num_sms}")
+
+    @property
+    def num_channels(self) -> int:
+        return self.num_sms // 2
+
+    def get_nvl_buffer_size_hint(self, hidden_bytes: int, num_ranks: int) -> int:
+        """Bytes a DeepEP NVLink buffer would take; the torch backend allocates nothing ahead."""
+        return self.num_channels * num_ranks * self.num_max_nvl_chunked_recv_tokens * hidden_bytes * 2
+
+    def get_rdma_buffer_size_hint(self, hidden_bytes: int, num_ranks: int) -> int:
+        return self.num_channels * num_ranks * self.num_max_rdma_chunked_recv_tokens * hidden_bytes * 2
+
+
+# DeepEP's recommended configs by number of ranks (num_sms filled in at call time)
+DISPATCH_CONFIGS = {2: (24, 256, 6, 128), 4: (6, 256, 6, 128), 8: (6, 256, 6, 128), 16: (36, 288, 20, 128),
+                    24: (32, 288, 8, 128), 32: (32, 288, 8, 128), 48: (32, 288, 8, 128), 64: (32, 288, 8, 128),
+                    96: (20, 480, 12, 128), 128: (20, 560, 12, 128), 144: (32, 720, 12, 128),
+                    160: (28, 720, 12, 128)}
+COMBINE_CONFIGS = {2: (10, 256, 6, 128), 4: (9, 256, 6, 128), 8: (4, 256, 6, 128), 16: (4, 288, 12, 128),
+                   24: (1, 288, 8, 128), 32: (1, 288, 8, 128), 48: (1, 288, 8, 128), 64: (1, 288, 8, 128),
+                   96: (1, 480, 8, 128), 128: (1, 560, 8, 128), 144: (2, 720, 8, 128), 160: (2, 720, 8, 128)}
+
+
+def recommended(table: dict, num_ranks: int, num_sms: int) -> Config:
+    """DeepEP's entry for `num_ranks`, or the defaults for other sizes (which DeepEP rejects)."""
+    return Config(num_sms, *table[num_ranks]) if num_ranks in table else Config(num_sms)
+
+
+class EventOverlap:
+    """DeepEP's event handle. The torch backend finishes every call before returning, so there is nothing to
+    wait for; `current_stream_wait()` and `with` are kept for API compatibility."""
+
+    def __init__(self, event=None, extra_tensors=None):
+        self.event = event
+        self.extra_tensors = extra_tensors
+
+    def current_stream_wait(self) -> None:
+        if self.event is not None:
+            self.event.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.current_stream_wait()
+        return False

@@ -1,0 +1,13 @@
+"""The errors `ptxforge.ep` raises: bad input (raised on every rank of the group) and collective timeouts."""
+
+
+class EPError(RuntimeError):
+    """Base class of ptxforge.ep's errors."""
+
+
+class EPInputError(EPError, ValueError):
+    """Bad input on one or more ranks; every rank of the group raises it, with every rank's complaint."""
+
+
+class EPTimeoutError(EPError, TimeoutError):
+    """A collective did not complete in time; names the call, the collective and the ranks waited for."""

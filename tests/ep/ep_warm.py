@@ -1,0 +1,21 @@
+"""Imported by the rank tests before they fork the ranks (see ptxforge.ep.spawn): builds and runs, once, the kernels
+the checks launch on the emulator, so every rank inherits them compiled instead of compiling its own."""
+
+import torch
+
+from ptxforge.kernels import ops
+
+
+def warm() -> None:
+    x = torch.ones((1, 256), dtype=torch.bfloat16)
+    for packed in (False, True):
+        q, s = ops.per_token_cast_to_fp8(x, packed_ue8m0=packed)
+        ops.per_token_cast_back(q, s)
+    ops.per_token_cast_to_fp8(x, round_scale=True)
+    idx = torch.zeros((1, 4), dtype=torch.int64)
+    for ranks, groups in ((4, 4), (8, 2)):
+        ops.route(torch.zeros((1, 32)), torch.zeros(32), n_group=groups, topk_group=2, topk=4)
+        ops.get_dispatch_layout(idx, 32, ranks, 4)
+
+
+warm()
