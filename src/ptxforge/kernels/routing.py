@@ -110,9 +110,17 @@ def sigmoid_ref(logits: np.ndarray) -> np.ndarray:
 def route_ref(logits, bias, n_group=8, topk_group=4, topk=8, routed_scaling_factor=2.5):
     """(topk_idx int32 [T, topk] in selection order, weights f32 [T, topk], scores f32 [T, E])."""
     s = sigmoid_ref(logits)
+    idx, w = select_experts(s, bias, n_group, topk_group, topk, routed_scaling_factor)
+    return idx, w, s
+
+
+def select_experts(scores, bias=None, n_group=8, topk_group=4, topk=8, routed_scaling_factor=2.5):
+    """The kernel's choice and weights from sigmoid `scores` [T, E] (f32), in numpy: (topk_idx int32 [T, topk]
+    in selection order, weights f32 [T, topk]). Fast enough for planning on thousands of tokens."""
+    s = np.asarray(scores, np.float32)
     t_, e_ = s.shape
     size = e_ // n_group
-    b = (s + np.asarray(bias, np.float32)).astype(np.float32)
+    b = s if bias is None else (s + np.asarray(bias, np.float32)).astype(np.float32)
     top2 = -np.sort(-b.reshape(t_, n_group, size), axis=-1)[..., :2]
     group_score = (top2[..., 0] + top2[..., 1]).astype(np.float32)
     keep = np.zeros((t_, n_group), bool)
@@ -129,4 +137,4 @@ def route_ref(logits, bias, n_group=8, topk_group=4, topk=8, routed_scaling_fact
     for k in range(topk):
         total = (total + w[:, k]).astype(np.float32)
     w = ((w / total[:, None]).astype(np.float32) * np.float32(routed_scaling_factor)).astype(np.float32)
-    return idx, w, s
+    return idx, w

@@ -4,8 +4,8 @@ the statistics the cost model uses in place of its average-case formulas.
 `group_limited_topk` has the semantics of DeepSeek-V3's gate: sigmoid scores s, a per-expert bias added
 only to choose; experts form `n_group` groups, each scored by the sum of its top-2 biased scores; the best
 `topk_group` groups are kept, then the top_k experts by biased score among them; weights are the unbiased
-s of the chosen experts normalized to sum 1, times `routed_scaling`. (Kept small on purpose: the kernels
-layer's routing kernel is the one to unify this with.)
+s of the chosen experts normalized to sum 1, times `routed_scaling`; the choice and weights are those of
+the routing kernel (`ptxforge.kernels.routing.select_experts`, its numpy twin), checked here for sizes.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from ptxforge.kernels.routing import select_experts
 
 
 def group_limited_topk(scores: np.ndarray, bias: np.ndarray | None = None, n_group: int = 8,
@@ -28,17 +30,8 @@ def group_limited_topk(scores: np.ndarray, bias: np.ndarray | None = None, n_gro
         raise ValueError(f"topk_group must lie in 1..{n_group} (the number of groups), got {topk_group}")
     if top_k > topk_group * (E // n_group):
         raise ValueError(f"top_k={top_k} of topk_group={topk_group} groups of {E // n_group} is impossible")
-    biased = s + (np.zeros(E, np.float32) if bias is None else np.asarray(bias, np.float32))
-    grouped = biased.reshape(T, n_group, E // n_group)
-    group_score = np.sort(grouped, axis=-1)[..., -2:].sum(-1)
-    keep = np.argsort(-group_score, axis=-1, kind="stable")[:, :topk_group]
-    mask = np.zeros((T, n_group), bool)
-    np.put_along_axis(mask, keep, True, axis=-1)
-    masked = np.where(np.repeat(mask, E // n_group, axis=-1), biased, -np.inf)
-    ids = np.argsort(-masked, axis=-1, kind="stable")[:, :top_k]
-    w = np.take_along_axis(s, ids, axis=-1)
-    w = w / w.sum(-1, keepdims=True) * routed_scaling
-    return ids.astype(np.int64), w.astype(np.float32)
+    ids, w = select_experts(s, bias, n_group, topk_group, top_k, routed_scaling)
+    return ids.astype(np.int64), w
 
 
 def generate_scores(tokens: int, experts: int, kind: str = "random", seed: int = 0) -> np.ndarray:
