@@ -19,6 +19,7 @@ import numpy as np
 from ptxforge.emu import memory as M
 from ptxforge.emu.errors import MemoryFault
 from ptxforge.emu.sanitizer import bounds, sync
+from ptxforge.emu.sanitizer.order import SCOPE_NAMES, SyncOrder
 from ptxforge.emu.sanitizer.report import ReportLog, SanitizerError, SanitizerReport
 from ptxforge.emu.sanitizer.shadow import EP_SHIFT, INIT, PENDING, PageMap, Shadow
 from ptxforge.emu.sanitizer.sites import SiteInfo, SourceMap, shared_valid_mask, shared_variables, site_info
@@ -33,6 +34,49 @@ class _Excluded(Exception):  # noqa: N818 - internal control flow, never escapes
     def __init__(self, lanes):
         super().__init__("excluded lanes")
         self.lanes = lanes
+
+
+class _HappensBefore:
+    """What the shadow asks about candidate races: from different blocks? ordered by release/acquire?"""
+
+    def __init__(self, san, global_: bool):
+        self.san = san
+        self.global_ = global_  # the global arena: pairs of different blocks are candidates too
+
+    def other(self, pw, who):
+        lpb = self.san.lpb
+        return (pw >= 0) & (pw // lpb != who // lpb)
+
+    def ordered(self, mask, pw, when):
+        san = self.san
+        out = np.zeros(mask.shape, bool)
+        order = san.order
+        if not (order.any_release and order.any_acquire):
+            return out
+        idx = np.flatnonzero(mask)
+        acc = san._acc_lanes[idx // san._acc_nb] if san._acc_nb > 1 else san._acc_lanes[idx]
+        wb = pw[idx].astype(np.int64) // san.lpb
+        ok = order.ordered(wb, when[idx], acc)
+        out[idx] = ok
+        rest = ~ok
+        if rest.any():  # would a pair of too narrow a scope have ordered them? (named as a scope error)
+            r = idx[rest]
+            wide = order.ordered(wb[rest], when[r], acc[rest], wide=True)
+            if wide.any():
+                if san._narrow is None or san._narrow.size != mask.size:
+                    san._narrow = np.full(mask.size, -1, np.int8)
+                san._narrow[r[wide]] = order.level(wb[rest][wide], san.block_of_lane[acc[rest][wide]])
+        return out
+
+
+def _cluster_of_block(machine) -> np.ndarray:
+    """The cluster index of every block (linear id) of the grid."""
+    b = np.arange(machine.nblocks, dtype=np.int64)
+    gx, gy, _ = machine.grid
+    cx, cy, cz = getattr(machine, "cluster", (1, 1, 1))
+    x, y, z = b % gx, (b // gx) % gy, b // (gx * gy)
+    ncx, ncy = -(-gx // cx), -(-gy // cy)
+    return x // cx + ncx * (y // cy + ncy * (z // cz))
 
 
 class Sanitizer:
@@ -63,6 +107,7 @@ class Sanitizer:
         self.site: SiteInfo | None = None
         self.infos: list[SiteInfo] = []
         self.sources: SourceMap | None = None
+        self._narrow = None  # per element of the current access: scope level a too narrow pair lacked
         self._ar = {n: np.arange(n, dtype=np.int64) for n in (1, 2, 4, 8, 16, 32, 64, 128)}
 
     # ------------------------------------------------------------------ results
@@ -154,8 +199,8 @@ class Sanitizer:
                         break
             if self._deferred:
                 self._flush_deferred()
-            if info.release or info.acquire or info.async_wait or info.async_commit or \
-                    info.mbar_wait is not None or info.async_via_mbarrier:
+            if info.release or info.acquire or info.fence or info.strong_read or info.strong_write or \
+                    info.async_wait or info.async_commit or info.mbar_wait is not None or info.async_via_mbarrier:
                 self._after_sync_op(st, m, info)
         return run
 
@@ -215,12 +260,7 @@ class Sanitizer:
                 self.async_committed[lanes] += 1  # wait_all also completes the uncommitted copies
             self.async_done[lanes] = np.maximum(self.async_done[lanes], self.async_committed[lanes] - n)
             return
-        blocks = np.unique(self.block_of_lane[lanes])
-        if info.release:
-            self.clock += 1
-            self.fence_g[blocks] = self.clock
-        if info.acquire:
-            self.acq_g[blocks] = self.clock
+        self.clock = self.order.on_op(lanes, info, self.clock)
 
     # ------------------------------------------------------------------ machine hooks
     def on_wave(self, machine, st) -> None:
@@ -235,8 +275,9 @@ class Sanitizer:
         if self.global_sh is None:
             self.global_sh = Shadow(1 << 16, init=False, races=self.check_races)
             self.global_pages = PageMap(self.global_sh, [(a.offset, a.size) for a in mem.device.allocations])
-            self.fence_g = np.full(machine.nblocks, -1, np.int64)
-            self.acq_g = np.full(machine.nblocks, -1, np.int64)
+            self.order = SyncOrder(machine.nblocks, _cluster_of_block(machine))
+            self.hb_global = _HappensBefore(self, True)
+            self.hb_shared = _HappensBefore(self, False)
             self.shared_vars = shared_variables(machine.layout, machine.dynamic_shared)
             self.shared_valid = shared_valid_mask(self.shared_vars, machine.layout.dynamic_shared_offset,
                                                   machine.dynamic_shared, mem.shared_size)
@@ -264,6 +305,7 @@ class Sanitizer:
         self.tid_of_lane = self.all_lanes % self.lpb if lane_tid is None else np.tile(lane_tid, nslots)
         self.who = (blk * self.lpb + self.tid_of_lane).astype(np.int32)
         self.ep_warp = np.zeros(N // 32, np.int64)
+        self.order.new_wave(N, blk)
         self._new_intervals(np.arange(nslots))
         self.awaited: dict = {}  # warp-sync pc -> per-warp bits of named lanes it waited for
         self.async_used = False
@@ -283,6 +325,9 @@ class Sanitizer:
         slots = np.asarray(slots, np.int64)
         if slots.size == 0:
             return
+        if self.order.any_acquire:  # a barrier passes on what its threads acquired to the whole block
+            lpb = self.lpb
+            self.order.barrier((slots[:, None] * lpb + np.arange(lpb)).ravel())
         wps = self.lpb // 32
         ids = self.clock + 1 + np.arange(slots.size, dtype=np.int64)
         self.clock += slots.size
@@ -396,15 +441,17 @@ class Sanitizer:
         if nb > 1:
             who = np.repeat(who, nb)
             ep = np.repeat(ep, nb)
-        cross = self._cross if region == "global" else None
+        hb = self.hb_global if region == "global" else self.hb_shared
+        self._acc_lanes, self._acc_nb, self._narrow = L, nb, None
+        t = self.clock
         init_check = self.check_init  # global: bytes that existed at launch count as initialized
         ww = dup = None
         if write and not (site is not None and site.atomic):
-            uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, sync_, cross)
+            uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, sync_, hb, t=t)
         elif write:  # atomics read and write
-            uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, True, cross, init_check)
+            uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, True, hb, init_check, t=t)
         else:
-            uninit, pending, race, pw, ppc = sh.read(S, who, ep, pc, sync_, init_check, cross)
+            uninit, pending, race, pw, ppc = sh.read(S, who, ep, pc, sync_, init_check, hb, t=t)
         if region == "shared" and site is not None and site.async_copy and write:
             self.async_used = True
             self.pend_lane[S] = np.repeat(L, nb) if nb > 1 else L
@@ -428,7 +475,8 @@ class Sanitizer:
             if now.any():
                 self._report_race(now, B, nb, L, region, write, pw, ppc, prev_read)
             self._deferred.append({"buf": buf, "B": B, "nb": nb, "L": L, "region": region, "ww": ww, "dup": dup,
-                                   "old": buf[B], "pw": pw, "ppc": ppc, "values": None})
+                                   "old": buf[B], "pw": pw, "ppc": ppc, "values": None,
+                                   "narrow": self._narrow})
             return
         self._report_race(race, B, nb, L, region, write, pw, ppc, prev_read)
 
@@ -464,6 +512,7 @@ class Sanitizer:
                     dreal[order] = differs[gid]
                     real = real | (dup & dreal)
             if real.any():
+                self._narrow = d["narrow"]
                 self._report_race(real, B, d["nb"], d["L"], d["region"], True, d["pw"], d["ppc"], ~ww)
 
     def _mbar_word_site(self, site: SiteInfo) -> SiteInfo:
@@ -513,20 +562,6 @@ class Sanitizer:
         bad[pb[~done]] = True
         self._report_lanes("async-before-wait", bad, B, nb, L, "shared", write)
 
-    def _cross(self, pw, pe, who):
-        """Elementwise: an earlier access by another block not ordered by fence -> atomic (acquire)."""
-        lpb = self.lpb
-        wb = pw // lpb
-        mb = who // lpb
-        other = (pw >= 0) & (wb != mb)
-        if not other.any():
-            return other
-        fg = self.fence_g[wb[other]]
-        ordered = (fg > (pe[other] >> EP_SHIFT)) & (self.acq_g[mb[other]] >= fg)
-        out = other.copy()
-        out[other] = ~ordered
-        return out
-
     # ------------------------------------------------------------------ reports
     def _lane_mask(self, elem_mask, nb):
         return elem_mask if nb == 1 else elem_mask.reshape(-1, nb).any(1)
@@ -569,7 +604,9 @@ class Sanitizer:
             other_access = "write"
         if self.infos and self.infos[other_pc].atomic:
             other_access = "atomic"
-        site = ("race", access, region, self.pc, other_pc, other_access)
+        narrow = self._narrow
+        scoped = narrow is not None and narrow[e] >= 0
+        site = ("race", access, region, self.pc, other_pc, other_access, scoped)
         if self._bump(site, sel.size):
             return
         lane = int(L[j])
@@ -585,8 +622,16 @@ class Sanitizer:
                      "ptx_line": op.line if op else None, "instruction": op.text if op else "",
                      "source": self.sources.source(other_pc) if self.sources else None}
         same_block = blk is not None and blk == int(self.block_of_lane[lane])
-        rep.message = ("no barrier orders the two accesses (same barrier interval)" if same_block else
-                       "the accesses come from different blocks and no fence + atomic orders them")
+        rep.message = ("no barrier or release/acquire pair orders the two accesses (same barrier interval)"
+                       if same_block else "the accesses come from different blocks and no release/acquire "
+                       "pair (or fence + strong access) orders them")
+        narrow = self._narrow
+        if narrow is not None and narrow[e] >= 0:
+            need = SCOPE_NAMES[int(narrow[e])]
+            rep.other["scope"] = need
+            rep.message = (f"a release/acquire pair orders the two accesses only at a scope that does not "
+                           f"include both threads (block {self._cta(blk)} and block "
+                           f"{self._cta(int(self.block_of_lane[lane]))}): both sides need {need} scope or wider")
         self._add(site, rep)
 
     def _address(self, region: str, byte: int, lane: int) -> int:

@@ -56,6 +56,8 @@ class SanitizerReport:
 
     def headline(self) -> str:
         tmpl = HEADLINES.get(self.kind, self.kind)
+        if self.kind == "race" and self.other.get("scope"):
+            tmpl += " (synchronization scope too narrow)"
         return tmpl.format(access=self.access or "access", space=self.space or "generic",
                            size=self.size, race=self.other.get("race", ""))
 
