@@ -1,0 +1,148 @@
+"""Release/acquire synchronization in the race check (sanitizer/order.py), on tests/sanitizer/kernels/sync_san.cu.
+
+Correct patterns of CUDA's libraries and of hand-written handoffs are clean and compute what the plain
+emulator computes; each planted twin (weak flag, too narrow a scope, a missing fence on either side, a
+missing __syncthreads after the acquire, a plain store beside atomics) is reported with both sides named.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+KERNELS = Path(__file__).resolve().parent / "kernels"
+CU = KERNELS / "sync_san.cu"
+PTX = KERNELS / "sync_san.sm_80.O3.ptx"
+rng = np.random.default_rng(1)
+
+
+@functools.cache
+def module():
+    import ptxforge as pf
+
+    return pf.parse(PTX.read_text(), filename=PTX.name)
+
+
+def cu_line(marker: str) -> int:
+    hits = [i for i, line in enumerate(CU.read_text().splitlines(), 1) if marker in line]
+    assert len(hits) == 1, marker
+    return hits[0]
+
+
+def run(name, grid, block, args, sanitize=True):
+    from ptxforge.emu.sanitizer import SanitizerError
+
+    try:
+        module().kernel(name).launch(grid=grid, block=block, args=args, device="emu", sanitize=sanitize)
+    except SanitizerError as e:
+        return e
+    return None
+
+
+def handoff_args():
+    return [rng.standard_normal(64).astype(np.float32), np.zeros(64, np.float32), np.zeros(1, np.uint32),
+            np.zeros(64, np.float32)]
+
+
+def races(err):
+    assert err is not None, "the sanitizer found nothing"
+    return [r for r in err.reports if r.kind == "race"]
+
+
+@pytest.mark.parametrize("name", ["handoff_fence_volatile", "handoff_release_acquire"])
+def test_flag_handoffs_between_blocks_are_clean(name):
+    args = handoff_args()
+    assert run(name, (2,), (64,), args) is None
+    np.testing.assert_array_equal(args[3], 3.0 * args[0])
+
+
+@pytest.mark.parametrize("name", ["grid_barrier_exchange", "ticket_barrier_exchange"])
+def test_grid_barriers_are_clean(name):
+    n, bs = 256, 64
+    x = rng.standard_normal(n).astype(np.float32)
+    args = [x, np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(1 + n // bs, np.uint32)]
+    assert run(name, (n // bs,), (bs,), args) is None
+    np.testing.assert_array_equal(args[2], np.roll(2.0 * x, -bs) + 1.0)
+
+
+def test_cooperative_groups_block_sync_and_cuda_barrier_are_clean():
+    x = rng.standard_normal(512).astype(np.float32)
+    out = np.zeros(512, np.float32)
+    assert run("cg_block_reverse", (2,), (256,), [x, out]) is None
+    np.testing.assert_array_equal(out, x.reshape(2, 256)[:, ::-1].reshape(-1))
+    out = np.zeros(256, np.float32)
+    assert run("cuda_barrier_reverse", (2,), (128,), [x[:256], out]) is None
+    np.testing.assert_array_equal(out, x[:256].reshape(2, 128)[:, ::-1].reshape(-1))
+
+
+def test_cuda_pipeline_with_teardown_is_clean():
+    """fence.sc.cta + atom.add.acquire.cta by every thread, then mbarrier.inval by the last one."""
+    chunks = 4
+    x = rng.standard_normal(2 * chunks * 128).astype(np.float32)
+    out = np.zeros(256, np.float32)
+    assert run("pipeline_sum", (2,), (128,), [x, out, np.int32(chunks)]) is None
+    want = np.roll(x.reshape(2, chunks, 128), -1, axis=2).sum(1).reshape(-1)
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+
+
+def test_atomics_never_race_with_each_other():
+    c = np.zeros(2, np.uint32)
+    assert run("atomic_count", (4,), (64,), [c]) is None
+    assert c[0] == 256 and c[1] == 0xFFFFFFFF
+
+
+def test_weak_store_used_as_a_flag():
+    err = run("handoff_weak_flag", (2,), (64,), handoff_args())
+    rs = races(err)
+    flag = [r for r in rs if r.allocation.endswith("param_2")]
+    assert flag and {flag[0].access, flag[0].other["access"]} == {"read", "write"}
+    assert flag[0].instruction.startswith("ld.acquire.gpu") or flag[0].instruction.startswith("st.global.u32")
+    data = [r for r in rs if r.allocation.endswith("param_1")]
+    assert data and data[0].block == (1, 0, 0) and data[0].other["block"] == (0, 0, 0)
+
+
+def test_release_acquire_at_cta_scope_between_blocks_is_a_scope_error():
+    err = run("handoff_cta_scope", (2,), (64,), handoff_args())
+    r = races(err)[0]
+    assert r.other.get("scope") == ".gpu" and "scope too narrow" in r.headline()
+    assert (r.block, r.other["block"]) == ((1, 0, 0), (0, 0, 0))
+    assert r.source.endswith(f"sync_san.cu:{cu_line('REPORT: scope too narrow')}")
+    assert "block (0, 0, 0) and block (1, 0, 0)" in r.message and r.count == 64
+    assert "conflicts with a write by thread (0,0,0) in block (0,0,0)" in str(err)
+
+
+@pytest.mark.parametrize(("name", "marker"), [("handoff_no_acquire_fence", "REPORT: unordered read (acquire"),
+                                              ("handoff_no_release_fence", "REPORT: unordered read (release")])
+def test_fence_missing_on_one_side(name, marker):
+    r = races(run(name, (2,), (64,), handoff_args()))[0]
+    assert r.source.endswith(f"sync_san.cu:{cu_line(marker)}") and "scope" not in r.other
+    assert (r.access, r.other["access"], r.block, r.other["block"]) == ("read", "write", (1, 0, 0), (0, 0, 0))
+
+
+def test_relaxed_spin_without_fence_does_not_acquire():
+    n, bs = 256, 64
+    args = [rng.standard_normal(n).astype(np.float32), np.zeros(n, np.float32), np.zeros(n, np.float32),
+            np.zeros(1 + n // bs, np.uint32)]
+    r = races(run("ticket_barrier_no_fence", (n // bs,), (bs,), args))[0]
+    assert r.source.endswith(f"sync_san.cu:{cu_line('REPORT: unordered read of another')}")
+
+
+def test_acquire_reaches_the_block_only_through_a_barrier():
+    rs = races(run("handoff_missing_block_sync", (2,), (64,), handoff_args()))
+    assert any(r.block == (1, 0, 0) and r.thread[0] >= 32 or r.other.get("thread", (0,))[0] >= 32 for r in rs)
+
+
+def test_plain_store_beside_atomics_is_a_race():
+    r = races(run("plain_vs_atomic", (4,), (32,), [np.zeros(1, np.uint32)]))[0]
+    assert {r.access, r.other["access"]} == {"write", "atomic"}
+
+
+def test_scope_levels():
+    from ptxforge.emu.sanitizer.order import CLUSTER, CTA, GPU, SYS, SyncOrder
+
+    o = SyncOrder(8, cluster_of_block=[0, 0, 1, 1, 2, 2, 3, 3], gpu_of_block=[0, 0, 0, 0, 1, 1, 1, 1])
+    a, b = np.array([0, 0, 0, 0]), np.array([0, 1, 2, 4])
+    np.testing.assert_array_equal(o.level(a, b), [CTA, CLUSTER, GPU, SYS])
