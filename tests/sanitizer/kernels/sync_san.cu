@@ -264,3 +264,23 @@ extern "C" __global__ void uninit_address(const float* in, float* out) {
     int a = s[t];
     out[t] = in[a & 63];                            // REPORT: the undefined value is an address
 }
+extern "C" __global__ void uninit_store_back(const float* in, float* out) {
+    __shared__ float s[64];
+    int t = threadIdx.x;
+    if (t < 32) s[t] = in[t];
+    __syncthreads();
+    volatile float* vs = s;
+    float a = vs[t];
+    vs[t] = a;                                      // copied back where it came from: not a use
+    __syncthreads();
+    out[t] = t < 32 ? s[t] : 0.0f;
+}
+extern "C" __global__ void uninit_shfl(const float* in, float* out) {
+    __shared__ float s[64];
+    int t = threadIdx.x;
+    if (t < 32) s[t] = in[t];
+    __syncthreads();
+    float a = s[t];
+    float b = __shfl_xor_sync(0xffffffffu, a, 1);   // REPORT: the undefined value enters a shuffle
+    if (t < 32) out[t] = b;
+}

@@ -19,6 +19,7 @@ import numpy as np
 from ptxforge.emu import memory as M
 from ptxforge.emu.errors import MemoryFault
 from ptxforge.emu.sanitizer import bounds, sync
+from ptxforge.emu.sanitizer.definedness import Undefined
 from ptxforge.emu.sanitizer.order import SCOPE_NAMES, SyncOrder
 from ptxforge.emu.sanitizer.report import ReportLog, SanitizerError, SanitizerReport
 from ptxforge.emu.sanitizer.shadow import EP_SHIFT, INIT, PENDING, PageMap, Shadow
@@ -92,9 +93,11 @@ class Sanitizer:
     """
 
     def __init__(self, *, races: bool = True, init: bool = True, sync: bool = True, init_local: bool = False,
-                 max_reports: int = 100, shuffle_seed: int | None = None):
+                 max_reports: int = 100, shuffle_seed: int | None = None, eager: bool = False):
         self.check_races = races
         self.check_init = init
+        self.eager = eager  # report uninitialized bytes at the load, not where the value is used
+        self.undef: Undefined | None = None
         self.check_init_local = init and init_local
         self.check_sync = sync
         self.shuffle_seed = shuffle_seed
@@ -187,6 +190,9 @@ class Sanitizer:
         def run(st, m):
             self.pc = info.pc
             self.site = info
+            und = self.undef
+            if und is not None and und.marks:
+                und.before(st, self._executing(st, m, info), info.pc)
             while True:
                 try:
                     fn(st, m)
@@ -199,6 +205,8 @@ class Sanitizer:
                         break
             if self._deferred:
                 self._flush_deferred()
+            if und is not None and (und.marks or und.loaded):
+                und.after(st, self._executing(st, m, info), info.pc)
             if info.release or info.acquire or info.fence or info.strong_read or info.strong_write or \
                     info.async_wait or info.async_commit or info.mbar_wait is not None or info.async_via_mbarrier:
                 self._after_sync_op(st, m, info)
@@ -213,7 +221,12 @@ class Sanitizer:
             self.site = info
             if self.check_sync:
                 sync.check_member_mask(self, st, m, mm_reader, info)
+            und = self.undef
+            if und is not None and und.marks:
+                und.before(st, self._executing(st, m, info), info.pc)
             fn(st, m)
+            if und is not None and und.marks:
+                und.after(st, self._executing(st, m, info), info.pc)
             if info.warp_sync:
                 act = self._executing(st, m, info)
                 warps = np.unique(np.flatnonzero(act) >> 5)
@@ -306,6 +319,8 @@ class Sanitizer:
         self.who = (blk * self.lpb + self.tid_of_lane).astype(np.int32)
         self.ep_warp = np.zeros(N // 32, np.int64)
         self.order.new_wave(N, blk)
+        self.undef = Undefined(self, machine.layout, machine.ops, N) if self.check_init and not self.eager \
+            else None
         self._new_intervals(np.arange(nslots))
         self.awaited: dict = {}  # warp-sync pc -> per-warp bits of named lanes it waited for
         self.async_used = False
@@ -429,6 +444,8 @@ class Sanitizer:
             sync_ = True
         pc = self.pc
         if region == "local":
+            if write and self.undef is not None and self.undef.store_vals:
+                self.undef.on_store_bytes(L, B, nb, region)
             self._track_init_only(sh, B, nb, L, write, pc)
             return
         S = B  # the shadow index of each byte
@@ -463,8 +480,11 @@ class Sanitizer:
             return
         if region == "shared" and self.async_used and pending.any():
             self._check_pending(sh, S, B, nb, L, write, pending)
-        if uninit is not None and uninit.any():
+        if uninit is not None and uninit.any() and (self.undef is None or
+                                                    not self.undef.on_load(L, uninit, B, nb, region)):
             self._report_lanes("uninitialized", uninit, B, nb, L, region, write)
+        if write and self.undef is not None and self.undef.store_vals:
+            self.undef.on_store_bytes(L, B, nb, region)
         if race is None or not self.check_races or not race.any():
             return
         prev_read = None if ww is None else ~ww
@@ -537,7 +557,7 @@ class Sanitizer:
         if not self.check_init_local:
             return
         uninit = (sh.flags[B] & INIT) == 0
-        if uninit.any():
+        if uninit.any() and (self.undef is None or not self.undef.on_load(L, uninit, B, nb, "local")):
             self._report_lanes("uninitialized", uninit, B, nb, L, "local", False)
 
     def _regrow_local(self) -> None:
