@@ -146,3 +146,12 @@ def test_scope_levels():
     o = SyncOrder(8, cluster_of_block=[0, 0, 1, 1, 2, 2, 3, 3], gpu_of_block=[0, 0, 0, 0, 1, 1, 1, 1])
     a, b = np.array([0, 0, 0, 0]), np.array([0, 1, 2, 4])
     np.testing.assert_array_equal(o.level(a, b), [CTA, CLUSTER, GPU, SYS])
+
+
+def test_cooperative_groups_multi_warp_tile_sync_is_clean():
+    """tiled_partition<64>: red.and resets and atom.or.acq_rel.cta arrivals on reserved shared memory,
+    ld.acquire.cta spins, passed on to the warp by __syncwarp."""
+    x, out = rng.standard_normal(512).astype(np.float32), np.zeros(512, np.float32)
+    assert run("cg_tile64_rotate", (2,), (256,), [x, out]) is None
+    t = np.arange(256)
+    np.testing.assert_array_equal(out, x.reshape(2, 256)[:, t - t % 64 + (t % 64 + 32) % 64].reshape(-1))

@@ -284,3 +284,13 @@ extern "C" __global__ void uninit_shfl(const float* in, float* out) {
     float b = __shfl_xor_sync(0xffffffffu, a, 1);   // REPORT: the undefined value enters a shuffle
     if (t < 32) out[t] = b;
 }
+// ---- cooperative groups: a 64-thread tile syncs through atom.or.acq_rel.cta on reserved shared memory
+extern "C" __global__ void cg_tile64_rotate(const float* in, float* out) {
+    __shared__ float s[256];
+    auto tile = cg::tiled_partition<64>(cg::this_thread_block());
+    int t = threadIdx.x;
+    int base = t - tile.thread_rank();
+    s[t] = in[blockIdx.x * 256 + t];
+    tile.sync();
+    out[blockIdx.x * 256 + t] = s[base + (tile.thread_rank() + 32) % 64];
+}

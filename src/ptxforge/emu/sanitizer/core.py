@@ -231,6 +231,7 @@ class Sanitizer:
                 act = self._executing(st, m, info)
                 warps = np.unique(np.flatnonzero(act) >> 5)
                 self.ep_warp[warps] += 1
+                self.order.warp_sync(act)
                 self.global_sh.exact = self.shared_sh.exact = False
         return run
 
@@ -465,7 +466,9 @@ class Sanitizer:
         ww = dup = None
         if write and not (site is not None and site.atomic):
             uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, sync_, hb, t=t)
-        elif write:  # atomics read and write
+        elif write:  # atomics read and write; a reduction's read stays inside the atomic (bit-level
+            # protocols such as cooperative groups' tile barriers reset words with red.and)
+            init_check = init_check and site.opcode != "red" and not (site.opcode == "cp" and site.atomic)
             uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, True, hb, init_check, t=t)
         else:
             uninit, pending, race, pw, ppc = sh.read(S, who, ep, pc, sync_, init_check, hb, t=t)

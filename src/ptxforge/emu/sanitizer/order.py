@@ -111,6 +111,16 @@ class SyncOrder:
             return
         np.maximum.at(self.t_block, self.block_of_lane[lanes], self.t_lane[lanes])
 
+    def warp_sync(self, act) -> None:
+        """bar.warp.sync: the lanes that took part share what each of them acquired."""
+        if not self.any_acquire:
+            return
+        W = act.size // 32
+        A = act.reshape(W, 32)[:, :, None]
+        T = self.t_lane.reshape(W, 32, 4)
+        best = np.where(A, T, -1).max(1)[:, None, :]
+        self.t_lane = np.where(A, np.maximum(T, best), T).reshape(-1, 4)
+
     # ------------------------------------------------------------------ events
     def publish(self, lanes, cover, visible: int, scope) -> None:
         """Lanes release: what their blocks did before `cover` becomes visible from time `visible`."""
