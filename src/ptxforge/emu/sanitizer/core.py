@@ -86,7 +86,8 @@ class Sanitizer:
 
     Options: `races`, `init` and `sync` turn check families off; `init_local` also checks reads of
     uninitialized local memory (off by default: -G code copies partly initialized structs and updates
-    bit-fields of fresh objects on the stack, which are not bugs); `max_reports` caps distinct sites;
+    bit-fields of fresh objects on the stack, which are not bugs); `eager` reports uninitialized bytes at
+    the load rather than where the value is used; `max_reports` caps distinct sites;
     `shuffle_seed` runs the blocks of the grid, and the warps of each block, in a shuffled order (the
     machine asks `block_order` and `warp_order`), to shake out results that depend on the emulator's
     schedule: which block runs in which wave, which lane's store wins, the order atomics apply in.
@@ -289,7 +290,9 @@ class Sanitizer:
         if self.global_sh is None:
             self.global_sh = Shadow(1 << 16, init=False, races=self.check_races)
             self.global_pages = PageMap(self.global_sh, [(a.offset, a.size) for a in mem.device.allocations])
-            self.order = SyncOrder(machine.nblocks, _cluster_of_block(machine))
+            # a block's identity for scopes: its cluster, and its GPU where a machine spans several
+            self.order = SyncOrder(machine.nblocks, _cluster_of_block(machine),
+                                   getattr(machine, "gpu_of_block", None))
             self.hb_global = _HappensBefore(self, True)
             self.hb_shared = _HappensBefore(self, False)
             self.shared_vars = shared_variables(machine.layout, machine.dynamic_shared)
