@@ -44,6 +44,11 @@ class _HappensBefore:
         self.san = san
         self.global_ = global_  # the global arena: pairs of different blocks are candidates too
 
+    def active(self) -> bool:
+        """Has any release and any acquire happened (else nothing is ordered beyond barriers)?"""
+        order = self.san.order
+        return order.any_release and order.any_acquire
+
     def other(self, pw, who):
         lpb = self.san.lpb
         return (pw >= 0) & (pw // lpb != who // lpb)
@@ -464,7 +469,7 @@ class Sanitizer:
             ep = np.repeat(ep, nb)
         hb = self.hb_global if region == "global" else self.hb_shared
         self._acc_lanes, self._acc_nb, self._narrow = L, nb, None
-        t = self.clock
+        t = self.clock if self.order.stamping else None
         init_check = self.check_init  # global: bytes that existed at launch count as initialized
         ww = dup = None
         if write and not (site is not None and site.atomic):

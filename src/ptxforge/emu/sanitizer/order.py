@@ -89,6 +89,9 @@ class SyncOrder:
         self.t_block = np.full((nblocks, 4), -1, np.int64)  # latest acquire seen by the block, per level
         self.any_acquire = False
         self.any_release = False
+        # accesses need time stamps only once a fence or release happened: until then every access
+        # precedes every release (unstamped bytes keep time 0), which keeps fence-free kernels fast
+        self.stamping = False
 
     def level(self, a, b):
         """The narrowest scope level that contains both blocks (elementwise)."""
@@ -145,6 +148,8 @@ class SyncOrder:
     def on_op(self, lanes, info, clock: int) -> int:
         """Apply one executed sync instruction to `lanes`; returns the advanced clock."""
         s = info.scope
+        if info.fence or info.release:
+            self.stamping = True
         if info.fence:
             clock += 1
             pend = lanes[self.read_s[lanes] >= 0]

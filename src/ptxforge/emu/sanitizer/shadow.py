@@ -82,7 +82,7 @@ class Shadow:
             self.r_ep[:] = -1
 
     # ------------------------------------------------------------------ accesses
-    def read(self, B, who, ep, pc: int, sync: bool, check_init: bool, hb=None, t: int = 0):
+    def read(self, B, who, ep, pc: int, sync: bool, check_init: bool, hb=None, t: int | None = None):
         """Record a read of bytes B by threads `who` in intervals `ep`.
 
         Returns (uninitialized, pending, race, prev_who, prev_pc): bool arrays over B, and for the racing
@@ -100,7 +100,7 @@ class Shadow:
             if hb.global_:
                 race |= hb.other(pw, who)
             race &= (f & W_SYNC) == 0  # a load next to an atomic/strong store of an aligned word is benign
-            if race.any():
+            if hb.active() and race.any():
                 race &= ~hb.ordered(race, pw, self.w_t[B])
         else:
             race &= (f & W_SYNC) == 0
@@ -111,7 +111,8 @@ class Shadow:
         self.r_who[B] = who
         self.r_ep[B] = ep
         self.r_pc[B] = pc
-        self.r_t[B] = t
+        if t is not None:
+            self.r_t[B] = t
         dup = self.r_who[B] != who  # several threads of this instruction read the byte
         if dup.any():
             multi |= dup
@@ -121,7 +122,7 @@ class Shadow:
         self.flags[B] = f
         return uninit, pending, race, pw, self.w_pc[B]
 
-    def write(self, B, who, ep, pc: int, sync: bool, hb=None, check_init: bool = False, t: int = 0):
+    def write(self, B, who, ep, pc: int, sync: bool, hb=None, check_init: bool = False, t: int | None = None):
         """Record a write (or atomic, `sync`) of bytes B. Returns (uninit, pending, race, prev_who,
         prev_pc, ww, dup): ww marks write-write races, dup those with another thread of this instruction."""
         f = self.flags[B]
@@ -142,7 +143,7 @@ class Shadow:
         if sync:  # atomics race only with plain stores, not with loads (no torn or lost values)
             ww &= (f & W_SYNC) == 0
             rw[:] = False
-        if hb is not None:
+        if hb is not None and hb.active():
             if ww.any():
                 ww &= ~hb.ordered(ww, pw, self.w_t[B])
             if rw.any():
@@ -153,7 +154,8 @@ class Shadow:
         self.w_who[B] = who
         self.w_ep[B] = ep
         self.w_pc[B] = pc
-        self.w_t[B] = t
+        if t is not None:
+            self.w_t[B] = t
         dup = None
         if not sync:
             dup = self.w_who[B] != who  # another thread of this instruction wrote the byte
