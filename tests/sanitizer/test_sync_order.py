@@ -143,7 +143,7 @@ def test_plain_store_beside_atomics_is_a_race():
 def test_scope_levels():
     from ptxforge.emu.sanitizer.order import CLUSTER, CTA, GPU, SYS, SyncOrder
 
-    o = SyncOrder(8, cluster_of_block=[0, 0, 1, 1, 2, 2, 3, 3], gpu_of_block=[0, 0, 0, 0, 1, 1, 1, 1])
+    o = SyncOrder(8, 32, cluster_of_block=[0, 0, 1, 1, 2, 2, 3, 3], gpu_of_block=[0, 0, 0, 0, 1, 1, 1, 1])
     a, b = np.array([0, 0, 0, 0]), np.array([0, 1, 2, 4])
     np.testing.assert_array_equal(o.level(a, b), [CTA, CLUSTER, GPU, SYS])
 
@@ -155,3 +155,14 @@ def test_cooperative_groups_multi_warp_tile_sync_is_clean():
     assert run("cg_tile64_rotate", (2,), (256,), [x, out]) is None
     t = np.arange(256)
     np.testing.assert_array_equal(out, x.reshape(2, 256)[:, t - t % 64 + (t % 64 + 32) % 64].reshape(-1))
+
+
+def test_release_does_not_cover_other_warps_of_its_interval():
+    """Thread 0 releases without a __syncthreads: warp 0's writes are covered (its lanes run before it in
+    the warp), those of warp 1 are a race."""
+    rs = races(run("handoff_no_sync_before_release", (2,), (64,), handoff_args()))
+    data = [r for r in rs if r.allocation.endswith("param_1")]
+    assert data and all(r.other["thread"][0] >= 32 for r in data), [r.other["thread"] for r in data]
+    assert data[0].source.endswith(f"sync_san.cu:{cu_line('REPORT: unordered read (no block sync)')}")
+    assert data[0].other["source"].endswith(f"sync_san.cu:{cu_line('BUG: warps 1.. are not covered')}")
+    assert sum(r.count for r in data) == 32

@@ -294,3 +294,15 @@ extern "C" __global__ void cg_tile64_rotate(const float* in, float* out) {
     tile.sync();
     out[blockIdx.x * 256 + t] = s[base + (tile.thread_rank() + 32) % 64];
 }
+// BUG twin: the producer's other warps are not ordered before thread 0's release (no __syncthreads)
+extern "C" __global__ void handoff_no_sync_before_release(const float* in, float* data, unsigned* flag, float* out) {
+    int t = threadIdx.x;
+    if (blockIdx.x == 0) {
+        data[t] = 3.0f * in[t];                      // BUG: warps 1.. are not covered by the release
+        if (t == 0) st_release_gpu(flag, 1);
+    } else {
+        if (t == 0) { while (ld_acquire_gpu(flag) == 0) {} }
+        __syncthreads();
+        out[t] = data[t];                            // REPORT: unordered read (no block sync)
+    }
+}

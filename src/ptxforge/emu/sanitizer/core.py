@@ -53,7 +53,7 @@ class _HappensBefore:
         lpb = self.san.lpb
         return (pw >= 0) & (pw // lpb != who // lpb)
 
-    def ordered(self, mask, pw, when):
+    def ordered(self, mask, pw, pe, when):
         san = self.san
         out = np.zeros(mask.shape, bool)
         order = san.order
@@ -61,17 +61,18 @@ class _HappensBefore:
             return out
         idx = np.flatnonzero(mask)
         acc = san._acc_lanes[idx // san._acc_nb] if san._acc_nb > 1 else san._acc_lanes[idx]
-        wb = pw[idx].astype(np.int64) // san.lpb
-        ok = order.ordered(wb, when[idx], acc)
+        w = pw[idx].astype(np.int64)
+        ok = order.ordered(w, pe[idx], when[idx], acc)
         out[idx] = ok
         rest = ~ok
         if rest.any():  # would a pair of too narrow a scope have ordered them? (named as a scope error)
             r = idx[rest]
-            wide = order.ordered(wb[rest], when[r], acc[rest], wide=True)
+            wide = order.ordered(w[rest], pe[r], when[r], acc[rest], wide=True)
             if wide.any():
                 if san._narrow is None or san._narrow.size != mask.size:
                     san._narrow = np.full(mask.size, -1, np.int8)
-                san._narrow[r[wide]] = order.level(wb[rest][wide], san.block_of_lane[acc[rest][wide]])
+                san._narrow[r[wide]] = order.level(w[rest][wide] // san.lpb,
+                                                   san.block_of_lane[acc[rest][wide]])
         return out
 
 
@@ -280,7 +281,7 @@ class Sanitizer:
                 self.async_committed[lanes] += 1  # wait_all also completes the uncommitted copies
             self.async_done[lanes] = np.maximum(self.async_done[lanes], self.async_committed[lanes] - n)
             return
-        self.clock = self.order.on_op(lanes, info, self.clock)
+        self.clock = self.order.on_op(lanes, info, self.clock, self.ep_warp[lanes >> 5], self.who[lanes])
 
     # ------------------------------------------------------------------ machine hooks
     def on_wave(self, machine, st) -> None:
@@ -296,7 +297,7 @@ class Sanitizer:
             self.global_sh = Shadow(1 << 16, init=False, races=self.check_races)
             self.global_pages = PageMap(self.global_sh, [(a.offset, a.size) for a in mem.device.allocations])
             # a block's identity for scopes: its cluster, and its GPU where a machine spans several
-            self.order = SyncOrder(machine.nblocks, _cluster_of_block(machine),
+            self.order = SyncOrder(machine.nblocks, self.lpb, _cluster_of_block(machine),
                                    getattr(machine, "gpu_of_block", None))
             self.hb_global = _HappensBefore(self, True)
             self.hb_shared = _HappensBefore(self, False)

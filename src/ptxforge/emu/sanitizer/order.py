@@ -21,13 +21,19 @@ Scopes: a release/acquire pair synchronizes two threads only when both scopes in
 identity is its linear id plus its cluster and its GPU, so a "different GPU" boundary is one more column.
 A race whose accesses a pair of too narrow a scope would have ordered is reported as a scope error.
 
-Known leniency: a release covers every earlier access of the releasing block, also those of other threads
-of its current barrier interval (the hardware's SIMT order makes them earlier, the model does not).
+A release covers the earlier accesses of the releasing thread's warp and those of its block before a
+barrier it passed (cumulativity through the morally strong barrier); an access by another warp of the same
+barrier interval is not covered: `__syncthreads()` before the releasing thread's fence is required, as in
+the model. Known leniency: the whole warp counts, not only the releasing thread (the emulator runs a warp's
+lanes in lockstep, and CUDA's own libraries elect one lane per warp with activemask + match.any.sync and
+release for it without a __syncwarp, as cuda::pipeline's teardown does).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from ptxforge.emu.sanitizer.shadow import EP_SHIFT
 
 CTA, CLUSTER, GPU, SYS = range(4)
 SCOPE_NAMES = (".cta", ".cluster", ".gpu", ".sys")
@@ -36,53 +42,73 @@ _SHIFT = 40  # publication keys: block << 40 | time
 _MASK = (1 << _SHIFT) - 1
 
 
-class Publications:
-    """The releases made at one scope level or wider: (block, cover time, visible time)."""
+class _SegmentIndex:
+    """Releases keyed by (segment, position); a query asks, for a segment and a position, the earliest
+    visible time among the releases of that segment at a later position."""
 
-    def __init__(self):
-        self.blocks: list = []
-        self.covers: list = []
-        self.visibles: list = []
-        self._keys = None
+    def __init__(self, bits: int):
+        self.bits = bits
+        self.parts: list = []  # (keys, visible) arrays not yet merged
+        self.keys = np.zeros(0, np.int64)
+        self.vis = np.zeros(0, np.int64)
         self._sufmin = None
 
-    def add(self, blocks, cover, visible) -> None:
-        self.blocks.append(np.asarray(blocks, np.int64))
-        self.covers.append(np.broadcast_to(np.asarray(cover, np.int64), np.shape(blocks)).copy())
-        self.visibles.append(np.broadcast_to(np.asarray(visible, np.int64), np.shape(blocks)).copy())
-        self._keys = None
+    def add(self, seg, pos, visible) -> None:
+        keys = (np.asarray(seg, np.int64) << self.bits) | np.asarray(pos, np.int64)
+        self.parts.append((keys, np.broadcast_to(np.asarray(visible, np.int64), keys.shape)))
+        self._sufmin = None
 
     def _build(self) -> None:
-        b = np.concatenate(self.blocks)
-        c = np.concatenate(self.covers)
-        v = np.concatenate(self.visibles)
-        keys = (b << _SHIFT) | c
+        keys = np.concatenate([self.keys] + [k for k, _ in self.parts])
+        vis = np.concatenate([self.vis] + [v for _, v in self.parts])
+        self.parts = []
         order = np.argsort(keys, kind="stable")
-        keys, b, v = keys[order], b[order], v[order]
-        # per block segment: the earliest visible time among this and every later-covering release
-        self._sufmin = np.minimum.accumulate(((b << _SHIFT) | v)[::-1])[::-1]
-        self._keys = keys
-        self.blocks, self.covers, self.visibles = [b], [keys & _MASK], [v]
+        self.keys, self.vis = keys[order], vis[order]
+        seg = self.keys >> self.bits
+        rank = np.cumsum(np.r_[True, seg[1:] != seg[:-1]]) - 1 if seg.size else seg
+        # per segment (rank), the minimum visible time from each entry to the segment's end
+        self._sufmin = np.minimum.accumulate(((rank << _SHIFT) | self.vis)[::-1])[::-1] & _MASK
+        self._last = np.r_[seg[1:] != seg[:-1], True] if seg.size else seg
+        self._seg_end = np.flatnonzero(self._last)
 
-    def first_visible(self, blocks, after):
-        """Per element: the earliest time a release of `blocks` covering time `after` became visible
-        (a huge number where none did)."""
-        if not self.blocks:
-            return np.full(np.shape(blocks), np.iinfo(np.int64).max, np.int64)
-        if self._keys is None:
+    def first_visible(self, seg, pos):
+        never = np.iinfo(np.int64).max
+        if self._sufmin is None:
+            if not self.parts and not self.keys.size:
+                return np.full(np.shape(pos), never, np.int64)
             self._build()
-        blocks = np.asarray(blocks, np.int64)
-        i = np.searchsorted(self._keys, (blocks << _SHIFT) | after, side="right")
-        ok = i < self._keys.size
-        s = self._sufmin[np.minimum(i, self._keys.size - 1)]
-        ok &= (s >> _SHIFT) == blocks
-        return np.where(ok, s & _MASK, np.iinfo(np.int64).max)
+        n = self.keys.size
+        seg = np.asarray(seg, np.int64)
+        i = np.searchsorted(self.keys, (seg << self.bits) | np.asarray(pos, np.int64), side="right")
+        j = np.minimum(i, n - 1)
+        ok = (i < n) & ((self.keys[j] >> self.bits) == seg)
+        return np.where(ok, self._sufmin[j], never)
+
+
+class Publications:
+    """The releases made at one scope level or wider, indexed two ways for what each one covers: the
+    releasing block's accesses of earlier barrier intervals, and the releasing warp's earlier accesses."""
+
+    def __init__(self):
+        self.by_interval = _SegmentIndex(40)  # (block, interval of the release)
+        self.by_warp = _SegmentIndex(38)  # (warp, cover time)
+
+    def add(self, block, interval, warp, cover, visible) -> None:
+        self.by_interval.add(block, interval, visible)
+        self.by_warp.add(warp, cover, visible)
+
+    def first_visible(self, block, interval, warp, when):
+        """Per access (its block, barrier interval, warp and time): the earliest time a release covering
+        it became visible."""
+        a = self.by_interval.first_visible(block, interval)
+        return np.minimum(a, self.by_warp.first_visible(warp, when))
 
 
 class SyncOrder:
     """Release/acquire state of one launch: publications per scope level, acquisitions per lane and block."""
 
-    def __init__(self, nblocks: int, cluster_of_block, gpu_of_block=None):
+    def __init__(self, nblocks: int, lanes_per_block: int, cluster_of_block, gpu_of_block=None):
+        self.lpb = lanes_per_block
         self.cluster_of_block = np.asarray(cluster_of_block, np.int64)
         self.gpu_of_block = None if gpu_of_block is None else np.asarray(gpu_of_block, np.int64)
         self.pubs = [Publications() for _ in range(4)]
@@ -125,16 +151,20 @@ class SyncOrder:
         self.t_lane = np.where(A, np.maximum(T, best), T).reshape(-1, 4)
 
     # ------------------------------------------------------------------ events
-    def publish(self, lanes, cover, visible: int, scope) -> None:
-        """Lanes release: what their blocks did before `cover` becomes visible from time `visible`."""
+    def publish(self, lanes, cover, visible: int, scope, ep, who) -> None:
+        """Lanes release: what each did (and what its block and warp did before it, by barrier and warp
+        sync) before `cover` becomes visible from time `visible`. `ep`/`who`: the lanes' intervals and
+        thread ids (shadow.py's encoding)."""
         blocks = self.block_of_lane[lanes]
         cover = np.broadcast_to(np.asarray(cover, np.int64), lanes.shape)
         scope = np.broadcast_to(np.asarray(scope, np.int64), lanes.shape)
+        ep = np.asarray(ep, np.int64)
+        who = np.asarray(who, np.int64)
         for lv in range(4):
             sel = scope >= lv
             if sel.any():
-                keys = np.unique((blocks[sel] << _SHIFT) | cover[sel])
-                self.pubs[lv].add(keys >> _SHIFT, keys & _MASK, visible)
+                e = ep[sel]
+                self.pubs[lv].add(blocks[sel], e >> EP_SHIFT, who[sel] >> 5, cover[sel], visible)
         self.any_release = True
 
     def acquire(self, lanes, scope, now: int) -> None:
@@ -145,8 +175,9 @@ class SyncOrder:
                 self.t_lane[sel, lv] = now
         self.any_acquire = True
 
-    def on_op(self, lanes, info, clock: int) -> int:
-        """Apply one executed sync instruction to `lanes`; returns the advanced clock."""
+    def on_op(self, lanes, info, clock: int, ep, who) -> int:
+        """Apply one executed sync instruction to `lanes` (their intervals `ep`, thread ids `who`);
+        returns the advanced clock."""
         s = info.scope
         if info.fence or info.release:
             self.stamping = True
@@ -161,12 +192,14 @@ class SyncOrder:
             return clock
         if info.release:
             clock += 1
-            self.publish(lanes, clock, clock, s)
+            self.publish(lanes, clock, clock, s, ep, who)
         elif info.strong_write:  # fence; strong write -> release at the narrower scope
-            armed = lanes[self.fence_t[lanes] >= 0]
-            if armed.size:
+            sel = self.fence_t[lanes] >= 0
+            if sel.any():
+                armed = lanes[sel]
                 clock += 1
-                self.publish(armed, self.fence_t[armed], clock, np.minimum(self.fence_s[armed], s))
+                self.publish(armed, self.fence_t[armed], clock, np.minimum(self.fence_s[armed], s),
+                             np.asarray(ep)[sel], np.asarray(who)[sel])
         if info.acquire:
             clock += 1
             self.acquire(lanes, s, clock)
@@ -175,17 +208,22 @@ class SyncOrder:
         return clock
 
     # ------------------------------------------------------------------ the check
-    def ordered(self, writer_block, when, acc_lane, wide: bool = False):
-        """Elementwise: is an access of `writer_block` stamped `when` ordered before the current access of
-        lane `acc_lane`? `wide`: ignore scopes (every pair counts as if its scope were sufficient)."""
+    def ordered(self, writer, wep, when, acc_lane, wide: bool = False):
+        """Elementwise: is an access by thread `writer` (global id, shadow.py's encoding) in interval `wep`
+        at time `when` ordered before the current access of lane `acc_lane`? `wide`: ignore scopes (every
+        pair counts as if its scope were sufficient)."""
         if not self.any_release or not self.any_acquire:
             return np.zeros(np.shape(when), bool)
+        writer = np.asarray(writer, np.int64)
+        wep = np.asarray(wep, np.int64)
+        wb = writer // self.lpb
         acc_block = self.block_of_lane[acc_lane]
-        lv = np.zeros(np.shape(when), np.int64) if wide else self.level(writer_block, acc_block)
+        lv = np.zeros(np.shape(when), np.int64) if wide else self.level(wb, acc_block)
         t_acq = np.maximum(self.t_lane[acc_lane, lv], self.t_block[acc_block, lv])
         out = np.zeros(np.shape(when), bool)
         for level in np.unique(lv).tolist():
             sel = lv == level
-            vis = self.pubs[level].first_visible(writer_block[sel], when[sel])
+            e = wep[sel]
+            vis = self.pubs[level].first_visible(wb[sel], e >> EP_SHIFT, writer[sel] >> 5, when[sel])
             out[sel] = vis < t_acq[sel]
         return out

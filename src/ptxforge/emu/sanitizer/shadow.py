@@ -15,7 +15,7 @@ inside it. Two accesses by different threads are unordered (may race) when they 
 block interval and either come from different warps or from the same warp interval. Accesses of
 different blocks are unordered. Either kind of pair is ordered after all when a release/acquire chain
 orders it (order.py): for that each access also keeps its time stamp (`w_t`, `r_t`), and `hb`, the
-launch's happens-before oracle, says which candidate pairs are ordered (`hb.ordered(mask, who, when)`)
+launch's happens-before oracle, says which candidate pairs are ordered (`hb.ordered(mask, who, ep, when)`)
 and, for the global arena, which pairs come from different blocks (`hb.other(who_before, who)`).
 """
 
@@ -101,7 +101,7 @@ class Shadow:
                 race |= hb.other(pw, who)
             race &= (f & W_SYNC) == 0  # a load next to an atomic/strong store of an aligned word is benign
             if hb.active() and race.any():
-                race &= ~hb.ordered(race, pw, self.w_t[B])
+                race &= ~hb.ordered(race, pw, pe, self.w_t[B])
         else:
             race &= (f & W_SYNC) == 0
         pr = self.r_who[B]
@@ -145,9 +145,9 @@ class Shadow:
             rw[:] = False
         if hb is not None and hb.active():
             if ww.any():
-                ww &= ~hb.ordered(ww, pw, self.w_t[B])
+                ww &= ~hb.ordered(ww, pw, pe, self.w_t[B])
             if rw.any():
-                rw &= ~hb.ordered(rw, pr, self.r_t[B])
+                rw &= ~hb.ordered(rw, pr, pre, self.r_t[B])
         prev_who = np.where(ww, pw, pr)
         prev_pc = np.where(ww, self.w_pc[B], self.r_pc[B])
         race = ww | rw
