@@ -106,8 +106,10 @@ class Shadow:
             race &= (f & W_SYNC) == 0
         pr = self.r_who[B]
         pre = self.r_ep[B]
-        multi = (pr >= 0) & (((pr != who) & same_interval(pre, pr, ep, who, self.exact)) |
-                             (((f & R_MULTI) != 0) & (pre == ep)))
+        other = (pr >= 0) & (pr != who) & same_interval(pre, pr, ep, who, self.exact)
+        if hb is not None and hb.active() and other.any():  # a reader ordered before this one is subsumed
+            other &= ~hb.ordered(other, pr, pre, self.r_t[B])
+        multi = other | ((pr >= 0) & ((f & R_MULTI) != 0) & (pre == ep))
         self.r_who[B] = who
         self.r_ep[B] = ep
         self.r_pc[B] = pc
