@@ -166,3 +166,12 @@ def test_release_does_not_cover_other_warps_of_its_interval():
     assert data[0].source.endswith(f"sync_san.cu:{cu_line('REPORT: unordered read (no block sync)')}")
     assert data[0].other["source"].endswith(f"sync_san.cu:{cu_line('BUG: warps 1.. are not covered')}")
     assert sum(r.count for r in data) == 32
+
+
+def test_a_reader_ordered_before_the_next_is_not_a_second_reader():
+    """Warp 1 reads, acks with a release; warp 0 acquires, reads the same bytes and rewrites them."""
+    x = rng.standard_normal(32).astype(np.float32)
+    slot, out = np.zeros(32, np.float32), np.zeros(32, np.float32)
+    assert run("reader_ack_rewrite", (1,), (64,), [x, slot, np.zeros(1, np.uint32), out]) is None
+    np.testing.assert_array_equal(out, x)
+    np.testing.assert_array_equal(slot, 2.0 * x)

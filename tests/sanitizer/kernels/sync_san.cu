@@ -306,3 +306,22 @@ extern "C" __global__ void handoff_no_sync_before_release(const float* in, float
         out[t] = data[t];                            // REPORT: unordered read (no block sync)
     }
 }
+// ---- warp 1 reads a slot and acks with a release; warp 0 acquires the ack, reads the slot too, rewrites it
+extern "C" __global__ void reader_ack_rewrite(const float* in, float* slot, unsigned* ack, float* out) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (warp == 0) {
+        slot[lane] = in[lane];
+        __syncwarp();
+        if (lane == 0) st_release_gpu(ack, 1);
+        if (lane == 0) { while (ld_acquire_gpu(ack) != 2) {} }
+        __syncwarp();
+        float v = slot[lane];
+        slot[lane] = 2.0f * v;
+    } else {
+        if (lane == 0) { while (ld_acquire_gpu(ack) != 1) {} }
+        __syncwarp();
+        out[lane] = slot[lane];
+        __syncwarp();
+        if (lane == 0) st_release_gpu(ack, 2);
+    }
+}
