@@ -199,7 +199,7 @@ class Sanitizer:
             self.site = info
             und = self.undef
             if und is not None and und.marks:
-                und.before(st, self._executing(st, m, info), info.pc)
+                und.before(st, m, info)
             while True:
                 try:
                     fn(st, m)
@@ -213,7 +213,7 @@ class Sanitizer:
             if self._deferred:
                 self._flush_deferred()
             if und is not None and (und.marks or und.loaded):
-                und.after(st, self._executing(st, m, info), info.pc)
+                und.after(st, m, info)
             if info.release or info.acquire or info.fence or info.strong_read or info.strong_write or \
                     info.async_wait or info.async_commit or info.mbar_wait is not None or info.async_via_mbarrier:
                 self._after_sync_op(st, m, info)
@@ -230,10 +230,10 @@ class Sanitizer:
                 sync.check_member_mask(self, st, m, mm_reader, info)
             und = self.undef
             if und is not None and und.marks:
-                und.before(st, self._executing(st, m, info), info.pc)
+                und.before(st, m, info)
             fn(st, m)
             if und is not None and und.marks:
-                und.after(st, self._executing(st, m, info), info.pc)
+                und.after(st, m, info)
             if info.warp_sync:
                 act = self._executing(st, m, info)
                 warps = np.unique(np.flatnonzero(act) >> 5)

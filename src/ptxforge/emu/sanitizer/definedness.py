@@ -142,12 +142,19 @@ class Undefined:
         return True
 
     # ------------------------------------------------------------------ around each op
-    def before(self, st, act, pc: int) -> None:
-        """Report the uses of undefined values by the op about to run on lanes `act`."""
+    def before(self, st, m, info) -> None:
+        """Report the uses of undefined values by the op about to run (mask `m`, site `info`)."""
+        pc = info.pc
         use = self.uses[pc]
-        if use is None or not self.marks:
+        marks = self.marks
+        if use is None or not marks:
             return
-        if use.guard is not None and use.guard in self.marks:
+        hot = (use.guard is not None and use.guard in marks) or any(s in marks for s in use.addr) or \
+            ((use.collective or use.values) and any(s in marks for s in use.src))
+        if not hot:
+            return
+        act = self.san._executing(st, m, info)
+        if use.guard is not None and use.guard in marks:
             self._use("guard", (use.guard,), act, pc)
         if use.addr:
             self._use("address", use.addr, act, pc)
@@ -159,14 +166,18 @@ class Undefined:
                 self._use("store", use.values, act, pc)
                 self.store_vals = None
 
-    def after(self, st, act, pc: int) -> None:
+    def after(self, st, m, info) -> None:
         """Pass the marks of the op's sources to its destinations (loads: from the bytes they read)."""
+        pc = info.pc
         use = self.uses[pc]
         self.store_vals = None
         loaded, self.loaded = self.loaded, []
         if use is None or not use.dst:
             return
         marks = self.marks
+        if not loaded and not any(s in marks for s in use.src) and not any(d in marks for d in use.dst):
+            return  # nothing undefined flows in, and nothing undefined is overwritten
+        act = self.san._executing(st, m, info)
         if use.tracked_load:
             new = self._from_memory(use, loaded)
         elif use.collective:
