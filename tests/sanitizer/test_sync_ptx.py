@@ -114,3 +114,62 @@ def test_release_acquire_between_warps_of_one_block():
                     .replace("LOAD_FLAG", "ld.volatile.shared.u32 %r4, [flag]")  # no fences: unordered
     err = launch(weak, "warp_flag", (1,), (64,), [np.zeros(32, np.uint32)])
     assert err is not None and any(r.kind == "race" and r.space == "shared" for r in err.reports), err
+
+
+# block 0 writes a global word and raises a flag at SCOPE; block 1 acquires it at SCOPE and reads the word
+SCOPED = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry scoped(.param .u64 data, .param .u64 flag, .param .u64 out)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [data];
+    ld.param.u64 %rd2, [flag];
+    ld.param.u64 %rd3, [out];
+    mov.u32 %r1, %ctaid.x;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra CONSUMER;
+    st.global.u32 [%rd1], 7;
+    st.release.SCOPE.global.u32 [%rd2], 1;
+    ret;
+CONSUMER:
+    setp.ne.u32 %p1, %r1, 1;
+    @%p1 bra DONE;
+WAIT:
+    ld.acquire.SCOPE.global.u32 %r2, [%rd2];
+    setp.eq.u32 %p2, %r2, 0;
+    @%p2 bra WAIT;
+    ld.global.u32 %r3, [%rd1];
+    st.global.u32 [%rd3], %r3;
+DONE:
+    ret;
+}
+"""
+
+
+def test_cluster_scope_orders_the_ctas_of_one_cluster_only():
+    import ptxforge as pf
+    from ptxforge.emu.sanitizer import SanitizerError
+
+    def run(scope, cluster):
+        k = pf.parse(SCOPED.replace("SCOPE", scope), filename="scoped.ptx").kernel("scoped")
+        out = np.zeros(1, np.uint32)
+        try:
+            k.launch(grid=(2,), block=(32,), args=[np.zeros(1, np.uint32), np.zeros(1, np.uint32), out],
+                     device="emu", sanitize=True, cluster=cluster)
+        except SanitizerError as e:
+            assert out[0] == 7
+            return e
+        assert out[0] == 7
+        return None
+
+    assert run("cluster", (2, 1, 1)) is None  # both CTAs in one cluster
+    assert run("gpu", (2, 1, 1)) is None
+    err = run("cluster", (1, 1, 1))  # two clusters of one CTA each: .cluster does not reach
+    races = [r for r in err.reports if r.kind == "race"]
+    assert races and races[0].other.get("scope") == ".gpu", str(err)
+    err = run("cta", (2, 1, 1))
+    races = [r for r in err.reports if r.kind == "race"]
+    assert races and races[0].other.get("scope") == ".cluster", str(err)
