@@ -65,3 +65,12 @@ def test_reports_fold_by_site_with_a_count():
     rs = uninit(err)
     assert len(rs) == 1 and rs[0].count == 4 * 32
     assert "(this site: 128 times" in str(err)
+
+
+def test_arithmetic_atomics_on_undefined_counters_report_at_the_atomic():
+    x = np.arange(64, dtype=np.int32)
+    err = run("uninit_histogram", (1,), (64,), [x, np.zeros(16, np.int32)])
+    r = uninit(err)[0]
+    assert r.instruction.startswith("atom.shared.add") or r.instruction.startswith("red.shared.add"), r.instruction
+    assert r.source.split(" ")[0].endswith(f"sync_san.cu:{cu_line('REPORT: an undefined counter')}")
+    assert r.access == "atomic" and r.space == "shared"

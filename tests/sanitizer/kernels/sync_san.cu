@@ -325,3 +325,13 @@ extern "C" __global__ void reader_ack_rewrite(const float* in, float* slot, unsi
         if (lane == 0) st_release_gpu(ack, 2);
     }
 }
+// ---- a shared histogram nobody zeroed: atomics add to undefined counters
+extern "C" __global__ void uninit_histogram(const int* in, int* out) {
+    __shared__ int h[16];
+    int t = threadIdx.x;
+    if (t < 8) h[t] = 0;                            // BUG: h[8..15] never zeroed
+    __syncthreads();
+    atomicAdd(&h[in[t] & 15], 1);                   // REPORT: an undefined counter
+    __syncthreads();
+    if (t < 16) out[t] = h[t];
+}

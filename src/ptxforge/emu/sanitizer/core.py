@@ -475,9 +475,7 @@ class Sanitizer:
         ww = dup = None
         if write and not (site is not None and site.atomic):
             uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, sync_, hb, t=t)
-        elif write:  # atomics read and write; a reduction's read stays inside the atomic (bit-level
-            # protocols such as cooperative groups' tile barriers reset words with red.and)
-            init_check = init_check and site.opcode != "red" and not (site.opcode == "cp" and site.atomic)
+        elif write:  # atomics read and write
             uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, True, hb, init_check, t=t)
         else:
             uninit, pending, race, pw, ppc = sh.read(S, who, ep, pc, sync_, init_check, hb, t=t)
@@ -492,9 +490,8 @@ class Sanitizer:
             return
         if region == "shared" and self.async_used and pending.any():
             self._check_pending(sh, S, B, nb, L, write, pending)
-        if uninit is not None and uninit.any() and (self.undef is None or
-                                                    not self.undef.on_load(L, uninit, B, nb, region)):
-            self._report_lanes("uninitialized", uninit, B, nb, L, region, write)
+        if uninit is not None and uninit.any():
+            self._uninitialized(uninit, B, nb, L, region, write, site)
         if write and self.undef is not None and self.undef.store_vals:
             self.undef.on_store_bytes(L, B, nb, region)
         if race is None or not self.check_races or not race.any():
@@ -511,6 +508,23 @@ class Sanitizer:
                                    "narrow": self._narrow})
             return
         self._report_race(race, B, nb, L, region, write, pw, ppc, prev_read)
+
+    def _uninitialized(self, uninit, B, nb, L, region, write, site) -> None:
+        """Bytes no thread initialized were read: mark the loaded registers undefined (reported where the
+        value is used), or report now: eagerly, for loads whose bytes do not land in one lane's register,
+        and for arithmetic atomics (an undefined counter, such as a histogram nobody zeroed). Bitwise and
+        exchange atomics read nothing that matters by themselves: bit-level protocols (cooperative groups'
+        tile barriers reset their bits with red.and) start from undefined words; atom's old value is
+        still marked undefined."""
+        if site is not None and site.atomic and site.opcode in ("atom", "red", "cp"):
+            sx = set(self.layout.placed[self.pc].ins.suffixes)
+            if sx & {"and", "or", "xor", "exch"}:
+                if site.opcode == "atom" and self.undef is not None:
+                    self.undef.on_load(L, uninit, B, nb, region)
+                return
+        elif self.undef is not None and self.undef.on_load(L, uninit, B, nb, region):
+            return
+        self._report_lanes("uninitialized", uninit, B, nb, L, region, write)
 
     def _on_store(self, dtype, values) -> None:
         """`memory.store` shows the values of the store whose resolve just ran."""
