@@ -175,3 +175,22 @@ def test_a_reader_ordered_before_the_next_is_not_a_second_reader():
     assert run("reader_ack_rewrite", (1,), (64,), [x, slot, np.zeros(1, np.uint32), out]) is None
     np.testing.assert_array_equal(out, x)
     np.testing.assert_array_equal(slot, 2.0 * x)
+
+
+def test_what_a_release_covers():
+    """SyncOrder directly: block 0's warp 0 releases at time 10 in barrier interval 5; block 1 acquires."""
+    from ptxforge.emu.sanitizer.order import GPU, SyncOrder
+    from ptxforge.emu.sanitizer.shadow import EP_SHIFT
+
+    o = SyncOrder(2, 64, cluster_of_block=[0, 1])
+    o.new_wave(128, np.repeat(np.arange(2), 64))
+    o.publish(np.array([0]), 10, 11, GPU, ep=np.array([5 << EP_SHIFT]), who=np.array([0]))
+    o.acquire(np.array([64]), GPU, 12)
+    writer = np.array([3, 40, 40, 3])  # warp 0 (lane 3), warp 1 (thread 40), warp 1 earlier interval, warp 0 late
+    wep = np.array([5, 5, 4, 5]) << EP_SHIFT
+    when = np.array([9, 9, 3, 10])
+    got = o.ordered(writer, wep, when, np.full(4, 64))
+    np.testing.assert_array_equal(got, [True, False, True, False])
+    assert not o.ordered(writer[:1], wep[:1], when[:1], np.array([65])).any()  # thread 65 did not acquire
+    o.barrier(np.arange(64, 128))  # until block 1's barrier passes it on
+    assert o.ordered(writer[:1], wep[:1], when[:1], np.array([65])).all()
