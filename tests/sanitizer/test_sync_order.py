@@ -111,6 +111,8 @@ def test_release_acquire_at_cta_scope_between_blocks_is_a_scope_error():
     assert (r.block, r.other["block"]) == ((1, 0, 0), (0, 0, 0))
     assert r.source.endswith(f"sync_san.cu:{cu_line('REPORT: scope too narrow')}")
     assert "block (0, 0, 0) and block (1, 0, 0)" in r.message and r.count == 64
+    assert r.other["release"]["instruction"].startswith("st.release.cta.global")
+    assert r.other["acquire"]["instruction"].startswith("ld.acquire.cta.global")
     assert "conflicts with a write by thread (0,0,0) in block (0,0,0)" in str(err)
 
 

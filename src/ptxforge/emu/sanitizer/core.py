@@ -678,6 +678,14 @@ class Sanitizer:
             rep.message = (f"a release/acquire pair orders the two accesses only at a scope that does not "
                            f"include both threads (block {self._cta(blk)} and block "
                            f"{self._cta(int(self.block_of_lane[lane]))}): both sides need {need} scope or wider")
+            rel = self.order.rel_pc.get(blk, -1)
+            acq = int(self.order.acq_pc[lane])
+            acq = acq if acq >= 0 else int(self.order.acq_pc_block[self.block_of_lane[lane]])
+            ops = self.machine.ops
+            for name, at in (("release", rel), ("acquire", acq)):
+                if 0 <= at < len(ops):
+                    rep.other[name] = {"ptx_line": ops[at].line, "instruction": ops[at].text}
+                    rep.message += f"; the {name} is {ops[at].file}:{ops[at].line}: {ops[at].text.rstrip(';')}"
         self._add(site, rep)
 
     def _address(self, region: str, byte: int, lane: int) -> int:

@@ -113,6 +113,8 @@ class SyncOrder:
         self.gpu_of_block = None if gpu_of_block is None else np.asarray(gpu_of_block, np.int64)
         self.pubs = [Publications() for _ in range(4)]
         self.t_block = np.full((nblocks, 4), -1, np.int64)  # latest acquire seen by the block, per level
+        self.rel_pc: dict = {}  # block -> pc of its latest release (to name the pair in a scope error)
+        self.acq_pc_block = np.full(nblocks, -1, np.int64)
         self.any_acquire = False
         self.any_release = False
         # accesses need time stamps only once a fence or release happened: until then every access
@@ -133,12 +135,15 @@ class SyncOrder:
         self.fence_t = np.full(nlanes, -1, np.int64)  # time of the lane's last fence (arms a release)
         self.fence_s = np.full(nlanes, -1, np.int8)
         self.read_s = np.full(nlanes, -1, np.int8)  # widest scope of strong reads since the last fence
+        self.acq_pc = np.full(nlanes, -1, np.int64)  # pc of each lane's latest acquire
 
     def barrier(self, lanes) -> None:
         """Lanes passed a barrier of their block: the block inherits what they acquired."""
         if not self.any_acquire or lanes.size == 0:
             return
         np.maximum.at(self.t_block, self.block_of_lane[lanes], self.t_lane[lanes])
+        got = lanes[self.acq_pc[lanes] >= 0]
+        self.acq_pc_block[self.block_of_lane[got]] = self.acq_pc[got]
 
     def warp_sync(self, act) -> None:
         """bar.warp.sync: the lanes that took part share what each of them acquired."""
@@ -151,7 +156,7 @@ class SyncOrder:
         self.t_lane = np.where(A, np.maximum(T, best), T).reshape(-1, 4)
 
     # ------------------------------------------------------------------ events
-    def publish(self, lanes, cover, visible: int, scope, ep, who) -> None:
+    def publish(self, lanes, cover, visible: int, scope, ep, who, pc: int = -1) -> None:
         """Lanes release: what each did (and what its block and warp did before it, by barrier and warp
         sync) before `cover` becomes visible from time `visible`. `ep`/`who`: the lanes' intervals and
         thread ids (shadow.py's encoding)."""
@@ -166,13 +171,16 @@ class SyncOrder:
                 e = ep[sel]
                 self.pubs[lv].add(blocks[sel], e >> EP_SHIFT, who[sel] >> 5, cover[sel], visible)
         self.any_release = True
+        for b in np.unique(blocks).tolist():
+            self.rel_pc[b] = pc
 
-    def acquire(self, lanes, scope, now: int) -> None:
+    def acquire(self, lanes, scope, now: int, pc: int = -1) -> None:
         scope = np.broadcast_to(np.asarray(scope, np.int64), lanes.shape)
         for lv in range(4):
             sel = lanes[scope >= lv]
             if sel.size:
                 self.t_lane[sel, lv] = now
+        self.acq_pc[lanes] = pc
         self.any_acquire = True
 
     def on_op(self, lanes, info, clock: int, ep, who) -> int:
@@ -185,24 +193,24 @@ class SyncOrder:
             clock += 1
             pend = lanes[self.read_s[lanes] >= 0]
             if pend.size:  # strong read; fence -> acquire
-                self.acquire(pend, np.minimum(self.read_s[pend], s), clock)
+                self.acquire(pend, np.minimum(self.read_s[pend], s), clock, info.pc)
                 self.read_s[pend] = -1
             self.fence_t[lanes] = clock
             self.fence_s[lanes] = s
             return clock
         if info.release:
             clock += 1
-            self.publish(lanes, clock, clock, s, ep, who)
+            self.publish(lanes, clock, clock, s, ep, who, info.pc)
         elif info.strong_write:  # fence; strong write -> release at the narrower scope
             sel = self.fence_t[lanes] >= 0
             if sel.any():
                 armed = lanes[sel]
                 clock += 1
                 self.publish(armed, self.fence_t[armed], clock, np.minimum(self.fence_s[armed], s),
-                             np.asarray(ep)[sel], np.asarray(who)[sel])
+                             np.asarray(ep)[sel], np.asarray(who)[sel], info.pc)
         if info.acquire:
             clock += 1
-            self.acquire(lanes, s, clock)
+            self.acquire(lanes, s, clock, info.pc)
         elif info.strong_read:
             self.read_s[lanes] = np.maximum(self.read_s[lanes], s)
         return clock
