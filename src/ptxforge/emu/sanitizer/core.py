@@ -20,7 +20,7 @@ from ptxforge.emu import memory as M
 from ptxforge.emu.errors import MemoryFault
 from ptxforge.emu.sanitizer import bounds, sync
 from ptxforge.emu.sanitizer.definedness import Undefined
-from ptxforge.emu.sanitizer.order import SCOPE_NAMES, SyncOrder
+from ptxforge.emu.sanitizer.order import SCOPE_NAMES, HappensBefore, SyncOrder, cluster_of_block
 from ptxforge.emu.sanitizer.report import ReportLog, SanitizerError, SanitizerReport
 from ptxforge.emu.sanitizer.shadow import EP_SHIFT, INIT, PENDING, PageMap, Shadow
 from ptxforge.emu.sanitizer.sites import SiteInfo, SourceMap, shared_valid_mask, shared_variables, site_info
@@ -35,55 +35,6 @@ class _Excluded(Exception):  # noqa: N818 - internal control flow, never escapes
     def __init__(self, lanes):
         super().__init__("excluded lanes")
         self.lanes = lanes
-
-
-class _HappensBefore:
-    """What the shadow asks about candidate races: from different blocks? ordered by release/acquire?"""
-
-    def __init__(self, san, global_: bool):
-        self.san = san
-        self.global_ = global_  # the global arena: pairs of different blocks are candidates too
-
-    def active(self) -> bool:
-        """Has any release and any acquire happened (else nothing is ordered beyond barriers)?"""
-        order = self.san.order
-        return order.any_release and order.any_acquire
-
-    def other(self, pw, who):
-        lpb = self.san.lpb
-        return (pw >= 0) & (pw // lpb != who // lpb)
-
-    def ordered(self, mask, pw, pe, when):
-        san = self.san
-        out = np.zeros(mask.shape, bool)
-        order = san.order
-        if not (order.any_release and order.any_acquire):
-            return out
-        idx = np.flatnonzero(mask)
-        acc = san._acc_lanes[idx // san._acc_nb] if san._acc_nb > 1 else san._acc_lanes[idx]
-        w = pw[idx].astype(np.int64)
-        ok = order.ordered(w, pe[idx], when[idx], acc)
-        out[idx] = ok
-        rest = ~ok
-        if rest.any():  # would a pair of too narrow a scope have ordered them? (named as a scope error)
-            r = idx[rest]
-            wide = order.ordered(w[rest], pe[r], when[r], acc[rest], wide=True)
-            if wide.any():
-                if san._narrow is None or san._narrow.size != mask.size:
-                    san._narrow = np.full(mask.size, -1, np.int8)
-                san._narrow[r[wide]] = order.level(w[rest][wide] // san.lpb,
-                                                   san.block_of_lane[acc[rest][wide]])
-        return out
-
-
-def _cluster_of_block(machine) -> np.ndarray:
-    """The cluster index of every block (linear id) of the grid."""
-    b = np.arange(machine.nblocks, dtype=np.int64)
-    gx, gy, _ = machine.grid
-    cx, cy, cz = getattr(machine, "cluster", (1, 1, 1))
-    x, y, z = b % gx, (b // gx) % gy, b // (gx * gy)
-    ncx, ncy = -(-gx // cx), -(-gy // cy)
-    return x // cx + ncx * (y // cy + ncy * (z // cz))
 
 
 class Sanitizer:
@@ -297,10 +248,10 @@ class Sanitizer:
             self.global_sh = Shadow(1 << 16, init=False, races=self.check_races)
             self.global_pages = PageMap(self.global_sh, [(a.offset, a.size) for a in mem.device.allocations])
             # a block's identity for scopes: its cluster, and its GPU where a machine spans several
-            self.order = SyncOrder(machine.nblocks, self.lpb, _cluster_of_block(machine),
+            self.order = SyncOrder(machine.nblocks, self.lpb, cluster_of_block(machine),
                                    getattr(machine, "gpu_of_block", None))
-            self.hb_global = _HappensBefore(self, True)
-            self.hb_shared = _HappensBefore(self, False)
+            self.hb_global = HappensBefore(self, True)
+            self.hb_shared = HappensBefore(self, False)
             self.shared_vars = shared_variables(machine.layout, machine.dynamic_shared)
             self.shared_valid = shared_valid_mask(self.shared_vars, machine.layout.dynamic_shared_offset,
                                                   machine.dynamic_shared, mem.shared_size)

@@ -235,3 +235,53 @@ class SyncOrder:
             vis = self.pubs[level].first_visible(wb[sel], e >> EP_SHIFT, writer[sel] >> 5, when[sel])
             out[sel] = vis < t_acq[sel]
         return out
+
+
+class HappensBefore:
+    """What the shadow asks the sanitizer `san` about candidate races: from different blocks? ordered by a
+    release/acquire pair? (It also notes, for the report, pairs that only too narrow a scope ordered.)"""
+
+    def __init__(self, san, global_: bool):
+        self.san = san
+        self.global_ = global_  # the global arena: pairs of different blocks are candidates too
+
+    def active(self) -> bool:
+        """Has any release and any acquire happened (else nothing is ordered beyond barriers)?"""
+        order = self.san.order
+        return order.any_release and order.any_acquire
+
+    def other(self, pw, who):
+        lpb = self.san.lpb
+        return (pw >= 0) & (pw // lpb != who // lpb)
+
+    def ordered(self, mask, pw, pe, when):
+        san = self.san
+        out = np.zeros(mask.shape, bool)
+        order = san.order
+        if not (order.any_release and order.any_acquire):
+            return out
+        idx = np.flatnonzero(mask)
+        acc = san._acc_lanes[idx // san._acc_nb] if san._acc_nb > 1 else san._acc_lanes[idx]
+        w = pw[idx].astype(np.int64)
+        ok = order.ordered(w, pe[idx], when[idx], acc)
+        out[idx] = ok
+        rest = ~ok
+        if rest.any():  # would a pair of too narrow a scope have ordered them? (named as a scope error)
+            r = idx[rest]
+            wide = order.ordered(w[rest], pe[r], when[r], acc[rest], wide=True)
+            if wide.any():
+                if san._narrow is None or san._narrow.size != mask.size:
+                    san._narrow = np.full(mask.size, -1, np.int8)
+                san._narrow[r[wide]] = order.level(w[rest][wide] // san.lpb,
+                                                   san.block_of_lane[acc[rest][wide]])
+        return out
+
+
+def cluster_of_block(machine) -> np.ndarray:
+    """The cluster index of every block (linear id) of the grid."""
+    b = np.arange(machine.nblocks, dtype=np.int64)
+    gx, gy, _ = machine.grid
+    cx, cy, cz = getattr(machine, "cluster", (1, 1, 1))
+    x, y, z = b % gx, (b // gx) % gy, b // (gx * gy)
+    ncx, ncy = -(-gx // cx), -(-gy // cy)
+    return x // cx + ncx * (y // cy + ncy * (z // cz))
