@@ -173,3 +173,54 @@ def test_cluster_scope_orders_the_ctas_of_one_cluster_only():
     err = run("cta", (2, 1, 1))
     races = [r for r in err.reports if r.kind == "race"]
     assert races and races[0].other.get("scope") == ".cluster", str(err)
+
+
+# each CTA of a 2-CTA cluster writes 32 words of global memory, then reads the other CTA's words
+CLUSTER_EXCHANGE = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 data, .param .u64 out)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [data];
+    ld.param.u64 %rd2, [out];
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %tid.x;
+    mad.lo.u32 %r3, %r1, 32, %r2;
+    mul.wide.u32 %rd3, %r3, 4;
+    add.u64 %rd4, %rd1, %rd3;
+    st.global.u32 [%rd4], %r3;
+    barrier.cluster.arrive;
+    barrier.cluster.wait;
+    xor.b32 %r4, %r3, 32;
+    mul.wide.u32 %rd3, %r4, 4;
+    add.u64 %rd4, %rd1, %rd3;
+    ld.global.u32 %r5, [%rd4];
+    mul.wide.u32 %rd3, %r3, 4;
+    add.u64 %rd5, %rd2, %rd3;
+    st.global.u32 [%rd5], %r5;
+    ret;
+}
+"""
+
+
+def test_barrier_cluster_orders_global_memory_across_the_ctas_of_a_cluster():
+    import ptxforge as pf
+    from ptxforge.emu.sanitizer import SanitizerError
+
+    def run(text):
+        k = pf.parse(text, filename="cluster_exchange.ptx").kernel("k")
+        out = np.zeros(64, np.uint32)
+        try:
+            k.launch(grid=(2,), block=(32,), args=[np.zeros(64, np.uint32), out], device="emu", sanitize=True,
+                     cluster=(2, 1, 1))
+        except SanitizerError as e:
+            return e, out
+        return None, out
+
+    err, out = run(CLUSTER_EXCHANGE)
+    assert err is None, str(err)
+    np.testing.assert_array_equal(out, np.arange(64) ^ 32)
+    err, _ = run(CLUSTER_EXCHANGE.replace("    barrier.cluster.arrive;\n    barrier.cluster.wait;\n", ""))
+    assert err is not None and err.reports[0].kind == "race"

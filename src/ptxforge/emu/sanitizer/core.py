@@ -327,6 +327,9 @@ class Sanitizer:
 
     def on_cluster_release(self, machine, slots) -> None:
         """The CTAs in `slots` (whole clusters) completed a barrier.cluster phase together."""
+        slots = np.asarray(slots, np.int64)
+        lanes = (slots[:, None] * self.lpb + np.arange(self.lpb)).ravel()
+        self.clock = self.order.cluster_barrier(lanes, self.clock, self.ep_warp[lanes >> 5], self.who[lanes])
         self._new_intervals(slots)
 
     # ------------------------------------------------------------------ the access check

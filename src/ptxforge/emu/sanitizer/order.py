@@ -54,7 +54,7 @@ class _SegmentIndex:
         self._sufmin = None
 
     def add(self, seg, pos, visible) -> None:
-        keys = (np.asarray(seg, np.int64) << self.bits) | np.asarray(pos, np.int64)
+        keys = np.unique((np.asarray(seg, np.int64) << self.bits) | np.asarray(pos, np.int64))
         self.parts.append((keys, np.broadcast_to(np.asarray(visible, np.int64), keys.shape)))
         self._sufmin = None
 
@@ -144,6 +144,14 @@ class SyncOrder:
         np.maximum.at(self.t_block, self.block_of_lane[lanes], self.t_lane[lanes])
         got = lanes[self.acq_pc[lanes] >= 0]
         self.acq_pc_block[self.block_of_lane[got]] = self.acq_pc[got]
+
+    def cluster_barrier(self, lanes, clock: int, ep, who) -> int:
+        """A barrier.cluster phase completed for `lanes` (whole clusters): its arrive releases and its wait
+        acquires at cluster scope (the defaults; a .relaxed arrive is treated the same). Returns the clock."""
+        self.stamping = True
+        self.publish(lanes, clock + 1, clock + 1, CLUSTER, ep, who)
+        self.acquire(lanes, CLUSTER, clock + 2)
+        return clock + 2
 
     def warp_sync(self, act) -> None:
         """bar.warp.sync: the lanes that took part share what each of them acquired."""
