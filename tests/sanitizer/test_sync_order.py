@@ -200,3 +200,27 @@ def test_what_a_release_covers():
     assert not o.ordered(writer[:1], wep[:1], when[:1], np.array([65])).any()  # thread 65 did not acquire
     o.barrier(np.arange(64, 128))  # until block 1's barrier passes it on
     assert o.ordered(writer[:1], wep[:1], when[:1], np.array([65])).all()
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_clean_patterns_stay_clean_in_shuffled_block_and_warp_order(seed):
+    from ptxforge.emu.sanitizer import Sanitizer
+
+    n, bs = 256, 64
+    cases = [("handoff_release_acquire", (2,), (64,), handoff_args()),
+             ("handoff_fence_volatile", (2,), (64,), handoff_args()),
+             ("grid_barrier_exchange", (n // bs,), (bs,), [rng.standard_normal(n).astype(np.float32),
+                                                          np.zeros(n, np.float32), np.zeros(n, np.float32),
+                                                          np.zeros(1 + n // bs, np.uint32)]),
+             ("cg_tile64_rotate", (2,), (256,), [rng.standard_normal(512).astype(np.float32),
+                                                 np.zeros(512, np.float32)]),
+             ("pipeline_sum", (2,), (128,), [rng.standard_normal(1024).astype(np.float32),
+                                             np.zeros(256, np.float32), np.int32(4)]),
+             ("reader_ack_rewrite", (1,), (64,), [rng.standard_normal(32).astype(np.float32),
+                                                  np.zeros(32, np.float32), np.zeros(1, np.uint32),
+                                                  np.zeros(32, np.float32)])]
+    for name, grid, block, args in cases:
+        err = run(name, grid, block, args, sanitize=Sanitizer(shuffle_seed=seed))
+        assert err is None, f"{name}:\n{err}"
+    err = run("handoff_cta_scope", (2,), (64,), handoff_args(), sanitize=Sanitizer(shuffle_seed=seed))
+    assert races(err)[0].other.get("scope") == ".gpu"
