@@ -74,3 +74,48 @@ def test_arithmetic_atomics_on_undefined_counters_report_at_the_atomic():
     assert r.instruction.startswith("atom.shared.add") or r.instruction.startswith("red.shared.add"), r.instruction
     assert r.source.split(" ")[0].endswith(f"sync_san.cu:{cu_line('REPORT: an undefined counter')}")
     assert r.access == "atomic" and r.space == "shared"
+
+
+SPILL = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry spill(.param .u64 out, .param .u32 use)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<4>;
+    .local .align 4 .b8 stack[8];
+    .shared .align 4 .b32 s[32];
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r5, [use];
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 2;
+    mov.u32 %r3, s;
+    add.u32 %r3, %r3, %r2;
+    ld.shared.u32 %r4, [%r3];
+    st.local.u32 [stack], %r4;
+    mov.u32 %r4, 0;
+    ld.local.u32 %r4, [stack];
+    setp.eq.u32 %p1, %r5, 0;
+    @%p1 bra DONE;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.u64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r4;
+DONE:
+    ret;
+}
+"""
+
+
+def test_an_undefined_value_spilled_to_the_stack_and_back_is_still_undefined():
+    """As -G code spills: the store to local memory is no use, the value loaded back is undefined again."""
+    import ptxforge as pf
+    from ptxforge.emu.sanitizer import SanitizerError
+
+    k = pf.parse(SPILL, filename="spill.ptx").kernel("spill")
+    k.launch(grid=(1,), block=(32,), args=[np.zeros(32, np.uint32), np.uint32(0)], device="emu", sanitize=True)
+    with pytest.raises(SanitizerError) as e:
+        k.launch(grid=(1,), block=(32,), args=[np.zeros(32, np.uint32), np.uint32(1)], device="emu", sanitize=True)
+    r = uninit(e.value)[0]
+    assert r.other["use"] == "store" and r.instruction.startswith("st.global.u32") and r.count == 32
+    assert r.other["instruction"].startswith("ld.local.u32")

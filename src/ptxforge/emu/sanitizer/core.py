@@ -22,7 +22,7 @@ from ptxforge.emu.sanitizer import bounds, sync
 from ptxforge.emu.sanitizer.definedness import Undefined
 from ptxforge.emu.sanitizer.order import SCOPE_NAMES, HappensBefore, SyncOrder, cluster_of_block
 from ptxforge.emu.sanitizer.report import ReportLog, SanitizerError, SanitizerReport
-from ptxforge.emu.sanitizer.shadow import EP_SHIFT, INIT, PENDING, PageMap, Shadow
+from ptxforge.emu.sanitizer.shadow import EP_SHIFT, INIT, PENDING, POISON, PageMap, Shadow
 from ptxforge.emu.sanitizer.sites import SiteInfo, SourceMap, shared_valid_mask, shared_variables, site_info
 from ptxforge.ptx import ir
 
@@ -408,9 +408,10 @@ class Sanitizer:
             sync_ = True
         pc = self.pc
         if region == "local":
+            poison = None
             if write and self.undef is not None and self.undef.store_vals:
-                self.undef.on_store_bytes(L, B, nb, region)
-            self._track_init_only(sh, B, nb, L, write, pc)
+                poison = self.undef.on_store_bytes(L, B, nb, region)
+            self._track_init_only(sh, B, nb, L, write, poison)
             return
         S = B  # the shadow index of each byte
         if region == "shared" and self.shared_cmap is not None:
@@ -530,15 +531,20 @@ class Sanitizer:
                            "shared", write)
         raise _Excluded(L[bad])
 
-    def _track_init_only(self, sh, B, nb, L, write, pc) -> None:
+    def _track_init_only(self, sh, B, nb, L, write, poison) -> None:
+        """Local memory: initialization only. An undefined value stored to the stack (as -G code spills
+        every register) poisons its bytes instead of reporting, and a load of them is undefined again."""
         if write:
-            sh.flags[B] = INIT
+            sh.flags[B] = INIT if poison is None else np.where(poison, np.uint8(POISON), np.uint8(INIT))
             return
-        if not self.check_init_local:
+        f = sh.flags[B]
+        undefined = (f & INIT) == 0 if self.check_init_local else (f & POISON) != 0
+        if not undefined.any():
             return
-        uninit = (sh.flags[B] & INIT) == 0
-        if uninit.any() and (self.undef is None or not self.undef.on_load(L, uninit, B, nb, "local")):
-            self._report_lanes("uninitialized", uninit, B, nb, L, "local", False)
+        if self.undef is not None and self.undef.on_load(L, undefined, B, nb, "local"):
+            return
+        if self.check_init_local:
+            self._report_lanes("uninitialized", undefined, B, nb, L, "local", False)
 
     def _regrow_local(self) -> None:
         mem = self.mem

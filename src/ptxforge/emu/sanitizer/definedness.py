@@ -5,7 +5,9 @@ each such lane *undefined*, remembering where the value came from. Every instruc
 passes the mark from its source registers to its destination registers (mov, arithmetic, cvt, selp, a
 store back to the very bytes it came from: none of these reports). The value is reported when it is
 *used*: as an address, as a guard predicate or the condition of a branch, as an operand of a
-warp-collective (shfl, vote, match, redux), or when it is stored to other memory (st, atom, red).
+warp-collective (shfl, vote, match, redux), or when it is stored to other shared or global memory (st,
+atom, red). Stored to local memory (a -G build spills every register to the stack) it poisons the bytes,
+and loading them back gives an undefined value again.
 `Sanitizer(eager=True)` reports at the load instead (the old behaviour).
 
 Loads that spread data across lanes (ldmatrix, wgmma and mma operands in shared memory, bulk copies)
@@ -263,18 +265,20 @@ class Undefined:
         return out
 
     # ------------------------------------------------------------------ reports
-    def on_store_bytes(self, L, B, nb, region) -> None:
+    def on_store_bytes(self, L, B, nb, region):
         """A plain store of the current op writes bytes B for lanes L: undefined values stored anywhere
-        but back where they came from are a use."""
+        but back where they came from are a use; to local memory (the stack) they are no use but poison
+        the bytes: the per-byte mask of undefined bytes is returned for the local shadow."""
         vals = self.store_vals
         if not vals:
-            return
+            return None
         L = np.asarray(L, np.int64)
         Bl = B.reshape(-1, nb)
         ne = len(vals)
         esz = nb // ne if nb % ne == 0 else nb
         rid = self.regions.index(region)
         bad = np.zeros(self.N, bool)
+        poison = np.zeros(Bl.shape, bool) if region == "local" else None
         for j, s in enumerate(vals):
             mk = self.marks.get(s)
             if mk is None:
@@ -283,10 +287,14 @@ class Undefined:
             hit = m[L]
             if not hit.any():
                 continue
+            if poison is not None:
+                poison[hit, j * esz:(j + 1) * esz] = True
+                continue
             back = (reg[L] == rid) & (ob[L] == Bl[:, min(j * esz, nb - 1)])
             bad[L[hit & ~back]] = True
         if bad.any():
             self._use("store", vals, bad, self.san.pc)
+        return None if poison is None else poison.reshape(-1)
 
     def _use(self, how: str, slots, act, pc: int) -> None:
         for s in slots:

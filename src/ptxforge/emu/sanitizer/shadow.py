@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 INIT, W_SYNC, R_SYNC, R_MULTI, PENDING = 1, 2, 4, 8, 16
+POISON = 32  # local memory: an undefined register value was stored here (a -G spill)
 EP_SHIFT = 16
 
 
