@@ -9,10 +9,13 @@ not: those of different blocks, and those of one block inside a barrier interval
   thread; a relaxed atomic read-modify-write also acquires (the last-block idiom `__threadfence();
   atomicAdd(ticket)` of CUDA's programming guide, which has no fence after the ticket).
 
-Each release *publishes* the releasing block's history: every access of that block stamped before the
-release (its cover time) becomes visible to a thread that acquires, at a sufficient scope, after the
-publication became visible (the time of the releasing write). A thread's acquisitions reach the rest of
-its block at the block's next barrier (or mbarrier phase). Publications are not tied to the location
+- a completed `barrier.cluster` phase: a release and an acquire at cluster scope by every thread of it.
+
+Each release *publishes* what it covers (below): those accesses, stamped before the release (its cover
+time, the fence's time in a fence pattern), become ordered before a thread that acquires, at a
+sufficient scope, after the publication became visible (the time of the releasing write). A thread's
+acquisitions reach its warp at a `bar.warp.sync` and its block at the block's next barrier (or mbarrier
+phase). Publications are not tied to the location
 they were written to: an acquire observes every publication made before it in the emulator's order
 (which is sequentially consistent, so the value an acquire read was written before it).
 
@@ -68,8 +71,6 @@ class _SegmentIndex:
         rank = np.cumsum(np.r_[True, seg[1:] != seg[:-1]]) - 1 if seg.size else seg
         # per segment (rank), the minimum visible time from each entry to the segment's end
         self._sufmin = np.minimum.accumulate(((rank << _SHIFT) | self.vis)[::-1])[::-1] & _MASK
-        self._last = np.r_[seg[1:] != seg[:-1], True] if seg.size else seg
-        self._seg_end = np.flatnonzero(self._last)
 
     def first_visible(self, seg, pos):
         never = np.iinfo(np.int64).max
