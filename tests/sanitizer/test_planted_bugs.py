@@ -94,11 +94,26 @@ def test_misaligned_vector_load():
     np.testing.assert_allclose(out, a[4:260].reshape(64, 4).sum(1), rtol=1e-6)
 
 
+def check_origin(r, marker, ptx_prefix):
+    """A use-site report of an undefined value: `other` names the load it came from."""
+    assert r.other["source"].split(" ")[0].endswith(f"planted.cu:{cu_line(marker)}"), r.other
+    assert ptx_text(r.other["ptx_line"]).startswith(ptx_prefix) and r.other["instruction"].startswith(ptx_prefix)
+
+
 def test_uninitialized_shared_read():
+    from ptxforge.emu.sanitizer import Sanitizer
+
     err = launch_sanitized("uninit_shared", (2,), (256,), [f32(512), np.zeros(512, np.float32)])
     r = only(err, "uninitialized")
-    assert (r.space, r.thread, r.block, r.address) == ("shared", (0, 0, 0), (0, 0, 0), 255 * 4)
+    assert (r.space, r.thread, r.block, r.address, r.size) == ("shared", (0, 0, 0), (0, 0, 0), 255 * 4, 4)
     assert r.count == 256 and len(err.reports) == 1  # threads 0..127 of both blocks
+    check_site(r, "REPORT: uninitialized read", "st.global.f32")  # reported where the value is used
+    check_origin(r, "REPORT: uninitialized read", "ld.shared.f32")
+    assert r.other["use"] == "store" and "Uninitialized value used" in str(err) and "ld.shared.f32" in str(err)
+    err = launch_sanitized("uninit_shared", (2,), (256,), [f32(512), np.zeros(512, np.float32)],
+                           sanitize=Sanitizer(eager=True))  # the old behaviour: reported at the load
+    r = only(err, "uninitialized")
+    assert (r.space, r.thread, r.block, r.address, r.count) == ("shared", (0, 0, 0), (0, 0, 0), 255 * 4, 256)
     check_site(r, "REPORT: uninitialized read", "ld.shared.f32")
     assert launch_sanitized("uninit_shared_ok", (2,), (256,), [f32(512), np.zeros(512, np.float32)]) is None
 
@@ -187,7 +202,8 @@ def test_uninitialized_global_read_of_device_malloc():
     r = only(err, "uninitialized")
     assert (r.space, r.access, r.thread, r.block, r.size) == ("global", "read", (0, 0, 0), (0, 0, 0), 4)
     assert r.allocation == "device malloc" and r.offset == 63 * 4
-    check_site(r, "REPORT: uninitialized global", "ld.u32")
+    check_site(r, "REPORT: uninitialized global", "st.global.u32")
+    check_origin(r, "REPORT: uninitialized global", "ld.u32")
     out = np.zeros(64, np.int32)
     assert launch_sanitized("uninit_malloc_ok", (1,), (64,), [out]) is None
     np.testing.assert_array_equal(out, np.arange(64))
@@ -210,7 +226,8 @@ def test_uninitialized_local_read():
                            sanitize=Sanitizer(init_local=True))  # local init checks are opt-in
     r = only(err, "uninitialized")
     assert (r.space, r.thread, r.block, r.address, r.count) == ("local", (4, 0, 0), (0, 0, 0), 16, 16)
-    check_site(r, "REPORT: uninitialized local", "ld.local.u32")
+    check_site(r, "REPORT: uninitialized local", "st.global.u32")
+    check_origin(r, "REPORT: uninitialized local", "ld.local.u32")
     out = np.zeros(32, np.int32)
     assert launch_sanitized("uninit_local_ok", (1,), (32,), [x, out, np.int32(0)]) is None
     np.testing.assert_array_equal(out, x + (np.arange(32) & 7))

@@ -8,11 +8,14 @@ results of the in-bounds work were copied back. Pass a `Sanitizer(...)` instead 
 What it checks, for every thread of every block:
 - out-of-bounds and misaligned accesses in every state space (the bad lanes are skipped, the rest run);
   in shared memory, bytes outside the shared variables the kernel uses count as out of bounds;
-- reads of uninitialized shared memory and of global memory no allocation held at launch (device
-  malloc); local memory with `Sanitizer(init_local=True)`;
+- uninitialized values, reported where they are used (an address, a guard or branch condition, a
+  warp-collective operand, a store to other memory), not where they are loaded (definedness.py):
+  shared memory, global memory no allocation held at launch (device malloc), local memory with
+  `Sanitizer(init_local=True)`; `Sanitizer(eager=True)` reports at the load;
 - races (byte-accurate) on shared and global memory: conflicting accesses, at least one a plain store,
-  by threads no barrier, `bar.warp.sync`, mbarrier phase or fence + atomic chain orders; a store of the
-  value already there is not a race; the check does not depend on the order warps run in;
+  that neither a barrier, `bar.warp.sync`, an mbarrier phase nor a release/acquire pair of sufficient
+  scope orders (the PTX memory model's causality order, order.py; too narrow a scope is named); a store
+  of the value already there is not a race; the check does not depend on the order warps run in;
 - barrier divergence (threads of a block released from different aligned barrier instructions);
 - member masks of shfl/vote/match/redux/elect/bar.warp.sync (a lane outside its own mask, masks that
   disagree, named lanes that take another path);

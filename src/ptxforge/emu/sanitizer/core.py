@@ -19,8 +19,10 @@ import numpy as np
 from ptxforge.emu import memory as M
 from ptxforge.emu.errors import MemoryFault
 from ptxforge.emu.sanitizer import bounds, sync
+from ptxforge.emu.sanitizer.definedness import Undefined
+from ptxforge.emu.sanitizer.order import SCOPE_NAMES, HappensBefore, SyncOrder, cluster_of_block
 from ptxforge.emu.sanitizer.report import ReportLog, SanitizerError, SanitizerReport
-from ptxforge.emu.sanitizer.shadow import EP_SHIFT, INIT, PENDING, PageMap, Shadow
+from ptxforge.emu.sanitizer.shadow import EP_SHIFT, INIT, PENDING, POISON, PageMap, Shadow
 from ptxforge.emu.sanitizer.sites import SiteInfo, SourceMap, shared_valid_mask, shared_variables, site_info
 from ptxforge.ptx import ir
 
@@ -41,16 +43,19 @@ class Sanitizer:
 
     Options: `races`, `init` and `sync` turn check families off; `init_local` also checks reads of
     uninitialized local memory (off by default: -G code copies partly initialized structs and updates
-    bit-fields of fresh objects on the stack, which are not bugs); `max_reports` caps distinct sites;
+    bit-fields of fresh objects on the stack, which are not bugs); `eager` reports uninitialized bytes at
+    the load rather than where the value is used; `max_reports` caps distinct sites;
     `shuffle_seed` runs the blocks of the grid, and the warps of each block, in a shuffled order (the
     machine asks `block_order` and `warp_order`), to shake out results that depend on the emulator's
     schedule: which block runs in which wave, which lane's store wins, the order atomics apply in.
     """
 
     def __init__(self, *, races: bool = True, init: bool = True, sync: bool = True, init_local: bool = False,
-                 max_reports: int = 100, shuffle_seed: int | None = None):
+                 max_reports: int = 100, shuffle_seed: int | None = None, eager: bool = False):
         self.check_races = races
         self.check_init = init
+        self.eager = eager  # report uninitialized bytes at the load, not where the value is used
+        self.undef: Undefined | None = None
         self.check_init_local = init and init_local
         self.check_sync = sync
         self.shuffle_seed = shuffle_seed
@@ -63,6 +68,7 @@ class Sanitizer:
         self.site: SiteInfo | None = None
         self.infos: list[SiteInfo] = []
         self.sources: SourceMap | None = None
+        self._narrow = None  # per element of the current access: scope level a too narrow pair lacked
         self._ar = {n: np.arange(n, dtype=np.int64) for n in (1, 2, 4, 8, 16, 32, 64, 128)}
 
     # ------------------------------------------------------------------ results
@@ -142,6 +148,9 @@ class Sanitizer:
         def run(st, m):
             self.pc = info.pc
             self.site = info
+            und = self.undef
+            if und is not None and und.marks:
+                und.before(st, m, info)
             while True:
                 try:
                     fn(st, m)
@@ -154,8 +163,10 @@ class Sanitizer:
                         break
             if self._deferred:
                 self._flush_deferred()
-            if info.release or info.acquire or info.async_wait or info.async_commit or \
-                    info.mbar_wait is not None or info.async_via_mbarrier:
+            if und is not None and (und.marks or und.loaded):
+                und.after(st, m, info)
+            if info.release or info.acquire or info.fence or info.strong_read or info.strong_write or \
+                    info.async_wait or info.async_commit or info.mbar_wait is not None or info.async_via_mbarrier:
                 self._after_sync_op(st, m, info)
         return run
 
@@ -168,11 +179,17 @@ class Sanitizer:
             self.site = info
             if self.check_sync:
                 sync.check_member_mask(self, st, m, mm_reader, info)
+            und = self.undef
+            if und is not None and und.marks:
+                und.before(st, m, info)
             fn(st, m)
+            if und is not None and und.marks:
+                und.after(st, m, info)
             if info.warp_sync:
                 act = self._executing(st, m, info)
                 warps = np.unique(np.flatnonzero(act) >> 5)
                 self.ep_warp[warps] += 1
+                self.order.warp_sync(act)
                 self.global_sh.exact = self.shared_sh.exact = False
         return run
 
@@ -215,12 +232,7 @@ class Sanitizer:
                 self.async_committed[lanes] += 1  # wait_all also completes the uncommitted copies
             self.async_done[lanes] = np.maximum(self.async_done[lanes], self.async_committed[lanes] - n)
             return
-        blocks = np.unique(self.block_of_lane[lanes])
-        if info.release:
-            self.clock += 1
-            self.fence_g[blocks] = self.clock
-        if info.acquire:
-            self.acq_g[blocks] = self.clock
+        self.clock = self.order.on_op(lanes, info, self.clock, self.ep_warp[lanes >> 5], self.who[lanes])
 
     # ------------------------------------------------------------------ machine hooks
     def on_wave(self, machine, st) -> None:
@@ -235,8 +247,11 @@ class Sanitizer:
         if self.global_sh is None:
             self.global_sh = Shadow(1 << 16, init=False, races=self.check_races)
             self.global_pages = PageMap(self.global_sh, [(a.offset, a.size) for a in mem.device.allocations])
-            self.fence_g = np.full(machine.nblocks, -1, np.int64)
-            self.acq_g = np.full(machine.nblocks, -1, np.int64)
+            # a block's identity for scopes: its cluster, and its GPU where a machine spans several
+            self.order = SyncOrder(machine.nblocks, self.lpb, cluster_of_block(machine),
+                                   getattr(machine, "gpu_of_block", None))
+            self.hb_global = HappensBefore(self, True)
+            self.hb_shared = HappensBefore(self, False)
             self.shared_vars = shared_variables(machine.layout, machine.dynamic_shared)
             self.shared_valid = shared_valid_mask(self.shared_vars, machine.layout.dynamic_shared_offset,
                                                   machine.dynamic_shared, mem.shared_size)
@@ -264,6 +279,9 @@ class Sanitizer:
         self.tid_of_lane = self.all_lanes % self.lpb if lane_tid is None else np.tile(lane_tid, nslots)
         self.who = (blk * self.lpb + self.tid_of_lane).astype(np.int32)
         self.ep_warp = np.zeros(N // 32, np.int64)
+        self.order.new_wave(N, blk)
+        self.undef = Undefined(self, machine.layout, machine.ops, N) if self.check_init and not self.eager \
+            else None
         self._new_intervals(np.arange(nslots))
         self.awaited: dict = {}  # warp-sync pc -> per-warp bits of named lanes it waited for
         self.async_used = False
@@ -283,6 +301,9 @@ class Sanitizer:
         slots = np.asarray(slots, np.int64)
         if slots.size == 0:
             return
+        if self.order.any_acquire:  # a barrier passes on what its threads acquired to the whole block
+            lpb = self.lpb
+            self.order.barrier((slots[:, None] * lpb + np.arange(lpb)).ravel())
         wps = self.lpb // 32
         ids = self.clock + 1 + np.arange(slots.size, dtype=np.int64)
         self.clock += slots.size
@@ -306,6 +327,9 @@ class Sanitizer:
 
     def on_cluster_release(self, machine, slots) -> None:
         """The CTAs in `slots` (whole clusters) completed a barrier.cluster phase together."""
+        slots = np.asarray(slots, np.int64)
+        lanes = (slots[:, None] * self.lpb + np.arange(self.lpb)).ravel()
+        self.clock = self.order.cluster_barrier(lanes, self.clock, self.ep_warp[lanes >> 5], self.who[lanes])
         self._new_intervals(slots)
 
     # ------------------------------------------------------------------ the access check
@@ -384,7 +408,10 @@ class Sanitizer:
             sync_ = True
         pc = self.pc
         if region == "local":
-            self._track_init_only(sh, B, nb, L, write, pc)
+            poison = None
+            if write and self.undef is not None and self.undef.store_vals:
+                poison = self.undef.on_store_bytes(L, B, nb, region)
+            self._track_init_only(sh, B, nb, L, write, poison)
             return
         S = B  # the shadow index of each byte
         if region == "shared" and self.shared_cmap is not None:
@@ -396,15 +423,17 @@ class Sanitizer:
         if nb > 1:
             who = np.repeat(who, nb)
             ep = np.repeat(ep, nb)
-        cross = self._cross if region == "global" else None
+        hb = self.hb_global if region == "global" else self.hb_shared
+        self._acc_lanes, self._acc_nb, self._narrow = L, nb, None
+        t = self.clock if self.order.stamping else None
         init_check = self.check_init  # global: bytes that existed at launch count as initialized
         ww = dup = None
         if write and not (site is not None and site.atomic):
-            uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, sync_, cross)
+            uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, sync_, hb, t=t)
         elif write:  # atomics read and write
-            uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, True, cross, init_check)
+            uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, True, hb, init_check, t=t)
         else:
-            uninit, pending, race, pw, ppc = sh.read(S, who, ep, pc, sync_, init_check, cross)
+            uninit, pending, race, pw, ppc = sh.read(S, who, ep, pc, sync_, init_check, hb, t=t)
         if region == "shared" and site is not None and site.async_copy and write:
             self.async_used = True
             self.pend_lane[S] = np.repeat(L, nb) if nb > 1 else L
@@ -417,7 +446,9 @@ class Sanitizer:
         if region == "shared" and self.async_used and pending.any():
             self._check_pending(sh, S, B, nb, L, write, pending)
         if uninit is not None and uninit.any():
-            self._report_lanes("uninitialized", uninit, B, nb, L, region, write)
+            self._uninitialized(uninit, B, nb, L, region, write, site)
+        if write and self.undef is not None and self.undef.store_vals:
+            self.undef.on_store_bytes(L, B, nb, region)
         if race is None or not self.check_races or not race.any():
             return
         prev_read = None if ww is None else ~ww
@@ -428,9 +459,27 @@ class Sanitizer:
             if now.any():
                 self._report_race(now, B, nb, L, region, write, pw, ppc, prev_read)
             self._deferred.append({"buf": buf, "B": B, "nb": nb, "L": L, "region": region, "ww": ww, "dup": dup,
-                                   "old": buf[B], "pw": pw, "ppc": ppc, "values": None})
+                                   "old": buf[B], "pw": pw, "ppc": ppc, "values": None,
+                                   "narrow": self._narrow})
             return
         self._report_race(race, B, nb, L, region, write, pw, ppc, prev_read)
+
+    def _uninitialized(self, uninit, B, nb, L, region, write, site) -> None:
+        """Bytes no thread initialized were read: mark the loaded registers undefined (reported where the
+        value is used), or report now: eagerly, for loads whose bytes do not land in one lane's register,
+        and for arithmetic atomics (an undefined counter, such as a histogram nobody zeroed). Bitwise and
+        exchange atomics read nothing that matters by themselves: bit-level protocols (cooperative groups'
+        tile barriers reset their bits with red.and) start from undefined words; atom's old value is
+        still marked undefined."""
+        if site is not None and site.atomic and site.opcode in ("atom", "red", "cp"):
+            sx = set(self.layout.placed[self.pc].ins.suffixes)
+            if sx & {"and", "or", "xor", "exch"}:
+                if site.opcode == "atom" and self.undef is not None:
+                    self.undef.on_load(L, uninit, B, nb, region)
+                return
+        elif self.undef is not None and self.undef.on_load(L, uninit, B, nb, region):
+            return
+        self._report_lanes("uninitialized", uninit, B, nb, L, region, write)
 
     def _on_store(self, dtype, values) -> None:
         """`memory.store` shows the values of the store whose resolve just ran."""
@@ -464,6 +513,7 @@ class Sanitizer:
                     dreal[order] = differs[gid]
                     real = real | (dup & dreal)
             if real.any():
+                self._narrow = d["narrow"]
                 self._report_race(real, B, d["nb"], d["L"], d["region"], True, d["pw"], d["ppc"], ~ww)
 
     def _mbar_word_site(self, site: SiteInfo) -> SiteInfo:
@@ -481,15 +531,20 @@ class Sanitizer:
                            "shared", write)
         raise _Excluded(L[bad])
 
-    def _track_init_only(self, sh, B, nb, L, write, pc) -> None:
+    def _track_init_only(self, sh, B, nb, L, write, poison) -> None:
+        """Local memory: initialization only. An undefined value stored to the stack (as -G code spills
+        every register) poisons its bytes instead of reporting, and a load of them is undefined again."""
         if write:
-            sh.flags[B] = INIT
+            sh.flags[B] = INIT if poison is None else np.where(poison, np.uint8(POISON), np.uint8(INIT))
             return
-        if not self.check_init_local:
+        f = sh.flags[B]
+        undefined = (f & INIT) == 0 if self.check_init_local else (f & POISON) != 0
+        if not undefined.any():
             return
-        uninit = (sh.flags[B] & INIT) == 0
-        if uninit.any():
-            self._report_lanes("uninitialized", uninit, B, nb, L, "local", False)
+        if self.undef is not None and self.undef.on_load(L, undefined, B, nb, "local"):
+            return
+        if self.check_init_local:
+            self._report_lanes("uninitialized", undefined, B, nb, L, "local", False)
 
     def _regrow_local(self) -> None:
         mem = self.mem
@@ -512,20 +567,6 @@ class Sanitizer:
         bad = np.zeros(B.size, bool)
         bad[pb[~done]] = True
         self._report_lanes("async-before-wait", bad, B, nb, L, "shared", write)
-
-    def _cross(self, pw, pe, who):
-        """Elementwise: an earlier access by another block not ordered by fence -> atomic (acquire)."""
-        lpb = self.lpb
-        wb = pw // lpb
-        mb = who // lpb
-        other = (pw >= 0) & (wb != mb)
-        if not other.any():
-            return other
-        fg = self.fence_g[wb[other]]
-        ordered = (fg > (pe[other] >> EP_SHIFT)) & (self.acq_g[mb[other]] >= fg)
-        out = other.copy()
-        out[other] = ~ordered
-        return out
 
     # ------------------------------------------------------------------ reports
     def _lane_mask(self, elem_mask, nb):
@@ -569,7 +610,9 @@ class Sanitizer:
             other_access = "write"
         if self.infos and self.infos[other_pc].atomic:
             other_access = "atomic"
-        site = ("race", access, region, self.pc, other_pc, other_access)
+        narrow = self._narrow
+        scoped = narrow is not None and narrow[e] >= 0
+        site = ("race", access, region, self.pc, other_pc, other_access, scoped)
         if self._bump(site, sel.size):
             return
         lane = int(L[j])
@@ -585,8 +628,24 @@ class Sanitizer:
                      "ptx_line": op.line if op else None, "instruction": op.text if op else "",
                      "source": self.sources.source(other_pc) if self.sources else None}
         same_block = blk is not None and blk == int(self.block_of_lane[lane])
-        rep.message = ("no barrier orders the two accesses (same barrier interval)" if same_block else
-                       "the accesses come from different blocks and no fence + atomic orders them")
+        rep.message = ("no barrier or release/acquire pair orders the two accesses (same barrier interval)"
+                       if same_block else "the accesses come from different blocks and no release/acquire "
+                       "pair (or fence + strong access) orders them")
+        narrow = self._narrow
+        if narrow is not None and narrow[e] >= 0:
+            need = SCOPE_NAMES[int(narrow[e])]
+            rep.other["scope"] = need
+            rep.message = (f"a release/acquire pair orders the two accesses only at a scope that does not "
+                           f"include both threads (block {self._cta(blk)} and block "
+                           f"{self._cta(int(self.block_of_lane[lane]))}): both sides need {need} scope or wider")
+            rel = self.order.rel_pc.get(blk, -1)
+            acq = int(self.order.acq_pc[lane])
+            acq = acq if acq >= 0 else int(self.order.acq_pc_block[self.block_of_lane[lane]])
+            ops = self.machine.ops
+            for name, at in (("release", rel), ("acquire", acq)):
+                if 0 <= at < len(ops):
+                    rep.other[name] = {"ptx_line": ops[at].line, "instruction": ops[at].text}
+                    rep.message += f"; the {name} is {ops[at].file}:{ops[at].line}: {ops[at].text.rstrip(';')}"
         self._add(site, rep)
 
     def _address(self, region: str, byte: int, lane: int) -> int:

@@ -56,6 +56,10 @@ class SanitizerReport:
 
     def headline(self) -> str:
         tmpl = HEADLINES.get(self.kind, self.kind)
+        if self.kind == "uninitialized" and self.other.get("use"):
+            return f"Uninitialized value used: loaded from __{self.space}__ memory"
+        if self.kind == "race" and self.other.get("scope"):
+            tmpl += " (synchronization scope too narrow)"
         return tmpl.format(access=self.access or "access", space=self.space or "generic",
                            size=self.size, race=self.other.get("race", ""))
 
@@ -77,7 +81,7 @@ class SanitizerReport:
                          f"({_xyz(o['thread'])}) in block ({_xyz(o['block'])}) at "
                          f"{self.ptx_file}:{o.get('ptx_line')}: {o.get('instruction', '')}")
         if self.count > 1:
-            lines.append(f"{PREFIX}     ({self.count - 1} more at this site)")
+            lines.append(f"{PREFIX}     (this site: {self.count} times, folded into this report)")
         return "\n".join(lines)
 
     def _placement(self) -> str:

@@ -13,7 +13,10 @@ Intervals (`ep`) are int64: the high bits are a block interval id, unique across
 renewed whenever the block passes a barrier; the low 16 bits count the warp's `bar.warp.sync`s
 inside it. Two accesses by different threads are unordered (may race) when they are in the same
 block interval and either come from different warps or from the same warp interval. Accesses of
-different blocks are unordered unless `cross_ordered` says a fence/atomic chain orders them.
+different blocks are unordered. Either kind of pair is ordered after all when a release/acquire chain
+orders it (order.py): for that each access also keeps its time stamp (`w_t`, `r_t`), and `hb`, the
+launch's happens-before oracle, says which candidate pairs are ordered (`hb.ordered(mask, who, ep, when)`)
+and, for the global arena, which pairs come from different blocks (`hb.other(who_before, who)`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 INIT, W_SYNC, R_SYNC, R_MULTI, PENDING = 1, 2, 4, 8, 16
+POISON = 32  # local memory: an undefined register value was stored here (a -G spill)
 EP_SHIFT = 16
 
 
@@ -50,6 +54,8 @@ class Shadow:
             self.r_who = np.full(size, -1, np.int32)
             self.r_ep = np.full(size, -1, np.int64)
             self.r_pc = np.zeros(size, np.int32)
+            self.w_t = np.zeros(size, np.int64)
+            self.r_t = np.zeros(size, np.int64)
 
     @property
     def size(self) -> int:
@@ -60,7 +66,7 @@ class Shadow:
             return
         size = max(size, 2 * self.flags.size)
         for name, fill in (("flags", 0), ("w_who", -1), ("w_ep", -1), ("w_pc", 0), ("r_who", -1),
-                           ("r_ep", -1), ("r_pc", 0)):
+                           ("r_ep", -1), ("r_pc", 0), ("w_t", 0), ("r_t", 0)):
             old = getattr(self, name, None)
             if old is None:
                 continue
@@ -77,7 +83,7 @@ class Shadow:
             self.r_ep[:] = -1
 
     # ------------------------------------------------------------------ accesses
-    def read(self, B, who, ep, pc: int, sync: bool, check_init: bool, cross=None):
+    def read(self, B, who, ep, pc: int, sync: bool, check_init: bool, hb=None, t: int | None = None):
         """Record a read of bytes B by threads `who` in intervals `ep`.
 
         Returns (uninitialized, pending, race, prev_who, prev_pc): bool arrays over B, and for the racing
@@ -91,16 +97,25 @@ class Shadow:
         pw = self.w_who[B]
         pe = self.w_ep[B]
         race = (pw >= 0) & (pw != who) & same_interval(pe, pw, ep, who, self.exact)
-        if cross is not None:
-            race |= cross(pw, pe, who)
-        race &= (f & W_SYNC) == 0  # a load next to an atomic/strong store of an aligned word is benign
+        if hb is not None:
+            if hb.global_:
+                race |= hb.other(pw, who)
+            race &= (f & W_SYNC) == 0  # a load next to an atomic/strong store of an aligned word is benign
+            if hb.active() and race.any():
+                race &= ~hb.ordered(race, pw, pe, self.w_t[B])
+        else:
+            race &= (f & W_SYNC) == 0
         pr = self.r_who[B]
         pre = self.r_ep[B]
-        multi = (pr >= 0) & (((pr != who) & same_interval(pre, pr, ep, who, self.exact)) |
-                             (((f & R_MULTI) != 0) & (pre == ep)))
+        other = (pr >= 0) & (pr != who) & same_interval(pre, pr, ep, who, self.exact)
+        if hb is not None and hb.active() and other.any():  # a reader ordered before this one is subsumed
+            other &= ~hb.ordered(other, pr, pre, self.r_t[B])
+        multi = other | ((pr >= 0) & ((f & R_MULTI) != 0) & (pre == ep))
         self.r_who[B] = who
         self.r_ep[B] = ep
         self.r_pc[B] = pc
+        if t is not None:
+            self.r_t[B] = t
         dup = self.r_who[B] != who  # several threads of this instruction read the byte
         if dup.any():
             multi |= dup
@@ -110,7 +125,7 @@ class Shadow:
         self.flags[B] = f
         return uninit, pending, race, pw, self.w_pc[B]
 
-    def write(self, B, who, ep, pc: int, sync: bool, cross=None, check_init: bool = False):
+    def write(self, B, who, ep, pc: int, sync: bool, hb=None, check_init: bool = False, t: int | None = None):
         """Record a write (or atomic, `sync`) of bytes B. Returns (uninit, pending, race, prev_who,
         prev_pc, ww, dup): ww marks write-write races, dup those with another thread of this instruction."""
         f = self.flags[B]
@@ -125,18 +140,25 @@ class Shadow:
         pr = self.r_who[B]
         pre = self.r_ep[B]
         rw = (pr >= 0) & ((pr != who) | ((f & R_MULTI) != 0)) & same_interval(pre, pr, ep, who, self.exact)
-        if cross is not None:
-            ww |= cross(pw, pe, who)
-            rw |= cross(pr, pre, who)
+        if hb is not None and hb.global_:
+            ww |= hb.other(pw, who)
+            rw |= hb.other(pr, who)
         if sync:  # atomics race only with plain stores, not with loads (no torn or lost values)
             ww &= (f & W_SYNC) == 0
             rw[:] = False
+        if hb is not None and hb.active():
+            if ww.any():
+                ww &= ~hb.ordered(ww, pw, pe, self.w_t[B])
+            if rw.any():
+                rw &= ~hb.ordered(rw, pr, pre, self.r_t[B])
         prev_who = np.where(ww, pw, pr)
         prev_pc = np.where(ww, self.w_pc[B], self.r_pc[B])
         race = ww | rw
         self.w_who[B] = who
         self.w_ep[B] = ep
         self.w_pc[B] = pc
+        if t is not None:
+            self.w_t[B] = t
         dup = None
         if not sync:
             dup = self.w_who[B] != who  # another thread of this instruction wrote the byte

@@ -14,7 +14,6 @@ from ptxforge.ptx import ir
 
 _INLINED = re.compile(r"inlined_at\s+(\d+)\s+(\d+)")
 STRONG = {"volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "mmio"}
-WIDE_SCOPES = {"gpu", "sys"}
 
 
 @dataclass(frozen=True)
@@ -25,8 +24,12 @@ class SiteInfo:
     opcode: str
     sync: bool = False  # atomic or strong: never races with another sync access
     atomic: bool = False
-    acquire: bool = False  # may observe another block's release (atomics, strong loads)
-    release: bool = False  # publishes this block's earlier writes to other blocks (fences, .release)
+    acquire: bool = False  # acquires by itself: .acquire/.acq_rel ld/atom, and relaxed atomics (order.py)
+    release: bool = False  # releases by itself: .release/.acq_rel st/atom/red
+    fence: bool = False  # fence.sc/acq_rel, membar: with a strong access of the thread, a release/acquire
+    strong_read: bool = False  # .relaxed/.volatile loads and atomics: an acquire when a fence follows
+    strong_write: bool = False  # .relaxed/.volatile stores, atom, red: a release when a fence precedes
+    scope: int = 2  # order.CTA .. order.SYS
     async_copy: bool = False  # cp.async(.bulk): the destination is pending until its wait
     async_wait: str = ""  # "group" | "all" for cp.async.wait_group / wait_all
     async_commit: bool = False
@@ -45,22 +48,36 @@ def site_info(pc: int, ins: ir.Instruction, guard_slot, wait_slot=None) -> SiteI
     whole_word = op == "mbarrier" and not (sx & {"init", "inval"})  # arrive, wait, tx updates
     atomic = op in ("atom", "red") or (op == "cp" and "reduce" in sx) or whole_word
     strong = bool(sx & STRONG)
-    wide = bool(sx & WIDE_SCOPES) or not (sx & {"cta", "cluster"})
-    fence = op in ("membar", "fence") and ("gl" in sx or "sys" in sx or (op == "fence" and wide))
-    release = fence or ((op in ("st", "atom", "red")) and bool(sx & {"release", "acq_rel"}))
-    acquire = (op == "atom") or (op in ("ld", "ldu") and strong) or fence
+    scope = _scope(op, sx)
+    fence = op == "membar" or (op == "fence" and not (sx & {"proxy", "mbarrier_init"}) and
+                               not any(s.startswith("proxy") for s in sx))
+    release = op in ("st", "atom", "red") and bool(sx & {"release", "acq_rel"})
+    acquire = op == "atom" or (op in ("ld", "ldu") and bool(sx & {"acquire", "acq_rel"}))
+    strong_read = op == "atom" or (op in ("ld", "ldu") and strong)
+    strong_write = op in ("atom", "red") or (op == "st" and strong)
     is_async = op == "cp" and "async" in sx and not (sx & {"commit_group", "wait_group", "wait_all",
                                                            "mbarrier", "reduce"})
     wait = ""
     if op == "cp" and "async" in sx:
         wait = "group" if "wait_group" in sx else "all" if "wait_all" in sx else ""
     return SiteInfo(pc, op, sync=atomic or strong, atomic=atomic, acquire=acquire, release=release,
+                    fence=fence, strong_read=strong_read, strong_write=strong_write, scope=scope,
                     async_copy=is_async, async_wait=wait,
                     async_commit=op == "cp" and "commit_group" in sx,
                     warp_sync=op == "bar" and "warp" in sx, guard=guard_slot, mbarrier=mbar,
                     mbar_wait=wait_slot if op == "mbarrier" and sx & {"test_wait", "try_wait"} else None,
                     async_via_mbarrier=op == "cp" and "async" in sx and "mbarrier" in sx and "arrive" in sx,
                     bulk=op == "cp" and "bulk" in sx)
+
+
+def _scope(op: str, sx: set) -> int:
+    """The scope level of an instruction (order.CTA .. order.SYS); .volatile is .relaxed.sys."""
+    from ptxforge.emu.sanitizer.order import GPU, SCOPES, SYS
+
+    for name, level in SCOPES.items():
+        if name in sx:
+            return level
+    return SYS if "volatile" in sx else GPU
 
 
 class SourceMap:
