@@ -377,11 +377,11 @@ FILES = {  # corpus stem -> (flavors, kernels)
                       [atomic_ref_mix, atomic_last_block_sum, atomic_flag_handoff, atomic_cas_u64]),
     "wmma_fragments": (SM80, [wmma_f16_f32_16x16x16, wmma_f16_f16_32x8x16, wmma_bf16_8x32x16, wmma_tf32_16x16x8,
                               wmma_u8_s32_16x16x16, wmma_gemm_4warps]),
-    "ep_style_asm": ((*SM80, "nvrtc:sm_90a"), [ep_copy_nc, ep_channel_handoff, ep_ticket_lock]),
+    "ep_style_asm": ((*SM80, "sm_80.lineinfo", "nvrtc:sm_90a"), [ep_copy_nc, ep_channel_handoff, ep_ticket_lock]),
     "gemm_style_sync_sm90a": (("sm_90a.O3", "sm_90a.G", "nvrtc:sm_90a"),
                               [gemm_sync_labeled_wait, gemm_sync_loop_wait]),
     "warp_softmax_warpsize": (SM80, [warp_online_softmax, warp_rmsnorm, warp_ids_from_warpsize]),
-    "jit_templates": ((*SM80, "nvrtc:sm_80", "nvrtc:sm_90a"),
+    "jit_templates": ((*SM80, "sm_80.lineinfo", "nvrtc:sm_80", "nvrtc:sm_90a"),
                       [jit_gemv_f32_relu, jit_gemv_f64_bias, jit_hash_calls, jit_tile_sum_64]),
 }
 

@@ -2,7 +2,7 @@
 // non-coherent 128-bit loads with L1::no_allocate and an L2::256B prefetch hint, no-allocate stores,
 // st.release / ld.acquire at system and gpu scope, red.release.sys.global.add, ld.volatile, atom.cas
 // locks, fence.acq_rel.sys, and warp-level channel handoffs built from them.
-// archs: sm_80 sm_90a. Launch: 1D; references below.
+// archs: sm_80 sm_90a (variants: lineinfo, i.e. -O3 -lineinfo too). Launch: 1D; references below.
 
 __device__ __forceinline__ int4 ld_nc_global(const int4* p) {
     int4 v;

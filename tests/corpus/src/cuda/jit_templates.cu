@@ -1,7 +1,8 @@
 // Kernels as JIT systems generate them for NVRTC: templates over tile sizes, dtypes and epilogues with
 // compile-time constants, instantiated through extern "C" wrappers; __restrict__, __ldg, __launch_bounds__,
 // #pragma unroll, if constexpr, a __noinline__ device function (a real .func call), no standard headers.
-// archs: sm_80 sm_90a (also built by NVRTC, see compile_nvrtc.py). Launch and reference: below.
+// archs: sm_80 sm_90a (also built by NVRTC, see compile_nvrtc.py; variants: lineinfo, i.e. -O3 -lineinfo too).
+// Launch and reference: below.
 
 enum class Epilogue { None, Relu, AddBias };
 
