@@ -363,6 +363,45 @@ def jit_tile_sum_64(k):
     np.testing.assert_array_equal(out, np.repeat(x.reshape(3, 64).sum(1), 64))
 
 
+# ----------------------------------------------------------------------------- CUB
+def cub_block_reduce_scan(k):
+    nb = 3
+    x = _i32(nb * 512)
+    sums, maxs, totals = (np.zeros(nb, np.int32) for _ in range(3))
+    excl, incl = np.zeros_like(x), np.zeros_like(x)
+    k.launch(grid=(nb,), block=(128,), args=[x, sums, maxs, excl, incl, totals])
+    xb = x.reshape(nb, 512)
+    np.testing.assert_array_equal(sums, xb.sum(1))
+    np.testing.assert_array_equal(maxs, xb.max(1))
+    np.testing.assert_array_equal(totals, xb.sum(1))
+    np.testing.assert_array_equal(incl.reshape(nb, 512), np.cumsum(xb, 1))
+    np.testing.assert_array_equal(excl.reshape(nb, 512), np.cumsum(xb, 1) - xb)
+
+
+def cub_warp_reduce_scan(k):
+    xf, xi = _f32(128), _i32(128)
+    wsum, wmin = np.zeros(4, np.float32), np.zeros(4, np.float32)
+    wscan, wexcl = np.zeros(128, np.int32), np.zeros(128, np.int32)
+    k.launch(grid=(2,), block=(64,), args=[xf, xi, wsum, wmin, wscan, wexcl])
+    np.testing.assert_allclose(wsum, xf.reshape(4, 32).sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(wmin, xf.reshape(4, 32).min(1))
+    c = np.cumsum(xi.reshape(4, 32), 1)
+    np.testing.assert_array_equal(wscan, c.reshape(-1))
+    np.testing.assert_array_equal(wexcl, (c - xi.reshape(4, 32)).reshape(-1))
+
+
+def cub_block_radix_sort(k):
+    nb = 2
+    keys = rng.permutation(2**20)[: nb * 256].astype(np.uint32)
+    vals = (keys.astype(np.int64) * 3 - 7).astype(np.int32)
+    desc = np.zeros_like(keys)
+    k.launch(grid=(nb,), block=(64,), args=[keys0 := keys.copy(), vals, desc])
+    ref = np.sort(keys.reshape(nb, 256), 1)
+    np.testing.assert_array_equal(keys0.reshape(nb, 256), ref)
+    np.testing.assert_array_equal(vals, (keys0.astype(np.int64) * 3 - 7).astype(np.int32))
+    np.testing.assert_array_equal(desc.reshape(nb, 256), ref[:, ::-1])
+
+
 # ----------------------------------------------------------------------------- the table
 SM80 = ("sm_80.O3", "sm_80.G", "sm_90a.O3")
 FILES = {  # corpus stem -> (flavors, kernels)
@@ -381,6 +420,8 @@ FILES = {  # corpus stem -> (flavors, kernels)
     "gemm_style_sync_sm90a": (("sm_90a.O3", "sm_90a.G", "nvrtc:sm_90a"),
                               [gemm_sync_labeled_wait, gemm_sync_loop_wait]),
     "warp_softmax_warpsize": (SM80, [warp_online_softmax, warp_rmsnorm, warp_ids_from_warpsize]),
+    "cub_block_ops": (("sm_80.O3", "sm_90a.O3"), [cub_block_reduce_scan, cub_warp_reduce_scan,
+                                                   cub_block_radix_sort]),
     "jit_templates": ((*SM80, "sm_80.lineinfo", "nvrtc:sm_80", "nvrtc:sm_90a"),
                       [jit_gemv_f32_relu, jit_gemv_f64_bias, jit_hash_calls, jit_tile_sum_64]),
 }

@@ -309,7 +309,7 @@ LAUNCHES = [
 ]
 
 # The compatibility sources (tests/corpus/src/cuda/{cute_style_tiles,coop_groups,libcu_*,wmma_fragments,
-# ep_style_asm,jit_templates,warp_softmax_warpsize}.cu); known sanitizer gaps are in tests/corpus/known_gaps.py.
+# ep_style_asm,cub_block_ops,jit_templates,warp_softmax_warpsize}.cu); known gaps: tests/corpus/known_gaps.py.
 LAUNCHES += [
     ("cute_style_tiles", "cute_transpose_32x32", (2, 1), (256,),
      lambda: [_f32(32 * 64), _z(32 * 64), np.int32(32), np.int32(64)], 0),
@@ -359,6 +359,14 @@ LAUNCHES += [
     ("ep_style_asm", "ep_ticket_lock", (2,), (64,),
      lambda: [_z(1, np.int32), _z(1, np.int32), _z(4, np.int32), _z(1, np.int32), _z(4, np.int32),
               _z(128, np.int32)], 0),
+    ("cub_block_ops", "cub_block_reduce_scan", (2,), (128,),
+     lambda: [_i32(1024), _z(2, np.int32), _z(2, np.int32), _z(1024, np.int32), _z(1024, np.int32),
+              _z(2, np.int32)], 0),
+    ("cub_block_ops", "cub_warp_reduce_scan", (2,), (64,),
+     lambda: [_f32(128), _i32(128), _z(4), _z(4), _z(128, np.int32), _z(128, np.int32)], 0),
+    ("cub_block_ops", "cub_block_radix_sort", (2,), (64,),
+     lambda: [np.random.default_rng(3).permutation(2**20)[:512].astype(np.uint32), _i32(512), _z(512, np.uint32)],
+     0),
     ("jit_templates", "jit_gemv_f32_relu", (2,), (128,),
      lambda: [_f32(8 * 100), _f32(100, 4), _z(8), np.int32(8), np.int32(100)], 0),
     ("jit_templates", "jit_gemv_f64_bias", (1,), (256,),
