@@ -291,7 +291,12 @@ def _gemm_sync(k):
     np.testing.assert_allclose(out, x * np.repeat(scale, 256) + np.float32(1), rtol=2e-7, atol=2e-7)
 
 
-gemm_sync_labeled_wait = gemm_sync_loop_wait = _gemm_sync
+def gemm_sync_labeled_wait(k):
+    _gemm_sync(k)
+
+
+def gemm_sync_loop_wait(k):
+    _gemm_sync(k)
 
 
 # ----------------------------------------------------------------------------- warpSize
@@ -440,10 +445,9 @@ for _stem, (_flavors, _fns) in FILES.items():
         _path = corpus_path(_stem, _flavor)
         if not (CORPUS / _path).exists():  # -G builds over 400 KB are left out of the corpus
             continue
-        for _i, _fn in enumerate(_fns):
-            _kname = ["gemm_sync_labeled_wait", "gemm_sync_loop_wait"][_i] if _fn is _gemm_sync else _fn.__name__
-            CASES.append(pytest.param(_stem, _flavor, _kname, _fn, id=f"{_stem}.{_flavor}.{_kname}",
-                                      marks=xfail_marks(_path, "emulate", _kname)))
+        for _fn in _fns:  # each check is named after the kernel it launches
+            CASES.append(pytest.param(_stem, _flavor, _fn.__name__, _fn, id=f"{_stem}.{_flavor}.{_fn.__name__}",
+                                      marks=xfail_marks(_path, "emulate", _fn.__name__)))
 
 
 @pytest.mark.parametrize(("stem", "flavor", "kernel", "check"), CASES)
