@@ -26,6 +26,8 @@ NVRTC_SOURCES = {
     "fp8_group_quant": ("sm_90a",), "mma_sync": ("sm_80",), "matmul_tiled": ("sm_80",),
     "wgmma_sm90a": ("sm_90a",), "warp_specialized_sm90a": ("sm_90a",),
     "lowp_conversions": ("sm_90a",),
+    "jit_templates": ("sm_80", "sm_90a"), "libcu_atomics": ("sm_80",), "coop_groups": ("sm_80",),
+    "libcu_pipeline_barrier": ("sm_80",), "ep_style_asm": ("sm_90a",), "gemm_style_sync_sm90a": ("sm_90a",),
 }
 
 
@@ -105,8 +107,10 @@ def main() -> int:
             continue
         path = args.src / f"{stem}.cu"
         for arch in archs:
-            options = [f"--gpu-architecture={arch.replace('sm_', 'compute_')}", "--std=c++17",
-                       f"--include-path={args.include}", "-default-device"]
+            # CUDA 13 keeps libcu++ / CCCL (cuda/atomic, cuda/std/...) in include/cccl
+            includes = [f"--include-path={p}" for p in (args.include, args.include / "cccl") if p.is_dir()]
+            options = [f"--gpu-architecture={arch.replace('sm_', 'compute_')}", "--std=c++17", *includes,
+                       "-default-device"]
             try:
                 ptx = nvrtc.compile(path.read_text(), path.name, options)
             except Exception as exc:  # report and go on with the others
@@ -118,7 +122,9 @@ def main() -> int:
             out.write_text(ptx)
             print(json.dumps({"path": str(out.resolve()), "source": str(path.resolve()),
                               "generator": f"NVRTC {version}", "generator_version": f"NVRTC {version}",
-                              "arch": arch, "flags": " ".join(options[:2] + options[3:])}), flush=True)
+                              "arch": arch,
+                              "flags": " ".join(o for o in options if not o.startswith("--include-path"))}),
+                  flush=True)
     return 1 if failed else 0
 
 

@@ -4,7 +4,8 @@
 Sources:
   src/cuda/*.cu    -> nvcc -ptx, per arch (sm_80 sm_89 sm_90a sm_100a, or the set named in the file's
                       ``archs:`` header comment), flags -O3 for every arch, plus -G -lineinfo for sm_80
-                      and sm_90a (dropped when the -G PTX exceeds 400 KB)
+                      and sm_90a (dropped when the -G PTX exceeds 400 KB), and -O3 -lineinfo for those two
+                      when the file's header says ``variants: lineinfo``
   src/triton/*.py  -> triton.compile (no GPU needed) for sm_80 and sm_90, via compile_triton.py
   src/numba/*.py   -> numba.cuda.compile_ptx for sm_80 and sm_90, via compile_numba.py
   src/cuda/*.cu    -> also NVRTC (the run-time compiler) for the sources listed in compile_nvrtc.py
@@ -39,11 +40,12 @@ MANIFEST = CORPUS / "manifest.json"
 
 CUDA_ARCHS = ("sm_80", "sm_89", "sm_90a", "sm_100a")
 DEBUG_ARCHS = ("sm_80", "sm_90a")
-FLAG_SETS = {"O3": ("-O3",), "G": ("-G", "-lineinfo")}
+FLAG_SETS = {"O3": ("-O3",), "G": ("-G", "-lineinfo"), "lineinfo": ("-O3", "-lineinfo")}
 DEBUG_SIZE_LIMIT = 400 * 1024
 PTXAS_MAX_VERSION = "9.0"  # highest .version that ptxas 13.0 accepts
 
 _ARCHS_HEADER = re.compile(r"^//.*\barchs:\s*(.+)$")
+_LINEINFO_HEADER = re.compile(r"^//.*\bvariants:.*\blineinfo\b")
 _ENTRY = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z_$%][\w$]*)", re.M)
 _VERSION = re.compile(r"^\s*\.version\s+(\d+\.\d+)", re.M)
 _TARGET = re.compile(r"^\s*\.target\s+([\w, ]+)", re.M)
@@ -53,7 +55,7 @@ _TARGET = re.compile(r"^\s*\.target\s+([\w, ]+)", re.M)
 class Job:
     source: Path
     arch: str
-    variant: str  # "O3" or "G"
+    variant: str  # "O3", "G" or "lineinfo" (-O3 -lineinfo, for sources whose header asks for it)
 
     @property
     def out(self) -> Path:
@@ -172,10 +174,13 @@ def cuda_jobs(pattern: str | None) -> list[Job]:
     for src in sorted((SRC / "cuda").glob("*.cu")):
         if pattern and not fnmatch.fnmatch(src.stem, pattern):
             continue
+        lineinfo = any(_LINEINFO_HEADER.match(line.strip()) for line in src.read_text().splitlines()[:10])
         for arch in source_archs(src):
             jobs.append(Job(src, arch, "O3"))
             if arch in DEBUG_ARCHS:
                 jobs.append(Job(src, arch, "G"))
+                if lineinfo:
+                    jobs.append(Job(src, arch, "lineinfo"))
     return jobs
 
 

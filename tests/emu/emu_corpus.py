@@ -47,7 +47,7 @@ def _compile(name: str, flavor: str):
     out = Path(tempfile.gettempdir()) / "ptxforge-emu-tests" / f"{name}.{flavor}.ptx"
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
-        flags = ["-O3"] if opt == "O3" else ["-G", "-lineinfo"]
+        flags = {"O3": ["-O3"], "G": ["-G", "-lineinfo"], "lineinfo": ["-O3", "-lineinfo"]}[opt]
         r = subprocess.run([nvcc, "-ptx", f"-arch={arch}", *flags, str(src), "-o", str(out)],
                            capture_output=True, text=True)
         if r.returncode != 0:
