@@ -11,29 +11,11 @@ from __future__ import annotations
 
 import fnmatch
 
-LABELS = ("block-scoped labels: a label declared inside `{ }` is local to that block in PTX; ptxforge "
-          "treats labels as function-wide (validator: 'already declared'; emulator: jumps to the last one)")
-WARP_SZ = "WARP_SZ (CUDA's warpSize) is not a known constant: 'not declared' in check, refused by the emulator"
-EXPECT_TX_LANES = ("mbarrier.expect_tx executed by several lanes at once: internal error 'truth value of an array "
-                   "is ambiguous' (libcu++'s memcpy_async with a cuda::barrier on sm_90)")
-SYNC = ("sanitizer: the race checker does not follow release/acquire synchronization through atomics, flags "
-        "and fences (st.release/ld.acquire, red.release, atom + fence.acq_rel locks), nor mbarrier.inval after "
-        "the last phase: correct handoffs are reported as races")
 COOP_LAUNCH = ("cooperative launch is not modeled: grid.sync() reads its grid-barrier workspace from "
                "%envreg1/%envreg2, which the emulator sets to 0")
 
 KNOWN_GAPS: dict[tuple[str, str, str | None], str] = {
-    ("ptx/cuda/cute_style_tiles.*.O3.ptx", "check", None): LABELS,
-    ("ptx/*/gemm_style_sync_sm90a.*", "check", None): LABELS,
-    ("ptx/*/gemm_style_sync_sm90a.*", "emulate", "gemm_sync_labeled_wait"): LABELS,
-    ("ptx/cuda/warp_softmax_warpsize.*", "check", None): WARP_SZ,
-    ("ptx/cuda/warp_softmax_warpsize.*", "emulate", None): WARP_SZ,
     ("ptx/*/coop_groups.*", "emulate", "cg_grid_sync_shift"): COOP_LAUNCH,
-    ("ptx/cuda/libcu_pipeline_barrier.sm_90a.*", "emulate", "barrier_memcpy_reverse"): EXPECT_TX_LANES,
-    ("ptx/*/libcu_pipeline_barrier.*", "sanitize", "pipe_block_stages"): SYNC,
-    ("ptx/*/libcu_atomics.*", "sanitize", "atomic_flag_handoff"): SYNC,
-    ("ptx/*/ep_style_asm.*", "sanitize", "ep_channel_handoff"): SYNC,
-    ("ptx/*/ep_style_asm.*", "sanitize", "ep_ticket_lock"): SYNC,
 }
 
 
