@@ -19,7 +19,7 @@ import numpy as np
 
 from ptxforge.emu import compiler as C
 from ptxforge.emu.errors import EmulatorError, KernelTrap, MemoryFault, WatchdogTimeout
-from ptxforge.emu.memory import LaneMemory
+from ptxforge.emu.memory import GLOBAL_BASE, WINDOW_BITS, LaneMemory
 from ptxforge.emu.operands import FUNC_BASE
 from ptxforge.emu.program import storage_dtype
 
@@ -29,6 +29,7 @@ EXITED = 1 << 30
 PC_MASK = WAIT_BAR - 1
 NBARRIERS = 16
 ROTATE_EVERY = 64
+QUANTUM = 128  # steps a launch runs before yielding to the others under a Node's scheduler
 
 
 RESERVED_SMEM = 1024  # the system-reserved shared memory of a block (cooperative groups use it)
@@ -76,7 +77,7 @@ class LaneState:
     def special_dynamic(self, name: str):
         m = self.machine
         if name in ("%clock", "%clock64"):
-            v = np.uint64(m.clock_base + (m.steps + m.wave_steps()) * 4)
+            v = np.uint64(m.clock_base + m.clock_now() * 4)
             return v if name == "%clock64" else np.uint64(int(v) & 0xFFFFFFFF)
         ns = time.perf_counter_ns() - m.t0_ns + m.time_base_ns
         if name == "%globaltimer_lo":
@@ -101,7 +102,7 @@ class Machine:
     def __init__(self, layout, ops, *, grid, block, params: np.ndarray, device, dynamic_shared: int,
                  num_sms: int = 132, watchdog_s: float = 60.0, printf=None, max_threads_per_sm: int = 2048,
                  max_blocks_per_sm: int = 32, shared_per_sm: int = 228 * 1024, observers=(), sanitizer=None,
-                 cluster=None):
+                 cluster=None, sm_ids=None, gpu=None):
         self.layout = layout
         self.ops = ops
         self.grid = tuple(grid)
@@ -109,7 +110,13 @@ class Machine:
         self.params = params
         self.device = device
         self.dynamic_shared = dynamic_shared
-        self.num_sms = num_sms
+        self.num_sms = num_sms  # the device's SMs (%nsmid)
+        # the SMs this launch may use (a stream's partition); slot i of a wave runs on sm_ids[i % len]
+        self.sm_ids = np.arange(num_sms, dtype=np.int64) if sm_ids is None else np.asarray(sm_ids, np.int64)
+        self.gpu = gpu  # the GPU's index in a Node, named in errors (None on a lone device)
+        self.concurrent = False  # set by the Node's scheduler: yield every few steps (see `steps_iter`)
+        self.pc = None  # the converged pc when the machine last yielded (for the node's watchdog)
+        self.wave_log: list = []  # (first block, slots, clock at start, clock at end) per wave
         self.watchdog_s = watchdog_s
         self.printf = printf or (lambda s: print(s, end=""))
         self.observers = list(observers)
@@ -133,7 +140,7 @@ class Machine:
         if self.shared_size:
             per_sm = min(per_sm, max(1, shared_per_sm // max(self.shared_size + 1024, 1)))
         self.blocks_per_sm = per_sm
-        self.resident = num_sms * per_sm
+        self.resident = len(self.sm_ids) * per_sm
         if self.csize > 1:  # whole clusters per wave
             self.resident = max(self.csize, self.resident // self.csize * self.csize)
         self.steps = 0
@@ -142,20 +149,49 @@ class Machine:
         self.t0_ns = time.perf_counter_ns()
         self.total = 0
         self.per_sm = np.zeros(num_sms, np.int64)
+        self.node_clock = None  # a Node's shared step clock (%clock64 monotonic across its GPUs)
+        self.wave_steps = lambda: 0  # steps of the running wave (a closure over the loop's counter)
         self.kernel = layout.functions[layout.kernel_func.name]
         self.frame_of_pc = None
 
     # ------------------------------------------------------------------ public
     def run(self) -> dict:
+        """Run the whole launch; returns its stats."""
+        clock = self.node_clock
+        if clock is not None:
+            clock.resume(self)
+        try:
+            with np.errstate(all="ignore"):
+                it = self.steps_iter()
+                while True:
+                    try:
+                        next(it)
+                    except StopIteration as done:
+                        return done.value
+        finally:
+            if clock is not None:
+                clock.pause()
+
+    def steps_iter(self):
+        """The launch as a generator: with `concurrent` set it yields every few hundred steps, between
+        instructions (so an atom or a store is never split), and returns the stats at the end."""
         t0 = time.perf_counter()
-        with np.errstate(all="ignore"):
-            for first in range(0, self.nblocks, self.resident):
-                self._run_wave(first, min(self.resident, self.nblocks - first))
-                if getattr(self.st, "tmem", None) is not None:
-                    self._tmem_leaks(self.st.tmem)
+        for first in range(0, self.nblocks, self.resident):
+            n = min(self.resident, self.nblocks - first)
+            start = self.clock_now()
+            yield from self._run_wave(first, n)
+            self.wave_log.append((first, n, start, self.clock_now()))
+            if getattr(self.st, "tmem", None) is not None:
+                self._tmem_leaks(self.st.tmem)
         return {"thread_instructions": int(self.total), "per_sm": self.per_sm.copy(),
                 "wall_s": time.perf_counter() - t0, "waves": -(-self.nblocks // self.resident),
                 "resident_blocks": self.resident, "steps": self.steps}
+
+    def clock_now(self) -> int:
+        """Steps run so far: this launch's own, or the whole node's under a Node's scheduler."""
+        if self.node_clock is not None:
+            return self.node_clock.now()
+        return self.steps + self.wave_steps()
 
     def describe_lane(self, lane: int) -> str:
         slot, t = divmod(int(lane), self.lanes_per_block)
@@ -165,7 +201,8 @@ class Machine:
         b = int(self.block_ids[slot])
         gx, gy, _ = self.grid
         cta = (b % gx, (b // gx) % gy, b // (gx * gy))
-        return f"thread ({tid[0]},{tid[1]},{tid[2]}) block ({cta[0]},{cta[1]},{cta[2]})"
+        gpu = "" if self.gpu is None else f" on GPU {self.gpu}"
+        return f"thread ({tid[0]},{tid[1]},{tid[2]}) block ({cta[0]},{cta[1]},{cta[2]}){gpu}"
 
     def lane_coords(self, lane: int):
         slot, t = divmod(int(lane), self.lanes_per_block)
@@ -286,7 +323,7 @@ class Machine:
             "%ntid.x": u(bx), "%ntid.y": u(by), "%ntid.z": u(bz),
             "%nctaid.x": u(gx), "%nctaid.y": u(gy), "%nctaid.z": u(gz),
             "%laneid": lane, "%warpid": tile(t // 32), "%nwarpid": u(64),
-            "%smid": np.repeat((np.arange(nslots) % self.num_sms).astype(u), lpb), "%nsmid": u(self.num_sms),
+            "%smid": np.repeat(self._slot_sms(nslots).astype(u), lpb), "%nsmid": u(self.num_sms),
             "%gridid": np.uint64(1),
             "%lanemask_eq": one, "%lanemask_lt": lt, "%lanemask_le": lt | one, "%lanemask_gt": ~(lt | one),
             "%lanemask_ge": ~lt,
@@ -323,12 +360,16 @@ class Machine:
         conv = True
         pend = 0  # converged steps not yet added to icount
         self.pcs = None
+        self.pc = pc
         div_steps = 0
         force = False
         rot_last = -1
         deadline = time.monotonic() + self.watchdog_s
         steps = 0
         self.wave_steps = lambda: steps  # a closure: sees the live count (for %clock)
+        # how often to check the watchdog (and, under a Node's scheduler, to yield to other launches)
+        yielding = self.concurrent
+        cmask, dmask = (QUANTUM - 1, QUANTUM - 1) if yielding else (0xFFFF, 0xFFF)
         try:
             while True:
                 if conv:
@@ -339,14 +380,20 @@ class Machine:
                         pc += 1
                         pend += 1
                         steps += 1
-                        if steps & 0xFFFF == 0:
+                        if steps & cmask == 0:
+                            self.pc = pc
                             self._tick(deadline, steps)
+                            if yielding:
+                                yield
                         continue
                     if k == C.BRA:
                         pend += 1
                         steps += 1
-                        if steps & 0xFFFF == 0:
+                        if steps & cmask == 0:
+                            self.pc = pc
                             self._tick(deadline, steps)
+                            if yielding:
+                                yield
                         if op.guard is None:
                             pc = op.target
                             continue
@@ -427,8 +474,11 @@ class Machine:
                     if P != lo:
                         ex = pcs == P
                 steps += 1
-                if steps & 0xFFF == 0:
+                if steps & dmask == 0:
+                    self.pc = None
                     self._tick(deadline, steps)
+                    if yielding:
+                        yield
                 op = ops[P]
                 k = op.kind
                 if k == C.WARPSYNC:
@@ -480,6 +530,7 @@ class Machine:
                                 f"{type(e).__name__}: {e}") from e
         finally:
             self.steps += steps
+            self.wave_steps = lambda: 0
             if conv and pend:
                 self._flush(pend)
             self._account()
@@ -494,7 +545,7 @@ class Machine:
     def _tick(self, deadline: float, steps: int) -> None:
         if time.monotonic() > deadline:
             raise WatchdogTimeout(f"kernel made no progress within {self.watchdog_s:g} s "
-                                  f"({steps} steps); {self._where_summary()}")
+                                  f"({steps} steps); {self.where()}")
 
     def _flush(self, pend: int) -> None:
         if pend:
@@ -506,8 +557,12 @@ class Machine:
     def _account(self) -> None:
         per_slot = self.icount.reshape(self.nslots, -1).sum(1)
         self.total += int(per_slot.sum())
-        np.add.at(self.per_sm, np.arange(self.nslots) % self.num_sms, per_slot)
+        np.add.at(self.per_sm, self._slot_sms(self.nslots), per_slot)
         self.icount[:] = 0
+
+    def _slot_sms(self, nslots: int) -> np.ndarray:
+        """The SM each slot of a wave runs on: round robin over the launch's SMs."""
+        return self.sm_ids[np.arange(nslots) % self.sm_ids.size]
 
     def _guard(self, op, ex):
         if op.guard is None:
@@ -765,6 +820,43 @@ class Machine:
         self.pcs[lanes] = rp
 
     # ------------------------------------------------------------------ diagnostics
+    def where(self, limit: int = 8) -> str:
+        """Where the wave's warps stand (for the watchdogs), and what a spinning warp last polled."""
+        st = getattr(self, "st", None)
+        if st is None:
+            return "no block has started"
+        if self.pc is not None:  # converged: every live lane is at one instruction
+            op = self.ops[self.pc]
+            b0, b1 = self.lane_coords(0)[1], self.lane_coords((self.nslots - 1) * self.lanes_per_block)[1]
+            blocks = f"block {b0}" if self.nslots == 1 else f"blocks {b0}..{b1}"
+            text = (f"all {st.N // 32} warps ({blocks}) run together, last at {op.where}: {op.text}")
+        else:
+            text = self._where_summary(limit)
+        return text + self._polled()
+
+    def _polled(self) -> str:
+        """What the last global load of the launch read: the flag a spinning warp waits on."""
+        last = getattr(self, "last_load", None)
+        if last is None:
+            return ""
+        addr, nbytes = last
+        alloc = self.device.find(addr) or getattr(self.device, "owner", lambda a: None)(addr)
+        if alloc is None or nbytes not in (1, 2, 4, 8):
+            return f"; its last global load read {nbytes} bytes at {addr:#x}"
+        off = addr - alloc.base
+        raw = self.device.arena[alloc.offset + off: alloc.offset + off + nbytes]
+        value = int.from_bytes(raw.tobytes(), "little")
+        return f"; its last global load read {alloc.name or 'allocation'}[+{off}] ({addr:#x}), which holds {value}"
+
+    def watch_loads(self) -> None:
+        """Remember the address of each global load (for `where`): the Node's scheduler turns this on."""
+        def seen(kind, space, addr, nbytes, lanes):
+            if kind == "load" and space in ("global", "generic"):
+                a = np.asarray(addr).reshape(-1)
+                if a.size and int(a[0]) >> WINDOW_BITS == GLOBAL_BASE >> WINDOW_BITS:
+                    self.last_load = (int(a[0]), nbytes)
+        self.observers.append(seen)
+
     def _where_summary(self, limit: int = 8) -> str:
         pcs = self.pcs
         if pcs is None:

@@ -1,0 +1,115 @@
+"""Run a `Node`'s pending launches concurrently: round robin over every stream's head launch.
+
+Each running launch is a generator (`Machine.steps_iter` with `concurrent` set) that yields every
+`machine.QUANTUM` steps, always between two instructions, so an atomic or a vector store is never split
+and every other launch sees it whole. One round gives each running launch one quantum (streams of
+higher priority, i.e. a lower number as in CUDA, go first); a launch that ends hands its stream to the
+next launch queued there. Spinning on a flag costs its quantum and lets the writer run: progress is
+guaranteed for any kernel whose waits a real GPU would also get past.
+
+The node's watchdog: when `synchronize` runs past `Node.watchdog_s`, it stops every launch and says,
+for each GPU and stream, which warps wait where (and which launches never started).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ptxforge.emu.errors import EmulatorError, WatchdogTimeout
+
+
+class NodeStopped(EmulatorError):
+    """A launch that did not complete because another launch of the node failed first."""
+
+
+def run_node(node) -> None:
+    """Run every pending launch of `node` until all end; raise the first error."""
+    streams = sorted((s for d in node.devices for s in d.streams if s.queue),
+                     key=lambda s: (s.priority, s.device.gpu, s.index))
+    if not streams:
+        return
+    clock = node.clock
+    running: list = []  # [stream, pending launch, generator]
+
+    def start(stream) -> None:
+        p = stream.queue[0]
+        m = p.machine
+        m.concurrent = True
+        m.watchdog_s = float("inf")  # the node's watchdog governs
+        m.node_clock = clock
+        m.watch_loads()
+        p.state = "running"
+        running.append([stream, p, m.steps_iter()])
+
+    for s in streams:
+        start(s)
+    deadline = time.monotonic() + node.watchdog_s
+    current = None
+    try:
+        with np.errstate(all="ignore"):
+            while running:
+                for entry in list(running):
+                    stream, p, gen = entry
+                    current = p
+                    clock.resume(p.machine)
+                    try:
+                        next(gen)
+                        continue
+                    except StopIteration as stop:
+                        stats = stop.value
+                    finally:
+                        clock.pause()
+                    running.remove(entry)
+                    stream.queue.popleft()
+                    _log_waves(node, stream, p)
+                    p.complete(stats)  # raises the launch's own error (a sanitizer report)
+                    if stream.queue:
+                        start(stream)
+                current = None
+                if time.monotonic() > deadline:
+                    raise WatchdogTimeout(_stuck(node, running))
+    except BaseException as e:
+        _fail_all(node, running, current, e)
+        raise (current.error if current is not None and current.error is not None else e) from None
+
+
+def _fail_all(node, running, culprit, error: BaseException) -> None:
+    """Fail the launch that raised with its error and every other unfinished launch of the node."""
+    for *_, gen in running:
+        gen.close()
+    if culprit is not None and not culprit.done:
+        culprit.fail(error)
+        for s in (s for d in node.devices for s in d.streams):
+            if s.queue and s.queue[0] is culprit:
+                s.queue.popleft()
+    what = f"{culprit.kernel} on {culprit.stream.name}" if culprit is not None else "the node"
+    for d in node.devices:
+        for s in d.streams:
+            while s.queue:
+                p = s.queue.popleft()
+                p.fail(error if isinstance(error, WatchdogTimeout) else
+                       NodeStopped(f"{p.kernel} on {s.name} did not complete: {what} failed first: {error}"))
+
+
+def _log_waves(node, stream, p) -> None:
+    m = p.machine
+    for _, n, t0, t1 in m.wave_log:
+        used = tuple(int(x) for x in m.sm_ids[: min(n, m.sm_ids.size)])
+        node.sm_map.append((stream.device.gpu, stream.index, p.kernel, used, t0, t1))
+
+
+def _stuck(node, running) -> str:
+    """Where every unfinished launch of the node stands, GPU by GPU and stream by stream."""
+    lines = [f"the node made no progress within {node.watchdog_s:g} s; where each GPU's warps wait:"]
+    started = {id(p) for _, p, _ in running}
+    for d in node.devices:
+        for s in d.streams:
+            for i, p in enumerate(s.queue):
+                if id(p) in started:
+                    lines.append(f"  {s.name}: {p.kernel}: {p.machine.where(limit=4)}")
+                else:
+                    lines.append(f"  {s.name}: {p.kernel} has not started (launch {i} of the stream waits "
+                                 f"for the one before it)")
+    return "\n".join(lines)
