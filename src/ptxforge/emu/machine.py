@@ -829,7 +829,9 @@ class Machine:
             op = self.ops[self.pc]
             b0, b1 = self.lane_coords(0)[1], self.lane_coords((self.nslots - 1) * self.lanes_per_block)[1]
             blocks = f"block {b0}" if self.nslots == 1 else f"blocks {b0}..{b1}"
-            text = (f"all {st.N // 32} warps ({blocks}) run together, last at {op.where}: {op.text}")
+            live = st.live_mask().reshape(-1, 32).any(1)
+            text = (f"{int(live.sum())} live warp(s) of {blocks}, converged, last at {op.where}: "
+                    f"{op.text.rstrip(';')}")
         else:
             text = self._where_summary(limit)
         return text + self._polled()
@@ -846,7 +848,8 @@ class Machine:
         off = addr - alloc.base
         raw = self.device.arena[alloc.offset + off: alloc.offset + off + nbytes]
         value = int.from_bytes(raw.tobytes(), "little")
-        return f"; its last global load read {alloc.name or 'allocation'}[+{off}] ({addr:#x}), which holds {value}"
+        return (f"; its last global load read {nbytes} bytes at {addr:#x} (offset {off} of "
+                f"{alloc.name or 'an allocation'}), which hold {value}")
 
     def watch_loads(self) -> None:
         """Remember the address of each global load (for `where`): the Node's scheduler turns this on."""

@@ -1,0 +1,236 @@
+"""A node of emulated GPUs: peer memory, streams on SM partitions, concurrent launches, the node watchdog."""
+
+import numpy as np
+import pytest
+from node_kernels import clocks, compute, counter_atomics, persistent, ring, scopes, store_one, wait_then_raise
+
+from ptxforge import runtime as rt
+from ptxforge.emu import LaunchError, MemoryFault, Node, WatchdogTimeout
+
+
+def run_ring(node, k, n=256):
+    G = len(node)
+    recv = [rt.empty(n, np.uint32, device=d) for d in node.devices]
+    flag = [rt.empty(1, np.uint32, device=d) for d in node.devices]
+    outs = [np.zeros(n, np.uint32) for _ in range(G)]
+    pend = []
+    for r, d in enumerate(node.devices):
+        nx = (r + 1) % G
+        pend.append(k.launch((1,), (128,), [recv[nx], flag[nx], recv[r], flag[r], outs[r], np.uint32(r),
+                                             np.uint32(n)], device=d, stream=d.stream()))
+    node.synchronize()
+    return outs, pend
+
+
+def test_ring_exchange_among_4_gpus_through_peer_pointers():
+    node = Node(gpus=4, sms=132)
+    outs, pend = run_ring(node, ring())
+    for r in range(4):
+        np.testing.assert_array_equal(outs[r], (r - 1) % 4 * 1000 + np.arange(256, dtype=np.uint32))
+        res = pend[r].result()
+        assert res.thread_instructions > 0 and f"GPU {r}" in res.gpu
+
+
+def test_buffers_have_node_wide_addresses_and_owners():
+    node = Node(gpus=3, sms=8)
+    bufs = [rt.to_device(np.full(4, r, np.uint32), device=d) for r, d in enumerate(node.devices)]
+    assert len({b.address for b in bufs}) == 3
+    for r, b in enumerate(bufs):
+        assert b.allocation.gpu == r and node.devices[(r + 1) % 3].memory.find(b.address) is b.allocation
+        np.testing.assert_array_equal(b.to_host(), r)
+
+
+def test_a_kernel_takes_a_peer_buffer_and_an_integer_peer_address():
+    node = Node(gpus=2, sms=8)
+    a = rt.empty(32, np.uint32, device=node.devices[1])
+    store_one().launch((1,), (32,), [a], device=node.devices[0])  # synchronous, peer DeviceBuffer
+    np.testing.assert_array_equal(a.to_host(), np.arange(1, 33))
+    b = rt.empty(32, np.uint32, device=node.devices[1])
+    store_one().launch((1,), (32,), [b.address], device=node.devices[0], stream=node.devices[0].stream())
+    node.synchronize()
+    np.testing.assert_array_equal(b.to_host(), np.arange(1, 33))
+
+
+def test_peer_access_disabled_is_an_error_naming_both_gpus():
+    node = Node(gpus=3, sms=8)
+    node.disable_peer_access(0, 2)
+    assert not node.can_access_peer(0, 2) and node.can_access_peer(2, 0)
+    far = rt.empty(32, np.uint32, device=node.devices[2])
+    with pytest.raises(LaunchError, match="GPU 2"):  # a peer buffer it may not access: refused at launch
+        store_one().launch((1,), (32,), [far], device=node.devices[0])
+    s = node.devices[0].stream()
+    p = store_one().launch((1,), (32,), [far.address], device=node.devices[0], stream=s)
+    with pytest.raises(MemoryFault) as e:
+        node.synchronize()
+    msg = str(e.value)
+    assert "peer-access" in msg and "on GPU 0" in msg and "belongs to GPU 2" in msg
+    assert "disable_peer_access(0, 2)" in msg and "store_one.ptx" in msg
+    assert p.error is e.value
+    store_one().launch((1,), (32,), [far], device=node.devices[2])  # its own GPU still may
+    np.testing.assert_array_equal(far.to_host(), np.arange(1, 33))
+
+
+def test_out_of_bounds_through_a_peer_pointer_names_the_owning_gpu():
+    node = Node(gpus=4, sms=8)
+    small = rt.empty(16, np.uint32, device=node.devices[3], )
+    with pytest.raises(MemoryFault) as e:
+        store_one().launch((1,), (32,), [small.address], device=node.devices[1])
+    msg = str(e.value)
+    assert "out-of-bounds" in msg and "buffer on GPU 3" in msg and "on GPU 1" in msg
+
+
+def test_atomics_from_4_gpus_on_one_counter_sum_exactly():
+    node = Node(gpus=4, sms=16)
+    home = node.devices[0]
+    counter, total, cas = (rt.empty(1, dt, device=home) for dt in (np.uint32, np.uint64, np.uint32))
+    k = counter_atomics()
+    for r, d in enumerate(node.devices):
+        for s in (d.stream(sms=range(0, 8)), d.stream(sms=range(8, 16))):
+            k.launch((2,), (32,), [counter, total, cas, np.uint32(r)], device=d, stream=s)
+    node.synchronize()
+    threads = 2 * 32 * 2  # per GPU
+    assert int(counter.to_host()[0]) == 4 * threads
+    assert int(total.to_host()[0]) == threads * sum(r + 1 for r in range(4))
+    assert int(cas.to_host()[0]) == threads * sum(r + 1 for r in range(4))
+
+
+def test_persistent_kernel_on_20_sms_spins_on_a_flag_set_by_a_kernel_on_the_other_112():
+    node = Node(gpus=1, sms=132)
+    gpu = node.devices[0]
+    comm, gemm = gpu.stream(sms=range(0, 20)), gpu.stream(sms=range(20, 132))
+    blocks = 224
+    counter = rt.empty(1, np.uint32, device=gpu)
+    where_p = np.full(20, 999, np.uint32)
+    a = np.arange(blocks * 64, dtype=np.uint32)
+    c = np.zeros_like(a)
+    where_c = np.full(blocks, 999, np.uint32)
+    pp = persistent().launch((20,), (64,), [counter, where_p, np.uint32(blocks)], device=gpu, stream=comm)
+    pc = compute().launch((blocks,), (64,), [a, c, where_c, counter], device=gpu, stream=gemm)
+    node.synchronize()
+    np.testing.assert_array_equal(c, 3 * a + np.arange(a.size, dtype=np.uint32))
+    np.testing.assert_array_equal(np.sort(where_p), np.arange(20))  # one block on each of SMs 0-19
+    assert where_c.min() >= 20 and where_c.max() <= 131 and np.unique(where_c).size == 112
+    rp, rc = pp.result(), pc.result()
+    assert rp.per_sm.size == rc.per_sm.size == 132
+    assert (rp.per_sm[:20] > 0).all() and not rp.per_sm[20:].any()
+    assert (rc.per_sm[20:] > 0).all() and not rc.per_sm[:20].any()
+    assert {e[2] for e in node.sm_map} == {"persistent", "compute"}
+
+
+def test_occupancy_limits_blocks_per_sm_of_a_stream():
+    node = Node(gpus=1, sms=8)
+    gpu = node.devices[0]
+    out = np.zeros(64 * 2, np.uint32)  # 64 blocks of 1024 threads: 2 per SM on 2 SMs -> waves
+    sm = np.zeros(64 * 1024 * 2, np.uint32)
+    t = np.zeros(64 * 1024 * 2, np.uint64)
+    p = clocks().launch((64,), (1024,), [t, sm], device=gpu, stream=gpu.stream(sms=[5, 6]))
+    node.synchronize()
+    assert set(np.unique(sm[0::2]).tolist()) == {5, 6} and set(sm[1::2].tolist()) == {8}
+    res = p.result()
+    assert res.waves == 16  # 2 SMs x 2 blocks of 1024 threads (2048 per SM) per wave
+    del out
+
+
+def test_launches_on_one_stream_run_in_order_and_the_watchdog_names_what_waits():
+    node = Node(gpus=2, sms=8, watchdog_s=1.0)
+    g0 = node.devices[0]
+    a, b = rt.empty(1, np.uint32, device=g0), rt.empty(1, np.uint32, device=g0)
+    s = g0.stream()
+    k = wait_then_raise()
+    k.launch((1,), (32,), [a, b], device=g0, stream=s)  # waits for a, which the next launch on s sets
+    setter = store_one()
+    p2 = setter.launch((1,), (1,), [a], device=g0, stream=s)
+    with pytest.raises(WatchdogTimeout) as e:
+        node.synchronize()
+    msg = str(e.value)
+    assert "GPU 0 stream 0" in msg and "wait_then_raise" in msg and "store_one has not started" in msg
+    assert "offset 0 of buffer on GPU 0), which hold 0" in msg
+    assert p2.error is not None and not node.pending
+
+
+def test_cross_gpu_deadlock_is_stopped_by_the_watchdog_naming_each_gpus_waiting_warps():
+    node = Node(gpus=2, sms=8, watchdog_s=1.0)
+    fa = rt.empty(1, np.uint32, device=node.devices[0])
+    fb = rt.empty(1, np.uint32, device=node.devices[1])
+    k = wait_then_raise()
+    k.launch((2,), (64,), [fa, fb], device=node.devices[0], stream=node.devices[0].stream(sms=range(0, 4)))
+    k.launch((2,), (64,), [fb, fa], device=node.devices[1], stream=node.devices[1].stream(sms=range(4, 8)))
+    with pytest.raises(WatchdogTimeout) as e:
+        node.synchronize()
+    msg = str(e.value)
+    assert "GPU 0 stream 0 (SMs 0-3): wait_then_raise" in msg and "GPU 1 stream 0 (SMs 4-7): wait_then_raise" in msg
+    assert "wait_then_raise.ptx:" in msg
+    assert "2 live warp(s) of blocks (0, 0, 0)..(1, 0, 0), converged" in msg
+    assert "(offset 0 of buffer on GPU 0), which hold 0" in msg and "(offset 0 of buffer on GPU 1), which hold 0" in msg
+
+
+def test_pairs_of_waiters_on_different_gpus_complete_when_each_flag_gets_set():
+    node = Node(gpus=2, sms=8)
+    fa = rt.empty(1, np.uint32, device=node.devices[0])
+    fb = rt.empty(1, np.uint32, device=node.devices[1])
+    done = rt.empty(1, np.uint32, device=node.devices[1])
+    k = wait_then_raise()
+    p1 = k.launch((1,), (32,), [fa, fb], device=node.devices[1], stream=node.devices[1].stream())
+    k.launch((1,), (32,), [fb, done], device=node.devices[0], stream=node.devices[0].stream())
+    p1.stream.device.node  # noqa: B018 - the stream knows its node
+    store_one().launch((1,), (1,), [fa], device=node.devices[0], stream=node.devices[0].stream())
+    p1.result()  # synchronizes the node
+    assert int(done.to_host()[0]) == 1
+
+
+def test_special_registers_and_clocks_per_gpu():
+    node = Node(gpus=2, sms=16)
+    t = [np.zeros(2 * 64, np.uint64) for _ in range(3)]
+    sm = [np.zeros(2 * 64, np.uint32) for _ in range(3)]
+    k = clocks()
+    g0, g1 = node.devices
+    k.launch((2,), (32,), [t[0], sm[0]], device=g0, stream=g0.stream(sms=[3, 9]))
+    k.launch((2,), (32,), [t[1], sm[1]], device=g1, stream=g1.stream(sms=range(14, 16)))
+    node.synchronize()
+    k.launch((2,), (32,), [t[2], sm[2]], device=g1)  # a later synchronous launch on the node
+    assert sorted(set(sm[0][0::2].tolist())) == [3, 9] and sorted(set(sm[1][0::2].tolist())) == [14, 15]
+    assert set(sm[0][1::2].tolist()) == set(sm[2][1::2].tolist()) == {16}
+    later = t[2][0::2].min()
+    assert later > max(t[0][0::2].max(), t[1][0::2].max())  # %clock64 is monotonic across the node
+    assert t[2][1::2].min() >= max(t[0][1::2].max(), t[1][1::2].max())  # so is %globaltimer
+
+
+def test_scoped_loads_stores_atomics_fences_run():
+    buf = np.arange(128, dtype=np.uint32)
+    node = Node(gpus=2, sms=4)
+    b = rt.to_device(buf, device=node.devices[1])
+    scopes().launch((1,), (64,), [b], device=node.devices[0], stream=node.devices[0].stream())
+    node.synchronize()
+    out = b.to_host()
+    np.testing.assert_array_equal(out[:64], 7 * np.arange(64))
+    np.testing.assert_array_equal(out[64:69], [128, 65, 66, 195, 0])
+
+
+def test_bad_streams_and_devices_are_refused():
+    node = Node(gpus=2, sms=8)
+    g0, g1 = node.devices
+    with pytest.raises(LaunchError, match="SM 8 does not exist"):
+        g0.stream(sms=range(4, 9))
+    with pytest.raises(LaunchError, match="empty"):
+        g0.stream(sms=[])
+    with pytest.raises(LaunchError, match="belongs to GPU 0"):
+        store_one().launch((1,), (1,), [np.zeros(1, np.uint32)], device=g1, stream=g0.stream())
+    with pytest.raises(LaunchError, match="stream= takes"):
+        store_one().launch((1,), (1,), [np.zeros(1, np.uint32)], device="emu", stream=object())
+    with pytest.raises(LaunchError, match="1 to 64 GPUs"):
+        Node(gpus=0)
+    with pytest.raises(LaunchError, match="own memory"):
+        node.disable_peer_access(1, 1)
+
+
+def test_an_error_in_one_launch_fails_the_others_and_is_raised():
+    node = Node(gpus=2, sms=4)
+    g0, g1 = node.devices
+    flag = rt.empty(1, np.uint32, device=g1)
+    waiter = wait_then_raise().launch((1,), (32,), [flag, flag], device=g1, stream=g1.stream())
+    bad = store_one().launch((1,), (32,), [0x10], device=g0, stream=g0.stream())
+    with pytest.raises(MemoryFault, match="out-of-bounds"):
+        node.synchronize()
+    assert bad.error is not None and "did not complete" in str(waiter.error)
+    with pytest.raises(Exception, match="did not complete"):
+        waiter.result()
