@@ -15,9 +15,10 @@ def kernel(name: str, params: str, body: str):
     return pf.parse(text, filename=f"{name}.ptx").kernel(name)
 
 
-def ring(flag_store: str = "st.release.sys.global.u32", flag_load: str = "ld.acquire.sys.global.u32"):
+def ring(flag_store: str = "st.release.sys.global.u32", flag_load: str = "ld.acquire.sys.global.u32",
+         after_wait: str = ""):
     """GPU r writes rank*1000+i into the next GPU's `recv`, raises the next GPU's flag with `flag_store`,
-    waits (`flag_load`) for its own flag, then copies its `recv` to `out`."""
+    waits (`flag_load`) for its own flag, runs `after_wait` (a fence), then copies its `recv` to `out`."""
     return kernel("ring", ".param .u64 dst, .param .u64 dst_flag, .param .u64 recv, .param .u64 flag, "
                           ".param .u64 out, .param .u32 rank, .param .u32 n", f"""
     ld.param.u64 %rd1, [dst];
@@ -49,6 +50,7 @@ SPIN:
     {flag_load} %r7, [%rd4];
     setp.eq.u32 %p3, %r7, 0;
     @%p3 bra SPIN;
+    {after_wait}
 WAIT:
     bar.sync 0;
     mov.u32 %r5, %r3;

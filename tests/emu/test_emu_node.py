@@ -234,3 +234,60 @@ def test_an_error_in_one_launch_fails_the_others_and_is_raised():
     assert bad.error is not None and "did not complete" in str(waiter.error)
     with pytest.raises(Exception, match="did not complete"):
         waiter.result()
+
+
+# ---------------------------------------------------------------------------- the sanitizer across the node
+def sanitized_ring(k, gpus=4):
+    from ptxforge.emu.sanitizer import SanitizerError
+
+    node = Node(gpus=gpus, sms=8, sanitize=True)
+    try:
+        outs, _ = run_ring(node, k)
+    except SanitizerError as e:
+        return e
+    for r in range(gpus):
+        np.testing.assert_array_equal(outs[r], (r - 1) % gpus * 1000 + np.arange(256, dtype=np.uint32))
+    return None
+
+
+def test_sanitizer_ring_with_release_acquire_at_sys_scope_is_clean():
+    assert sanitized_ring(ring()) is None
+
+
+def test_sanitizer_ring_with_fences_around_volatile_flags_is_clean():
+    k = ring("fence.acq_rel.sys;\n    st.volatile.global.u32", "ld.volatile.global.u32", "fence.acq_rel.sys;")
+    assert sanitized_ring(k) is None
+
+
+def test_sanitizer_flag_at_gpu_scope_read_on_another_gpu_is_a_scope_error():
+    e = sanitized_ring(ring("st.release.gpu.global.u32", "ld.acquire.gpu.global.u32"))
+    assert e is not None
+    flag, data = e.reports
+    assert flag.kind == data.kind == "race" and "scope error" in flag.message and "use .sys" in data.message
+    assert "ld.acquire.gpu" in flag.instruction and "st.release.gpu" in flag.other["instruction"]
+    assert data.instruction.startswith("ld.global.u32") and data.other["instruction"].startswith("st.global.u32")
+    assert data.gpu == 1 and data.other["gpu"] == 0 and data.count == 256
+    text = str(e)
+    assert "on GPU 1" in text and "in block (0,0,0) on GPU 0 at ring.ptx:" in text
+
+
+def test_sanitizer_plain_weak_store_as_a_flag_is_a_race():
+    e = sanitized_ring(ring("st.global.u32", "ld.acquire.sys.global.u32"), gpus=2)
+    assert e is not None
+    flag = e.reports[0]  # the weak flag store and the acquire load that polls it, in either order
+    pair = sorted([flag.instruction, flag.other["instruction"]])
+    assert pair[0].startswith("ld.acquire.sys.global.u32 %r7") and pair[1].startswith("st.global.u32 [%rd2]")
+    assert "weak store" in flag.message and "scope error" not in flag.message
+    assert flag.allocation.startswith("buffer on GPU") and {flag.gpu, flag.other["gpu"]} == {0, 1}
+
+
+def test_sanitizer_persistent_and_compute_kernels_on_one_gpu_are_clean():
+    node = Node(gpus=1, sms=132, sanitize=True)
+    gpu = node.devices[0]
+    counter = rt.empty(1, np.uint32, device=gpu)
+    where_p, a = np.zeros(20, np.uint32), np.arange(40 * 64, dtype=np.uint32)
+    c, where_c = np.zeros_like(a), np.zeros(40, np.uint32)
+    persistent().launch((20,), (64,), [counter, where_p, np.uint32(40)], device=gpu, stream=gpu.stream(sms=range(20)))
+    compute().launch((40,), (64,), [a, c, where_c, counter], device=gpu, stream=gpu.stream(sms=range(20, 132)))
+    node.synchronize()
+    np.testing.assert_array_equal(c, 3 * a + np.arange(a.size, dtype=np.uint32))

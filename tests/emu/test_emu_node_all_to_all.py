@@ -46,5 +46,9 @@ def test_all_to_all_on_emulated_gpus_matches_numpy(world):
     all_to_all(PTX / "node_all_to_all.sm_90a.O3.ptx", world, chunk=96)
 
 
-def test_all_to_all_debug_build_two_rounds():
-    all_to_all(PTX / "node_all_to_all.sm_90a.G.ptx", 4, chunk=40, rounds=2)
+def test_all_to_all_debug_build_two_rounds_under_the_sanitizer():
+    all_to_all(PTX / "node_all_to_all.sm_90a.G.ptx", 4, chunk=40, rounds=2, sanitize=True)
+
+
+def test_all_to_all_is_clean_under_the_node_sanitizer():
+    all_to_all(PTX / "node_all_to_all.sm_90a.O3.ptx", 4, chunk=64, sanitize=True)

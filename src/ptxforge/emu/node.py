@@ -185,6 +185,11 @@ class Node:
         self.watchdog_s = float(watchdog_s)
         self.devices = tuple(NodeGpu(self, r, int(sms)) for r in range(int(gpus)))
         self.sm_map: list = []  # (gpu, stream, kernel, sm ids, clock at start, clock at end) per wave run
+        self.races = None  # the node-wide race check of concurrent launches (sanitize=True)
+        if sanitize:
+            from ptxforge.emu.sanitizer.node_races import NodeRaces
+
+            self.races = NodeRaces(self.memory)
 
     def __len__(self) -> int:
         return len(self.devices)

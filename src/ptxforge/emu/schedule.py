@@ -73,6 +73,9 @@ def run_node(node) -> None:
     except BaseException as e:
         _fail_all(node, running, current, e)
         raise (current.error if current is not None and current.error is not None else e) from None
+    finally:
+        if node.races is not None:  # the next synchronize starts after all of this (host order)
+            node.races.reset()
 
 
 def _fail_all(node, running, culprit, error: BaseException) -> None:

@@ -15,7 +15,7 @@ from ptxforge.ptx import ir
 from ptxforge.runtime import params as P
 from ptxforge.runtime.buffers import DeviceBuffer, default_device, resolve_device
 from ptxforge.runtime.result import LaunchResult
-from ptxforge.runtime.streams import launch_on_stream, node_sanitize, peer_reachable, stream_device
+from ptxforge.runtime.streams import label_reports, launch_on_stream, node_sanitize, peer_reachable, stream_device
 
 
 def cuda_available() -> bool:
@@ -100,6 +100,7 @@ class Kernel:
         finally:
             _free_quietly(dev, temps)
         if sanitizer is not None:  # raises SanitizerError after the in-bounds results were copied back
+            label_reports(sanitizer, dev)
             sanitizer.finish()
         return result
 

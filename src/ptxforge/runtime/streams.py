@@ -37,6 +37,14 @@ def peer_reachable(dev, other) -> bool:
     return node is not None and getattr(other, "node", None) is node and node.can_access_peer(dev, other)
 
 
+def label_reports(sanitizer, dev) -> None:
+    """Name the GPU in the sanitizer's reports of a launch on a node's GPU."""
+    if getattr(dev, "gpu", None) is not None:
+        for r in sanitizer.reports:
+            if r.gpu is None:
+                r.gpu = dev.gpu
+
+
 def launch_on_stream(kernel, stream, dev, packed, copies, temps, grid, block, shared_mem, sanitize, watchdog_s,
                      printf, cluster):
     """Queue a packed launch of `kernel` on `stream`; returns its `PendingLaunch`."""
@@ -60,6 +68,8 @@ def launch_on_stream(kernel, stream, dev, packed, copies, temps, grid, block, sh
     except BaseException:
         _free_quietly(dev, temps)
         raise
+    if sanitizer is not None and dev.node.races is not None:  # races with the node's other launches
+        dev.node.races.attach(machine, sanitizer, dev.gpu, f"{kernel.name} on {stream.name}")
 
     def finish(stats) -> LaunchResult:
         try:
@@ -67,6 +77,7 @@ def launch_on_stream(kernel, stream, dev, packed, copies, temps, grid, block, sh
         finally:
             _free_quietly(dev, temps)
         if sanitizer is not None:
+            label_reports(sanitizer, dev)
             sanitizer.finish()
         return LaunchResult(kernel.name, "emu", _as_tuple(grid), _as_tuple(block), stats["thread_instructions"],
                             stats["wall_s"], stats["per_sm"], stats["waves"], lines,
@@ -75,6 +86,7 @@ def launch_on_stream(kernel, stream, dev, packed, copies, temps, grid, block, sh
     def abort(error):
         _free_quietly(dev, temps)
         if sanitizer is not None:  # keep what the sanitizer found before the node stopped
+            label_reports(sanitizer, dev)
             try:
                 sanitizer.finish(stopped=error)
             except Exception as found:

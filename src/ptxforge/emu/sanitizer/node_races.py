@@ -1,0 +1,291 @@
+"""Races between the concurrent launches of a `Node` (other GPUs, other streams), by the PTX memory model.
+
+Each launch of a `Node(sanitize=True)` keeps its own `Sanitizer` for what happens inside it. `NodeRaces`
+sees the global-memory accesses of all of them together (one instance per node, reset by every
+`synchronize`): for each byte it keeps the last write and the last read, with the launch, GPU, block,
+thread, instruction, node time and strength of the access. A conflicting pair from two launches (one a
+write) is fine when
+- both are strong (relaxed/acquire/release/volatile or atomic) with a scope that includes the other
+  thread: `.sys` when the two run on different GPUs, at least `.gpu` on one GPU (a morally strong pair), or
+- the earlier access's block released (st/atom/red .release, or a fence) at such a scope after it, and the
+  later access's block acquired (ld/atom .acquire, or a fence) at such a scope after that release.
+Anything else is a race. When the pair would be ordered, or morally strong, at `.gpu` scope but the two
+run on different GPUs, the report says it is a scope error. Blocks are the unit of release and acquire
+(a bar.sync before the release or after the acquire carries the order to the block's other threads).
+
+The check is coarse where it must be cheap: an acquire counts whichever address it read, so a missing
+flag check can go unseen (no false alarm, a possible miss), and it checks only the last write and last
+read of each byte.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ptxforge.emu import memory as M
+from ptxforge.emu.compiler import NORMAL
+from ptxforge.emu.sanitizer import bounds
+from ptxforge.emu.sanitizer.report import SanitizerReport
+
+SCOPES = {"cta": 0, "cluster": 1, "gpu": 2, "sys": 3}
+STRONG = {"volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "mmio"}
+GPU, SYS = 2, 3
+WEAK = -1
+
+
+def access_facts(ins) -> tuple[int, int, int, bool]:
+    """(strength, release, acquire, atomic) of an instruction: each a scope level 0-3 or WEAK (-1).
+
+    Strength: the scope of a strong or atomic access (volatile counts as .sys, no scope as .gpu)."""
+    op = ins.opcode
+    sx = set(ins.suffixes)
+    scope = next((SCOPES[s] for s in ("sys", "gpu", "cluster", "cta") if s in sx), GPU)
+    if op in ("membar", "fence"):
+        level = {"cta": 0, "gl": GPU, "sys": SYS}.get(next((s for s in ("cta", "gl", "sys") if s in sx), ""), scope) \
+            if op == "membar" else scope
+        if op == "fence" and not sx & {"acq_rel", "sc"}:  # proxy fences and the like order nothing here
+            return WEAK, WEAK, WEAK, False
+        return WEAK, level, level, False
+    atomic = op in ("atom", "red")
+    if "volatile" in sx:
+        strength = SYS
+    elif atomic or sx & STRONG:
+        strength = scope
+    else:
+        strength = WEAK
+    release = scope if op in ("st", "atom", "red") and sx & {"release", "acq_rel"} else WEAK
+    acquire = scope if op in ("ld", "atom") and sx & {"acquire", "acq_rel"} else WEAK
+    return strength, release, acquire, atomic
+
+
+class _Launch:
+    def __init__(self, lid, machine, sanitizer, gpu, label, facts):
+        self.id = lid
+        self.machine = machine
+        self.sanitizer = sanitizer
+        self.gpu = gpu
+        self.label = label
+        self.facts = facts
+        self.pc = 0
+        self.releases: dict = {}  # (block, level) -> list of node times (levels GPU and SYS)
+        self.acquired: dict = {}  # (block, level) -> latest node time
+
+
+class NodeRaces:
+    """The node-wide race check (see the module docstring); `attach` each launch before it runs."""
+
+    def __init__(self, memory: M.DeviceMemory):
+        self.memory = memory
+        self.launches: list[_Launch] = []
+        self.t = 0
+        self._alloc(0)
+
+    def _alloc(self, n: int) -> None:
+        self.size = n
+        self.w_launch = np.full(n, -1, np.int32)
+        self.w_who = np.zeros(n, np.int64)  # block << 20 | thread
+        self.w_time = np.zeros(n, np.int64)
+        self.w_pc = np.zeros(n, np.int32)
+        self.w_strength = np.full(n, WEAK, np.int8)
+        self.r_launch = np.full(n, -1, np.int32)
+        self.r_who = np.zeros(n, np.int64)
+        self.r_time = np.zeros(n, np.int64)
+        self.r_pc = np.zeros(n, np.int32)
+        self.r_strength = np.full(n, WEAK, np.int8)
+
+    def _grow(self, n: int) -> None:
+        old = {k: getattr(self, k) for k in ("w_launch", "w_who", "w_time", "w_pc", "w_strength", "r_launch",
+                                             "r_who", "r_time", "r_pc", "r_strength")}
+        k = self.size
+        self._alloc(max(n, 2 * k))
+        for name, arr in old.items():
+            getattr(self, name)[:k] = arr
+
+    def reset(self) -> None:
+        """A new `synchronize`: what ran before it is ordered by the host."""
+        self.launches = []
+        self.t = 0
+        self._alloc(0)
+
+    # ------------------------------------------------------------------ hooks
+    def attach(self, machine, sanitizer, gpu: int, label: str) -> None:
+        """Watch `machine`'s global accesses, fences, releases and acquires (its ops are wrapped)."""
+        layout = machine.layout
+        facts = [access_facts(p.ins) for p in layout.placed]
+        launch = _Launch(len(self.launches), machine, sanitizer, gpu, label, facts)
+        self.launches.append(launch)
+        ops = []
+        for pc, op in enumerate(machine.ops):
+            if op.kind == NORMAL and op.fn is not None:
+                new = copy.copy(op)
+                new.fn = self._wrap(op.fn, launch, pc)
+                ops.append(new)
+            else:
+                ops.append(op)
+        machine.ops = ops
+        machine.observers.append(lambda kind, space, addr, nbytes, lanes: self._access(
+            launch, kind, space, addr, nbytes, lanes))
+
+    def _wrap(self, fn, launch: _Launch, pc: int):
+        _, release, acquire, _ = launch.facts[pc]
+
+        def run(st, m):
+            self.t += 1
+            launch.pc = pc
+            fn(st, m)
+            if release != WEAK or acquire != WEAK:
+                self._order(launch, st, m, pc, release, acquire)
+        return run
+
+    def _order(self, launch, st, m, pc, release, acquire) -> None:
+        act = st.live_mask() if m is None else m
+        op = launch.machine.ops[pc]
+        if op.guard is not None:
+            g = np.broadcast_to(np.asarray(st.regs[op.guard[0]], bool), act.shape)
+            act = act & (~g if op.guard[1] else g)
+        lanes = np.flatnonzero(act)
+        if lanes.size == 0:
+            return
+        mach = launch.machine
+        blocks = np.unique(mach.block_ids[lanes // mach.lanes_per_block]).tolist()
+        self.t += 1
+        for b in blocks:
+            for level in (GPU, SYS):
+                if release >= level:
+                    launch.releases.setdefault((b, level), []).append(self.t)
+                if acquire >= level:
+                    launch.acquired[(b, level)] = self.t
+
+    def _access(self, launch, kind, space, addr, nbytes, lanes) -> None:
+        if space not in ("global", "generic", "const"):
+            return
+        mach = launch.machine
+        a = np.asarray(addr, np.uint64).reshape(-1)
+        L = np.arange(mach.st.N, dtype=np.int64) if lanes is None else np.asarray(lanes, np.int64).reshape(-1)
+        if a.size == 1 and L.size != 1:
+            a = np.broadcast_to(a, L.shape)
+        if a.size != L.size or a.size == 0:
+            return
+        idx = a.astype(np.int64) - M.GLOBAL_BASE
+        ok = (a >> np.uint64(M.WINDOW_BITS) == np.uint64(M.GLOBAL_BASE >> M.WINDOW_BITS)) & \
+            (idx >= 0) & (idx + nbytes <= self.memory.arena.size)
+        if not ok.all():
+            idx, L = idx[ok], L[ok]
+            if idx.size == 0:
+                return
+        need = int(idx.max()) + nbytes
+        if need > self.size:
+            self._grow(need)
+        strength, _, _, atomic = launch.facts[launch.pc]
+        write = kind == "store" or atomic
+        B = (idx[:, None] + np.arange(nbytes)).reshape(-1)
+        lane_of = np.repeat(L, nbytes)
+        lpb = mach.lanes_per_block
+        block = mach.block_ids[lane_of // lpb].astype(np.int64)
+        thread = mach.lane_tid[lane_of % lpb].astype(np.int64)
+        who = block << 20 | thread
+        self._check(launch, B, who, strength, write, atomic, nbytes, "w")
+        if write:
+            self._check(launch, B, who, strength, write, atomic, nbytes, "r")
+            pre = "w"
+        else:
+            pre = "r"
+        getattr(self, f"{pre}_launch")[B] = launch.id
+        getattr(self, f"{pre}_who")[B] = who
+        getattr(self, f"{pre}_time")[B] = self.t
+        getattr(self, f"{pre}_pc")[B] = launch.pc
+        getattr(self, f"{pre}_strength")[B] = strength
+
+    # ------------------------------------------------------------------ the rule
+    def _check(self, launch, B, who, strength, write, atomic, nbytes, prev: str) -> None:
+        pl = getattr(self, f"{prev}_launch")[B]
+        other = (pl >= 0) & (pl != launch.id)
+        if not other.any():
+            return
+        for lid in np.unique(pl[other]).tolist():
+            o = self.launches[lid]
+            sel = np.flatnonzero(pl == lid)
+            need = SYS if o.gpu != launch.gpu else GPU
+            ps = getattr(self, f"{prev}_strength")[B[sel]]
+            strong = (ps >= need) & (strength >= need)
+            racy = sel[~strong]
+            if racy.size == 0:
+                continue
+            pwho = getattr(self, f"{prev}_who")[B[racy]]
+            ptime = getattr(self, f"{prev}_time")[B[racy]]
+            order = self._ordered(o, pwho >> 20, ptime, launch, who[racy] >> 20, need)
+            bad = racy[~order]
+            if bad.size == 0:
+                continue
+            j = int(bad[0])
+            scope_err = need == SYS and (
+                (ps[np.searchsorted(sel, j)] >= GPU and strength >= GPU) or
+                bool(self._ordered(o, pwho[racy == j] >> 20, ptime[racy == j], launch, who[j:j + 1] >> 20, GPU)[0]))
+            count = int(np.unique(bad // nbytes).size)  # accesses (lanes), not bytes
+            self._report(launch, o, int(B[j]), int(who[j]), prev, j, count, write, atomic, nbytes, scope_err, need)
+
+    def _ordered(self, o: _Launch, pblock, ptime, c: _Launch, cblock, level: int) -> np.ndarray:
+        """Elementwise: a release of the earlier block after its access, then an acquire of the later one."""
+        out = np.zeros(pblock.shape, bool)
+        for pb, cb in set(zip(pblock.tolist(), cblock.tolist(), strict=True)):
+            rel = o.releases.get((pb, level))
+            acq = c.acquired.get((cb, level))
+            if not rel or acq is None:
+                continue
+            rel_a = np.asarray(rel, np.int64)
+            sel = (pblock == pb) & (cblock == cb)
+            k = np.searchsorted(rel_a, ptime[sel], side="right")
+            first = np.where(k < rel_a.size, rel_a[np.minimum(k, rel_a.size - 1)], np.iinfo(np.int64).max)
+            out[sel] = first < acq
+        return out
+
+    # ------------------------------------------------------------------ reports
+    def _report(self, launch, o, byte, who, prev, j, count, write, atomic, nbytes, scope_err, need) -> None:
+        pc = launch.pc
+        opc = int(getattr(self, f"{prev}_pc")[byte])
+        other_access = "write" if prev == "w" else "read"
+        if o.facts[opc][3]:
+            other_access = "atomic"
+        access = "atomic" if atomic else ("write" if write else "read")
+        log = launch.sanitizer.log
+        site = ("node-race", access, launch.id, pc, o.id, opc, other_access)
+        if log.bump(site, count):
+            return
+        m, om = launch.machine, o.machine
+        op, oop = m.ops[pc], om.ops[opc]
+        pwho = int(getattr(self, f"{prev}_who")[byte])
+        addr = M.GLOBAL_BASE + byte
+        src = launch.sanitizer.sources.source(pc) if launch.sanitizer.sources else None
+        osrc = o.sanitizer.sources.source(opc) if o.sanitizer.sources else None
+        rep = SanitizerReport(kind="race", message="", thread=_tid(m, who & 0xFFFFF), block=_cta(m, who >> 20),
+                              ptx_line=op.line, ptx_file=op.file, instruction=op.text, source=src, address=addr,
+                              size=nbytes, space="global", access=access, count=count, gpu=launch.gpu)
+        hit = bounds.nearest_allocation(m.device, addr)
+        if hit is not None:
+            rep.allocation, base, rep.allocation_size = hit
+            rep.offset = addr - base
+        rep.other = {"race": f"{other_access}-{access}", "access": other_access, "thread": _tid(om, pwho & 0xFFFFF),
+                     "block": _cta(om, pwho >> 20), "ptx_line": oop.line, "ptx_file": oop.file,
+                     "instruction": oop.text, "source": osrc, "gpu": o.gpu, "launch": o.label}
+        where = (f"GPU {o.gpu} and GPU {launch.gpu}" if o.gpu != launch.gpu else
+                 f"two concurrent launches on GPU {launch.gpu}")
+        if scope_err:
+            rep.message = (f"scope error: {o.label} and {launch.label} run on {where}; their release/acquire or "
+                           f"strong accesses are .gpu scope, which orders only threads of one GPU: use .sys")
+        else:
+            scope = ".sys" if need == SYS else ".gpu (or .sys)"
+            rep.message = (f"the accesses come from {where} ({o.label}; {launch.label}) and no release/acquire "
+                           f"pair at {scope} scope orders them (a weak store or load is not a flag)")
+        log.add(rep, site)
+
+
+def _tid(m, t: int):
+    bx, by, _ = m.block
+    return (t % bx, (t // bx) % by, t // (bx * by))
+
+
+def _cta(m, b: int):
+    gx, gy, _ = m.grid
+    return (b % gx, (b // gx) % gy, b // (gx * gy))
