@@ -237,3 +237,28 @@ def scopes():
     red.relaxed.gpu.global.min.u32 [%rd1+272], %r1;
     st.release.sys.global.u32 [%rd3], %r2;
     ret;""")
+
+
+def bulk_copy():
+    """Thread 0 moves 256 bytes src -> shared (cp.async.bulk + mbarrier) -> dst (cp.async.bulk bulk_group)."""
+    return kernel("bulk_copy", ".param .u64 src, .param .u64 dst", """
+    .shared .align 16 .b8 buf[256];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd1, [src];
+    ld.param.u64 %rd2, [dst];
+    mov.u32 %r1, %tid.x;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra DONE;
+    mov.u32 %r2, bar;
+    mov.u32 %r3, buf;
+    mbarrier.init.shared::cta.b64 [%r2], 1;
+    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%r2], 256;
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r3], [%rd1], 256, [%r2];
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r2], 0;
+    @!%p2 bra WAIT;
+    cp.async.bulk.global.shared::cta.bulk_group [%rd2], [%r3], 256;
+    cp.async.bulk.commit_group;
+    cp.async.bulk.wait_group 0;
+DONE:
+    ret;""")

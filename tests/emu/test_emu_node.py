@@ -1,8 +1,8 @@
 """A node of emulated GPUs: peer memory, streams on SM partitions, concurrent launches, the node watchdog."""
 
+import node_kernels as K
 import numpy as np
 import pytest
-from node_kernels import clocks, compute, counter_atomics, persistent, ring, scopes, store_one, wait_then_raise
 
 from ptxforge import runtime as rt
 from ptxforge.emu import LaunchError, MemoryFault, Node, WatchdogTimeout
@@ -24,7 +24,7 @@ def run_ring(node, k, n=256):
 
 def test_ring_exchange_among_4_gpus_through_peer_pointers():
     node = Node(gpus=4, sms=132)
-    outs, pend = run_ring(node, ring())
+    outs, pend = run_ring(node, K.ring())
     for r in range(4):
         np.testing.assert_array_equal(outs[r], (r - 1) % 4 * 1000 + np.arange(256, dtype=np.uint32))
         res = pend[r].result()
@@ -43,10 +43,10 @@ def test_buffers_have_node_wide_addresses_and_owners():
 def test_a_kernel_takes_a_peer_buffer_and_an_integer_peer_address():
     node = Node(gpus=2, sms=8)
     a = rt.empty(32, np.uint32, device=node.devices[1])
-    store_one().launch((1,), (32,), [a], device=node.devices[0])  # synchronous, peer DeviceBuffer
+    K.store_one().launch((1,), (32,), [a], device=node.devices[0])  # synchronous, peer DeviceBuffer
     np.testing.assert_array_equal(a.to_host(), np.arange(1, 33))
     b = rt.empty(32, np.uint32, device=node.devices[1])
-    store_one().launch((1,), (32,), [b.address], device=node.devices[0], stream=node.devices[0].stream())
+    K.store_one().launch((1,), (32,), [b.address], device=node.devices[0], stream=node.devices[0].stream())
     node.synchronize()
     np.testing.assert_array_equal(b.to_host(), np.arange(1, 33))
 
@@ -57,16 +57,16 @@ def test_peer_access_disabled_is_an_error_naming_both_gpus():
     assert not node.can_access_peer(0, 2) and node.can_access_peer(2, 0)
     far = rt.empty(32, np.uint32, device=node.devices[2])
     with pytest.raises(LaunchError, match="GPU 2"):  # a peer buffer it may not access: refused at launch
-        store_one().launch((1,), (32,), [far], device=node.devices[0])
+        K.store_one().launch((1,), (32,), [far], device=node.devices[0])
     s = node.devices[0].stream()
-    p = store_one().launch((1,), (32,), [far.address], device=node.devices[0], stream=s)
+    p = K.store_one().launch((1,), (32,), [far.address], device=node.devices[0], stream=s)
     with pytest.raises(MemoryFault) as e:
         node.synchronize()
     msg = str(e.value)
     assert "peer-access" in msg and "on GPU 0" in msg and "belongs to GPU 2" in msg
     assert "disable_peer_access(0, 2)" in msg and "store_one.ptx" in msg
     assert p.error is e.value
-    store_one().launch((1,), (32,), [far], device=node.devices[2])  # its own GPU still may
+    K.store_one().launch((1,), (32,), [far], device=node.devices[2])  # its own GPU still may
     np.testing.assert_array_equal(far.to_host(), np.arange(1, 33))
 
 
@@ -74,7 +74,7 @@ def test_out_of_bounds_through_a_peer_pointer_names_the_owning_gpu():
     node = Node(gpus=4, sms=8)
     small = rt.empty(16, np.uint32, device=node.devices[3], )
     with pytest.raises(MemoryFault) as e:
-        store_one().launch((1,), (32,), [small.address], device=node.devices[1])
+        K.store_one().launch((1,), (32,), [small.address], device=node.devices[1])
     msg = str(e.value)
     assert "out-of-bounds" in msg and "buffer on GPU 3" in msg and "on GPU 1" in msg
 
@@ -83,7 +83,7 @@ def test_atomics_from_4_gpus_on_one_counter_sum_exactly():
     node = Node(gpus=4, sms=16)
     home = node.devices[0]
     counter, total, cas = (rt.empty(1, dt, device=home) for dt in (np.uint32, np.uint64, np.uint32))
-    k = counter_atomics()
+    k = K.counter_atomics()
     for r, d in enumerate(node.devices):
         for s in (d.stream(sms=range(0, 8)), d.stream(sms=range(8, 16))):
             k.launch((2,), (32,), [counter, total, cas, np.uint32(r)], device=d, stream=s)
@@ -104,8 +104,8 @@ def test_persistent_kernel_on_20_sms_spins_on_a_flag_set_by_a_kernel_on_the_othe
     a = np.arange(blocks * 64, dtype=np.uint32)
     c = np.zeros_like(a)
     where_c = np.full(blocks, 999, np.uint32)
-    pp = persistent().launch((20,), (64,), [counter, where_p, np.uint32(blocks)], device=gpu, stream=comm)
-    pc = compute().launch((blocks,), (64,), [a, c, where_c, counter], device=gpu, stream=gemm)
+    pp = K.persistent().launch((20,), (64,), [counter, where_p, np.uint32(blocks)], device=gpu, stream=comm)
+    pc = K.compute().launch((blocks,), (64,), [a, c, where_c, counter], device=gpu, stream=gemm)
     node.synchronize()
     np.testing.assert_array_equal(c, 3 * a + np.arange(a.size, dtype=np.uint32))
     np.testing.assert_array_equal(np.sort(where_p), np.arange(20))  # one block on each of SMs 0-19
@@ -123,7 +123,7 @@ def test_occupancy_limits_blocks_per_sm_of_a_stream():
     out = np.zeros(64 * 2, np.uint32)  # 64 blocks of 1024 threads: 2 per SM on 2 SMs -> waves
     sm = np.zeros(64 * 1024 * 2, np.uint32)
     t = np.zeros(64 * 1024 * 2, np.uint64)
-    p = clocks().launch((64,), (1024,), [t, sm], device=gpu, stream=gpu.stream(sms=[5, 6]))
+    p = K.clocks().launch((64,), (1024,), [t, sm], device=gpu, stream=gpu.stream(sms=[5, 6]))
     node.synchronize()
     assert set(np.unique(sm[0::2]).tolist()) == {5, 6} and set(sm[1::2].tolist()) == {8}
     res = p.result()
@@ -136,9 +136,9 @@ def test_launches_on_one_stream_run_in_order_and_the_watchdog_names_what_waits()
     g0 = node.devices[0]
     a, b = rt.empty(1, np.uint32, device=g0), rt.empty(1, np.uint32, device=g0)
     s = g0.stream()
-    k = wait_then_raise()
+    k = K.wait_then_raise()
     k.launch((1,), (32,), [a, b], device=g0, stream=s)  # waits for a, which the next launch on s sets
-    setter = store_one()
+    setter = K.store_one()
     p2 = setter.launch((1,), (1,), [a], device=g0, stream=s)
     with pytest.raises(WatchdogTimeout) as e:
         node.synchronize()
@@ -152,7 +152,7 @@ def test_cross_gpu_deadlock_is_stopped_by_the_watchdog_naming_each_gpus_waiting_
     node = Node(gpus=2, sms=8, watchdog_s=1.0)
     fa = rt.empty(1, np.uint32, device=node.devices[0])
     fb = rt.empty(1, np.uint32, device=node.devices[1])
-    k = wait_then_raise()
+    k = K.wait_then_raise()
     k.launch((2,), (64,), [fa, fb], device=node.devices[0], stream=node.devices[0].stream(sms=range(0, 4)))
     k.launch((2,), (64,), [fb, fa], device=node.devices[1], stream=node.devices[1].stream(sms=range(4, 8)))
     with pytest.raises(WatchdogTimeout) as e:
@@ -169,11 +169,11 @@ def test_pairs_of_waiters_on_different_gpus_complete_when_each_flag_gets_set():
     fa = rt.empty(1, np.uint32, device=node.devices[0])
     fb = rt.empty(1, np.uint32, device=node.devices[1])
     done = rt.empty(1, np.uint32, device=node.devices[1])
-    k = wait_then_raise()
+    k = K.wait_then_raise()
     p1 = k.launch((1,), (32,), [fa, fb], device=node.devices[1], stream=node.devices[1].stream())
     k.launch((1,), (32,), [fb, done], device=node.devices[0], stream=node.devices[0].stream())
     p1.stream.device.node  # noqa: B018 - the stream knows its node
-    store_one().launch((1,), (1,), [fa], device=node.devices[0], stream=node.devices[0].stream())
+    K.store_one().launch((1,), (1,), [fa], device=node.devices[0], stream=node.devices[0].stream())
     p1.result()  # synchronizes the node
     assert int(done.to_host()[0]) == 1
 
@@ -182,7 +182,7 @@ def test_special_registers_and_clocks_per_gpu():
     node = Node(gpus=2, sms=16)
     t = [np.zeros(2 * 64, np.uint64) for _ in range(3)]
     sm = [np.zeros(2 * 64, np.uint32) for _ in range(3)]
-    k = clocks()
+    k = K.clocks()
     g0, g1 = node.devices
     k.launch((2,), (32,), [t[0], sm[0]], device=g0, stream=g0.stream(sms=[3, 9]))
     k.launch((2,), (32,), [t[1], sm[1]], device=g1, stream=g1.stream(sms=range(14, 16)))
@@ -199,11 +199,20 @@ def test_scoped_loads_stores_atomics_fences_run():
     buf = np.arange(128, dtype=np.uint32)
     node = Node(gpus=2, sms=4)
     b = rt.to_device(buf, device=node.devices[1])
-    scopes().launch((1,), (64,), [b], device=node.devices[0], stream=node.devices[0].stream())
+    K.scopes().launch((1,), (64,), [b], device=node.devices[0], stream=node.devices[0].stream())
     node.synchronize()
     out = b.to_host()
     np.testing.assert_array_equal(out[:64], 7 * np.arange(64))
     np.testing.assert_array_equal(out[64:69], [128, 65, 66, 195, 0])
+
+
+def test_bulk_copies_read_and_write_peer_memory():
+    node = Node(gpus=3, sms=4)
+    src = rt.to_device(np.arange(64, dtype=np.uint32) * 3, device=node.devices[1])
+    dst = rt.empty(64, np.uint32, device=node.devices[2])
+    K.bulk_copy().launch((1,), (32,), [src, dst], device=node.devices[0], stream=node.devices[0].stream())
+    node.synchronize()
+    np.testing.assert_array_equal(dst.to_host(), np.arange(64) * 3)
 
 
 def test_bad_streams_and_devices_are_refused():
@@ -214,9 +223,9 @@ def test_bad_streams_and_devices_are_refused():
     with pytest.raises(LaunchError, match="empty"):
         g0.stream(sms=[])
     with pytest.raises(LaunchError, match="belongs to GPU 0"):
-        store_one().launch((1,), (1,), [np.zeros(1, np.uint32)], device=g1, stream=g0.stream())
+        K.store_one().launch((1,), (1,), [np.zeros(1, np.uint32)], device=g1, stream=g0.stream())
     with pytest.raises(LaunchError, match="stream= takes"):
-        store_one().launch((1,), (1,), [np.zeros(1, np.uint32)], device="emu", stream=object())
+        K.store_one().launch((1,), (1,), [np.zeros(1, np.uint32)], device="emu", stream=object())
     with pytest.raises(LaunchError, match="1 to 64 GPUs"):
         Node(gpus=0)
     with pytest.raises(LaunchError, match="own memory"):
@@ -227,8 +236,8 @@ def test_an_error_in_one_launch_fails_the_others_and_is_raised():
     node = Node(gpus=2, sms=4)
     g0, g1 = node.devices
     flag = rt.empty(1, np.uint32, device=g1)
-    waiter = wait_then_raise().launch((1,), (32,), [flag, flag], device=g1, stream=g1.stream())
-    bad = store_one().launch((1,), (32,), [0x10], device=g0, stream=g0.stream())
+    waiter = K.wait_then_raise().launch((1,), (32,), [flag, flag], device=g1, stream=g1.stream())
+    bad = K.store_one().launch((1,), (32,), [0x10], device=g0, stream=g0.stream())
     with pytest.raises(MemoryFault, match="out-of-bounds"):
         node.synchronize()
     assert bad.error is not None and "did not complete" in str(waiter.error)
@@ -251,16 +260,16 @@ def sanitized_ring(k, gpus=4):
 
 
 def test_sanitizer_ring_with_release_acquire_at_sys_scope_is_clean():
-    assert sanitized_ring(ring()) is None
+    assert sanitized_ring(K.ring()) is None
 
 
 def test_sanitizer_ring_with_fences_around_volatile_flags_is_clean():
-    k = ring("fence.acq_rel.sys;\n    st.volatile.global.u32", "ld.volatile.global.u32", "fence.acq_rel.sys;")
+    k = K.ring("fence.acq_rel.sys;\n    st.volatile.global.u32", "ld.volatile.global.u32", "fence.acq_rel.sys;")
     assert sanitized_ring(k) is None
 
 
 def test_sanitizer_flag_at_gpu_scope_read_on_another_gpu_is_a_scope_error():
-    e = sanitized_ring(ring("st.release.gpu.global.u32", "ld.acquire.gpu.global.u32"))
+    e = sanitized_ring(K.ring("st.release.gpu.global.u32", "ld.acquire.gpu.global.u32"))
     assert e is not None
     flag, data = e.reports
     assert flag.kind == data.kind == "race" and "scope error" in flag.message and "use .sys" in data.message
@@ -272,7 +281,7 @@ def test_sanitizer_flag_at_gpu_scope_read_on_another_gpu_is_a_scope_error():
 
 
 def test_sanitizer_plain_weak_store_as_a_flag_is_a_race():
-    e = sanitized_ring(ring("st.global.u32", "ld.acquire.sys.global.u32"), gpus=2)
+    e = sanitized_ring(K.ring("st.global.u32", "ld.acquire.sys.global.u32"), gpus=2)
     assert e is not None
     flag = e.reports[0]  # the weak flag store and the acquire load that polls it, in either order
     pair = sorted([flag.instruction, flag.other["instruction"]])
@@ -287,7 +296,25 @@ def test_sanitizer_persistent_and_compute_kernels_on_one_gpu_are_clean():
     counter = rt.empty(1, np.uint32, device=gpu)
     where_p, a = np.zeros(20, np.uint32), np.arange(40 * 64, dtype=np.uint32)
     c, where_c = np.zeros_like(a), np.zeros(40, np.uint32)
-    persistent().launch((20,), (64,), [counter, where_p, np.uint32(40)], device=gpu, stream=gpu.stream(sms=range(20)))
-    compute().launch((40,), (64,), [a, c, where_c, counter], device=gpu, stream=gpu.stream(sms=range(20, 132)))
+    K.persistent().launch((20,), (64,), [counter, where_p, np.uint32(40)], device=gpu, stream=gpu.stream(sms=range(20)))
+    K.compute().launch((40,), (64,), [a, c, where_c, counter], device=gpu, stream=gpu.stream(sms=range(20, 132)))
     node.synchronize()
     np.testing.assert_array_equal(c, 3 * a + np.arange(a.size, dtype=np.uint32))
+
+
+def test_a_barrier_deadlock_in_a_stream_launch_names_its_gpu_and_stream():
+    k = K.kernel("stuck", ".param .u64 out", """
+    mov.u32 %r1, %tid.x;
+    setp.ge.u32 %p1, %r1, 32;
+    @%p1 bra DONE;
+    bar.sync 1, 64;
+DONE:
+    ret;""")
+    node = Node(gpus=2, sms=4)
+    g1 = node.devices[1]
+    s = g1.stream(sms=[2, 3])
+    k.launch((1,), (64,), [None], device=g1, stream=s)
+    with pytest.raises(WatchdogTimeout, match=r"GPU 1 stream 0 \(SMs 2-3\): stuck: deadlock"):
+        node.synchronize()
+    with pytest.raises(LaunchError, match="num_sms does not apply"):
+        k.launch((1,), (64,), [None], device=g1, stream=s, num_sms=2)

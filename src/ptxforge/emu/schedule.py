@@ -71,6 +71,8 @@ def run_node(node) -> None:
                 if time.monotonic() > deadline:
                     raise WatchdogTimeout(_stuck(node, running))
     except BaseException as e:
+        if isinstance(e, WatchdogTimeout) and current is not None and not current.done:
+            e = WatchdogTimeout(f"{current.stream.name}: {current.kernel}: {e}")  # a deadlock at its barriers
         _fail_all(node, running, current, e)
         raise (current.error if current is not None and current.error is not None else e) from None
     finally:

@@ -88,7 +88,7 @@ class Kernel:
         packed, offsets, copies, temps = self._pack(plan, dev)
         if stream is not None:
             return launch_on_stream(self, stream, dev, packed, copies, temps, grid, block, int(shared_mem),
-                                    sanitize, watchdog_s, printf, cluster)
+                                    sanitize, num_sms, watchdog_s, printf, cluster)
         sanitizer = None
         try:
             if on_gpu:

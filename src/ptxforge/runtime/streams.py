@@ -45,11 +45,16 @@ def label_reports(sanitizer, dev) -> None:
                 r.gpu = dev.gpu
 
 
-def launch_on_stream(kernel, stream, dev, packed, copies, temps, grid, block, shared_mem, sanitize, watchdog_s,
-                     printf, cluster):
+def launch_on_stream(kernel, stream, dev, packed, copies, temps, grid, block, shared_mem, sanitize, num_sms,
+                     watchdog_s, printf, cluster):
     """Queue a packed launch of `kernel` on `stream`; returns its `PendingLaunch`."""
     from ptxforge.emu.node import PendingLaunch
     from ptxforge.runtime.kernel import _as_tuple, _free_quietly, copy_back
+
+    if num_sms is not None:
+        _free_quietly(dev, temps)
+        raise LaunchError(f"num_sms does not apply to a stream launch: {stream.name} runs on its own SMs "
+                          f"(make the stream with device.stream(sms=...))")
 
     sanitizer = None
     if sanitize:
