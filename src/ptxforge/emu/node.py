@@ -107,6 +107,15 @@ class NodeGpu(EmuDevice):
     def name(self) -> str:
         return f"GPU {self.gpu} of the emulated node"
 
+    def image(self, module):
+        img = super().image(module)
+        if not img.symbols:  # no .global/.const variables: one compiled kernel serves every GPU of the node
+            shared = self.node.compiled.get(id(module))
+            if shared is None or shared[0] is not module:
+                shared = self.node.compiled[id(module)] = (module, img.kernels)
+            img.kernels = shared[1]
+        return img
+
     def stream(self, sms=None, priority: int = 0) -> Stream:
         """A new stream whose launches run on the SMs `sms` (a range or list; default all), in order."""
         s = Stream(self, len(self.streams), sms, priority)
@@ -185,6 +194,7 @@ class Node:
         self.watchdog_s = float(watchdog_s)
         self.devices = tuple(NodeGpu(self, r, int(sms)) for r in range(int(gpus)))
         self.sm_map: list = []  # (gpu, stream, kernel, sm ids, clock at start, clock at end) per wave run
+        self.compiled: dict = {}  # id(module) -> (module, kernels compiled once for all GPUs)
         self.races = None  # the node-wide race check of concurrent launches (sanitize=True)
         if sanitize:
             from ptxforge.emu.sanitizer.node_races import NodeRaces
