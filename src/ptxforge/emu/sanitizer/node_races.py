@@ -272,6 +272,7 @@ class NodeRaces:
         where = (f"GPU {o.gpu} and GPU {launch.gpu}" if o.gpu != launch.gpu else
                  f"two concurrent launches on GPU {launch.gpu}")
         if scope_err:
+            rep.other["scope"] = ".sys"  # the scope both sides need (the headline says the scope is too narrow)
             rep.message = (f"scope error: {o.label} and {launch.label} run on {where}; their release/acquire or "
                            f"strong accesses are .gpu scope, which orders only threads of one GPU: use .sys")
         else:
