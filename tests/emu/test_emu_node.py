@@ -318,3 +318,21 @@ DONE:
         node.synchronize()
     with pytest.raises(LaunchError, match="num_sms does not apply"):
         k.launch((1,), (64,), [None], device=g1, stream=s, num_sms=2)
+
+
+def test_sanitizer_launches_on_one_stream_are_ordered_and_other_streams_race():
+    from ptxforge.emu.sanitizer import SanitizerError
+
+    node = Node(gpus=2, sms=4, sanitize=True)
+    g0, g1 = node.devices
+    buf = rt.empty(32, np.uint32, device=g0)
+    s = g0.stream()
+    K.store_one().launch((1,), (32,), [buf], device=g0, stream=s)
+    K.store_one().launch((1,), (32,), [buf], device=g0, stream=s)  # after the first: no race
+    node.synchronize()
+    K.store_one().launch((1,), (32,), [buf], device=g0, stream=s)
+    K.store_one().launch((1,), (32,), [buf], device=g1, stream=g1.stream())  # concurrently, from GPU 1
+    with pytest.raises(SanitizerError) as e:
+        node.synchronize()
+    rep = e.value.reports[0]
+    assert rep.kind == "race" and rep.other["race"] == "write-write" and {rep.gpu, rep.other["gpu"]} == {0, 1}

@@ -74,7 +74,7 @@ def launch_on_stream(kernel, stream, dev, packed, copies, temps, grid, block, sh
         _free_quietly(dev, temps)
         raise
     if sanitizer is not None and dev.node.races is not None:  # races with the node's other launches
-        dev.node.races.attach(machine, sanitizer, dev.gpu, f"{kernel.name} on {stream.name}")
+        dev.node.races.attach(machine, sanitizer, dev.gpu, f"{kernel.name} on {stream.name}", stream)
 
     def finish(stats) -> LaunchResult:
         try:

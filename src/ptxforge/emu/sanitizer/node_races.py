@@ -13,6 +13,9 @@ Anything else is a race. When the pair would be ordered, or morally strong, at `
 run on different GPUs, the report says it is a scope error. Blocks are the unit of release and acquire
 (a bar.sync before the release or after the acquire carries the order to the block's other threads).
 
+Launches of one stream are ordered (the later starts after the earlier ends), and so are launches of
+different `synchronize` calls. A write-write pair is a race even when both store the same value.
+
 The check is coarse where it must be cheap: an acquire counts whichever address it read, so a missing
 flag check can go unseen (no false alarm, a possible miss), and it checks only the last write and last
 read of each byte.
@@ -61,8 +64,9 @@ def access_facts(ins) -> tuple[int, int, int, bool]:
 
 
 class _Launch:
-    def __init__(self, lid, machine, sanitizer, gpu, label, facts):
+    def __init__(self, lid, machine, sanitizer, gpu, label, facts, stream):
         self.id = lid
+        self.stream = stream  # launches of one stream are ordered: the later starts after the earlier ends
         self.machine = machine
         self.sanitizer = sanitizer
         self.gpu = gpu
@@ -110,11 +114,11 @@ class NodeRaces:
         self._alloc(0)
 
     # ------------------------------------------------------------------ hooks
-    def attach(self, machine, sanitizer, gpu: int, label: str) -> None:
+    def attach(self, machine, sanitizer, gpu: int, label: str, stream=None) -> None:
         """Watch `machine`'s global accesses, fences, releases and acquires (its ops are wrapped)."""
         layout = machine.layout
         facts = [access_facts(p.ins) for p in layout.placed]
-        launch = _Launch(len(self.launches), machine, sanitizer, gpu, label, facts)
+        launch = _Launch(len(self.launches), machine, sanitizer, gpu, label, facts, stream)
         self.launches.append(launch)
         ops = []
         for pc, op in enumerate(machine.ops):
@@ -206,6 +210,8 @@ class NodeRaces:
             return
         for lid in np.unique(pl[other]).tolist():
             o = self.launches[lid]
+            if o.stream is not None and o.stream is launch.stream:
+                continue  # stream order: o ended before this launch began
             sel = np.flatnonzero(pl == lid)
             need = SYS if o.gpu != launch.gpu else GPU
             ps = getattr(self, f"{prev}_strength")[B[sel]]
