@@ -115,6 +115,8 @@ class Machine:
         self.sm_ids = np.arange(num_sms, dtype=np.int64) if sm_ids is None else np.asarray(sm_ids, np.int64)
         self.gpu = gpu  # the GPU's index in a Node, named in errors (None on a lone device)
         self.concurrent = False  # set by the Node's scheduler: yield every few steps (see `steps_iter`)
+        self.quantum = QUANTUM  # steps between yields (a power of two; the scheduler may change it)
+        self.stores = 0  # global stores and atomics seen by `watch_loads` (the scheduler's spin test)
         self.pc = None  # the converged pc when the machine last yielded (for the node's watchdog)
         self.wave_log: list = []  # (first block, slots, clock at start, clock at end) per wave
         self.watchdog_s = watchdog_s
@@ -369,7 +371,7 @@ class Machine:
         self.wave_steps = lambda: steps  # a closure: sees the live count (for %clock)
         # how often to check the watchdog (and, under a Node's scheduler, to yield to other launches)
         yielding = self.concurrent
-        cmask, dmask = (QUANTUM - 1, QUANTUM - 1) if yielding else (0xFFFF, 0xFFF)
+        cmask, dmask = (self.quantum - 1, self.quantum - 1) if yielding else (0xFFFF, 0xFFF)
         try:
             while True:
                 if conv:
@@ -385,6 +387,7 @@ class Machine:
                             self._tick(deadline, steps)
                             if yielding:
                                 yield
+                                cmask = dmask = self.quantum - 1
                         continue
                     if k == C.BRA:
                         pend += 1
@@ -394,6 +397,7 @@ class Machine:
                             self._tick(deadline, steps)
                             if yielding:
                                 yield
+                                cmask = dmask = self.quantum - 1
                         if op.guard is None:
                             pc = op.target
                             continue
@@ -479,6 +483,7 @@ class Machine:
                     self._tick(deadline, steps)
                     if yielding:
                         yield
+                        cmask = dmask = self.quantum - 1
                 op = ops[P]
                 k = op.kind
                 if k == C.WARPSYNC:
@@ -854,7 +859,9 @@ class Machine:
     def watch_loads(self) -> None:
         """Remember the address of each global load (for `where`): the Node's scheduler turns this on."""
         def seen(kind, space, addr, nbytes, lanes):
-            if kind == "load" and space in ("global", "generic"):
+            if kind == "store":
+                self.stores += 1
+            elif kind == "load" and space in ("global", "generic"):
                 a = np.asarray(addr).reshape(-1)
                 if a.size and int(a[0]) >> WINDOW_BITS == GLOBAL_BASE >> WINDOW_BITS:
                     self.last_load = (int(a[0]), nbytes)

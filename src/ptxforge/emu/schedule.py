@@ -1,7 +1,8 @@
 """Run a `Node`'s pending launches concurrently: round robin over every stream's head launch.
 
 Each running launch is a generator (`Machine.steps_iter` with `concurrent` set) that yields every
-`machine.QUANTUM` steps, always between two instructions, so an atomic or a vector store is never split
+`machine.QUANTUM` steps (`SPIN_QUANTUM` after a quantum that stored nothing: a spinning receiver gives
+its turn back sooner), always between two instructions, so an atomic or a vector store is never split
 and every other launch sees it whole. One round gives each running launch one quantum (streams of
 higher priority, i.e. a lower number as in CUDA, go first); a launch that ends hands its stream to the
 next launch queued there. Spinning on a flag costs its quantum and lets the writer run: progress is
@@ -18,6 +19,9 @@ import time
 import numpy as np
 
 from ptxforge.emu.errors import EmulatorError, WatchdogTimeout
+from ptxforge.emu.machine import QUANTUM
+
+SPIN_QUANTUM = 16  # steps for a launch whose last quantum stored nothing
 
 
 class NodeStopped(EmulatorError):
@@ -53,9 +57,13 @@ def run_node(node) -> None:
                 for entry in list(running):
                     stream, p, gen = entry
                     current = p
-                    clock.resume(p.machine)
+                    m = p.machine
+                    stores = m.stores
+                    clock.resume(m)
                     try:
                         next(gen)
+                        # a quantum without a store is most likely a spin on a flag: run it shorter next time
+                        m.quantum = QUANTUM if m.stores != stores else SPIN_QUANTUM
                         continue
                     except StopIteration as stop:
                         stats = stop.value
