@@ -262,3 +262,45 @@ WAIT:
     cp.async.bulk.wait_group 0;
 DONE:
     ret;""")
+
+
+def store_then_raise():
+    """out[tid] = tid + 1; a barrier; thread 0 sets *flag = 1 (st.release.sys)."""
+    return kernel("store_then_raise", ".param .u64 out, .param .u64 flag", """
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd4, [flag];
+    mov.u32 %r1, %tid.x;
+    add.u32 %r2, %r1, 1;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r2;
+    bar.sync 0;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra DONE;
+    mov.u32 %r3, 1;
+    st.release.sys.global.u32 [%rd4], %r3;
+DONE:
+    ret;""")
+
+
+def reader():
+    """Thread 0 waits for *flag != 0 (ld.acquire.sys); a barrier; out[tid] = data[tid]."""
+    return kernel("reader", ".param .u64 flag, .param .u64 data, .param .u64 out", """
+    ld.param.u64 %rd1, [flag];
+    ld.param.u64 %rd2, [data];
+    ld.param.u64 %rd3, [out];
+    mov.u32 %r1, %tid.x;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra WAIT;
+SPIN:
+    ld.acquire.sys.global.u32 %r2, [%rd1];
+    setp.eq.u32 %p2, %r2, 0;
+    @%p2 bra SPIN;
+WAIT:
+    bar.sync 0;
+    mul.wide.u32 %rd4, %r1, 4;
+    add.s64 %rd5, %rd2, %rd4;
+    ld.global.u32 %r3, [%rd5];
+    add.s64 %rd6, %rd3, %rd4;
+    st.global.u32 [%rd6], %r3;
+    ret;""")

@@ -336,3 +336,39 @@ def test_sanitizer_launches_on_one_stream_are_ordered_and_other_streams_race():
         node.synchronize()
     rep = e.value.reports[0]
     assert rep.kind == "race" and rep.other["race"] == "write-write" and {rep.gpu, rep.other["gpu"]} == {0, 1}
+
+
+def test_sanitizer_follows_an_order_through_a_third_gpu_and_through_stream_order():
+    """GPU 0 writes data on GPU 2 (its own kernel), then, after it on the same stream, raises flag a;
+    GPU 1 waits for a and raises b; GPU 2 waits for b and reads the data: ordered by the stream and the
+    two release/acquire pairs (clean). With GPU 0's flag raised from another stream, the read races (and
+    so does the plain store of `go`, polled by that other stream)."""
+    from ptxforge.emu.sanitizer import SanitizerError
+
+    def run(same_stream: bool):
+        node = Node(gpus=3, sms=4, sanitize=True)
+        g0, g1, g2 = node.devices
+        data = rt.empty(32, np.uint32, device=g2)
+        go, fa, fb = (rt.empty(1, np.uint32, device=g) for g in (g0, g1, g2))
+        out = np.zeros(32, np.uint32)
+        s = g0.stream()
+        K.store_one().launch((1,), (32,), [data], device=g0, stream=s)
+        K.store_one().launch((1,), (1,), [go], device=g0, stream=s)
+        waiter = K.wait_then_raise().launch((1,), (32,), [go, fa], device=g0,
+                                            stream=s if same_stream else g0.stream())
+        K.wait_then_raise().launch((1,), (32,), [fa, fb], device=g1, stream=g1.stream())
+        reader = K.reader().launch((1,), (32,), [fb, data, out], device=g2, stream=g2.stream())
+        try:
+            node.synchronize()
+        except SanitizerError:
+            pass
+        np.testing.assert_array_equal(out, np.arange(1, 33))
+        return waiter.error, reader.error
+
+    assert run(same_stream=True) == (None, None)
+    go_race, data_race = run(same_stream=False)
+    assert isinstance(go_race, SanitizerError) and isinstance(data_race, SanitizerError)
+    go, data = go_race.reports[0], data_race.reports[0]
+    assert go.gpu == 0 and "two concurrent launches on GPU 0" in go.message
+    assert data.gpu == 2 and data.instruction.startswith("ld.global.u32") and data.other["gpu"] == 0
+    assert data.other["instruction"].startswith("st.global.u32")

@@ -8,6 +8,10 @@ higher priority, i.e. a lower number as in CUDA, go first); a launch that ends h
 next launch queued there. Spinning on a flag costs its quantum and lets the writer run: progress is
 guaranteed for any kernel whose waits a real GPU would also get past.
 
+Errors: a fault, trap or deadlock stops the node at once (every unfinished launch fails with it); a
+launch that ends with sanitizer reports lets the others run on, so each reports its own. `synchronize`
+raises the first error either way; each `PendingLaunch` keeps its own.
+
 The node's watchdog: when `synchronize` runs past `Node.watchdog_s`, it stops every launch and says,
 for each GPU and stream, which warps wait where (and which launches never started).
 """
@@ -51,6 +55,7 @@ def run_node(node) -> None:
         start(s)
     deadline = time.monotonic() + node.watchdog_s
     current = None
+    reported = None  # the first launch that completed with its own error (sanitizer reports)
     try:
         with np.errstate(all="ignore"):
             while running:
@@ -72,7 +77,10 @@ def run_node(node) -> None:
                     running.remove(entry)
                     stream.queue.popleft()
                     _log_waves(node, stream, p)
-                    p.complete(stats)  # raises the launch's own error (a sanitizer report)
+                    try:
+                        p.complete(stats)
+                    except Exception:  # the launch ran to its end with reports: the others go on
+                        reported = reported or p
                     if stream.queue:
                         start(stream)
                 current = None
@@ -82,7 +90,11 @@ def run_node(node) -> None:
         if isinstance(e, WatchdogTimeout) and current is not None and not current.done:
             e = WatchdogTimeout(f"{current.stream.name}: {current.kernel}: {e}")  # a deadlock at its barriers
         _fail_all(node, running, current, e)
-        raise (current.error if current is not None and current.error is not None else e) from None
+        first = reported or (current if current is not None and current.error is not None else None)
+        raise (first.error if first is not None else e) from None
+    else:
+        if reported is not None:
+            raise reported.error
     finally:
         if node.races is not None:  # the next synchronize starts after all of this (host order)
             node.races.reset()

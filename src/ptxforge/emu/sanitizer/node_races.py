@@ -7,8 +7,10 @@ thread, instruction, node time and strength of the access. A conflicting pair fr
 write) is fine when
 - both are strong (relaxed/acquire/release/volatile or atomic) with a scope that includes the other
   thread: `.sys` when the two run on different GPUs, at least `.gpu` on one GPU (a morally strong pair), or
-- the earlier access's block released (st/atom/red .release, or a fence) at such a scope after it, and the
-  later access's block acquired (ld/atom .acquire, or a fence) at such a scope after that release.
+- the later access's block is ordered after a release that the earlier access's block made after it:
+  directly (it acquired, at such a scope, after that release) or through other blocks' release/acquire
+  pairs (A releases, B acquires and releases, C acquires), each pair at a scope that holds both sides
+  (st/atom/red .release or a fence release; ld/atom .acquire or a fence acquires).
 Anything else is a race. When the pair would be ordered, or morally strong, at `.gpu` scope but the two
 run on different GPUs, the report says it is a scope error. Blocks are the unit of release and acquire
 (a bar.sync before the release or after the acquire carries the order to the block's other threads).
@@ -16,9 +18,9 @@ run on different GPUs, the report says it is a scope error. Blocks are the unit 
 Launches of one stream are ordered (the later starts after the earlier ends), and so are launches of
 different `synchronize` calls. A write-write pair is a race even when both store the same value.
 
-The check is coarse where it must be cheap: an acquire counts whichever address it read, so a missing
-flag check can go unseen (no false alarm, a possible miss), and it checks only the last write and last
-read of each byte.
+The check is coarse where it must be cheap: an acquire observes every publication made before it at its
+scope, whichever address it read, so a missing flag check can go unseen (no false alarm, a possible
+miss), and it checks only the last write and last read of each byte.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ SCOPES = {"cta": 0, "cluster": 1, "gpu": 2, "sys": 3}
 STRONG = {"volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "mmio"}
 GPU, SYS = 2, 3
 WEAK = -1
+ALL = -1  # (launch, ALL): every block of a launch (stream order)
+FOREVER = np.iinfo(np.int64).max
 
 
 def access_facts(ins) -> tuple[int, int, int, bool]:
@@ -73,8 +77,21 @@ class _Launch:
         self.label = label
         self.facts = facts
         self.pc = 0
+        self.prior: list = []  # the earlier launches of its stream (it is ordered after all they did)
+        self.base: dict | None = None  # what every block of it is ordered after from the start
         self.releases: dict = {}  # (block, level) -> list of node times (levels GPU and SYS)
         self.acquired: dict = {}  # (block, level) -> latest node time
+
+
+class _Agent:
+    """What one block of one launch is ordered after: (launch, block) -> the latest release time of that
+    block whose accesses this one follows (through any chain of release/acquire pairs)."""
+
+    def __init__(self):
+        self.known: dict = {}
+        self.version = 0  # bumped whenever `known` grows
+        self.merged: dict = {}  # log key -> how far this agent has read that publication log
+        self.published: dict = {}  # log key -> the version of `known` it last published there
 
 
 class NodeRaces:
@@ -84,6 +101,10 @@ class NodeRaces:
         self.memory = memory
         self.launches: list[_Launch] = []
         self.t = 0
+        self.agents: dict = {}  # (launch id, block) -> _Agent
+        # publications, visible to acquires of a sufficient scope: ("sys",) for .sys releases, ("gpu", g)
+        # for the releases of GPU g at .gpu or wider; entries (agent key, time), in time order
+        self.logs: dict = {}
         self._alloc(0)
 
     def _alloc(self, n: int) -> None:
@@ -111,6 +132,8 @@ class NodeRaces:
         """A new `synchronize`: what ran before it is ordered by the host."""
         self.launches = []
         self.t = 0
+        self.agents = {}
+        self.logs = {}
         self._alloc(0)
 
     # ------------------------------------------------------------------ hooks
@@ -119,6 +142,8 @@ class NodeRaces:
         layout = machine.layout
         facts = [access_facts(p.ins) for p in layout.placed]
         launch = _Launch(len(self.launches), machine, sanitizer, gpu, label, facts, stream)
+        if stream is not None:
+            launch.prior = [x for x in self.launches if x.stream is stream]
         self.launches.append(launch)
         ops = []
         for pc, op in enumerate(machine.ops):
@@ -156,11 +181,62 @@ class NodeRaces:
         blocks = np.unique(mach.block_ids[lanes // mach.lanes_per_block]).tolist()
         self.t += 1
         for b in blocks:
-            for level in (GPU, SYS):
+            for level in (GPU, SYS):  # the per-block record, for telling scope errors apart
                 if release >= level:
                     launch.releases.setdefault((b, level), []).append(self.t)
                 if acquire >= level:
                     launch.acquired[(b, level)] = self.t
+            key = (launch.id, b)
+            agent = self.agents.get(key)
+            if agent is None:
+                agent = self.agents[key] = _Agent()
+                agent.known.update(self._base(launch))
+            if acquire >= GPU:
+                self._merge(agent, key, ("gpu", launch.gpu))
+            if acquire >= SYS:
+                self._merge(agent, key, ("sys",))
+            if release >= GPU:
+                self._publish(agent, key, ("gpu", launch.gpu))
+            if release >= SYS:
+                self._publish(agent, key, ("sys",))
+
+    def _base(self, launch: _Launch) -> dict:
+        """Stream order: a launch starts after the earlier launches of its stream ended, so each of its
+        blocks is ordered after every access of theirs and all they were ordered after."""
+        if launch.base is None:
+            base: dict = {}
+            for p in launch.prior:
+                for key, agent in self.agents.items():
+                    if key[0] == p.id:
+                        for who, t in agent.known.items():
+                            if base.get(who, -1) < t:
+                                base[who] = t
+                base[(p.id, ALL)] = FOREVER
+            launch.base = base
+        return launch.base
+
+    def _publish(self, agent: _Agent, key, log_key) -> None:
+        """A release: the block's accesses so far, and all it is ordered after, become visible."""
+        log = self.logs.setdefault(log_key, [])
+        log.append((key, self.t))
+        if agent.known and agent.published.get(log_key) != agent.version:
+            log.extend(agent.known.items())
+            agent.published[log_key] = agent.version
+
+    def _merge(self, agent: _Agent, key, log_key) -> None:
+        """An acquire observes every publication made before it (coarse: whatever address it read)."""
+        log = self.logs.get(log_key)
+        if not log:
+            return
+        known = agent.known
+        grew = False
+        for who, t in log[agent.merged.get(log_key, 0):]:
+            if who != key and known.get(who, -1) < t:
+                known[who] = t
+                grew = True
+        agent.merged[log_key] = len(log)
+        if grew:
+            agent.version += 1
 
     def _access(self, launch, kind, space, addr, nbytes, lanes) -> None:
         if space not in ("global", "generic", "const"):
@@ -221,19 +297,37 @@ class NodeRaces:
                 continue
             pwho = getattr(self, f"{prev}_who")[B[racy]]
             ptime = getattr(self, f"{prev}_time")[B[racy]]
-            order = self._ordered(o, pwho >> 20, ptime, launch, who[racy] >> 20, need)
+            order = self._ordered(o, pwho >> 20, ptime, launch, who[racy] >> 20)
             bad = racy[~order]
             if bad.size == 0:
                 continue
             j = int(bad[0])
-            scope_err = need == SYS and (
-                (ps[np.searchsorted(sel, j)] >= GPU and strength >= GPU) or
-                bool(self._ordered(o, pwho[racy == j] >> 20, ptime[racy == j], launch, who[j:j + 1] >> 20, GPU)[0]))
+            scope_err = need == SYS and self._gpu_scope_would_do(o, launch, strength, ps[sel == j][0],
+                                                                 pwho[racy == j] >> 20, ptime[racy == j],
+                                                                 who[j:j + 1] >> 20)
             count = int(np.unique(bad // nbytes).size)  # accesses (lanes), not bytes
             self._report(launch, o, int(B[j]), int(who[j]), prev, j, count, write, atomic, nbytes, scope_err, need)
 
-    def _ordered(self, o: _Launch, pblock, ptime, c: _Launch, cblock, level: int) -> np.ndarray:
-        """Elementwise: a release of the earlier block after its access, then an acquire of the later one."""
+    def _gpu_scope_would_do(self, o, launch, strength, prev_strength, pblock, ptime, cblock) -> bool:
+        """Whether the pair would be fine within one GPU: a scope error rather than a missing order."""
+        if prev_strength >= GPU and strength >= GPU:
+            return True
+        return bool(self._paired(o, pblock, ptime, launch, cblock, GPU)[0])
+
+    def _ordered(self, o: _Launch, pblock, ptime, c: _Launch, cblock) -> np.ndarray:
+        """Elementwise: the later block is ordered after a release of the earlier block that followed its
+        access (directly or through other blocks' release/acquire pairs)."""
+        out = np.zeros(pblock.shape, bool)
+        for pb, cb in set(zip(pblock.tolist(), cblock.tolist(), strict=True)):
+            agent = self.agents.get((c.id, cb))
+            known = self._base(c) if agent is None else agent.known
+            t = max(known.get((o.id, pb), -1), known.get((o.id, ALL), -1))
+            sel = (pblock == pb) & (cblock == cb)
+            out[sel] = ptime[sel] < t
+        return out
+
+    def _paired(self, o: _Launch, pblock, ptime, c: _Launch, cblock, level: int) -> np.ndarray:
+        """Elementwise, ignoring which GPUs the two run on: a direct release/acquire pair at `level`."""
         out = np.zeros(pblock.shape, bool)
         for pb, cb in set(zip(pblock.tolist(), cblock.tolist(), strict=True)):
             rel = o.releases.get((pb, level))
