@@ -19,7 +19,7 @@ import numpy as np
 
 from ptxforge.emu import compiler as C
 from ptxforge.emu.errors import EmulatorError, KernelTrap, MemoryFault, WatchdogTimeout
-from ptxforge.emu.memory import GLOBAL_BASE, WINDOW_BITS, LaneMemory
+from ptxforge.emu.memory import LaneMemory
 from ptxforge.emu.operands import FUNC_BASE
 from ptxforge.emu.program import storage_dtype
 
@@ -826,46 +826,16 @@ class Machine:
 
     # ------------------------------------------------------------------ diagnostics
     def where(self, limit: int = 8) -> str:
-        """Where the wave's warps stand (for the watchdogs), and what a spinning warp last polled."""
-        st = getattr(self, "st", None)
-        if st is None:
-            return "no block has started"
-        if self.pc is not None:  # converged: every live lane is at one instruction
-            op = self.ops[self.pc]
-            b0, b1 = self.lane_coords(0)[1], self.lane_coords((self.nslots - 1) * self.lanes_per_block)[1]
-            blocks = f"block {b0}" if self.nslots == 1 else f"blocks {b0}..{b1}"
-            live = st.live_mask().reshape(-1, 32).any(1)
-            text = (f"{int(live.sum())} live warp(s) of {blocks}, converged, last at {op.where}: "
-                    f"{op.text.rstrip(';')}")
-        else:
-            text = self._where_summary(limit)
-        return text + self._polled()
+        """Where the wave's warps stand, and what a spinning warp last polled (for the watchdogs)."""
+        from ptxforge.emu.waits import where
 
-    def _polled(self) -> str:
-        """What the last global load of the launch read: the flag a spinning warp waits on."""
-        last = getattr(self, "last_load", None)
-        if last is None:
-            return ""
-        addr, nbytes = last
-        alloc = self.device.find(addr) or getattr(self.device, "owner", lambda a: None)(addr)
-        if alloc is None or nbytes not in (1, 2, 4, 8):
-            return f"; its last global load read {nbytes} bytes at {addr:#x}"
-        off = addr - alloc.base
-        raw = self.device.arena[alloc.offset + off: alloc.offset + off + nbytes]
-        value = int.from_bytes(raw.tobytes(), "little")
-        return (f"; its last global load read {nbytes} bytes at {addr:#x} (offset {off} of "
-                f"{alloc.name or 'an allocation'}), which hold {value}")
+        return where(self, limit)
 
     def watch_loads(self) -> None:
-        """Remember the address of each global load (for `where`): the Node's scheduler turns this on."""
-        def seen(kind, space, addr, nbytes, lanes):
-            if kind == "store":
-                self.stores += 1
-            elif kind == "load" and space in ("global", "generic"):
-                a = np.asarray(addr).reshape(-1)
-                if a.size and int(a[0]) >> WINDOW_BITS == GLOBAL_BASE >> WINDOW_BITS:
-                    self.last_load = (int(a[0]), nbytes)
-        self.observers.append(seen)
+        """Count stores and remember the last global load (the Node's scheduler turns this on)."""
+        from ptxforge.emu.waits import watch_loads
+
+        watch_loads(self)
 
     def _where_summary(self, limit: int = 8) -> str:
         pcs = self.pcs
