@@ -52,3 +52,28 @@ def test_all_to_all_debug_build_two_rounds_under_the_sanitizer():
 
 def test_all_to_all_is_clean_under_the_node_sanitizer():
     all_to_all(PTX / "node_all_to_all.sm_90a.O3.ptx", 4, chunk=64, sanitize=True)
+
+
+def test_a_flag_that_never_waits_is_a_race_named_by_its_cuda_source_lines():
+    """ring_exchange (nvcc -lineinfo) with every flag already at the tag: no GPU waits for its sender."""
+    from importlib import resources
+
+    from ptxforge.emu.sanitizer import SanitizerError
+
+    text = (resources.files("ptxforge") / "data" / "node_demo.sm_90a.ptx").read_text()
+    k = pf.parse(text, filename="node_demo.sm_90a.ptx").kernel("ring_exchange")
+    node = Node(gpus=2, sms=8, sanitize=True)
+    n, blocks = 512, 2
+    recv = [rt.empty(n, np.int32, device=d) for d in node.devices]
+    flags = [rt.to_device(np.full(blocks, 7, np.uint32), device=d) for d in node.devices]  # tag 7 already set
+    for r, d in enumerate(node.devices):
+        nx = 1 - r
+        k.launch((blocks,), (64,), [np.full(n, r, np.int32), recv[nx], flags[nx], flags[r], recv[r],
+                                    np.zeros(n, np.int32), np.int32(n), np.uint32(7)], device=d, stream=d.stream())
+    with pytest.raises(SanitizerError) as e:
+        node.synchronize()
+    rep = e.value.reports[0]
+    assert rep.kind == "race" and {rep.gpu, rep.other["gpu"]} == {0, 1}
+    lines = {rep.source, rep.other["source"]}
+    assert all(s and s.startswith("node_demo.cu:") for s in lines), lines
+    assert "node_demo.cu:" in str(e.value)

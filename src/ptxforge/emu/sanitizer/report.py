@@ -78,7 +78,8 @@ class SanitizerReport:
             on = "" if o.get("gpu") is None else f" on GPU {o['gpu']}"
             lines.append(f"{PREFIX}     conflicts with a {o.get('access', 'access')} by thread "
                          f"({_xyz(o['thread'])}) in block ({_xyz(o['block'])}){on} at "
-                         f"{o.get('ptx_file', self.ptx_file)}:{o.get('ptx_line')}: {o.get('instruction', '')}")
+                         f"{o.get('ptx_file', self.ptx_file)}:{o.get('ptx_line')}: {o.get('instruction', '')}"
+                         + (f" (source {o['source']})" if o.get("gpu") is not None and o.get("source") else ""))
         if self.count > 1:
             lines.append(f"{PREFIX}     ({self.count - 1} more at this site)")
         return "\n".join(lines)
