@@ -20,7 +20,8 @@ different `synchronize` calls. A write-write pair is a race even when both store
 
 The check is coarse where it must be cheap: an acquire observes every publication made before it at its
 scope, whichever address it read, so a missing flag check can go unseen (no false alarm, a possible
-miss), and it checks only the last write and last read of each byte.
+miss), and it checks only the last write and last read of each byte (about 50 bytes of state per byte of
+each 4 KiB page that a concurrent launch touched).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ GPU, SYS = 2, 3
 WEAK = -1
 ALL = -1  # (launch, ALL): every block of a launch (stream order)
 FOREVER = np.iinfo(np.int64).max
+PAGE_BITS = 12  # shadow state is kept for the 4 KiB pages of the arena that launches touch
 
 
 def access_facts(ins) -> tuple[int, int, int, bool]:
@@ -105,6 +107,7 @@ class NodeRaces:
         # publications, visible to acquires of a sufficient scope: ("sys",) for .sys releases, ("gpu", g)
         # for the releases of GPU g at .gpu or wider; entries (agent key, time), in time order
         self.logs: dict = {}
+        self.page_slot: dict = {}  # arena page -> its index in the shadow arrays
         self._alloc(0)
 
     def _alloc(self, n: int) -> None:
@@ -134,6 +137,7 @@ class NodeRaces:
         self.t = 0
         self.agents = {}
         self.logs = {}
+        self.page_slot = {}
         self._alloc(0)
 
     # ------------------------------------------------------------------ hooks
@@ -255,32 +259,44 @@ class NodeRaces:
             idx, L = idx[ok], L[ok]
             if idx.size == 0:
                 return
-        need = int(idx.max()) + nbytes
-        if need > self.size:
-            self._grow(need)
         strength, _, _, atomic = launch.facts[launch.pc]
         write = kind == "store" or atomic
-        B = (idx[:, None] + np.arange(nbytes)).reshape(-1)
+        B = (idx[:, None] + np.arange(nbytes)).reshape(-1)  # arena bytes
+        S = self._slots(B)  # their shadow entries
         lane_of = np.repeat(L, nbytes)
         lpb = mach.lanes_per_block
         block = mach.block_ids[lane_of // lpb].astype(np.int64)
         thread = mach.lane_tid[lane_of % lpb].astype(np.int64)
         who = block << 20 | thread
-        self._check(launch, B, who, strength, write, atomic, nbytes, "w")
+        self._check(launch, B, S, who, strength, write, atomic, nbytes, "w")
         if write:
-            self._check(launch, B, who, strength, write, atomic, nbytes, "r")
+            self._check(launch, B, S, who, strength, write, atomic, nbytes, "r")
             pre = "w"
         else:
             pre = "r"
-        getattr(self, f"{pre}_launch")[B] = launch.id
-        getattr(self, f"{pre}_who")[B] = who
-        getattr(self, f"{pre}_time")[B] = self.t
-        getattr(self, f"{pre}_pc")[B] = launch.pc
-        getattr(self, f"{pre}_strength")[B] = strength
+        getattr(self, f"{pre}_launch")[S] = launch.id
+        getattr(self, f"{pre}_who")[S] = who
+        getattr(self, f"{pre}_time")[S] = self.t
+        getattr(self, f"{pre}_pc")[S] = launch.pc
+        getattr(self, f"{pre}_strength")[S] = strength
+
+    def _slots(self, B) -> np.ndarray:
+        """Shadow indices of arena bytes: PAGE-byte pages get shadow space when first touched."""
+        pages = B >> PAGE_BITS
+        uniq, inv = np.unique(pages, return_inverse=True)
+        slots = np.empty(uniq.size, np.int64)
+        for i, pg in enumerate(uniq.tolist()):
+            k = self.page_slot.get(pg)
+            if k is None:
+                k = self.page_slot[pg] = len(self.page_slot)
+                if (k + 1) << PAGE_BITS > self.size:
+                    self._grow((k + 1) << PAGE_BITS)
+            slots[i] = k
+        return (slots[inv] << PAGE_BITS) | (B & ((1 << PAGE_BITS) - 1))
 
     # ------------------------------------------------------------------ the rule
-    def _check(self, launch, B, who, strength, write, atomic, nbytes, prev: str) -> None:
-        pl = getattr(self, f"{prev}_launch")[B]
+    def _check(self, launch, B, S, who, strength, write, atomic, nbytes, prev: str) -> None:
+        pl = getattr(self, f"{prev}_launch")[S]
         other = (pl >= 0) & (pl != launch.id)
         if not other.any():
             return
@@ -290,13 +306,13 @@ class NodeRaces:
                 continue  # stream order: o ended before this launch began
             sel = np.flatnonzero(pl == lid)
             need = SYS if o.gpu != launch.gpu else GPU
-            ps = getattr(self, f"{prev}_strength")[B[sel]]
+            ps = getattr(self, f"{prev}_strength")[S[sel]]
             strong = (ps >= need) & (strength >= need)
             racy = sel[~strong]
             if racy.size == 0:
                 continue
-            pwho = getattr(self, f"{prev}_who")[B[racy]]
-            ptime = getattr(self, f"{prev}_time")[B[racy]]
+            pwho = getattr(self, f"{prev}_who")[S[racy]]
+            ptime = getattr(self, f"{prev}_time")[S[racy]]
             order = self._ordered(o, pwho >> 20, ptime, launch, who[racy] >> 20)
             bad = racy[~order]
             if bad.size == 0:
@@ -306,7 +322,8 @@ class NodeRaces:
                                                                  pwho[racy == j] >> 20, ptime[racy == j],
                                                                  who[j:j + 1] >> 20)
             count = int(np.unique(bad // nbytes).size)  # accesses (lanes), not bytes
-            self._report(launch, o, int(B[j]), int(who[j]), prev, j, count, write, atomic, nbytes, scope_err, need)
+            self._report(launch, o, int(B[j]), int(S[j]), int(who[j]), prev, count, write, atomic, nbytes,
+                         scope_err, need)
 
     def _gpu_scope_would_do(self, o, launch, strength, prev_strength, pblock, ptime, cblock) -> bool:
         """Whether the pair would be fine within one GPU: a scope error rather than a missing order."""
@@ -342,9 +359,9 @@ class NodeRaces:
         return out
 
     # ------------------------------------------------------------------ reports
-    def _report(self, launch, o, byte, who, prev, j, count, write, atomic, nbytes, scope_err, need) -> None:
+    def _report(self, launch, o, byte, slot, who, prev, count, write, atomic, nbytes, scope_err, need) -> None:
         pc = launch.pc
-        opc = int(getattr(self, f"{prev}_pc")[byte])
+        opc = int(getattr(self, f"{prev}_pc")[slot])
         other_access = "write" if prev == "w" else "read"
         if o.facts[opc][3]:
             other_access = "atomic"
@@ -355,7 +372,7 @@ class NodeRaces:
             return
         m, om = launch.machine, o.machine
         op, oop = m.ops[pc], om.ops[opc]
-        pwho = int(getattr(self, f"{prev}_who")[byte])
+        pwho = int(getattr(self, f"{prev}_who")[slot])
         addr = M.GLOBAL_BASE + byte
         src = launch.sanitizer.sources.source(pc) if launch.sanitizer.sources else None
         osrc = o.sanitizer.sources.source(opc) if o.sanitizer.sources else None
