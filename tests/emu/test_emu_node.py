@@ -372,3 +372,11 @@ def test_sanitizer_follows_an_order_through_a_third_gpu_and_through_stream_order
     assert go.gpu == 0 and "two concurrent launches on GPU 0" in go.message
     assert data.gpu == 2 and data.instruction.startswith("ld.global.u32") and data.other["gpu"] == 0
     assert data.other["instruction"].startswith("st.global.u32")
+
+
+def test_node_sanitizer_options_apply_to_every_launch():
+    from ptxforge.emu.sanitizer import Sanitizer
+
+    node = Node(gpus=2, sms=8, sanitize=Sanitizer(races=False))
+    outs, pend = run_ring(node, K.ring("st.global.u32", "ld.acquire.sys.global.u32"))  # a race, not checked
+    assert all(p.error is None for p in pend) and node.sanitize.reports == []

@@ -178,7 +178,8 @@ class Node:
     """`gpus` emulated GPUs of `sms` SMs each, all peers of each other. `node.devices[r]` is a device
     wherever one is taken (`Kernel.launch(device=...)`, `runtime.empty/to_device`).
 
-    `sanitize`: every launch on the node runs under the sanitizer (one report log for the node).
+    `sanitize`: every launch on the node runs under the sanitizer (True, or a `Sanitizer` whose options
+    each launch takes); the races between concurrent launches are checked node-wide.
     `watchdog_s`: how long `synchronize` may run before it stops and says where every warp waits."""
 
     def __init__(self, gpus: int = 8, sms: int = 132, sanitize=False, watchdog_s: float = 60.0):

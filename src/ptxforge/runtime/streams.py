@@ -7,6 +7,8 @@ pending on the node, and at its end the host arrays are copied back and its `Lau
 
 from __future__ import annotations
 
+import copy
+
 from ptxforge.emu.errors import LaunchError
 from ptxforge.emu.launch import emulate
 from ptxforge.runtime.result import LaunchResult
@@ -25,10 +27,11 @@ def stream_device(stream, device):
     raise LaunchError(f"{stream.name} belongs to GPU {stream.device.gpu}, but the launch names device={device!r}")
 
 
-def node_sanitize(dev) -> bool:
-    """Whether `dev` is a GPU of a node made with `sanitize=True` (every launch there is checked)."""
+def node_sanitize(dev):
+    """The `sanitize` of `dev`'s node (True, or a Sanitizer whose options every launch there takes),
+    False for a device outside a node."""
     node = getattr(dev, "node", None)
-    return bool(node is not None and node.sanitize)
+    return node.sanitize if node is not None and node.sanitize else False
 
 
 def peer_reachable(dev, other) -> bool:
@@ -61,6 +64,9 @@ def launch_on_stream(kernel, stream, dev, packed, copies, temps, grid, block, sh
         from ptxforge.emu import sanitizer as san
 
         sanitizer = sanitize if isinstance(sanitize, san.Sanitizer) else san.Sanitizer()
+        if sanitize is dev.node.sanitize and isinstance(sanitize, san.Sanitizer):
+            sanitizer = copy.copy(sanitize)  # the node's options, a report log of this launch's own
+            sanitizer.log = type(sanitize.log)(sanitize.log.max_reports)
     lines: list[str] = []
 
     def sink(text: str) -> None:
@@ -73,7 +79,7 @@ def launch_on_stream(kernel, stream, dev, packed, copies, temps, grid, block, sh
     except BaseException:
         _free_quietly(dev, temps)
         raise
-    if sanitizer is not None and dev.node.races is not None:  # races with the node's other launches
+    if sanitizer is not None and sanitizer.check_races and dev.node.races is not None:  # with other launches
         dev.node.races.attach(machine, sanitizer, dev.gpu, f"{kernel.name} on {stream.name}", stream)
 
     def finish(stats) -> LaunchResult:
