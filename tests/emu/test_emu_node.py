@@ -380,3 +380,14 @@ def test_node_sanitizer_options_apply_to_every_launch():
     node = Node(gpus=2, sms=8, sanitize=Sanitizer(races=False))
     outs, pend = run_ring(node, K.ring("st.global.u32", "ld.acquire.sys.global.u32"))  # a race, not checked
     assert all(p.error is None for p in pend) and node.sanitize.reports == []
+
+
+def test_result_of_a_clean_launch_is_given_even_when_another_launch_fails():
+    node = Node(gpus=2, sms=4)
+    g0, g1 = node.devices
+    good = rt.empty(32, np.uint32, device=g0)
+    ok = K.store_one().launch((1,), (32,), [good], device=g0, stream=g0.stream())  # ends in its first turn
+    bad = K.store_one().launch((1,), (32,), [0x10], device=g1, stream=g1.stream())
+    assert ok.result().thread_instructions > 0  # runs the node; the other launch's fault is its own
+    with pytest.raises(MemoryFault):
+        bad.result()

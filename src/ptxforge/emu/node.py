@@ -151,8 +151,13 @@ class PendingLaunch:
         return self.state in ("done", "failed")
 
     def result(self):
+        """This launch's result (running the node first if it is pending), or its own error."""
         if not self.done:
-            self.stream.device.node.synchronize()
+            try:
+                self.stream.device.node.synchronize()
+            except Exception:
+                if not self.done:
+                    raise
         if self.error is not None:
             raise self.error
         return self._result
