@@ -77,3 +77,40 @@ def test_a_flag_that_never_waits_is_a_race_named_by_its_cuda_source_lines():
     lines = {rep.source, rep.other["source"]}
     assert all(s and s.startswith("node_demo.cu:") for s in lines), lines
     assert "node_demo.cu:" in str(e.value)
+
+
+def barrier_exchange(world: int, release: int, rounds: int = 2):
+    """node_barrier_exchange on `world` GPUs for `rounds` rounds; returns the node's first error or None."""
+    from ptxforge.emu.sanitizer import SanitizerError
+
+    k = pf.parse_file(PTX / "node_all_to_all.sm_90a.O3.ptx").kernel("node_barrier_exchange")
+    node = Node(gpus=world, sms=8, sanitize=True)
+    chunk = 48
+    recv = [rt.empty(world * chunk, np.int32, device=d) for d in node.devices]
+    recv_ptrs = [rt.to_device(np.asarray([b.address for b in recv], np.uint64), device=d) for d in node.devices]
+    counter = rt.empty(1, np.uint32, device=node.devices[0])
+    token = np.arange(world * chunk, dtype=np.int32).reshape(world, chunk)
+    for rnd in range(1, rounds + 1):
+        send = [(r * 1_000_000 + token + rnd).astype(np.int32) for r in range(world)]
+        outs = [np.zeros(world * chunk, np.int32) for _ in range(world)]
+        for r, d in enumerate(node.devices):
+            k.launch((1,), (128,), [send[r], recv_ptrs[r], counter, outs[r], np.int32(r), np.int32(world),
+                                    np.int32(chunk), np.uint32(rnd), np.int32(release)], device=d, stream=d.stream())
+        try:
+            node.synchronize()
+        except SanitizerError as e:
+            return e
+        for r in range(world):  # the emulator's order is sequentially consistent: the data is right anyway
+            np.testing.assert_array_equal(outs[r], np.stack([send[j][r] for j in range(world)]).reshape(-1))
+    return None
+
+
+def test_barrier_across_the_node_with_release_reductions_is_clean():
+    assert barrier_exchange(4, release=1) is None
+
+
+def test_barrier_across_the_node_with_relaxed_reductions_is_a_race():
+    e = barrier_exchange(4, release=0, rounds=1)
+    assert e is not None
+    rep = e.reports[0]
+    assert rep.kind == "race" and rep.gpu != rep.other["gpu"] and "no release/acquire pair at .sys" in rep.message

@@ -10,6 +10,11 @@
 // second barrier the block copies that slot to out[peer]. So out[j] on GPU r is send[r-th chunk] of GPU j.
 // recv_ptrs and flag_ptrs are arrays of `world` device addresses, the same on every GPU. `tag` changes
 // from one round to the next, so the flags need no reset.
+//
+// node_barrier_exchange<<<1, 128>>> does the same exchange in two phases around a barrier of the whole node
+// instead of a flag per pair: every GPU writes its chunks into the peers' buffers, its thread 0 adds 1 to a
+// counter in GPU 0's memory (`release` 1: a system-scope release reduction; 0: a relaxed one, which orders
+// nothing) and waits until the counter reaches world * round; then every GPU reads what it received.
 
 __device__ __forceinline__ void st_release_sys(int* p, int v) {
     asm volatile("st.release.sys.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -45,4 +50,29 @@ extern "C" __global__ void node_all_to_all(const int* __restrict__ send, int* co
     __syncthreads();
     const int* mine = recv_ptrs[rank] + peer * chunk;
     for (int i = threadIdx.x; i < chunk; i += blockDim.x) out[peer * chunk + i] = mine[i];
+}
+
+// A counter barrier across the GPUs of a node: one arrival per GPU, then wait for all `world` of this round.
+__device__ __forceinline__ void node_barrier(unsigned* counter, unsigned target, int release) {
+    if (release) {
+        asm volatile("red.release.sys.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+    } else {
+        asm volatile("red.relaxed.sys.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+    }
+    while (ld_acquire_sys(reinterpret_cast<const int*>(counter)) < static_cast<int>(target)) {
+    }
+}
+
+extern "C" __global__ void node_barrier_exchange(const int* __restrict__ send, int* const* recv_ptrs,
+                                                 unsigned* counter, int* __restrict__ out, int rank, int world,
+                                                 int chunk, unsigned round, int release) {
+    for (int peer = 0; peer < world; ++peer) {
+        int* dst = recv_ptrs[peer] + rank * chunk;
+        for (int i = threadIdx.x; i < chunk; i += blockDim.x) dst[i] = send[peer * chunk + i];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) node_barrier(counter, round * world, release);
+    __syncthreads();
+    const int* mine = recv_ptrs[rank];
+    for (int i = threadIdx.x; i < world * chunk; i += blockDim.x) out[i] = mine[i];
 }
