@@ -391,3 +391,34 @@ def test_result_of_a_clean_launch_is_given_even_when_another_launch_fails():
     assert ok.result().thread_instructions > 0  # runs the node; the other launch's fault is its own
     with pytest.raises(MemoryFault):
         bad.result()
+
+
+def test_concurrent_launches_on_shared_sms_respect_the_occupancy_limit():
+    node = Node(gpus=1, sms=4)
+    gpu = node.devices[0]
+    t = [np.zeros(2 * 8 * 1024, np.uint64) for _ in range(2)]
+    sm = [np.zeros(2 * 8 * 1024, np.uint32) for _ in range(2)]
+    pa = K.clocks().launch((8,), (1024,), [t[0], sm[0]], device=gpu, stream=gpu.stream())  # 2 blocks per SM: full
+    pb = K.clocks().launch((8,), (1024,), [t[1], sm[1]], device=gpu, stream=gpu.stream())
+    node.synchronize()
+    (a,), (b,) = ([w for w in node.sm_map if w[1] == s] for s in (0, 1))
+    assert a[3] == b[3] == (0, 1, 2, 3) and b[4] >= a[5]  # b's blocks waited until a's left the SMs
+    assert pa.result().waves == pb.result().waves == 1
+    assert node.rooms[0].threads.sum() == 0  # every block's room given back
+
+
+def test_a_persistent_kernel_filling_every_sm_starves_the_kernel_it_waits_for():
+    node = Node(gpus=1, sms=4, watchdog_s=1.0)
+    gpu = node.devices[0]
+    counter = rt.empty(1, np.uint32, device=gpu)
+    where = np.zeros(8, np.uint32)
+    a = np.arange(4 * 64, dtype=np.uint32)
+    c, where_c = np.zeros_like(a), np.zeros(4, np.uint32)
+    K.persistent().launch((8,), (1024,), [counter, where, np.uint32(4)], device=gpu, stream=gpu.stream())
+    K.compute().launch((4,), (64,), [a, c, where_c, counter], device=gpu, stream=gpu.stream())
+    with pytest.raises(WatchdogTimeout) as e:
+        node.synchronize()
+    msg = str(e.value)
+    assert "stream 1 (SMs 0-3): compute: waits for room on SMs 0-3" in msg and "no block has started" in msg
+    assert "stream 0 (SMs 0-3): persistent:" in msg and "which hold 0" in msg
+    assert node.rooms[0].threads.sum() == 0

@@ -118,7 +118,11 @@ class Machine:
         self.quantum = QUANTUM  # steps between yields (a power of two; the scheduler may change it)
         self.stores = 0  # global stores and atomics seen by `watch_loads` (the scheduler's spin test)
         self.pc = None  # the converged pc when the machine last yielded (for the node's watchdog)
-        self.wave_log: list = []  # (first block, slots, clock at start, clock at end) per wave
+        self.wave_log: list = []  # (first block, slots, clock at start, clock at end, SMs) per wave
+        self.sm_room = None  # a Node's SM occupancy shared by concurrent launches (None: all SMs ours)
+        self.wave_sms = None  # the SM of each slot of the running wave, when the room chose them
+        self.waiting_for_sms = False
+        self.sm_limits = (max_threads_per_sm, max_blocks_per_sm, shared_per_sm)
         self.watchdog_s = watchdog_s
         self.printf = printf or (lambda s: print(s, end=""))
         self.observers = list(observers)
@@ -178,15 +182,31 @@ class Machine:
         """The launch as a generator: with `concurrent` set it yields every few hundred steps, between
         instructions (so an atom or a store is never split), and returns the stats at the end."""
         t0 = time.perf_counter()
-        for first in range(0, self.nblocks, self.resident):
+        first = waves = 0
+        room = self.sm_room
+        while first < self.nblocks:
             n = min(self.resident, self.nblocks - first)
+            if room is not None:  # SMs shared with the node's other launches: wait for room on ours
+                sms = room.admit(self, n)
+                while sms.size == 0:
+                    self.waiting_for_sms = True
+                    yield
+                    sms = room.admit(self, n)
+                self.waiting_for_sms = False
+                n, self.wave_sms = sms.size, sms
             start = self.clock_now()
-            yield from self._run_wave(first, n)
-            self.wave_log.append((first, n, start, self.clock_now()))
+            try:
+                yield from self._run_wave(first, n)
+            finally:
+                if room is not None:
+                    room.release(self, self.wave_sms)
+            self.wave_log.append((first, n, start, self.clock_now(), tuple(self._slot_sms(n).tolist())))
             if getattr(self.st, "tmem", None) is not None:
                 self._tmem_leaks(self.st.tmem)
+            first += n
+            waves += 1
         return {"thread_instructions": int(self.total), "per_sm": self.per_sm.copy(),
-                "wall_s": time.perf_counter() - t0, "waves": -(-self.nblocks // self.resident),
+                "wall_s": time.perf_counter() - t0, "waves": waves,
                 "resident_blocks": self.resident, "steps": self.steps}
 
     def clock_now(self) -> int:
@@ -305,7 +325,7 @@ class Machine:
     def _static(self, nslots: int) -> dict:
         """Lane arrays that depend only on the block shape and the number of slots (cached per launch)."""
         hit = getattr(self, "_static_cache", None)
-        if hit is not None and hit["nslots"] == nslots:
+        if hit is not None and hit["nslots"] == nslots and hit["sms"] is self.wave_sms:
             return hit
         lpb = self.lanes_per_block
         N = nslots * lpb
@@ -348,7 +368,8 @@ class Machine:
             s[f"%envreg{i}"] = u(0)
         for i in range(8):
             s[f"%pm{i}"] = u(0)
-        self._static_cache = {"nslots": nslots, "sregs": s, "real_block": real, "real": np.tile(real, nslots),
+        self._static_cache = {"nslots": nslots, "sms": self.wave_sms, "sregs": s, "real_block": real,
+                              "real": np.tile(real, nslots),
                               "slot": np.repeat(np.arange(nslots, dtype=np.int64), lpb),
                               "warp_base": np.arange(N, dtype=np.int64) & ~np.int64(31)}
         return self._static_cache
@@ -566,7 +587,10 @@ class Machine:
         self.icount[:] = 0
 
     def _slot_sms(self, nslots: int) -> np.ndarray:
-        """The SM each slot of a wave runs on: round robin over the launch's SMs."""
+        """The SM each slot of a wave runs on: where the node's SM room placed it, else round robin over
+        the launch's SMs."""
+        if self.wave_sms is not None and self.wave_sms.size == nslots:
+            return self.wave_sms
         return self.sm_ids[np.arange(nslots) % self.sm_ids.size]
 
     def _guard(self, op, ex):

@@ -199,6 +199,7 @@ class Node:
         self.sanitize = sanitize
         self.watchdog_s = float(watchdog_s)
         self.devices = tuple(NodeGpu(self, r, int(sms)) for r in range(int(gpus)))
+        self.rooms = [SmRoom(int(sms)) for _ in range(int(gpus))]  # SM occupancy of concurrent launches
         self.sm_map: list = []  # (gpu, stream, kernel, sm ids, clock at start, clock at end) per wave run
         self.compiled: dict = {}  # id(module) -> (module, kernels compiled once for all GPUs)
         self.races = None  # the node-wide race check of concurrent launches (sanitize=True)
@@ -243,3 +244,41 @@ class Node:
 
     def __repr__(self) -> str:
         return f"Node(gpus={len(self.devices)}, sms={self.devices[0].num_sms})"
+
+
+class SmRoom:
+    """The occupancy of one GPU's SMs, shared by the node's concurrent launches: a wave of blocks is
+    placed only where threads, block slots and shared memory are left (the limits `Machine` uses)."""
+
+    def __init__(self, num_sms: int):
+        self.threads = np.zeros(num_sms, np.int64)
+        self.blocks = np.zeros(num_sms, np.int64)
+        self.shared = np.zeros(num_sms, np.int64)
+
+    def _need(self, m) -> tuple[int, int]:
+        return m.lanes_per_block, (m.shared_size + 1024 if m.shared_size else 0)
+
+    def admit(self, m, n: int) -> np.ndarray:
+        """The SMs (one per block, at most `n`) where `m`'s next wave fits now, reserved; may be empty."""
+        max_threads, max_blocks, max_shared = m.sm_limits
+        threads, smem = self._need(m)
+        ids = m.sm_ids
+        free = np.minimum((max_threads - self.threads[ids]) // threads, max_blocks - self.blocks[ids])
+        if smem:
+            free = np.minimum(free, (max_shared - self.shared[ids]) // smem)
+        free = np.clip(np.minimum(free, m.blocks_per_sm), 0, None)
+        # fill layer by layer (one block on each SM with room, then a second ...), as the machine's round robin
+        layers = [ids[free > k] for k in range(int(free.max(initial=0)))]
+        sms = np.concatenate(layers)[:n] if layers else np.zeros(0, np.int64)
+        np.add.at(self.threads, sms, threads)
+        np.add.at(self.blocks, sms, 1)
+        if smem:
+            np.add.at(self.shared, sms, smem)
+        return sms
+
+    def release(self, m, sms) -> None:
+        threads, smem = self._need(m)
+        np.subtract.at(self.threads, sms, threads)
+        np.subtract.at(self.blocks, sms, 1)
+        if smem:
+            np.subtract.at(self.shared, sms, smem)

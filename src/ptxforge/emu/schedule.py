@@ -8,6 +8,10 @@ higher priority, i.e. a lower number as in CUDA, go first); a launch that ends h
 next launch queued there. Spinning on a flag costs its quantum and lets the writer run: progress is
 guaranteed for any kernel whose waits a real GPU would also get past.
 
+SMs: the launches of one GPU share its SMs' occupancy (`node.SmRoom`): each wave of blocks is placed
+where threads, block slots and shared memory are left on the launch's SMs, and waits (yielding) when
+there is no room.
+
 Errors: a fault, trap or deadlock stops the node at once (every unfinished launch fails with it); a
 launch that ends with sanitizer reports lets the others run on, so each reports its own. `synchronize`
 raises the first error either way; each `PendingLaunch` keeps its own.
@@ -48,6 +52,8 @@ def run_node(node) -> None:
         m.watchdog_s = float("inf")  # the node's watchdog governs
         m.node_clock = clock
         m.watch_loads()
+        if m.csize == 1:  # (clusters keep whole-GPU waves of their own)
+            m.sm_room = node.rooms[stream.device.gpu]
         p.state = "running"
         running.append([stream, p, m.steps_iter()])
 
@@ -119,10 +125,8 @@ def _fail_all(node, running, culprit, error: BaseException) -> None:
 
 
 def _log_waves(node, stream, p) -> None:
-    m = p.machine
-    for _, n, t0, t1 in m.wave_log:
-        used = tuple(int(x) for x in m.sm_ids[: min(n, m.sm_ids.size)])
-        node.sm_map.append((stream.device.gpu, stream.index, p.kernel, used, t0, t1))
+    for _, _, t0, t1, sms in p.machine.wave_log:
+        node.sm_map.append((stream.device.gpu, stream.index, p.kernel, tuple(sorted(set(sms))), t0, t1))
 
 
 def _stuck(node, running) -> str:

@@ -16,6 +16,10 @@ from ptxforge.emu.memory import GLOBAL_BASE, WINDOW_BITS
 def where(m, limit: int = 8) -> str:
     """Where machine `m`'s warps stand, plus what its last global load read (if watched)."""
     st = getattr(m, "st", None)
+    if m.waiting_for_sms:
+        lo, hi = int(m.sm_ids.min()), int(m.sm_ids.max())
+        return (f"waits for room on SMs {lo}-{hi}: other launches' resident blocks fill them"
+                + (" (its earlier waves ran)" if st is not None else " (no block has started)"))
     if st is None:
         return "no block has started"
     if m.pc is not None:  # converged: every live lane is at one instruction
