@@ -422,3 +422,25 @@ def test_a_persistent_kernel_filling_every_sm_starves_the_kernel_it_waits_for():
     assert "stream 1 (SMs 0-3): compute: waits for room on SMs 0-3" in msg and "no block has started" in msg
     assert "stream 0 (SMs 0-3): persistent:" in msg and "which hold 0" in msg
     assert node.rooms[0].threads.sum() == 0
+
+
+def test_the_node_watchdog_counts_stores_as_progress_up_to_ten_periods():
+    k = K.kernel("busy_wait", ".param .u64 flag, .param .u64 polls", """
+    ld.param.u64 %rd1, [flag];
+    ld.param.u64 %rd2, [polls];
+    mov.u32 %r1, 0;
+SPIN:
+    add.u32 %r1, %r1, 1;
+    st.global.u32 [%rd2], %r1;
+    ld.acquire.sys.global.u32 %r2, [%rd1];
+    setp.eq.u32 %p1, %r2, 0;
+    @%p1 bra SPIN;
+    ret;""")
+    node = Node(gpus=1, sms=4, watchdog_s=0.1)
+    gpu = node.devices[0]
+    flag, polls = rt.empty(1, np.uint32, device=gpu), rt.empty(1, np.uint32, device=gpu)
+    k.launch((1,), (32,), [flag, polls], device=gpu, stream=gpu.stream())
+    t0 = __import__("time").monotonic()
+    with pytest.raises(WatchdogTimeout, match=r"ran past 1 s \(10 x watchdog_s\)"):
+        node.synchronize()
+    assert __import__("time").monotonic() - t0 >= 1.0 and int(polls.to_host()[0]) > 0

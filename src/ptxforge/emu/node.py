@@ -185,7 +185,8 @@ class Node:
 
     `sanitize`: every launch on the node runs under the sanitizer (True, or a `Sanitizer` whose options
     each launch takes); the races between concurrent launches are checked node-wide.
-    `watchdog_s`: how long `synchronize` may run before it stops and says where every warp waits."""
+    `watchdog_s`: how long `synchronize` may go without progress (no global store, no launch ending)
+    before it stops and says where every warp waits; 10 times that bounds it in all."""
 
     def __init__(self, gpus: int = 8, sms: int = 132, sanitize=False, watchdog_s: float = 60.0):
         if not 1 <= int(gpus) <= MAX_GPUS:

@@ -16,8 +16,9 @@ Errors: a fault, trap or deadlock stops the node at once (every unfinished launc
 launch that ends with sanitizer reports lets the others run on, so each reports its own. `synchronize`
 raises the first error either way; each `PendingLaunch` keeps its own.
 
-The node's watchdog: when `synchronize` runs past `Node.watchdog_s`, it stops every launch and says,
-for each GPU and stream, which warps wait where (and which launches never started).
+The node's watchdog: when no launch stored to global memory or ended for `Node.watchdog_s` seconds (or
+after 10 times that in all), `synchronize` stops every launch and says, for each GPU and stream, which
+warps wait where, what their last load read, and which launches never started.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ptxforge.emu.errors import EmulatorError, WatchdogTimeout
 from ptxforge.emu.machine import QUANTUM
 
 SPIN_QUANTUM = 16  # steps for a launch whose last quantum stored nothing
+LIMIT_FACTOR = 10  # synchronize stops after this many watchdog periods even while launches store
 
 
 class NodeStopped(EmulatorError):
@@ -59,12 +61,14 @@ def run_node(node) -> None:
 
     for s in streams:
         start(s)
-    deadline = time.monotonic() + node.watchdog_s
+    t_start = time.monotonic()
+    deadline = t_start + node.watchdog_s
     current = None
     reported = None  # the first launch that completed with its own error (sanitizer reports)
     try:
         with np.errstate(all="ignore"):
             while running:
+                progress = False
                 for entry in list(running):
                     stream, p, gen = entry
                     current = p
@@ -74,12 +78,15 @@ def run_node(node) -> None:
                     try:
                         next(gen)
                         # a quantum without a store is most likely a spin on a flag: run it shorter next time
-                        m.quantum = QUANTUM if m.stores != stores else SPIN_QUANTUM
+                        stored = m.stores != stores
+                        m.quantum = QUANTUM if stored else SPIN_QUANTUM
+                        progress |= stored
                         continue
                     except StopIteration as stop:
                         stats = stop.value
                     finally:
                         clock.pause()
+                    progress = True
                     running.remove(entry)
                     stream.queue.popleft()
                     _log_waves(node, stream, p)
@@ -90,8 +97,11 @@ def run_node(node) -> None:
                     if stream.queue:
                         start(stream)
                 current = None
-                if time.monotonic() > deadline:
-                    raise WatchdogTimeout(_stuck(node, running))
+                now = time.monotonic()
+                if progress:  # a store or a finished launch: something moved
+                    deadline = min(now + node.watchdog_s, t_start + LIMIT_FACTOR * node.watchdog_s)
+                if now > deadline:
+                    raise WatchdogTimeout(_stuck(node, running, now - t_start))
     except BaseException as e:
         if isinstance(e, WatchdogTimeout) and current is not None and not current.done:
             e = WatchdogTimeout(f"{current.stream.name}: {current.kernel}: {e}")  # a deadlock at its barriers
@@ -129,9 +139,13 @@ def _log_waves(node, stream, p) -> None:
         node.sm_map.append((stream.device.gpu, stream.index, p.kernel, tuple(sorted(set(sms))), t0, t1))
 
 
-def _stuck(node, running) -> str:
+def _stuck(node, running, elapsed: float) -> str:
     """Where every unfinished launch of the node stands, GPU by GPU and stream by stream."""
-    lines = [f"the node made no progress within {node.watchdog_s:g} s; where each GPU's warps wait:"]
+    if elapsed < LIMIT_FACTOR * node.watchdog_s:
+        head = f"the node made no progress (no global store, no launch ended) for {node.watchdog_s:g} s"
+    else:
+        head = f"the node's launches ran past {LIMIT_FACTOR * node.watchdog_s:g} s (10 x watchdog_s)"
+    lines = [head + "; where each GPU's warps wait:"]
     started = {id(p) for _, p, _ in running}
     for d in node.devices:
         for s in d.streams:
