@@ -446,3 +446,18 @@ SPIN:
     with pytest.raises(WatchdogTimeout, match=r"ran past 1 s \(10 x watchdog_s\)"):
         node.synchronize()
     assert time.monotonic() - t0 >= 1.0 and int(polls.to_host()[0]) > 0
+
+
+def test_a_higher_priority_stream_gets_freed_sms_first():
+    node = Node(gpus=1, sms=2)
+    gpu = node.devices[0]
+    bufs = [(np.zeros(2 * 4 * 1024, np.uint64), np.zeros(2 * 4 * 1024, np.uint32)) for _ in range(3)]
+    k = K.clocks()
+    k.launch((4,), (1024,), list(bufs[0]), device=gpu, stream=gpu.stream(priority=-2))  # fills both SMs
+    k.launch((4,), (1024,), list(bufs[1]), device=gpu, stream=gpu.stream(priority=0))  # queued first ...
+    k.launch((4,), (1024,), list(bufs[2]), device=gpu, stream=gpu.stream(priority=-1))  # ... this one goes first
+    node.synchronize()
+    start = {s: t0 for _, s, _, _, t0, _ in node.sm_map}
+    end = {s: t1 for _, s, _, _, _, t1 in node.sm_map}
+    assert end[0] <= start[2] < start[1] and end[2] <= start[1]  # one full wave at a time, by priority
+    assert node.rooms[0].blocks.sum() == 0

@@ -4,9 +4,9 @@ Each running launch is a generator (`Machine.steps_iter` with `concurrent` set) 
 `machine.QUANTUM` steps (`SPIN_QUANTUM` after a quantum that stored nothing: a spinning receiver gives
 its turn back sooner), always between two instructions, so an atomic or a vector store is never split
 and every other launch sees it whole. One round gives each running launch one quantum (streams of
-higher priority, i.e. a lower number as in CUDA, go first); a launch that ends hands its stream to the
-next launch queued there. Spinning on a flag costs its quantum and lets the writer run: progress is
-guaranteed for any kernel whose waits a real GPU would also get past.
+higher priority, i.e. a lower number as in CUDA, go first, so they also take SMs that free up first); a
+launch that ends hands its stream to the next launch queued there. Spinning on a flag costs its quantum
+and lets the writer run: progress is guaranteed for any kernel whose waits a real GPU would also get past.
 
 SMs: the launches of one GPU share its SMs' occupancy (`node.SmRoom`): each wave of blocks is placed
 where threads, block slots and shared memory are left on the launch's SMs, and waits (yielding) when
@@ -69,6 +69,7 @@ def run_node(node) -> None:
         with np.errstate(all="ignore"):
             while running:
                 progress = False
+                running.sort(key=lambda e: e[0].priority)  # stable: higher priority first, then start order
                 for entry in list(running):
                     stream, p, gen = entry
                     current = p
