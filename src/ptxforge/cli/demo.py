@@ -6,6 +6,7 @@ import time
 from collections import Counter
 from importlib import resources
 
+from ptxforge.cli.demo_node import node_section
 from ptxforge.ptx import ir
 
 
@@ -17,6 +18,9 @@ def register(sub) -> None:
                                    "the GPU against the emulator, when there is one); let "
                                    "the sanitizer find a planted race; build a kernel with the DSL.")
     p.add_argument("--file", help="use this PTX file instead of the bundled one (front end only)")
+    p.add_argument("--sm-map", metavar="PNG", default=None,
+                   help="where to draw the emulated node's SM map (default: ptxforge_node_sm_map.png in the "
+                        "temp directory)")
     p.set_defaults(func=run)
 
 
@@ -41,6 +45,8 @@ def run(args) -> int:
         ok &= _sanitize(m)
         ok &= _dsl()
         ok &= _expert_parallel()
+
+        ok &= node_section(args.sm_map)
     print("\ndemo: all checks passed" if ok else "\ndemo: some checks FAILED")
     return 0 if ok else 1
 

@@ -16,6 +16,9 @@ their mbarrier transaction counts (they need a tensor-map encoding on the host s
 copies land in each CTA of the ctaMask as that CTA's thread (ops_tma.cluster_lane). Thread-block clusters: the
 machine keeps a cluster's CTAs in one wave and runs barrier.cluster; shared::cluster addresses carry a
 CTA rank in their high bits (memory.CLUSTER_RANK_SHIFT), resolved in `LaneMemory`.
+
+A whole node: `Node(gpus=N)` (node.py) gives N devices sharing one address space (node_memory.py), with
+streams on SM partitions whose launches `Node.synchronize` runs concurrently (schedule.py).
 """
 
 from ptxforge.emu.errors import (
@@ -27,8 +30,9 @@ from ptxforge.emu.errors import (
     WatchdogTimeout,
 )
 from ptxforge.emu.launch import EmuDevice, emu_device, emulate
+from ptxforge.emu.node import Node, NodeGpu, PendingLaunch, Stream
 
 __all__ = [
-    "EmuDevice", "emu_device", "emulate", "EmulatorError", "KernelTrap", "LaunchError", "MemoryFault",
-    "UnsupportedInstruction", "WatchdogTimeout",
+    "EmuDevice", "emu_device", "emulate", "EmulatorError", "KernelTrap", "LaunchError", "MemoryFault", "Node",
+    "NodeGpu", "PendingLaunch", "Stream", "UnsupportedInstruction", "WatchdogTimeout",
 ]

@@ -105,8 +105,10 @@ class ModuleImage:
 class EmuDevice:
     """The emulated GPU: global memory plus loaded modules; `emu_device()` gives the shared one."""
 
-    def __init__(self, num_sms: int = 132):
-        self.memory = DeviceMemory()
+    gpu = None  # the GPU's index in a `ptxforge.emu.Node`; None for a lone device
+
+    def __init__(self, num_sms: int = 132, memory=None):
+        self.memory = DeviceMemory() if memory is None else memory
         self.num_sms = num_sms
         self._images: dict[int, ModuleImage] = {}
 
@@ -131,10 +133,12 @@ def emu_device() -> EmuDevice:
 
 def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes, shared_mem: int = 0,
             device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
-            printf=None, observers=(), sanitizer=None, cluster=None) -> dict:
+            printf=None, observers=(), sanitizer=None, cluster=None, sm_ids=None, run: bool = True):
     """Run one launch; `params` is the packed kernel parameter buffer. Returns the machine's stats.
 
-    `cluster`: the thread-block cluster shape (x, y, z) for a kernel without `.reqnctapercluster`."""
+    `cluster`: the thread-block cluster shape (x, y, z) for a kernel without `.reqnctapercluster`.
+    `sm_ids`: the SMs the launch may use (a stream's partition; default all of the device's).
+    `run=False` checks the launch and returns its `Machine` without running it (a Node's stream launch)."""
     device = device or emu_device()
     grid, block = _dims(grid, "grid"), _dims(block, "block")
     if block[0] * block[1] * block[2] > 1024:
@@ -153,8 +157,12 @@ def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes,
     buf[: len(params)] = np.frombuffer(params, np.uint8)
     m = Machine(layout, ops, grid=grid, block=block, params=buf, device=device.memory,
                 dynamic_shared=shared_mem, num_sms=num_sms or device.num_sms, watchdog_s=watchdog_s,
-                printf=printf, observers=observers, sanitizer=sanitizer, cluster=cluster)
-    return m.run()
+                printf=printf, observers=observers, sanitizer=sanitizer, cluster=cluster, sm_ids=sm_ids,
+                gpu=device.gpu)
+    node = getattr(device, "node", None)
+    if node is not None:  # one clock and one timer for the whole node
+        m.node_clock, m.t0_ns = node.clock, node.t0_ns
+    return m.run() if run else m
 
 
 MAX_CLUSTER = 16  # CTAs per cluster on sm_90 (8 is the portable limit, 16 with the non-portable opt-in)

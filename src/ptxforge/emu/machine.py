@@ -29,6 +29,7 @@ EXITED = 1 << 30
 PC_MASK = WAIT_BAR - 1
 NBARRIERS = 16
 ROTATE_EVERY = 64
+QUANTUM = 128  # steps a launch runs before yielding to the others under a Node's scheduler
 
 
 RESERVED_SMEM = 1024  # the system-reserved shared memory of a block (cooperative groups use it)
@@ -76,7 +77,7 @@ class LaneState:
     def special_dynamic(self, name: str):
         m = self.machine
         if name in ("%clock", "%clock64"):
-            v = np.uint64(m.clock_base + (m.steps + m.wave_steps()) * 4)
+            v = np.uint64(m.clock_base + m.clock_now() * 4)
             return v if name == "%clock64" else np.uint64(int(v) & 0xFFFFFFFF)
         ns = time.perf_counter_ns() - m.t0_ns + m.time_base_ns
         if name == "%globaltimer_lo":
@@ -101,7 +102,7 @@ class Machine:
     def __init__(self, layout, ops, *, grid, block, params: np.ndarray, device, dynamic_shared: int,
                  num_sms: int = 132, watchdog_s: float = 60.0, printf=None, max_threads_per_sm: int = 2048,
                  max_blocks_per_sm: int = 32, shared_per_sm: int = 228 * 1024, observers=(), sanitizer=None,
-                 cluster=None):
+                 cluster=None, sm_ids=None, gpu=None):
         self.layout = layout
         self.ops = ops
         self.grid = tuple(grid)
@@ -109,7 +110,19 @@ class Machine:
         self.params = params
         self.device = device
         self.dynamic_shared = dynamic_shared
-        self.num_sms = num_sms
+        self.num_sms = num_sms  # the device's SMs (%nsmid)
+        # the SMs this launch may use (a stream's partition); slot i of a wave runs on sm_ids[i % len]
+        self.sm_ids = np.arange(num_sms, dtype=np.int64) if sm_ids is None else np.asarray(sm_ids, np.int64)
+        self.gpu = gpu  # the GPU's index in a Node, named in errors (None on a lone device)
+        self.concurrent = False  # set by the Node's scheduler: yield every few steps (see `steps_iter`)
+        self.quantum = QUANTUM  # steps between yields (a power of two; the scheduler may change it)
+        self.stores = 0  # global stores and atomics seen by `watch_loads` (the scheduler's spin test)
+        self.pc = None  # the converged pc when the machine last yielded (for the node's watchdog)
+        self.wave_log: list = []  # (first block, slots, clock at start, clock at end, SMs) per wave
+        self.sm_room = None  # a Node's SM occupancy shared by concurrent launches (None: all SMs ours)
+        self.wave_sms = None  # the SM of each slot of the running wave, when the room chose them
+        self.waiting_for_sms = False
+        self.sm_limits = (max_threads_per_sm, max_blocks_per_sm, shared_per_sm)
         self.watchdog_s = watchdog_s
         self.printf = printf or (lambda s: print(s, end=""))
         self.observers = list(observers)
@@ -133,7 +146,7 @@ class Machine:
         if self.shared_size:
             per_sm = min(per_sm, max(1, shared_per_sm // max(self.shared_size + 1024, 1)))
         self.blocks_per_sm = per_sm
-        self.resident = num_sms * per_sm
+        self.resident = len(self.sm_ids) * per_sm
         if self.csize > 1:  # whole clusters per wave
             self.resident = max(self.csize, self.resident // self.csize * self.csize)
         self.steps = 0
@@ -142,20 +155,65 @@ class Machine:
         self.t0_ns = time.perf_counter_ns()
         self.total = 0
         self.per_sm = np.zeros(num_sms, np.int64)
+        self.node_clock = None  # a Node's shared step clock (%clock64 monotonic across its GPUs)
+        self.wave_steps = lambda: 0  # steps of the running wave (a closure over the loop's counter)
         self.kernel = layout.functions[layout.kernel_func.name]
         self.frame_of_pc = None
 
     # ------------------------------------------------------------------ public
     def run(self) -> dict:
+        """Run the whole launch; returns its stats."""
+        clock = self.node_clock
+        if clock is not None:
+            clock.resume(self)
+        try:
+            with np.errstate(all="ignore"):
+                it = self.steps_iter()
+                while True:
+                    try:
+                        next(it)
+                    except StopIteration as done:
+                        return done.value
+        finally:
+            if clock is not None:
+                clock.pause()
+
+    def steps_iter(self):
+        """The launch as a generator: with `concurrent` set it yields every few hundred steps, between
+        instructions (so an atom or a store is never split), and returns the stats at the end."""
         t0 = time.perf_counter()
-        with np.errstate(all="ignore"):
-            for first in range(0, self.nblocks, self.resident):
-                self._run_wave(first, min(self.resident, self.nblocks - first))
-                if getattr(self.st, "tmem", None) is not None:
-                    self._tmem_leaks(self.st.tmem)
+        first = waves = 0
+        room = self.sm_room
+        while first < self.nblocks:
+            n = min(self.resident, self.nblocks - first)
+            if room is not None:  # SMs shared with the node's other launches: wait for room on ours
+                sms = room.admit(self, n)
+                while sms.size == 0:
+                    self.waiting_for_sms = True
+                    yield
+                    sms = room.admit(self, n)
+                self.waiting_for_sms = False
+                n, self.wave_sms = sms.size, sms
+            start = self.clock_now()
+            try:
+                yield from self._run_wave(first, n)
+            finally:
+                if room is not None:
+                    room.release(self, self.wave_sms)
+            self.wave_log.append((first, n, start, self.clock_now(), tuple(self._slot_sms(n).tolist())))
+            if getattr(self.st, "tmem", None) is not None:
+                self._tmem_leaks(self.st.tmem)
+            first += n
+            waves += 1
         return {"thread_instructions": int(self.total), "per_sm": self.per_sm.copy(),
-                "wall_s": time.perf_counter() - t0, "waves": -(-self.nblocks // self.resident),
+                "wall_s": time.perf_counter() - t0, "waves": waves,
                 "resident_blocks": self.resident, "steps": self.steps}
+
+    def clock_now(self) -> int:
+        """Steps run so far: this launch's own, or the whole node's under a Node's scheduler."""
+        if self.node_clock is not None:
+            return self.node_clock.now()
+        return self.steps + self.wave_steps()
 
     def describe_lane(self, lane: int) -> str:
         slot, t = divmod(int(lane), self.lanes_per_block)
@@ -165,7 +223,8 @@ class Machine:
         b = int(self.block_ids[slot])
         gx, gy, _ = self.grid
         cta = (b % gx, (b // gx) % gy, b // (gx * gy))
-        return f"thread ({tid[0]},{tid[1]},{tid[2]}) block ({cta[0]},{cta[1]},{cta[2]})"
+        gpu = "" if self.gpu is None else f" on GPU {self.gpu}"
+        return f"thread ({tid[0]},{tid[1]},{tid[2]}) block ({cta[0]},{cta[1]},{cta[2]}){gpu}"
 
     def lane_coords(self, lane: int):
         slot, t = divmod(int(lane), self.lanes_per_block)
@@ -266,7 +325,7 @@ class Machine:
     def _static(self, nslots: int) -> dict:
         """Lane arrays that depend only on the block shape and the number of slots (cached per launch)."""
         hit = getattr(self, "_static_cache", None)
-        if hit is not None and hit["nslots"] == nslots:
+        if hit is not None and hit["nslots"] == nslots and hit["sms"] is self.wave_sms:
             return hit
         lpb = self.lanes_per_block
         N = nslots * lpb
@@ -286,7 +345,7 @@ class Machine:
             "%ntid.x": u(bx), "%ntid.y": u(by), "%ntid.z": u(bz),
             "%nctaid.x": u(gx), "%nctaid.y": u(gy), "%nctaid.z": u(gz),
             "%laneid": lane, "%warpid": tile(t // 32), "%nwarpid": u(64),
-            "%smid": np.repeat((np.arange(nslots) % self.num_sms).astype(u), lpb), "%nsmid": u(self.num_sms),
+            "%smid": np.repeat(self._slot_sms(nslots).astype(u), lpb), "%nsmid": u(self.num_sms),
             "%gridid": np.uint64(1),
             "%lanemask_eq": one, "%lanemask_lt": lt, "%lanemask_le": lt | one, "%lanemask_gt": ~(lt | one),
             "%lanemask_ge": ~lt,
@@ -309,7 +368,8 @@ class Machine:
             s[f"%envreg{i}"] = u(0)
         for i in range(8):
             s[f"%pm{i}"] = u(0)
-        self._static_cache = {"nslots": nslots, "sregs": s, "real_block": real, "real": np.tile(real, nslots),
+        self._static_cache = {"nslots": nslots, "sms": self.wave_sms, "sregs": s, "real_block": real,
+                              "real": np.tile(real, nslots),
                               "slot": np.repeat(np.arange(nslots, dtype=np.int64), lpb),
                               "warp_base": np.arange(N, dtype=np.int64) & ~np.int64(31)}
         return self._static_cache
@@ -323,12 +383,16 @@ class Machine:
         conv = True
         pend = 0  # converged steps not yet added to icount
         self.pcs = None
+        self.pc = pc
         div_steps = 0
         force = False
         rot_last = -1
         deadline = time.monotonic() + self.watchdog_s
         steps = 0
         self.wave_steps = lambda: steps  # a closure: sees the live count (for %clock)
+        # how often to check the watchdog (and, under a Node's scheduler, to yield to other launches)
+        yielding = self.concurrent
+        cmask, dmask = (self.quantum - 1, self.quantum - 1) if yielding else (0xFFFF, 0xFFF)
         try:
             while True:
                 if conv:
@@ -339,14 +403,22 @@ class Machine:
                         pc += 1
                         pend += 1
                         steps += 1
-                        if steps & 0xFFFF == 0:
+                        if steps & cmask == 0:
+                            self.pc = pc
                             self._tick(deadline, steps)
+                            if yielding:
+                                yield
+                                cmask = dmask = self.quantum - 1
                         continue
                     if k == C.BRA:
                         pend += 1
                         steps += 1
-                        if steps & 0xFFFF == 0:
+                        if steps & cmask == 0:
+                            self.pc = pc
                             self._tick(deadline, steps)
+                            if yielding:
+                                yield
+                                cmask = dmask = self.quantum - 1
                         if op.guard is None:
                             pc = op.target
                             continue
@@ -427,8 +499,12 @@ class Machine:
                     if P != lo:
                         ex = pcs == P
                 steps += 1
-                if steps & 0xFFF == 0:
+                if steps & dmask == 0:
+                    self.pc = None
                     self._tick(deadline, steps)
+                    if yielding:
+                        yield
+                        cmask = dmask = self.quantum - 1
                 op = ops[P]
                 k = op.kind
                 if k == C.WARPSYNC:
@@ -480,6 +556,7 @@ class Machine:
                                 f"{type(e).__name__}: {e}") from e
         finally:
             self.steps += steps
+            self.wave_steps = lambda: 0
             if conv and pend:
                 self._flush(pend)
             self._account()
@@ -494,7 +571,7 @@ class Machine:
     def _tick(self, deadline: float, steps: int) -> None:
         if time.monotonic() > deadline:
             raise WatchdogTimeout(f"kernel made no progress within {self.watchdog_s:g} s "
-                                  f"({steps} steps); {self._where_summary()}")
+                                  f"({steps} steps); {self.where()}")
 
     def _flush(self, pend: int) -> None:
         if pend:
@@ -506,8 +583,15 @@ class Machine:
     def _account(self) -> None:
         per_slot = self.icount.reshape(self.nslots, -1).sum(1)
         self.total += int(per_slot.sum())
-        np.add.at(self.per_sm, np.arange(self.nslots) % self.num_sms, per_slot)
+        np.add.at(self.per_sm, self._slot_sms(self.nslots), per_slot)
         self.icount[:] = 0
+
+    def _slot_sms(self, nslots: int) -> np.ndarray:
+        """The SM each slot of a wave runs on: where the node's SM room placed it, else round robin over
+        the launch's SMs."""
+        if self.wave_sms is not None and self.wave_sms.size == nslots:
+            return self.wave_sms
+        return self.sm_ids[np.arange(nslots) % self.sm_ids.size]
 
     def _guard(self, op, ex):
         if op.guard is None:
@@ -785,6 +869,18 @@ class Machine:
         self.pcs[lanes] = rp
 
     # ------------------------------------------------------------------ diagnostics
+    def where(self, limit: int = 8) -> str:
+        """Where the wave's warps stand, and what a spinning warp last polled (for the watchdogs)."""
+        from ptxforge.emu.waits import where
+
+        return where(self, limit)
+
+    def watch_loads(self) -> None:
+        """Count stores and remember the last global load (the Node's scheduler turns this on)."""
+        from ptxforge.emu.waits import watch_loads
+
+        watch_loads(self)
+
     def _where_summary(self, limit: int = 8) -> str:
         pcs = self.pcs
         if pcs is None:

@@ -50,6 +50,7 @@ class Allocation:
     offset: int  # byte offset in the arena
     name: str = ""
     readonly: bool = False
+    gpu: int | None = None  # the owning GPU of a `ptxforge.emu.Node` (None on a lone device)
 
     def __contains__(self, addr: int) -> bool:
         return self.base <= addr < self.base + self.size
@@ -100,6 +101,11 @@ class DeviceMemory:
         i = bisect.bisect(self._bases, addr) - 1
         if i >= 0 and addr < self._allocs[i].base + self._allocs[i].size:
             return self._allocs[i]
+        return None
+
+    def peer_blocked(self, indices):
+        """Lanes whose allocation (index into `allocations`) this device may not access, with a note;
+        None when all may (always, on a lone device: see `ptxforge.emu.node_memory`)."""
         return None
 
     def nearest(self, addr: int) -> Allocation | None:
@@ -224,6 +230,9 @@ class LaneMemory:
             ok[:] = False
         if not ok.all():
             self._raise("out-of-bounds", space, flat, nbytes, lanes, ~ok, None)
+        blocked = self.device.peer_blocked(ic)  # a Node's GPU: lanes on a peer it may not access
+        if blocked is not None:
+            self._raise("peer-access", space, flat, nbytes, lanes, blocked[0], blocked[1])
         if write and any(x.readonly for x in self.device.allocations):
             ro = np.asarray([x.readonly for x in self.device.allocations])[ic]
             if ro.any():

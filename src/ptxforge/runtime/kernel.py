@@ -15,6 +15,7 @@ from ptxforge.ptx import ir
 from ptxforge.runtime import params as P
 from ptxforge.runtime.buffers import DeviceBuffer, default_device, resolve_device
 from ptxforge.runtime.result import LaunchResult
+from ptxforge.runtime.streams import label_reports, launch_on_stream, node_sanitize, peer_reachable, stream_device
 
 
 def cuda_available() -> bool:
@@ -47,7 +48,7 @@ class Kernel:
 
     def launch(self, grid=(1,), block=(1,), args=(), *, device=None, shared_mem: int = 0,
                sanitize=False, num_sms: int | None = None, watchdog_s: float = 60.0,
-               printf=None, emu_device_: EmuDevice | None = None, cluster=None) -> LaunchResult:
+               printf=None, emu_device_: EmuDevice | None = None, cluster=None, stream=None):
         """Run the kernel on `device`: "emu", "cuda" or "cuda:N"; or "auto": where its DeviceBuffer arguments
         live, else the emulator when an emulator-only option is given, else a GPU when one can be used, else the
         emulator. None is like "auto" with $PTXFORGE_DEVICE (when set) in place of the GPU-or-emulator choice.
@@ -56,7 +57,12 @@ class Kernel:
         `sanitize` is False, True (every check) or a `ptxforge.emu.sanitizer.Sanitizer` with options; it runs
         on the emulator, as do `num_sms`, `watchdog_s`, `printf` capture and `emu_device_`.
         `cluster` is the thread-block cluster shape (x, y, z) for kernels without `.reqnctapercluster`.
+        `stream`: a stream of a `ptxforge.emu.Node` GPU; the launch is queued there and a `PendingLaunch` is
+        returned at once (`node.synchronize()` runs it; see `ptxforge.runtime.streams`). Without one, a
+        launch runs now and returns its `LaunchResult`.
         """
+        if stream is not None:
+            device = stream_device(stream, device)
         if device is None or device == "auto":  # a preference ($PTXFORGE_DEVICE or auto), not an order
             preferred = device or default_device()
             buffers = [a.device for a in args if isinstance(a, DeviceBuffer)]
@@ -67,6 +73,7 @@ class Kernel:
             else:
                 device = preferred
         dev = emu_device_ if emu_device_ is not None and device in ("auto", "emu") else resolve_device(device)
+        sanitize = sanitize or node_sanitize(dev)
         if not isinstance(shared_mem, int | np.integer) or shared_mem < 0:
             raise LaunchError(f"shared_mem must be a non-negative integer, got {shared_mem!r}")
         on_gpu = not isinstance(dev, EmuDevice)
@@ -79,6 +86,9 @@ class Kernel:
                                   f"(on a GPU, device printf output goes to the process's stdout)")
         plan = P.check_args(self.name, self.params, list(args), lambda a: isinstance(a, DeviceBuffer))
         packed, offsets, copies, temps = self._pack(plan, dev)
+        if stream is not None:
+            return launch_on_stream(self, stream, dev, packed, copies, temps, grid, block, int(shared_mem),
+                                    sanitize, num_sms, watchdog_s, printf, cluster)
         sanitizer = None
         try:
             if on_gpu:
@@ -86,15 +96,11 @@ class Kernel:
             else:
                 result, sanitizer = self._run_emu(dev, packed, grid, block, int(shared_mem), sanitize, num_sms,
                                                   watchdog_s, printf, cluster)
-            for arr, alloc in copies:
-                data = dev.memory.read(alloc)[: arr.nbytes]
-                if arr.flags.c_contiguous:
-                    arr.reshape(-1).view(np.uint8)[:] = data
-                else:
-                    arr[...] = data.view(arr.dtype).reshape(arr.shape)
+            copy_back(dev, copies)
         finally:
             _free_quietly(dev, temps)
         if sanitizer is not None:  # raises SanitizerError after the in-bounds results were copied back
+            label_reports(sanitizer, dev)
             sanitizer.finish()
         return result
 
@@ -139,7 +145,7 @@ class Kernel:
             if a is None:
                 return 0
             if isinstance(a, DeviceBuffer):
-                if a.device is not dev:
+                if a.device is not dev and not peer_reachable(dev, a.device):
                     raise LaunchError(f"{self.name} argument {p.name}: the buffer lives on {_device_name(a.device)}"
                                       f" but this launch runs on {_device_name(dev)}; create it with "
                                       f"to_device(array, device=...) on the launch's device")
@@ -158,6 +164,16 @@ class Kernel:
         return packed, offsets, copies, temps
 
 
+def copy_back(dev, copies) -> None:
+    """Copy each (host array, allocation) pair of a finished launch back to the host."""
+    for arr, alloc in copies:
+        data = dev.memory.read(alloc)[: arr.nbytes]
+        if arr.flags.c_contiguous:
+            arr.reshape(-1).view(np.uint8)[:] = data
+        else:
+            arr[...] = data.view(arr.dtype).reshape(arr.shape)
+
+
 def _free_quietly(dev, temps) -> None:
     for a in temps:
         try:
@@ -167,6 +183,8 @@ def _free_quietly(dev, temps) -> None:
 
 
 def _device_name(dev) -> str:
+    if isinstance(dev, EmuDevice) and dev.gpu is not None:
+        return f"GPU {dev.gpu} of the emulated node"
     return "the emulator" if isinstance(dev, EmuDevice) else f"GPU {dev.ordinal} ({dev.name})"
 
 

@@ -48,6 +48,7 @@ class SanitizerReport:
     allocation_size: int | None = None
     other: dict = field(default_factory=dict)  # races: the earlier access (thread, block, line, access)
     count: int = 1  # how many times this site fired (lanes x executions)
+    gpu: int | None = None  # the GPU of a `ptxforge.emu.Node` the thread ran on
 
     @property
     def site(self) -> tuple:
@@ -70,16 +71,19 @@ class SanitizerReport:
         if self.source:
             lines.append(f"{PREFIX}     source {self.source}")
         if self.thread is not None:
-            lines.append(f"{PREFIX}     by thread ({_xyz(self.thread)}) in block ({_xyz(self.block)})")
+            on = "" if self.gpu is None else f" on GPU {self.gpu}"
+            lines.append(f"{PREFIX}     by thread ({_xyz(self.thread)}) in block ({_xyz(self.block)}){on}")
         if self.address is not None:
             lines.append(f"{PREFIX}     Address {self.address:#x} {self._placement()}")
         if self.message:
             lines.append(f"{PREFIX}     {self.message}")
         if self.other.get("thread") is not None:
             o = self.other
+            on = "" if o.get("gpu") is None else f" on GPU {o['gpu']}"
             lines.append(f"{PREFIX}     conflicts with a {o.get('access', 'access')} by thread "
-                         f"({_xyz(o['thread'])}) in block ({_xyz(o['block'])}) at "
-                         f"{self.ptx_file}:{o.get('ptx_line')}: {o.get('instruction', '')}")
+                         f"({_xyz(o['thread'])}) in block ({_xyz(o['block'])}){on} at "
+                         f"{o.get('ptx_file', self.ptx_file)}:{o.get('ptx_line')}: {o.get('instruction', '')}"
+                         + (f" (source {o['source']})" if o.get("gpu") is not None and o.get("source") else ""))
         if self.count > 1:
             lines.append(f"{PREFIX}     (this site: {self.count} times, folded into this report)")
         return "\n".join(lines)

@@ -1,0 +1,109 @@
+"""Launches on the streams of an emulated node's GPUs (`Kernel.launch(..., stream=s)`).
+
+A stream launch is checked and packed at once (host arrays are copied in then), queued on its stream
+and returned as a `ptxforge.emu.PendingLaunch`; `node.synchronize()` runs it beside everything else
+pending on the node, and at its end the host arrays are copied back and its `LaunchResult` is made.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ptxforge.emu.errors import LaunchError
+from ptxforge.emu.launch import emulate
+from ptxforge.runtime.result import LaunchResult
+
+
+def stream_device(stream, device):
+    """The device a launch on `stream` runs on; `device`, when given, must be the stream's."""
+    from ptxforge.emu.node import Stream
+    from ptxforge.runtime.buffers import resolve_device
+
+    if not isinstance(stream, Stream):
+        raise LaunchError(f"stream= takes a stream of an emulated node's GPU (node.devices[r].stream(sms=...)), "
+                          f"got {type(stream).__name__}")
+    if device is None or device == "auto" or resolve_device(device) is stream.device:
+        return stream.device
+    raise LaunchError(f"{stream.name} belongs to GPU {stream.device.gpu}, but the launch names device={device!r}")
+
+
+def node_sanitize(dev):
+    """The `sanitize` of `dev`'s node (True, or a Sanitizer whose options every launch there takes),
+    False for a device outside a node."""
+    node = getattr(dev, "node", None)
+    return node.sanitize if node is not None and node.sanitize else False
+
+
+def peer_reachable(dev, other) -> bool:
+    """Whether a kernel on `dev` may take a buffer of `other`: a peer of the same node with access on."""
+    node = getattr(dev, "node", None)
+    return node is not None and getattr(other, "node", None) is node and node.can_access_peer(dev, other)
+
+
+def label_reports(sanitizer, dev) -> None:
+    """Name the GPU in the sanitizer's reports of a launch on a node's GPU."""
+    if getattr(dev, "gpu", None) is not None:
+        for r in sanitizer.reports:
+            if r.gpu is None:
+                r.gpu = dev.gpu
+
+
+def launch_on_stream(kernel, stream, dev, packed, copies, temps, grid, block, shared_mem, sanitize, num_sms,
+                     watchdog_s, printf, cluster):
+    """Queue a packed launch of `kernel` on `stream`; returns its `PendingLaunch`."""
+    from ptxforge.emu.node import PendingLaunch
+    from ptxforge.runtime.kernel import _as_tuple, _free_quietly, copy_back
+
+    if num_sms is not None:
+        _free_quietly(dev, temps)
+        raise LaunchError(f"num_sms does not apply to a stream launch: {stream.name} runs on its own SMs "
+                          f"(make the stream with device.stream(sms=...))")
+
+    sanitizer = None
+    if sanitize:
+        from ptxforge.emu import sanitizer as san
+
+        sanitizer = sanitize if isinstance(sanitize, san.Sanitizer) else san.Sanitizer()
+        if sanitize is dev.node.sanitize and isinstance(sanitize, san.Sanitizer):
+            sanitizer = copy.copy(sanitize)  # the node's options, a report log of this launch's own
+            sanitizer.log = type(sanitize.log)(sanitize.log.max_reports)
+    lines: list[str] = []
+
+    def sink(text: str) -> None:
+        lines.append(text)
+        (printf or (lambda t: print(t, end="")))(text)
+    try:
+        machine = emulate(kernel.module, kernel.function, grid=grid, block=block, params=packed,
+                          shared_mem=shared_mem, device=dev, watchdog_s=watchdog_s, printf=sink,
+                          sanitizer=sanitizer, cluster=cluster, sm_ids=stream.sms, run=False)
+    except BaseException:
+        _free_quietly(dev, temps)
+        raise
+    if sanitizer is not None and sanitizer.check_races and dev.node.races is not None:  # with other launches
+        dev.node.races.attach(machine, sanitizer, dev.gpu, f"{kernel.name} on {stream.name}", stream)
+
+    def finish(stats) -> LaunchResult:
+        try:
+            copy_back(dev, copies)
+        finally:
+            _free_quietly(dev, temps)
+        if sanitizer is not None:
+            label_reports(sanitizer, dev)
+            sanitizer.finish()
+        return LaunchResult(kernel.name, "emu", _as_tuple(grid), _as_tuple(block), stats["thread_instructions"],
+                            stats["wall_s"], stats["per_sm"], stats["waves"], lines,
+                            gpu=f"GPU {dev.gpu}, {stream.name}")
+
+    def abort(error):
+        _free_quietly(dev, temps)
+        if sanitizer is not None:  # keep what the sanitizer found before the node stopped
+            label_reports(sanitizer, dev)
+            try:
+                sanitizer.finish(stopped=error)
+            except Exception as found:
+                return found
+        return None
+
+    pending = PendingLaunch(stream, machine, kernel.name, finish, abort)
+    stream.queue.append(pending)
+    return pending
