@@ -45,7 +45,6 @@ def run(args) -> int:
         ok &= _sanitize(m)
         ok &= _dsl()
         ok &= _expert_parallel()
-
         ok &= node_section(args.sm_map)
     print("\ndemo: all checks passed" if ok else "\ndemo: some checks FAILED")
     return 0 if ok else 1
