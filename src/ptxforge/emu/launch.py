@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ptxforge.emu.compiler import compile_layout
-from ptxforge.emu.errors import EmulatorError, LaunchError
+from ptxforge.emu.errors import EmulatorError, LaunchError  # noqa: F401 (imported from here by callers)
 from ptxforge.emu.launch_checks import EMU_MAX_SHARED, MAX_CLUSTER, check_launch, dims  # noqa: F401
 from ptxforge.emu.launch_checks import cluster_shape as _cluster_shape
 from ptxforge.emu.machine import Machine

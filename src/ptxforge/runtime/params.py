@@ -1,7 +1,8 @@
 """Kernel arguments: checked against a kernel's parameter list, then packed into the parameter buffer.
 
 Arrays, tensors and device buffers (or None for a null pointer; see `arguments`) go to 64-bit pointer
-parameters, checked against the pointee type when the kernel knows it (DSL kernels), numbers to scalars, bytes or numpy records to by-value aggregates (`.param .align A .b8 name[N]`). The layout of the
+parameters, checked against the pointee type when the kernel knows it (DSL kernels), numbers to scalars,
+bytes or numpy records to by-value aggregates (`.param .align A .b8 name[N]`). The layout of the
 packed buffer (each parameter at its natural or declared alignment) is the one both devices use.
 """
 
