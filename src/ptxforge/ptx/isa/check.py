@@ -24,6 +24,9 @@ from ptxforge.ptx.isa.typerules import (
 
 Problem = tuple[ir.Span, str]
 
+# ptxas lets only these read a special register (%tid.x ...) directly: "Special register argument not allowed"
+SREG_OPCODES = frozenset({"mov", "cvt"})
+
 # modifiers that only make sense for one kind of type, for the arithmetic families
 INT_ONLY = frozenset((".hi", ".lo", ".wide", ".cc"))
 FLOAT_ONLY = frozenset((".rn", ".rz", ".rm", ".rp", ".ftz", ".approx", ".full", ".NaN", ".xorsign", ".oob"))
@@ -101,6 +104,13 @@ def check_instruction(instr: ir.Instruction, reg_types: Mapping[str, str],
     static = _static_messages(instr.opcode, instr.suffixes, n,
                               tuple(version) if version is not None else None, target)
     problems = [(instr.span, m) for m in static]
+    if instr.opcode not in SREG_OPCODES:
+        for i, op in enumerate(instr.operands):
+            sreg = _sreg_in(op)
+            if sreg is not None:
+                problems.append((sreg.span or op.span, f"{instr.mnemonic}: operand {i + 1} is the special register "
+                                                       f"{sreg.name}, which only mov and cvt may read; copy it "
+                                                       f"first (mov.u32 %r, {sreg.name})"))
     spec = _lookup(instr.mnemonic)
     if spec is not None:
         for req in _sreg_requirements(instr):
@@ -112,6 +122,17 @@ def check_instruction(instr: ir.Instruction, reg_types: Mapping[str, str],
         for i, (op, role) in enumerate(zip(instr.operands, sig.roles, strict=False)):
             problems += ctx.check(op, role, i + 1)
     return problems
+
+
+def _sreg_in(op) -> ir.SpecialRegister | None:
+    """The special register an operand reads directly (itself, negated, or a vector element), or None."""
+    if isinstance(op, ir.SpecialRegister):
+        return op
+    if isinstance(op, ir.Vector):
+        return next((s for s in map(_sreg_in, op.elements) if s is not None), None)
+    if isinstance(op, ir.Minus | ir.Negated):
+        return _sreg_in(op.operand)
+    return None
 
 
 @lru_cache(maxsize=8192)
