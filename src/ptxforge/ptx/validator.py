@@ -97,6 +97,7 @@ class _Validator:
                         self.report(s.span, f"{s.directive}: '{t}' is not declared")
         regs: dict[str, str] = {}
         symbols = set(self.globals)
+        self.kernel_params = {p.name for p in f.params if p.space == ".param"} if f.is_kernel else set()
         for p in f.params + f.returns:
             if p.space == ".reg":
                 regs[p.name] = p.type
@@ -153,12 +154,22 @@ class _Validator:
                 else:
                     self.report(op.span, f"{ins.mnemonic}: '{op.name}' is not declared")
                 ok = False
+        if ok and ins.opcode in ("ld", "st") and not any(x.split("::")[0] in _SPACES for x in ins.suffixes):
+            for op in ins.operands:
+                if isinstance(op, ir.Address) and isinstance(op.base, ir.Symbol) and op.base.name in self.kernel_params:
+                    self.report(op.span or ins.span, f"{ins.mnemonic}: [{op.base.name}] is a kernel parameter, "
+                                                     f"which a generic {ins.opcode} cannot reach; use "
+                                                     f"{ins.opcode}.param")
+                    ok = False
         if ok:
             for span, message in self.isa.check_instruction(ins, regs, version=self.version, target=self.target):
                 self.report(span, message)
 
     def known_symbol(self, name: str, symbols: set) -> bool:
         return name in symbols or name in self.labels or name in self.prototypes
+
+
+_SPACES = frozenset({"global", "shared", "local", "const", "param"})
 
 
 def _walk(body):
