@@ -9,7 +9,18 @@ from ptxforge.dsl import DSLArchError, DSLError, DSLTypeError, func, kernel, ptr
 from ptxforge.ptx.errors import PTXError, PTXSyntaxError, PTXValidationError
 from ptxforge.ptx.parser import parse, parse_file
 
-__version__ = "0.1.0"
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml is its one source)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ptxforge")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
+__version__ = _version()
 __all__ = [
     "parse", "parse_file", "PTXError", "PTXSyntaxError", "PTXValidationError",
     "dsl", "kernel", "func", "ptr", "DSLError", "DSLTypeError", "DSLArchError", "SanitizerError", "__version__",
