@@ -11,7 +11,8 @@ import importlib
 import sys
 
 # Subcommand modules, in the order `--help` lists them.
-COMMANDS = ("fmt", "check", "retarget", "run", "emit", "stats", "sass", "devices", "demo", "pipeline_cmd")
+COMMANDS = ("fmt", "check", "retarget", "run", "emit", "stats", "sass", "devices", "demo", "pipeline_cmd",
+            "cache_cmd")
 
 
 class UserError(Exception):
