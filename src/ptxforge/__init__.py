@@ -24,7 +24,20 @@ __version__ = _version()
 __all__ = [
     "parse", "parse_file", "PTXError", "PTXSyntaxError", "PTXValidationError",
     "dsl", "kernel", "func", "ptr", "DSLError", "DSLTypeError", "DSLArchError", "SanitizerError", "__version__",
+    "example_path", "LaunchError",
 ]
+
+
+def example_path(name: str = "vadd.ptx") -> str:
+    """The path of a PTX file shipped with ptxforge (the README tour's `vadd.ptx`, the demo's kernels)."""
+    from importlib import resources
+
+    path = resources.files("ptxforge") / "data" / name
+    if not path.is_file():
+        have = ", ".join(sorted(p.name for p in (resources.files("ptxforge") / "data").iterdir()
+                                if p.name.endswith(".ptx")))
+        raise FileNotFoundError(f"ptxforge ships no {name!r}; it has: {have}")
+    return str(path)
 
 
 def __getattr__(name: str):
@@ -33,4 +46,8 @@ def __getattr__(name: str):
         from ptxforge.emu.sanitizer import SanitizerError
 
         return SanitizerError
+    if name == "LaunchError":
+        from ptxforge.emu.errors import LaunchError
+
+        return LaunchError
     raise AttributeError(f"module 'ptxforge' has no attribute {name!r}")
