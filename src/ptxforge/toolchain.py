@@ -46,8 +46,8 @@ def find_tool(name: str, explicit: str | os.PathLike | None = None) -> Path:
         tried.append(str(p))
         if p.is_file():
             return p
-    raise ToolNotFound(f"{name} not found; looked in: {', '.join(tried)}. Install the dev extra "
-                       f"(pip install 'ptxforge[dev]', which brings nvidia-cuda-nvcc) or set CUDA_HOME.")
+    raise ToolNotFound(f"{name} not found; looked in: {', '.join(tried)}. Install the tools extra "
+                       f"(pip install 'ptxforge[tools]': NVIDIA's nvcc/cuobjdump/nvdisasm wheels) or set CUDA_HOME.")
 
 
 def _wheel_candidates(name: str):
