@@ -60,8 +60,10 @@ def torch_op(name: str, kernel, *, inputs: Sequence[str], outputs: Mapping[str, 
                 args.append(made[p])
             else:
                 args.append(scalars[p](*tensors))
-        on = {t.device.type for t in tensors} | {t.device.type for t in made.values()}
-        device = "cuda" if on == {"cuda"} else "emu"
+        on = sorted({str(t.device) for t in (*tensors, *made.values())})
+        device = on[0] if len(on) == 1 and on[0].startswith("cuda") else "emu"  # CUDA tensors on one GPU: there
+        if device == "cuda":  # torch's "cuda" is the current device
+            device = f"cuda:{torch.cuda.current_device()}"
         kernel.launch(grid=_shape(grid, tensors), block=_shape(block, tensors), args=args, device=device)
         out = list(made.values())
         return out[0] if len(out) == 1 else tuple(out)
