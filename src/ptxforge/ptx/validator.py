@@ -97,7 +97,8 @@ class _Validator:
                         self.report(s.span, f"{s.directive}: '{t}' is not declared")
         regs: dict[str, str] = {}
         symbols = set(self.globals)
-        self.kernel_params = {p.name for p in f.params if p.space == ".param"} if f.is_kernel else set()
+        self.param_symbols = {p.name for p in f.params + f.returns if p.space == ".param"} | {
+            s.name for s in _walk(f.body) if isinstance(s, ir.Variable) and s.space == ".param"}
         for p in f.params + f.returns:
             if p.space == ".reg":
                 regs[p.name] = p.type
@@ -156,8 +157,8 @@ class _Validator:
                 ok = False
         if ok and ins.opcode in ("ld", "st") and not any(x.split("::")[0] in _SPACES for x in ins.suffixes):
             for op in ins.operands:
-                if isinstance(op, ir.Address) and isinstance(op.base, ir.Symbol) and op.base.name in self.kernel_params:
-                    self.report(op.span or ins.span, f"{ins.mnemonic}: [{op.base.name}] is a kernel parameter, "
+                if isinstance(op, ir.Address) and isinstance(op.base, ir.Symbol) and op.base.name in self.param_symbols:
+                    self.report(op.span or ins.span, f"{ins.mnemonic}: [{op.base.name}] is a .param variable, "
                                                      f"which a generic {ins.opcode} cannot reach; use "
                                                      f"{ins.opcode}.param")
                     ok = False

@@ -130,7 +130,8 @@ def _operand_kind_problems(instr: ir.Instruction) -> list[Problem]:
     register read by anything but an integer mov/cvt, or written at all."""
     out: list[Problem] = []
     ops = instr.operands
-    if ops and _lookup(instr.mnemonic) is not None and _lookup(instr.mnemonic).family in RESULT_FIRST:
+    spec = _lookup(instr.mnemonic)
+    if ops and spec is not None and spec.family in RESULT_FIRST:
         first = ops[0]
         if isinstance(first, ir.SpecialRegister):
             out.append((first.span or instr.span, f"{instr.mnemonic}: operand 1 is the result, and the special "
@@ -138,6 +139,11 @@ def _operand_kind_problems(instr: ir.Instruction) -> list[Problem]:
         elif isinstance(first, ir.Immediate | ir.Address | ir.Symbol | ir.Expr):
             out.append((first.span or instr.span, f"{instr.mnemonic}: operand 1 is the result; it must be a "
                                                   f"register"))
+    spec = _lookup(instr.mnemonic)
+    if spec is not None and spec.family in ("bar", "barrier") and ops and isinstance(ops[0], ir.Immediate) \
+            and not ops[0].is_float and not 0 <= int(ops[0].value) <= 15:
+        out.append((ops[0].span or instr.span, f"{instr.mnemonic}: barrier number {ops[0].text} is out of range "
+                                               f"0..15"))
     float_typed = any(s in _FLOAT_SUFFIXES for s in instr.suffixes)
     for i, op in enumerate(ops):
         sreg = _sreg_in(op)

@@ -185,6 +185,7 @@ SPECS = [
     fam("cp.async.bulk", "A, A, *, ...", ptx=(8, 0), sm=90, group="async", summary="bulk asynchronous copy",
         gates=(gate("cp_mask", "modifier .cp_mask", (8, 6), 100), DST_CTA)),
     fam("cp.reduce.async.bulk", "A, A, *, ...", ptx=(8, 0), sm=90, group="async",
+        needs=[("", _set(".add .min .max .inc .dec .and .or .xor"))],
         summary="bulk asynchronous copy with reduction"),
     fam("cp.async.bulk.prefetch", "A, *, ...", ptx=(8, 0), sm=90, group="async"),
     fam("cp.async.bulk.tensor", "*, *, ...", ptx=(8, 0), sm=90, group="async",
