@@ -3,19 +3,28 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.demo-installed
+PIP := $(BIN)/pip install -q --disable-pip-version-check
 
 .PHONY: demo test lint bench peers venv clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev,torch,bench]'
-	touch $(STAMP)
+	$(PIP) --upgrade pip
+	$(PIP) torch==2.13.0
+	$(PIP) -e '.[dev,torch,bench]'
+	touch $(STAMP) $(DEMO_STAMP)
 
 venv: $(STAMP)
 
-demo: $(STAMP)
+# The demo needs ptxforge and the ptxas wheel (the `tools` extra) only; no torch: a demo section that would
+# use torch imports it lazily and says it is skipped when torch is absent.
+$(DEMO_STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(PIP) -e '.[tools]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/ptxforge demo
 
 test: $(STAMP)

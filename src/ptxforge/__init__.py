@@ -9,11 +9,35 @@ from ptxforge.dsl import DSLArchError, DSLError, DSLTypeError, func, kernel, ptr
 from ptxforge.ptx.errors import PTXError, PTXSyntaxError, PTXValidationError
 from ptxforge.ptx.parser import parse, parse_file
 
-__version__ = "0.1.0"
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml is its one source)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ptxforge")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
+__version__ = _version()
 __all__ = [
     "parse", "parse_file", "PTXError", "PTXSyntaxError", "PTXValidationError",
     "dsl", "kernel", "func", "ptr", "DSLError", "DSLTypeError", "DSLArchError", "SanitizerError", "__version__",
+    "example_path", "LaunchError",
 ]
+
+
+def example_path(name: str = "vadd.ptx") -> str:
+    """The path of a PTX file shipped with ptxforge (the README tour's `vadd.ptx`, the demo's kernels)."""
+    from importlib import resources
+
+    path = resources.files("ptxforge") / "data" / name
+    if not path.is_file():
+        have = ", ".join(sorted(p.name for p in (resources.files("ptxforge") / "data").iterdir()
+                                if p.name.endswith(".ptx")))
+        raise FileNotFoundError(f"ptxforge ships no {name!r}; it has: {have}")
+    return str(path)
 
 
 def __getattr__(name: str):
@@ -22,4 +46,8 @@ def __getattr__(name: str):
         from ptxforge.emu.sanitizer import SanitizerError
 
         return SanitizerError
+    if name == "LaunchError":
+        from ptxforge.emu.errors import LaunchError
+
+        return LaunchError
     raise AttributeError(f"module 'ptxforge' has no attribute {name!r}")

@@ -6,6 +6,7 @@ nvidia-cuda-cuobjdump) installed next to this package.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -45,8 +46,8 @@ def find_tool(name: str, explicit: str | os.PathLike | None = None) -> Path:
         tried.append(str(p))
         if p.is_file():
             return p
-    raise ToolNotFound(f"{name} not found; looked in: {', '.join(tried)}. Install the dev extra "
-                       f"(pip install 'ptxforge[dev]', which brings nvidia-cuda-nvcc) or set CUDA_HOME.")
+    raise ToolNotFound(f"{name} not found; looked in: {', '.join(tried)}. Install the tools extra "
+                       f"(pip install 'ptxforge[tools]': NVIDIA's nvcc/cuobjdump/nvdisasm wheels) or set CUDA_HOME.")
 
 
 def _wheel_candidates(name: str):
@@ -93,8 +94,35 @@ def ptxas_max_ptx_version(ptxas: Path | None = None) -> tuple[int, int] | None:
 
 def assemble(ptx: str, arch: str, flags: list[str] | tuple = (), ptxas: str | None = None,
              timeout: float = 300) -> AssembleResult:
-    """Run ptxas on PTX text for `arch`; messages carry the PTX line numbers ptxas names."""
+    """Run ptxas on PTX text for `arch`; messages carry the PTX line numbers ptxas names.
+
+    Results are kept in the on-disk cache (see ptxforge.cache), keyed by the text, arch, flags and the ptxas
+    binary (its path, size, mtime and version), so a second build of the same PTX costs a file read."""
+    from ptxforge import cache
+
     tool = find_tool("ptxas", ptxas)
+    k = cache.key(ptx, arch, "\0".join(map(str, flags)), _tool_identity(str(tool)))
+    hit = cache.get_json("ptxas", k)
+    if hit is not None:
+        try:
+            return AssembleResult(hit["ok"], bytes.fromhex(hit["cubin"]),
+                                  [ToolMessage(*m) for m in hit["messages"]], hit["stderr"])
+        except (KeyError, TypeError, ValueError):
+            pass  # a damaged entry: assemble again
+    result = _assemble(ptx, arch, flags, tool, timeout)
+    cache.put_json("ptxas", k, {"ok": result.ok, "cubin": result.cubin.hex(), "stderr": result.stderr,
+                                "messages": [[m.severity, m.line, m.message] for m in result.messages]})
+    return result
+
+
+@functools.lru_cache(maxsize=16)
+def _tool_identity(path: str) -> str:
+    st = os.stat(path)
+    out = subprocess.run([path, "--version"], capture_output=True, text=True)
+    return f"{os.path.realpath(path)}|{st.st_size}|{st.st_mtime_ns}|{out.stdout.strip()}"
+
+
+def _assemble(ptx: str, arch: str, flags, tool: Path, timeout: float) -> AssembleResult:
     with tempfile.TemporaryDirectory(prefix="ptxforge-") as d:
         src, out = Path(d) / "input.ptx", Path(d) / "out.cubin"
         src.write_text(ptx, encoding="utf-8", errors="surrogateescape")

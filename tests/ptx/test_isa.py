@@ -200,7 +200,7 @@ def test_operand_count_and_modifier_messages():
     assert msgs(ins("add.hi.f32", R("%f1"), R("%f2"), R("%f3"))) == [
         "add: type .f32 does not allow modifier .hi"]
     assert msgs(ins("mul.rn.s32", R("%r1"), R("%r1"), R("%r2"))) == [
-        "mul: type .s32 does not allow modifier .rn"]
+        "mul: type .s32 does not allow modifier .rn", "mul.rn.s32: needs one of .hi, .lo, .wide"]
     assert msgs(ins("add.foo.s32", R("%r1"), R("%r1"), R("%r2"))) == ["add: unknown modifier .foo"]
     assert msgs(ins("div.f32", R("%f1"), R("%f2"), R("%f3"))) == [
         "div.f32: needs one of .approx, .full, .rm, .rn, .rp, .rz"]

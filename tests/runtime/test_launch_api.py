@@ -72,7 +72,7 @@ def test_null_pointer_with_no_work(k):
     ([np.zeros(4), np.zeros(4), 1.0, 2.5], "expected an integer"),
     ([np.zeros(4), np.zeros(4), np.float64(1.0), 4], "32-bit float"),
     ([np.zeros(4), np.zeros(4), np.int32(1), 4], "expected a float"),
-    ([np.zeros(4), 7.0, 1.0, 4], "expected an integer"),
+    ([np.zeros(4), 7.0, 1.0, 4], "y is a pointer; expected an array"),
     ([np.zeros(4), np.zeros(4), 1.0, np.int64(4)], "32-bit integer"),
     ([np.zeros(4), np.zeros(4), np.zeros(4), 4], "needs a 64-bit integer parameter"),
 ])

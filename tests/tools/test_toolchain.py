@@ -64,7 +64,7 @@ def test_not_found_says_where_it_looked(tmp_path, monkeypatch):
     with pytest.raises(ToolNotFound) as ei:
         find_tool("no-such-tool-xyz")
     msg = str(ei.value)
-    assert str(tmp_path / "cuda" / "bin" / "no-such-tool-xyz") in msg and "PATH" in msg and "dev extra" in msg
+    assert str(tmp_path / "cuda" / "bin" / "no-such-tool-xyz") in msg and "PATH" in msg and "tools extra" in msg
 
 
 def test_wheel_ptxas_assembles(monkeypatch, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -30,6 +31,18 @@ def load_module(path: str):
     except PTXError as e:
         print_error(e)
         return None
+
+
+_API_TO_FLAGS = tuple((re.compile(p), flag) for p, flag in (
+    (r"device='(emu|cuda|auto)'", r"--device \1"), (r"sanitize=True", "--sanitize"),
+    (r"\bshared_mem\b", "--shared-mem"), (r"\bnum_sms\b", "--sms"), (r"\bwatchdog_s\b", "--watchdog")))
+
+
+def cli_words(message: str) -> str:
+    """A runtime message in the CLI's words: `device='emu'` becomes `--device emu`, `num_sms` `--sms` ..."""
+    for pattern, flag in _API_TO_FLAGS:
+        message = pattern.sub(flag, message)
+    return message
 
 
 def print_error(e: PTXError) -> None:

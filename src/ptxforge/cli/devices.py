@@ -42,7 +42,7 @@ def run(args) -> int:
         try:
             path = find_tool(tool)
         except ToolNotFound:
-            print(f"  {tool:<10} not found (pip install 'ptxforge[dev]' brings it, or set CUDA_HOME)")
+            print(f"  {tool:<10} not found (pip install 'ptxforge[tools]' brings it, or set CUDA_HOME)")
             continue
         extra = f" (CUDA {ptxas_version(path)})" if tool == "ptxas" else ""
         print(f"  {tool:<10} {path}{extra}")

@@ -1,7 +1,11 @@
-"""`ptxforge emit FILE.py[:NAME] --arch ARCH`: print the PTX of the DSL kernels in a Python file."""
+"""`ptxforge emit FILE.py[:NAME] --arch ARCH`: print the PTX of the DSL kernels in a Python file.
+
+The file is imported (its `if __name__ == "__main__":` block does not run); what its top level prints goes to
+standard error, so standard output carries only the PTX."""
 
 from __future__ import annotations
 
+import contextlib
 import runpy
 import sys
 import traceback
@@ -39,7 +43,9 @@ def load_kernels(path: str) -> dict:
         raise UserError(f"{path}: no such file")
     sys.path.insert(0, str(p.resolve().parent))
     try:
-        env = runpy.run_path(str(p), run_name="__ptxforge_emit__")
+        # the file's own prints go to stderr, so that the PTX on stdout is only PTX
+        with contextlib.redirect_stdout(sys.stderr):
+            env = runpy.run_path(str(p), run_name="__ptxforge_emit__")
     except DSLError:
         raise
     except SystemExit as e:

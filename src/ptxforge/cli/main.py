@@ -12,7 +12,7 @@ import sys
 
 # Subcommand modules, in the order `--help` lists them.
 COMMANDS = ("fmt", "check", "retarget", "run", "emit", "stats", "sass", "devices", "demo", "pipeline_cmd",
-            "plan")
+            "plan", "cache_cmd")
 
 
 class UserError(Exception):

@@ -1,9 +1,9 @@
 """`ptxforge run`: launch one kernel of a PTX file on the emulator (or, with --device cuda, a GPU).
 
 Arguments, one `--arg` per kernel parameter in order:
-  a.npy                 a numpy array loaded from a.npy; the result is written back to a.npy
+  a.npy                 a numpy array loaded from a.npy (an input: not written back unless named by --out)
   out.npy=zeros:N:DTYPE a new zero array of N elements (DTYPE: float32, int32, uint8 ...) saved to out.npy
-  out.npy=empty-like:a.npy   zeros shaped and typed like another .npy file
+  out.npy=empty-like:a.npy   zeros shaped and typed like another .npy file, saved to out.npy
   null                  a null pointer
   NUMBER                a scalar, converted to the parameter's type (int or float)
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ptxforge.cli.common import load_module, print_error
+from ptxforge.cli.common import cli_words, load_module, print_error
 from ptxforge.cli.main import UserError
 
 
@@ -29,6 +29,8 @@ def register(sub) -> None:
     p.add_argument("--grid", default="1", help="X[,Y[,Z]] blocks (default 1)")
     p.add_argument("--block", default="1", help="X[,Y[,Z]] threads per block (default 1)")
     p.add_argument("--arg", "-a", action="append", default=[], help="a kernel argument (see below)")
+    p.add_argument("--out", action="append", default=[], metavar="FILE.npy|PARAM",
+                   help="also write this input array back after the launch (its .npy path or parameter name)")
     p.add_argument("--device", choices=("emu", "cuda", "auto"), default="emu",
                    help="where to run: the CPU emulator (default), the GPU (cuda), or the GPU when there is one")
     p.add_argument("--shared-mem", type=int, default=0, help="dynamic shared memory bytes per block")
@@ -56,8 +58,9 @@ def parse_dims(text: str, what: str) -> tuple[int, ...]:
     return dims
 
 
-def parse_arg(text: str, param, index: int):
-    """(value to pass, path to save the array to or None)."""
+def parse_arg(text: str, param, index: int, outputs=()):
+    """(value to pass, path to save the array to or None): arrays made here (`out.npy=zeros:...`) are saved,
+    arrays read from a file only when `outputs` names the file or the parameter."""
     where = f"--arg {index} ({param.name}, {param.type})"
     if text == "null":
         return None, None
@@ -75,7 +78,7 @@ def parse_arg(text: str, param, index: int):
             return np.zeros_like(like), path
         raise UserError(f"{where}: {spec!r}: expected zeros:N:DTYPE or empty-like:FILE.npy")
     if text.endswith(".npy"):
-        return _load_npy(text, where), text
+        return _load_npy(text, where), text if text in outputs or param.name in outputs else None
     try:
         if param.type.startswith(".f"):
             v = float(text)
@@ -117,9 +120,14 @@ def run(args) -> int:
     if len(args.arg) != len(k.params):
         sig = ", ".join(f"{p.type} {p.name}" for p in k.params)
         raise UserError(f"{name} takes {len(k.params)} argument(s) ({sig}); {len(args.arg)} --arg given")
+    named = {t for t in args.arg if t.endswith(".npy")} | {p.name for p in k.params}
+    unknown = [o for o in args.out if o not in named]
+    if unknown:
+        raise UserError(f"--out {unknown[0]}: not an --arg .npy file or a parameter of {name} "
+                        f"({', '.join(p.name for p in k.params)})")
     values, saves = [], []
     for i, (text, p) in enumerate(zip(args.arg, k.params, strict=False)):
-        v, path = parse_arg(text, p, i)
+        v, path = parse_arg(text, p, i, args.out)
         values.append(v)
         if path is not None:
             saves.append((path, v))
@@ -127,7 +135,7 @@ def run(args) -> int:
         res = k.launch(grid=grid, block=block, args=values, device=args.device, shared_mem=args.shared_mem,
                        num_sms=args.sms, watchdog_s=args.watchdog, sanitize=args.sanitize or bool(args.report))
     except LaunchError as e:
-        raise UserError(str(e)) from None
+        raise UserError(cli_words(str(e))) from None
     except PTXError as e:  # ptxas refused the module while building it for the GPU
         print_error(e)
         return 1
@@ -139,7 +147,7 @@ def run(args) -> int:
         print(str(e), file=sys.stderr)
         return 1
     except EmulatorError as e:
-        print(f"ptxforge: error: {e}", file=sys.stderr)
+        print(f"ptxforge: error: {cli_words(str(e))}", file=sys.stderr)
         return 1
     for path, arr in saves:
         np.save(path, arr)

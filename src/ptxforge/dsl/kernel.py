@@ -133,8 +133,14 @@ class Kernel:
 
     def launch(self, grid=(1,), block=(1,), args=(), *, device=None, arch: str | None = None, **kw):
         """Run through the runtime: `device` is 'emu', 'cuda' or 'auto' (see ptxforge.runtime)."""
-        return self.module(arch).kernel(self.name).launch(grid=grid, block=block, args=list(args), device=device,
-                                                          **kw)
+        return self.runtime_kernel(arch).launch(grid=grid, block=block, args=list(args), device=device, **kw)
+
+    def runtime_kernel(self, arch: str | None = None):
+        """The launchable runtime Kernel for `arch`, knowing its pointer parameters' element types."""
+        from ptxforge.runtime.kernel import Kernel as RuntimeKernel
+
+        m = self.module(arch)
+        return RuntimeKernel(m, m.function(self.name), pointee=[pointee_type(s) for _, s in self.params])
 
     def _build(self, arch: str) -> ir.Module:
         from ptxforge.ptx.retarget import target_min_ptx
@@ -157,6 +163,20 @@ class Kernel:
         m = ir.Module(version, ir.Target((arch,)), 64, tuple(_dedupe(items)), filename=f"<dsl {self.name}>")
         _validate(m)
         return m
+
+
+def pointee_type(spec):
+    """The runtime's PointeeType for a parameter annotation (None for scalars)."""
+    from ptxforge.runtime.params import PointeeType
+
+    if not isinstance(spec, Ptr):
+        return None
+    label = repr(spec).split(",")[0] + ")"
+    if not spec.typed or spec.elem.kind == "b" and spec.elem.bits == 8:
+        return PointeeType(label, None)
+    if spec.elem.kind == "b":
+        return PointeeType(label, None, spec.elem.nbytes)
+    return PointeeType(label, T.HOST_DTYPE.get(spec.elem.name))
 
 
 def _ident(v) -> str:

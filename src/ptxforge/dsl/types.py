@@ -118,15 +118,26 @@ class Ptr:
     elem: DType
     space: str = "global"
     align: int | None = None
+    typed: bool = True  # launches check array arguments' dtypes against elem
 
     def __repr__(self) -> str:
-        return f"ptr({self.elem!r}, space={self.space!r})"
+        return f"ptr({self.elem!r}, space={self.space!r}{'' if self.typed else ', typed=False'})"
 
 
-def ptr(elem, space: str = "global", align: int | None = None) -> Ptr:
-    """Annotation for a pointer parameter to `elem` values in `space` (global by default)."""
+# The numpy / ml_dtypes element type a typed pointer takes (bit types take any element of their width).
+HOST_DTYPE = {".f32": "float32", ".f64": "float64", ".f16": "float16", ".bf16": "bfloat16", ".tf32": "float32",
+              ".s8": "int8", ".u8": "uint8", ".s16": "int16", ".u16": "uint16", ".s32": "int32", ".u32": "uint32",
+              ".s64": "int64", ".u64": "uint64", ".e4m3": "float8_e4m3fn", ".e5m2": "float8_e5m2",
+              ".f16x2": "float16", ".bf16x2": "bfloat16", ".e4m3x2": "float8_e4m3fn", ".e5m2x2": "float8_e5m2"}
+
+
+def ptr(elem, space: str = "global", align: int | None = None, typed: bool = True) -> Ptr:
+    """Annotation for a pointer parameter to `elem` values in `space` (global by default).
+
+    A launch refuses an array whose dtype is not `elem`'s (float64 data for `ptr(f32)`); `typed=False`
+    takes any array."""
     if space not in ("global", "shared", "const", "local", "generic"):
         raise ValueError(f"ptr: unknown state space {space!r}")
     if align is not None and (align <= 0 or align & (align - 1)):
         raise ValueError(f"ptr: align must be a power of two, got {align}")
-    return Ptr(dtype(elem), space, align)
+    return Ptr(dtype(elem), space, align, bool(typed))

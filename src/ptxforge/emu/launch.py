@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ptxforge.emu.compiler import compile_layout
-from ptxforge.emu.errors import EmulatorError, LaunchError
+from ptxforge.emu.errors import EmulatorError, LaunchError  # noqa: F401 (imported from here by callers)
+from ptxforge.emu.launch_checks import EMU_MAX_SHARED, MAX_CLUSTER, check_launch, dims  # noqa: F401
+from ptxforge.emu.launch_checks import cluster_shape as _cluster_shape
 from ptxforge.emu.machine import Machine
 from ptxforge.emu.memory import PAD, DeviceMemory
 from ptxforge.emu.program import Layout
@@ -112,6 +114,10 @@ class EmuDevice:
         self.num_sms = num_sms
         self._images: dict[int, ModuleImage] = {}
 
+    def owns_address(self, address: int) -> bool:
+        """Whether `address` lies inside a live allocation of this device's global memory."""
+        return self.memory.find(address) is not None
+
     def image(self, module: ir.Module) -> ModuleImage:
         img = self._images.get(id(module))
         if img is None or img.module is not module:
@@ -140,19 +146,14 @@ def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes,
     `sm_ids`: the SMs the launch may use (a stream's partition; default all of the device's).
     `run=False` checks the launch and returns its `Machine` without running it (a Node's stream launch)."""
     device = device or emu_device()
-    grid, block = _dims(grid, "grid"), _dims(block, "block")
-    if block[0] * block[1] * block[2] > 1024:
-        raise LaunchError(f"block {block} has {block[0] * block[1] * block[2]} threads; the limit is 1024")
-    if block[2] > 64:
-        raise LaunchError(f"block z dimension {block[2]} exceeds 64")
-    cluster = cluster_shape(func, grid, cluster)
+    shape = check_launch(module, func, grid, block, cluster, shared_mem=shared_mem)
+    grid, block, cluster = shape.grid, shape.block, shape.cluster
     img = device.image(module)
     layout, ops = img.compiled(func)
     if sanitizer is not None:
         ops = sanitizer.instrument(layout, ops)
-    if layout.shared_bytes + shared_mem > 227 * 1024:
-        raise LaunchError(f"{layout.shared_bytes} bytes of static plus {shared_mem} of dynamic shared "
-                          f"memory exceed the 227 KiB a block may use")
+    if layout.shared_bytes + shared_mem > EMU_MAX_SHARED:
+        check_launch(module, func, grid, block, cluster, shared_mem=shared_mem, static_shared=layout.shared_bytes)
     buf = np.zeros(max(PAD, (len(params) + PAD - 1) // PAD * PAD), np.uint8)
     buf[: len(params)] = np.frombuffer(params, np.uint8)
     m = Machine(layout, ops, grid=grid, block=block, params=buf, device=device.memory,
@@ -165,42 +166,9 @@ def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes,
     return m.run() if run else m
 
 
-MAX_CLUSTER = 16  # CTAs per cluster on sm_90 (8 is the portable limit, 16 with the non-portable opt-in)
-
-
 def cluster_shape(func: ir.Function, grid, option) -> tuple[int, int, int] | None:
-    """The cluster shape of a launch: `.reqnctapercluster` or the launch option; None for no cluster.
-
-    Checks that the grid is a whole number of clusters and that an `.explicitcluster` kernel has one."""
-    dirs = dict(func.directives)
-    req = dirs.get(".reqnctapercluster")
-    want = _dims(option, "cluster") if option is not None else None
-    if req is not None:
-        req = tuple(int(x) for x in req) + (1,) * (3 - len(req))
-        if want is not None and want != req:
-            raise LaunchError(f"{func.name} declares .reqnctapercluster {req}; the launch asked for cluster {want}")
-        want = req
-    if want is None:
-        if ".explicitcluster" in dirs:
-            raise LaunchError(f"{func.name} is .explicitcluster: launch it with a cluster shape, "
-                              f"e.g. cluster=(2, 1, 1)")
-        return None
-    n = want[0] * want[1] * want[2]
-    if n > MAX_CLUSTER:
-        raise LaunchError(f"cluster {want} has {n} CTAs; the limit is {MAX_CLUSTER}")
-    maxrank = dirs.get(".maxclusterrank")
-    if maxrank and n > int(maxrank[0]):
-        raise LaunchError(f"cluster {want} has {n} CTAs; {func.name} allows .maxclusterrank {int(maxrank[0])}")
-    if any(g % c for g, c in zip(grid, want, strict=True)):
-        raise LaunchError(f"grid {grid} is not a whole number of clusters {want}: each grid dimension "
-                          f"must be a multiple of the cluster's")
-    return want
+    """The cluster shape of a launch (see `launch_checks.cluster_shape`)."""
+    return _cluster_shape(None, func, grid, option)
 
 
-def _dims(d, what: str) -> tuple[int, int, int]:
-    if isinstance(d, int | np.integer):
-        d = (int(d),)
-    d = tuple(int(x) for x in d)
-    if not 1 <= len(d) <= 3 or any(x < 1 for x in d):
-        raise LaunchError(f"{what} must be 1 to 3 positive integers, got {d}")
-    return d + (1,) * (3 - len(d))
+_dims = dims

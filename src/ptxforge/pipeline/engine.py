@@ -101,6 +101,32 @@ class SimResult:
     def max_bubble(self) -> float:
         return max(self.bubble)
 
+    def __repr__(self) -> str:
+        return (f"<SimResult {type(self.schedule).__name__}: {self.schedule.num_ranks} ranks, makespan "
+                f"{self.makespan:g}, bubble {self.bubble_ratio:.1%}, peak activations {max(self.peak_activation)}>")
+
+    def _repr_html_(self) -> str:
+        """The timeline as inline SVG (notebooks show it in place of the repr)."""
+        from ptxforge.pipeline.timeline import to_svg
+
+        return to_svg(self)
+
+    def _repr_png_(self) -> bytes | None:
+        """The timeline as PNG when matplotlib is installed (None otherwise: the notebook uses the SVG)."""
+        import os
+        import tempfile
+
+        from ptxforge.pipeline.timeline import to_png
+
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "timeline.png")
+                to_png(self, path)
+                with open(path, "rb") as f:
+                    return f.read()
+        except ImportError:
+            return None
+
     @property
     def bubble_ratio(self) -> float:
         """Idle share of all rank-time: sum(bubble) / (ranks * makespan)."""

@@ -470,6 +470,10 @@ class Function:
     def is_kernel(self) -> bool:
         return self.kind == "entry"
 
+    def __repr__(self) -> str:
+        size = "declaration" if self.body is None else f"{sum(1 for _ in self.instructions())} instructions"
+        return f"<Function .{self.kind} {self.name}({len(self.params)} params), {size}>"
+
     def instructions(self):
         """Every instruction in the body, nested blocks included, in order."""
         yield from _walk_instructions(self.body or ())
@@ -530,6 +534,16 @@ class Module:
     # printing keeps the layout (and comments) of everything that was not changed.
     source: str | None = field(default=None, compare=False, repr=False)
     layout: dict | None = field(default=None, compare=False, repr=False)
+
+    def __repr__(self) -> str:
+        kernels = [f.name for f in self.kernels]
+        shown = ", ".join(kernels[:4]) + (", ..." if len(kernels) > 4 else "")
+        funcs = sum(1 for f in self.functions if not f.is_kernel)
+        n = sum(1 for f in self.functions for _ in f.instructions())
+        return (f"<Module {self.filename}: .version {self.version[0]}.{self.version[1]}, .target "
+                f"{','.join(self.target.targets)}, {len(kernels)} kernel{'s' * (len(kernels) != 1)}"
+                f"{f' ({shown})' if kernels else ''}, {funcs} .func, {len(self.variables)} variables, "
+                f"{n} instructions>")
 
     @property
     def functions(self) -> tuple[Function, ...]:

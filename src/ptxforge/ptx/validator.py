@@ -109,6 +109,8 @@ class _Validator:
         self.prototypes = {s.name for s in _walk(f.body) if isinstance(s, ir.CallPrototype | ir.TargetList)}
         regs: dict[str, str] = {}
         symbols = set(self.globals)
+        self.param_symbols = {p.name for p in f.params + f.returns if p.space == ".param"} | {
+            s.name for s in _walk(f.body) if isinstance(s, ir.Variable) and s.space == ".param"}
         for p in f.params + f.returns:
             if p.space == ".reg":
                 regs[p.name] = p.type
@@ -183,12 +185,22 @@ class _Validator:
                 else:
                     self.report(op.span, f"{ins.mnemonic}: '{op.name}' is not declared")
                 ok = False
+        if ok and ins.opcode in ("ld", "st") and not any(x.split("::")[0] in _SPACES for x in ins.suffixes):
+            for op in ins.operands:
+                if isinstance(op, ir.Address) and isinstance(op.base, ir.Symbol) and op.base.name in self.param_symbols:
+                    self.report(op.span or ins.span, f"{ins.mnemonic}: [{op.base.name}] is a .param variable, "
+                                                     f"which a generic {ins.opcode} cannot reach; use "
+                                                     f"{ins.opcode}.param")
+                    ok = False
         if ok:
             for span, message in self.isa.check_instruction(ins, regs, version=self.version, target=self.target):
                 self.report(span, message)
 
     def known_symbol(self, name: str, symbols: set) -> bool:
         return name in symbols or name in self.labels or name in self.prototypes
+
+
+_SPACES = frozenset({"global", "shared", "local", "const", "param"})
 
 
 def _walk(body):

@@ -100,6 +100,16 @@ class CudaDevice:
     def attribute(self, attr) -> int:
         return int(check(driver().cuDeviceGetAttribute(attr, self.handle), "cuDeviceGetAttribute"))
 
+    def owns_address(self, address: int) -> bool:
+        """Whether `address` is device memory of this GPU (any allocator's: ours, torch's, CuPy's)."""
+        d = driver()
+        PA = d.CUpointer_attribute
+        try:
+            err, ordinal = d.cuPointerGetAttribute(PA.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, int(address))
+        except Exception:  # an address the bindings cannot take is no allocation of ours
+            return False
+        return err == d.CUresult.CUDA_SUCCESS and int(ordinal) == self.ordinal
+
     def make_current(self) -> None:
         check(driver().cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
 

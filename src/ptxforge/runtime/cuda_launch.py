@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ptxforge.emu.errors import LaunchError
-from ptxforge.emu.launch import _dims, cluster_shape
+from ptxforge.emu.launch_checks import check_launch, dims
 from ptxforge.ptx import ir
 from ptxforge.runtime.cuda_device import CudaDevice
 from ptxforge.runtime.cuda_driver import CudaError, check, driver
@@ -44,37 +44,30 @@ def launch_config(d, grid, block, shared_mem: int, cluster, stream=None):
 
 def check_dims(grid, block) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """Grid and block as 3-tuples within the limits of every CUDA GPU; LaunchError otherwise."""
-    grid, block = _dims(grid, "grid"), _dims(block, "block")
-    threads = block[0] * block[1] * block[2]
-    if threads > 1024:
-        raise LaunchError(f"block {block} has {threads} threads; the limit is 1024")
-    if block[2] > 64:
-        raise LaunchError(f"block z dimension {block[2]} exceeds 64")
-    if grid[0] > 2**31 - 1 or grid[1] > 65535 or grid[2] > 65535:
-        raise LaunchError(f"grid {grid} exceeds the limits (2^31-1, 65535, 65535)")
-    return grid, block
+    grid, block = dims(grid, "grid"), dims(block, "block")
+    probe = ir.Function("entry", "kernel")
+    shape = check_launch(None, probe, grid, block)
+    return shape.grid, shape.block
 
 
 def launch_on_gpu(device: CudaDevice, module: ir.Module, func: ir.Function, params: bytes, offsets: list[int],
                   *, grid, block, shared_mem: int = 0, cluster=None) -> float:
     """Run `func` once on `device`; returns the kernel's time in seconds (CUDA events)."""
     d = driver()
-    grid, block = check_dims(grid, block)
-    cluster = cluster_shape(func, grid, cluster)
+    attrs = device.kernel_attributes(module, func.name)
+    shape = check_launch(module, func, grid, block, cluster, shared_mem=shared_mem,
+                         static_shared=attrs["shared_bytes"], max_shared=device.max_shared_per_block)
+    grid, block, cluster = shape.grid, shape.block, shape.cluster
     where = f"({func.name}<<<{grid}, {block}>>> on {device.name})"
     f = device.function(module, func.name)
     FA = d.CUfunction_attribute
-    attrs = device.kernel_attributes(module, func.name)
-    max_threads, static = attrs["max_threads_per_block"], attrs["shared_bytes"]
+    max_threads = attrs["max_threads_per_block"]
     threads = block[0] * block[1] * block[2]
     if threads > max_threads:
         regs = attrs["registers"]
         raise LaunchError(f"{func.name} uses {regs} registers per thread, so a block may have at most "
                           f"{max_threads} threads on {device.arch}; the launch asked for {threads}: lower the "
                           f"block size or cap registers (.maxnreg / .maxntid)")
-    if static + shared_mem > device.max_shared_per_block:
-        raise LaunchError(f"{static} bytes of static plus {shared_mem} of dynamic shared memory exceed the "
-                          f"{device.max_shared_per_block} a block may use on {device.name}")
     if shared_mem:
         check(d.cuFuncSetAttribute(f, FA.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared_mem)),
               "cuFuncSetAttribute", "(dynamic shared memory)")

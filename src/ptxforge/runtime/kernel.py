@@ -1,8 +1,10 @@
 """`Kernel`: a kernel of a module, launchable on the emulator or a CUDA GPU with one API.
 
-Arguments are checked against the kernel's parameter list before anything runs (see `params`): numpy
-arrays and `DeviceBuffer`s (or None for a null pointer) for 64-bit pointer parameters, numbers for
-scalars, bytes for by-value aggregates. Arrays are copied to the device before and back after the launch.
+Arguments are checked against the kernel's parameter list before anything runs (see `params` and
+`arguments`): numpy arrays, torch tensors, DLPack / array-interface objects, `DeviceBuffer`s, None (a null
+pointer) or live device addresses for 64-bit pointer parameters, numbers for scalars, bytes for by-value
+aggregates. Host arrays are copied to the device before and back after the launch; device memory on the
+launch's GPU is passed as it is.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import numpy as np
 
 from ptxforge.emu.errors import EmulatorError, LaunchError
 from ptxforge.emu.launch import EmuDevice, emulate
+from ptxforge.emu.launch_checks import check_launch
 from ptxforge.ptx import ir
 from ptxforge.runtime import params as P
+from ptxforge.runtime.arguments import DevicePointer, is_live_address, torch_copy_to_host
 from ptxforge.runtime.buffers import DeviceBuffer, default_device, resolve_device
 from ptxforge.runtime.result import LaunchResult
 from ptxforge.runtime.streams import label_reports, launch_on_stream, node_sanitize, peer_reachable, stream_device
@@ -28,11 +32,12 @@ def cuda_available() -> bool:
 class Kernel:
     """A kernel of `module`; `launch` runs it."""
 
-    def __init__(self, module: ir.Module, function: ir.Function):
+    def __init__(self, module: ir.Module, function: ir.Function, pointee=None):
         if not function.is_kernel:
             raise ValueError(f"{function.name} is a .func, not a kernel (.entry)")
         self.module = module
         self.function = function
+        self.pointee = tuple(pointee) if pointee is not None else None  # a PointeeType (or None) per parameter
 
     @property
     def name(self) -> str:
@@ -74,8 +79,6 @@ class Kernel:
                 device = preferred
         dev = emu_device_ if emu_device_ is not None and device in ("auto", "emu") else resolve_device(device)
         sanitize = sanitize or node_sanitize(dev)
-        if not isinstance(shared_mem, int | np.integer) or shared_mem < 0:
-            raise LaunchError(f"shared_mem must be a non-negative integer, got {shared_mem!r}")
         on_gpu = not isinstance(dev, EmuDevice)
         if on_gpu:
             emu_only = [name for name, given in (("sanitize", sanitize), ("num_sms", num_sms is not None),
@@ -84,7 +87,12 @@ class Kernel:
             if emu_only:
                 raise LaunchError(f"{', '.join(emu_only)} work on the emulator only: launch with device='emu' "
                                   f"(on a GPU, device printf output goes to the process's stdout)")
-        plan = P.check_args(self.name, self.params, list(args), lambda a: isinstance(a, DeviceBuffer))
+        # the driver's launch checks, before any argument is copied or allocated
+        check_launch(self.module, self.function, grid, block, cluster, shared_mem=shared_mem,
+                     static_shared=0 if on_gpu else None,
+                     max_shared=getattr(dev, "max_shared_per_block", None) if on_gpu else None)
+        plan = P.check_args(self.name, self.params, list(args), lambda a: isinstance(a, DeviceBuffer),
+                            pointee=self.pointee, pointers=P.pointer_params(self.function))
         packed, offsets, copies, temps = self._pack(plan, dev)
         if stream is not None:
             return launch_on_stream(self, stream, dev, packed, copies, temps, grid, block, int(shared_mem),
@@ -140,6 +148,7 @@ class Kernel:
     def _pack(self, plan, dev):
         """The packed parameters and their offsets, with arrays copied into temporary device memory."""
         copies, temps = [], []
+        on_gpu = not isinstance(dev, EmuDevice)
 
         def pointer(p: ir.Param, a) -> int:
             if a is None:
@@ -150,10 +159,25 @@ class Kernel:
                                       f" but this launch runs on {_device_name(dev)}; create it with "
                                       f"to_device(array, device=...) on the launch's device")
                 return a.address
-            alloc = dev.memory.alloc(a.nbytes, name=f"argument {p.name}")
+            if isinstance(a, int):
+                if not is_live_address(dev, a):
+                    raise LaunchError(f"{self.name} argument {p.name}: {a:#x} is not inside a live allocation of "
+                                      f"{_device_name(dev)}; pass an array, a tensor or a DeviceBuffer")
+                return a
+            if isinstance(a, DevicePointer):
+                if is_live_address(dev, a.address):
+                    return a.address  # zero copy: the memory is on this device
+                if a.kind == "torch tensor" and not on_gpu:
+                    a = torch_copy_to_host(a)
+                else:
+                    where = f"GPU {a.ordinal}" if a.ordinal is not None else "a GPU"
+                    raise LaunchError(f"{self.name} argument {p.name}: the {a.kind} lives on {where} but this "
+                                      f"launch runs on {_device_name(dev)}; move it there first")
+            host = a.array
+            alloc = dev.memory.alloc(host.nbytes, name=f"argument {p.name}")
             temps.append(alloc)
-            dev.memory.write(alloc, np.ascontiguousarray(a))
-            if a.flags.writeable:
+            dev.memory.write(alloc, np.ascontiguousarray(host))
+            if a.writeback:
                 copies.append((a, alloc))
             return alloc.base
         try:
@@ -165,13 +189,17 @@ class Kernel:
 
 
 def copy_back(dev, copies) -> None:
-    """Copy each (host array, allocation) pair of a finished launch back to the host."""
-    for arr, alloc in copies:
+    """Copy each (HostArray, allocation) pair of a finished launch back to the host (and on to a torch
+    tensor that was copied from a GPU)."""
+    for host, alloc in copies:
+        arr = host.array
         data = dev.memory.read(alloc)[: arr.nbytes]
         if arr.flags.c_contiguous:
             arr.reshape(-1).view(np.uint8)[:] = data
         else:
             arr[...] = data.view(arr.dtype).reshape(arr.shape)
+        if host.after is not None:
+            host.after()
 
 
 def _free_quietly(dev, temps) -> None:

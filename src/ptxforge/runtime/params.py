@@ -1,18 +1,21 @@
 """Kernel arguments: checked against a kernel's parameter list, then packed into the parameter buffer.
 
-Numpy arrays and device buffers (or None for a null pointer) go to 64-bit pointer parameters, numbers to
-scalars, bytes or numpy records to by-value aggregates (`.param .align A .b8 name[N]`). The layout of the
+Arrays, tensors and device buffers (or None for a null pointer; see `arguments`) go to 64-bit pointer
+parameters, checked against the pointee type when the kernel knows it (DSL kernels), numbers to scalars,
+bytes or numpy records to by-value aggregates (`.param .align A .b8 name[N]`). The layout of the
 packed buffer (each parameter at its natural or declared alignment) is the one both devices use.
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
 from ptxforge.emu.errors import LaunchError
 from ptxforge.ptx import ir
+from ptxforge.runtime import arguments as A
 
 _INT_RANGE = {
     ".u8": (0, 2**8 - 1), ".u16": (0, 2**16 - 1), ".u32": (0, 2**32 - 1), ".u64": (0, 2**64 - 1),
@@ -23,27 +26,116 @@ _INT_RANGE = {
 _FLOAT = {".f16": np.float16, ".f32": np.float32, ".f64": np.float64}
 
 
-def check_args(kernel: str, params: tuple[ir.Param, ...], args: list, is_buffer) -> list:
-    """One (kind, param, value) per argument: kind is "ptr", "scalar" (value: bytes) or "bytes".
+@dataclass(frozen=True)
+class PointeeType:
+    """What a typed pointer parameter points to: `label` as written (`ptr(f32)`), `dtype` the element's
+    numpy/ml_dtypes name (None: untyped, any array), `itemsize` for width-only types (`ptr(b32)`)."""
 
-    `is_buffer(a)` says whether `a` is a device buffer. Raises LaunchError naming the argument."""
+    label: str
+    dtype: str | None
+    itemsize: int | None = None
+
+    def accepts(self, name: str | None, itemsize: int | None) -> bool:
+        if self.dtype is not None:
+            return name == self.dtype
+        return self.itemsize is None or itemsize is None or itemsize == self.itemsize
+
+
+def check_args(kernel: str, params: tuple[ir.Param, ...], args: list, is_buffer, *, pointee=None,
+               pointers: frozenset[str] = frozenset()) -> list:
+    """One (kind, param, value) per argument: kind is "ptr" (value: None, a buffer, a HostArray, a
+    DevicePointer or an integer address), "scalar" (value: bytes) or "bytes".
+
+    `is_buffer(a)` says whether `a` is a device buffer; `pointee` gives each parameter's PointeeType (or
+    None); `pointers` names parameters known to be pointers, for which an integer is an address (checked
+    against the device's allocations at packing). Raises LaunchError naming the argument."""
     if len(args) != len(params):
         sig = ", ".join(f"{p.type} {p.name}" for p in params)
         raise LaunchError(f"{kernel} takes {len(params)} argument(s) ({sig}), got {len(args)}")
     plan = []
     for i, (p, a) in enumerate(zip(params, args, strict=True)):
         where = f"{kernel} argument {i} ({p.name}, {p.type}{f'[{p.size}]' if p.array else ''})"
+        typed = pointee[i] if pointee else None
+        is_pointer = typed is not None or p.name in pointers or p.ptr_space is not None
         if p.array:
             plan.append(("bytes", p, aggregate_bytes(a, p.size, where)))
-        elif a is None or isinstance(a, np.ndarray) or is_buffer(a):
+        elif a is None or is_buffer(a) or A.is_array_like(a):
             if ir.type_bits(p.type) != 64 or p.type.startswith(".f"):
-                raise LaunchError(f"{where}: a pointer (array/buffer/None) needs a 64-bit integer parameter")
-            if isinstance(a, np.ndarray) and a.dtype == object:
-                raise LaunchError(f"{where}: object arrays cannot be copied to the device")
-            plan.append(("ptr", p, a))
+                raise LaunchError(f"{where}: a pointer (array/tensor/buffer/None) needs a 64-bit integer parameter")
+            value = a if a is None or is_buffer(a) else A.pointer_argument(a, where)
+            if typed is not None and value is not None:
+                name = value.dtype.name if is_buffer(value) else value.dtype_name
+                size = value.dtype.itemsize if is_buffer(value) else (
+                    value.array.dtype.itemsize if isinstance(value, A.HostArray) else None)
+                if not typed.accepts(name, size):
+                    what = "DeviceBuffer" if is_buffer(value) else value.kind
+                    want = typed.dtype or f"{typed.itemsize}-byte"
+                    raise LaunchError(f"{where}: {p.name} is {typed.label}, which takes {want} elements; got a "
+                                      f"{what} of {name}: convert it (e.g. .astype) or declare the parameter "
+                                      f"untyped (ptr(..., typed=False))")
+            plan.append(("ptr", p, value))
+        elif is_pointer and isinstance(a, int | np.integer) and not isinstance(a, bool | np.bool_):
+            plan.append(("ptr", p, int(a)))
+        elif is_pointer:
+            raise LaunchError(f"{where}: {p.name} is a pointer; expected an array, tensor, DeviceBuffer, None or a "
+                              f"device address, got {type(a).__name__}")
         else:
             plan.append(("scalar", p, scalar_bytes(a, p.type, where)))
     return plan
+
+
+_POINTER_CACHE: dict[int, tuple[ir.Function, frozenset[str]]] = {}
+_ADDRESSING = frozenset({"ld", "st", "atom", "red", "cp", "prefetch", "prefetchu", "multimem", "cvta", "isspacep"})
+
+
+def pointer_params(func: ir.Function) -> frozenset[str]:
+    """Names of the 64-bit parameters `func` uses as addresses: declared `.ptr`, or loaded and then (through
+    mov, cvta, 64-bit add/sub and mad.wide's addend) converted by cvta or used as the base of a memory
+    operand. A parameter added to another parameter is not counted (a byte offset looks the same)."""
+    hit = _POINTER_CACHE.get(id(func))
+    if hit is not None and hit[0] is func:
+        return hit[1]
+    names = {p.name for p in func.params if ir.type_bits(p.type) == 64 and not p.array}
+    taint: dict[str, frozenset[str]] = {}
+    found: set[str] = {p.name for p in func.params if p.ptr_space is not None}
+
+    def of(o) -> frozenset[str]:
+        return taint.get(o.name, frozenset()) if isinstance(o, ir.Register) else frozenset()
+    for ins in func.instructions():
+        ops, op = ins.operands, ins.opcode
+        if not ops:
+            continue
+        dst = ops[0] if isinstance(ops[0], ir.Register) else None
+        if op == "ld" and "param" in ins.suffixes and len(ops) > 1 and isinstance(ops[1], ir.Address) \
+                and isinstance(ops[1].base, ir.Symbol) and ops[1].base.name in names and dst is not None:
+            taint[dst.name] = frozenset({ops[1].base.name})
+            continue
+        if op in _ADDRESSING:
+            for o in ops:
+                if isinstance(o, ir.Address) and isinstance(o.base, ir.Register):
+                    found |= of(o.base)
+            if op == "cvta" and len(ops) > 1:
+                found |= of(ops[1])
+        if dst is None:
+            continue
+        sources: frozenset[str] = frozenset()
+        if op in ("mov", "cvta") and len(ops) > 1:
+            sources = of(ops[1])
+        elif op in ("add", "sub") and any(t in ins.suffixes for t in ("s64", "u64", "b64")):
+            parts = [of(o) for o in ops[1:]]
+            if sum(1 for x in parts if x) == 1:
+                sources = next(x for x in parts if x)
+        elif op == "mad" and "wide" in ins.suffixes and len(ops) > 3:
+            sources = of(ops[3])
+        if sources:
+            taint[dst.name] = sources
+        else:
+            taint.pop(dst.name, None)
+    result = frozenset(found & names | {p.name for p in func.params if p.ptr_space is not None})
+    if len(_POINTER_CACHE) > 4096:
+        _POINTER_CACHE.clear()
+    _POINTER_CACHE[id(func)] = (func, result)
+    return result
 
 
 @functools.lru_cache(maxsize=1024)

@@ -24,6 +24,16 @@ from ptxforge.ptx.isa.typerules import (
 
 Problem = tuple[ir.Span, str]
 
+# ptxas lets only these read a special register (%tid.x ...) directly: "Special register argument not allowed"
+SREG_OPCODES = frozenset({"mov", "cvt"})
+# families whose first operand is their result, which must be a register (ptxas: "Result register required")
+RESULT_FIRST = frozenset({
+    "add", "sub", "mul", "mad", "mul24", "mad24", "sad", "div", "rem", "abs", "neg", "min", "max", "popc", "clz",
+    "bfind", "fns", "brev", "bfe", "bfi", "szext", "bmsk", "dp4a", "dp2a", "and", "or", "xor", "not", "cnot",
+    "lop3", "shf", "shl", "shr", "prmt", "mov", "cvt", "cvta", "ld", "ldu", "selp", "slct", "set", "setp", "fma",
+    "rcp", "sqrt", "rsqrt", "sin", "cos", "lg2", "ex2", "tanh", "copysign", "testp", "atom", "mapa", "isspacep",
+    "activemask", "redux.sync", "shfl.sync", "vote.sync", "match", "getctarank", "cvt.pack"})
+
 # modifiers that only make sense for one kind of type, for the arithmetic families
 INT_ONLY = frozenset((".hi", ".lo", ".wide", ".cc"))
 FLOAT_ONLY = frozenset((".rn", ".rz", ".rm", ".rp", ".ftz", ".approx", ".full", ".NaN", ".xorsign", ".oob"))
@@ -101,6 +111,7 @@ def check_instruction(instr: ir.Instruction, reg_types: Mapping[str, str],
     static = _static_messages(instr.opcode, instr.suffixes, n,
                               tuple(version) if version is not None else None, target)
     problems = [(instr.span, m) for m in static]
+    problems += _operand_kind_problems(instr)
     spec = _lookup(instr.mnemonic)
     if spec is not None:
         for req in _sreg_requirements(instr):
@@ -112,6 +123,54 @@ def check_instruction(instr: ir.Instruction, reg_types: Mapping[str, str],
         for i, (op, role) in enumerate(zip(instr.operands, sig.roles, strict=False)):
             problems += ctx.check(op, role, i + 1)
     return problems
+
+
+def _operand_kind_problems(instr: ir.Instruction) -> list[Problem]:
+    """What ptxas refuses about operand kinds whatever the types: a result that is not a register, a special
+    register read by anything but an integer mov/cvt, or written at all."""
+    out: list[Problem] = []
+    ops = instr.operands
+    spec = _lookup(instr.mnemonic)
+    if ops and spec is not None and spec.family in RESULT_FIRST:
+        first = ops[0]
+        if isinstance(first, ir.SpecialRegister):
+            out.append((first.span or instr.span, f"{instr.mnemonic}: operand 1 is the result, and the special "
+                                                  f"register {first.name} is read-only"))
+        elif isinstance(first, ir.Immediate | ir.Address | ir.Symbol | ir.Expr):
+            out.append((first.span or instr.span, f"{instr.mnemonic}: operand 1 is the result; it must be a "
+                                                  f"register"))
+    spec = _lookup(instr.mnemonic)
+    if spec is not None and spec.family in ("bar", "barrier") and ops and isinstance(ops[0], ir.Immediate) \
+            and not ops[0].is_float and not 0 <= int(ops[0].value) <= 15:
+        out.append((ops[0].span or instr.span, f"{instr.mnemonic}: barrier number {ops[0].text} is out of range "
+                                               f"0..15"))
+    float_typed = any(s in _FLOAT_SUFFIXES for s in instr.suffixes)
+    for i, op in enumerate(ops):
+        sreg = _sreg_in(op)
+        if sreg is None or i == 0 and out:
+            continue
+        if instr.opcode not in SREG_OPCODES:
+            out.append((sreg.span or op.span, f"{instr.mnemonic}: operand {i + 1} is the special register "
+                                              f"{sreg.name}, which only mov and cvt may read; copy it first "
+                                              f"(mov.u32 %r, {sreg.name})"))
+        elif float_typed:
+            out.append((sreg.span or op.span, f"{instr.mnemonic}: the special register {sreg.name} is an integer; "
+                                              f"mov or cvt it with integer types (cvt.u32.u32 / mov.u32) first"))
+    return out
+
+
+_FLOAT_SUFFIXES = frozenset({"f16", "f32", "f64", "bf16", "f16x2", "bf16x2", "tf32", "e4m3", "e5m2"})
+
+
+def _sreg_in(op) -> ir.SpecialRegister | None:
+    """The special register an operand reads directly (itself, negated, or a vector element), or None."""
+    if isinstance(op, ir.SpecialRegister):
+        return op
+    if isinstance(op, ir.Vector):
+        return next((s for s in map(_sreg_in, op.elements) if s is not None), None)
+    if isinstance(op, ir.Minus | ir.Negated):
+        return _sreg_in(op.operand)
+    return None
 
 
 @lru_cache(maxsize=8192)
@@ -152,15 +211,18 @@ def _check_suffixes(instr, spec: InstrSpec, types, mods, n: int) -> list[Problem
         for t in types:
             if t not in spec.types:
                 out.append((span, f"{fam}: type {t} is not allowed (allowed: {_listing(spec.types)})"))
+    reported = set()
     if spec.extra.get("arith"):
         for m in mods:
             if m in INT_ONLY and types and all(is_float(t) for t in types):
                 out.append((span, f"{fam}: type {types[0]} does not allow modifier {m}"))
+                reported.add(m)
             elif m in FLOAT_ONLY and types and all(is_int(t) or kind(t) == "b" for t in types):
                 out.append((span, f"{fam}: type {types[0]} does not allow modifier {m}"))
+                reported.add(m)
     if spec.modifiers is not None:
         for m in mods:
-            if m not in spec.modifiers and not (spec.extra.get("arith") and m in INT_ONLY | FLOAT_ONLY):
+            if m not in spec.modifiers and m not in reported:
                 out.append((span, f"{fam}: unknown modifier {m}"))
     if spec.extra.get("rule") == "cvt" and len(types) == 2:
         msg = cvt_rounding_problem(types[0], types[1], mods)
@@ -347,10 +409,24 @@ class _Ctx:
                 if t in ALL_TYPES and b.name not in self.symbols and kind(t) not in ("b", "s", "u"):
                     return [(b.span, f"{self.mn}: address register {b.name} is {t}; use an integer or "
                                      f"bit-size register")]
+                if t in ALL_TYPES and b.name not in self.symbols and type_bits(t) == 32 and _wide_address(self.mn):
+                    return [(b.span, f"{self.mn}: address register {b.name} is 32-bit; a generic or .global "
+                                     f"address needs a 64-bit register (ptxas: 32-bit compilation is no longer "
+                                     f"supported)")]
             return []
         if isinstance(op, ir.AddressList | ir.Expr):
             return []
         return [(op.span, f"{self.mn}: operand {pos} must be a memory operand in brackets, e.g. [%rd1]")]
+
+
+_NARROW_SPACES = frozenset({"shared", "local", "param", "const"})
+
+
+def _wide_address(mnemonic: str) -> bool:
+    """Whether a load/store/atomic addresses generic or global memory, where addresses are 64-bit."""
+    parts = mnemonic.split(".")
+    return parts[0] in ("ld", "st", "atom", "red", "ldu") and not any(
+        p.split("::")[0] in _NARROW_SPACES for p in parts[1:])
 
 
 # --------------------------------------------------------------------------- version and target

@@ -34,6 +34,8 @@ MIXED_COMBOS = [".f32 .f16", ".f32 .bf16"]
 MINMAX_TYPES = {".ftz": _set(".f32 .f16 .f16x2"), ".NaN": _set(".f32") | HALF, ".xorsign": _set(".f32") | HALF,
                 ".abs": _set(".f32") | HALF, ".relu": _set(".s32 .s16x2")}
 HALF_MODS = _set(".rn .ftz .sat .relu .oob")
+INT_TYPE = "T0=u16|T0=s16|T0=u32|T0=s32|T0=u64|T0=s64"  # integer mul/mad need .lo, .hi or .wide
+COMPARISONS = _set(".eq .ne .lt .le .gt .ge .lo .ls .hi .hs .equ .neu .ltu .leu .gtu .geu .num .nan")
 
 SPECS = [
     # ------------------------------------------------------------------ integer + float + half arithmetic
@@ -52,12 +54,14 @@ SPECS = [
                gate("cc&T0=u64|cc&T0=s64", "64-bit sub.cc", (4, 3), 20))),
     fam("mul", [("wide", "W, T, T"), ("", "T, T, T")], arith=True,
         types=INT | F | _set(".f32x2") | HALF, ntypes=(1,), mods=_set(".hi .lo .wide") | RND | FTZ_SAT,
+        needs=[(INT_TYPE, _set(".hi .lo .wide"))],
         mod_types={".sat": F32ISH, ".ftz": F32ISH, ".wide": WIDE},
         group="arith", summary="multiplication",
         gates=(*F16_GATES, F32X2, RM_RP)),
     fam("mad", [("wide", "W, T, T, W"), ("", "T, T, T, T")], arith=True,
         types=INT | F, ntypes=(1,), mods=_set(".hi .lo .wide .sat .cc") | RND | FTZ_SAT,
-        needs=[("T0=f32|T0=f64", RND)], mod_types={".sat": _set(".s32 .f32"), ".ftz": _set(".f32"), ".wide": WIDE},
+        needs=[("T0=f32|T0=f64", RND), (INT_TYPE, _set(".hi .lo .wide"))],
+        mod_types={".sat": _set(".s32 .f32"), ".ftz": _set(".f32"), ".wide": WIDE},
         group="arith", summary="multiply-add",
         gates=(gate("cc", "mad.cc", (3, 0), 20), gate("cc&T0=u64|cc&T0=s64", "64-bit mad.cc", (4, 3), 20),
                gate("T0=f32&rn|T0=f32&rz|T0=f32&rm|T0=f32&rp", "mad.f32 with rounding", (2, 0), 20))),
@@ -171,6 +175,8 @@ SPECS = [
                gate("T1=f16&!T0=f16|T1=f16x2&!T0=f16x2", "set with an integer result from .f16", (6, 5), 53),
                gate("T1=bf16|T1=bf16x2|T0=bf16", "set on .bf16", (7, 8), 90))),
     fam("setp", "PP, T, T, P?", types=INT | B | F | HALF, ntypes=(1,), group="compare",
+        needs=[("", COMPARISONS), ("#4", _set(".and .or .xor"))], mod_types={".ftz": _set(".f32 .f16 .f16x2")},
+        mods=COMPARISONS | _set(".and .or .xor .ftz"),
         summary="compare and set predicates",
         gates=(gate("f16|f16x2", "setp on .f16/.f16x2", (4, 2), 53),
                gate("bf16|bf16x2", "setp on .bf16/.bf16x2", (7, 8), 90))),

@@ -72,6 +72,7 @@ ATOM_GATES = (
 )
 ATOM_MODS = (_set(".global .shared .shared::cta .shared::cluster .relaxed .acquire .release .acq_rel .and .or "
                   ".xor .cas .exch .add .inc .dec .min .max .noftz .L2::cache_hint") | SCOPE | VEC)
+SCOPED = "cta|cluster|gpu|sys"  # a scope on ld/st needs a memory order ("requires memory order")
 ATOM_OPS = {
     ".inc": _set(".u32"), ".dec": _set(".u32"), ".and": _set(".b32 .b64"), ".or": _set(".b32 .b64"),
     ".xor": _set(".b32 .b64"), ".exch": _set(".b32 .b64 .b128"), ".cas": _set(".b16 .b32 .b64 .b128"),
@@ -94,14 +95,14 @@ SPECS = [
         summary="move, or pack/unpack with braces; .v2/.v4 move vector registers element by element",
         gates=(gate("b128", "type .b128", (8, 3), 70),)),
     fam("ld", "Tv, A, .b64?", types=LDST_TYPES, ntypes=(1,), mods=LDST_MODS, relaxed=True, group="data",
-        needs=[(EVICT_L2, (".v4", ".v8"))],
+        needs=[(EVICT_L2, (".v4", ".v8")), ("#3", (".L2::cache_hint",)), (SCOPED, _set(".relaxed .acquire .mmio"))],
         summary="load", gates=(gate("nc", "ld.global.nc", (3, 1), 32), *LDST_GATES,
                                gate("unified", "modifier .unified", (8, 0), 90))),
     fam("ldu", "Tv, A", types=LDST_TYPES, ntypes=(1,), mods=_set(".global") | VEC, relaxed=True, ptx=(2, 0),
         group="data", summary="load read-only uniform data",
         gates=(gate("b128", "type .b128", (8, 3), 70),)),
     fam("st", "A, Tv, .b64?", types=LDST_TYPES, ntypes=(1,), mods=LDST_MODS, relaxed=True, group="data",
-        needs=[(EVICT_L2, (".v4", ".v8"))],
+        needs=[(EVICT_L2, (".v4", ".v8")), ("#3", (".L2::cache_hint",)), (SCOPED, _set(".relaxed .release .mmio"))],
         summary="store", gates=LDST_GATES),
     fam("st.async", "A, Tv, A?", types=LDST_TYPES, ntypes=(1,), ptx=(8, 1), sm=90, group="data",
         summary="asynchronous store to distributed shared memory",
@@ -122,6 +123,8 @@ SPECS = [
         gates=(gate("const", "isspacep.const", (3, 1), 20), gate("param*", "isspacep.param", (7, 7), 70),
                gate("shared::cluster", ".shared::cluster", (7, 8), 90))),
     fam("cvta", "T, T", types=_set(".u32 .u64"), ntypes=(1,), ptx=(2, 0), sm=20, group="data",
+        needs=[("", _set(".global .shared .shared::cta .shared::cluster .local .const .param .param::entry"))],
+        mods=_set(".to .global .shared .shared::cta .shared::cluster .local .const .param .param::entry"),
         summary="convert between generic and state-space addresses",
         gates=(gate("const", "cvta.const", (3, 1), 20), gate("param*", "cvta.param", (7, 7), 70),
                gate("shared::cluster", ".shared::cluster", (7, 8), 90),
@@ -158,7 +161,8 @@ SPECS = [
         gates=(gate("u4|s4|u2|s2", "sub-byte types", (6, 5), 75),)),
     # ------------------------------------------------------------------ warp data exchange
     fam("shfl.sync", "TP, T, .b32, .b32, .b32", types=_set(".b32"), ntypes=(1,),
-        mods=_set(".up .down .bfly .idx"), ptx=(6, 0), sm=30, group="data", summary="warp shuffle"),
+        mods=_set(".up .down .bfly .idx"), needs=[("", _set(".up .down .bfly .idx"))],
+        ptx=(6, 0), sm=30, group="data", summary="warp shuffle"),
     fam("shfl", "TP, T, .b32, .b32", types=_set(".b32"), ntypes=(1,), mods=_set(".up .down .bfly .idx"),
         ptx=(3, 0), sm=30, group="data", summary="warp shuffle (deprecated; use shfl.sync)",
         gone=(removed("", (6, 4), 70, "shfl without .sync is not supported on sm_70 or higher from PTX "
@@ -183,6 +187,7 @@ SPECS = [
     fam("cp.async.bulk", "A, A, *, ...", ptx=(8, 0), sm=90, group="async", summary="bulk asynchronous copy",
         gates=(gate("cp_mask", "modifier .cp_mask", (8, 6), 100), DST_CTA)),
     fam("cp.reduce.async.bulk", "A, A, *, ...", ptx=(8, 0), sm=90, group="async",
+        needs=[("", _set(".add .min .max .inc .dec .and .or .xor"))],
         summary="bulk asynchronous copy with reduction"),
     fam("cp.async.bulk.prefetch", "A, *, ...", ptx=(8, 0), sm=90, group="async"),
     fam("cp.async.bulk.tensor", "*, *, ...", ptx=(8, 0), sm=90, group="async",
@@ -218,12 +223,14 @@ SPECS = [
         gates=(gate("swizzle_atomicity", "field .swizzle_atomicity", (8, 6), 100, "a", BLACKWELL_A),)),
     # ------------------------------------------------------------------ atomics and reductions
     fam("atom", [("cas", "Tv, A, T, T"), ("!cas", "Tv, A, Tv, .b64?")], types=ATOM_TYPES, ntypes=(1,),
-        mod_types=ATOM_OPS, needs=[(HALF_ADD, (".noftz",))],
+        mod_types=ATOM_OPS, needs=[(HALF_ADD, (".noftz",)), ("", tuple(ATOM_OPS)),
+                                   ("!cas&#4|cas&#5", (".L2::cache_hint",))],
         mods=ATOM_MODS, ptx=(1, 1), group="atomic", summary="atomic read-modify-write", gates=ATOM_GATES),
     fam("red", "A, Tv, .b64?", types=ATOM_TYPES, ntypes=(1,), mods=ATOM_MODS, ptx=(1, 2), group="atomic",
-        mod_types=ATOM_OPS, needs=[(HALF_ADD, (".noftz",))],
+        mod_types=ATOM_OPS, needs=[(HALF_ADD, (".noftz",)), ("", tuple(ATOM_OPS)), ("#3", (".L2::cache_hint",))],
         summary="reduction in memory", gates=ATOM_GATES),
     fam("red.async", "A, T, A?", types=_set(".u32 .s32 .u64 .s64 .b32"), ntypes=(1,), ptx=(8, 1), sm=90,
+        needs=[("", _set(".relaxed .release")), ("relaxed", (".cluster",))],
         group="atomic", summary="asynchronous reduction on distributed shared memory",
         gates=(gate("mmio|release|global|gpu|sys", ".mmio/.release/.global/.gpu/.sys", (8, 7), 100),)),
     # ------------------------------------------------------------------ texture and surface (operands unchecked)

@@ -25,6 +25,8 @@ SPECS = [
     fam("wmma.mma", "*, *, *, *", ptx=(6, 0), sm=70, group="mma", summary="warp-level matrix multiply-add",
         gates=(*WMMA_GATES, gate("and", "single-bit .and", (7, 1), 80))),
     fam("mma", "*, *, *, *, ...", ptx=(6, 4), sm=70, group="mma", summary="warp-level matrix multiply-add",
+        needs=[("", _set(".m8n8k4 .m16n8k4 .m16n8k8 .m16n8k16 .m16n8k32 .m16n8k64 .m16n8k128 .m16n8k256 .m8n8k16 "
+                         ".m8n8k32 .m8n8k128"))],
         gates=(
             gate("m16n8k8&T1=f16", ".f16 .m16n8k8", (6, 5), 75),
             gate("m8n8k16|m8n8k32", "integer .m8n8k16/.m8n8k32", (6, 5), 75),
@@ -45,11 +47,14 @@ SPECS = [
     fam("ldmatrix", "*, A", mods=_set(".sync .aligned .m8n8 .m16n16 .m8n16 .x1 .x2 .x4 .trans .shared "
                                       ".shared::cta .b8x16 .b6x16_p32 .b4x16_p64"),
         types=_set(".b16 .b8"), ntypes=(1,), ptx=(6, 5), sm=75, group="mma",
+        needs=[("", _set(".m8n8 .m16n16 .m8n16")), ("", (".sync",)), ("", (".aligned",)),
+               ("", _set(".x1 .x2 .x4"))],
         summary="load matrices from shared memory",
         gates=(gate("shared::cta", "modifier .shared::cta", (7, 8), 75),
                gate("m16n16|m8n16|b8|b8x16", "shapes .m16n16/.m8n16, .b8", (8, 6), 100, "a", BLACKWELL_A))),
     fam("stmatrix", "A, *", mods=_set(".sync .aligned .m8n8 .m16n8 .x1 .x2 .x4 .trans .shared .shared::cta"),
         types=_set(".b16 .b8"), ntypes=(1,), ptx=(7, 8), sm=90, group="mma",
+        needs=[("", _set(".m8n8 .m16n8")), ("", (".sync",)), ("", (".aligned",)), ("", _set(".x1 .x2 .x4"))],
         summary="store matrices to shared memory",
         gates=(gate("m16n8|b8", "shape .m16n8, .b8", (8, 6), 100, "a", BLACKWELL_A),)),
     fam("movmatrix", ".b32, .b32", mods=_set(".sync .aligned .m8n8 .trans"), types=_set(".b16"), ntypes=(1,),

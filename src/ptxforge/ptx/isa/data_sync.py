@@ -37,6 +37,7 @@ SPECS = [
     # ------------------------------------------------------------------ barriers and fences
     fam("bar", [("red", "T, .u32, ..."), ("", ".u32, .u32?")], types=_set(".u32 .pred"),
         mods=_set(".cta .sync .arrive .red .popc .and .or .aligned"), group="sync",
+        needs=[("", _set(".sync .arrive .red"))],
         summary="CTA barrier (bar.sync / bar.arrive / bar.red)",
         gates=(gate("arrive|red", "bar.arrive / bar.red", (2, 0), 20), gate("cta", "modifier .cta", (7, 8), 20))),
     fam("barrier", [("red", "T, .u32, ..."), ("", ".u32, .u32?")], types=_set(".u32 .pred"),
@@ -97,6 +98,7 @@ SPECS = [
         ptx=(6, 0), sm=70, group="warp", summary="match values across a warp"),
     fam("redux.sync", "T, T, .u32", types=_set(".u32 .s32 .b32 .f32"), ntypes=(1,),
         mods=_set(".add .min .max .and .or .xor .abs .NaN"), ptx=(7, 0), sm=80, group="warp",
+        needs=[("", _set(".add .min .max .and .or .xor"))],
         summary="warp reduction",
         gates=(gate("T0=f32", "redux.sync.f32", (8, 6), 100, "a", ("sm_100f",)),
                gate("abs|NaN", "modifiers .abs/.NaN", (8, 6), 100, "a", ("sm_100f",)))),

@@ -1,0 +1,163 @@
+"""The launch-configuration checks the CUDA driver makes, made the same way on both devices.
+
+`check_launch` is called by `Kernel.launch` before any argument is copied or allocated, by the emulator's
+`emulate` and by the CUDA backend: a block that breaks `.reqntid`, a cluster that breaks `.reqnctapercluster`,
+too much shared memory or an oversized grid is refused with the directive and its PTX line, where the driver
+would refuse the launch (CUDA_ERROR_INVALID_VALUE) instead of running it with half the threads.
+
+`.maxnreg` is not checked from the directive: it caps registers, and the driver's limit comes from the count
+ptxas actually used (the CUDA backend checks the block size against CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ptxforge.emu.errors import LaunchError
+from ptxforge.ptx import ir
+
+MAX_BLOCK_THREADS = 1024
+MAX_BLOCK = (1024, 1024, 64)
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_CLUSTER = 16  # CTAs (8 is the portable limit, 16 with the non-portable opt-in on sm_90/sm_100)
+
+EMU_MAX_SHARED = 227 * 1024  # shared memory (static + dynamic) a block may use on the emulated H200-class GPU
+
+
+@dataclass(frozen=True)
+class LaunchShape:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    cluster: tuple[int, int, int] | None
+
+
+def dims(d, what: str) -> tuple[int, int, int]:
+    """A grid/block/cluster shape as a 3-tuple of positive integers."""
+    if isinstance(d, int | np.integer):
+        d = (int(d),)
+    try:
+        d = tuple(int(x) for x in d)
+    except (TypeError, ValueError):
+        raise LaunchError(f"{what} must be 1 to 3 positive integers, got {d!r}") from None
+    if not 1 <= len(d) <= 3 or any(x < 1 for x in d):
+        raise LaunchError(f"{what} must be 1 to 3 positive integers, got {d}")
+    return d + (1,) * (3 - len(d))
+
+
+def directive_where(module: ir.Module | None, func: ir.Function, name: str) -> str:
+    """'FILE:LINE' of directive `name` in `func`'s header (the function's own line when not found)."""
+    filename = getattr(module, "filename", None) or "<ptx>"
+    line = func.span.line if func.span else 0
+    source = getattr(module, "source", None)
+    if source and line:
+        lines = source.splitlines()
+        for i in range(line - 1, min(len(lines), line + 200)):
+            if re.search(re.escape(name) + r"\b", lines[i]):
+                return f"{filename}:{i + 1}"
+            if "{" in lines[i] and i >= line:
+                break
+    return f"{filename}:{line}" if line else filename
+
+
+def static_shared_bytes(module: ir.Module, func: ir.Function) -> int:
+    """Static shared memory of `func` from its IR: its own .shared variables plus the module's it names."""
+    total = 0
+
+    def add(v: ir.Variable) -> None:
+        nonlocal total
+        if v.space == ".shared" and v.linkage != ".extern":
+            total += (-total) % (v.align or 1) + v.size
+    names = set()
+    for ins in func.instructions():
+        for o in ins.operands:
+            base = o.base if isinstance(o, ir.Address) else o
+            if isinstance(base, ir.Symbol):
+                names.add(base.name)
+    for v in module.variables:
+        if v.name in names:
+            add(v)
+    for s in _variables(func.body or ()):
+        add(s)
+    return total
+
+
+def _variables(stmts):
+    for s in stmts:
+        if isinstance(s, ir.Variable):
+            yield s
+        elif isinstance(s, ir.Block):
+            yield from _variables(s.body)
+
+
+def check_launch(module: ir.Module | None, func: ir.Function, grid, block, cluster=None, *, shared_mem: int = 0,
+                 static_shared: int | None = None, max_shared: int | None = None) -> LaunchShape:
+    """The launch's shape after every check the driver makes on it; LaunchError naming what it breaks."""
+    grid, block = dims(grid, "grid"), dims(block, "block")
+    threads = block[0] * block[1] * block[2]
+    if threads > MAX_BLOCK_THREADS:
+        raise LaunchError(f"block {block} has {threads} threads; the limit is {MAX_BLOCK_THREADS}")
+    for axis, n, lim in zip("xyz", block, MAX_BLOCK, strict=True):
+        if n > lim:
+            raise LaunchError(f"block {axis} dimension {n} exceeds {lim} (block {block})")
+    for axis, n, lim in zip("xyz", grid, MAX_GRID, strict=True):
+        if n > lim:
+            raise LaunchError(f"grid {axis} dimension {n} exceeds {lim} (grid {grid}; the limits are "
+                              f"2^31-1, 65535, 65535)")
+    dirs = dict(func.directives)
+    req = dirs.get(".reqntid")
+    if req:
+        want = tuple(int(x) for x in req) + (1,) * (3 - len(req))
+        if block != want:
+            raise LaunchError(f"{directive_where(module, func, '.reqntid')}: {func.name} declares .reqntid "
+                              f"{', '.join(map(str, req))}; the launch's block is {block} (the driver refuses it)")
+    mx = dirs.get(".maxntid")
+    if mx:
+        limit = int(np.prod([int(x) for x in mx]))
+        if threads > limit:
+            raise LaunchError(f"{directive_where(module, func, '.maxntid')}: {func.name} declares .maxntid "
+                              f"{', '.join(map(str, mx))} ({limit} threads); the launch's block {block} has "
+                              f"{threads} (the driver refuses it)")
+    if not isinstance(shared_mem, int | np.integer) or isinstance(shared_mem, bool) or shared_mem < 0:
+        raise LaunchError(f"shared_mem must be a non-negative integer, got {shared_mem!r}")
+    limit = max_shared if max_shared is not None else EMU_MAX_SHARED
+    static = static_shared if static_shared is not None else (
+        static_shared_bytes(module, func) if module is not None else 0)
+    if static + int(shared_mem) > limit:
+        raise LaunchError(f"{func.name}: {static} bytes of static plus {int(shared_mem)} of dynamic shared memory "
+                          f"exceed the {limit} bytes ({limit // 1024} KiB) a block may use")
+    return LaunchShape(grid, block, cluster_shape(module, func, grid, cluster))
+
+
+def cluster_shape(module: ir.Module | None, func: ir.Function, grid, option) -> tuple[int, int, int] | None:
+    """The cluster shape of a launch: `.reqnctapercluster` or the launch option; None for no cluster.
+
+    Checks that the grid is a whole number of clusters and that an `.explicitcluster` kernel has one."""
+    dirs = dict(func.directives)
+    req = dirs.get(".reqnctapercluster")
+    want = dims(option, "cluster") if option is not None else None
+    if req is not None:
+        req = tuple(int(x) for x in req) + (1,) * (3 - len(req))
+        if want is not None and want != req:
+            raise LaunchError(f"{directive_where(module, func, '.reqnctapercluster')}: {func.name} declares "
+                              f".reqnctapercluster {req}; the launch asked for cluster {want}")
+        want = req
+    if want is None:
+        if ".explicitcluster" in dirs:
+            raise LaunchError(f"{directive_where(module, func, '.explicitcluster')}: {func.name} is "
+                              f".explicitcluster: launch it with a cluster shape, e.g. cluster=(2, 1, 1)")
+        return None
+    n = want[0] * want[1] * want[2]
+    if n > MAX_CLUSTER:
+        raise LaunchError(f"cluster {want} has {n} CTAs; the limit is {MAX_CLUSTER}")
+    maxrank = dirs.get(".maxclusterrank")
+    if maxrank and n > int(maxrank[0]):
+        raise LaunchError(f"{directive_where(module, func, '.maxclusterrank')}: cluster {want} has {n} CTAs; "
+                          f"{func.name} allows .maxclusterrank {int(maxrank[0])}")
+    if any(g % c for g, c in zip(grid, want, strict=True)):
+        where = directive_where(module, func, ".reqnctapercluster") + ": " if req is not None else ""
+        raise LaunchError(f"{where}grid {grid} is not a whole number of clusters {want}: each grid dimension "
+                          f"must be a multiple of the cluster's")
+    return want
