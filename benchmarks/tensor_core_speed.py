@@ -74,7 +74,8 @@ def main() -> None:
     print(f"FP8 GEMM {m}x{n}x{k} on the emulator ({calls} wgmma m64n128k32 calls), CPU seconds")
     print(f"{'build':<48} {'launch s':>9} {'per wgmma ms':>13} {'dot call ms':>12}  result digest")
     for name, r in rows:
-        print(f"{name:<48} {r['launch_s']:9.2f} {r['launch_s'] / calls * 1e3:13.2f} {r['call_ms']:12.2f}  {r['digest']}")
+        per_call = r["launch_s"] / calls * 1e3
+        print(f"{name:<48} {r['launch_s']:9.2f} {per_call:13.2f} {r['call_ms']:12.2f}  {r['digest']}")
     if len(rows) == 2:
         same = rows[0][1]["digest"] == rows[1][1]["digest"]
         print(f"speed-up: launch {rows[1][1]['launch_s'] / rows[0][1]['launch_s']:.1f}x, "

@@ -239,7 +239,8 @@ def test_an_error_in_one_launch_fails_the_others_and_is_raised():
     g0, g1 = node.devices
     flag = rt.empty(1, np.uint32, device=g1)
     waiter = K.wait_then_raise().launch((1,), (32,), [flag, flag], device=g1, stream=g1.stream())
-    bad = K.store_one().launch((1,), (32,), [0x10], device=g0, stream=g0.stream())
+    small = rt.empty(16, np.uint32, device=g0)  # 32 threads store one word each: past its end
+    bad = K.store_one().launch((1,), (32,), [small], device=g0, stream=g0.stream())
     with pytest.raises(MemoryFault, match="out-of-bounds"):
         node.synchronize()
     assert bad.error is not None and "did not complete" in str(waiter.error)
@@ -389,7 +390,8 @@ def test_result_of_a_clean_launch_is_given_even_when_another_launch_fails():
     g0, g1 = node.devices
     good = rt.empty(32, np.uint32, device=g0)
     ok = K.store_one().launch((1,), (32,), [good], device=g0, stream=g0.stream())  # ends in its first turn
-    bad = K.store_one().launch((1,), (32,), [0x10], device=g1, stream=g1.stream())
+    small = rt.empty(16, np.uint32, device=g1)  # 32 threads store one word each: past its end
+    bad = K.store_one().launch((1,), (32,), [small], device=g1, stream=g1.stream())
     assert ok.result().thread_instructions > 0  # runs the node; the other launch's fault is its own
     with pytest.raises(MemoryFault):
         bad.result()

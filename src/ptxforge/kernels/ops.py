@@ -34,13 +34,15 @@ def _np(t: torch.Tensor) -> np.ndarray:
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
     if t.dtype == torch.float8_e4m3fn:
-        return t.view(torch.uint8).numpy()
+        return t.view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3fn)
     return t.numpy()
 
 
 def _torch(a: np.ndarray, like: torch.Tensor, dtype=None) -> torch.Tensor:
     if a.dtype == ml_dtypes.bfloat16:
         out = torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
+    elif a.dtype == ml_dtypes.float8_e4m3fn:
+        out = torch.from_numpy(np.ascontiguousarray(a).view(np.uint8)).view(torch.float8_e4m3fn)
     else:
         out = torch.from_numpy(np.ascontiguousarray(a))
     if dtype is not None:
@@ -68,7 +70,7 @@ def per_token_cast_to_fp8(x: torch.Tensor, round_scale: bool = False, packed_ue8
     t_, h = x.shape
     xa = _pad_cols(_np(x), fp8.GROUP)
     g = xa.shape[1] // fp8.GROUP
-    q = np.zeros(xa.shape, np.uint8)
+    q = np.zeros(xa.shape, ml_dtypes.float8_e4m3fn)
     sf = np.zeros((t_, g), np.float32)
     e = np.zeros((t_, g), np.uint8)
     groups = t_ * g
@@ -113,7 +115,7 @@ def per_block_cast_to_fp8(w: torch.Tensor, round_scale: bool = False, *, device=
     m, n = w.shape
     wa = _pad_cols(_pad_cols(_np(w), fp8.GROUP).T, fp8.GROUP).T.copy()
     mp, np_ = wa.shape
-    q = np.zeros(wa.shape, np.uint8)
+    q = np.zeros(wa.shape, ml_dtypes.float8_e4m3fn)
     sf = np.zeros((mp // fp8.GROUP, np_ // fp8.GROUP), np.float32)
     if q.size:
         k = fp8.block_quant_pow2 if round_scale else fp8.block_quant

@@ -53,9 +53,13 @@ class DevicePointer:
 
 
 def is_live_address(device, address: int) -> bool:
-    """Whether `address` lies inside a live allocation of `device` (or memory the device can reach)."""
+    """Whether `address` lies inside a live allocation of `device` or of a GPU of its node (a peer whose
+    access is disabled included: the kernel's access to it is then a fault naming both GPUs)."""
     owns = getattr(device, "owns_address", None)
-    return bool(owns(int(address))) if owns is not None else False
+    if owns is not None and owns(int(address)):
+        return True
+    owner = getattr(getattr(device, "memory", None), "owner", None)  # a node GPU's memory knows its peers'
+    return owner is not None and owner(int(address)) is not None
 
 
 def is_array_like(a) -> bool:
