@@ -52,12 +52,25 @@ def test_nesting_error_recovers_and_reports_later_errors():
 def test_a_long_loc_line_parses_in_linear_time():
     # One 1 MB line: a .loc followed by its trailing tokens (this took minutes when every token
     # counted the newlines back to the .loc).
-    head = ".version 8.5 .target sm_90 .address_size 64 .visible .entry k() { .loc 1 1 1 "
-    text = head + "x " * 500_000 + "; ret; }"
+    head = ".version 8.5 .target sm_90 .address_size 64 .visible .entry k() { .loc 1 1 1, function_name"
+    text = head + " x" * 500_000 + "; ret; }"
     t = time.perf_counter()
     m = pf.parse(text)
     assert time.perf_counter() - t < 20
-    assert m.kernels[0].name == "k"
+    assert m.kernels[0].body[0].extra.count("x") == 500_000
+
+
+@pytest.mark.parametrize("loc,extra", [
+    (".loc 1 2 3", ""),
+    (".loc 1 6 1, function_name $L__info_string0, inlined_at 1 9 2",
+     ", function_name $L__info_string0, inlined_at 1 9 2"),
+])
+def test_a_statement_may_follow_a_loc_on_its_line(loc, extra):
+    m = pf.parse(entry(loc + " add.s32 %r1, %r1, 1;"))
+    loc_node, add = m.kernels[0].body[2:4]
+    assert loc_node.extra == extra and add.opcode == "add"
+    canon = m.to_ptx(canonical=True)
+    assert pf.parse(canon) == m
 
 
 @pytest.mark.parametrize("text,line,words", [

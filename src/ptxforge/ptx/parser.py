@@ -566,16 +566,20 @@ class Parser:
         f = self.integer("a file index")
         line = self.integer("a line number")
         col = self.integer("a column")
+        # The optional tail `, function_name LABEL[+N], inlined_at FILE LINE COL` ends at the end of the
+        # line, a ';', or after inlined_at's three numbers (a statement may follow on the same line).
         extra = []
         eol = self.text.find("\n", tok[2])
         if eol < 0:
             eol = len(self.text)
-        while self.peek()[1] not in (";",) and self.peek()[0] != "eof":
+        numbers = -1  # numbers still to take after inlined_at
+        while self.at(",") if not extra else numbers != 0:
             t = self.peek()
-            if t[2] > eol:
-                break  # .loc ends at the end of its line
+            if t[1] == ";" or t[0] == "eof" or t[2] > eol or numbers > 0 and t[0] != "num":
+                break
             extra.append(t[1])
             self.i += 1
+            numbers = 3 if t[1] == "inlined_at" else numbers - (numbers > 0)
         return ir.Loc(f, line, col, join_tokens(extra), self.span(tok))
 
     def parse_target_list(self, tok) -> ir.TargetList:
