@@ -50,7 +50,16 @@ def _version() -> str:
     return f"ptxforge {__version__}"
 
 
+def _tolerant_streams() -> None:
+    """Bytes that are not UTF-8 (read with surrogateescape) go out as they came; messages quote them."""
+    for stream, errors in ((sys.stdout, "surrogateescape"), (sys.stderr, "backslashreplace")):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors=errors)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _tolerant_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -119,6 +119,16 @@ class EmuDevice:
         return img
 
 
+MAX_SMS = 1024  # far above any GPU (an H200 has 132); the emulator keeps per-SM state
+
+
+def sm_count(num_sms) -> int:
+    """`num_sms` checked: a whole number of SMs, 1 to MAX_SMS."""
+    if isinstance(num_sms, bool) or not isinstance(num_sms, int | np.integer) or not 1 <= num_sms <= MAX_SMS:
+        raise LaunchError(f"num_sms must be a whole number from 1 to {MAX_SMS}, not {num_sms!r}")
+    return int(num_sms)
+
+
 _DEVICE: EmuDevice | None = None
 
 
@@ -151,6 +161,7 @@ def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes,
                           f"memory exceed the 227 KiB a block may use")
     buf = np.zeros(max(PAD, (len(params) + PAD - 1) // PAD * PAD), np.uint8)
     buf[: len(params)] = np.frombuffer(params, np.uint8)
+    num_sms = sm_count(device.num_sms if num_sms is None else num_sms)
     m = Machine(layout, ops, grid=grid, block=block, params=buf, device=device.memory,
                 dynamic_shared=shared_mem, num_sms=num_sms or device.num_sms, watchdog_s=watchdog_s,
                 printf=printf, observers=observers, sanitizer=sanitizer, cluster=cluster)
