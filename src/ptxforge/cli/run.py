@@ -171,7 +171,9 @@ def run(args) -> int:
                 write_json(tmp, e.reports, kernel=e.kernel, suppressed=e.suppressed)
         print(str(e), file=sys.stderr)
         return 1
-    except EmulatorError as e:
+    except EmulatorError as e:  # the arrays hold what completed before the fault: keep them
+        for path, arr in saves:
+            _save(path, arr)
         print(f"ptxforge: error: {e}", file=sys.stderr)
         return 1
     for path, arr in saves:

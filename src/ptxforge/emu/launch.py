@@ -16,6 +16,7 @@ from ptxforge.emu.errors import EmulatorError, LaunchError
 from ptxforge.emu.machine import Machine
 from ptxforge.emu.memory import PAD, DeviceMemory
 from ptxforge.emu.program import Layout
+from ptxforge.emu.variable_limits import check_module_variables
 from ptxforge.ptx import ir
 
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -78,9 +79,11 @@ class ModuleImage:
         for f in self.module.functions:  # function-scope .global/.const variables
             variables += [s for s in f.body or () if isinstance(s, ir.Variable)
                           and s.space in (".global", ".const")]
+        check_module_variables(variables)  # before anything is allocated
         placed = []
         for v in variables:
-            a = self.device.memory.alloc(max(v.size, 1), name=v.name, align=v.align or 256)
+            a = self.device.memory.alloc(max(v.size, 1), name=v.name, align=v.align or 256,
+                                         readonly=v.space == ".const")
             self.symbols[v.name] = a.base
             self.allocations.append(a)
             placed.append((v, a))

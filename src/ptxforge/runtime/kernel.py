@@ -92,6 +92,9 @@ class Kernel:
                     arr.reshape(-1).view(np.uint8)[:] = data
                 else:
                     arr[...] = data.view(arr.dtype).reshape(arr.shape)
+        except EmulatorError:  # a fault stops the launch: what completed (in bounds) still comes back
+            _copy_back_quietly(dev, copies)
+            raise
         finally:
             _free_quietly(dev, temps)
         if sanitizer is not None:  # raises SanitizerError after the in-bounds results were copied back
@@ -156,6 +159,23 @@ class Kernel:
             _free_quietly(dev, temps)
             raise
         return packed, offsets, copies, temps
+
+
+def _copy_back_quietly(dev, copies) -> None:
+    """Copy device memory back into the host arrays after a failed emulated launch."""
+    for host, alloc in copies:
+        arr = getattr(host, "array", host)
+        try:
+            data = dev.memory.read(alloc)[: arr.nbytes]
+            if arr.flags.c_contiguous:
+                arr.reshape(-1).view(np.uint8)[:] = data
+            else:
+                arr[...] = data.view(arr.dtype).reshape(arr.shape)
+            after = getattr(host, "after", None)
+            if after is not None:
+                after()
+        except Exception:  # noqa: BLE001 - the launch's own error is the one to report
+            pass
 
 
 def _free_quietly(dev, temps) -> None:
