@@ -78,4 +78,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m ptxforge.cli.main` runs this file as __main__; the subcommands raise the UserError of the
+    # imported module ptxforge.cli.main, so run that module's main for their errors to be caught
+    from ptxforge.cli.main import main as _main
+
+    sys.exit(_main())
