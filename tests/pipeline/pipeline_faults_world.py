@@ -7,7 +7,6 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.nn as nn
 from pipeline_world import HIDDEN, MB, SEQ, PlainStage, criterion
 
 from ptxforge.pipeline import DualPipe, DualPipeV, set_p2p_tensor_dtype, set_p2p_tensor_shapes
