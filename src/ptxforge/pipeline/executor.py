@@ -275,7 +275,7 @@ class PipelineExecutor(nn.Module):
     def _commit(self) -> None:
         if not self.comm_ops:
             return
-        self._abort.wait_all(dist.batch_isend_irecv(self.comm_ops))
+        self._abort.wait_all(dist.batch_isend_irecv(self.comm_ops), cuda=self.device.type == "cuda")
         self.comm_ops = []
         for t in self.to_free:  # the activation left this rank; autograd only needs its metadata
             if t._base is not None:

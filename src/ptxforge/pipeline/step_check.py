@@ -85,12 +85,19 @@ class Abort:
         if self.store is not None and self.store.check([self.key]):
             raise PeerFailed(f"pipeline step stopped: {self.store.get(self.key).decode(errors='replace')}")
 
-    def wait_all(self, reqs) -> None:
+    def wait_all(self, reqs, cuda: bool = False) -> None:
         """Wait for every request, checking the abort key while any is pending.
 
-        The blocking waits run on a helper thread (a gloo request reports completion only from wait()); if
-        a peer failed, that thread stays blocked on messages that will not come and this one raises."""
+        NCCL requests (`cuda`) report completion through is_completed(), and wait() must run on this thread
+        (it orders this thread's current CUDA stream). A gloo request completes only inside wait(), so there
+        the blocking waits run on a helper thread; if a peer failed, that thread stays blocked on messages
+        that will not come and this one raises."""
         if self.store is None:
+            for r in reqs:
+                r.wait()
+            return
+        if cuda:
+            self._poll(lambda: all(r.is_completed() for r in reqs))
             for r in reqs:
                 r.wait()
             return
