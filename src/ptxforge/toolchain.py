@@ -1,7 +1,9 @@
 """Find and run NVIDIA's command-line tools (ptxas, nvcc, cuobjdump).
 
-Search order: an explicit path, $CUDA_HOME/bin, PATH, then the pip wheels (nvidia-cuda-nvcc,
-nvidia-cuda-cuobjdump) installed next to this package.
+Search order: an explicit path, $CUDA_HOME/bin, PATH (absolute entries only), then the pip wheels
+(nvidia-cuda-nvcc, nvidia-cuda-cuobjdump) in this interpreter's site-packages. Never the current directory
+or other `sys.path` entries: `python -m` puts the working directory first on sys.path, and a planted
+`./nvidia/cu13/bin/ptxas` must not run.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ import functools
 import os
 import re
 import shutil
+import site
 import struct
 import subprocess
-import sys
+import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +41,8 @@ def find_tool(name: str, explicit: str | os.PathLike | None = None) -> Path:
         tried.append(str(p))
         if p.is_file():
             return p
-    found = shutil.which(name)
+    search = os.pathsep.join(d for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(d))
+    found = shutil.which(name, path=search)  # '' or '.' in PATH would mean the current directory
     tried.append(f"PATH ({name})")
     if found:
         return Path(found)
@@ -50,9 +54,21 @@ def find_tool(name: str, explicit: str | os.PathLike | None = None) -> Path:
                        f"(pip install 'ptxforge[tools]': NVIDIA's nvcc/cuobjdump/nvdisasm wheels) or set CUDA_HOME.")
 
 
+def _site_packages() -> list[Path]:
+    """This interpreter's installation directories for packages (not sys.path, which may hold the cwd)."""
+    paths = sysconfig.get_paths()
+    roots = [paths.get("purelib"), paths.get("platlib"), *site.getsitepackages()]
+    if site.ENABLE_USER_SITE:
+        roots.append(site.getusersitepackages())
+    out: list[Path] = []
+    for r in roots:
+        if r and Path(r).is_absolute() and Path(r).is_dir() and Path(r) not in out:
+            out.append(Path(r))
+    return out
+
+
 def _wheel_candidates(name: str):
-    roots = [Path(p) for p in sys.path if p and Path(p).is_dir()]
-    for root in roots:
+    for root in _site_packages():
         for sub in ("nvidia/cu13/bin", "nvidia/cuda_nvcc/bin", "nvidia/cuda_cuobjdump/bin", "nvidia/cu12/bin"):
             yield root / sub / name
 

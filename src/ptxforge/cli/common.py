@@ -1,9 +1,12 @@
-"""Helpers shared by the subcommands: reading PTX files and printing diagnostics."""
+"""Helpers shared by the subcommands: reading PTX files, printing diagnostics, writing outputs atomically."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 from ptxforge.cli.main import UserError
@@ -18,7 +21,10 @@ def read_text(path: str) -> str:
         raise UserError(f"{path}: no such file")
     if p.is_dir():
         raise UserError(f"{path}: is a directory, expected a .ptx file")
-    return p.read_text(encoding="utf-8", errors="surrogateescape")
+    try:
+        return p.read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError as e:
+        raise UserError(f"{path}: cannot read it: {e.strerror or e}") from None
 
 
 def load_module(path: str):
@@ -61,7 +67,47 @@ def write_output(text: str, out: str | None) -> None:
     if out in (None, "-"):
         sys.stdout.write(text)
         return
+    with atomic_path(out) as tmp:
+        tmp.write_text(text, encoding="utf-8", errors="surrogateescape")
+
+
+def check_writable(path: str | Path, what: str = "output") -> Path:
+    """Fail now (before any work) if `path` cannot be written: a missing or read-only folder, a directory."""
+    p = Path(path)
+    folder = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise UserError(f"{what} {path}: is a directory")
+    if not folder.is_dir():
+        raise UserError(f"{what} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f"{what} {path}: the folder {folder} is not writable")
+    return p
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path, what: str = "output"):
+    """A temporary path next to `path` (same suffix) to write; it replaces `path` only once complete.
+
+    A failed or interrupted write leaves any existing file at `path` untouched and no partial file."""
+    p = check_writable(path, what)
     try:
-        Path(out).write_text(text, encoding="utf-8", errors="surrogateescape")
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=f".tmp{p.suffix}", dir=p.parent)
     except OSError as e:
-        raise UserError(f"cannot write {out}: {e.strerror}") from None
+        raise UserError(f"cannot write {path}: {e.strerror or e}") from None
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        mode = p.stat().st_mode & 0o777 if p.exists() else 0o666 & ~_umask()
+        os.chmod(tmp, mode)
+        os.replace(tmp, p)
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

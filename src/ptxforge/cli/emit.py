@@ -64,6 +64,17 @@ def run(args) -> int:
     from ptxforge.dsl.kernel import link
 
     path, name = _split(args.target)
+    if args.arch not in (None, "auto"):
+        from ptxforge.ptx.retarget import target_min_ptx
+
+        try:
+            target_min_ptx(args.arch)
+        except ValueError as e:
+            raise UserError(f"--arch: {e}") from None
+    if args.output not in (None, "-"):
+        from ptxforge.cli.common import check_writable
+
+        check_writable(args.output, "-o")
     try:
         kernels = load_kernels(path)
         if not kernels:

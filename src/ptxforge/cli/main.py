@@ -51,7 +51,16 @@ def _version() -> str:
     return f"ptxforge {__version__}"
 
 
+def _tolerant_streams() -> None:
+    """Bytes that are not UTF-8 (read with surrogateescape) go out as they came; messages quote them."""
+    for stream, errors in ((sys.stdout, "surrogateescape"), (sys.stderr, "backslashreplace")):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors=errors)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _tolerant_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -70,4 +79,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m ptxforge.cli.main` runs this file as __main__; the subcommands raise the UserError of the
+    # imported module ptxforge.cli.main, so run that module's main for their errors to be caught
+    from ptxforge.cli.main import main as _main
+
+    sys.exit(_main())

@@ -33,7 +33,12 @@ def parse_costs(text: str, p2p: float = 0.0) -> Costs:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    from ptxforge.cli.common import atomic_path, check_writable
+
     costs = parse_costs(args.costs, args.p2p)
+    for opt, path in (("--svg", args.svg), ("--png", args.png)):
+        if path:
+            check_writable(path, opt)
     try:
         res = simulate(args.schedule, args.pp, args.chunks, costs)
     except ScheduleError as e:
@@ -55,13 +60,15 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.svg:
         from ptxforge.pipeline.timeline import to_svg
 
-        to_svg(res, args.svg)
+        with atomic_path(args.svg, "--svg") as tmp:
+            to_svg(res, tmp)
         print(f"wrote {args.svg}")
     if args.png:
         from ptxforge.pipeline.timeline import to_png
 
         try:
-            to_png(res, args.png)
+            with atomic_path(args.png, "--png") as tmp:
+                to_png(res, tmp)
         except ImportError as e:
             raise _user_error(str(e)) from None
         print(f"wrote {args.png}")

@@ -10,12 +10,13 @@ Arguments, one `--arg` per kernel parameter in order:
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from ptxforge.cli.common import cli_words, load_module, print_error
+from ptxforge.cli.common import atomic_path, check_writable, cli_words, load_module, print_error
 from ptxforge.cli.main import UserError
 
 
@@ -55,6 +56,8 @@ def parse_dims(text: str, what: str) -> tuple[int, ...]:
         raise UserError(f"--{what} {text!r}: expected X[,Y[,Z]] positive integers") from None
     if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
         raise UserError(f"--{what} {text!r}: expected 1 to 3 positive integers")
+    if any(d >= 1 << 32 for d in dims):  # the target's own limits are checked at launch
+        raise UserError(f"--{what} {text!r}: every dimension must be below 2^32")
     return dims
 
 
@@ -66,11 +69,16 @@ def parse_arg(text: str, param, index: int, outputs=()):
         return None, None
     if "=" in text:
         path, spec = text.split("=", 1)
+        path = npy_path(path, where)
         parts = spec.split(":")
         if parts[0] == "zeros" and len(parts) == 3:
             try:
-                arr = np.zeros(int(parts[1]), np.dtype(parts[2]))
-            except (ValueError, TypeError) as e:
+                n, dtype = int(parts[1]), np.dtype(parts[2])
+                if n < 0:
+                    raise ValueError(f"{n} elements")
+                _fits_in_memory(n * dtype.itemsize)
+                arr = np.zeros(n, dtype)
+            except (ValueError, TypeError, MemoryError) as e:
                 raise UserError(f"{where}: {spec!r}: {e}") from None
             return arr, path
         if parts[0] == "empty-like" and len(parts) == 2:
@@ -78,7 +86,8 @@ def parse_arg(text: str, param, index: int, outputs=()):
             return np.zeros_like(like), path
         raise UserError(f"{where}: {spec!r}: expected zeros:N:DTYPE or empty-like:FILE.npy")
     if text.endswith(".npy"):
-        return _load_npy(text, where), text if text in outputs or param.name in outputs else None
+        written = text in outputs or param.name in outputs
+        return _load_npy(text, where), npy_path(text, where) if written else None
     try:
         if param.type.startswith(".f"):
             v = float(text)
@@ -87,6 +96,28 @@ def parse_arg(text: str, param, index: int, outputs=()):
         return int(text, 0), None
     except ValueError:
         raise UserError(f"{where}: {text!r} is not a number, a .npy file or null") from None
+
+
+def npy_path(path: str, where: str) -> str:
+    """The file an array is saved to (numpy adds .npy, so the name says so); checked writable now."""
+    if not path.endswith(".npy"):
+        path += ".npy"
+    check_writable(path, where)
+    return path
+
+
+def _fits_in_memory(nbytes: int) -> None:
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if nbytes > total:
+        raise MemoryError(f"{nbytes:,} bytes is more than this machine's {total / 2**30:.0f} GiB of memory")
+
+
+def _save(path: str, arr) -> None:
+    with atomic_path(path) as tmp:
+        np.save(tmp, arr)
 
 
 def _load_npy(path: str, where: str) -> np.ndarray:
@@ -117,6 +148,8 @@ def run(args) -> int:
     except KeyError as e:
         raise UserError(str(e.args[0])) from None
     grid, block = parse_dims(args.grid, "grid"), parse_dims(args.block, "block")
+    if args.report:
+        check_writable(args.report, "--report")
     if len(args.arg) != len(k.params):
         sig = ", ".join(f"{p.type} {p.name}" for p in k.params)
         raise UserError(f"{name} takes {len(k.params)} argument(s) ({sig}); {len(args.arg)} --arg given")
@@ -141,18 +174,22 @@ def run(args) -> int:
         return 1
     except SanitizerError as e:  # the in-bounds results were copied back: keep them, report, fail
         for path, arr in saves:
-            np.save(path, arr)
+            _save(path, arr)
         if args.report:
-            write_json(args.report, e.reports, kernel=e.kernel, suppressed=e.suppressed)
+            with atomic_path(args.report, "--report") as tmp:
+                write_json(tmp, e.reports, kernel=e.kernel, suppressed=e.suppressed)
         print(str(e), file=sys.stderr)
         return 1
-    except EmulatorError as e:
+    except EmulatorError as e:  # the arrays hold what completed before the fault: keep them
+        for path, arr in saves:
+            _save(path, arr)
         print(f"ptxforge: error: {cli_words(str(e))}", file=sys.stderr)
         return 1
     for path, arr in saves:
-        np.save(path, arr)
+        _save(path, arr)
     if args.report:
-        write_json(args.report, [], kernel=name)
+        with atomic_path(args.report, "--report") as tmp:
+            write_json(tmp, [], kernel=name)
     print(res, file=sys.stderr)
     for path, _ in saves:
         print(f"wrote {Path(path)}", file=sys.stderr)

@@ -18,6 +18,7 @@ from ptxforge.emu.launch_checks import cluster_shape as _cluster_shape
 from ptxforge.emu.machine import Machine
 from ptxforge.emu.memory import PAD, DeviceMemory
 from ptxforge.emu.program import Layout
+from ptxforge.emu.variable_limits import check_module_variables
 from ptxforge.ptx import ir
 
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -80,9 +81,11 @@ class ModuleImage:
         for f in self.module.functions:  # function-scope .global/.const variables
             variables += [s for s in f.body or () if isinstance(s, ir.Variable)
                           and s.space in (".global", ".const")]
+        check_module_variables(variables)  # before anything is allocated
         placed = []
         for v in variables:
-            a = self.device.memory.alloc(max(v.size, 1), name=v.name, align=v.align or 256)
+            a = self.device.memory.alloc(max(v.size, 1), name=v.name, align=v.align or 256,
+                                         readonly=v.space == ".const")
             self.symbols[v.name] = a.base
             self.allocations.append(a)
             placed.append((v, a))
@@ -127,6 +130,16 @@ class EmuDevice:
         return img
 
 
+MAX_SMS = 1024  # far above any GPU (an H200 has 132); the emulator keeps per-SM state
+
+
+def sm_count(num_sms) -> int:
+    """`num_sms` checked: a whole number of SMs, 1 to MAX_SMS."""
+    if isinstance(num_sms, bool) or not isinstance(num_sms, int | np.integer) or not 1 <= num_sms <= MAX_SMS:
+        raise LaunchError(f"num_sms must be a whole number from 1 to {MAX_SMS}, not {num_sms!r}")
+    return int(num_sms)
+
+
 _DEVICE: EmuDevice | None = None
 
 
@@ -156,6 +169,7 @@ def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes,
         check_launch(module, func, grid, block, cluster, shared_mem=shared_mem, static_shared=layout.shared_bytes)
     buf = np.zeros(max(PAD, (len(params) + PAD - 1) // PAD * PAD), np.uint8)
     buf[: len(params)] = np.frombuffer(params, np.uint8)
+    num_sms = sm_count(device.num_sms if num_sms is None else num_sms)
     m = Machine(layout, ops, grid=grid, block=block, params=buf, device=device.memory,
                 dynamic_shared=shared_mem, num_sms=num_sms or device.num_sms, watchdog_s=watchdog_s,
                 printf=printf, observers=observers, sanitizer=sanitizer, cluster=cluster, sm_ids=sm_ids,

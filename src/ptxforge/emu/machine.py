@@ -96,6 +96,11 @@ class LaneState:
         return self.machine.describe_lane(lane)
 
 
+# Calls nested deeper than this stop the launch with an error naming the call (CUDA's default 1 KiB stack
+# holds far fewer frames; the emulator keeps a return address and saved registers per frame and lane).
+MAX_CALL_DEPTH = 1024
+
+
 class Machine:
     """Run one launch of a compiled kernel. Use `ptxforge.emu.launch.emulate`, not this directly."""
 
@@ -264,6 +269,9 @@ class Machine:
         recursive = any(f.recursive for f in lay.functions.values())
         local = frames + (64 * max((f.frame_size for f in lay.functions.values()), default=0)
                           if recursive else 0)
+        from ptxforge.emu.variable_limits import check_local
+
+        check_local(lay.functions.values(), N)  # before the wave's local memory is allocated
         st.mem = LaneMemory(self.device, nlanes=N, lanes_per_slot=lpb, shared_size=self.shared_size,
                             local_size=local, params=self.params, fault=self._fault, cluster_size=self.csize)
         st.mem.observers.extend(self.observers)
@@ -446,6 +454,8 @@ class Machine:
                         continue
                     if k == C.BAR and op.guard is None and op.extra.mode == "sync" and \
                             op.extra.count is None and not self.arrivals.any():
+                        if op.extra.fixed_id is None:  # an id in a register: checked as on the slow path
+                            self._check_bar_ids(op)
                         if self.sanitizer is not None:
                             self.sanitizer.on_barrier_all(self)
                         pc += 1
@@ -617,6 +627,13 @@ class Machine:
             self._cluster_release()
         for bid in np.flatnonzero(self.arrivals.any(0)):
             self._try_release(int(bid))
+
+    def _check_bar_ids(self, op) -> None:
+        ids = np.asarray(op.extra.bar_id(self.st)).astype(np.int64)
+        ids = ids[self.st.live_mask()] if ids.ndim else ids
+        bad = ids[(ids < 0) | (ids >= NBARRIERS)]
+        if bad.size:
+            raise EmulatorError(f"{op.where}: barrier id {int(bad.flat[0])} is out of range 0..15")
 
     def _barrier(self, op, ex, P) -> None:
         info = op.extra
@@ -791,8 +808,10 @@ class Machine:
             for saves in self.saves.values():
                 for key, arr in list(saves.items()):
                     saves[key] = np.concatenate([arr, np.zeros_like(arr)])
-        if int(d.max()) > 100_000:
-            raise EmulatorError(f"call stack deeper than 100000 frames calling {callee.name}")
+        if int(d.max()) + 1 >= MAX_CALL_DEPTH:
+            lane = int(lanes[int(np.argmax(d))])
+            raise EmulatorError(f"{self.ops[P].where}: call to {callee.name}: the call stack of "
+                                f"{self.describe_lane(lane)} is {MAX_CALL_DEPTH} frames deep (unbounded recursion?)")
         if callee.recursive:
             saves = self.saves.setdefault(callee.name, {})
             D = self.retstack.shape[0]

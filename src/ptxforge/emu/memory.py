@@ -224,8 +224,9 @@ class LaneMemory:
         i = np.searchsorted(bases, flat, side="right") - 1
         ok = i >= 0
         ic = np.clip(i, 0, None)
-        if bases.size:
-            ok &= flat + np.uint64(nbytes) <= ends[ic]
+        if bases.size:  # compared without wrap-around: an address near 2^64 plus nbytes must not pass
+            end = ends[ic]
+            ok &= (flat < end) & (end - np.minimum(flat, end) >= np.uint64(nbytes))
         else:
             ok[:] = False
         if not ok.all():
@@ -246,7 +247,7 @@ class LaneMemory:
         a = np.asarray(addr)
         if a.dtype.kind != "i":
             a = a.astype(np.int64)
-        if a.size and ((a.min() < 0) or (a.max() + nbytes > limit)):
+        if a.size and ((a.min() < 0) or (a.max() > limit - nbytes)):
             self._check_range(a, nbytes, 0, limit, space, lanes, addr)
         if nbytes > 1 and a.size and (a & (nbytes - 1)).any():
             self._check_align(a, nbytes, lanes, space)
@@ -325,7 +326,7 @@ class LaneMemory:
 
     # ------------------------------------------------------------------ faults
     def _check_range(self, a, nbytes, lo, hi, space, lanes, orig):
-        bad = (a < lo) | (a + nbytes > hi)
+        bad = (a < lo) | (a > hi - nbytes)  # not a + nbytes: that wraps for addresses near 2^63
         if np.any(bad):
             self._raise("out-of-bounds", space, np.asarray(orig), nbytes, lanes, np.asarray(bad),
                         f"the {space} window of this {'block' if space == 'shared' else 'thread'} "
@@ -347,15 +348,34 @@ class LaneMemory:
         else:
             lane = j
         if note is None and space in ("global", "generic", "const"):
-            near = self.device.nearest(addr)
-            if near is None:
-                note = "no allocation exists"
-            elif addr >= near.base + near.size:
-                note = (f"{addr - (near.base + near.size)} bytes past the end of "
-                        f"{near.name or 'allocation'} [{near.base:#x}, {near.base + near.size:#x})")
-            else:
-                note = f"inside {near.name or 'allocation'} but the access runs past its end"
+            note = describe_address(self.device.allocations, addr & (1 << 64) - 1, nbytes)
         raise self.fault(kind, space, addr, nbytes, lane, note)
+
+
+def describe_address(allocs, addr: int, nbytes: int) -> str:
+    """Where a bad global address lies: null, inside an allocation but running past its end, below the
+    first allocation, between two, past the last; addresses from 2^63 up also read as negative numbers."""
+
+    def name(a: Allocation) -> str:
+        return f"{a.name or 'allocation'} [{a.base:#x}, {a.base + a.size:#x})"
+
+    if addr >= 1 << 63:
+        return f"a negative address ({addr - (1 << 64)} as a signed number), in no allocation"
+    if addr < 4096:
+        return "a null pointer" + (f" plus {addr} bytes" if addr else "")
+    if not allocs:
+        return "no allocation exists"
+    i = bisect.bisect([a.base for a in allocs], addr) - 1
+    if i >= 0 and addr < allocs[i].base + allocs[i].size:
+        a = allocs[i]
+        return f"{nbytes} bytes at offset {addr - a.base} run past the end of {name(a)}"
+    if i < 0:
+        return f"{allocs[0].base - addr} bytes below {name(allocs[0])}, the lowest allocation"
+    below = allocs[i]
+    past = f"{addr - (below.base + below.size)} bytes past the end of {name(below)}"
+    if i + 1 < len(allocs):
+        return f"between allocations: {past} and {allocs[i + 1].base - addr} bytes below {name(allocs[i + 1])}"
+    return past
 
 
 def gather(buf: np.ndarray, idx, dtype, count: int):

@@ -43,6 +43,7 @@ class BarrierInfo:
     red_dst: object = None  # writer
     red_src: object = None  # reader of the predicate
     aligned: bool = True
+    fixed_id: int | None = None  # the barrier id when it is an immediate (checked 0..15 at compile time)
 
 
 def build_bra(ctx):
@@ -158,6 +159,13 @@ def build_bar(ctx):
     ops = ins.operands
     mode = "arrive" if ins.has("arrive") else "red" if ins.has("red") else "sync"
     aligned = ins.opcode == "bar" or ins.has("aligned")
+    id_op = (ops[1] if mode == "red" else ops[0]) if ops else ir.Immediate(0, "0")
+    fixed_id = id_op.value if isinstance(id_op, ir.Immediate) and isinstance(id_op.value, int) else None
+    if fixed_id is not None and not 0 <= fixed_id < 16:  # ptxas refuses it too (`ptxforge check` says so)
+        from ptxforge.emu.errors import EmulatorError
+
+        raise EmulatorError(f"{ins.span.file}:{ins.span.line}: {ins.mnemonic}: barrier id {fixed_id} is out of "
+                            f"range 0..15")
     if mode == "red":
         red_op = next(s for s in ins.suffixes if s in ("popc", "and", "or"))
         ty = ".u32" if red_op == "popc" else ".pred"
@@ -165,11 +173,11 @@ def build_bar(ctx):
         bar_id = ctx.read(ops[1], ".u32")
         count = ctx.read(ops[2], ".u32") if len(ops) > 3 else None
         src = ctx.read(ops[-1], ".pred")
-        info = BarrierInfo(mode, bar_id, count, red_op, dst, src, aligned)
+        info = BarrierInfo(mode, bar_id, count, red_op, dst, src, aligned, fixed_id)
     else:
         bar_id = ctx.read(ops[0], ".u32") if ops else (lambda st: np.uint32(0))
         count = ctx.read(ops[1], ".u32") if len(ops) > 1 else None
-        info = BarrierInfo(mode, bar_id, count, aligned=aligned)
+        info = BarrierInfo(mode, bar_id, count, aligned=aligned, fixed_id=fixed_id)
     return c.Op(c.BAR, extra=info)
 
 

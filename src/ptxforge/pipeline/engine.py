@@ -48,12 +48,12 @@ class Costs:
     def __post_init__(self) -> None:
         for name in ("F", "B", "W", "p2p"):
             v = getattr(self, name)
-            if not v >= 0:
-                raise ValueError(f"cost {name} must be >= 0, got {v}")
+            if not 0 <= v < float("inf"):
+                raise ValueError(f"cost {name} must be a finite number >= 0, got {v}")
         if self.W > self.B:
             raise ValueError(f"W (weight-gradient part, {self.W}) cannot exceed the full backward B ({self.B})")
-        if self.FB is not None and self.FB < 0:
-            raise ValueError(f"cost FB must be >= 0, got {self.FB}")
+        if self.FB is not None and not 0 <= self.FB < float("inf"):
+            raise ValueError(f"cost FB must be a finite number >= 0, got {self.FB}")
 
     @property
     def fb(self) -> float:

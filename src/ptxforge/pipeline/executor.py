@@ -20,6 +20,7 @@ from ptxforge.pipeline import comm
 from ptxforge.pipeline.engine import run
 from ptxforge.pipeline.ops import FB, RECV_B, RECV_F, SEND_B, SEND_F, B, F, Op, Schedule, W
 from ptxforge.pipeline.schedules import dualpipe, dualpipev, one_f_one_b, zb1p
+from ptxforge.pipeline.step_check import Abort, PeerFailed, agree, describe
 from ptxforge.pipeline.weight_grad import WeightGradStore, run_backward
 
 __all__ = ["DualPipe", "DualPipeV", "OneFOneB", "ZeroBubbleH1", "PipelineExecutor"]
@@ -51,6 +52,25 @@ def _gather(micro_outputs: list[list[torch.Tensor]], dim: int):
     return out[0] if len(out) == 1 else tuple(out)
 
 
+def _as_tuple(x) -> tuple:
+    return (x,) if isinstance(x, torch.Tensor) or x is None else tuple(x)
+
+
+def _split_problems(what: str, xs, chunks: int, dim: int) -> list[str]:
+    """Why `xs` cannot be cut into `chunks` equal micro-batches along `dim` (the p2p shapes are per micro-batch)."""
+    out = []
+    for j, x in enumerate(_as_tuple(xs)):
+        if x is None:
+            continue
+        if not isinstance(x, torch.Tensor):
+            out.append(f"{what} {j} is a {type(x).__name__}, not a tensor or None")
+        elif x.dim() <= dim or x.shape[dim] < chunks or x.shape[dim] % chunks:
+            size = x.shape[dim] if x.dim() > dim else "no such dimension"
+            out.append(f"{what} {j} of shape {tuple(x.shape)} does not split into {chunks} equal micro-batches "
+                       f"along dimension {dim} (size {size})")
+    return out
+
+
 def _device_of(module: nn.Module) -> torch.device:
     for t in list(module.parameters()) + list(module.buffers()):
         return t.device
@@ -62,6 +82,7 @@ class PipelineExecutor(nn.Module):
 
     schedule_fn: Callable[[int, int], Schedule]
     modules_per_rank = 2
+    _made: dict[tuple[int, ...], int] = {}
 
     def __init__(self, modules, batch_dim: int = 0, process_group: dist.ProcessGroup | None = None,
                  rank_mapping: list[int] | None = None) -> None:
@@ -94,6 +115,11 @@ class PipelineExecutor(nn.Module):
         self.is_first_rank = self.rank == 0
         self.is_last_rank = self.rank == self.num_ranks - 1
         self._schedules: dict[tuple[int, bool], Schedule] = {}
+        ranks = tuple(dist.get_process_group_ranks(self.group))
+        ordinal = PipelineExecutor._made.get(ranks, 0)  # executors on a group are made in the same order on each rank
+        PipelineExecutor._made[ranks] = ordinal + 1
+        self._abort = Abort(f"{'-'.join(map(str, ranks))}/{ordinal}")
+        self._steps = 0
         # set to a list to record (op, start, end, cpu) of every compute op of the next steps: wall-clock
         # perf_counter times and the thread's CPU seconds
         self.trace: list[tuple[Op, float, float, float]] | None = None
@@ -124,16 +150,11 @@ class PipelineExecutor(nn.Module):
         last stage (loss stacked per micro-batch, outputs concatenated along batch_dim if return_outputs),
         (None, None) elsewhere.
         """
-        comm.require_configured()
         self.forward_only = not torch.is_grad_enabled()
         self.return_outputs = return_outputs
-        sched = self._schedule(num_chunks, self.forward_only)
+        sched, first, last = self._agree(inputs, num_chunks, criterion, labels)
         pl = sched.placement
-        local = range(pl.modules_per_rank)
-        first = [m for m in local if pl.is_first_stage(self._loc(m))]
-        last = [m for m in local if pl.is_last_stage(self._loc(m))]
-        if last and not self.forward_only and criterion is None:
-            raise ValueError(f"rank {self.rank} computes the loss of the last stage: step() needs criterion=")
+        self._steps += 1
         self._reset()
         for m in first:
             self.inputs[m] = dict(enumerate(_scatter(inputs, pl.streams[self._loc(m)], self.batch_dim)))
@@ -141,6 +162,7 @@ class PipelineExecutor(nn.Module):
             self.labels[m] = _scatter(labels, pl.streams[self._loc(m)], self.batch_dim)
         self.criterion = criterion
         try:
+            self._abort.check()
             for op in sched.rank_ops(self.rank):
                 if op.kind in (SEND_F, RECV_F, SEND_B, RECV_B):
                     self._queue(op)
@@ -155,6 +177,7 @@ class PipelineExecutor(nn.Module):
             self._commit()
             if not WeightGradStore.funcs_queue.empty():
                 raise RuntimeError("deferred weight gradients left after the step")
+            self._abort.finish(self._steps, self.num_ranks)  # a rank that failed after its last message fails us all
             loss = outputs = None
             if last:
                 m = last[0]
@@ -164,8 +187,45 @@ class PipelineExecutor(nn.Module):
                     n = pl.streams[self._loc(m)]
                     outputs = _gather([self.outputs[m][i] for i in range(n)], self.batch_dim)
             return loss, outputs
+        except BaseException as e:
+            if not isinstance(e, PeerFailed):
+                self._abort.signal(self.rank, e)  # the ranks waiting for this one raise within a moment
+            raise
         finally:
             self._reset()
+
+    def _agree(self, inputs, num_chunks: int, criterion, labels):
+        """(schedule, first-stage modules, last-stage modules), once every rank's arguments were checked
+        against the others' in one collective; otherwise StepArgumentError on every rank."""
+        problems: list[str] = []
+        try:
+            comm.require_configured()
+        except RuntimeError as e:
+            problems.append(str(e))
+        sched, first, last, error = None, [], [], None
+        try:
+            sched = self._schedule(num_chunks, self.forward_only)
+        except (ValueError, TypeError) as e:
+            problems.append(str(e))
+            error = e
+        mine: dict = {"num_chunks": num_chunks, "training or inference": "inference" if self.forward_only else
+                      "training", "p2p shapes": comm.TENSOR_SHAPES, "p2p dtype": str(comm.TENSOR_DTYPE)}
+        if sched is not None:
+            pl = sched.placement
+            local = range(pl.modules_per_rank)
+            first = [m for m in local if pl.is_first_stage(self._loc(m))]
+            last = [m for m in local if pl.is_last_stage(self._loc(m))]
+            for m in first:
+                mine["the inputs (shape, dtype)"] = [describe(x) for x in _as_tuple(inputs)]
+                problems += _split_problems("input", inputs, pl.streams[self._loc(m)], self.batch_dim)
+            for m in last:
+                mine["the labels (shape, dtype)"] = [describe(x) for x in _as_tuple(labels)]
+                mine["criterion given"] = criterion is not None
+                if not self.forward_only and criterion is None:
+                    problems.append("it computes the loss of the last stage: step() needs criterion=")
+                problems += _split_problems("label", labels, pl.streams[self._loc(m)], self.batch_dim)
+        agree(self.group, self.rank, mine, problems, same_error=error)
+        return sched, first, last
 
     def _reset(self) -> None:
         WeightGradStore.clear()
@@ -215,8 +275,7 @@ class PipelineExecutor(nn.Module):
     def _commit(self) -> None:
         if not self.comm_ops:
             return
-        for req in dist.batch_isend_irecv(self.comm_ops):
-            req.wait()
+        self._abort.wait_all(dist.batch_isend_irecv(self.comm_ops), cuda=self.device.type == "cuda")
         self.comm_ops = []
         for t in self.to_free:  # the activation left this rank; autograd only needs its metadata
             if t._base is not None:

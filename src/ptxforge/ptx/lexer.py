@@ -56,10 +56,13 @@ def tokenize(text: str, start: int = 0, end: int | None = None) -> list[tuple[st
         end = len(text)
     out = []
     append = out.append
+    seen: dict[str, str] = {}  # one string per distinct token text: names repeat, and the IR keeps them
+    share = seen.setdefault
     for m in _TOKEN_RE.finditer(text, start, end):
         kind = m.lastgroup
         if kind == "end":
             break
         g = m.lastindex
-        append((kind, m.group(g), m.start(g)))
+        t = m.group(g)
+        append((kind, share(t, t), m.start(g)))
     return out

@@ -28,6 +28,11 @@ SPECIAL_REGISTERS = frozenset(
 # typo or a hostile file from making the tools enumerate billions of names.
 MAX_REGISTER_RANGE = 1 << 20
 
+# How deep `{` blocks and bracketed or prefixed operands (`{..}`, `(..)`, `[..]`, `!`, `-`, `|`) may nest.
+# Real PTX nests a few levels; the bound keeps the recursive descent (and every IR walker after it)
+# far from Python's recursion limit on hostile input.
+MAX_NESTING = 100
+
 LINKAGES = frozenset((".visible", ".extern", ".weak", ".common"))
 VAR_SPACES = frozenset((".global", ".const", ".shared", ".local", ".param", ".tex", ".reg"))
 PERF_DIRECTIVES = frozenset(
@@ -59,6 +64,7 @@ class Parser:
         self.toks = self._tokenize_outside_sections()
         self.toks += [("eof", "", len(text))] * 8  # sentinels: peek() never runs off the end
         self.i = 0
+        self.depth = 0  # current nesting of blocks and operands, bounded by MAX_NESTING
         self.regs: set[str] = set()  # register names declared in the function being parsed
         self.layout: dict = {}  # id(node) -> (node, start, end[, head_end, close_start])
 
@@ -171,31 +177,65 @@ class Parser:
         self.i += 1
         return -v if neg else v
 
+    def nest(self, tok) -> None:
+        """Enter one nesting level at `tok`; the caller leaves it with `self.depth -= 1`."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            if self.toks[self.i - 1] is tok:
+                self.i -= 1  # leave the bracket to recover(), which skips the group it opens
+            self.fail(tok, self.too_deep())
+
+    @staticmethod
+    def too_deep() -> str:
+        return f"nesting deeper than {MAX_NESTING} levels (blocks, braces, brackets, '!', '-', '|')"
+
+    def nested_operand(self, tok):
+        self.nest(tok)
+        op = self.parse_operand()
+        self.depth -= 1
+        return op
+
     # ------------------------------------------------------------------ module
 
     def parse_module(self) -> ir.Module:
         version, target, address_size = (0, 0), None, None
         items: list = []
+        header = 0  # ptxas's order: 0 nothing yet, 1 after .version, 2 after .target, 3 after the header
         while self.peek()[0] != "eof":
             start = self.i
+            self.depth = 0
             try:
                 tok = self.peek()
                 val = tok[1]
                 if val == ".version":
                     self.i += 1
+                    if header:
+                        self.fail(tok, "a second .version directive (a module has one, at its start)")
                     version = self.parse_version()
+                    header = 1
                     self.layout["version"] = (version, tok[2], self.end_offset())
                 elif val == ".target":
                     self.i += 1
+                    if header != 1:
+                        self.fail(tok, "a second .target directive" if header else
+                                  "missing .version directive before .target (a module starts with .version)")
                     target = self.parse_target(tok)
+                    header = 2
                     self.layout["target"] = (target, tok[2], self.end_offset())
                 elif val == ".address_size":
                     self.i += 1
+                    if header != 2:
+                        self.fail(tok, ".address_size must come once, right after .target")
                     address_size = self.integer("an address size")
                     if address_size not in (32, 64):
                         self.fail(tok, f".address_size must be 32 or 64, not {address_size}")
+                    header = 3
                     self.layout["address_size"] = (address_size, tok[2], self.end_offset())
                 else:
+                    if header < 2:
+                        self.fail_soft(tok, "missing .target directive after .version" if header else
+                                       "missing .version directive (every PTX module starts with one)")
+                    header = 3
                     item = self.parse_toplevel()
                     if type(item) is not ir.Function:  # functions mark themselves
                         self.mark(item, tok[2])
@@ -403,7 +443,7 @@ class Parser:
                 return tuple(out)
             if kind == "eof":
                 self.fail(tok, "unexpected end of file: missing '}'")
-            start = self.i
+            start, depth = self.i, self.depth
             try:
                 if kind == "word" and val[0] not in ".%$" and toks[start + 1][1] != ":":
                     st = self.parse_instruction(None, tok)  # the common case, straight to the instruction
@@ -423,6 +463,7 @@ class Parser:
                     else:
                         self.mark(st, tok[2])
             except _Recover:
+                self.depth = depth
                 if self.i == start and self.toks[self.i][0] != "eof":
                     self.i += 1
                 self.recover()
@@ -445,7 +486,15 @@ class Parser:
             return self.parse_instruction(self.parse_guard(), tok)
         if val == "{":
             self.i += 1
-            return ir.Block(self.parse_body(), self.span(tok))
+            if self.depth >= MAX_NESTING:  # report it, then skip the whole block
+                self.fail_soft(tok, self.too_deep())
+                while self.recover() or self.peek()[0] != "eof" and not self.accept("}"):
+                    pass
+                return None
+            self.depth += 1
+            block = ir.Block(self.parse_body(), self.span(tok))
+            self.depth -= 1
+            return block
         if val == ";":
             self.i += 1
             return None
@@ -523,13 +572,20 @@ class Parser:
         f = self.integer("a file index")
         line = self.integer("a line number")
         col = self.integer("a column")
+        # The optional tail `, function_name LABEL[+N], inlined_at FILE LINE COL` ends at the end of the
+        # line, a ';', or after inlined_at's three numbers (a statement may follow on the same line).
         extra = []
-        while self.peek()[1] not in (";",) and self.peek()[0] != "eof":
+        eol = self.text.find("\n", tok[2])
+        if eol < 0:
+            eol = len(self.text)
+        numbers = -1  # numbers still to take after inlined_at
+        while self.at(",") if not extra else numbers != 0:
             t = self.peek()
-            if t[2] > tok[2] and self.text.count("\n", tok[2], t[2]):
-                break  # .loc ends at the end of its line
+            if t[1] == ";" or t[0] == "eof" or t[2] > eol or numbers > 0 and t[0] != "num":
+                break
             extra.append(t[1])
             self.i += 1
+            numbers = 3 if t[1] == "inlined_at" else numbers - (numbers > 0)
         return ir.Loc(f, line, col, join_tokens(extra), self.span(tok))
 
     def parse_target_list(self, tok) -> ir.TargetList:
@@ -667,7 +723,7 @@ class Parser:
             nxt = self.toks[self.i][1]
             if nxt == "|":
                 self.i += 1
-                second = self.parse_operand()
+                second = self.nested_operand(tok)
                 return ir.PredPair(op, second, self.span(tok))
             if nxt in "+-" and nxt and isinstance(op, ir.Symbol):
                 return self.expr_rest(tok, [val])
@@ -691,10 +747,10 @@ class Parser:
                 return ir.Immediate(-v if v != 0 or isinstance(v, int) else -0.0, "-" + nxt[1], self.span(tok))
             if nxt[0] == "word" and nxt[1].startswith("%"):
                 self.i += 1
-                return ir.Minus(self.parse_operand(), self.span(tok))
+                return ir.Minus(self.nested_operand(tok), self.span(tok))
         if val == "!":
             self.i += 1
-            return ir.Negated(self.parse_operand(), self.span(tok))
+            return ir.Negated(self.nested_operand(tok), self.span(tok))
         if val == "[":
             return self.parse_address(tok)
         if val == "{":
@@ -709,9 +765,11 @@ class Parser:
         items = []
         if self.accept(close):
             return ()
+        self.nest(self.toks[self.i - 1])
         while True:
             items.append(self.parse_operand())
             if self.accept(close):
+                self.depth -= 1
                 return tuple(items)
             self.expect(",", f" or '{close}'")
 

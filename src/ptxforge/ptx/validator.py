@@ -10,6 +10,7 @@ from collections import ChainMap
 from ptxforge.ptx import ir
 from ptxforge.ptx.errors import Diagnostic, PTXValidationError
 from ptxforge.ptx.lexer import SourceText
+from ptxforge.ptx.limits import limit_problems
 
 # Kernel directives that need a newer target (ptxas 13.0 agrees with the manual here).
 DIRECTIVE_MIN_SM = {".explicitcluster": 90, ".reqnctapercluster": 90, ".maxclusterrank": 90}
@@ -58,6 +59,8 @@ class _Validator:
             self.signature(f)
             if f.body is not None:
                 self.function(f)
+        for span, message in limit_problems(self.m):
+            self.report(span, message)
         return sorted(self.out, key=lambda d: (d.line, d.col))
 
     def check_target(self) -> None:

@@ -105,6 +105,9 @@ class Kernel:
                 result, sanitizer = self._run_emu(dev, packed, grid, block, int(shared_mem), sanitize, num_sms,
                                                   watchdog_s, printf, cluster)
             copy_back(dev, copies)
+        except EmulatorError:  # a fault stops the launch: what completed (in bounds) still comes back
+            _copy_back_quietly(dev, copies)
+            raise
         finally:
             _free_quietly(dev, temps)
         if sanitizer is not None:  # raises SanitizerError after the in-bounds results were copied back
@@ -192,14 +195,27 @@ def copy_back(dev, copies) -> None:
     """Copy each (HostArray, allocation) pair of a finished launch back to the host (and on to a torch
     tensor that was copied from a GPU)."""
     for host, alloc in copies:
-        arr = host.array
-        data = dev.memory.read(alloc)[: arr.nbytes]
-        if arr.flags.c_contiguous:
-            arr.reshape(-1).view(np.uint8)[:] = data
-        else:
-            arr[...] = data.view(arr.dtype).reshape(arr.shape)
-        if host.after is not None:
-            host.after()
+        _copy_one(dev, host, alloc)
+
+
+def _copy_back_quietly(dev, copies) -> None:
+    """Copy device memory back into the host arrays after a failed emulated launch."""
+    for host, alloc in copies:
+        try:
+            _copy_one(dev, host, alloc)
+        except Exception:  # noqa: BLE001 - the launch's own error is the one to report
+            pass
+
+
+def _copy_one(dev, host, alloc) -> None:
+    arr = host.array
+    data = dev.memory.read(alloc)[: arr.nbytes]
+    if arr.flags.c_contiguous:
+        arr.reshape(-1).view(np.uint8)[:] = data
+    else:
+        arr[...] = data.view(arr.dtype).reshape(arr.shape)
+    if host.after is not None:
+        host.after()
 
 
 def _free_quietly(dev, temps) -> None:

@@ -272,3 +272,18 @@ extern "C" __global__ void block_reduce(const float* in, float* out) {
         if (t == 0) out[blockIdx.x] = v;
     }
 }
+
+// ---- bar.sync reached by half of a warp while the other half exits instead
+extern "C" __global__ void exit_divergent_barrier(const float* in, float* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    out[i] = in[i] * 2.0f;
+    if (threadIdx.x < 16) __syncthreads();             // BUG: threads 16.. of every warp exit instead
+}
+extern "C" __global__ void exit_warp_aligned_ok(const float* in, float* out, int n) {
+    __shared__ float s[256];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    if (i >= n) return;                                // whole warps leave before the barrier: fine
+    s[t] = in[i];
+    __syncthreads();
+    out[i] = s[t ^ 1];
+}

@@ -50,7 +50,11 @@ def _check(mem, space, a, nbytes, write):
         ends = np.asarray([x.base + x.size for x in allocs], np.uint64)
         i = np.searchsorted(bases, a, side="right") - 1
         ic = np.clip(i, 0, None)
-        ok = (i >= 0) & (a + np.uint64(nbytes) <= ends[ic]) if bases.size else np.zeros(a.shape, bool)
+        if bases.size:  # without wrap-around: an address near 2^64 plus nbytes must not pass
+            end = ends[ic]
+            ok = (i >= 0) & (a < end) & (end - np.minimum(a, end) >= np.uint64(nbytes))
+        else:
+            ok = np.zeros(a.shape, bool)
         k[~ok] = OOB
         if write and bases.size:
             ro = np.asarray([x.readonly for x in allocs])[ic]
@@ -62,7 +66,7 @@ def _check(mem, space, a, nbytes, write):
             hi = s >> M.CLUSTER_RANK_SHIFT
             k[hi > mem.cluster_size] = OOB
             s = np.where(hi > 0, s & M.CLUSTER_OFF_MASK, s)
-        k[(s < 0) | (s + nbytes > limit)] = OOB
+        k[(s < 0) | (s > limit - nbytes)] = OOB
         if space == "param" and write:
             k[k == OK] = READONLY
     if nbytes > 1:

@@ -89,6 +89,10 @@ class SanitizerReport:
         return "\n".join(lines)
 
     def _placement(self) -> str:
+        a = self.address
+        if a is not None and self.space in ("global", "generic", "const") and (a < 4096 or a >= 1 << 63):
+            return ("is a null pointer" + (f" plus {a} bytes" if a else "") if a < 4096 else
+                    f"is a negative address ({a - (1 << 64)} as a signed number)") + ", in no allocation"
         if self.allocation is None:
             return "is not inside any allocation"
         size = self.allocation_size

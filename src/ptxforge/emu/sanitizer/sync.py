@@ -1,8 +1,10 @@
 """Synchronization checks: barrier divergence and warp member masks.
 
 Barriers: when a block's barrier releases, every thread leaving it must have waited at the same
-(aligned) barrier instruction. Threads that exited do not count: the hardware expects only the
-threads still running, so `if (i >= n) return; ... __syncthreads();` is fine.
+(aligned) barrier instruction. Whole warps that exited do not count: the hardware expects only the
+threads still running, so `if (i >= n) return; ... __syncthreads();` is fine for warp-aligned n. A warp
+split between threads waiting at an aligned barrier and threads that exited instead
+(`if (threadIdx.x < 16) __syncthreads();` with the rest leaving) is divergence: reported.
 
 Member masks (shfl/vote/match/redux/elect .sync, bar.warp.sync): the executing thread must be in its
 mask, all threads of a warp must pass the same mask, and every existing lane the mask names must
@@ -148,6 +150,33 @@ def check_barrier_release(san, machine, bid: int, done, rel) -> None:
                    f"instruction")
             nblocks = np.unique(us[multi]).size
             _add(san, ("barrier-divergence", "mixed", at), lane, at, msg, nblocks)
+    check_exited_in_warp(san, machine, bid, rl, bpc)
+
+
+def check_exited_in_warp(san, machine, bid: int, rl, bpc) -> None:
+    """Released lanes whose warp also holds threads that exited without reaching this aligned barrier."""
+    from ptxforge.emu.machine import EXITED
+
+    lpb = machine.lanes_per_block
+    warps = np.unique(rl // 32)
+    lanes = warps[:, None] * 32 + np.arange(32)
+    real = machine.lane_tid[lanes % lpb] < machine.threads  # padding lanes past the block's threads
+    exited = (machine.pcs[lanes] == EXITED) & real
+    split = np.flatnonzero(exited.any(1))
+    if split.size == 0:
+        return
+    w = int(warps[split[0]])
+    lane = int(rl[np.flatnonzero(rl // 32 == w)[0]])
+    at = int(bpc[np.flatnonzero(rl == lane)[0]])
+    if not getattr(machine.ops[at].extra, "aligned", True):
+        return
+    gone = int(exited[split[0]].sum())
+    waited = int(np.count_nonzero(rl // 32 == w))
+    msg = (f"{waited} thread(s) of a warp wait at this aligned barrier (id {bid}) while {gone} thread(s) of the "
+           f"same warp exited without reaching it; bar.sync must be executed by every thread of the warp "
+           f"or none (the hardware may hang or release the barrier early)")
+    nblocks = np.unique(machine.slot[warps[split] * 32]).size
+    _add(san, ("barrier-divergence", "exited", at), lane, at, msg, nblocks)
 
 
 def _add(san, site, lane: int, pc: int, message: str, count: int) -> None:

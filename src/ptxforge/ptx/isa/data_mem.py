@@ -101,7 +101,8 @@ SPECS = [
     fam("ldu", "Tv, A", types=LDST_TYPES, ntypes=(1,), mods=_set(".global") | VEC, relaxed=True, ptx=(2, 0),
         group="data", summary="load read-only uniform data",
         gates=(gate("b128", "type .b128", (8, 3), 70),)),
-    fam("st", "A, Tv, .b64?", types=LDST_TYPES, ntypes=(1,), mods=LDST_MODS, relaxed=True, group="data",
+    fam("st", "A, Tv, .b64?", types=LDST_TYPES, ntypes=(1,), mods=LDST_MODS - {".const"}, relaxed=True,
+        group="data",  # constant memory is read-only: ptxas refuses st.const
         needs=[(EVICT_L2, (".v4", ".v8")), ("#3", (".L2::cache_hint",)), (SCOPED, _set(".relaxed .release .mmio"))],
         summary="store", gates=LDST_GATES),
     fam("st.async", "A, Tv, A?", types=LDST_TYPES, ntypes=(1,), ptx=(8, 1), sm=90, group="data",

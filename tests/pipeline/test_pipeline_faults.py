@@ -1,0 +1,53 @@
+"""Bad input or a failing stage on one rank is an error on every rank within seconds: real gloo processes,
+2 and 4 ranks (tests/pipeline/pipeline_faults_world.py runs the cases)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import pipeline_faults_world as W  # noqa: E402  (tests/pipeline is on sys.path under pytest)
+
+from ptxforge.pipeline.launch import spawn  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def reports():
+    out: dict = {}
+    for reps in spawn(W.run_all, 4, timeout=240):
+        for rep in reps:
+            out.setdefault((rep["size"], rep["case"]), []).append(rep)
+    return out
+
+
+WORDS = {
+    "chunks": ["StepArgumentError", "the ranks disagree on num_chunks", "rank 1: 10"],
+    "shape": ["StepArgumentError", "rank 0: input 0 of shape (7, 3, 8) does not split into 4 equal micro-batches"],
+    "dtype": ["StepArgumentError", "disagree on the inputs (shape, dtype)", "float32"],
+    "labels": ["StepArgumentError", "disagree on the labels (shape, dtype)", "rank 0: []"],
+    "criterion": ["StepArgumentError", "needs criterion="],
+    "v-chunks": ["StepArgumentError", "the ranks disagree on num_chunks", "rank 1: 10"],
+}
+
+
+@pytest.mark.parametrize("size", [2, 4])
+@pytest.mark.parametrize("case", [c[0] for c in W.CASES])
+def test_every_rank_raises_within_seconds(reports, size, case):
+    reps = reports[(size, case)]
+    assert len(reps) == size
+    for rep in reps:
+        assert rep["error"] is not None, f"pp rank {rep['pp']} returned normally"
+        assert rep["seconds"] < 10, rep
+        if case == "forward":
+            culprit = W.CASES[[c[0] for c in W.CASES].index(case)][3] % size
+            if rep["pp"] == culprit:
+                assert rep["error"].startswith("FloatingPointError: planted failure")
+            else:
+                assert rep["error"].startswith(f"PeerFailed: pipeline step stopped: rank {culprit} failed: "
+                                               f"FloatingPointError"), rep["error"]
+        else:
+            for w in WORDS[case]:
+                assert w in rep["error"], rep["error"]
+    if case != "forward":
+        assert len({r["error"] for r in reps}) == 1  # the same message on every rank
