@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 
-COOP_LAUNCH = ("cooperative launch is not modeled: grid.sync() reads its grid-barrier workspace from "
-               "%envreg1/%envreg2, which the emulator sets to 0")
-
 KNOWN_GAPS: dict[tuple[str, str, str | None], str] = {
-    ("ptx/*/coop_groups.*", "emulate", "cg_grid_sync_shift"): COOP_LAUNCH,
 }
 
 

@@ -105,7 +105,7 @@ def cg_grid_sync_shift(k):
     nb, n = 2, 256
     x = _i32(n)
     tmp, out = np.zeros(n, np.int32), np.zeros(n, np.int32)
-    k.launch(grid=(nb,), block=(128,), args=[x, tmp, out, np.int32(n)], watchdog_s=WATCHDOG_S)
+    k.launch(grid=(nb,), block=(128,), args=[x, tmp, out, np.int32(n)], watchdog_s=WATCHDOG_S, cooperative=True)
     np.testing.assert_array_equal(out, np.roll(2 * x, -128))
 
 

@@ -140,7 +140,7 @@ def test_barrier_ids_are_checked_on_every_path(body, block, sanitize):
 
 def test_check_reports_immediate_barrier_ids_out_of_range():
     m = pf.parse(entry("", "bar.sync 17;\nbar.warp.sync 0xffffffff;\nbar.sync 15;"))
-    assert [d.message for d in validate(m)] == ["barrier number 17 is out of range 0..15"]
+    assert [d.message for d in validate(m)] == ["bar.sync: barrier number 17 is out of range 0..15"]
 
 
 def test_static_shared_and_constant_limits_in_check():

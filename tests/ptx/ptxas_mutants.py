@@ -110,7 +110,6 @@ def mutations(line: str) -> list[tuple[str, str]]:
 
 def corpus_sample(seed: int = SEED, per_file: int = PER_FILE) -> list[dict]:
     """The deterministic sample: `per_file` mutants from each small enough corpus file, one arch per source."""
-    rng = random.Random(seed)
     chosen: dict[str, Path] = {}
     for path in sorted((CORPUS / "ptx").glob("*/*.ptx")):
         key = path.parent.name + "/" + path.name.split(".")[0]
@@ -120,6 +119,8 @@ def corpus_sample(seed: int = SEED, per_file: int = PER_FILE) -> list[dict]:
             chosen[key] = path
     mutants = []
     for _key, path in sorted(chosen.items()):
+        rel = path.relative_to(CORPUS).as_posix()
+        rng = random.Random(f"{seed}:{rel}")  # per file: a file added to the corpus leaves the others' draw alone
         lines = path.read_text().splitlines()
         candidates = [(n, k, t) for n, line in enumerate(lines, 1) for k, t in mutations(line)]
         by_kind: dict[str, list] = {}
@@ -137,7 +138,6 @@ def corpus_sample(seed: int = SEED, per_file: int = PER_FILE) -> list[dict]:
                 picks.append(pool.pop(rng.randrange(len(pool))))
                 if len(picks) == per_file:
                     break
-        rel = path.relative_to(CORPUS).as_posix()
         for n, k, t in sorted(picks):
             mutants.append({"id": f"{rel}:{n}:{k}", "file": rel, "line": n, "kind": k,
                             "original": lines[n - 1].strip(), "mutant": t.strip()})

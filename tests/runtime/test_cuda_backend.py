@@ -233,6 +233,11 @@ def test_launch_arguments_are_accepted_by_cuda_bindings():
     assert attr.id == d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
     assert (attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z) == (2, 1, 1)
     assert launch_config(d, (1, 1, 1), (32, 1, 1), 0, None).numAttrs == 0
+    coop = launch_config(d, (4, 1, 1), (128, 1, 1), 0, (2, 1, 1), cooperative=True)
+    assert [a.id for a in coop.attrs] == [d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+                                          d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE]
+    assert coop.numAttrs == 2 and coop.attrs[1].value.cooperative == 1
+    _reaches_the_driver(d.cuLaunchKernelEx, coop, d.CUfunction(), None, 0)
     storage, ptrs = param_pointers(b"\0" * 16, [0, 8])
     _reaches_the_driver(d.cuLaunchKernelEx, cfg, d.CUfunction(), int(ptrs.ctypes.data), 0)
     _reaches_the_driver(d.cuMemcpyHtoD, d.CUdeviceptr(1 << 20), storage.ctypes.data, 16)

@@ -38,6 +38,8 @@ def register(sub) -> None:
     p.add_argument("--sms", type=int, default=None, help="number of SMs to emulate (default 132)")
     p.add_argument("--watchdog", type=float, default=60.0, help="seconds without progress before stopping")
     p.add_argument("--sanitize", action="store_true", help="run under the memory/race sanitizer")
+    p.add_argument("--cooperative", action="store_true",
+                   help="a cooperative launch (every block resident at once; cooperative groups' grid.sync())")
     p.add_argument("--report", metavar="FILE", help="write the sanitizer's findings as JSON to FILE (implies "
                                                     "--sanitize; exit status 1 when it found errors)")
     p.set_defaults(func=run)
@@ -166,7 +168,8 @@ def run(args) -> int:
             saves.append((path, v))
     try:
         res = k.launch(grid=grid, block=block, args=values, device=args.device, shared_mem=args.shared_mem,
-                       num_sms=args.sms, watchdog_s=args.watchdog, sanitize=args.sanitize or bool(args.report))
+                       num_sms=args.sms, watchdog_s=args.watchdog, sanitize=args.sanitize or bool(args.report),
+                       cooperative=args.cooperative)
     except LaunchError as e:
         raise UserError(cli_words(str(e))) from None
     except PTXError as e:  # ptxas refused the module while building it for the GPU

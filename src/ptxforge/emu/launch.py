@@ -152,8 +152,12 @@ def emu_device() -> EmuDevice:
 
 def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes, shared_mem: int = 0,
             device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
-            printf=None, observers=(), sanitizer=None, cluster=None, sm_ids=None, run: bool = True):
+            printf=None, observers=(), sanitizer=None, cluster=None, sm_ids=None, run: bool = True,
+            cooperative: bool = False):
     """Run one launch; `params` is the packed kernel parameter buffer. Returns the machine's stats.
+
+    `cooperative`: a cooperative launch (cuLaunchCooperativeKernel): every block must be resident at once, and
+    the grid-barrier workspace cooperative groups' `grid.sync()` reads from %envreg1:%envreg2 is provided.
 
     `cluster`: the thread-block cluster shape (x, y, z) for a kernel without `.reqnctapercluster`.
     `sm_ids`: the SMs the launch may use (a stream's partition; default all of the device's).
@@ -170,14 +174,33 @@ def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes,
     buf = np.zeros(max(PAD, (len(params) + PAD - 1) // PAD * PAD), np.uint8)
     buf[: len(params)] = np.frombuffer(params, np.uint8)
     num_sms = sm_count(device.num_sms if num_sms is None else num_sms)
-    m = Machine(layout, ops, grid=grid, block=block, params=buf, device=device.memory,
-                dynamic_shared=shared_mem, num_sms=num_sms or device.num_sms, watchdog_s=watchdog_s,
-                printf=printf, observers=observers, sanitizer=sanitizer, cluster=cluster, sm_ids=sm_ids,
-                gpu=device.gpu)
-    node = getattr(device, "node", None)
-    if node is not None:  # one clock and one timer for the whole node
-        m.node_clock, m.t0_ns = node.clock, node.t0_ns
-    return m.run() if run else m
+    workspace = None
+    if cooperative:
+        if not run:
+            raise LaunchError("cooperative launches on a stream are not supported yet: launch without stream=")
+        workspace = device.memory.alloc(COOP_WORKSPACE_BYTES, name="the cooperative launch's grid workspace")
+    envregs = {} if workspace is None else {1: workspace.base >> 32, 2: workspace.base & 0xFFFFFFFF}
+    try:
+        m = Machine(layout, ops, grid=grid, block=block, params=buf, device=device.memory,
+                    dynamic_shared=shared_mem, num_sms=num_sms or device.num_sms, watchdog_s=watchdog_s,
+                    printf=printf, observers=observers, sanitizer=sanitizer, cluster=cluster, sm_ids=sm_ids,
+                    gpu=device.gpu, envregs=envregs)
+        if cooperative and m.nblocks > m.resident:
+            raise LaunchError(f"{func.name}: a cooperative launch needs every block resident at once, but "
+                              f"{m.nblocks} blocks of {m.threads} threads exceed the {m.resident} that fit on "
+                              f"{len(m.sm_ids)} SMs ({m.blocks_per_sm} per SM); the driver refuses it "
+                              f"(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)")
+        node = getattr(device, "node", None)
+        if node is not None:  # one clock and one timer for the whole node
+            m.node_clock, m.t0_ns = node.clock, node.t0_ns
+        return m.run() if run else m
+    finally:
+        if workspace is not None:
+            device.memory.free(workspace)
+
+
+# cooperative groups' grid workspace: {u32 size, u32 barrier}; grid.sync() counts arrivals in the second word
+COOP_WORKSPACE_BYTES = 8
 
 
 def cluster_shape(func: ir.Function, grid, option) -> tuple[int, int, int] | None:

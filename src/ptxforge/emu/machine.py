@@ -22,6 +22,7 @@ from ptxforge.emu.errors import EmulatorError, InternalEmulatorError, KernelTrap
 from ptxforge.emu.memory import LaneMemory
 from ptxforge.emu.operands import FUNC_BASE
 from ptxforge.emu.program import storage_dtype
+from ptxforge.ptx import ir
 
 WAIT_BAR = 1 << 28
 WAIT_WARP = 1 << 29
@@ -107,7 +108,7 @@ class Machine:
     def __init__(self, layout, ops, *, grid, block, params: np.ndarray, device, dynamic_shared: int,
                  num_sms: int = 132, watchdog_s: float = 60.0, printf=None, max_threads_per_sm: int = 2048,
                  max_blocks_per_sm: int = 32, shared_per_sm: int = 228 * 1024, observers=(), sanitizer=None,
-                 cluster=None, sm_ids=None, gpu=None):
+                 cluster=None, sm_ids=None, gpu=None, envregs=None):
         self.layout = layout
         self.ops = ops
         self.grid = tuple(grid)
@@ -119,6 +120,7 @@ class Machine:
         # the SMs this launch may use (a stream's partition); slot i of a wave runs on sm_ids[i % len]
         self.sm_ids = np.arange(num_sms, dtype=np.int64) if sm_ids is None else np.asarray(sm_ids, np.int64)
         self.gpu = gpu  # the GPU's index in a Node, named in errors (None on a lone device)
+        self.envregs = dict(envregs or {})  # %envregN values the driver sets (a cooperative launch's workspace)
         self.concurrent = False  # set by the Node's scheduler: yield every few steps (see `steps_iter`)
         self.quantum = QUANTUM  # steps between yields (a power of two; the scheduler may change it)
         self.stores = 0  # global stores and atomics seen by `watch_loads` (the scheduler's spin test)
@@ -164,6 +166,16 @@ class Machine:
         self.wave_steps = lambda: 0  # steps of the running wave (a closure over the loop's counter)
         self.kernel = layout.functions[layout.kernel_func.name]
         self.frame_of_pc = None
+
+    def _trap_hint(self) -> str:
+        """Why a kernel that reads the grid workspace (%envreg1/2) may have trapped."""
+        if self.envregs:
+            return ""
+        uses = any(isinstance(o, ir.SpecialRegister) and o.name in ("%envreg1", "%envreg2")
+                   for p in self.layout.placed for o in p.ins.operands)
+        return ("; the kernel reads the grid workspace (%envreg1/%envreg2), which only a cooperative launch "
+                "provides: cooperative groups' grid.sync() traps without one (launch with cooperative=True, "
+                "or `ptxforge run --cooperative`)") if uses else ""
 
     # ------------------------------------------------------------------ public
     def run(self) -> dict:
@@ -373,7 +385,7 @@ class Machine:
             s[f"%cluster_ctaid.{d}"] = u(0)
             s[f"%cluster_nctaid.{d}"] = u(self.cluster[i])
         for i in range(32):
-            s[f"%envreg{i}"] = u(0)
+            s[f"%envreg{i}"] = u(self.envregs.get(i, 0))
         for i in range(8):
             s[f"%pm{i}"] = u(0)
         self._static_cache = {"nslots": nslots, "sms": self.wave_sms, "sregs": s, "real_block": real,
@@ -551,7 +563,8 @@ class Machine:
                     g = self._guard(op, ex)
                     if g.any():
                         lane = int(np.flatnonzero(g)[0])
-                        raise KernelTrap(f"{op.where}: trap executed ({self.describe_lane(lane)}): {op.text}")
+                        raise KernelTrap(f"{op.where}: trap executed ({self.describe_lane(lane)}): {op.text}"
+                                         f"{self._trap_hint()}")
                     np.copyto(pcs, P + 1, where=ex)
                 else:
                     np.copyto(pcs, P + 1, where=ex)

@@ -36,7 +36,7 @@ def limit_problems(m: ir.Module):
                     and "warp" not in s.suffixes:
                 op = s.operands[1] if "red" in s.suffixes else s.operands[0]
                 if isinstance(op, ir.Immediate) and isinstance(op.value, int) and not 0 <= op.value < NBARRIERS:
-                    yield op.span, f"barrier number {op.value} is out of range 0..{NBARRIERS - 1}"
+                    yield op.span, f"{s.mnemonic}: barrier number {op.value} is out of range 0..{NBARRIERS - 1}"
 
 
 def _size(v: ir.Variable) -> int:

@@ -26,19 +26,28 @@ def param_pointers(params: bytes, offsets: list[int]) -> tuple[np.ndarray, np.nd
     return storage, np.array([base + off for off in offsets], np.uint64)
 
 
-def launch_config(d, grid, block, shared_mem: int, cluster, stream=None):
-    """The CUlaunchConfig of a launch; `cluster` (x, y, z) adds the cluster-dimension attribute."""
+def launch_config(d, grid, block, shared_mem: int, cluster, stream=None, cooperative: bool = False):
+    """The CUlaunchConfig of a launch; `cluster` (x, y, z) adds the cluster-dimension attribute and
+    `cooperative` the cooperative attribute (the driver then gives grid.sync() its workspace)."""
     cfg = d.CUlaunchConfig()
     cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
     cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block
     cfg.sharedMemBytes = int(shared_mem)
     cfg.hStream = stream if stream is not None else d.CUstream(0)
+    attrs = []
     if cluster is not None:
         attr = d.CUlaunchAttribute()
         attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
         attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
-        cfg.attrs = [attr]
-        cfg.numAttrs = 1
+        attrs.append(attr)
+    if cooperative:
+        attr = d.CUlaunchAttribute()
+        attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+        attr.value.cooperative = 1
+        attrs.append(attr)
+    if attrs:
+        cfg.attrs = attrs
+        cfg.numAttrs = len(attrs)
     return cfg
 
 
@@ -51,7 +60,7 @@ def check_dims(grid, block) -> tuple[tuple[int, int, int], tuple[int, int, int]]
 
 
 def launch_on_gpu(device: CudaDevice, module: ir.Module, func: ir.Function, params: bytes, offsets: list[int],
-                  *, grid, block, shared_mem: int = 0, cluster=None) -> float:
+                  *, grid, block, shared_mem: int = 0, cluster=None, cooperative: bool = False) -> float:
     """Run `func` once on `device`; returns the kernel's time in seconds (CUDA events)."""
     d = driver()
     attrs = device.kernel_attributes(module, func.name)
@@ -76,7 +85,7 @@ def launch_on_gpu(device: CudaDevice, module: ir.Module, func: ir.Function, para
         check(d.cuFuncSetAttribute(f, FA.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
               "cuFuncSetAttribute", "(non-portable cluster size)")
     storage, pointers = param_pointers(params, offsets)
-    cfg = launch_config(d, grid, block, shared_mem, explicit)
+    cfg = launch_config(d, grid, block, shared_mem, explicit, cooperative=cooperative)
     device.make_current()
     start, end = device.timing_events()
     check(d.cuEventRecord(start, cfg.hStream), "cuEventRecord")

@@ -53,7 +53,8 @@ class Kernel:
 
     def launch(self, grid=(1,), block=(1,), args=(), *, device=None, shared_mem: int = 0,
                sanitize=False, num_sms: int | None = None, watchdog_s: float = 60.0,
-               printf=None, emu_device_: EmuDevice | None = None, cluster=None, stream=None):
+               printf=None, emu_device_: EmuDevice | None = None, cluster=None, stream=None,
+               cooperative: bool = False):
         """Run the kernel on `device`: "emu", "cuda" or "cuda:N"; or "auto": where its DeviceBuffer arguments
         live, else the emulator when an emulator-only option is given, else a GPU when one can be used, else the
         emulator. None is like "auto" with $PTXFORGE_DEVICE (when set) in place of the GPU-or-emulator choice.
@@ -65,7 +66,11 @@ class Kernel:
         `stream`: a stream of a `ptxforge.emu.Node` GPU; the launch is queued there and a `PendingLaunch` is
         returned at once (`node.synchronize()` runs it; see `ptxforge.runtime.streams`). Without one, a
         launch runs now and returns its `LaunchResult`.
+        `cooperative`: a cooperative launch (all blocks resident at once, refused otherwise, and the grid
+        workspace cooperative groups' `grid.sync()` needs), as cuLaunchCooperativeKernel makes it.
         """
+        if stream is not None and cooperative:
+            raise LaunchError("cooperative launches on a stream are not supported yet: launch without stream=")
         if stream is not None:
             device = stream_device(stream, device)
         if device is None or device == "auto":  # a preference ($PTXFORGE_DEVICE or auto), not an order
@@ -100,10 +105,10 @@ class Kernel:
         sanitizer = None
         try:
             if on_gpu:
-                result = self._run_gpu(dev, packed, offsets, grid, block, int(shared_mem), cluster)
+                result = self._run_gpu(dev, packed, offsets, grid, block, int(shared_mem), cluster, cooperative)
             else:
                 result, sanitizer = self._run_emu(dev, packed, grid, block, int(shared_mem), sanitize, num_sms,
-                                                  watchdog_s, printf, cluster)
+                                                  watchdog_s, printf, cluster, cooperative)
             copy_back(dev, copies)
         except EmulatorError:  # a fault stops the launch: what completed (in bounds) still comes back
             _copy_back_quietly(dev, copies)
@@ -115,7 +120,8 @@ class Kernel:
             sanitizer.finish()
         return result
 
-    def _run_emu(self, dev, packed, grid, block, shared_mem, sanitize, num_sms, watchdog_s, printf, cluster):
+    def _run_emu(self, dev, packed, grid, block, shared_mem, sanitize, num_sms, watchdog_s, printf, cluster,
+                 cooperative=False):
         sanitizer = None
         if sanitize:
             from ptxforge.emu import sanitizer as san
@@ -132,7 +138,8 @@ class Kernel:
         try:
             stats = emulate(self.module, self.function, grid=grid, block=block, params=packed,
                             shared_mem=shared_mem, device=dev, num_sms=num_sms, watchdog_s=watchdog_s,
-                            printf=sink, observers=[], sanitizer=sanitizer, cluster=cluster)
+                            printf=sink, observers=[], sanitizer=sanitizer, cluster=cluster,
+                            cooperative=cooperative)
         except EmulatorError as e:
             if sanitizer is not None:  # keep what the sanitizer found before the launch stopped
                 sanitizer.finish(stopped=e)
@@ -140,11 +147,11 @@ class Kernel:
         return LaunchResult(self.name, "emu", _as_tuple(grid), _as_tuple(block), stats["thread_instructions"],
                             stats["wall_s"], stats["per_sm"], stats["waves"], lines), sanitizer
 
-    def _run_gpu(self, dev, packed, offsets, grid, block, shared_mem, cluster):
+    def _run_gpu(self, dev, packed, offsets, grid, block, shared_mem, cluster, cooperative=False):
         from ptxforge.runtime.cuda_launch import launch_on_gpu
 
         seconds = launch_on_gpu(dev, self.module, self.function, packed, offsets, grid=grid, block=block,
-                                shared_mem=shared_mem, cluster=cluster)
+                                shared_mem=shared_mem, cluster=cluster, cooperative=cooperative)
         return LaunchResult(self.name, "cuda", _as_tuple(grid), _as_tuple(block), 0, seconds,
                             np.zeros(0, np.int64), 0, [], gpu=dev.name)
 

@@ -139,11 +139,6 @@ def _operand_kind_problems(instr: ir.Instruction) -> list[Problem]:
         elif isinstance(first, ir.Immediate | ir.Address | ir.Symbol | ir.Expr):
             out.append((first.span or instr.span, f"{instr.mnemonic}: operand 1 is the result; it must be a "
                                                   f"register"))
-    spec = _lookup(instr.mnemonic)
-    if spec is not None and spec.family in ("bar", "barrier") and ops and isinstance(ops[0], ir.Immediate) \
-            and not ops[0].is_float and not 0 <= int(ops[0].value) <= 15:
-        out.append((ops[0].span or instr.span, f"{instr.mnemonic}: barrier number {ops[0].text} is out of range "
-                                               f"0..15"))
     float_typed = any(s in _FLOAT_SUFFIXES for s in instr.suffixes)
     for i, op in enumerate(ops):
         sreg = _sreg_in(op)
