@@ -17,11 +17,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# The demo needs ptxforge and the ptxas wheel (the `tools` extra) only; no torch: a demo section that would
-# use torch imports it lazily and says it is skipped when torch is absent.
+# The demo needs ptxforge, the ptxas wheel (`tools`), torch for the expert-parallel section (4 gloo processes;
+# the CPU wheel, as for the tests) and matplotlib for the SM map (`plot`); not the test or benchmark tools.
 $(DEMO_STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(PIP) -e '.[tools]'
+	$(PIP) torch==2.13.0
+	$(PIP) -e '.[tools,torch,plot]'
 	touch $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
