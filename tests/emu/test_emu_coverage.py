@@ -48,8 +48,11 @@ def test_corpus_kernels_compile():
     assert unsupported <= NOT_YET, unsupported - NOT_YET
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, id=Path(p).name, marks=pytest.mark.xfail(strict=True, reason=_gap(p)))
-                                  for p in PATHS if _gap(p)])
-def test_known_gap_files_compile(path):
-    unsupported, _ = _unsupported([path], EmuDevice())
-    assert not unsupported, unsupported
+GAP_PATHS = [p for p in PATHS if _gap(p)]
+if GAP_PATHS:  # defined only while tests/corpus/known_gaps.py lists files (an empty parametrization is a skip)
+    @pytest.mark.parametrize("path", [pytest.param(p, id=Path(p).name,
+                                                   marks=pytest.mark.xfail(strict=True, reason=_gap(p)))
+                                      for p in GAP_PATHS])
+    def test_known_gap_files_compile(path):
+        unsupported, _ = _unsupported([path], EmuDevice())
+        assert not unsupported, unsupported

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import ptxforge as pf
+from ptxforge.ptx.validator import validate
 from ptxforge.toolchain import ToolNotFound, assemble, find_tool
 
 try:
@@ -315,3 +316,27 @@ def test_mov_vector_from_a_scalar_unpacks_its_bits_zero_extended():
   mov.v2.u64 %d, 5;
   st.global.v2.u64 [%rd0+16], %d;"""
     assert run(body, 8, sanitize=True).tolist() == [1, 0x7F, 0xFF, 0x80, 5, 0, 0, 0]
+
+
+def test_constant_expressions_as_operands_fold_as_ptxas_folds_them():
+    """`WARP_SZ-1`, `WARP_SZ*2`, `(1<<5)|3`, `-7/2` as operands: ptxas accepts them (C operators on 64-bit
+    integers, division toward zero); they parse, print back as written, and run."""
+    text = (".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n"
+            "  .reg .b32 %r<5>;\n  .reg .b64 %rd<2>;\n  ld.param.u64 %rd1, [p];\n"
+            "  mov.u32 %r1, WARP_SZ-1;\n  add.u32 %r2, %r1, WARP_SZ*2;\n  mov.u32 %r3, (1<<5)|3;\n"
+            "  mov.u32 %r4, -7/2;\n"
+            "  st.global.v4.u32 [%rd1], {%r1, %r2, %r3, %r4};\n  ret;\n}\n")
+    m = pf.parse(text, filename="expr.ptx")
+    assert m.to_ptx() == text and pf.parse(m.to_ptx(canonical=True)).to_ptx(canonical=True) == m.to_ptx(canonical=True)
+    assert validate(m) == []
+    out = np.zeros(4, np.uint32)
+    m.kernel("k").launch(grid=(1,), block=(1,), args=[out], device="emu")
+    assert out.tolist() == [31, 95, 35, (-3) & 0xFFFFFFFF]
+    if HAVE_PTXAS:
+        assert assemble(text, "sm_80").ok
+
+
+def test_a_malformed_constant_expression_is_a_syntax_error():
+    with pytest.raises(pf.PTXSyntaxError, match="division by zero"):
+        pf.parse(".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n  .reg .b32 %r1;\n"
+                 "  mov.u32 %r1, 4/0;\n  ret;\n}\n")

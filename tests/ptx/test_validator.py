@@ -199,3 +199,9 @@ def test_vector_size_after_the_type_is_a_syntax_error(decls):
         pf.parse(_module_text(decls), "d.ptx")
     if _have_ptxas():
         assert "syntax error" in assemble(_module_text(decls), "sm_90a").stderr
+
+
+def test_ld_nc_needs_the_global_state_space():
+    """ptxas: `ld.nc` without `.global` is refused (the non-coherent path reads global memory only)."""
+    assert [m for _, _, m in problems("ld.nc.f32 %f1, [%rd1];")] == ["ld.nc.f32: needs one of .global"]
+    assert problems("ld.global.nc.f32 %f1, [%rd1];") == []

@@ -5,8 +5,9 @@
 too much shared memory or an oversized grid is refused with the directive and its PTX line, where the driver
 would refuse the launch (CUDA_ERROR_INVALID_VALUE) instead of running it with half the threads.
 
-`.maxnreg` is not checked from the directive: it caps registers, and the driver's limit comes from the count
-ptxas actually used (the CUDA backend checks the block size against CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK).
+`.maxnreg` is not checked here: it caps registers, and the driver's limit comes from the count ptxas actually
+used (the CUDA backend checks the block size against CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK; an emulator
+launch asks ptxas, in `ptxforge.runtime.register_limit`).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ptxforge.ptx import ir
+from ptxforge.ptx.const_expr import ConstExprError, evaluate
 from ptxforge.ptx.errors import Diagnostic, PTXSyntaxError
 from ptxforge.ptx.lexer import SourceText, tokenize
 from ptxforge.ptx.literals import immediate, int_value, join_tokens, unquote
@@ -720,6 +721,8 @@ class Parser:
                 op = _Register(val, _span_at(self.file, self.src, off))
             else:
                 op = self.name_operand(tok)
+            if isinstance(op, ir.Immediate) and self.binary_operator_follows():  # WARP_SZ-1
+                return self.const_expr(tok)
             nxt = self.toks[self.i][1]
             if nxt == "|":
                 self.i += 1
@@ -735,7 +738,10 @@ class Parser:
             return op
         if kind == "num":
             self.i += 1
-            return immediate(val, self.span(tok)) or self.fail(tok, f"malformed number '{val}'")
+            imm = immediate(val, self.span(tok)) or self.fail(tok, f"malformed number '{val}'")
+            if isinstance(imm.value, int) and self.binary_operator_follows():  # 4*2, (1<<5)|3 ...
+                return self.const_expr(tok)
+            return imm
         if val == "-":
             nxt = self.peek(1)
             if nxt[0] == "num":
@@ -744,6 +750,8 @@ class Parser:
                 if imm is None:
                     self.fail(nxt, f"malformed number '{nxt[1]}'")
                 v = imm.value
+                if isinstance(v, int) and self.binary_operator_follows():  # -7/2
+                    return self.const_expr(tok)
                 return ir.Immediate(-v if v != 0 or isinstance(v, int) else -0.0, "-" + nxt[1], self.span(tok))
             if nxt[0] == "word" and nxt[1].startswith("%"):
                 self.i += 1
@@ -758,8 +766,73 @@ class Parser:
             return ir.Vector(self.operand_list("}"), self.span(tok))
         if val == "(":
             self.i += 1
+            if self.parenthesized_constant():  # (1<<5)|3, not a call's argument list
+                return self.const_expr(tok)
             return ir.ParenList(self.operand_list(")"), self.span(tok))
         self.fail(tok, f"expected an operand, found {self.describe(tok)}")
+
+    _BINARY = frozenset("+-*/&|^<>=!")
+
+    def binary_operator_follows(self) -> bool:
+        t = self.toks[self.i]
+        return t[0] == "punct" and t[1] in self._BINARY and not (t[1] == "!" and self.peek(1)[1] != "=")
+
+    def parenthesized_constant(self) -> bool:
+        """Whether the tokens after an opening '(' (consumed) up to its ')' are integer arithmetic alone."""
+        depth, j, saw_number = 0, self.i, False
+        while True:
+            kind, val, _ = self.toks[j]
+            if kind == "eof" or val in (",", ";", "{", "}", "[", "]"):
+                return False
+            if val == ")" and depth == 0:
+                return saw_number
+            depth += {"(": 1, ")": -1}.get(val, 0)
+            if kind == "num" or val == "WARP_SZ":
+                saw_number = True
+            elif not (kind == "punct" and (val in self._BINARY or val in "()~")):
+                return False
+            j += 1
+
+    def const_expr(self, first):
+        """An integer constant expression starting at token `first` (already consumed, perhaps with some tokens
+        after it), folded as ptxas folds it; the Immediate keeps the expression's text, so it prints back as
+        written."""
+        while self.toks[self.i - 1][2] != first[2]:  # back to `first`
+            self.i -= 1
+        self.i -= 1
+        items: list = []
+        depth = 0
+        while True:
+            t = self.toks[self.i]
+            if t[0] == "eof" or t[1] in (",", ";", "}", "]") or (t[1] == ")" and depth == 0):
+                break
+            depth += {"(": 1, ")": -1}.get(t[1], 0)
+            items.append(t)
+            self.i += 1
+        values: list = []
+        prev_end = -1
+        for t in items:
+            if t[0] == "num":
+                v = int_value(t[1])
+                if v is None:
+                    self.fail(t, f"'{t[1]}' in a constant expression: only integers fold")
+                values.append(v)
+            elif t[1] == "WARP_SZ":
+                values.append(32)
+            elif t[0] == "punct" and values and isinstance(values[-1], str) and t[2] == prev_end \
+                    and values[-1] + t[1] in ("<<", ">>", "<=", ">=", "==", "!=", "&&", "||"):
+                values[-1] += t[1]  # two adjacent characters of one operator
+            elif t[0] == "punct":
+                values.append(t[1])
+            else:
+                self.fail(t, f"'{t[1]}' cannot appear in a constant expression")
+            prev_end = t[2] + len(t[1])
+        try:
+            value = evaluate(values)
+        except ConstExprError as e:
+            self.fail(first, str(e))
+        last = items[-1]
+        return ir.Immediate(value, self.src.text[first[2]:last[2] + len(last[1])], self.span(first))
 
     def operand_list(self, close: str) -> tuple:
         items = []

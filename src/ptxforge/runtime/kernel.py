@@ -18,6 +18,7 @@ from ptxforge.ptx import ir
 from ptxforge.runtime import params as P
 from ptxforge.runtime.arguments import DevicePointer, is_live_address, torch_copy_to_host
 from ptxforge.runtime.buffers import DeviceBuffer, default_device, resolve_device
+from ptxforge.runtime.register_limit import check_register_limit
 from ptxforge.runtime.result import LaunchResult
 from ptxforge.runtime.streams import label_reports, launch_on_stream, node_sanitize, peer_reachable, stream_device
 
@@ -93,9 +94,11 @@ class Kernel:
                 raise LaunchError(f"{', '.join(emu_only)} work on the emulator only: launch with device='emu' "
                                   f"(on a GPU, device printf output goes to the process's stdout)")
         # the driver's launch checks, before any argument is copied or allocated
-        check_launch(self.module, self.function, grid, block, cluster, shared_mem=shared_mem,
-                     static_shared=0 if on_gpu else None,
-                     max_shared=getattr(dev, "max_shared_per_block", None) if on_gpu else None)
+        shape = check_launch(self.module, self.function, grid, block, cluster, shared_mem=shared_mem,
+                             static_shared=0 if on_gpu else None,
+                             max_shared=getattr(dev, "max_shared_per_block", None) if on_gpu else None)
+        if not on_gpu:  # a GPU launch checks the driver's own register-limited block size
+            check_register_limit(self.module, self.function, shape.block)
         plan = P.check_args(self.name, self.params, list(args), lambda a: isinstance(a, DeviceBuffer),
                             pointee=self.pointee, pointers=P.pointer_params(self.function))
         packed, offsets, copies, temps = self._pack(plan, dev)

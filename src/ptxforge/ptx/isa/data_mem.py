@@ -95,7 +95,8 @@ SPECS = [
         summary="move, or pack/unpack with braces; .v2/.v4 move vector registers element by element",
         gates=(gate("b128", "type .b128", (8, 3), 70),)),
     fam("ld", "Tv, A, .b64?", types=LDST_TYPES, ntypes=(1,), mods=LDST_MODS, relaxed=True, group="data",
-        needs=[(EVICT_L2, (".v4", ".v8")), ("#3", (".L2::cache_hint",)), (SCOPED, _set(".relaxed .acquire .mmio"))],
+        needs=[(EVICT_L2, (".v4", ".v8")), ("#3", (".L2::cache_hint",)), (SCOPED, _set(".relaxed .acquire .mmio")),
+               ("nc", (".global",))],  # the non-coherent path reads global memory only
         summary="load", gates=(gate("nc", "ld.global.nc", (3, 1), 32), *LDST_GATES,
                                gate("unified", "modifier .unified", (8, 0), 90))),
     fam("ldu", "Tv, A", types=LDST_TYPES, ntypes=(1,), mods=_set(".global") | VEC, relaxed=True, ptx=(2, 0),
