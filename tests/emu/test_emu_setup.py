@@ -93,3 +93,18 @@ def test_malloc_thresholds_are_set_once_on_glibc():
         assert allocator.tune_malloc() is False
     else:
         assert allocator.tune_malloc() is True  # set at import; a second call is a no-op that says so
+
+
+def test_a_finished_launch_frees_its_lanes_without_the_cyclic_gc(setup):
+    import gc
+    import weakref
+
+    mod, dev, out = setup
+    gc.disable()
+    try:
+        m = _launch(mod, dev, out)
+        st, mach = weakref.ref(m.st), weakref.ref(m)
+        del m
+        assert mach() is None and st() is None  # freed by reference counting, at once
+    finally:
+        gc.enable()

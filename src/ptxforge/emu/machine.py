@@ -14,6 +14,7 @@ order; barrier.cluster counts the threads of all of them; memory.py resolves sha
 from __future__ import annotations
 
 import time
+import weakref
 
 import numpy as np
 
@@ -51,7 +52,9 @@ class LaneState:
     """What ops see: registers, param storage, memory and special registers of one wave of lanes."""
 
     def __init__(self, machine, nlanes: int):
-        self.machine = machine
+        # weak: a machine and its lane state must not form a cycle, or every launch's lane arrays would
+        # wait for the cyclic GC (and each launch fault in fresh pages) instead of being freed at its end
+        self.machine = weakref.proxy(machine)
         self.N = nlanes
         self.regs: list = []
         self.pvars: list = []
@@ -276,7 +279,7 @@ class Machine:
 
         check_local(funcs, N)  # before the wave's local memory is allocated
         st.mem = LaneMemory(self.device, nlanes=N, lanes_per_slot=lpb, shared_size=self.shared_size,
-                            local_size=local, params=self.params, fault=self._fault, cluster_size=self.csize)
+                            local_size=local, params=self.params, fault=_weakly(self._fault), cluster_size=self.csize)
         st.mem.observers.extend(self.observers)
         static = self._static(nslots)
         real = static["real_block"]
@@ -995,6 +998,12 @@ class Machine:
         msg = f"{op.where}: {op.text}: {e.args[0]} by {where}"
         return MemoryFault(msg, kind=e.kind, address=e.address, size=e.size, thread=thread, block=block,
                            ptx_line=op.line, instruction=op.text)
+
+
+def _weakly(method):
+    """`method`, bound without keeping its object alive (see `LaneState.machine`)."""
+    ref = weakref.WeakMethod(method)
+    return lambda *args: ref()(*args)
 
 
 def _store_lanes(st, slot: int, lanes, values) -> None:
