@@ -1,16 +1,23 @@
-"""Emulator throughput: thread-instructions per second, next to numba-cuda's CUDA simulator.
+"""Emulator throughput: thread-instructions per second, next to POCL and numba-cuda's CUDA simulator.
 
-Same algorithms on both: a 1M-thread vector add and 64K-thread block reductions (warp shuffles +
-bar.sync; a shared-memory tree + bar.sync). ptxforge runs the nvcc -O3 PTX of
-tests/corpus/src/cuda/{vector_ops,reductions}.cu; numba's
-simulator (NUMBA_ENABLE_CUDASIM=1) runs the same kernels written in Python. Its thread-instruction count
-is taken as the PTX count of the same launch, so the rates compare time per unit of identical work.
+POCL (OpenCL on the CPU, native code) runs OpenCL C versions of the same algorithms as ptxforge, which runs
+the nvcc -O3 sm_80 PTX of tests/corpus/src/cuda/{vector_ops,reductions,matmul_tiled,control_flow}.cu:
+vector add at 1K, 16K, 64K, 1M and 16M threads, a block sum reduction (ptxforge: warp shuffles + bar.sync;
+POCL: the local-memory tree with barriers), a 16x16-tiled shared-memory matmul, a divergent Collatz loop,
+and the vector add with the sanitizer on (ptxforge only; compared with ptxforge plain). Both sides time
+the kernel alone on buffers already in (emulated) device memory, wall clock, best of --repeat; a POCL row's
+rate is the ptxforge thread-instruction count of the same launch over POCL's time.
+`--baseline SRC` also measures another tree's ptxforge (e.g. a worktree of an older commit) in the same run.
 
-numba runs in a separate interpreter (it is not a dependency): --numba-python PATH, or
-$PTXFORGE_NUMBA_PYTHON, or .venv-peers/bin/python (`make peers`); skipped with a message when absent.
-The simulator is slow, so it runs a smaller grid of the same kernel and its rate is per thread-instruction.
+numba's simulator (NUMBA_ENABLE_CUDASIM=1) runs the vector add and reductions written in Python on a
+smaller grid (it is slow); its thread-instruction count is taken as the PTX count of the same launch.
 
-    python benchmarks/emu_speed.py [--repeat 3] [--numba-python PATH]
+Peers run in separate interpreters (they are not dependencies): --pocl-python / $PTXFORGE_POCL_PYTHON
+(pyopencl + a POCL ICD: `apt-get install pocl-opencl-icd ocl-icd-libopencl1`, `pip install pyopencl`),
+--numba-python / $PTXFORGE_NUMBA_PYTHON, else .venv-peers/bin/python (`make peers`); each is skipped with
+a message when absent.
+
+    python benchmarks/emu_speed.py [--repeat 3] [--pocl-python PATH] [--numba-python PATH] [--baseline SRC]
 """
 
 from __future__ import annotations
@@ -27,8 +34,114 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+_SRC = sys.argv[sys.argv.index("--src") + 1] if "--src" in sys.argv else str(ROOT / "src")
+sys.path.insert(0, _SRC)  # --src: measure another tree's ptxforge (the baseline run)
 sys.path.insert(0, str(ROOT / "tests" / "emu"))  # emu_corpus
+
+POCL_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+import pyopencl as cl
+
+SRC = '''
+__kernel void vadd(__global const float* a, __global const float* b, __global float* c, int n) {
+    int i = get_global_id(0);
+    if (i < n) c[i] = a[i] + b[i];
+}
+__kernel void reduce_sum(__global const float* x, __global float* out, int n) {
+    __local float s[256];
+    int tid = get_local_id(0);
+    float v = 0.0f;
+    for (int i = get_global_id(0); i < n; i += get_global_size(0)) v += x[i];
+    s[tid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int o = get_local_size(0) / 2; o > 0; o >>= 1) {
+        if (tid < o) s[tid] += s[tid + o];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (tid == 0) out[get_group_id(0)] = s[0];
+}
+#define TILE 16
+__kernel void matmul(__global const float* A, __global const float* B, __global float* C, int M, int N, int K) {
+    __local float As[TILE][TILE], Bs[TILE][TILE];
+    int tx = get_local_id(0), ty = get_local_id(1);
+    int row = get_group_id(1) * TILE + ty, col = get_group_id(0) * TILE + tx;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += TILE) {
+        As[ty][tx] = (row < M && k0 + tx < K) ? A[row * K + k0 + tx] : 0.0f;
+        Bs[ty][tx] = (k0 + ty < K && col < N) ? B[(k0 + ty) * N + col] : 0.0f;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int k = 0; k < TILE; ++k) acc = fma(As[ty][k], Bs[k][tx], acc);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (row < M && col < N) C[row * N + col] = acc;
+}
+__kernel void collatz(__global const uint* x, __global int* out, int n) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    ulong v = x[i];
+    int steps = 0;
+    while (v != 1 && steps < 1000) { v = (v & 1) ? 3 * v + 1 : v >> 1; ++steps; }
+    out[i] = steps;
+}
+'''
+rows, repeat = json.loads(sys.argv[1]), int(sys.argv[2])
+ctx = cl.Context([d for p in cl.get_platforms() if "Portable" in p.name for d in p.get_devices()])
+q = cl.CommandQueue(ctx)
+prg = cl.Program(ctx, SRC).build()
+mf = cl.mem_flags
+rng = np.random.default_rng(0)
+dev = ctx.devices[0]
+res = {"device": f"{dev.platform.version}, {dev.name}, {dev.max_compute_units} compute units"}
+
+
+def buf(a):
+    return cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a)
+
+
+def back(host, b):
+    cl.enqueue_copy(q, host, b)
+    return host
+
+
+i32 = np.int32
+for key, kind, n in rows:
+    if kind == "vadd":
+        a, b = rng.random(n, np.float32), rng.random(n, np.float32)
+        c = np.zeros(n, np.float32)
+        A, B, Cb = buf(a), buf(b), buf(c)
+        call = lambda: prg.vadd(q, (n,), (min(256, n),), A, B, Cb, i32(n))
+        check = lambda: np.array_equal(back(c, Cb), a + b)
+    elif kind == "reduce":
+        x = rng.random(n, np.float32)
+        out = np.zeros(n // 256, np.float32)
+        X, O = buf(x), buf(out)
+        call = lambda: prg.reduce_sum(q, (n,), (256,), X, O, i32(n))
+        check = lambda: np.allclose(back(out, O), x.reshape(-1, 256).sum(1), rtol=1e-4)
+    elif kind == "matmul":
+        a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
+        c = np.zeros((n, n), np.float32)
+        A, B, Cb = buf(a), buf(b), buf(c)
+        call = lambda: prg.matmul(q, (n, n), (16, 16), A, B, Cb, i32(n), i32(n), i32(n))
+        check = lambda: np.allclose(back(c, Cb), a @ b, rtol=1e-4, atol=1e-3)
+    else:
+        x = rng.integers(1, 100_000, n, dtype=np.uint32)
+        out = np.zeros(n, np.int32)
+        X, O = buf(x), buf(out)
+        call = lambda: prg.collatz(q, (n,), (256,), X, O, i32(n))
+        check = lambda: int(back(out, O).max()) > 100
+    call()  # the first call compiles the work-group function
+    q.finish()
+    best = None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        call()
+        q.finish()
+        dt = time.perf_counter() - t
+        best = dt if best is None else min(best, dt)
+    res[key] = {"s": best, "ok": bool(check())}
+print(json.dumps(res))
+"""
 
 NUMBA_SCRIPT = r"""
 import os, sys, time, json
@@ -142,6 +255,153 @@ def ptxforge_runs(repeat: int):
     return rows
 
 
+# (key, label, POCL kernel, size): vector adds are n threads, the reduction and Collatz n threads in blocks
+# of 256, the matmul n x n x n in 16x16 tiles (one thread per output); None: no POCL row (the sanitizer)
+POCL_ROWS = [
+    ("vadd_1k", "vector add, 1K threads", "vadd", 1 << 10),
+    ("vadd_16k", "vector add, 16K threads", "vadd", 1 << 14),
+    ("vadd_64k", "vector add, 64K threads", "vadd", 1 << 16),
+    ("vadd_1m", "vector add, 1M threads", "vadd", 1 << 20),
+    ("vadd_16m", "vector add, 16M threads", "vadd", 1 << 24),
+    ("reduce", "block sum, 64K threads (shfl + bar.sync; POCL: local-memory tree)", "reduce", 1 << 16),
+    ("matmul", "shared-memory tiled matmul 256^3 (64K threads)", "matmul", 256),
+    ("collatz", "divergent Collatz loop, 64K threads, x < 100000", "collatz", 1 << 16),
+    ("vadd_1m_san", "vector add, 1M threads, sanitizer on", None, 1 << 20),
+]
+
+
+def _best(call, repeat: int):
+    best = None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        r = call()
+        dt = time.perf_counter() - t
+        if best is None or dt < best[0]:
+            best = (dt, r)
+    return best
+
+
+def _pocl_row_launch(kind, n, mods, rng):
+    """(kernel, grid, block, args, buffers, check) of one POCL_ROWS entry on device buffers."""
+    from ptxforge.runtime.buffers import to_device
+
+    i32 = np.int32
+    if kind in ("vadd", None):
+        a, b = rng.random(n, np.float32), rng.random(n, np.float32)
+        bufs = [to_device(a), to_device(b), to_device(np.zeros(n, np.float32))]
+        return (mods["vector_ops"].kernel("vadd_f32"), (max(1, n // 256),), (min(256, n),), bufs + [i32(n)], bufs,
+                lambda: np.array_equal(bufs[2].to_host(), a + b))
+    if kind == "reduce":
+        x = rng.random(n, np.float32)
+        bufs = [to_device(x), to_device(np.zeros(n // 256, np.float32))]
+        return (mods["reductions"].kernel("reduce_sum_warp"), (n // 256,), (256,), bufs + [i32(n)], bufs,
+                lambda: np.allclose(bufs[1].to_host(), x.reshape(-1, 256).sum(1), rtol=1e-4))
+    if kind == "matmul":
+        a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
+        bufs = [to_device(a), to_device(b), to_device(np.zeros((n, n), np.float32))]
+        return (mods["matmul_tiled"].kernel("matmul_tiled_f32"), (n // 16, n // 16), (16, 16),
+                bufs + [i32(n), i32(n), i32(n)], bufs,
+                lambda: np.allclose(bufs[2].to_host(), a @ b, rtol=1e-4, atol=1e-3))
+    x = rng.integers(1, 100_000, n, dtype=np.uint32)
+    bufs = [to_device(x), to_device(np.zeros(n, np.int32))]
+    return (mods["control_flow"].kernel("collatz_steps"), (n // 256,), (256,), bufs + [i32(n)], bufs,
+            lambda: int(bufs[1].to_host().max()) > 100)
+
+
+def ptxforge_pocl_rows(repeat: int) -> dict:
+    """{key: (thread-instructions, seconds)} of each POCL_ROWS kernel on device buffers, best of `repeat`."""
+    from emu_corpus import corpus_module
+
+    mods = {m: corpus_module(m, "sm_80.O3") for m in ("vector_ops", "reductions", "matmul_tiled", "control_flow")}
+    rng = np.random.default_rng(0)
+    out = {}
+    for key, _, kind, n in POCL_ROWS:
+        k, grid, block, args, bufs, check = _pocl_row_launch(kind, n, mods, rng)
+        san = kind is None
+
+        def launch(k=k, grid=grid, block=block, args=args, san=san):
+            return k.launch(grid=grid, block=block, args=args, sanitize=san)
+        launch()  # compile (and warm the allocator)
+        s, r = _best(launch, repeat)
+        assert check(), f"{key}: wrong result"
+        out[key] = (int(r.thread_instructions), s)
+        for bf in bufs:
+            bf.free()
+    return out
+
+
+def peer_python(arg: str | None, env: str, probe: str) -> str | None:
+    """The first of `arg`, $env, .venv-peers/bin/python in which `probe` runs; None if none does."""
+    peers = str(ROOT / ".venv-peers" / "bin" / "python")
+    for cand in (arg, os.environ.get(env), peers):
+        if cand and Path(cand).exists():
+            r = subprocess.run([cand, "-c", probe], capture_output=True)
+            if r.returncode == 0:
+                return cand
+    return None
+
+
+def pocl_run(py: str, repeat: int) -> dict:
+    rows = [(key, kind, n) for key, _, kind, n in POCL_ROWS if kind is not None]
+    r = subprocess.run([py, "-c", POCL_SCRIPT, json.dumps(rows), str(repeat)], capture_output=True, text=True,
+                       timeout=3600)
+    if r.returncode != 0:
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def baseline_rows(src: str, repeat: int) -> dict:
+    """The same ptxforge rows measured with another tree's sources, in a fresh interpreter."""
+    r = subprocess.run([sys.executable, __file__, "--ptxforge-json", "--src", src, "--repeat", str(repeat)],
+                       capture_output=True, text=True, timeout=3600)
+    if r.returncode != 0:
+        raise SystemExit(f"baseline at {src} failed: {r.stderr.strip()[-500:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None) -> None:
+    rows = ptxforge_pocl_rows(repeat)
+    base = baseline_rows(baseline, repeat) if baseline else None
+    peer = pocl_run(pocl_py, repeat) if pocl_py else None
+    if peer is not None and "device" in peer:
+        print(f"POCL: {peer['device']}")
+    cols = ["algorithm", "thread-instr", "ptxforge s", "ptxforge M thr-instr/s"]
+    cols += ["baseline M/s", "speed-up"] if base else []
+    cols += ["POCL s", "POCL M thr-instr/s", "ptxforge / POCL time"]
+    print("\n| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|")
+    plain = rows["vadd_1m"][1]
+    for key, label, kind, _ in POCL_ROWS:
+        ti, s = rows[key]
+        cells = [label, f"{ti:,}", f"{s:.4f}", f"{ti / s / 1e6:.1f}"]
+        if base:
+            bti, bs = base[key]
+            cells += [f"{bti / bs / 1e6:.1f}", f"{bs / s:.1f}x"]
+        if kind is None:
+            cells += ["-", "-", f"(sanitizer: {s / plain:.1f}x plain)"]
+        elif peer is None or "error" in peer:
+            cells += ["-", "-", "not installed" if peer is None else "fails: " + peer["error"][:60]]
+        else:
+            ps = peer[key]["s"]
+            cells += [f"{ps:.5f}", f"{ti / ps / 1e6:.1f}", f"{s / ps:.1f}x" + ("" if peer[key]["ok"] else " (wrong)")]
+        print("| " + " | ".join(cells) + " |")
+    if peer is None:
+        print("\nPOCL not found (apt-get install pocl-opencl-icd ocl-icd-libopencl1; pip install pyopencl into a "
+              "venv; pass --pocl-python or set PTXFORGE_POCL_PYTHON): POCL columns skipped.")
+    elif "error" in peer:
+        print(f"\nPOCL failed: {peer['error']}")
+
+    def rate(k):
+        return rows[k][0] / rows[k][1]
+    goals = [("vector add at 16K threads >= 100M thread-instr/s", rate("vadd_16k") >= 1e8),
+             ("divergent Collatz loop >= 150M thread-instr/s", rate("collatz") >= 1.5e8),
+             ("sanitizer <= 5x plain on the 1M vector add", rows["vadd_1m_san"][1] <= 5 * plain)]
+    if peer is not None and "error" not in peer:
+        far = [k for k, _, kind, _ in POCL_ROWS if kind not in (None, "collatz") and rows[k][1] > 10 * peer[k]["s"]]
+        goals.append(("within 10x of POCL on every row but the divergent one"
+                      + (f" (not on {', '.join(far)})" if far else ""), not far))
+    print("\nGoals (issue 18): " + "; ".join(f"{g}: {'met' if ok else 'NOT met'}" for g, ok in goals))
+
+
 def numba_python(arg: str | None) -> str | None:
     peers = str(Path(__file__).resolve().parents[1] / ".venv-peers" / "bin" / "python")
     for cand in (arg, os.environ.get("PTXFORGE_NUMBA_PYTHON"), peers):
@@ -165,9 +425,23 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--numba-python", default=None)
     ap.add_argument("--numba-blocks", type=int, default=16, help="blocks of 256 threads for the simulator")
+    ap.add_argument("--pocl-python", default=None, help="an interpreter with pyopencl and a POCL ICD")
+    ap.add_argument("--baseline", default=None, help="another tree's src/ to measure in the same run")
+    ap.add_argument("--skip-numba", action="store_true", help="only the POCL table")
+    ap.add_argument("--src", default=None, help=argparse.SUPPRESS)  # read at import (sys.path)
+    ap.add_argument("--ptxforge-json", action="store_true", help=argparse.SUPPRESS)  # the baseline's child
     args = ap.parse_args()
+    if args.ptxforge_json:
+        print(json.dumps(ptxforge_pocl_rows(args.repeat)))
+        return
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"numpy {np.__version__}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    pocl_py = peer_python(args.pocl_python, "PTXFORGE_POCL_PYTHON",
+                          "import pyopencl as cl; assert any('Portable' in p.name for p in cl.get_platforms())")
+    pocl_table(args.repeat, pocl_py, args.baseline)
+    if args.skip_numba:
+        return
+    print("\nnumba-cuda's CUDA simulator:")
     rows = ptxforge_runs(args.repeat)
     py = numba_python(args.numba_python)
     print()

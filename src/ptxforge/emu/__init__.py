@@ -21,6 +21,7 @@ A whole node: `Node(gpus=N)` (node.py) gives N devices sharing one address space
 streams on SM partitions whose launches `Node.synchronize` runs concurrently (schedule.py).
 """
 
+from ptxforge.emu.allocator import tune_malloc
 from ptxforge.emu.errors import (
     EmulatorError,
     KernelTrap,
@@ -31,6 +32,8 @@ from ptxforge.emu.errors import (
 )
 from ptxforge.emu.launch import EmuDevice, emu_device, emulate
 from ptxforge.emu.node import Node, NodeGpu, PendingLaunch, Stream
+
+tune_malloc()  # before the first wave: lane arrays come from the heap, not fresh mmaps (see allocator.py)
 
 __all__ = [
     "EmuDevice", "emu_device", "emulate", "EmulatorError", "KernelTrap", "LaunchError", "MemoryFault", "Node",

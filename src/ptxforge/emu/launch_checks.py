@@ -63,8 +63,23 @@ def directive_where(module: ir.Module | None, func: ir.Function, name: str) -> s
     return f"{filename}:{line}" if line else filename
 
 
+_STATIC_SHARED: dict = {}  # id(func) -> (module, func, bytes): every launch checks it, twice
+_STATIC_SHARED_MAX = 256
+
+
 def static_shared_bytes(module: ir.Module, func: ir.Function) -> int:
     """Static shared memory of `func` from its IR: its own .shared variables plus the module's it names."""
+    hit = _STATIC_SHARED.get(id(func))
+    if hit is not None and hit[0] is module and hit[1] is func:
+        return hit[2]
+    total = _static_shared_bytes(module, func)
+    if len(_STATIC_SHARED) >= _STATIC_SHARED_MAX:
+        _STATIC_SHARED.pop(next(iter(_STATIC_SHARED)))
+    _STATIC_SHARED[id(func)] = (module, func, total)
+    return total
+
+
+def _static_shared_bytes(module: ir.Module, func: ir.Function) -> int:
     total = 0
 
     def add(v: ir.Variable) -> None:

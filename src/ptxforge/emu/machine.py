@@ -14,6 +14,7 @@ order; barrier.cluster counts the threads of all of them; memory.py resolves sha
 from __future__ import annotations
 
 import time
+import weakref
 
 import numpy as np
 
@@ -30,6 +31,7 @@ EXITED = 1 << 30
 PC_MASK = WAIT_BAR - 1
 NBARRIERS = 16
 ROTATE_EVERY = 64
+STATIC_CACHE_BYTES = 64 << 20  # static lane arrays a kernel's layout keeps, oldest launch shape dropped first
 QUANTUM = 128  # steps a launch runs before yielding to the others under a Node's scheduler
 
 
@@ -51,7 +53,9 @@ class LaneState:
     """What ops see: registers, param storage, memory and special registers of one wave of lanes."""
 
     def __init__(self, machine, nlanes: int):
-        self.machine = machine
+        # weak: a machine and its lane state must not form a cycle, or every launch's lane arrays would
+        # wait for the cyclic GC (and each launch fault in fresh pages) instead of being freed at its end
+        self.machine = weakref.proxy(machine)
         self.N = nlanes
         self.regs: list = []
         self.pvars: list = []
@@ -145,6 +149,7 @@ class Machine:
             self.block_order = self._cluster_order(sanitizer)
         self.lane_tid = np.arange((self.threads + 31) // 32 * 32, dtype=np.int64)  # thread index of each lane
         wp = sanitizer.warp_order(len(self.lane_tid) // 32) if sanitizer is not None else None
+        self.shuffled_warps = wp is not None
         if wp is not None:  # warps of a block placed on lanes in a shuffled order (sanitizer option)
             self.lane_tid = (np.asarray(wp, np.int64)[:, None] * 32 + np.arange(32)).ravel()
         self.reserved_smem = RESERVED_SMEM if _uses_reserved_smem(layout) else 0
@@ -275,17 +280,18 @@ class Machine:
         st = LaneState(self, N)
         self.st = st
         lay = self.layout
-        st.regs = [storage_dtype(t).type(0) for t in lay.reg_types]
-        st.pvars = [np.zeros((N, s), np.uint8) for s in lay.pvar_sizes]
-        frames = sum(f.frame_size for f in lay.functions.values())
-        recursive = any(f.recursive for f in lay.functions.values())
-        local = frames + (64 * max((f.frame_size for f in lay.functions.values()), default=0)
-                          if recursive else 0)
+        st.regs = list(lay.reg_zeros)
+        st.pvars = [None] * len(lay.pvar_sizes)  # a function's .param storage is made at its first call
+        self._alloc_pvars(self.kernel)
+        funcs = [f for f in lay.functions.values() if f.name in lay.reachable]
+        frames = sum(f.frame_size for f in funcs)
+        recursive = any(f.recursive for f in funcs)
+        local = frames + (64 * max((f.frame_size for f in funcs), default=0) if recursive else 0)
         from ptxforge.emu.variable_limits import check_local
 
-        check_local(lay.functions.values(), N)  # before the wave's local memory is allocated
+        check_local(funcs, N)  # before the wave's local memory is allocated
         st.mem = LaneMemory(self.device, nlanes=N, lanes_per_slot=lpb, shared_size=self.shared_size,
-                            local_size=local, params=self.params, fault=self._fault, cluster_size=self.csize)
+                            local_size=local, params=self.params, fault=_weakly(self._fault), cluster_size=self.csize)
         st.mem.observers.extend(self.observers)
         static = self._static(nslots)
         real = static["real_block"]
@@ -343,10 +349,32 @@ class Machine:
         return st
 
     def _static(self, nslots: int) -> dict:
-        """Lane arrays that depend only on the block shape and the number of slots (cached per launch)."""
+        """Lane arrays that depend only on the launch's shape and the number of slots: cached per launch, and
+        with the kernel's layout (which lives with the module image) for the launches that share the shape.
+        The cached arrays are read-only: ops read them, and register writes make new arrays."""
         hit = getattr(self, "_static_cache", None)
         if hit is not None and hit["nslots"] == nslots and hit["sms"] is self.wave_sms:
             return hit
+        shared = self.wave_sms is None and not self.shuffled_warps
+        key = (nslots, self.block, self.grid, self.num_sms, self.sm_ids.tobytes(), self.dynamic_shared,
+               self.shared_size, self.reserved_smem, self.cluster, self.explicit_cluster) if shared else None
+        cache = self.layout.__dict__.setdefault("_static_waves", {})
+        hit = cache.get(key) if shared else None
+        if hit is None:
+            hit = self._make_static(nslots)
+            arrays = [a for a in (*hit["sregs"].values(), hit["real_block"], hit["real"], hit["slot"],
+                                  hit["warp_base"]) if isinstance(a, np.ndarray)]
+            for a in arrays:
+                a.flags.writeable = False
+            hit["nbytes"] = sum(a.nbytes for a in arrays)
+            if shared:
+                while cache and sum(h["nbytes"] for h in cache.values()) + hit["nbytes"] > STATIC_CACHE_BYTES:
+                    del cache[next(iter(cache))]  # the oldest shape first
+                cache[key] = hit
+        self._static_cache = hit
+        return hit
+
+    def _make_static(self, nslots: int) -> dict:
         lpb = self.lanes_per_block
         N = nslots * lpb
         t = self.lane_tid
@@ -388,11 +416,9 @@ class Machine:
             s[f"%envreg{i}"] = u(self.envregs.get(i, 0))
         for i in range(8):
             s[f"%pm{i}"] = u(0)
-        self._static_cache = {"nslots": nslots, "sms": self.wave_sms, "sregs": s, "real_block": real,
-                              "real": np.tile(real, nslots),
-                              "slot": np.repeat(np.arange(nslots, dtype=np.int64), lpb),
-                              "warp_base": np.arange(N, dtype=np.int64) & ~np.int64(31)}
-        return self._static_cache
+        return {"nslots": nslots, "sms": self.wave_sms, "sregs": s, "real_block": real,
+                "real": np.tile(real, nslots), "slot": np.repeat(np.arange(nslots, dtype=np.int64), lpb),
+                "warp_base": np.arange(N, dtype=np.int64) & ~np.int64(31)}
 
     # ------------------------------------------------------------------ the loop
     def _run_wave(self, first: int, nslots: int) -> None:
@@ -813,8 +839,16 @@ class Machine:
             return
         self._enter(info.callee, info, lanes_all, P)
 
+    def _alloc_pvars(self, fl) -> None:
+        """The wave's .param storage of function `fl` (zeroed), unless it has it already."""
+        pvars, sizes, N = self.st.pvars, self.layout.pvar_sizes, self.st.N
+        for i in (*fl.pvars, *fl.return_pvars):
+            if pvars[i] is None:
+                pvars[i] = np.zeros((N, sizes[i]), np.uint8)
+
     def _enter(self, callee, info, lanes, P) -> None:
         st = self.st
+        self._alloc_pvars(callee)
         d = self.depth[lanes]
         if int(d.max()) + 1 >= self.retstack.shape[0]:
             self.retstack = np.concatenate([self.retstack, np.zeros_like(self.retstack)])
@@ -977,6 +1011,12 @@ class Machine:
         msg = f"{op.where}: {op.text}: {e.args[0]} by {where}"
         return MemoryFault(msg, kind=e.kind, address=e.address, size=e.size, thread=thread, block=block,
                            ptx_line=op.line, instruction=op.text)
+
+
+def _weakly(method):
+    """`method`, bound without keeping its object alive (see `LaneState.machine`)."""
+    ref = weakref.WeakMethod(method)
+    return lambda *args: ref()(*args)
 
 
 def _store_lanes(st, slot: int, lanes, values) -> None:

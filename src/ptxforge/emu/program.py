@@ -96,6 +96,11 @@ class Layout:
                 self._layout_function(f)
         self._finish_shared()
         self._mark_recursion()
+        # per-wave state is sized to what the kernel can run: registers start as these scalars (a register
+        # becomes a lane array when first written), local frames are reserved for the reachable functions,
+        # and a function's .param storage is allocated when a wave first calls it (`Machine._enter`)
+        self.reg_zeros = tuple(storage_dtype(t).type(0) for t in self.reg_types)
+        self.reachable = self._reachable_names()
 
     # ------------------------------------------------------------------ params and shared memory
     def _layout_kparams(self) -> None:
@@ -151,6 +156,32 @@ class Layout:
                             if g.body is not None:
                                 todo.append(g)
         return list(seen.values())
+
+    def _reachable_names(self) -> frozenset[str]:
+        """Functions the kernel can run: those it names (calls, function pointers), transitively, and those
+        named by .global/.const initializers (tables of function pointers)."""
+        named: dict[str, set[str]] = {n: set() for n in self.functions}
+        for p in self.placed:
+            for op in p.ins.operands:
+                base = op.base if isinstance(op, ir.Address) else op
+                if isinstance(base, ir.Symbol) and base.name in self.functions:
+                    named[p.func.name].add(base.name)
+                elif isinstance(base, ir.Expr):  # `generic(f)`, `f+0`: any function it mentions
+                    named[p.func.name].update(n for n in self.functions if n in base.text)
+        seen = {self.kernel_func.name}
+        variables = list(self.module.variables) + [s for f in self.module.functions for s in f.body or ()
+                                                   if isinstance(s, ir.Variable)]
+        for v in variables:
+            if v.init is not None:
+                text = v.init.text if isinstance(v.init, ir.Expr) else " ".join(map(str, v.init))
+                seen.update(n for n in self.functions if n in text)
+        todo = list(seen)
+        while todo:
+            for g in named.get(todo.pop(), ()):
+                if g not in seen:
+                    seen.add(g)
+                    todo.append(g)
+        return frozenset(seen)
 
     def _new_reg(self, ty: str) -> int:
         self.reg_types.append(ty)
