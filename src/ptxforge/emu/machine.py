@@ -357,7 +357,8 @@ class Machine:
             return hit
         shared = self.wave_sms is None and not self.shuffled_warps
         key = (nslots, self.block, self.grid, self.num_sms, self.sm_ids.tobytes(), self.dynamic_shared,
-               self.shared_size, self.reserved_smem, self.cluster, self.explicit_cluster) if shared else None
+               self.shared_size, self.reserved_smem, self.cluster, self.explicit_cluster,
+               tuple(sorted(self.envregs.items()))) if shared else None
         cache = self.layout.__dict__.setdefault("_static_waves", {})
         hit = cache.get(key) if shared else None
         if hit is None:
