@@ -153,6 +153,7 @@ class LaneMemory:
         self.fault = fault
         self.observers: list = []  # callables(kind, space, addr, nbytes, lanes) for a sanitizer
         self.on_store = None  # sanitizer: callable(dtype, values) told the values of each `store`
+        self.writes = 0  # accesses that wrote (stores, atomics, mbarrier arrivals): the watchdog's progress sign
         self._lane_ids = np.arange(nlanes, dtype=np.int64)
         self._slot_base = (self._lane_ids // lanes_per_slot) * self.shared_stride
         self.cluster_size = cluster_size  # CTAs per cluster; a cluster fills consecutive slots
@@ -180,6 +181,8 @@ class LaneMemory:
         lanes, or None for all lanes. The index is aligned to `nbytes`, so `buf.view(dtype)[idx >> k]`
         reads the values.
         """
+        if write:
+            self.writes += 1
         for obs in self.observers:
             obs("store" if write else "load", space, addr, nbytes, lanes)
         if space == "generic":

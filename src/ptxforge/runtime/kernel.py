@@ -14,6 +14,7 @@ import numpy as np
 from ptxforge.emu.errors import EmulatorError, LaunchError
 from ptxforge.emu.launch import EmuDevice, emulate
 from ptxforge.emu.launch_checks import check_launch
+from ptxforge.emu.progress import check_time_options
 from ptxforge.ptx import ir
 from ptxforge.runtime import params as P
 from ptxforge.runtime.arguments import DevicePointer, is_live_address, torch_copy_to_host
@@ -53,27 +54,35 @@ class Kernel:
 
     def launch(self, grid=(1,), block=(1,), args=(), *, device=None, shared_mem: int = 0,
                sanitize=False, num_sms: int | None = None, watchdog_s: float = 60.0,
-               printf=None, emu_device_: EmuDevice | None = None, cluster=None, stream=None):
+               time_limit_s: float | None = None, printf=None, emu_device_: EmuDevice | None = None, cluster=None,
+               stream=None):
         """Run the kernel on `device`: "emu", "cuda" or "cuda:N"; or "auto": where its DeviceBuffer arguments
         live, else the emulator when an emulator-only option is given, else a GPU when one can be used, else the
         emulator. None is like "auto" with $PTXFORGE_DEVICE (when set) in place of the GPU-or-emulator choice.
         See the module docstring for arguments.
 
         `sanitize` is False, True (every check) or a `ptxforge.emu.sanitizer.Sanitizer` with options; it runs
-        on the emulator, as do `num_sms`, `watchdog_s`, `printf` capture and `emu_device_`.
+        on the emulator, as do `num_sms`, `watchdog_s`, `time_limit_s`, `printf` capture and `emu_device_`.
+        `watchdog_s`: seconds the launch may go without progress (its state repeating) before it is stopped;
+        `time_limit_s`: a plain wall-clock limit on the launch (None: none).
         `cluster` is the thread-block cluster shape (x, y, z) for kernels without `.reqnctapercluster`.
         `stream`: a stream of a `ptxforge.emu.Node` GPU; the launch is queued there and a `PendingLaunch` is
         returned at once (`node.synchronize()` runs it; see `ptxforge.runtime.streams`). Without one, a
         launch runs now and returns its `LaunchResult`.
         """
+        watchdog_s, time_limit_s = check_time_options(watchdog_s, time_limit_s)
         if stream is not None:
+            if time_limit_s is not None:
+                raise LaunchError("time_limit_s does not apply to a stream launch: the node's watchdog_s governs "
+                                  "its launches (Node(watchdog_s=...))")
             device = stream_device(stream, device)
         if device is None or device == "auto":  # a preference ($PTXFORGE_DEVICE or auto), not an order
             preferred = device or default_device()
             buffers = [a.device for a in args if isinstance(a, DeviceBuffer)]
             if buffers and emu_device_ is None:
                 device = buffers[0]  # run where the data is
-            elif sanitize or num_sms is not None or printf is not None or emu_device_ is not None:
+            elif sanitize or num_sms is not None or printf is not None or emu_device_ is not None or \
+                    time_limit_s is not None:
                 device = "emu"  # options only the emulator has
             else:
                 device = preferred
@@ -82,7 +91,8 @@ class Kernel:
         on_gpu = not isinstance(dev, EmuDevice)
         if on_gpu:
             emu_only = [name for name, given in (("sanitize", sanitize), ("num_sms", num_sms is not None),
-                                                 ("printf", printf is not None), ("emu_device_", emu_device_))
+                                                 ("printf", printf is not None), ("emu_device_", emu_device_),
+                                                 ("time_limit_s", time_limit_s is not None))
                         if given]
             if emu_only:
                 raise LaunchError(f"{', '.join(emu_only)} work on the emulator only: launch with device='emu' "
@@ -103,7 +113,7 @@ class Kernel:
                 result = self._run_gpu(dev, packed, offsets, grid, block, int(shared_mem), cluster)
             else:
                 result, sanitizer = self._run_emu(dev, packed, grid, block, int(shared_mem), sanitize, num_sms,
-                                                  watchdog_s, printf, cluster)
+                                                  (watchdog_s, time_limit_s), printf, cluster)
             copy_back(dev, copies)
         except EmulatorError:  # a fault stops the launch: what completed (in bounds) still comes back
             _copy_back_quietly(dev, copies)
@@ -115,7 +125,8 @@ class Kernel:
             sanitizer.finish()
         return result
 
-    def _run_emu(self, dev, packed, grid, block, shared_mem, sanitize, num_sms, watchdog_s, printf, cluster):
+    def _run_emu(self, dev, packed, grid, block, shared_mem, sanitize, num_sms, limits, printf, cluster):
+        watchdog_s, time_limit_s = limits
         sanitizer = None
         if sanitize:
             from ptxforge.emu import sanitizer as san
@@ -132,6 +143,7 @@ class Kernel:
         try:
             stats = emulate(self.module, self.function, grid=grid, block=block, params=packed,
                             shared_mem=shared_mem, device=dev, num_sms=num_sms, watchdog_s=watchdog_s,
+                            time_limit_s=time_limit_s,
                             printf=sink, observers=[], sanitizer=sanitizer, cluster=cluster)
         except EmulatorError as e:
             if sanitizer is not None:  # keep what the sanitizer found before the launch stopped
