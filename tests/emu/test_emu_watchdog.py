@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import ptxforge as pf
-from ptxforge.emu import LaunchError, WatchdogTimeout
-from ptxforge.emu.progress import TimeLimitExceeded
+from ptxforge.emu import LaunchError, TimeLimitExceeded, WatchdogTimeout
 
 HEAD = """.version 8.0
 .target sm_80

@@ -26,6 +26,7 @@ from ptxforge.emu.errors import (
     KernelTrap,
     LaunchError,
     MemoryFault,
+    TimeLimitExceeded,
     UnsupportedInstruction,
     WatchdogTimeout,
 )
@@ -34,5 +35,6 @@ from ptxforge.emu.node import Node, NodeGpu, PendingLaunch, Stream
 
 __all__ = [
     "EmuDevice", "emu_device", "emulate", "EmulatorError", "KernelTrap", "LaunchError", "MemoryFault", "Node",
-    "NodeGpu", "PendingLaunch", "Stream", "UnsupportedInstruction", "WatchdogTimeout",
+    "NodeGpu", "PendingLaunch", "Stream", "TimeLimitExceeded", "UnsupportedInstruction",
+    "WatchdogTimeout",
 ]

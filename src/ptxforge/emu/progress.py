@@ -23,16 +23,12 @@ import zlib
 
 import numpy as np
 
-from ptxforge.emu.errors import LaunchError, WatchdogTimeout
+from ptxforge.emu.errors import LaunchError, TimeLimitExceeded, WatchdogTimeout
 
 CHECK_S = 0.5  # seconds between progress checks (at most)
 TICK_MASK = 0xFF  # steps between clock reads
 MAX_OVERHEAD = 0.05  # fingerprints may take at most this share of the run (large waves check less often)
 PROBE_STEPS = 1 << 14  # steps a probe waits for the warps to come back to where they were
-
-
-class TimeLimitExceeded(WatchdogTimeout):
-    """The launch ran past the `time_limit_s` its caller set (it may still have been making progress)."""
 
 
 def check_time_options(watchdog_s, time_limit_s) -> tuple[float, float | None]:
