@@ -79,11 +79,13 @@ class DeviceMemory:
             if off + span + REDZONE <= a.offset:
                 break
             off = _round_up(a.offset + _round_up(max(a.size, 1), PAD) + REDZONE, align)
-        if off + span > self.arena.size:
-            grown = np.zeros(_round_up(max(off + span, 2 * self.arena.size), PAD), np.uint8)
-            grown[: self.arena.size] = self.arena
+        old = self.arena.size
+        if off + span > old:
+            grown = np.zeros(_round_up(max(off + span, 2 * old), PAD), np.uint8)
+            grown[:old] = self.arena
             self.arena = grown
-        self.arena[off: off + span] = 0
+        # zero what a freed allocation may have left; the grown part is fresh zeros (untouched pages)
+        self.arena[off: min(off + span, old)] = 0
         alloc = Allocation(GLOBAL_BASE + off, size, off, name, readonly)
         i = bisect.bisect(self._bases, alloc.base)
         self._allocs.insert(i, alloc)

@@ -221,7 +221,8 @@ def _copy_back_quietly(dev, copies) -> None:
 
 def _copy_one(dev, host, alloc) -> None:
     arr = host.array
-    data = dev.memory.read(alloc)[: arr.nbytes]
+    mem = dev.memory  # the emulator's memory gives a view (copied once, into the host array); a GPU's a copy
+    data = (mem.view(alloc) if hasattr(mem, "view") else mem.read(alloc))[: arr.nbytes]
     if arr.flags.c_contiguous:
         arr.reshape(-1).view(np.uint8)[:] = data
     else:
