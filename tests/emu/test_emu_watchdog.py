@@ -183,3 +183,10 @@ def test_cli_time_limit(tmp_path, capsys):
     rc = main(["run", str(src), "-a", f"{out}=zeros:1:uint32", "-a", "1", "--time-limit", "nan"])
     err = capsys.readouterr().err
     assert rc != 0 and "--time-limit must be a positive number" in err
+
+
+def test_a_node_refuses_a_bad_watchdog():
+    from ptxforge.emu import Node
+
+    with pytest.raises(LaunchError, match="watchdog_s must be"):
+        Node(gpus=1, sms=1, watchdog_s=math.nan)
