@@ -190,3 +190,20 @@ def test_a_node_refuses_a_bad_watchdog():
 
     with pytest.raises(LaunchError, match="watchdog_s must be"):
         Node(gpus=1, sms=1, watchdog_s=math.nan)
+
+
+def test_the_check_is_timed_not_counted_in_steps_on_a_large_wave():
+    # 64 blocks of 256 threads in one wave: steps are slow, the check still comes within a second or so
+    t = time.perf_counter()
+    with pytest.raises(WatchdogTimeout, match=r"no progress for 0.3 s .*live warp\(s\) of blocks"):
+        kernel(SPIN).launch(grid=64, block=256, args=[np.zeros(1, np.uint32), np.uint32(0)], device="emu",
+                            watchdog_s=0.3)
+    assert time.perf_counter() - t < 5
+
+
+def test_waves_that_repeat_each_others_states_are_progress():
+    # 1 SM holds 2 blocks of 1024 threads: 3 waves run the same counter loop through the same states
+    out = np.zeros(1, np.uint32)
+    k = kernel(COUNT)
+    res = k.launch(grid=6, block=1024, args=[out, np.uint32(60_000)], device="emu", num_sms=1, watchdog_s=0.01)
+    assert out[0] == 60_000 and res.waves == 3

@@ -401,6 +401,7 @@ class Machine:
         force = False
         rot_last = -1
         steps = 0
+        self.watch.new_wave()
         self.wave_steps = lambda: steps  # a closure: sees the live count (for %clock)
         # how often to check the watchdog (and, under a Node's scheduler, to yield to other launches)
         yielding = self.concurrent

@@ -93,6 +93,11 @@ class Watch:
         self.stalled_since = None
         self.loop = ""
 
+    def new_wave(self) -> None:
+        """A wave starts (steps count from 0 again, fresh memory counters): a wave ending is progress."""
+        self.probe = None
+        self.stalled_since = None
+
     def tick(self, m, pc, steps) -> bool:
         """Called every few steps with the converged pc (None when diverged); True while probing."""
         if self.probe is not None:
