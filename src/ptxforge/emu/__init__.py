@@ -7,7 +7,7 @@ Pipeline: `program.Layout` (flatten bodies, register slots, labels, shared/local
 `compiler.compile_layout` (one op per instruction; builders per family in ops_alu, ops_float,
 ops_memory, ops_atomic, ops_warp, ops_matrix, ops_wgmma, ops_async, ops_control; arithmetic from
 `semantics`) ->
-`machine.Machine` (lockstep lanes, divergence, barriers, calls, watchdog). Every memory access goes
+`machine.Machine` (lockstep lanes, divergence, barriers, calls; its watchdog in progress.py). Every memory access goes
 through `memory.LaneMemory.resolve`.
 
 Extension points: a new instruction family is a builder added to one ops module's BUILDERS. TMA tensor
