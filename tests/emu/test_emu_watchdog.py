@@ -2,6 +2,7 @@
 stopped, and the explicit time limit is its own, separately named stop."""
 
 import math
+import re
 import time
 
 import numpy as np
@@ -86,6 +87,26 @@ mbarrier.arrive.shared.b64 %rd1, [bar];
 $W:
 mbarrier.try_wait.shared.b64 %p2, [bar], %rd1;
 @!%p2 bra $W;
+ret;
+}
+"""
+
+
+# warp 0 spins on out[0] (lines 14-16), warp 1 on out[1] in a longer loop (lines 19-22): two diverged spins
+TWO_SPINS = HEAD + """ld.param.u64 %rd1, [out];
+mov.u32 %r2, %tid.x;
+setp.ge.u32 %p2, %r2, 32;
+@%p2 bra $B;
+$A:
+ld.volatile.global.u32 %r1, [%rd1];
+setp.eq.u32 %p1, %r1, 0;
+@%p1 bra $A;
+ret;
+$B:
+ld.volatile.global.u32 %r1, [%rd1+4];
+add.u32 %r3, %r1, 7;
+setp.eq.u32 %p1, %r3, 7;
+@%p1 bra $B;
 ret;
 }
 """
@@ -207,3 +228,11 @@ def test_waves_that_repeat_each_others_states_are_progress():
     k = kernel(COUNT)
     res = k.launch(grid=6, block=1024, args=[out, np.uint32(60_000)], device="emu", num_sms=1, watchdog_s=0.01)
     assert out[0] == 60_000 and res.waves == 3
+
+
+def test_two_diverged_spins_are_no_progress_naming_each_warp():
+    with pytest.raises(WatchdogTimeout) as e:
+        launch(TWO_SPINS, block=64, watchdog_s=0.3)
+    msg = str(e.value)
+    assert "no progress" in msg
+    assert re.search(r"warp 0 is at w\.ptx:1[456]: ", msg) and re.search(r"warp 1 is at w\.ptx:(19|2[012]): ", msg)

@@ -74,6 +74,7 @@ class _Probe:
         self.pc = pc
         self.pcs = None if pc is not None else m.pcs.copy()
         self.icount = None if pc is not None else m.icount.copy()
+        self.lane = 0 if pc is not None else int(np.argmin(self.pcs))  # a running lane: a cheap first test
         self.writes = m.st.mem.writes
         self.crcs = [_crc(a) for a in _arrays(m)]
         self.lo = self.hi = pc  # the lines the converged warps pass through before the state repeats
@@ -145,7 +146,7 @@ class Watch:
     def _same_place(self, m, pc, p) -> bool:
         if p.pc is not None:
             return pc == p.pc
-        if pc is not None or not np.array_equal(m.pcs, p.pcs):
+        if pc is not None or m.pcs[p.lane] != p.pcs[p.lane] or not np.array_equal(m.pcs, p.pcs):
             return False
         from ptxforge.emu.machine import WAIT_BAR
 
