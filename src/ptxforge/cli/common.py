@@ -41,7 +41,8 @@ def load_module(path: str):
 
 _API_TO_FLAGS = tuple((re.compile(p), flag) for p, flag in (
     (r"device='(emu|cuda|auto)'", r"--device \1"), (r"sanitize=True", "--sanitize"),
-    (r"\bshared_mem\b", "--shared-mem"), (r"\bnum_sms\b", "--sms"), (r"\bwatchdog_s\b", "--watchdog")))
+    (r"\bshared_mem\b", "--shared-mem"), (r"\bnum_sms\b", "--sms"), (r"\bwatchdog_s\b", "--watchdog"),
+    (r"\btime_limit_s\b", "--time-limit")))
 
 
 def cli_words(message: str) -> str:

@@ -36,7 +36,10 @@ def register(sub) -> None:
                    help="where to run: the CPU emulator (default), the GPU (cuda), or the GPU when there is one")
     p.add_argument("--shared-mem", type=int, default=0, help="dynamic shared memory bytes per block")
     p.add_argument("--sms", type=int, default=None, help="number of SMs to emulate (default 132)")
-    p.add_argument("--watchdog", type=float, default=60.0, help="seconds without progress before stopping")
+    p.add_argument("--watchdog", type=float, default=60.0,
+                   help="seconds without progress (the machine's state repeating) before stopping (default 60)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="stop the launch after S seconds of wall time, progress or not (default: no limit)")
     p.add_argument("--sanitize", action="store_true", help="run under the memory/race sanitizer")
     p.add_argument("--cooperative", action="store_true",
                    help="a cooperative launch (every block resident at once; cooperative groups' grid.sync())")
@@ -168,8 +171,8 @@ def run(args) -> int:
             saves.append((path, v))
     try:
         res = k.launch(grid=grid, block=block, args=values, device=args.device, shared_mem=args.shared_mem,
-                       num_sms=args.sms, watchdog_s=args.watchdog, sanitize=args.sanitize or bool(args.report),
-                       cooperative=args.cooperative)
+                       num_sms=args.sms, watchdog_s=args.watchdog, time_limit_s=args.time_limit,
+                       sanitize=args.sanitize or bool(args.report), cooperative=args.cooperative)
     except LaunchError as e:
         raise UserError(cli_words(str(e))) from None
     except PTXError as e:  # ptxas refused the module while building it for the GPU

@@ -7,7 +7,7 @@ Pipeline: `program.Layout` (flatten bodies, register slots, labels, shared/local
 `compiler.compile_layout` (one op per instruction; builders per family in ops_alu, ops_float,
 ops_memory, ops_atomic, ops_warp, ops_matrix, ops_wgmma, ops_async, ops_control; arithmetic from
 `semantics`) ->
-`machine.Machine` (lockstep lanes, divergence, barriers, calls, watchdog). Every memory access goes
+`machine.Machine` (lockstep lanes, divergence, barriers, calls; its watchdog in progress.py). Every memory access goes
 through `memory.LaneMemory.resolve`.
 
 Extension points: a new instruction family is a builder added to one ops module's BUILDERS. TMA tensor
@@ -27,6 +27,7 @@ from ptxforge.emu.errors import (
     KernelTrap,
     LaunchError,
     MemoryFault,
+    TimeLimitExceeded,
     UnsupportedInstruction,
     WatchdogTimeout,
 )
@@ -37,5 +38,6 @@ tune_malloc()  # before the first wave: lane arrays come from the heap, not fres
 
 __all__ = [
     "EmuDevice", "emu_device", "emulate", "EmulatorError", "KernelTrap", "LaunchError", "MemoryFault", "Node",
-    "NodeGpu", "PendingLaunch", "Stream", "UnsupportedInstruction", "WatchdogTimeout",
+    "NodeGpu", "PendingLaunch", "Stream", "TimeLimitExceeded", "UnsupportedInstruction",
+    "WatchdogTimeout",
 ]

@@ -31,7 +31,11 @@ class KernelTrap(EmulatorError):
 
 
 class WatchdogTimeout(EmulatorError):
-    """The kernel made no progress: a deadlock at barriers/warp syncs or a spin past the time limit."""
+    """The kernel made no progress: a deadlock at barriers/warp syncs, or a state that keeps repeating."""
+
+
+class TimeLimitExceeded(WatchdogTimeout):
+    """The launch ran past the `time_limit_s` its caller set (it may still have been making progress)."""
 
 
 class InternalEmulatorError(EmulatorError):

@@ -18,6 +18,7 @@ from ptxforge.emu.launch_checks import cluster_shape as _cluster_shape
 from ptxforge.emu.machine import Machine
 from ptxforge.emu.memory import PAD, DeviceMemory
 from ptxforge.emu.program import Layout
+from ptxforge.emu.progress import check_time_options
 from ptxforge.emu.variable_limits import check_module_variables
 from ptxforge.ptx import ir
 
@@ -152,8 +153,8 @@ def emu_device() -> EmuDevice:
 
 def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes, shared_mem: int = 0,
             device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
-            printf=None, observers=(), sanitizer=None, cluster=None, sm_ids=None, run: bool = True,
-            cooperative: bool = False):
+            time_limit_s: float | None = None, printf=None, observers=(), sanitizer=None, cluster=None, sm_ids=None,
+            run: bool = True, cooperative: bool = False):
     """Run one launch; `params` is the packed kernel parameter buffer. Returns the machine's stats.
 
     `cooperative`: a cooperative launch (cuLaunchCooperativeKernel): every block must be resident at once, and
@@ -161,7 +162,10 @@ def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes,
 
     `cluster`: the thread-block cluster shape (x, y, z) for a kernel without `.reqnctapercluster`.
     `sm_ids`: the SMs the launch may use (a stream's partition; default all of the device's).
-    `run=False` checks the launch and returns its `Machine` without running it (a Node's stream launch)."""
+    `run=False` checks the launch and returns its `Machine` without running it (a Node's stream launch).
+    `watchdog_s`: seconds the launch's state may keep repeating (no progress) before it is stopped;
+    `time_limit_s`: a plain wall-clock limit on the launch (None: none). See `progress`."""
+    watchdog_s, time_limit_s = check_time_options(watchdog_s, time_limit_s)
     device = device or emu_device()
     shape = check_launch(module, func, grid, block, cluster, shared_mem=shared_mem)
     grid, block, cluster = shape.grid, shape.block, shape.cluster
@@ -179,10 +183,12 @@ def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes,
         if not run:
             raise LaunchError("cooperative launches on a stream are not supported yet: launch without stream=")
         workspace = device.memory.alloc(COOP_WORKSPACE_BYTES, name="the cooperative launch's grid workspace")
+        device.memory.write(workspace, bytes(COOP_WORKSPACE_BYTES))  # the barrier word starts at 0
     envregs = {} if workspace is None else {1: workspace.base >> 32, 2: workspace.base & 0xFFFFFFFF}
     try:
         m = Machine(layout, ops, grid=grid, block=block, params=buf, device=device.memory,
                     dynamic_shared=shared_mem, num_sms=num_sms or device.num_sms, watchdog_s=watchdog_s,
+                    time_limit_s=time_limit_s,
                     printf=printf, observers=observers, sanitizer=sanitizer, cluster=cluster, sm_ids=sm_ids,
                     gpu=device.gpu, envregs=envregs)
         if cooperative and m.nblocks > m.resident:

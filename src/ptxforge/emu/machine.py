@@ -23,6 +23,7 @@ from ptxforge.emu.errors import EmulatorError, InternalEmulatorError, KernelTrap
 from ptxforge.emu.memory import LaneMemory
 from ptxforge.emu.operands import FUNC_BASE
 from ptxforge.emu.program import storage_dtype
+from ptxforge.emu.progress import TICK_MASK, Watch
 from ptxforge.ptx import ir
 
 WAIT_BAR = 1 << 28
@@ -110,7 +111,8 @@ class Machine:
     """Run one launch of a compiled kernel. Use `ptxforge.emu.launch.emulate`, not this directly."""
 
     def __init__(self, layout, ops, *, grid, block, params: np.ndarray, device, dynamic_shared: int,
-                 num_sms: int = 132, watchdog_s: float = 60.0, printf=None, max_threads_per_sm: int = 2048,
+                 num_sms: int = 132, watchdog_s: float = 60.0, time_limit_s: float | None = None, printf=None,
+                 max_threads_per_sm: int = 2048,
                  max_blocks_per_sm: int = 32, shared_per_sm: int = 228 * 1024, observers=(), sanitizer=None,
                  cluster=None, sm_ids=None, gpu=None, envregs=None):
         self.layout = layout
@@ -134,7 +136,9 @@ class Machine:
         self.wave_sms = None  # the SM of each slot of the running wave, when the room chose them
         self.waiting_for_sms = False
         self.sm_limits = (max_threads_per_sm, max_blocks_per_sm, shared_per_sm)
-        self.watchdog_s = watchdog_s
+        self.watchdog_s = watchdog_s  # seconds without progress before stopping (see progress.py)
+        self.time_limit_s = time_limit_s  # a plain wall-clock limit on the launch, or None
+        self.watch = None
         self.printf = printf or (lambda s: print(s, end=""))
         self.observers = list(observers)
         self.sanitizer = sanitizer  # ptxforge.emu.sanitizer.Sanitizer or None
@@ -204,6 +208,7 @@ class Machine:
         """The launch as a generator: with `concurrent` set it yields every few hundred steps, between
         instructions (so an atom or a store is never split), and returns the stats at the end."""
         t0 = time.perf_counter()
+        self.watch = Watch(self.watchdog_s, self.time_limit_s)
         first = waves = 0
         room = self.sm_room
         while first < self.nblocks:
@@ -434,12 +439,12 @@ class Machine:
         div_steps = 0
         force = False
         rot_last = -1
-        deadline = time.monotonic() + self.watchdog_s
         steps = 0
+        self.watch.new_wave()
         self.wave_steps = lambda: steps  # a closure: sees the live count (for %clock)
         # how often to check the watchdog (and, under a Node's scheduler, to yield to other launches)
         yielding = self.concurrent
-        cmask, dmask = (self.quantum - 1, self.quantum - 1) if yielding else (0xFFFF, 0xFFF)
+        cmask = dmask = self.quantum - 1 if yielding else TICK_MASK
         try:
             while True:
                 if conv:
@@ -452,7 +457,7 @@ class Machine:
                         steps += 1
                         if steps & cmask == 0:
                             self.pc = pc
-                            self._tick(deadline, steps)
+                            cmask = dmask = self._tick(pc, steps)
                             if yielding:
                                 yield
                                 cmask = dmask = self.quantum - 1
@@ -462,7 +467,7 @@ class Machine:
                         steps += 1
                         if steps & cmask == 0:
                             self.pc = pc
-                            self._tick(deadline, steps)
+                            cmask = dmask = self._tick(pc, steps - 1)  # steps run before this branch
                             if yielding:
                                 yield
                                 cmask = dmask = self.quantum - 1
@@ -550,7 +555,7 @@ class Machine:
                 steps += 1
                 if steps & dmask == 0:
                     self.pc = None
-                    self._tick(deadline, steps)
+                    cmask = dmask = self._tick(None, steps)
                     if yielding:
                         yield
                         cmask = dmask = self.quantum - 1
@@ -618,10 +623,12 @@ class Machine:
         tr = self.top_ret if self.st.live is None else self.top_ret[self.st.live]
         return tr.size == 0 or tr.min() == tr.max()
 
-    def _tick(self, deadline: float, steps: int) -> None:
-        if time.monotonic() > deadline:
-            raise WatchdogTimeout(f"kernel made no progress within {self.watchdog_s:g} s "
-                                  f"({steps} steps); {self.where()}")
+    def _tick(self, pc, steps: int) -> int:
+        """The watchdog's look at the wave (progress.Watch); returns the step mask until the next one."""
+        probing = self.watch.tick(self, pc, steps)
+        if self.concurrent:
+            return self.quantum - 1
+        return 0 if probing else TICK_MASK
 
     def _flush(self, pend: int) -> None:
         if pend:

@@ -79,11 +79,13 @@ class DeviceMemory:
             if off + span + REDZONE <= a.offset:
                 break
             off = _round_up(a.offset + _round_up(max(a.size, 1), PAD) + REDZONE, align)
-        if off + span > self.arena.size:
-            grown = np.zeros(_round_up(max(off + span, 2 * self.arena.size), PAD), np.uint8)
-            grown[: self.arena.size] = self.arena
+        old = self.arena.size
+        if off + span > old:
+            grown = np.zeros(_round_up(max(off + span, 2 * old), PAD), np.uint8)
+            grown[:old] = self.arena
             self.arena = grown
-        self.arena[off: off + span] = 0
+        # zero what a freed allocation may have left; the grown part is fresh zeros (untouched pages)
+        self.arena[off: min(off + span, old)] = 0
         alloc = Allocation(GLOBAL_BASE + off, size, off, name, readonly)
         i = bisect.bisect(self._bases, alloc.base)
         self._allocs.insert(i, alloc)
@@ -153,6 +155,7 @@ class LaneMemory:
         self.fault = fault
         self.observers: list = []  # callables(kind, space, addr, nbytes, lanes) for a sanitizer
         self.on_store = None  # sanitizer: callable(dtype, values) told the values of each `store`
+        self.writes = 0  # accesses that wrote (stores, atomics, mbarrier arrivals): the watchdog's progress sign
         self._lane_ids = np.arange(nlanes, dtype=np.int64)
         self._slot_base = (self._lane_ids // lanes_per_slot) * self.shared_stride
         self.cluster_size = cluster_size  # CTAs per cluster; a cluster fills consecutive slots
@@ -180,6 +183,8 @@ class LaneMemory:
         lanes, or None for all lanes. The index is aligned to `nbytes`, so `buf.view(dtype)[idx >> k]`
         reads the values.
         """
+        if write:
+            self.writes += 1
         for obs in self.observers:
             obs("store" if write else "load", space, addr, nbytes, lanes)
         if space == "generic":

@@ -24,6 +24,7 @@ from ptxforge.emu.errors import LaunchError
 from ptxforge.emu.launch import EmuDevice
 from ptxforge.emu.memory import DeviceMemory
 from ptxforge.emu.node_memory import GpuMemory
+from ptxforge.emu.progress import check_time_options
 
 MAX_GPUS = 64
 
@@ -198,7 +199,7 @@ class Node:
         self.clock = NodeClock()
         self.t0_ns = time.perf_counter_ns()
         self.sanitize = sanitize
-        self.watchdog_s = float(watchdog_s)
+        self.watchdog_s, _ = check_time_options(watchdog_s, None)  # > 0: nan or a negative is an error
         self.devices = tuple(NodeGpu(self, r, int(sms)) for r in range(int(gpus)))
         self.rooms = [SmRoom(int(sms)) for _ in range(int(gpus))]  # SM occupancy of concurrent launches
         self.sm_map: list = []  # (gpu, stream, kernel, sm ids, clock at start, clock at end) per wave run

@@ -14,6 +14,7 @@ import numpy as np
 from ptxforge.emu.errors import EmulatorError, LaunchError
 from ptxforge.emu.launch import EmuDevice, emulate
 from ptxforge.emu.launch_checks import check_launch
+from ptxforge.emu.progress import check_time_options
 from ptxforge.ptx import ir
 from ptxforge.runtime import params as P
 from ptxforge.runtime.arguments import DevicePointer, is_live_address, torch_copy_to_host
@@ -54,15 +55,17 @@ class Kernel:
 
     def launch(self, grid=(1,), block=(1,), args=(), *, device=None, shared_mem: int = 0,
                sanitize=False, num_sms: int | None = None, watchdog_s: float = 60.0,
-               printf=None, emu_device_: EmuDevice | None = None, cluster=None, stream=None,
-               cooperative: bool = False):
+               time_limit_s: float | None = None, printf=None, emu_device_: EmuDevice | None = None, cluster=None,
+               stream=None, cooperative: bool = False):
         """Run the kernel on `device`: "emu", "cuda" or "cuda:N"; or "auto": where its DeviceBuffer arguments
         live, else the emulator when an emulator-only option is given, else a GPU when one can be used, else the
         emulator. None is like "auto" with $PTXFORGE_DEVICE (when set) in place of the GPU-or-emulator choice.
         See the module docstring for arguments.
 
         `sanitize` is False, True (every check) or a `ptxforge.emu.sanitizer.Sanitizer` with options; it runs
-        on the emulator, as do `num_sms`, `watchdog_s`, `printf` capture and `emu_device_`.
+        on the emulator, as do `num_sms`, `watchdog_s`, `time_limit_s`, `printf` capture and `emu_device_`.
+        `watchdog_s`: seconds the launch may go without progress (its state repeating) before it is stopped;
+        `time_limit_s`: a plain wall-clock limit on the launch (None: none).
         `cluster` is the thread-block cluster shape (x, y, z) for kernels without `.reqnctapercluster`.
         `stream`: a stream of a `ptxforge.emu.Node` GPU; the launch is queued there and a `PendingLaunch` is
         returned at once (`node.synchronize()` runs it; see `ptxforge.runtime.streams`). Without one, a
@@ -70,16 +73,21 @@ class Kernel:
         `cooperative`: a cooperative launch (all blocks resident at once, refused otherwise, and the grid
         workspace cooperative groups' `grid.sync()` needs), as cuLaunchCooperativeKernel makes it.
         """
+        watchdog_s, time_limit_s = check_time_options(watchdog_s, time_limit_s)
         if stream is not None and cooperative:
             raise LaunchError("cooperative launches on a stream are not supported yet: launch without stream=")
         if stream is not None:
+            if time_limit_s is not None:
+                raise LaunchError("time_limit_s does not apply to a stream launch: the node's watchdog_s governs "
+                                  "its launches (Node(watchdog_s=...))")
             device = stream_device(stream, device)
         if device is None or device == "auto":  # a preference ($PTXFORGE_DEVICE or auto), not an order
             preferred = device or default_device()
             buffers = [a.device for a in args if isinstance(a, DeviceBuffer)]
             if buffers and emu_device_ is None:
                 device = buffers[0]  # run where the data is
-            elif sanitize or num_sms is not None or printf is not None or emu_device_ is not None:
+            elif sanitize or num_sms is not None or printf is not None or emu_device_ is not None or \
+                    time_limit_s is not None:
                 device = "emu"  # options only the emulator has
             else:
                 device = preferred
@@ -88,7 +96,8 @@ class Kernel:
         on_gpu = not isinstance(dev, EmuDevice)
         if on_gpu:
             emu_only = [name for name, given in (("sanitize", sanitize), ("num_sms", num_sms is not None),
-                                                 ("printf", printf is not None), ("emu_device_", emu_device_))
+                                                 ("printf", printf is not None), ("emu_device_", emu_device_),
+                                                 ("time_limit_s", time_limit_s is not None))
                         if given]
             if emu_only:
                 raise LaunchError(f"{', '.join(emu_only)} work on the emulator only: launch with device='emu' "
@@ -111,7 +120,7 @@ class Kernel:
                 result = self._run_gpu(dev, packed, offsets, grid, block, int(shared_mem), cluster, cooperative)
             else:
                 result, sanitizer = self._run_emu(dev, packed, grid, block, int(shared_mem), sanitize, num_sms,
-                                                  watchdog_s, printf, cluster, cooperative)
+                                                  (watchdog_s, time_limit_s), printf, cluster, cooperative)
             copy_back(dev, copies)
         except EmulatorError:  # a fault stops the launch: what completed (in bounds) still comes back
             _copy_back_quietly(dev, copies)
@@ -123,8 +132,9 @@ class Kernel:
             sanitizer.finish()
         return result
 
-    def _run_emu(self, dev, packed, grid, block, shared_mem, sanitize, num_sms, watchdog_s, printf, cluster,
+    def _run_emu(self, dev, packed, grid, block, shared_mem, sanitize, num_sms, limits, printf, cluster,
                  cooperative=False):
+        watchdog_s, time_limit_s = limits
         sanitizer = None
         if sanitize:
             from ptxforge.emu import sanitizer as san
@@ -141,6 +151,7 @@ class Kernel:
         try:
             stats = emulate(self.module, self.function, grid=grid, block=block, params=packed,
                             shared_mem=shared_mem, device=dev, num_sms=num_sms, watchdog_s=watchdog_s,
+                            time_limit_s=time_limit_s,
                             printf=sink, observers=[], sanitizer=sanitizer, cluster=cluster,
                             cooperative=cooperative)
         except EmulatorError as e:
@@ -219,7 +230,8 @@ def _copy_back_quietly(dev, copies) -> None:
 
 def _copy_one(dev, host, alloc) -> None:
     arr = host.array
-    data = dev.memory.read(alloc)[: arr.nbytes]
+    mem = dev.memory  # the emulator's memory gives a view (copied once, into the host array); a GPU's a copy
+    data = (mem.view(alloc) if hasattr(mem, "view") else mem.read(alloc))[: arr.nbytes]
     if arr.flags.c_contiguous:
         arr.reshape(-1).view(np.uint8)[:] = data
     else:
