@@ -205,3 +205,22 @@ def test_ld_nc_needs_the_global_state_space():
     """ptxas: `ld.nc` without `.global` is refused (the non-coherent path reads global memory only)."""
     assert [m for _, _, m in problems("ld.nc.f32 %f1, [%rd1];")] == ["ld.nc.f32: needs one of .global"]
     assert problems("ld.global.nc.f32 %f1, [%rd1];") == []
+
+
+FTZ_CASES = [  # (instruction, ptxas 13.0 accepts it): .ftz needs .f32 as the source or the destination
+    ("cvt.ftz.s32.s16 %r1, %rs1", False), ("cvt.rn.ftz.f16.f64 %rs1, %fd1", False),
+    ("cvt.rzi.ftz.s32.f64 %r1, %fd1", False), ("cvt.rn.ftz.f16.s32 %rs1, %r1", False),
+    ("cvt.ftz.f32.f16 %f1, %rs1", True), ("cvt.rzi.ftz.s32.f32 %r1, %f1", True),
+    ("cvt.rn.ftz.f32.f64 %f1, %fd1", True), ("cvt.ftz.f64.f32 %fd1, %f1", True),
+    ("cvt.rn.ftz.f16.f32 %rs1, %f1", True), ("cvt.rn.ftz.f32.s32 %f1, %r1", True),
+    ("cvt.rni.ftz.f32.f32 %f1, %f2", True),
+]
+
+
+@pytest.mark.parametrize("ins, ok", FTZ_CASES)
+def test_cvt_ftz_needs_an_f32_side(ins, ok):
+    body = ".reg .f64 %fd<3>;\n" + ins + ";"
+    found = [m for _, _, m in problems(body)]
+    assert (found == []) == ok, found
+    if not ok:
+        assert found == [f"{ins.split()[0]}: .ftz applies only to conversions from or to .f32"]

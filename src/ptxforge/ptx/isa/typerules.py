@@ -150,4 +150,6 @@ def cvt_rounding_problem(dst: str, src: str, mods: tuple[str, ...]) -> str | Non
         return f"rounding {bad[0]} is not allowed on {what}{ok}"
     if required and not (irnd or frnd):
         return f"{what} needs a rounding modifier ({', '.join(allowed)})"
+    if ".ftz" in mods and "f32" not in (dst.lstrip("."), src.lstrip(".")):
+        return ".ftz applies only to conversions from or to .f32"  # ptxas refuses it elsewhere
     return None
