@@ -6,6 +6,7 @@ emulator (with a sanitizer) or a GPU.
 
 from ptxforge import dsl
 from ptxforge.dsl import DSLArchError, DSLError, DSLTypeError, func, kernel, ptr
+from ptxforge.errors import DeviceUnavailable, Error, KernelFault, LaunchError
 from ptxforge.ptx.errors import PTXError, PTXSyntaxError, PTXValidationError
 from ptxforge.ptx.parser import parse, parse_file
 
@@ -24,7 +25,7 @@ __version__ = _version()
 __all__ = [
     "parse", "parse_file", "PTXError", "PTXSyntaxError", "PTXValidationError",
     "dsl", "kernel", "func", "ptr", "DSLError", "DSLTypeError", "DSLArchError", "SanitizerError", "__version__",
-    "example_path", "LaunchError",
+    "example_path", "Error", "LaunchError", "KernelFault", "DeviceUnavailable", "EmulatorError",
 ]
 
 
@@ -46,8 +47,8 @@ def __getattr__(name: str):
         from ptxforge.emu.sanitizer import SanitizerError
 
         return SanitizerError
-    if name == "LaunchError":
-        from ptxforge.emu.errors import LaunchError
+    if name == "EmulatorError":
+        from ptxforge.emu.errors import EmulatorError
 
-        return LaunchError
+        return EmulatorError
     raise AttributeError(f"module 'ptxforge' has no attribute {name!r}")

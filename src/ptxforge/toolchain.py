@@ -20,8 +20,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ptxforge.errors import Error
 
-class ToolNotFound(RuntimeError):
+
+class ToolNotFound(Error, RuntimeError):
     """The tool is in none of the places searched; the message lists them."""
 
 

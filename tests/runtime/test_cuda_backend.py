@@ -13,6 +13,7 @@ import pytest
 import ptxforge as pf
 from ptxforge.emu.errors import LaunchError
 from ptxforge.emu.launch import EmuDevice
+from ptxforge.errors import KernelFault
 from ptxforge.runtime import cuda_modules, to_device
 from ptxforge.runtime.cuda_driver import STICKY, CudaError, CudaUnavailable, unavailable_reason
 from ptxforge.runtime.kernel import cuda_available
@@ -311,7 +312,9 @@ def test_cuda_error_message_names_the_call_and_what_to_do():
     text = str(e)
     assert text.startswith("the kernel failed: CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access")
     assert "sanitize=True" in text and "context is now unusable" in text
-    assert isinstance(e, LaunchError) and e.code == "CUDA_ERROR_ILLEGAL_ADDRESS"
+    # a fault of the kernel on the GPU: a KernelFault, neither a refused launch nor an emulator error
+    assert isinstance(e, KernelFault) and not isinstance(e, LaunchError | pf.EmulatorError)
+    assert e.code == "CUDA_ERROR_ILLEGAL_ADDRESS"
     plain = str(CudaError("cuMemAlloc", "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"))
     assert "DeviceBuffer.free" in plain and "unusable" not in plain
     assert "CUDA_ERROR_OUT_OF_MEMORY" not in STICKY
@@ -376,7 +379,7 @@ def test_calls_after_a_sticky_error_name_the_first_fault():
     try:
         assert cd.lost_context() is first
         fake = (d.CUresult.CUDA_ERROR_OUT_OF_MEMORY, None)  # any failing result after the fault
-        with pytest.raises(LaunchError, match=r"cuMemAlloc failed because an earlier kernel broke this "
+        with pytest.raises(KernelFault, match=r"cuMemAlloc failed because an earlier kernel broke this "
                                               r"process's CUDA context: CUDA_ERROR_ILLEGAL_INSTRUCTION in "
                                               r"the kernel \(k<<<"):
             cd.check(fake, "cuMemAlloc")

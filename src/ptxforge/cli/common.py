@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 import tempfile
 from pathlib import Path
 
+from ptxforge.cli.errors import cli_words as cli_words  # re-exported: the subcommands take it from here
 from ptxforge.cli.main import UserError
 from ptxforge.ptx.errors import PTXError
 
@@ -37,19 +37,6 @@ def load_module(path: str):
     except PTXError as e:
         print_error(e)
         return None
-
-
-_API_TO_FLAGS = tuple((re.compile(p), flag) for p, flag in (
-    (r"device='(emu|cuda|auto)'", r"--device \1"), (r"sanitize=True", "--sanitize"),
-    (r"\bshared_mem\b", "--shared-mem"), (r"\bnum_sms\b", "--sms"), (r"\bwatchdog_s\b", "--watchdog"),
-    (r"\btime_limit_s\b", "--time-limit")))
-
-
-def cli_words(message: str) -> str:
-    """A runtime message in the CLI's words: `device='emu'` becomes `--device emu`, `num_sms` `--sms` ..."""
-    for pattern, flag in _API_TO_FLAGS:
-        message = pattern.sub(flag, message)
-    return message
 
 
 def print_error(e: PTXError) -> None:

@@ -1,7 +1,9 @@
 """`ptxforge` command line: one subcommand per module in this package.
 
 Each subcommand module exposes `register(subparsers)`, which adds its parser and sets `func`.
-User mistakes print `FILE:LINE:COL: error: ...` and exit 1; they never show a Python traceback.
+User mistakes print `FILE:LINE:COL: error: ...` or `ptxforge: error: ...` and exit 1; a kernel that faults
+prints `ptxforge: kernel fault: ...` and exits 2 (every family: `ptxforge.cli.errors`). No error of ptxforge's
+shows a Python traceback.
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ import argparse
 import importlib
 import sys
 
+from ptxforge.cli.errors import UserError, report
+from ptxforge.errors import Error
+
+__all__ = ["COMMANDS", "UserError", "build_parser", "main"]
+
 # Subcommand modules, in the order `--help` lists them.
 COMMANDS = ("fmt", "check", "retarget", "run", "emit", "stats", "sass", "devices", "demo", "pipeline_cmd",
             "plan", "cache_cmd")
-
-
-class UserError(Exception):
-    """A mistake the user can fix; the CLI prints it without a traceback and exits 1."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,9 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         return int(args.func(args) or 0)
-    except UserError as e:
-        print(f"ptxforge: error: {e}", file=sys.stderr)
-        return 1
+    except Error as e:
+        return report(e)
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:

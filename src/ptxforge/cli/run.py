@@ -16,8 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ptxforge.cli.common import atomic_path, check_writable, cli_words, load_module, print_error
+from ptxforge.cli.common import atomic_path, check_writable, load_module
+from ptxforge.cli.errors import report
 from ptxforge.cli.main import UserError
+from ptxforge.errors import KernelFault
 
 
 def register(sub) -> None:
@@ -133,9 +135,8 @@ def _load_npy(path: str, where: str) -> np.ndarray:
 
 
 def run(args) -> int:
-    from ptxforge.emu.errors import EmulatorError, LaunchError
+    from ptxforge.emu.errors import EmulatorError  # the emulator loads only for `run`
     from ptxforge.emu.sanitizer import SanitizerError, write_json
-    from ptxforge.ptx.errors import PTXError
 
     m = load_module(args.file)
     if m is None:
@@ -173,24 +174,18 @@ def run(args) -> int:
         res = k.launch(grid=grid, block=block, args=values, device=args.device, shared_mem=args.shared_mem,
                        num_sms=args.sms, watchdog_s=args.watchdog, time_limit_s=args.time_limit,
                        sanitize=args.sanitize or bool(args.report), cooperative=args.cooperative)
-    except LaunchError as e:
-        raise UserError(cli_words(str(e))) from None
-    except PTXError as e:  # ptxas refused the module while building it for the GPU
-        print_error(e)
-        return 1
-    except SanitizerError as e:  # the in-bounds results were copied back: keep them, report, fail
-        for path, arr in saves:
-            _save(path, arr)
-        if args.report:
+    except (EmulatorError, KernelFault) as e:  # the kernel ran: a fault, or the sanitizer's findings
+        if isinstance(e, EmulatorError):  # the emulator copied back what completed in bounds: keep it
+            for path, arr in saves:
+                _save(path, arr)
+        elif saves:  # a GPU fault leaves the context unusable: nothing came back
+            print(f"ptxforge: {len(saves)} output file(s) not written: the GPU returned no results",
+                  file=sys.stderr)
+        if args.report and isinstance(e, SanitizerError):
             with atomic_path(args.report, "--report") as tmp:
                 write_json(tmp, e.reports, kernel=e.kernel, suppressed=e.suppressed)
-        print(str(e), file=sys.stderr)
-        return 1
-    except EmulatorError as e:  # the arrays hold what completed before the fault: keep them
-        for path, arr in saves:
-            _save(path, arr)
-        print(f"ptxforge: error: {cli_words(str(e))}", file=sys.stderr)
-        return 1
+        return report(e)
+    # refused launches (LaunchError), a missing device, ptxas refusing the module: `main` reports them
     for path, arr in saves:
         _save(path, arr)
     if args.report:

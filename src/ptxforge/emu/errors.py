@@ -1,9 +1,18 @@
-"""Errors the emulator raises: each names the PTX line, the thread and the block involved."""
+"""Errors the emulator raises: each names the PTX line, the thread and the block involved.
+
+Their place in ptxforge's one tree of errors is drawn in `ptxforge.errors`: the faults of a running kernel are
+also `KernelFault`s (as a GPU's are), a refused launch is the shared `LaunchError` (importable from here too).
+"""
 
 from __future__ import annotations
 
+from ptxforge.errors import Error, KernelFault, LaunchError
 
-class EmulatorError(Exception):
+__all__ = ["EmulatorError", "InternalEmulatorError", "KernelTrap", "LaunchError", "MemoryFault",
+           "TimeLimitExceeded", "UnsupportedInstruction", "WatchdogTimeout"]
+
+
+class EmulatorError(Error):
     """Base class: a kernel could not be emulated or failed while running."""
 
 
@@ -11,7 +20,7 @@ class UnsupportedInstruction(EmulatorError):
     """An instruction (or a form of it) the emulator does not implement."""
 
 
-class MemoryFault(EmulatorError):
+class MemoryFault(EmulatorError, KernelFault):
     """An out-of-bounds, misaligned or otherwise invalid memory access (never a host crash)."""
 
     def __init__(self, message: str, *, kind: str = "out-of-bounds", address: int | None = None,
@@ -26,11 +35,11 @@ class MemoryFault(EmulatorError):
         self.instruction = instruction
 
 
-class KernelTrap(EmulatorError):
+class KernelTrap(EmulatorError, KernelFault):
     """The kernel executed `trap` (or an assertion failed through __assertfail)."""
 
 
-class WatchdogTimeout(EmulatorError):
+class WatchdogTimeout(EmulatorError, KernelFault):
     """The kernel made no progress: a deadlock at barriers/warp syncs, or a state that keeps repeating."""
 
 
@@ -41,7 +50,3 @@ class TimeLimitExceeded(WatchdogTimeout):
 class InternalEmulatorError(EmulatorError):
     """A bug in the emulator, not in the kernel: an unexpected exception while executing an instruction
     (reported with the instruction, as "internal error while emulating"). Never expected for any input."""
-
-
-class LaunchError(EmulatorError, ValueError):
-    """A launch was rejected before anything ran (bad configuration or arguments)."""

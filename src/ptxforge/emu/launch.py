@@ -1,12 +1,15 @@
 """Load a module into an emulated device and launch kernels on it.
 
 `EmuDevice` owns global memory (a `DeviceMemory`) and the loaded module images; a `ModuleImage` holds
-the addresses of the module's .global/.const variables and the compiled kernels (compiled once).
+the addresses of the module's .global/.const variables and the compiled kernels (compiled once). A device
+keeps at most `MAX_IMAGES` modules loaded (least recently launched first out: its variables are freed, and a
+later launch loads the module afresh). `emulate` returns a launch's `EmulationStats`.
 """
 
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,6 +18,7 @@ from ptxforge.emu.compiler import compile_layout
 from ptxforge.emu.errors import EmulatorError, LaunchError  # noqa: F401 (imported from here by callers)
 from ptxforge.emu.launch_checks import EMU_MAX_SHARED, MAX_CLUSTER, check_launch, dims  # noqa: F401
 from ptxforge.emu.launch_checks import cluster_shape as _cluster_shape
+from ptxforge.emu.launch_stats import EmulationStats
 from ptxforge.emu.machine import Machine
 from ptxforge.emu.memory import PAD, DeviceMemory
 from ptxforge.emu.program import Layout
@@ -99,6 +103,14 @@ class ModuleImage:
         for v, a in placed:
             self.device.memory.write(a, parse_initializer(v, resolve))
 
+    def unload(self) -> None:
+        """Free the module's variables: the image is gone from its device."""
+        for a in self.allocations:
+            self.device.memory.free(a)
+        self.allocations = []
+        self.symbols = {}
+        self.kernels = {}  # a new dict: a Node's GPUs may share the old one
+
     def compiled(self, func: ir.Function):
         hit = self.kernels.get(func.name)
         if hit is None:
@@ -108,27 +120,73 @@ class ModuleImage:
         return hit
 
 
+# Modules an emulated device keeps loaded. Past it the least recently launched one is unloaded (its
+# .global/.const variables freed); launching it again loads it afresh, with its variables' initial values.
+MAX_IMAGES = 64
+
+
 class EmuDevice:
-    """The emulated GPU: global memory plus loaded modules; `emu_device()` gives the shared one."""
+    """The emulated GPU: global memory plus loaded modules; `emu_device()` gives the shared one.
 
+    A `ptxforge.runtime.device.Device`: `kind` "emu" sends launches to the emulator."""
+
+    kind = "emu"
     gpu = None  # the GPU's index in a `ptxforge.emu.Node`; None for a lone device
+    max_shared_per_block = EMU_MAX_SHARED
 
-    def __init__(self, num_sms: int = 132, memory=None):
+    def __init__(self, num_sms: int = 132, memory=None, max_images: int = MAX_IMAGES):
         self.memory = DeviceMemory() if memory is None else memory
         self.num_sms = num_sms
-        self._images: dict[int, ModuleImage] = {}
+        if max_images < 1:
+            raise LaunchError(f"max_images must be at least 1, got {max_images!r}")
+        self.max_images = int(max_images)
+        self._images: OrderedDict[int, ModuleImage] = OrderedDict()  # id(module) -> image, oldest use first
+
+    @property
+    def name(self) -> str:
+        return "the emulator"
+
+    @property
+    def description(self) -> str:
+        return self.name
 
     def owns_address(self, address: int) -> bool:
         """Whether `address` lies inside a live allocation of this device's global memory."""
         return self.memory.find(address) is not None
 
+    def synchronize(self) -> None:
+        """Nothing to wait for: a launch on a lone emulated device runs to its end before it returns."""
+
     def image(self, module: ir.Module) -> ModuleImage:
-        img = self._images.get(id(module))
-        if img is None or img.module is not module:
-            img = ModuleImage(module, self)
-            img.load()
-            self._images[id(module)] = img
+        """The module as loaded on this device (loaded now if it is not; see MAX_IMAGES)."""
+        key = id(module)
+        img = self._images.get(key)
+        if img is not None and img.module is module:
+            self._images.move_to_end(key)
+            return img
+        if img is not None:  # a dead module's id, reused
+            self._images.pop(key).unload()
+        img = ModuleImage(module, self)
+        img.load()
+        self._images[key] = img
+        while len(self._images) > self.max_images:
+            self._images.popitem(last=False)[1].unload()
         return img
+
+    def loaded_modules(self) -> int:
+        """How many modules are loaded on this device now (at most `max_images`)."""
+        return len(self._images)
+
+    def write_global(self, module: ir.Module, name: str, raw: np.ndarray, offset: int = 0) -> None:
+        """Copy bytes into the module-scope variable `name` of `module` as loaded here."""
+        img = self.image(module)
+        base = img.symbols.get(name)
+        alloc = next((a for a in img.allocations if a.base == base), None)
+        if alloc is None:
+            raise LaunchError(f"{name} is not a .global or .const variable of {module.filename or 'the module'}")
+        if offset + raw.nbytes > alloc.size:
+            raise LaunchError(f"{name}: {raw.nbytes} bytes at offset {offset} do not fit its {alloc.size} bytes")
+        self.memory.view(alloc)[offset: offset + raw.nbytes] = raw.reshape(-1).view(np.uint8)
 
 
 MAX_SMS = 1024  # far above any GPU (an H200 has 132); the emulator keeps per-SM state
@@ -155,7 +213,7 @@ def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes,
             device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
             time_limit_s: float | None = None, printf=None, observers=(), sanitizer=None, cluster=None, sm_ids=None,
             run: bool = True, cooperative: bool = False):
-    """Run one launch; `params` is the packed kernel parameter buffer. Returns the machine's stats.
+    """Run one launch; `params` is the packed kernel parameter buffer. Returns its `EmulationStats`.
 
     `cooperative`: a cooperative launch (cuLaunchCooperativeKernel): every block must be resident at once, and
     the grid-barrier workspace cooperative groups' `grid.sync()` reads from %envreg1:%envreg2 is provided.
@@ -199,7 +257,7 @@ def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes,
         node = getattr(device, "node", None)
         if node is not None:  # one clock and one timer for the whole node
             m.node_clock, m.t0_ns = node.clock, node.t0_ns
-        return m.run() if run else m
+        return EmulationStats.from_dict(m.run()) if run else m
     finally:
         if workspace is not None:
             device.memory.free(workspace)

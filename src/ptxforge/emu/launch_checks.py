@@ -108,9 +108,8 @@ def _variables(stmts):
             yield from _variables(s.body)
 
 
-def check_launch(module: ir.Module | None, func: ir.Function, grid, block, cluster=None, *, shared_mem: int = 0,
-                 static_shared: int | None = None, max_shared: int | None = None) -> LaunchShape:
-    """The launch's shape after every check the driver makes on it; LaunchError naming what it breaks."""
+def grid_and_block(grid, block) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """`grid` and `block` as 3-tuples within the driver's limits (any kernel's); LaunchError otherwise."""
     grid, block = dims(grid, "grid"), dims(block, "block")
     threads = block[0] * block[1] * block[2]
     if threads > MAX_BLOCK_THREADS:
@@ -122,6 +121,21 @@ def check_launch(module: ir.Module | None, func: ir.Function, grid, block, clust
         if n > lim:
             raise LaunchError(f"grid {axis} dimension {n} exceeds {lim} (grid {grid}; the limits are "
                               f"2^31-1, 65535, 65535)")
+    return grid, block
+
+
+def shared_bytes(value, what: str = "shared_mem") -> int:
+    """Dynamic shared memory bytes, checked to be a non-negative integer."""
+    if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 0:
+        raise LaunchError(f"{what} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def check_launch(module: ir.Module | None, func: ir.Function, grid, block, cluster=None, *, shared_mem: int = 0,
+                 static_shared: int | None = None, max_shared: int | None = None) -> LaunchShape:
+    """The launch's shape after every check the driver makes on it; LaunchError naming what it breaks."""
+    grid, block = grid_and_block(grid, block)
+    threads = block[0] * block[1] * block[2]
     dirs = dict(func.directives)
     req = dirs.get(".reqntid")
     if req:
@@ -136,8 +150,7 @@ def check_launch(module: ir.Module | None, func: ir.Function, grid, block, clust
             raise LaunchError(f"{directive_where(module, func, '.maxntid')}: {func.name} declares .maxntid "
                               f"{', '.join(map(str, mx))} ({limit} threads); the launch's block {block} has "
                               f"{threads} (the driver refuses it)")
-    if not isinstance(shared_mem, int | np.integer) or isinstance(shared_mem, bool) or shared_mem < 0:
-        raise LaunchError(f"shared_mem must be a non-negative integer, got {shared_mem!r}")
+    shared_mem = shared_bytes(shared_mem)
     limit = max_shared if max_shared is not None else EMU_MAX_SHARED
     static = static_shared if static_shared is not None else (
         static_shared_bytes(module, func) if module is not None else 0)

@@ -1,7 +1,9 @@
 """The errors `ptxforge.ep` raises: bad input (raised on every rank of the group) and collective timeouts."""
 
+from ptxforge.errors import Error
 
-class EPError(RuntimeError):
+
+class EPError(Error, RuntimeError):
     """Base class of ptxforge.ep's errors."""
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ptxforge.errors import Error
+
 F, B, W, FB = "F", "B", "W", "FB"
 SEND_F, RECV_F, SEND_B, RECV_B = "SEND_F", "RECV_F", "SEND_B", "RECV_B"
 COMPUTE_KINDS = frozenset({F, B, W, FB})
@@ -21,7 +23,7 @@ COMM_KINDS = frozenset({SEND_F, RECV_F, SEND_B, RECV_B})
 Loc = tuple[int, int]  # (rank, local module index)
 
 
-class ScheduleError(ValueError):
+class ScheduleError(Error, ValueError):
     """An invalid schedule or schedule parameter; the message names the rule that was broken."""
 
     def __init__(self, rule: str, detail: str) -> None:

@@ -20,12 +20,14 @@ import time
 import torch
 import torch.distributed as dist
 
+from ptxforge.errors import Error
 
-class StepArgumentError(ValueError):
+
+class StepArgumentError(Error, ValueError):
     """The ranks of a pipeline were given arguments that do not fit together; raised on every rank."""
 
 
-class PeerFailed(RuntimeError):
+class PeerFailed(Error, RuntimeError):
     """Another rank of the pipeline failed during the step; raised on the ranks that were waiting for it."""
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ptxforge.errors import Error
 from ptxforge.plan.params import PARAM_TYPES, Params
 
 V3 = "DeepSeek-V3 technical report (arXiv 2412.19437)"
@@ -126,7 +127,7 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-class UnknownPreset(KeyError):
+class UnknownPreset(Error, KeyError):
     def __str__(self) -> str:
         return self.args[0]
 

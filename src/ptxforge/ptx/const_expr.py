@@ -4,13 +4,15 @@ C's operators and precedence on 64-bit integers (unary - ~ !, then * / %, + -, <
 
 from __future__ import annotations
 
+from ptxforge.errors import Error
+
 # binary operators by precedence, loosest first
 _LEVELS = (("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", "<=", ">", ">="), ("<<", ">>"),
            ("+", "-"), ("*", "/", "%"))
 OPERATOR_CHARS = frozenset("+-*/%&|^<>=!")
 
 
-class ConstExprError(ValueError):
+class ConstExprError(Error, ValueError):
     """Not a constant expression (message says why)."""
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ptxforge.errors import Error
+
 
 @dataclass(frozen=True)
 class Diagnostic:
@@ -28,7 +30,7 @@ class Diagnostic:
         return self.format()
 
 
-class PTXError(Exception):
+class PTXError(Error):
     """Base class of ptxforge's PTX errors; `.diagnostics` holds every problem found, in source order."""
 
     def __init__(self, diagnostics: list[Diagnostic]):

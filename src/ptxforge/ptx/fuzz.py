@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import random
 
+from ptxforge.errors import Error
 from ptxforge.ptx.errors import PTXSyntaxError
 from ptxforge.ptx.parser import parse
 from ptxforge.ptx.validator import validate
 
 
-class PropertyViolation(AssertionError):
+class PropertyViolation(Error, AssertionError):
     """The text broke the property; the message says how."""
 
 

@@ -10,8 +10,8 @@ import os
 
 import numpy as np
 
-from ptxforge.emu.errors import LaunchError
 from ptxforge.emu.launch import emu_device
+from ptxforge.errors import LaunchError
 
 
 def default_device() -> str:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ptxforge.emu.errors import LaunchError
-from ptxforge.emu.launch import EmuDevice
+from ptxforge.errors import LaunchError
 from ptxforge.ptx import ir
 
 
@@ -42,13 +41,7 @@ def set_constant(module: ir.Module, name: str, values, *, device=None, offset: i
 
     var = module_variable(module, name)
     raw = constant_bytes(var, values, int(offset))
-    dev = resolve_device(device)
-    if isinstance(dev, EmuDevice):
-        img = dev.image(module)
-        alloc = next(a for a in img.allocations if a.name == name)
-        dev.memory.view(alloc)[offset: offset + raw.size] = raw
-        return
-    dev.write_global(module, name, raw, int(offset))
+    resolve_device(device).write_global(module, name, raw, int(offset))
 
 
 def global_copy_arguments(d, pointer: int, offset: int, raw: np.ndarray):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ptxforge.emu.errors import LaunchError
+from ptxforge.errors import LaunchError
 from ptxforge.ptx import ir
 from ptxforge.runtime import cuda_modules
 from ptxforge.runtime.cuda_driver import CudaError, check, driver
@@ -68,7 +68,17 @@ class CudaMemory:
 
 
 class CudaDevice:
-    """GPU `ordinal` through its primary context. Get one with `cuda_device()`."""
+    """GPU `ordinal` through its primary context. Get one with `cuda_device()`.
+
+    A `ptxforge.runtime.device.Device`: `kind` "cuda" sends launches to the driver."""
+
+    kind = "cuda"
+    ordinal: int
+    name: str  # the GPU's own name, e.g. "NVIDIA H200"
+    arch: str
+    num_sms: int
+    max_shared_per_block: int
+    memory: CudaMemory
 
     def __init__(self, ordinal: int = 0):
         d = driver()
@@ -96,6 +106,10 @@ class CudaDevice:
 
     def __repr__(self) -> str:
         return f"CudaDevice({self.ordinal}: {self.name}, {self.arch}, {self.num_sms} SMs)"
+
+    @property
+    def description(self) -> str:
+        return f"GPU {self.ordinal} ({self.name})"
 
     def attribute(self, attr) -> int:
         return int(check(driver().cuDeviceGetAttribute(attr, self.handle), "cuDeviceGetAttribute"))

@@ -3,13 +3,16 @@
 `driver()` gives `cuda.bindings.driver` after a successful `cuInit`, or raises `CudaUnavailable` saying
 what is missing (the package, the driver library, a GPU). `check(result, call)` unpacks a call's return
 tuple and turns a failure into a `CudaError` that names the call and the CUDA error.
+
+A CudaError is a `ptxforge.KernelFault` (most are the kernel's fault surfacing at the launch or the next
+synchronizing call), never an emulator error; CudaUnavailable is a `ptxforge.DeviceUnavailable`.
 """
 
 from __future__ import annotations
 
 import functools
 
-from ptxforge.emu.errors import LaunchError
+from ptxforge.errors import DeviceUnavailable, KernelFault
 
 # What to try next, for the errors a user can act on.
 _HINTS = {
@@ -41,11 +44,11 @@ def lost_context() -> CudaError | None:
     return _LOST[0] if _LOST else None
 
 
-class CudaUnavailable(LaunchError):
+class CudaUnavailable(DeviceUnavailable):
     """device='cuda' cannot be used on this machine; the message says why."""
 
 
-class CudaError(LaunchError):
+class CudaError(KernelFault):
     """A CUDA driver call failed. `code` is the error's name, e.g. 'CUDA_ERROR_ILLEGAL_ADDRESS'."""
 
     def __init__(self, call: str, code: str, description: str, context: str = ""):
@@ -58,6 +61,16 @@ class CudaError(LaunchError):
         if code in STICKY:
             msg += ". The CUDA context is now unusable: later CUDA calls in this process will fail"
         super().__init__(msg)
+
+
+class CudaContextLost(KernelFault):
+    """A CUDA call failed because an earlier kernel fault left this process's CUDA context unusable;
+    `first` is that fault's CudaError."""
+
+    def __init__(self, call: str, first: CudaError):
+        self.call, self.first = call, first
+        super().__init__(f"{call} failed because an earlier kernel broke this process's CUDA context: "
+                         f"{first.code} in {first.call} {first.context}. Restart the process to use the GPU again")
 
 
 @functools.lru_cache(maxsize=1)
@@ -110,9 +123,7 @@ def check(result, call: str, context: str = ""):
     """The value(s) a cuda-bindings call returned after its CUresult; CudaError when it failed."""
     err, *values = result
     if _LOST and int(getattr(err, "value", err)) != 0:  # the cause is the earlier kernel fault, not this call
-        first = _LOST[0]
-        raise LaunchError(f"{call} failed because an earlier kernel broke this process's CUDA context: "
-                          f"{first.code} in {first.call} {first.context}. Restart the process to use the GPU again")
+        raise CudaContextLost(call, _LOST[0])
     d = driver()
     if err != d.CUresult.CUDA_SUCCESS:
         e = CudaError(call, *error_text(d, err), context)

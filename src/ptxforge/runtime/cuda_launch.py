@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ptxforge.emu.errors import LaunchError
 from ptxforge.emu.launch_checks import check_launch, dims
+from ptxforge.errors import LaunchError
 from ptxforge.ptx import ir
 from ptxforge.runtime.cuda_device import CudaDevice
 from ptxforge.runtime.cuda_driver import CudaError, check, driver

@@ -9,7 +9,7 @@ needs more.
 
 from __future__ import annotations
 
-from ptxforge.emu.errors import LaunchError
+from ptxforge.errors import LaunchError
 from ptxforge.ptx import ir
 
 # PTX ISA version each CUDA driver release JIT-compiles (CUDA toolkit release notes).

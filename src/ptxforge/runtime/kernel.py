@@ -9,16 +9,21 @@ launch's GPU is passed as it is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
-from ptxforge.emu.errors import EmulatorError, LaunchError
+from ptxforge.emu.errors import EmulatorError
 from ptxforge.emu.launch import EmuDevice, emulate
 from ptxforge.emu.launch_checks import check_launch
-from ptxforge.emu.progress import check_time_options
+from ptxforge.errors import DeviceUnavailable, KernelFault, LaunchError
 from ptxforge.ptx import ir
 from ptxforge.runtime import params as P
 from ptxforge.runtime.arguments import DevicePointer, is_live_address, torch_copy_to_host
 from ptxforge.runtime.buffers import DeviceBuffer, default_device, resolve_device
+from ptxforge.runtime.device import Device, is_emulated
+from ptxforge.runtime.launch_config import EmulatorOptions, LaunchConfig
 from ptxforge.runtime.register_limit import check_register_limit
 from ptxforge.runtime.result import LaunchResult
 from ptxforge.runtime.streams import label_reports, launch_on_stream, node_sanitize, peer_reachable, stream_device
@@ -29,6 +34,40 @@ def cuda_available() -> bool:
     from ptxforge.runtime.cuda_driver import unavailable_reason
 
     return unavailable_reason() is None
+
+
+_UNSET: Any = object()  # `block` not given: with a LaunchConfig in place of the grid, the second argument is args
+
+
+def _config(grid: Any, block: Any, args: Any, shared_mem: Any, cluster: Any,
+            cooperative: Any) -> tuple[LaunchConfig, Any]:
+    """The launch's LaunchConfig (given, or made from the keywords) and its arguments."""
+    if not isinstance(grid, LaunchConfig):
+        return LaunchConfig.from_keywords(grid, (1,) if block is _UNSET else block, shared_mem, cluster,
+                                          cooperative), args
+    given = [name for name, v, default in (("shared_mem", shared_mem, 0), ("cluster", cluster, None),
+                                           ("cooperative", cooperative, False)) if v is not default and v != default]
+    if given:
+        raise LaunchError(f"{', '.join(given)} given beside a LaunchConfig: set them in the LaunchConfig")
+    if block is not _UNSET:
+        if args != ():
+            raise LaunchError("block given beside a LaunchConfig: launch(config, args) takes the shape from the "
+                              "config")
+        args = block  # launch(config, args)
+    return grid, args
+
+
+def _options(options: EmulatorOptions | None, sanitize: Any, num_sms: int | None, watchdog_s: float,
+             time_limit_s: float | None, printf: Callable[[str], Any] | None) -> EmulatorOptions:
+    """The launch's EmulatorOptions (given, or made from the keywords)."""
+    if options is None:
+        return EmulatorOptions(sanitize, num_sms, watchdog_s, time_limit_s, printf)
+    given = [name for name, v, default in (("sanitize", sanitize, False), ("num_sms", num_sms, None),
+                                           ("watchdog_s", watchdog_s, 60.0), ("time_limit_s", time_limit_s, None),
+                                           ("printf", printf, None)) if v is not default and v != default]
+    if given:
+        raise LaunchError(f"{', '.join(given)} given beside options=: set them in the EmulatorOptions")
+    return options
 
 
 class Kernel:
@@ -53,76 +92,78 @@ class Kernel:
         sig = ", ".join(f"{p.type} {p.name}" for p in self.params)
         return f"Kernel({self.name}({sig}))"
 
-    def launch(self, grid=(1,), block=(1,), args=(), *, device=None, shared_mem: int = 0,
-               sanitize=False, num_sms: int | None = None, watchdog_s: float = 60.0,
-               time_limit_s: float | None = None, printf=None, emu_device_: EmuDevice | None = None, cluster=None,
-               stream=None, cooperative: bool = False):
+    def launch(self, grid: Any = (1,), block: Any = _UNSET, args: Any = (), *, device: Any = None,
+               shared_mem: int = 0, sanitize: Any = False, num_sms: int | None = None, watchdog_s: float = 60.0,
+               time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
+               emu_device_: EmuDevice | None = None, cluster: Any = None, stream: Any = None,
+               cooperative: bool = False, options: EmulatorOptions | None = None) -> Any:
         """Run the kernel on `device`: "emu", "cuda" or "cuda:N"; or "auto": where its DeviceBuffer arguments
         live, else the emulator when an emulator-only option is given, else a GPU when one can be used, else the
         emulator. None is like "auto" with $PTXFORGE_DEVICE (when set) in place of the GPU-or-emulator choice.
         See the module docstring for arguments.
 
-        `sanitize` is False, True (every check) or a `ptxforge.emu.sanitizer.Sanitizer` with options; it runs
-        on the emulator, as do `num_sms`, `watchdog_s`, `time_limit_s`, `printf` capture and `emu_device_`.
-        `watchdog_s`: seconds the launch may go without progress (its state repeating) before it is stopped;
-        `time_limit_s`: a plain wall-clock limit on the launch (None: none).
-        `cluster` is the thread-block cluster shape (x, y, z) for kernels without `.reqnctapercluster`.
+        The shape comes as keywords (`grid`, `block`, `shared_mem`, `cluster`, `cooperative`) or as a
+        `LaunchConfig` in place of the grid: `launch(LaunchConfig(grid, block, shmem_size), args)`.
+        `cluster` is the thread-block cluster shape (x, y, z) for kernels without `.reqnctapercluster`;
+        `cooperative`: a cooperative launch (all blocks resident at once, refused otherwise, and the grid
+        workspace cooperative groups' `grid.sync()` needs), as cuLaunchCooperativeKernel makes it.
+
+        The emulator's own options come as keywords or as `options=EmulatorOptions(...)`: `sanitize` is False,
+        True (every check) or a `ptxforge.emu.sanitizer.Sanitizer` with options; `num_sms`; `watchdog_s`:
+        seconds the launch may go without progress (its state repeating) before it is stopped;
+        `time_limit_s`: a plain wall-clock limit on the launch (None: none); `printf` capture; `emu_device_`.
         `stream`: a stream of a `ptxforge.emu.Node` GPU; the launch is queued there and a `PendingLaunch` is
         returned at once (`node.synchronize()` runs it; see `ptxforge.runtime.streams`). Without one, a
         launch runs now and returns its `LaunchResult`.
-        `cooperative`: a cooperative launch (all blocks resident at once, refused otherwise, and the grid
-        workspace cooperative groups' `grid.sync()` needs), as cuLaunchCooperativeKernel makes it.
         """
-        watchdog_s, time_limit_s = check_time_options(watchdog_s, time_limit_s)
-        if stream is not None and cooperative:
+        config, args = _config(grid, block, args, shared_mem, cluster, cooperative)
+        opts = _options(options, sanitize, num_sms, watchdog_s, time_limit_s, printf)
+        if stream is not None and config.cooperative:
             raise LaunchError("cooperative launches on a stream are not supported yet: launch without stream=")
         if stream is not None:
-            if time_limit_s is not None:
+            if opts.time_limit_s is not None:
                 raise LaunchError("time_limit_s does not apply to a stream launch: the node's watchdog_s governs "
                                   "its launches (Node(watchdog_s=...))")
             device = stream_device(stream, device)
+        emu_only = opts.given() + (["emu_device_"] if emu_device_ is not None else [])
         if device is None or device == "auto":  # a preference ($PTXFORGE_DEVICE or auto), not an order
             preferred = device or default_device()
             buffers = [a.device for a in args if isinstance(a, DeviceBuffer)]
             if buffers and emu_device_ is None:
                 device = buffers[0]  # run where the data is
-            elif sanitize or num_sms is not None or printf is not None or emu_device_ is not None or \
-                    time_limit_s is not None:
+            elif emu_only:
                 device = "emu"  # options only the emulator has
             else:
                 device = preferred
         dev = emu_device_ if emu_device_ is not None and device in ("auto", "emu") else resolve_device(device)
-        sanitize = sanitize or node_sanitize(dev)
-        on_gpu = not isinstance(dev, EmuDevice)
-        if on_gpu:
-            emu_only = [name for name, given in (("sanitize", sanitize), ("num_sms", num_sms is not None),
-                                                 ("printf", printf is not None), ("emu_device_", emu_device_),
-                                                 ("time_limit_s", time_limit_s is not None))
-                        if given]
-            if emu_only:
-                raise LaunchError(f"{', '.join(emu_only)} work on the emulator only: launch with device='emu' "
-                                  f"(on a GPU, device printf output goes to the process's stdout)")
+        sanitize = opts.sanitize or node_sanitize(dev)
+        on_gpu = not is_emulated(dev)
+        if on_gpu and emu_only:
+            raise LaunchError(f"{', '.join(emu_only)} work on the emulator only: launch with device='emu' "
+                              f"(on a GPU, device printf output goes to the process's stdout)")
         # the driver's launch checks, before any argument is copied or allocated
-        shape = check_launch(self.module, self.function, grid, block, cluster, shared_mem=shared_mem,
+        grid, block, cluster, shared = config.grid, config.block, config.cluster, config.shmem_size
+        shape = check_launch(self.module, self.function, grid, block, cluster, shared_mem=shared,
                              static_shared=0 if on_gpu else None,
-                             max_shared=getattr(dev, "max_shared_per_block", None) if on_gpu else None)
+                             max_shared=dev.max_shared_per_block if on_gpu else None)
         if not on_gpu:  # a GPU launch checks the driver's own register-limited block size
             check_register_limit(self.module, self.function, shape.block)
         plan = P.check_args(self.name, self.params, list(args), lambda a: isinstance(a, DeviceBuffer),
                             pointee=self.pointee, pointers=P.pointer_params(self.function))
         packed, offsets, copies, temps = self._pack(plan, dev)
         if stream is not None:
-            return launch_on_stream(self, stream, dev, packed, copies, temps, grid, block, int(shared_mem),
-                                    sanitize, num_sms, watchdog_s, printf, cluster)
+            return launch_on_stream(self, stream, dev, packed, copies, temps, grid, block, shared,
+                                    sanitize, opts.num_sms, opts.watchdog_s, opts.printf, cluster)
         sanitizer = None
         try:
             if on_gpu:
-                result = self._run_gpu(dev, packed, offsets, grid, block, int(shared_mem), cluster, cooperative)
+                result = self._run_gpu(dev, packed, offsets, grid, block, shared, cluster, config.cooperative)
             else:
-                result, sanitizer = self._run_emu(dev, packed, grid, block, int(shared_mem), sanitize, num_sms,
-                                                  (watchdog_s, time_limit_s), printf, cluster, cooperative)
+                result, sanitizer = self._run_emu(dev, packed, grid, block, shared, sanitize, opts.num_sms,
+                                                  (opts.watchdog_s, opts.time_limit_s), opts.printf, cluster,
+                                                  config.cooperative)
             copy_back(dev, copies)
-        except EmulatorError:  # a fault stops the launch: what completed (in bounds) still comes back
+        except (EmulatorError, LaunchError, KernelFault):  # a fault stops the launch: what completed still comes back
             _copy_back_quietly(dev, copies)
             raise
         finally:
@@ -154,12 +195,12 @@ class Kernel:
                             time_limit_s=time_limit_s,
                             printf=sink, observers=[], sanitizer=sanitizer, cluster=cluster,
                             cooperative=cooperative)
-        except EmulatorError as e:
+        except (EmulatorError, LaunchError) as e:
             if sanitizer is not None:  # keep what the sanitizer found before the launch stopped
                 sanitizer.finish(stopped=e)
             raise
-        return LaunchResult(self.name, "emu", _as_tuple(grid), _as_tuple(block), stats["thread_instructions"],
-                            stats["wall_s"], stats["per_sm"], stats["waves"], lines), sanitizer
+        return LaunchResult(self.name, "emu", _as_tuple(grid), _as_tuple(block), stats.thread_instructions,
+                            stats.wall_s, stats.per_sm, stats.waves, lines), sanitizer
 
     def _run_gpu(self, dev, packed, offsets, grid, block, shared_mem, cluster, cooperative=False):
         from ptxforge.runtime.cuda_launch import launch_on_gpu
@@ -172,7 +213,7 @@ class Kernel:
     def _pack(self, plan, dev):
         """The packed parameters and their offsets, with arrays copied into temporary device memory."""
         copies, temps = [], []
-        on_gpu = not isinstance(dev, EmuDevice)
+        on_gpu = not is_emulated(dev)
 
         def pointer(p: ir.Param, a) -> int:
             if a is None:
@@ -244,14 +285,12 @@ def _free_quietly(dev, temps) -> None:
     for a in temps:
         try:
             dev.memory.free(a)
-        except LaunchError:  # a GPU context broken by the kernel refuses frees; the kernel's error is the one to see
-            pass
+        except (LaunchError, KernelFault, DeviceUnavailable):  # a GPU context broken by the kernel refuses frees;
+            pass  # the kernel's error is the one to see
 
 
-def _device_name(dev) -> str:
-    if isinstance(dev, EmuDevice) and dev.gpu is not None:
-        return f"GPU {dev.gpu} of the emulated node"
-    return "the emulator" if isinstance(dev, EmuDevice) else f"GPU {dev.ordinal} ({dev.name})"
+def _device_name(dev: Device) -> str:
+    return dev.description
 
 
 def _as_tuple(d) -> tuple:

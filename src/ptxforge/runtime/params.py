@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ptxforge.emu.errors import LaunchError
+from ptxforge.errors import LaunchError
 from ptxforge.ptx import ir
 from ptxforge.runtime import arguments as A
 

@@ -6,8 +6,8 @@ launch always makes it, from the driver's own attribute)."""
 
 from __future__ import annotations
 
-from ptxforge.emu.errors import LaunchError
 from ptxforge.emu.launch_checks import directive_where
+from ptxforge.errors import LaunchError
 from ptxforge.ptx import ir
 
 REGS_PER_SM = 65536

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from ptxforge.errors import Error
 from ptxforge.runtime.resources import _ptx_text, ptxas_failure, target_arch
 from ptxforge.toolchain import ToolNotFound, assemble, find_tool
 
@@ -20,7 +21,7 @@ _END = re.compile(r"^\s*\.{10}\s*$")
 _ENCODING = re.compile(r"\s*/\* 0x[0-9a-f]{16} \*/\s*$")
 
 
-class DisassemblyError(RuntimeError):
+class DisassemblyError(Error, RuntimeError):
     """cuobjdump could not disassemble the cubin; the message carries its output."""
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import copy
 
-from ptxforge.emu.errors import LaunchError
 from ptxforge.emu.launch import emulate
+from ptxforge.errors import LaunchError
 from ptxforge.runtime.result import LaunchResult
 
 

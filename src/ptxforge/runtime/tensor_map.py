@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ptxforge.emu import tensormap as TM
-from ptxforge.emu.launch import EmuDevice
 from ptxforge.runtime.buffers import DeviceBuffer
+from ptxforge.runtime.device import is_emulated
 
 
 def tensor_map(buffer_or_array_address, dtype, global_dims, global_strides_bytes, box_dims, element_strides=None,
@@ -83,4 +83,4 @@ def _on_gpu(buf: DeviceBuffer, raw: np.ndarray) -> bool:
     if span > buf.nbytes:
         raise ValueError(f"the tensor spans {span} bytes but the buffer holds {buf.nbytes}: check "
                          f"global_dims {tuple(tm.dims)} and strides {tuple(tm.strides)} (bytes)")
-    return not isinstance(buf.device, EmuDevice)
+    return not is_emulated(buf.device)

@@ -1,0 +1,41 @@
+"""`EmulationStats`: what one emulated launch did, as `emulate` returns it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class EmulationStats(Mapping):
+    """Counts of one launch. Also a read-only mapping of its field names (`stats["wall_s"]`), the form
+    `emulate` returned before it had a type."""
+
+    thread_instructions: int  # instructions executed, summed over the threads that executed them
+    per_sm: np.ndarray  # thread-instructions per SM
+    wall_s: float  # wall time of the launch
+    waves: int  # waves of resident blocks the grid took
+    resident_blocks: int  # blocks resident at once (on all SMs)
+    steps: int  # warp-instruction steps the machine ran
+
+    @classmethod
+    def from_dict(cls, stats: Mapping[str, Any]) -> EmulationStats:
+        """The stats of a machine's run (a dict of these fields)."""
+        return cls(**{f.name: stats[f.name] for f in fields(cls)})
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in _FIELDS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_FIELDS)
+
+    def __len__(self) -> int:
+        return len(_FIELDS)
+
+
+_FIELDS = tuple(f.name for f in fields(EmulationStats))

@@ -1,0 +1,65 @@
+"""The errors ptxforge raises on purpose, in one tree under `ptxforge.Error`; the family says who must act.
+
+    Error
+    ├── PTXError             the PTX (or DSL kernel code) is wrong: FILE:LINE:COL diagnostics
+    │                        (ptxforge.ptx.errors: PTXSyntaxError, PTXValidationError; DSLError, PtxasError)
+    ├── LaunchError          a launch refused before anything ran: its configuration or arguments (a ValueError)
+    ├── KernelFault          the kernel failed while running, on a GPU or on the emulator
+    │   ├── CudaError        a CUDA driver call failed (ptxforge.runtime.cuda_driver); CudaContextLost after it
+    │   └── MemoryFault, KernelTrap, WatchdogTimeout > TimeLimitExceeded   (also EmulatorErrors)
+    ├── DeviceUnavailable    the device asked for cannot be used on this machine (CudaUnavailable)
+    ├── EmulatorError        the emulator's own (ptxforge.emu.errors): UnsupportedInstruction,
+    │   │                    InternalEmulatorError, NodeStopped, and the emulator's kernel faults above
+    │   └── SanitizerError   the sanitizer found errors in a kernel; `.reports` lists them
+    └── the other layers' own: EPError (ptxforge.ep), ScheduleError, StepArgumentError, PeerFailed (pipeline),
+        PtxasError, DisassemblyError (runtime), ToolNotFound, ConstExprError, UnknownPreset, UserError (cli)
+
+A GPU fault is a KernelFault, never an EmulatorError. Each family keeps the built-in base its callers catch
+(LaunchError is a ValueError, EPTimeoutError a TimeoutError ...). This module imports nothing of ptxforge,
+so every layer may import it; the families defined elsewhere are re-exported here on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ptxforge.emu.errors import EmulatorError
+    from ptxforge.emu.sanitizer import SanitizerError
+    from ptxforge.ptx.errors import PTXError
+
+
+class Error(Exception):
+    """The root of every error ptxforge raises on purpose."""
+
+
+class LaunchError(Error, ValueError):
+    """A launch was refused before anything ran: a bad configuration or bad arguments, named precisely."""
+
+
+class KernelFault(Error):
+    """The kernel failed while it ran: an illegal address, a trap, a hang, a fault the GPU reported."""
+
+
+class DeviceUnavailable(Error):
+    """The device asked for cannot be used on this machine; the message says why and what to use instead."""
+
+
+# Families whose base lives with its layer (they carry that layer's data); loaded on first use.
+_ELSEWHERE = {
+    "PTXError": "ptxforge.ptx.errors",
+    "EmulatorError": "ptxforge.emu.errors",
+    "SanitizerError": "ptxforge.emu.sanitizer",
+}
+
+__all__ = ["DeviceUnavailable", "EmulatorError", "Error", "KernelFault", "LaunchError", "PTXError",
+           "SanitizerError"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _ELSEWHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ptxforge.errors' has no attribute {name!r}")
+    import importlib  # the families' modules import this one: load them only when asked for
+
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,111 @@
+"""`LaunchConfig` (a launch's shape, as cuda.core's) and `EmulatorOptions` (what only the emulator takes).
+
+Both are checked when they are made, with the messages a launch gives, so a bad configuration is refused
+where it is written; the checks that need the kernel (`.reqntid`, `.reqnctapercluster`, shared memory against
+its static use) still run at the launch.
+
+    cfg = LaunchConfig(grid=(64,), block=(256,), shmem_size=0)
+    kernel.launch(cfg, [a, b, c, np.int32(n)], device="emu")
+    kernel.launch(cfg, args, options=EmulatorOptions(sanitize=True, num_sms=8))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ptxforge.emu.launch import sm_count
+from ptxforge.emu.launch_checks import MAX_CLUSTER, dims, grid_and_block, shared_bytes
+from ptxforge.emu.progress import check_time_options
+from ptxforge.errors import LaunchError
+
+Dim3 = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """grid and block: 1 to 3 positive integers (or one int) within the driver's limits; shmem_size: dynamic
+    shared memory bytes per block; cluster: the thread-block cluster shape, or None (the kernel's own
+    `.reqnctapercluster`, or none); cooperative: a cooperative launch (every block resident at once).
+    Stored normalized: grid, block and cluster as 3-tuples."""
+
+    grid: Dim3 = (1, 1, 1)
+    block: Dim3 = (1, 1, 1)
+    shmem_size: int = 0
+    cluster: Dim3 | None = None
+    cooperative: bool = False
+
+    def __post_init__(self) -> None:
+        grid, block, shmem, cluster, cooperative = _checked(self.grid, self.block, self.shmem_size, self.cluster,
+                                                            self.cooperative, "shmem_size")
+        for name, value in (("grid", grid), ("block", block), ("shmem_size", shmem), ("cluster", cluster),
+                            ("cooperative", cooperative)):
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_keywords(cls, grid: Any, block: Any, shared_mem: Any = 0, cluster: Any = None,
+                      cooperative: Any = False) -> LaunchConfig:
+        """The config of `Kernel.launch`'s keyword form (its messages name `shared_mem`, the keyword used)."""
+        return cls(*_checked(grid, block, shared_mem, cluster, cooperative, "shared_mem"))
+
+    @property
+    def threads(self) -> int:
+        """Threads per block."""
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def blocks(self) -> int:
+        """Blocks in the grid."""
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+
+def _checked(grid: Any, block: Any, shmem: Any, cluster: Any, cooperative: Any,
+             shmem_name: str) -> tuple[Dim3, Dim3, int, Dim3 | None, bool]:
+    grid3, block3 = grid_and_block(grid, block)
+    size = shared_bytes(shmem, shmem_name)
+    shape = None
+    if cluster is not None:
+        shape = dims(cluster, "cluster")
+        n = shape[0] * shape[1] * shape[2]
+        if n > MAX_CLUSTER:
+            raise LaunchError(f"cluster {shape} has {n} CTAs; the limit is {MAX_CLUSTER}")
+        if any(g % c for g, c in zip(grid3, shape, strict=True)):
+            raise LaunchError(f"grid {grid3} is not a whole number of clusters {shape}: each grid dimension "
+                              f"must be a multiple of the cluster's")
+    if not isinstance(cooperative, bool):
+        raise LaunchError(f"cooperative must be True or False, got {cooperative!r}")
+    return grid3, block3, size, shape, cooperative
+
+
+@dataclass(frozen=True)
+class EmulatorOptions:
+    """The launch options only the emulator has. sanitize: False, True (every check) or a
+    `ptxforge.emu.sanitizer.Sanitizer`; num_sms: SMs to emulate (None: the device's); watchdog_s: seconds the
+    launch may go without progress (inf: no limit); time_limit_s: a wall-clock limit (None: none); printf: a
+    callable given each line of device printf output (None: print it)."""
+
+    sanitize: Any = False
+    num_sms: int | None = None
+    watchdog_s: float = 60.0
+    time_limit_s: float | None = None
+    printf: Callable[[str], Any] | None = None
+
+    def __post_init__(self) -> None:
+        watchdog_s, time_limit_s = check_time_options(self.watchdog_s, self.time_limit_s)
+        object.__setattr__(self, "watchdog_s", watchdog_s)
+        object.__setattr__(self, "time_limit_s", time_limit_s)
+        if self.num_sms is not None:
+            object.__setattr__(self, "num_sms", sm_count(self.num_sms))
+        if self.printf is not None and not callable(self.printf):
+            raise LaunchError(f"printf must be a callable taking each line of output, got {self.printf!r}")
+        if not isinstance(self.sanitize, bool):
+            from ptxforge.emu.sanitizer import Sanitizer  # the sanitizer pulls in the emulator's checks
+
+            if not isinstance(self.sanitize, Sanitizer):
+                raise LaunchError(f"sanitize must be True, False or a Sanitizer, got {self.sanitize!r}")
+
+    def given(self) -> list[str]:
+        """The options set to something a GPU cannot do (watchdog_s is not one: a GPU has no watchdog)."""
+        return [f.name for f in fields(self)
+                if f.name != "watchdog_s" and getattr(self, f.name) not in (None, False)]
