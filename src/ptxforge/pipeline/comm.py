@@ -30,6 +30,8 @@ def require_configured() -> None:
 
 def recv_buffers(device: torch.device) -> list[torch.Tensor]:
     """Fresh receive buffers (leaves that require grad, so their .grad is the gradient to send back)."""
+    require_configured()
+    assert TENSOR_SHAPES is not None
     return [torch.empty(s, dtype=TENSOR_DTYPE, device=device, requires_grad=True) for s in TENSOR_SHAPES]
 
 

@@ -43,7 +43,7 @@ def _scatter(inputs, chunks: int, dim: int) -> list[tuple]:
 
 def _gather(micro_outputs: list[list[torch.Tensor]], dim: int):
     cols = list(zip(*micro_outputs, strict=True))
-    out = []
+    out: list[torch.Tensor | None] = []
     for col in cols:
         if col[0] is None:
             out.append(None)
@@ -157,7 +157,8 @@ class PipelineExecutor(nn.Module):
         self._steps += 1
         self._reset()
         for m in first:
-            self.inputs[m] = dict(enumerate(_scatter(inputs, pl.streams[self._loc(m)], self.batch_dim)))
+            self.inputs[m] = {i: list(mb) for i, mb in enumerate(_scatter(inputs, pl.streams[self._loc(m)],
+                                                                          self.batch_dim))}
         for m in last:
             self.labels[m] = _scatter(labels, pl.streams[self._loc(m)], self.batch_dim)
         self.criterion = criterion
@@ -264,6 +265,7 @@ class PipelineExecutor(nn.Module):
     def _checked(self, tensors: list, op: Op, what: str) -> list[torch.Tensor]:
         """The peer posts one receive per shape in set_p2p_tensor_shapes: a missing tensor would hang it."""
         shapes = comm.TENSOR_SHAPES
+        assert shapes is not None  # step() checked that the shapes are set
         if len(tensors) != len(shapes) or any(t is None or tuple(t.shape) != s for t, s in zip(tensors, shapes,
                                                                                                   strict=False)):
             raise RuntimeError(
@@ -365,7 +367,7 @@ class PipelineExecutor(nn.Module):
             criterion0, labels0 = None, []
         loss1, outputs1, grads1 = self._backward_targets(m1, i1, pl)
         module0, module1 = self.module[m0], self.module[m1]
-        outputs0, loss0 = type(module0).overlapped_forward_backward(
+        outputs0, loss0 = type(module0).overlapped_forward_backward(  # type: ignore[attr-defined]  # the user's class
             module0, inputs0, criterion0, labels0, module1, loss1, outputs1, grads1)
         self._post_forward(m0, i0, _as_list(outputs0), loss0, pl)
         self._post_backward(m1, i1, pl)

@@ -70,7 +70,7 @@ def evaluate(tokens: list[str | int]) -> int:
         while peek() in _LEVELS[i]:
             op = tokens[pos]
             pos += 1
-            v = _wrap(_apply(op, v, level(i + 1)))
+            v = _wrap(_apply(str(op), v, level(i + 1)))
         return v
 
     v = level(0)

@@ -44,6 +44,7 @@ class SourceText:
         if self._starts is None:
             self.line_col(0)
         starts = self._starts
+        assert starts is not None  # line_col made them
         if not 1 <= line <= len(starts):
             return ""
         end = starts[line] - 1 if line < len(starts) else len(self.text)
@@ -54,15 +55,15 @@ def tokenize(text: str, start: int = 0, end: int | None = None) -> list[tuple[st
     """(kind, text, offset) for every token in text[start:end], whitespace and comments dropped."""
     if end is None:
         end = len(text)
-    out = []
+    out: list[tuple[str, str, int]] = []
     append = out.append
     seen: dict[str, str] = {}  # one string per distinct token text: names repeat, and the IR keeps them
     share = seen.setdefault
     for m in _TOKEN_RE.finditer(text, start, end):
-        kind = m.lastgroup
+        kind: str = m.lastgroup  # type: ignore[assignment]  # every alternative of the pattern is named
         if kind == "end":
             break
-        g = m.lastindex
+        g: int = m.lastindex  # type: ignore[assignment]
         t = m.group(g)
         append((kind, share(t, t), m.start(g)))
     return out

@@ -27,7 +27,7 @@ def limit_problems(m: ir.Module):
             if isinstance(s, ir.Variable) and s.space == ".shared" and s.linkage != ".extern":
                 shared += _size(s)
                 last = s
-        if shared > STATIC_SHARED_BYTES:
+        if shared > STATIC_SHARED_BYTES and last is not None:
             yield last.span, (f"{f.name} declares too much static shared data ({shared:#x} bytes, "
                               f"{STATIC_SHARED_BYTES:#x} max; use .extern .shared for more)")
     for f in m.functions:

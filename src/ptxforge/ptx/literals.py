@@ -11,7 +11,7 @@ _Immediate = ir.builder(ir.Immediate)
 
 def join_tokens(parts: list[str]) -> str:
     """Tokens back to canonical text: a space after commas and between words, none around punctuation."""
-    out = []
+    out: list[str] = []
     prev = ""
     for p in parts:
         if out and (prev == "," or (_wordish(prev) and _wordish(p))):

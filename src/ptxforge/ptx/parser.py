@@ -8,6 +8,7 @@ the next `;` or `}`) and raised together as one `PTXSyntaxError`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, NoReturn
 
 from ptxforge.ptx import ir
 from ptxforge.ptx.const_expr import ConstExprError, evaluate
@@ -135,7 +136,7 @@ class Parser:
             return "end of file"
         return f"'{val}'" if len(val) <= 40 else f"'{val[:37]}...'"
 
-    def fail(self, tok, message: str):
+    def fail(self, tok, message: str) -> NoReturn:
         line, col = self.src.line_col(tok[2])
         self.errors.append(Diagnostic(self.file, line, col, message, source_line=self.src.line_text(line)))
         raise _Recover
@@ -253,6 +254,7 @@ class Parser:
             self.fail_soft((0, "", 0), "missing .target directive")
         if self.errors:
             raise PTXSyntaxError(self.errors)
+        assert target is not None  # reported above when missing
         return ir.Module(version, target, address_size, tuple(items), filename=self.file,
                          source=self.text, layout=self.layout)
 
@@ -339,7 +341,7 @@ class Parser:
         popen = self.peek()[2]
         params = self.parse_params() if self.at("(") else ()
         pclose = self.toks[self.i - 1][2] if params else popen
-        directives = []
+        directives: list[tuple[str, tuple[Any, ...]]] = []  # numbers; a .pragma's text
         while self.peek()[1] in PERF_DIRECTIVES or self.peek()[1] == ".pragma":
             d = self.next()
             if d[1] == ".pragma":
@@ -421,7 +423,7 @@ class Parser:
             self.fail(tok, f"'{tok[1]}' must come before the type: write {tok[1]} {ty}")
 
     def parse_dims(self) -> tuple:
-        dims = []
+        dims: list[int | None] = []
         while self.accept("["):
             if self.accept("]"):
                 dims.append(None)
@@ -434,7 +436,7 @@ class Parser:
 
     def parse_body(self) -> tuple:
         """Statements up to and including the closing '}'."""
-        out = []
+        out: list[Any] = []
         toks, layout = self.toks, self.layout
         while True:
             tok = toks[self.i]
@@ -575,7 +577,7 @@ class Parser:
         col = self.integer("a column")
         # The optional tail `, function_name LABEL[+N], inlined_at FILE LINE COL` ends at the end of the
         # line, a ';', or after inlined_at's three numbers (a statement may follow on the same line).
-        extra = []
+        extra: list[str] = []
         eol = self.text.find("\n", tok[2])
         if eol < 0:
             eol = len(self.text)

@@ -51,7 +51,7 @@ class _Emitter:
         self.layout = (m.layout or {}) if self.src is not None else {}
         self.parts: list[str] = []
         self.cursor: int | None = 0 if self.src is not None else None
-        self._by_name = None
+        self._by_name: dict[str, tuple] | None = None
 
     def original(self, node):
         entry = self.layout.get(id(node))
@@ -59,6 +59,7 @@ class _Emitter:
 
     def emit_original(self, start: int, end: int) -> None:
         src = self.src
+        assert src is not None  # only a print that keeps the source's layout emits original text
         if self.cursor is not None and self.cursor <= start:
             self.parts.append(src[self.cursor:end])
         else:
@@ -144,7 +145,7 @@ def _line_faithful(m: ir.Module) -> str:
     """
     from ptxforge.ptx.lexer import SourceText
 
-    src, layout = SourceText(m.source), m.layout or {}
+    src, layout = SourceText(m.source or ""), m.layout or {}
     pieces: list[tuple[int | None, str]] = []
 
     def line_of(offset: int) -> int:

@@ -38,7 +38,7 @@ def retarget(module: ir.Module, arch: str, ptx_version: tuple[int, int] | None =
     from ptxforge.ptx.isa import parse_target, requirements
 
     need = target_min_ptx(arch)  # ValueError for a target that is not one
-    version = tuple(ptx_version) if ptx_version else module.version
+    version: tuple[int, int] = (int(ptx_version[0]), int(ptx_version[1])) if ptx_version else module.version
     problems: list[Diagnostic] = []
     src = SourceText(module.source) if module.source is not None else None
 

@@ -119,7 +119,7 @@ class _Validator:
                 regs[p.name] = p.type
             else:
                 symbols.add(p.name)
-        self.labels = ChainMap()
+        self.labels: ChainMap[str, ir.Span] = ChainMap()
         self.vectors: dict[str, int] = {}  # vector registers (.reg .v4 .u32 %v) -> element count
         self.block(f.body, ChainMap(regs), symbols)
 

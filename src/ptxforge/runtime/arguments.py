@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -146,7 +147,7 @@ def _torch_argument(t, where: str):
 
 def torch_copy_to_host(p: DevicePointer) -> HostArray:
     """A CUDA torch tensor as a host copy that is written back into the tensor after the launch."""
-    t = p.owner
+    t: Any = p.owner  # the torch tensor
     host = t.detach().cpu()
 
     def back():

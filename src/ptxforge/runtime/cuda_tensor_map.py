@@ -62,9 +62,11 @@ def driver_arguments_im2col(d, address: int, dtype, global_dims, global_strides_
     if oob_fill != "zero":
         raise ValueError("only oob_fill='zero' is supported on a GPU")
     swz = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}[swizzle]
+    im = tm.im2col
+    assert im is not None  # an im2col map
     return (getattr(d.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{data_type_name(dtype)}"), tm.rank,
             int(address), [d.cuuint64_t(x) for x in tm.dims], [d.cuuint64_t(x) for x in tm.strides[1:]],
-            list(tm.im2col.lower), list(tm.im2col.upper), tm.im2col.channels, tm.im2col.pixels,
+            list(im.lower), list(im.upper), im.channels, im.pixels,
             [d.cuuint32_t(x) for x in tm.estrides], d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
             getattr(d.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swz}"),
             d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,

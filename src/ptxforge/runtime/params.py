@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def check_args(kernel: str, params: tuple[ir.Param, ...], args: list, is_buffer,
     if len(args) != len(params):
         sig = ", ".join(f"{p.type} {p.name}" for p in params)
         raise LaunchError(f"{kernel} takes {len(params)} argument(s) ({sig}), got {len(args)}")
-    plan = []
+    plan: list[tuple[str, ir.Param, Any]] = []  # (kind, parameter, value): "ptr" with a pointer, "bytes" with bytes
     for i, (p, a) in enumerate(zip(params, args, strict=True)):
         where = f"{kernel} argument {i} ({p.name}, {p.type}{f'[{p.size}]' if p.array else ''})"
         typed = pointee[i] if pointee else None
@@ -153,8 +154,8 @@ def param_offsets(params: tuple[ir.Param, ...]) -> tuple[tuple[int, ...], int]:
 
 def pack(plan: list, pointer) -> tuple[bytes, list[int]]:
     """The packed parameter buffer and each parameter's offset; `pointer(param, arg)` gives an address."""
-    offsets, total = param_offsets(tuple(p for _, p, _ in plan))
-    offsets = list(offsets)
+    at, total = param_offsets(tuple(p for _, p, _ in plan))
+    offsets = list(at)
     out = bytearray(total)
     for (kind, p, a), off in zip(plan, offsets, strict=True):
         if kind == "ptr":

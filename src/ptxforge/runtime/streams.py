@@ -8,6 +8,7 @@ pending on the node, and at its end the host arrays are copied back and its `Lau
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from ptxforge.emu.launch import emulate
 from ptxforge.errors import LaunchError
@@ -36,8 +37,9 @@ def node_sanitize(dev):
 
 def peer_reachable(dev, other) -> bool:
     """Whether a kernel on `dev` may take a buffer of `other`: a peer of the same node with access on."""
-    node = getattr(dev, "node", None)
-    return node is not None and getattr(other, "node", None) is node and node.can_access_peer(dev, other)
+    node: Any = getattr(dev, "node", None)
+    theirs: Any = getattr(other, "node", None)
+    return node is not None and theirs is node and node.can_access_peer(dev, other)
 
 
 def label_reports(sanitizer, dev) -> None:

@@ -54,7 +54,7 @@ def fam(name: str, ops, *, types=None, ntypes=None, mods=None, ptx=(1, 0), sm: i
     if isinstance(ops, str):
         ops = [("", ops)]
     sigs = tuple(parse_signature(text, when) for when, text in ops)
-    extra = {"arith": True} if arith else {}
+    extra: dict[str, bool | str] = {"arith": True} if arith else {}
     if rule:
         extra["rule"] = rule  # a check too irregular for the table, implemented in check.py
     return InstrSpec(

@@ -171,6 +171,7 @@ def _sreg_in(op) -> ir.SpecialRegister | None:
 @lru_cache(maxsize=8192)
 def _operand_context(opcode: str, suffixes: tuple[str, ...]):
     spec = _lookup(".".join((opcode, *suffixes)))
+    assert spec is not None  # asked only for instructions the table has
     types, mods = _split_suffixes(suffixes, spec)
     vec = next((int(m[2:]) for m in mods if m in (".v2", ".v4", ".v8")), None)
     return types, vec, spec.relaxed
@@ -263,7 +264,7 @@ def _pick_signature(opcode: str, suffixes: tuple[str, ...], n: int) -> tuple[Sig
 def _counts(sigs: list[Signature]) -> str:
     if any(s.variadic for s in sigs):
         return f"at least {min(s.min_count for s in sigs)}"
-    counts = sorted({c for s in sigs for c in range(s.min_count, s.max_count + 1)})
+    counts = sorted({c for s in sigs for c in range(s.min_count, (s.max_count or 0) + 1)})  # none is variadic
     if len(counts) == 1:
         return str(counts[0])
     if counts == list(range(counts[0], counts[-1] + 1)) and len(counts) > 2:
@@ -380,7 +381,7 @@ class _Ctx:
 
     def packed(self, op: ir.Vector, want: str, pos: int) -> list[Problem]:
         """mov.b32 d, {a, b}: the elements together must be as wide as the type, and equally wide."""
-        sizes = []
+        sizes: list[int | None] = []
         for e in op.elements:
             if isinstance(e, ir.Register) and self.regs.get(e.name) in ALL_TYPES:
                 sizes.append(type_bits(self.regs[e.name]))

@@ -4,11 +4,13 @@ length depends on shape and type; operands are counted but not type-checked."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ptxforge.ptx.isa.build import BLACKWELL_A, BLACKWELL_DC, _set, fam, gate
 
 SHAPES_F64_90 = "m16n8k4&T0=f64|m16n8k8&T0=f64|m16n8k16&T0=f64"
 SM120A = ("sm_120f",)
-TCGEN = dict(ptx=(8, 6), sm=100, sfx="a", also=BLACKWELL_DC, group="tcgen05")
+TCGEN: dict[str, Any] = dict(ptx=(8, 6), sm=100, sfx="a", also=BLACKWELL_DC, group="tcgen05")
 
 WMMA_GATES = (
     gate("m8n32k16|m32n8k16", "shapes .m8n32k16/.m32n8k16", (6, 1), 70),

@@ -142,7 +142,7 @@ def cvt_rounding_problem(dst: str, src: str, mods: tuple[str, ...]) -> str | Non
     elif fd and fs and type_bits(dst) == type_bits(src):
         allowed, required, what = _FRND, False, "a conversion between 16-bit float formats"
     else:
-        allowed, required, what = (), False, ("a widening float conversion" if fd else
+        allowed, required, what = (), False, ("a widening float conversion" if fd else  # type: ignore[assignment]
                                               "an integer-to-integer conversion")
     bad = [m for m in irnd + frnd if m not in allowed]
     if bad:
