@@ -33,6 +33,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
 
 # Peers measured beside ptxforge (numba-cuda's simulator) and the corpus generators (triton, numba-cuda),
 # in a venv of their own so they never touch the project's.

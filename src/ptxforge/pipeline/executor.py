@@ -84,7 +84,7 @@ class PipelineExecutor(nn.Module):
     modules_per_rank = 2
     _made: dict[tuple[int, ...], int] = {}
 
-    def __init__(self, modules, batch_dim: int = 0, process_group: dist.ProcessGroup | None = None,
+    def __init__(self, modules: Any, batch_dim: int = 0, process_group: dist.ProcessGroup | None = None,
                  rank_mapping: list[int] | None = None) -> None:
         super().__init__()
         if self.modules_per_rank == 1 and isinstance(modules, nn.Module):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -31,7 +32,7 @@ class PeerFailed(Error, RuntimeError):
     """Another rank of the pipeline failed during the step; raised on the ranks that were waiting for it."""
 
 
-def describe(x) -> tuple | None:
+def describe(x: Any) -> tuple | None:
     """(shape, dtype) of a tensor, None for None; anything else by type name."""
     if x is None:
         return None
@@ -40,7 +41,7 @@ def describe(x) -> tuple | None:
     return ("not a tensor", type(x).__name__)
 
 
-def agree(group, rank: int, mine: dict, problems: list[str], same_error: Exception | None = None) -> None:
+def agree(group: Any, rank: int, mine: dict, problems: list[str], same_error: Exception | None = None) -> None:
     """Share `mine` (field -> value) and `problems` with every rank of `group`; raise StepArgumentError on every
     rank when any rank reported a problem or the ranks holding a field disagree on its value.
 
@@ -87,7 +88,7 @@ class Abort:
         if self.store is not None and self.store.check([self.key]):
             raise PeerFailed(f"pipeline step stopped: {self.store.get(self.key).decode(errors='replace')}")
 
-    def wait_all(self, reqs, cuda: bool = False) -> None:
+    def wait_all(self, reqs: Any, cuda: bool = False) -> None:
         """Wait for every request, checking the abort key while any is pending.
 
         NCCL requests (`cuda`) report completion through is_completed(), and wait() must run on this thread

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import queue
 from collections.abc import Callable
+from typing import Any
 
 from torch.autograd.variable import Variable
 
@@ -42,7 +43,7 @@ class WeightGradStore:
         cls.funcs_queue = queue.Queue()
 
 
-def run_backward(tensors, grad_tensors) -> None:
+def run_backward(tensors: Any, grad_tensors: Any) -> None:
     """Backpropagate `grad_tensors` from `tensors`, accumulating into the leaves' .grad (graph freed).
 
     Calls the autograd engine directly: unlike torch.autograd.backward it does not compare the gradient with

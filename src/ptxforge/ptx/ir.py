@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Union
 
 # --------------------------------------------------------------------------- positions
 
@@ -28,7 +29,7 @@ class Span:
         self.file, self._line, self._col, self._text, self._offset = file, line, col, None, 0
 
     @classmethod
-    def at(cls, file: str, text, offset: int) -> Span:
+    def at(cls, file: str, text: Any, offset: int) -> Span:
         """A span for `offset` in `text` (a `SourceText`), resolved lazily."""
         s = _new_span(cls)
         s.file, s._text, s._offset = file, text, offset
@@ -269,7 +270,7 @@ def vector_elements(name: str, n: int) -> tuple[str, ...]:
     return tuple(f"{name}.{c}" for c in VECTOR_COMPONENTS[:n])
 
 
-def expand_vector_registers(ins: Instruction, width) -> Instruction:
+def expand_vector_registers(ins: Instruction, width: Any) -> Instruction:
     """`ins` with every whole vector register operand written out as a braced vector of its elements,
     so `ld.global.v4.u32 %v, [p]` reads as `ld.global.v4.u32 {%v.x, %v.y, %v.z, %v.w}, [p]`.
     `width(name)` gives a vector register's element count, or None for any other name."""
@@ -474,7 +475,7 @@ class Function:
         size = "declaration" if self.body is None else f"{sum(1 for _ in self.instructions())} instructions"
         return f"<Function .{self.kind} {self.name}({len(self.params)} params), {size}>"
 
-    def instructions(self):
+    def instructions(self) -> Iterator[Instruction]:
         """Every instruction in the body, nested blocks included, in order."""
         yield from _walk_instructions(self.body or ())
 
@@ -567,7 +568,7 @@ class Module:
         raise KeyError(f"no function {name!r} in {self.filename}; it has: "
                        + (", ".join(f.name for f in self.functions) or "none"))
 
-    def kernel(self, name: str):
+    def kernel(self, name: str) -> Any:
         """The kernel `name`, ready to launch (see ptxforge.runtime); KeyError lists the kernels it has."""
         for f in self.kernels:
             if f.name == name:
@@ -577,7 +578,7 @@ class Module:
         raise KeyError(f"no kernel {name!r} in {self.filename}; it has: "
                        + (", ".join(k.name for k in self.kernels) or "no kernels"))
 
-    def set_constant(self, name: str, values, *, device=None, offset: int = 0) -> None:
+    def set_constant(self, name: str, values: Any, *, device: Any = None, offset: int = 0) -> None:
         """Fill the .const (or .global) variable `name` with `values` on `device` before a launch, as
         cudaMemcpyToSymbol does (see ptxforge.runtime.constants)."""
         from ptxforge.runtime.constants import set_constant  # runtime sits above ptx; import lazily
@@ -595,7 +596,7 @@ class Module:
         return print_module(self, canonical=canonical)
 
 
-def builder(cls):
+def builder(cls: Any) -> Any:
     """A constructor for `cls` that takes every field positionally and skips the frozen-dataclass
     `__init__` (three times faster); for hot paths such as the parser, which passes valid values."""
     names = [f.name for f in dataclasses.fields(cls)]

@@ -4,6 +4,8 @@ barrier numbers 0..15 when they are immediates."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from ptxforge.ptx import ir
 
 CONST_BANK_BYTES = 0x10000
@@ -11,7 +13,7 @@ STATIC_SHARED_BYTES = 0xC000
 NBARRIERS = 16
 
 
-def limit_problems(m: ir.Module):
+def limit_problems(m: ir.Module) -> Iterator[tuple[ir.Span, str]]:
     """(span, message) for each size or barrier number ptxas would refuse."""
     const = 0
     for v in m.variables:

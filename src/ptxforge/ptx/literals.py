@@ -51,7 +51,7 @@ def int_value(text: str) -> int | None:
     return None
 
 
-def immediate(text: str, span) -> ir.Immediate | None:
+def immediate(text: str, span: ir.Span) -> ir.Immediate | None:
     c = text[:2]
     if c in ("0f", "0F") and len(text) == 10:
         return ir.Immediate(struct.unpack(">f", bytes.fromhex(text[2:]))[0], text, span)

@@ -51,6 +51,9 @@ _Instruction = ir.builder(ir.Instruction)
 _Address = ir.builder(ir.Address)
 
 
+Token = tuple[str, str, int]  # (kind, text, offset), as `lexer.tokenize` gives them
+
+
 class _Recover(Exception):
     """Raised after recording a syntax error, to resume at the next statement."""
 
@@ -98,13 +101,13 @@ class Parser:
         t = self.toks[self.i - 1]
         return t[2] + len(t[1])
 
-    def mark(self, node, start: int, *extra: int) -> None:
+    def mark(self, node: Any, start: int, *extra: int) -> None:
         self.layout[id(node)] = (node, start, self.end_offset(), *extra)
 
-    def peek(self, ahead: int = 0):
+    def peek(self, ahead: int = 0) -> Token:
         return self.toks[self.i + ahead]
 
-    def next(self):
+    def next(self) -> Token:
         t = self.toks[self.i]
         if t[0] != "eof":
             self.i += 1
@@ -119,29 +122,29 @@ class Parser:
             return True
         return False
 
-    def expect(self, value: str, what: str = ""):
+    def expect(self, value: str, what: str = "") -> Token:
         t = self.peek()
         if t[1] != value:
             self.fail(t, f"expected '{value}'{what}, found {self.describe(t)}")
         self.i += 1
         return t
 
-    def span(self, tok) -> ir.Span:
+    def span(self, tok: Token) -> ir.Span:
         return _span_at(self.file, self.src, tok[2])
 
     @staticmethod
-    def describe(tok) -> str:
+    def describe(tok: Token) -> str:
         kind, val, _ = tok
         if kind == "eof":
             return "end of file"
         return f"'{val}'" if len(val) <= 40 else f"'{val[:37]}...'"
 
-    def fail(self, tok, message: str) -> NoReturn:
+    def fail(self, tok: Token, message: str) -> NoReturn:
         line, col = self.src.line_col(tok[2])
         self.errors.append(Diagnostic(self.file, line, col, message, source_line=self.src.line_text(line)))
         raise _Recover
 
-    def recover(self, stop_at_brace: bool = True):
+    def recover(self, stop_at_brace: bool = True) -> None:
         """Skip to just after the next ';' (or stop before a '}' that closes the current scope)."""
         depth = 0
         while True:
@@ -161,7 +164,7 @@ class Parser:
                 return
             self.i += 1
 
-    def word(self, what: str):
+    def word(self, what: str) -> Token:
         t = self.peek()
         if t[0] != "word":
             self.fail(t, f"expected {what}, found {self.describe(t)}")
@@ -179,7 +182,7 @@ class Parser:
         self.i += 1
         return -v if neg else v
 
-    def nest(self, tok) -> None:
+    def nest(self, tok: Token) -> None:
         """Enter one nesting level at `tok`; the caller leaves it with `self.depth -= 1`."""
         self.depth += 1
         if self.depth > MAX_NESTING:
@@ -191,7 +194,7 @@ class Parser:
     def too_deep() -> str:
         return f"nesting deeper than {MAX_NESTING} levels (blocks, braces, brackets, '!', '-', '|')"
 
-    def nested_operand(self, tok):
+    def nested_operand(self, tok: Token) -> Any:
         self.nest(tok)
         op = self.parse_operand()
         self.depth -= 1
@@ -249,16 +252,16 @@ class Parser:
                 if self.at("}"):
                     self.i += 1
         if version == (0, 0) and not self.errors:
-            self.fail_soft((0, "", 0), "missing .version directive (every PTX module starts with one)")
+            self.fail_soft(("", "", 0), "missing .version directive (every PTX module starts with one)")
         if target is None and not self.errors:
-            self.fail_soft((0, "", 0), "missing .target directive")
+            self.fail_soft(("", "", 0), "missing .target directive")
         if self.errors:
             raise PTXSyntaxError(self.errors)
         assert target is not None  # reported above when missing
         return ir.Module(version, target, address_size, tuple(items), filename=self.file,
                          source=self.text, layout=self.layout)
 
-    def fail_soft(self, tok, message):
+    def fail_soft(self, tok: Token, message: str) -> None:
         try:
             self.fail(tok, message)
         except _Recover:
@@ -272,13 +275,13 @@ class Parser:
         major, minor = t[1].split(".")
         return int(major), int(minor or 0)
 
-    def parse_target(self, tok) -> ir.Target:
+    def parse_target(self, tok: Token) -> ir.Target:
         names = [self.word("a target such as sm_90a")[1]]
         while self.accept(","):
             names.append(self.word("a target")[1])
         return ir.Target(tuple(names), self.span(tok))
 
-    def parse_toplevel(self):
+    def parse_toplevel(self) -> Any:
         tok = self.peek()
         kind, val, _ = tok
         if kind == "section":
@@ -305,7 +308,7 @@ class Parser:
             return var
         self.fail(self.peek(), f"expected a directive, .entry, .func or a variable, found {self.describe(self.peek())}")
 
-    def parse_file_directive(self, tok) -> ir.FileDirective:
+    def parse_file_directive(self, tok: Token) -> ir.FileDirective:
         index = self.integer("a file index")
         t = self.peek()
         if t[0] != "str":
@@ -316,7 +319,7 @@ class Parser:
             extra.append(str(self.integer("a timestamp or size")))
         return ir.FileDirective(index, unquote(t[1]), ", ".join(extra), self.span(tok))
 
-    def parse_pragma(self, tok) -> ir.Pragma:
+    def parse_pragma(self, tok: Token) -> ir.Pragma:
         parts = []
         while True:
             t = self.peek()
@@ -331,7 +334,7 @@ class Parser:
 
     # ------------------------------------------------------------------ functions
 
-    def parse_function(self, linkage, start_tok) -> ir.Function:
+    def parse_function(self, linkage: str | None, start_tok: Token) -> ir.Function:
         kind = self.next()[1][1:]
         returns: tuple = ()
         if kind == "func" and self.at("("):
@@ -418,7 +421,7 @@ class Parser:
         array = self.parse_dims()
         return ir.Param(space, ty, name[1], array, align, ptr_space, ptr_align, vector, self.span(name))
 
-    def vector_before_type(self, tok, ty) -> None:
+    def vector_before_type(self, tok: Token, ty: str | None) -> None:
         if ty is not None:  # ptxas: a syntax error
             self.fail(tok, f"'{tok[1]}' must come before the type: write {tok[1]} {ty}")
 
@@ -471,7 +474,7 @@ class Parser:
                     self.i += 1
                 self.recover()
 
-    def parse_statement(self, tok):
+    def parse_statement(self, tok: Token) -> Any:
         kind, val, _ = tok
         if kind == "word":
             nxt = self.peek(1)[1]
@@ -491,8 +494,9 @@ class Parser:
             self.i += 1
             if self.depth >= MAX_NESTING:  # report it, then skip the whole block
                 self.fail_soft(tok, self.too_deep())
-                while self.recover() or self.peek()[0] != "eof" and not self.accept("}"):
-                    pass
+                self.recover()
+                while self.peek()[0] != "eof" and not self.accept("}"):
+                    self.recover()
                 return None
             self.depth += 1
             block = ir.Block(self.parse_body(), self.span(tok))
@@ -509,7 +513,7 @@ class Parser:
         t = self.word("a predicate register after '@'")
         return ir.Guard(t[1], neg)
 
-    def parse_body_directive(self, tok):
+    def parse_body_directive(self, tok: Token) -> Any:
         val = tok[1]
         if val == ".reg":
             return self.parse_reg_decl(tok)
@@ -529,7 +533,7 @@ class Parser:
             return var
         self.fail(tok, f"unknown directive '{val}' in a function body")
 
-    def parse_reg_decl(self, tok):
+    def parse_reg_decl(self, tok: Token) -> Any:
         self.i += 1
         ty = vector = align = None
         while True:
@@ -571,7 +575,7 @@ class Parser:
             decls.append(ir.RegisterDecl(ty, tuple(names), None, vector, align, self.span(tok)))
         return decls[0] if len(decls) == 1 else decls
 
-    def parse_loc(self, tok) -> ir.Loc:
+    def parse_loc(self, tok: Token) -> ir.Loc:
         f = self.integer("a file index")
         line = self.integer("a line number")
         col = self.integer("a column")
@@ -591,7 +595,7 @@ class Parser:
             numbers = 3 if t[1] == "inlined_at" else numbers - (numbers > 0)
         return ir.Loc(f, line, col, join_tokens(extra), self.span(tok))
 
-    def parse_target_list(self, tok) -> ir.TargetList:
+    def parse_target_list(self, tok: Token) -> ir.TargetList:
         directive = self.next()[1]
         targets = [self.word("a label")[1]]
         while self.accept(","):
@@ -599,7 +603,7 @@ class Parser:
         self.expect(";", f" after {directive}")
         return ir.TargetList(tok[1], directive, tuple(targets), self.span(tok))
 
-    def parse_prototype(self, tok) -> ir.CallPrototype:
+    def parse_prototype(self, tok: Token) -> ir.CallPrototype:
         parts = []
         while not self.at(";"):
             t = self.next()
@@ -611,7 +615,7 @@ class Parser:
 
     # ------------------------------------------------------------------ variables
 
-    def parse_variable(self, linkage, start_tok) -> ir.Variable:
+    def parse_variable(self, linkage: str | None, start_tok: Token) -> ir.Variable:
         space = ty = align = vector = None
         attributes = []
         while True:
@@ -686,7 +690,7 @@ class Parser:
 
     # ------------------------------------------------------------------ instructions
 
-    def parse_instruction(self, guard, start_tok) -> ir.Instruction:
+    def parse_instruction(self, guard: ir.Guard | None, start_tok: Token) -> ir.Instruction:
         t = self.peek()
         if t[0] != "word" or t[1][0] in ".%$":
             self.fail(t, f"expected an instruction, found {self.describe(t)}")
@@ -714,7 +718,7 @@ class Parser:
         self.i += 1
         return _Instruction(split[0], split[1], tuple(operands), guard, self.span(start_tok))
 
-    def parse_operand(self):
+    def parse_operand(self) -> Any:
         tok = self.toks[self.i]
         kind, val, off = tok
         if kind == "word":
@@ -748,10 +752,10 @@ class Parser:
             nxt = self.peek(1)
             if nxt[0] == "num":
                 self.i += 2
-                imm = immediate(nxt[1], self.span(tok))
-                if imm is None:
+                num = immediate(nxt[1], self.span(tok))
+                if num is None:
                     self.fail(nxt, f"malformed number '{nxt[1]}'")
-                v = imm.value
+                v = num.value
                 if isinstance(v, int) and self.binary_operator_follows():  # -7/2
                     return self.const_expr(tok)
                 return ir.Immediate(-v if v != 0 or isinstance(v, int) else -0.0, "-" + nxt[1], self.span(tok))
@@ -795,7 +799,7 @@ class Parser:
                 return False
             j += 1
 
-    def const_expr(self, first):
+    def const_expr(self, first: Token) -> Any:
         """An integer constant expression starting at token `first` (already consumed, perhaps with some tokens
         after it), folded as ptxas folds it; the Immediate keeps the expression's text, so it prints back as
         written."""
@@ -848,7 +852,7 @@ class Parser:
                 return tuple(items)
             self.expect(",", f" or '{close}'")
 
-    def name_operand(self, tok):
+    def name_operand(self, tok: Token) -> Any:
         val = tok[1]
         if val == "_":
             return ir.Sink(self.span(tok))
@@ -865,13 +869,13 @@ class Parser:
             return ir.Immediate(32, val, self.span(tok))
         return _Symbol(val, self.span(tok))
 
-    def expr_rest(self, tok, parts):
+    def expr_rest(self, tok: Token, parts: list[str]) -> Any:
         while self.peek()[1] in ("+", "-"):
             parts.append(self.next()[1])
             parts.append(str(self.integer("an offset")))
         return ir.Expr(join_tokens(parts), self.span(tok))
 
-    def parse_address(self, tok):
+    def parse_address(self, tok: Token) -> Any:
         self.i += 1
         first = self.peek()
         if first[0] == "word" and self.peek(1)[1] in ("]", "+", "-"):

@@ -7,6 +7,7 @@ text as from the original.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from ptxforge.ptx import ir
 
@@ -260,7 +261,7 @@ def param_text(p: ir.Param) -> str:
     return " ".join(parts)
 
 
-def dims_text(dims) -> str:
+def dims_text(dims: Any) -> str:
     return "".join("[]" if d is None else f"[{d}]" for d in dims)
 
 
@@ -283,7 +284,7 @@ def variable_text(v: ir.Variable) -> str:
     return text
 
 
-def body_lines(stmts, out: list[str], indent: str) -> None:
+def body_lines(stmts: Any, out: list[str], indent: str) -> None:
     for s in stmts:
         if isinstance(s, ir.Instruction):
             out.append(indent + instruction_text(s))
@@ -329,7 +330,7 @@ def instruction_text(i: ir.Instruction) -> str:
     return head.ljust(7) + " \t" + ", ".join(operand_text(o) for o in i.operands) + ";"
 
 
-def operand_text(o) -> str:
+def operand_text(o: Any) -> str:
     t = type(o)
     if t is ir.Register or t is ir.SpecialRegister or t is ir.Symbol:
         return o.name

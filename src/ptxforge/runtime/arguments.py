@@ -53,7 +53,7 @@ class DevicePointer:
     owner: object = None  # kept alive until the launch returns
 
 
-def is_live_address(device, address: int) -> bool:
+def is_live_address(device: Any, address: int) -> bool:
     """Whether `address` lies inside a live allocation of `device` or of a GPU of its node (a peer whose
     access is disabled included: the kernel's access to it is then a fault naming both GPUs)."""
     owns = getattr(device, "owns_address", None)
@@ -63,7 +63,7 @@ def is_live_address(device, address: int) -> bool:
     return owner is not None and owner(int(address)) is not None
 
 
-def is_array_like(a) -> bool:
+def is_array_like(a: Any) -> bool:
     """Whether `a` is something `pointer_argument` takes as memory (not an integer address)."""
     if isinstance(a, np.generic | int | float | complex | str | bytes | bytearray | memoryview):
         return False  # numpy scalars have __array_interface__ too; they are scalar arguments
@@ -71,7 +71,7 @@ def is_array_like(a) -> bool:
         hasattr(a, n) for n in ("__cuda_array_interface__", "__dlpack__", "__array_interface__", "__array__"))
 
 
-def pointer_argument(a, where: str):
+def pointer_argument(a: Any, where: str) -> HostArray | DevicePointer:
     """A HostArray or DevicePointer for an array-like argument; LaunchError naming `where` otherwise."""
     if isinstance(a, np.ndarray):
         if a.dtype == object:
@@ -113,7 +113,7 @@ def _is_torch_tensor(a) -> bool:
     return t.__module__.startswith("torch") and any(c.__name__ == "Tensor" for c in t.__mro__)
 
 
-def torch_dtype_name(dtype) -> str:
+def torch_dtype_name(dtype: Any) -> str:
     """'torch.bfloat16' -> 'bfloat16' (the numpy / ml_dtypes name)."""
     name = str(dtype).removeprefix("torch.")
     return {"float": "float32", "double": "float64", "half": "float16", "long": "int64", "int": "int32",
@@ -174,7 +174,7 @@ class _DLTensor(ctypes.Structure):
 _DL_CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 6: "bool"}
 
 
-def dlpack_address(obj) -> tuple[int, str | None]:
+def dlpack_address(obj: Any) -> tuple[int, str | None]:
     """(device address of the first element, element type name) of a DLPack producer, read from the
     capsule's DLTensor (the legacy `dltensor` capsule: DLManagedTensor starts with its DLTensor)."""
     capsule = obj.__dlpack__()

@@ -7,11 +7,13 @@ A device is named as in `Kernel.launch`: "auto" (a GPU when one can be used, els
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
 from ptxforge.emu.launch import emu_device
 from ptxforge.errors import LaunchError
+from ptxforge.runtime.device import Device
 
 
 def default_device() -> str:
@@ -19,7 +21,7 @@ def default_device() -> str:
     return os.environ.get("PTXFORGE_DEVICE") or "auto"
 
 
-def resolve_device(device=None):
+def resolve_device(device: Any = None) -> Device:
     """The device object for a device name or object; LaunchError for an unknown name, CudaUnavailable
     (a LaunchError saying why) for "cuda" on a machine without a usable GPU."""
     if device is None:
@@ -45,7 +47,7 @@ def resolve_device(device=None):
 class DeviceBuffer:
     """A typed array in device memory. Pass it as a pointer argument; read it back with `to_host()`."""
 
-    def __init__(self, shape, dtype, *, device=None, name: str = "buffer"):
+    def __init__(self, shape: Any, dtype: Any, *, device: Any = None, name: str = "buffer") -> None:
         self.device = resolve_device(device)
         self.shape = tuple(np.atleast_1d(np.asarray(shape, dtype=np.int64)).tolist()) \
             if not isinstance(shape, tuple) else shape
@@ -55,7 +57,7 @@ class DeviceBuffer:
         self._freed = False
 
     @classmethod
-    def from_array(cls, array: np.ndarray, *, device=None, name: str = "buffer"):
+    def from_array(cls, array: np.ndarray, *, device: Any = None, name: str = "buffer") -> DeviceBuffer:
         a = np.ascontiguousarray(array)
         buf = cls(a.shape, a.dtype, device=device, name=name)
         buf.device.memory.write(buf.allocation, a)
@@ -91,11 +93,11 @@ class DeviceBuffer:
         return f"DeviceBuffer(shape={self.shape}, dtype={self.dtype}, address={self.allocation.base:#x})"
 
 
-def to_device(array: np.ndarray, *, device=None) -> DeviceBuffer:
+def to_device(array: np.ndarray, *, device: Any = None) -> DeviceBuffer:
     """Copy a numpy array into a new device buffer."""
     return DeviceBuffer.from_array(array, device=device)
 
 
-def empty(shape, dtype, *, device=None) -> DeviceBuffer:
+def empty(shape: Any, dtype: Any, *, device: Any = None) -> DeviceBuffer:
     """A zero-filled device buffer."""
     return DeviceBuffer(shape if isinstance(shape, tuple) else (shape,), dtype, device=device)

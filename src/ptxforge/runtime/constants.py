@@ -3,6 +3,8 @@ what `cudaMemcpyToSymbol` / `cuModuleGetGlobal` + a copy do in CUDA."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ptxforge.errors import LaunchError
@@ -19,7 +21,7 @@ def module_variable(module: ir.Module, name: str) -> ir.Variable:
                    + (", ".join(have) or "none"))
 
 
-def constant_bytes(var: ir.Variable, values, offset: int = 0) -> np.ndarray:
+def constant_bytes(var: ir.Variable, values: Any, offset: int = 0) -> np.ndarray:
     """`values` as the bytes to copy into `var` at byte `offset`, checked to fit."""
     data = np.ascontiguousarray(np.asarray(values))
     if data.dtype == object:
@@ -33,7 +35,7 @@ def constant_bytes(var: ir.Variable, values, offset: int = 0) -> np.ndarray:
     return raw
 
 
-def set_constant(module: ir.Module, name: str, values, *, device=None, offset: int = 0) -> None:
+def set_constant(module: ir.Module, name: str, values: Any, *, device: Any = None, offset: int = 0) -> None:
     """Copy `values` (a numpy array or scalar; its raw bytes) into the variable `name` of `module` as loaded
     on `device` ("emu", "cuda", "cuda:N", a device object; None: the default device), starting at byte
     `offset`. Later launches of the module's kernels on that device read the new contents."""
@@ -44,6 +46,6 @@ def set_constant(module: ir.Module, name: str, values, *, device=None, offset: i
     resolve_device(device).write_global(module, name, raw, int(offset))
 
 
-def global_copy_arguments(d, pointer: int, offset: int, raw: np.ndarray):
+def global_copy_arguments(d: Any, pointer: int, offset: int, raw: np.ndarray) -> tuple[Any, int, int]:
     """The cuMemcpyHtoD arguments that copy `raw` to a module global at `pointer` + `offset`."""
     return d.CUdeviceptr(int(pointer) + int(offset)), raw.ctypes.data, int(raw.nbytes)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ class CudaMemory:
         self.device.make_current()
         check(driver().cuMemFree(alloc.handle), "cuMemFree")
 
-    def write(self, alloc: CudaAllocation, data) -> None:
+    def write(self, alloc: CudaAllocation, data: Any) -> None:
         host = np.ascontiguousarray(np.frombuffer(data, np.uint8) if isinstance(data, bytes | bytearray) else data)
         if host.nbytes > alloc.size:
             raise ValueError(f"{host.nbytes} bytes do not fit the {alloc.size}-byte allocation {alloc.name!r}")
@@ -101,7 +102,7 @@ class CudaDevice:
         self._functions: dict[tuple[int, str], object] = {}
         self._attributes: dict[int, dict[str, int]] = {}  # id(CUfunction) -> kernel_attributes
         self._ptxas_newest: tuple[int, int] | None = None
-        self._events = None
+        self._events: tuple[Any, Any] | None = None
         self.last_build: dict[str, str] = {}
 
     def __repr__(self) -> str:
@@ -111,7 +112,7 @@ class CudaDevice:
     def description(self) -> str:
         return f"GPU {self.ordinal} ({self.name})"
 
-    def attribute(self, attr) -> int:
+    def attribute(self, attr: Any) -> int:
         return int(check(driver().cuDeviceGetAttribute(attr, self.handle), "cuDeviceGetAttribute"))
 
     def owns_address(self, address: int) -> bool:
@@ -127,7 +128,7 @@ class CudaDevice:
     def make_current(self) -> None:
         check(driver().cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
 
-    def timing_events(self):
+    def timing_events(self) -> tuple[Any, Any]:
         """The two CUDA events every launch records around its kernel (made once, reused)."""
         if self._events is None:
             self.make_current()
@@ -165,7 +166,7 @@ class CudaDevice:
                          "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
 
     # ------------------------------------------------------------------ modules
-    def function(self, module: ir.Module, name: str):
+    def function(self, module: ir.Module, name: str) -> Any:
         """The CUfunction `name` of `module`, building and loading the module on first use."""
         mod = self.load(module)
         f = self._functions.get((id(mod), name))
@@ -188,7 +189,7 @@ class CudaDevice:
             check(d.cuMemcpyHtoD(*global_copy_arguments(d, int(ptr), offset, raw)), "cuMemcpyHtoD",
                   f"(variable {name})")
 
-    def load(self, module: ir.Module):
+    def load(self, module: ir.Module) -> Any:
         """The CUmodule of `module` on this GPU; built with ptxas when it can be, else by the driver.
 
         Modules are kept by PTX text, so equal modules share one build; a module object seen before skips

@@ -11,6 +11,7 @@ synchronizing call), never an emulator error; CudaUnavailable is a `ptxforge.Dev
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from ptxforge.errors import DeviceUnavailable, KernelFault
 
@@ -94,7 +95,7 @@ def _load():
     return d, None
 
 
-def driver():
+def driver() -> Any:
     """`cuda.bindings.driver`, initialised. Raises CudaUnavailable when CUDA cannot be used here."""
     d, why = _load()
     if d is None:
@@ -107,7 +108,7 @@ def unavailable_reason() -> str | None:
     return _load()[1]
 
 
-def error_text(d, err) -> tuple[str, str]:
+def error_text(d: Any, err: Any) -> tuple[str, str]:
     """(name, description) of a CUresult."""
     try:
         e1, name = d.cuGetErrorName(err)
@@ -119,7 +120,7 @@ def error_text(d, err) -> tuple[str, str]:
     return name, desc
 
 
-def check(result, call: str, context: str = ""):
+def check(result: tuple, call: str, context: str = "") -> Any:
     """The value(s) a cuda-bindings call returned after its CUresult; CudaError when it failed."""
     err, *values = result
     if _LOST and int(getattr(err, "value", err)) != 0:  # the cause is the earlier kernel fault, not this call

@@ -6,6 +6,8 @@ Kernel time is measured with CUDA events around the launch.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ptxforge.emu.launch_checks import check_launch, dims
@@ -26,7 +28,8 @@ def param_pointers(params: bytes, offsets: list[int]) -> tuple[np.ndarray, np.nd
     return storage, np.array([base + off for off in offsets], np.uint64)
 
 
-def launch_config(d, grid, block, shared_mem: int, cluster, stream=None, cooperative: bool = False):
+def launch_config(d: Any, grid: Any, block: Any, shared_mem: int, cluster: Any, stream: Any = None,
+                  cooperative: bool = False) -> Any:
     """The CUlaunchConfig of a launch; `cluster` (x, y, z) adds the cluster-dimension attribute and
     `cooperative` the cooperative attribute (the driver then gives grid.sync() its workspace)."""
     cfg = d.CUlaunchConfig()
@@ -51,7 +54,7 @@ def launch_config(d, grid, block, shared_mem: int, cluster, stream=None, coopera
     return cfg
 
 
-def check_dims(grid, block) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+def check_dims(grid: Any, block: Any) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """Grid and block as 3-tuples within the limits of every CUDA GPU; LaunchError otherwise."""
     grid, block = dims(grid, "grid"), dims(block, "block")
     probe = ir.Function("entry", "kernel")
@@ -60,7 +63,8 @@ def check_dims(grid, block) -> tuple[tuple[int, int, int], tuple[int, int, int]]
 
 
 def launch_on_gpu(device: CudaDevice, module: ir.Module, func: ir.Function, params: bytes, offsets: list[int],
-                  *, grid, block, shared_mem: int = 0, cluster=None, cooperative: bool = False) -> float:
+                  *, grid: Any, block: Any, shared_mem: int = 0, cluster: Any = None,
+                  cooperative: bool = False) -> float:
     """Run `func` once on `device`; returns the kernel's time in seconds (CUDA events)."""
     d = driver()
     attrs = device.kernel_attributes(module, func.name)

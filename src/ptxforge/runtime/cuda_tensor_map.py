@@ -6,6 +6,8 @@ message on both devices; then the driver encodes it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ptxforge.emu import tensormap as TM
@@ -16,14 +18,14 @@ _BY_NAME = {"float16": "FLOAT16", "bfloat16": "BFLOAT16", "float32": "FLOAT32", 
 _BY_SIZE = {1: "UINT8", 2: "UINT16", 4: "UINT32", 8: "UINT64"}
 
 
-def data_type_name(dtype) -> str:
+def data_type_name(dtype: Any) -> str:
     """The CU_TENSOR_MAP_DATA_TYPE_* suffix for a numpy dtype (FP8 and other bytes travel as UINT8)."""
     dt = np.dtype(dtype)
     return _BY_NAME.get(dt.name, _BY_SIZE[dt.itemsize])
 
 
-def driver_arguments(d, address: int, dtype, global_dims, global_strides_bytes, box_dims, element_strides,
-                     swizzle: str, oob_fill: str) -> tuple:
+def driver_arguments(d: Any, address: int, dtype: Any, global_dims: Any, global_strides_bytes: Any, box_dims: Any,
+                     element_strides: Any, swizzle: str, oob_fill: str) -> tuple:
     """The argument tuple of cuTensorMapEncodeTiled, after the emulator's checks of the same values."""
     esize = np.dtype(dtype).itemsize
     tm = TM.decode(TM.encode(int(address), esize, global_dims, global_strides_bytes, box_dims, element_strides,
@@ -40,8 +42,8 @@ def driver_arguments(d, address: int, dtype, global_dims, global_strides_bytes, 
             d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
 
 
-def encode_tiled(address: int, dtype, global_dims, global_strides_bytes, box_dims, element_strides=None,
-                 swizzle: str = "none", oob_fill: str = "zero") -> np.ndarray:
+def encode_tiled(address: int, dtype: Any, global_dims: Any, global_strides_bytes: Any, box_dims: Any,
+                 element_strides: Any = None, swizzle: str = "none", oob_fill: str = "zero") -> np.ndarray:
     """The driver-encoded tensor map as numpy uint8[128], to pass as a `.param .b8 [128]` argument."""
     d = driver()
     tmap = check(d.cuTensorMapEncodeTiled(*driver_arguments(d, address, dtype, global_dims, global_strides_bytes,
@@ -50,9 +52,9 @@ def encode_tiled(address: int, dtype, global_dims, global_strides_bytes, box_dim
     return np.array([int(x) for x in tmap.opaque], np.uint64).view(np.uint8).copy()
 
 
-def driver_arguments_im2col(d, address: int, dtype, global_dims, global_strides_bytes, lower_corner, upper_corner,
-                            channels_per_pixel: int, pixels_per_column: int, element_strides, swizzle: str,
-                            oob_fill: str) -> tuple:
+def driver_arguments_im2col(d: Any, address: int, dtype: Any, global_dims: Any, global_strides_bytes: Any,
+                            lower_corner: Any, upper_corner: Any, channels_per_pixel: int, pixels_per_column: int,
+                            element_strides: Any, swizzle: str, oob_fill: str) -> tuple:
     """The argument tuple of cuTensorMapEncodeIm2col, after the emulator's checks of the same values.
     The corners go innermost first (W, H, D), like the dims."""
     esize = np.dtype(dtype).itemsize
@@ -73,9 +75,9 @@ def driver_arguments_im2col(d, address: int, dtype, global_dims, global_strides_
             d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
 
 
-def encode_im2col(address: int, dtype, global_dims, global_strides_bytes, lower_corner, upper_corner,
-                  channels_per_pixel: int, pixels_per_column: int, element_strides=None, swizzle: str = "none",
-                  oob_fill: str = "zero") -> np.ndarray:
+def encode_im2col(address: int, dtype: Any, global_dims: Any, global_strides_bytes: Any, lower_corner: Any,
+                  upper_corner: Any, channels_per_pixel: int, pixels_per_column: int, element_strides: Any = None,
+                  swizzle: str = "none", oob_fill: str = "zero") -> np.ndarray:
     """The driver-encoded im2col tensor map as numpy uint8[128]."""
     d = driver()
     tmap = check(d.cuTensorMapEncodeIm2col(*driver_arguments_im2col(

@@ -73,7 +73,7 @@ def _options(options: EmulatorOptions | None, sanitize: Any, num_sms: int | None
 class Kernel:
     """A kernel of `module`; `launch` runs it."""
 
-    def __init__(self, module: ir.Module, function: ir.Function, pointee=None):
+    def __init__(self, module: ir.Module, function: ir.Function, pointee: Any = None) -> None:
         if not function.is_kernel:
             raise ValueError(f"{function.name} is a .func, not a kernel (.entry)")
         self.module = module
@@ -253,7 +253,7 @@ class Kernel:
         return packed, offsets, copies, temps
 
 
-def copy_back(dev, copies) -> None:
+def copy_back(dev: Device, copies: list) -> None:
     """Copy each (HostArray, allocation) pair of a finished launch back to the host (and on to a torch
     tensor that was copied from a GPU)."""
     for host, alloc in copies:
@@ -297,6 +297,6 @@ def _as_tuple(d) -> tuple:
     return (int(d),) if isinstance(d, int | np.integer) else tuple(d)
 
 
-def launch(kernel: Kernel, grid, block, args=(), **kwargs) -> LaunchResult:
+def launch(kernel: Kernel, grid: Any, block: Any = _UNSET, args: Any = (), **kwargs: Any) -> Any:
     """Function form of `Kernel.launch`."""
     return kernel.launch(grid, block, args, **kwargs)

@@ -9,6 +9,7 @@ packed buffer (each parameter at its natural or declared alignment) is the one b
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +43,8 @@ class PointeeType:
         return self.itemsize is None or itemsize is None or itemsize == self.itemsize
 
 
-def check_args(kernel: str, params: tuple[ir.Param, ...], args: list, is_buffer, *, pointee=None,
+def check_args(kernel: str, params: tuple[ir.Param, ...], args: list, is_buffer: Callable[[Any], bool], *,
+               pointee: Any = None,
                pointers: frozenset[str] = frozenset()) -> list:
     """One (kind, param, value) per argument: kind is "ptr" (value: None, a buffer, a HostArray, a
     DevicePointer or an integer address), "scalar" (value: bytes) or "bytes".
@@ -63,7 +65,7 @@ def check_args(kernel: str, params: tuple[ir.Param, ...], args: list, is_buffer,
         elif a is None or is_buffer(a) or A.is_array_like(a):
             if ir.type_bits(p.type) != 64 or p.type.startswith(".f"):
                 raise LaunchError(f"{where}: a pointer (array/tensor/buffer/None) needs a 64-bit integer parameter")
-            value = a if a is None or is_buffer(a) else A.pointer_argument(a, where)
+            value: Any = a if a is None or is_buffer(a) else A.pointer_argument(a, where)
             if typed is not None and value is not None:
                 name = value.dtype.name if is_buffer(value) else value.dtype_name
                 size = value.dtype.itemsize if is_buffer(value) else (
@@ -152,7 +154,7 @@ def param_offsets(params: tuple[ir.Param, ...]) -> tuple[tuple[int, ...], int]:
     return tuple(offsets), end
 
 
-def pack(plan: list, pointer) -> tuple[bytes, list[int]]:
+def pack(plan: list, pointer: Callable[[ir.Param, Any], int]) -> tuple[bytes, list[int]]:
     """The packed parameter buffer and each parameter's offset; `pointer(param, arg)` gives an address."""
     at, total = param_offsets(tuple(p for _, p, _ in plan))
     offsets = list(at)
@@ -166,7 +168,7 @@ def pack(plan: list, pointer) -> tuple[bytes, list[int]]:
     return bytes(out), offsets
 
 
-def scalar_bytes(a, ty: str, where: str) -> bytes:
+def scalar_bytes(a: Any, ty: str, where: str) -> bytes:
     """The little-endian bytes of a number for a scalar parameter of type `ty`."""
     bits = ir.type_bits(ty)
     if ty in _FLOAT:
@@ -195,7 +197,7 @@ def scalar_bytes(a, ty: str, where: str) -> bytes:
     raise LaunchError(f"{where}: parameters of type {ty} are not supported")
 
 
-def aggregate_bytes(a, size: int, where: str) -> bytes:
+def aggregate_bytes(a: Any, size: int, where: str) -> bytes:
     """The bytes of a by-value aggregate argument, which must be exactly `size` long."""
     if isinstance(a, bytes | bytearray):
         raw = bytes(a)

@@ -24,7 +24,7 @@ def max_threads(registers: int) -> int:
     return max(0, min(1024, warps * 32))
 
 
-def check_register_limit(module: ir.Module, func: ir.Function, block) -> None:
+def check_register_limit(module: ir.Module, func: ir.Function, block: tuple[int, int, int]) -> None:
     """LaunchError when `func`'s registers (as ptxas allocates them under `.maxnreg`) do not allow `block`."""
     limit = dict(func.directives).get(".maxnreg")
     if not limit:

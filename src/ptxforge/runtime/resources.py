@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from ptxforge.ptx.errors import Diagnostic, PTXError
 from ptxforge.toolchain import assemble
@@ -109,7 +110,7 @@ def target_arch(text: str) -> str:
     return m.group(1)
 
 
-def ptxas_failure(result, text: str, filename: str) -> PtxasError:
+def ptxas_failure(result: Any, text: str, filename: str) -> PtxasError:
     """A PtxasError from a failed AssembleResult, each message at its PTX line with the source shown."""
     lines = text.splitlines()
     diags = [Diagnostic(filename, msg.line, 1 if msg.line else 0, f"ptxas: {msg.message}", msg.severity,
@@ -120,7 +121,7 @@ def ptxas_failure(result, text: str, filename: str) -> PtxasError:
     return PtxasError(diags)
 
 
-def resource_usage(ptx, arch: str | None = None, *, filename: str | None = None,
+def resource_usage(ptx: Any, arch: str | None = None, *, filename: str | None = None,
                    extra_flags: tuple[str, ...] = ()) -> dict[str, KernelResources]:
     """Run `ptxas -v --warn-on-spills` on PTX text (or a Module) for `arch` (default: its .target).
 

@@ -11,6 +11,7 @@ import re
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from ptxforge.errors import Error
 from ptxforge.runtime.resources import _ptx_text, ptxas_failure, target_arch
@@ -74,7 +75,7 @@ def split_functions(listing: str, encodings: bool = False) -> dict[str, str]:
     return {name: "\n".join(lines) + "\n" for name, lines in out.items()}
 
 
-def sass_functions(ptx, arch: str | None = None, encodings: bool = False,
+def sass_functions(ptx: Any, arch: str | None = None, encodings: bool = False,
                    filename: str | None = None) -> dict[str, str]:
     """Function name -> SASS text for PTX text (or a Module) assembled by ptxas for `arch`
     (default: its .target). Raises PtxasError when ptxas rejects the PTX."""
@@ -86,7 +87,7 @@ def sass_functions(ptx, arch: str | None = None, encodings: bool = False,
     return split_functions(disassemble(result.cubin), encodings)
 
 
-def sass(ptx, arch: str | None = None, kernel: str | None = None, encodings: bool = False,
+def sass(ptx: Any, arch: str | None = None, kernel: str | None = None, encodings: bool = False,
          filename: str | None = None) -> str:
     """SASS of every function (each under a `// NAME` header), or of `kernel` alone."""
     funcs = sass_functions(ptx, arch, encodings, filename)

@@ -15,7 +15,7 @@ from ptxforge.errors import LaunchError
 from ptxforge.runtime.result import LaunchResult
 
 
-def stream_device(stream, device):
+def stream_device(stream: Any, device: Any) -> Any:
     """The device a launch on `stream` runs on; `device`, when given, must be the stream's."""
     from ptxforge.emu.node import Stream
     from ptxforge.runtime.buffers import resolve_device
@@ -28,21 +28,21 @@ def stream_device(stream, device):
     raise LaunchError(f"{stream.name} belongs to GPU {stream.device.gpu}, but the launch names device={device!r}")
 
 
-def node_sanitize(dev):
+def node_sanitize(dev: Any) -> Any:
     """The `sanitize` of `dev`'s node (True, or a Sanitizer whose options every launch there takes),
     False for a device outside a node."""
     node = getattr(dev, "node", None)
     return node.sanitize if node is not None and node.sanitize else False
 
 
-def peer_reachable(dev, other) -> bool:
+def peer_reachable(dev: Any, other: Any) -> bool:
     """Whether a kernel on `dev` may take a buffer of `other`: a peer of the same node with access on."""
     node: Any = getattr(dev, "node", None)
     theirs: Any = getattr(other, "node", None)
     return node is not None and theirs is node and node.can_access_peer(dev, other)
 
 
-def label_reports(sanitizer, dev) -> None:
+def label_reports(sanitizer: Any, dev: Any) -> None:
     """Name the GPU in the sanitizer's reports of a launch on a node's GPU."""
     if getattr(dev, "gpu", None) is not None:
         for r in sanitizer.reports:
@@ -50,8 +50,9 @@ def label_reports(sanitizer, dev) -> None:
                 r.gpu = dev.gpu
 
 
-def launch_on_stream(kernel, stream, dev, packed, copies, temps, grid, block, shared_mem, sanitize, num_sms,
-                     watchdog_s, printf, cluster):
+def launch_on_stream(kernel: Any, stream: Any, dev: Any, packed: bytes, copies: list, temps: list, grid: Any,
+                     block: Any, shared_mem: int, sanitize: Any, num_sms: int | None, watchdog_s: float,
+                     printf: Any, cluster: Any) -> Any:
     """Queue a packed launch of `kernel` on `stream`; returns its `PendingLaunch`."""
     from ptxforge.emu.node import PendingLaunch
     from ptxforge.runtime.kernel import _as_tuple, _free_quietly, copy_back

@@ -9,6 +9,8 @@ argument of a `.param .align 64 .b8 name[128]` parameter (a `const __grid_consta
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ptxforge.emu import tensormap as TM
@@ -16,8 +18,8 @@ from ptxforge.runtime.buffers import DeviceBuffer
 from ptxforge.runtime.device import is_emulated
 
 
-def tensor_map(buffer_or_array_address, dtype, global_dims, global_strides_bytes, box_dims, element_strides=None,
-               swizzle: str = "none", oob_fill: str = "zero") -> np.ndarray:
+def tensor_map(buffer_or_array_address: Any, dtype: Any, global_dims: Any, global_strides_bytes: Any, box_dims: Any,
+               element_strides: Any = None, swizzle: str = "none", oob_fill: str = "zero") -> np.ndarray:
     """A tiled tensor map over device memory, as numpy uint8[128].
 
     buffer_or_array_address: a `DeviceBuffer` (the tensor must lie inside it; a buffer on a GPU gets the
@@ -41,9 +43,9 @@ def tensor_map(buffer_or_array_address, dtype, global_dims, global_strides_bytes
     return raw
 
 
-def tensor_map_im2col(buffer_or_array_address, dtype, global_dims, global_strides_bytes, lower_corner,
-                      upper_corner, channels_per_pixel: int, pixels_per_column: int, element_strides=None,
-                      swizzle: str = "none", oob_fill: str = "zero") -> np.ndarray:
+def tensor_map_im2col(buffer_or_array_address: Any, dtype: Any, global_dims: Any, global_strides_bytes: Any,
+                      lower_corner: Any, upper_corner: Any, channels_per_pixel: int, pixels_per_column: int,
+                      element_strides: Any = None, swizzle: str = "none", oob_fill: str = "zero") -> np.ndarray:
     """An im2col tensor map (for cp.async.bulk.tensor ... .im2col) over an NWC / NHWC / NDHWC tensor.
 
     global_dims and global_strides_bytes are innermost first, (C, W[, H[, D]], N), as in

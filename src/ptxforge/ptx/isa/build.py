@@ -3,6 +3,8 @@ and the type sets the manual's syntax sections name."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ptxforge.ptx.isa.spec import Gate, InstrSpec, Removal, parse_signature
 from ptxforge.ptx.isa.targets import Requirement
 
@@ -33,22 +35,24 @@ BLACKWELL_A = ("sm_110a", "sm_120a", "sm_100f", "sm_110f", "sm_120f")
 BLACKWELL_DC = ("sm_110a", "sm_100f", "sm_110f")  # datacenter parts: tcgen05 & co
 
 
-def req(what: str, ptx=(1, 0), sm: int = 0, sfx: str = "", also=(), ptx_on=()) -> Requirement:
+def req(what: str, ptx: Any = (1, 0), sm: int = 0, sfx: str = "", also: Any = (), ptx_on: Any = ()) -> Requirement:
     return Requirement(what, tuple(ptx), sm, sfx, tuple(also), tuple(ptx_on))
 
 
-def gate(when: str, what: str, ptx=(1, 0), sm: int = 0, sfx: str = "", also=(), ptx_on=()) -> Gate:
+def gate(when: str, what: str, ptx: Any = (1, 0), sm: int = 0, sfx: str = "", also: Any = (),
+         ptx_on: Any = ()) -> Gate:
     """A requirement triggered when `when` holds (see `spec.holds`)."""
     return Gate(when, req(what, ptx, sm, sfx, also, ptx_on))
 
 
-def removed(when: str, ptx, sm: int, message: str) -> Removal:
+def removed(when: str, ptx: Any, sm: int, message: str) -> Removal:
     return Removal(when, tuple(ptx), sm, message)
 
 
-def fam(name: str, ops, *, types=None, ntypes=None, mods=None, ptx=(1, 0), sm: int = 0, sfx: str = "",
-        also=(), gates=(), relaxed: bool = False, gone=(), needs=(), group: str = "", summary: str = "",
-        arith: bool = False, rule: str = "", mod_types=None, combos=None) -> InstrSpec:
+def fam(name: str, ops: Any, *, types: Any = None, ntypes: Any = None, mods: Any = None, ptx: Any = (1, 0),
+        sm: int = 0, sfx: str = "", also: Any = (), gates: Any = (), relaxed: bool = False, gone: Any = (),
+        needs: Any = (), group: str = "", summary: str = "", arith: bool = False, rule: str = "",
+        mod_types: Any = None, combos: Any = None) -> InstrSpec:
     """Build one InstrSpec. `ops` is a signature string or a list of (condition, signature) pairs
     tried in order (the first whose condition holds and whose operand count fits is used)."""
     if isinstance(ops, str):

@@ -43,7 +43,7 @@ def _mnemonic(instr_or_text) -> str:
     return instr_or_text if isinstance(instr_or_text, str) else instr_or_text.mnemonic
 
 
-def lookup(instr) -> InstrSpec | None:
+def lookup(instr: ir.Instruction) -> InstrSpec | None:
     """The spec of the longest known family that prefixes the mnemonic ('cp.async.bulk.tensor' for
     'cp.async.bulk.tensor.2d.shared::cluster.global...'); accepts an Instruction or a mnemonic."""
     return _lookup(_mnemonic(instr))
