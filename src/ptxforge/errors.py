@@ -21,6 +21,7 @@ so every layer may import it; the families defined elsewhere are re-exported her
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ class DeviceUnavailable(Error):
     """The device asked for cannot be used on this machine; the message says why and what to use instead."""
 
 
-# Families whose base lives with its layer (they carry that layer's data); loaded on first use.
+# Families whose base lives with its layer (they carry that layer's data). Their modules import this one, so
+# they are loaded on first use, not here.
 _ELSEWHERE = {
     "PTXError": "ptxforge.ptx.errors",
     "EmulatorError": "ptxforge.emu.errors",
@@ -60,6 +62,4 @@ def __getattr__(name: str) -> Any:
     module = _ELSEWHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'ptxforge.errors' has no attribute {name!r}")
-    import importlib  # the families' modules import this one: load them only when asked for
-
     return getattr(importlib.import_module(module), name)

@@ -140,3 +140,16 @@ def test_emulate_returns_typed_stats_that_read_as_the_old_dict(fill):
     assert "wall_s" in stats and stats.get("nope") is None and dict(stats)["steps"] == stats.steps
     with pytest.raises(KeyError):
         stats["nope"]
+
+
+def test_a_dsl_kernel_takes_a_config_too():
+    from ptxforge.dsl import ctaid, kernel, mad, ntid, ptr, st, tid, u32
+
+    @kernel(arch="sm_80")
+    def iota(out: ptr(u32)):
+        st(out[mad(ctaid.x, ntid.x, tid.x)], mad(ctaid.x, ntid.x, tid.x))
+
+    a, b = np.zeros(64, np.uint32), np.zeros(64, np.uint32)
+    iota.launch(LaunchConfig(grid=2, block=32), [a], device="emu")
+    iota.launch(grid=(2,), block=(32,), args=[b], device="emu")
+    assert (a == np.arange(64)).all() and (b == a).all()

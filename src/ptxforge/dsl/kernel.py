@@ -131,9 +131,12 @@ class Kernel:
         """The PTX text for `arch` (default: the kernel's own)."""
         return self.module(arch).to_ptx(canonical=True)
 
-    def launch(self, grid=(1,), block=(1,), args=(), *, device=None, arch: str | None = None, **kw):
-        """Run through the runtime: `device` is 'emu', 'cuda' or 'auto' (see ptxforge.runtime)."""
-        return self.runtime_kernel(arch).launch(grid=grid, block=block, args=list(args), device=device, **kw)
+    def launch(self, grid=(1,), block=None, args=(), *, device=None, arch: str | None = None, **kw):
+        """Run through the runtime: `device` is 'emu', 'cuda' or 'auto' (see ptxforge.runtime); the shape as
+        keywords or a `LaunchConfig` in place of the grid (`launch(config, args)`), as `Kernel.launch`."""
+        if block is not None:
+            kw["block"] = block
+        return self.runtime_kernel(arch).launch(grid, args=list(args), device=device, **kw)
 
     def runtime_kernel(self, arch: str | None = None):
         """The launchable runtime Kernel for `arch`, knowing its pointer parameters' element types."""

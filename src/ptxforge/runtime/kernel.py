@@ -50,7 +50,7 @@ def _config(grid: Any, block: Any, args: Any, shared_mem: Any, cluster: Any,
     if given:
         raise LaunchError(f"{', '.join(given)} given beside a LaunchConfig: set them in the LaunchConfig")
     if block is not _UNSET:
-        if args != ():
+        if len(args):
             raise LaunchError("block given beside a LaunchConfig: launch(config, args) takes the shape from the "
                               "config")
         args = block  # launch(config, args)

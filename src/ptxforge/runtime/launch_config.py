@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
+
 from ptxforge.emu.launch import sm_count
 from ptxforge.emu.launch_checks import MAX_CLUSTER, dims, grid_and_block, shared_bytes
 from ptxforge.emu.progress import check_time_options
@@ -73,9 +75,9 @@ def _checked(grid: Any, block: Any, shmem: Any, cluster: Any, cooperative: Any,
         if any(g % c for g, c in zip(grid3, shape, strict=True)):
             raise LaunchError(f"grid {grid3} is not a whole number of clusters {shape}: each grid dimension "
                               f"must be a multiple of the cluster's")
-    if not isinstance(cooperative, bool):
+    if not isinstance(cooperative, bool | np.bool_):
         raise LaunchError(f"cooperative must be True or False, got {cooperative!r}")
-    return grid3, block3, size, shape, cooperative
+    return grid3, block3, size, shape, bool(cooperative)
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,8 @@ class EmulatorOptions:
             object.__setattr__(self, "num_sms", sm_count(self.num_sms))
         if self.printf is not None and not callable(self.printf):
             raise LaunchError(f"printf must be a callable taking each line of output, got {self.printf!r}")
+        if isinstance(self.sanitize, np.bool_):
+            object.__setattr__(self, "sanitize", bool(self.sanitize))
         if not isinstance(self.sanitize, bool):
             from ptxforge.emu.sanitizer import Sanitizer  # the sanitizer pulls in the emulator's checks
 
