@@ -211,3 +211,14 @@ def test_report_for_each_family(capsys, request):
     for e, code, start in cases:
         assert report(e) == code, e
         assert capsys.readouterr().err.startswith(start), e
+
+
+def test_gpu_faults_cross_process_boundaries_whole():
+    """A rank's error is pickled to its parent (ptxforge.ep.spawn, the pipeline's launcher)."""
+    import pickle
+
+    first = CudaError("the kernel", "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered", "(k)")
+    for e in (first, CudaContextLost("cuMemFree", first), pf.LaunchError("bad"), KernelTrap("trap executed")):
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is type(e) and str(back) == str(e)
+    assert pickle.loads(pickle.dumps(first)).code == "CUDA_ERROR_ILLEGAL_ADDRESS"

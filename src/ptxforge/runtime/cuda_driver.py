@@ -63,6 +63,9 @@ class CudaError(KernelFault):
             msg += ". The CUDA context is now unusable: later CUDA calls in this process will fail"
         super().__init__(msg)
 
+    def __reduce__(self) -> tuple:  # pickled with its fields (a rank's error goes to its parent process)
+        return type(self), (self.call, self.code, self.description, self.context)
+
 
 class CudaContextLost(KernelFault):
     """A CUDA call failed because an earlier kernel fault left this process's CUDA context unusable;
@@ -72,6 +75,9 @@ class CudaContextLost(KernelFault):
         self.call, self.first = call, first
         super().__init__(f"{call} failed because an earlier kernel broke this process's CUDA context: "
                          f"{first.code} in {first.call} {first.context}. Restart the process to use the GPU again")
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.call, self.first)
 
 
 @functools.lru_cache(maxsize=1)
