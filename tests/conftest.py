@@ -39,3 +39,18 @@ def _no_internal_emulator_errors(monkeypatch, request):
     yield
     if seen:
         pytest.fail("internal error while emulating (a bug in the emulator):\n" + "\n".join(seen), pytrace=False)
+
+
+# --------------------------------------------------------------------------- markers
+# `gpu`: every test under tests/gpu (collected only where a GPU can be used) and every case parametrized
+# with device="cuda" (the DSL examples, kernels/...); `pytest -m gpu` runs exactly what needs the GPU.
+# `slow`: the long corpus checks and the 8-process pipeline world mark themselves (pytestmark);
+# `make test` runs everything, `pytest -m "not slow"` the quick part.
+GPU_TESTS = TESTS / "gpu"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if GPU_TESTS in Path(str(item.fspath)).parents or params.get("device") == "cuda":
+            item.add_marker(pytest.mark.gpu)

@@ -304,3 +304,86 @@ WAIT:
     add.s64 %rd6, %rd3, %rd4;
     st.global.u32 [%rd6], %r3;
     ret;""")
+
+
+def publisher():
+    """Thread 0 raises *early (st.release.sys) before the data exists; then data[i] = i + 1 for i < n (all
+    threads, through a peer pointer); a barrier; thread 0 raises *late with `late_store` (covers the data)."""
+    return kernel("publisher", ".param .u64 data, .param .u64 early, .param .u64 late, .param .u32 n", """
+    ld.param.u64 %rd1, [data];
+    ld.param.u64 %rd2, [early];
+    ld.param.u64 %rd3, [late];
+    ld.param.u32 %r2, [n];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r4, %ntid.x;
+    mov.u32 %r8, 1;
+    setp.ne.u32 %p1, %r1, 0;
+    @!%p1 st.release.sys.global.u32 [%rd2], %r8;
+    bar.sync 0;
+    mov.u32 %r5, %r1;
+FILL:
+    setp.ge.u32 %p2, %r5, %r2;
+    @%p2 bra FILLED;
+    add.u32 %r6, %r5, 1;
+    mul.wide.u32 %rd4, %r5, 4;
+    add.s64 %rd5, %rd1, %rd4;
+    st.global.u32 [%rd5], %r6;
+    add.u32 %r5, %r5, %r4;
+    bra FILL;
+FILLED:
+    bar.sync 0;
+    @!%p1 st.release.sys.global.u32 [%rd3], %r8;
+    ret;""")
+
+
+def consumer(wait: str):
+    """Thread 0 runs `wait` (PTX with %rd1 = early, %rd2 = late; it may use %r2/%r3 and %p2-%p4); a
+    barrier; out[i] = data[i] for i < n (all threads)."""
+    return kernel("consumer", ".param .u64 early, .param .u64 late, .param .u64 data, .param .u64 out, "
+                              ".param .u32 n", f"""
+    ld.param.u64 %rd1, [early];
+    ld.param.u64 %rd2, [late];
+    ld.param.u64 %rd3, [data];
+    ld.param.u64 %rd4, [out];
+    ld.param.u32 %r9, [n];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r4, %ntid.x;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra WAITED;
+{wait}
+WAITED:
+    bar.sync 0;
+    mov.u32 %r5, %r1;
+COPY:
+    setp.ge.u32 %p5, %r5, %r9;
+    @%p5 bra DONE;
+    mul.wide.u32 %rd5, %r5, 4;
+    add.s64 %rd6, %rd3, %rd5;
+    ld.global.u32 %r6, [%rd6];
+    add.s64 %rd7, %rd4, %rd5;
+    st.global.u32 [%rd7], %r6;
+    add.u32 %r5, %r5, %r4;
+    bra COPY;
+DONE:
+    ret;""")
+
+
+def bumper(bump: str):
+    """Thread 0 waits (ld.relaxed.sys) until *flag != 0, runs `bump` on [%rd1] (e.g. an atom.add), then sets
+    *go = 1 (st.relaxed.sys: a plain strong store, which publishes nothing)."""
+    return kernel("bumper", ".param .u64 flag, .param .u64 go", f"""
+    ld.param.u64 %rd1, [flag];
+    ld.param.u64 %rd2, [go];
+    mov.u32 %r1, %tid.x;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra DONE;
+SPIN:
+    ld.relaxed.sys.global.u32 %r2, [%rd1];
+    setp.eq.u32 %p2, %r2, 0;
+    @%p2 bra SPIN;
+    mov.u32 %r3, 1;
+    {bump}
+    mov.u32 %r5, 1;
+    st.relaxed.sys.global.u32 [%rd2], %r5;
+DONE:
+    ret;""")

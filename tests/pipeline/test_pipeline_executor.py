@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # one world of 8 spawned processes: most of its minute is their start-up
 
 import pipeline_world  # noqa: E402  (tests/pipeline is on sys.path under pytest)
 

@@ -17,7 +17,7 @@ def planted_module():
     import ptxforge as pf
 
     if not PLANTED_PTX.exists():
-        pytest.skip("tests/sanitizer/kernels/planted.sm_80.O3.ptx is not generated (run generate.py there)")
+        pytest.fail("tests/sanitizer/kernels/planted.sm_80.O3.ptx is not generated (run generate.py there)")
     return pf.parse(PLANTED_PTX.read_text(), filename=PLANTED_PTX.name)
 
 

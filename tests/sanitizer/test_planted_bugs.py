@@ -172,12 +172,7 @@ def test_block_reduction_is_clean():
 
 
 def test_cp_async_destination_read_before_wait():
-    from ptxforge.emu.errors import UnsupportedInstruction
-
-    try:
-        err = launch_sanitized("async_early_read", (1,), (128,), [f32(128), np.zeros(128, np.float32)])
-    except UnsupportedInstruction as e:
-        pytest.skip(f"the emulator does not run cp.async yet: {e}")
+    err = launch_sanitized("async_early_read", (1,), (128,), [f32(128), np.zeros(128, np.float32)])
     r = only(err, "async-before-wait")
     assert (r.space, r.access, r.thread, r.block) == ("shared", "read", (0, 0, 0), (0, 0, 0))
     check_site(r, "BUG: read before cp.async", "ld.shared")

@@ -3,30 +3,41 @@
 Each launch of a `Node(sanitize=True)` keeps its own `Sanitizer` for what happens inside it. `NodeRaces`
 sees the global-memory accesses of all of them together (one instance per node, reset by every
 `synchronize`): for each byte it keeps the last write and the last read, with the launch, GPU, block,
-thread, instruction, node time and strength of the access. A conflicting pair from two launches (one a
-write) is fine when
+thread, instruction, node time and strength of the access, and what the last write publishes. A
+conflicting pair from two launches (one a write) is fine when
 - both are strong (relaxed/acquire/release/volatile or atomic) with a scope that includes the other
   thread: `.sys` when the two run on different GPUs, at least `.gpu` on one GPU (a morally strong pair), or
-- the later access's block is ordered after a release that the earlier access's block made after it:
-  directly (it acquired, at such a scope, after that release) or through other blocks' release/acquire
-  pairs (A releases, B acquires and releases, C acquires), each pair at a scope that holds both sides
-  (st/atom/red .release or a fence release; ld/atom .acquire or a fence acquires).
-Anything else is a race. When the pair would be ordered, or morally strong, at `.gpu` scope but the two
-run on different GPUs, the report says it is a scope error. Blocks are the unit of release and acquire
-(a bar.sync before the release or after the acquire carries the order to the block's other threads).
+- the later access's block is ordered after the earlier access's block by a chain of release patterns
+  that synchronize with acquire patterns (A releases, B acquires and releases, C acquires).
+
+Synchronizes-with, as the PTX ISA defines it. A release pattern on M is a release operation on M
+(st/atom/red .release or .acq_rel), that followed by a strong write of M, or a fence (fence.acq_rel/.sc,
+membar) followed by a strong write of M; an acquire pattern on M is an acquire operation on M (ld/atom
+.acquire or .acq_rel), a strong read of M followed by an acquire operation on M, or a strong read of M
+followed by a fence. A release pattern synchronizes with an acquire pattern when the acquire's read takes
+its value from the release's write, or from an atomic read-modify-write later in the write's release
+sequence (each RMW of M continues it; any other write of M ends it), and both patterns have a scope that
+includes the other side (a pattern's scope is the narrower of its fence or release/acquire and its write
+or read). So an acquire of an unrelated flag, or of a flag raised before the data was written, orders
+nothing.
+
+When the pair would be ordered, or morally strong, at `.gpu` scope but the two run on different GPUs,
+the report says it is a scope error. Blocks are the unit of release and acquire (a bar.sync before the
+release or after the acquire carries the order to the block's other threads; a block is taken as having
+acquired what any of its threads acquired).
 
 Launches of one stream are ordered (the later starts after the earlier ends), and so are launches of
 different `synchronize` calls. A write-write pair is a race even when both store the same value.
 
-The check is coarse where it must be cheap: an acquire observes every publication made before it at its
-scope, whichever address it read, so a missing flag check can go unseen (no false alarm, a possible
-miss), and it checks only the last write and last read of each byte (about 50 bytes of state per byte of
-each 4 KiB page that a concurrent launch touched).
+It checks only the last write and last read of each byte (about 54 bytes of state per byte of each
+4 KiB page that a concurrent launch touched). What a write publishes is shared by all the bytes that
+one instruction wrote, so the cost of a release is one record per block, not per byte.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 
 import numpy as np
 
@@ -39,15 +50,19 @@ SCOPES = {"cta": 0, "cluster": 1, "gpu": 2, "sys": 3}
 STRONG = {"volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "mmio"}
 GPU, SYS = 2, 3
 WEAK = -1
+NONE = -1  # w_sync of a byte whose last write publishes nothing
 ALL = -1  # (launch, ALL): every block of a launch (stream order)
 FOREVER = np.iinfo(np.int64).max
 PAGE_BITS = 12  # shadow state is kept for the 4 KiB pages of the arena that launches touch
+_SHADOW = ("w_launch", "w_who", "w_time", "w_pc", "w_strength", "w_sync", "r_launch", "r_who", "r_time", "r_pc",
+           "r_strength")
 
 
 def access_facts(ins) -> tuple[int, int, int, bool]:
     """(strength, release, acquire, atomic) of an instruction: each a scope level 0-3 or WEAK (-1).
 
-    Strength: the scope of a strong or atomic access (volatile counts as .sys, no scope as .gpu)."""
+    Strength: the scope of a strong or atomic access (volatile counts as .sys, no scope as .gpu).
+    A fence (fence.acq_rel/.sc, membar) has release and acquire at its level and no strength."""
     op = ins.opcode
     sx = set(ins.suffixes)
     scope = next((SCOPES[s] for s in ("sys", "gpu", "cluster", "cta") if s in sx), GPU)
@@ -78,22 +93,48 @@ class _Launch:
         self.gpu = gpu
         self.label = label
         self.facts = facts
+        self.fence = [f[0] == WEAK and f[1] != WEAK for f in facts]  # pc -> a fence instruction
         self.pc = 0
         self.prior: list = []  # the earlier launches of its stream (it is ordered after all they did)
         self.base: dict | None = None  # what every block of it is ordered after from the start
-        self.releases: dict = {}  # (block, level) -> list of node times (levels GPU and SYS)
-        self.acquired: dict = {}  # (block, level) -> latest node time
+
+
+class _Pub:
+    """What one release makes visible: the releasing block's accesses before `t` and all it was ordered
+    after then (`known`, shared and never changed). An acquire that synchronizes with it takes all that."""
+
+    __slots__ = ("uid", "gpu", "key", "t", "known")
+
+    def __init__(self, uid: int, gpu: int, key, t: int, known: dict):
+        self.uid, self.gpu, self.key, self.t, self.known = uid, gpu, key, t, known
+
+    def items(self):
+        yield from self.known.items()
+        if self.key is not None:
+            yield self.key, self.t
 
 
 class _Agent:
-    """What one block of one launch is ordered after: (launch, block) -> the latest release time of that
-    block whose accesses this one follows (through any chain of release/acquire pairs)."""
+    """One block of one launch: what it is ordered after, (launch, block) -> the latest release time of
+    that block whose earlier accesses this one follows (through any chain of release/acquire pairs)."""
 
-    def __init__(self):
-        self.known: dict = {}
+    def __init__(self, known: dict):
+        self.known = dict(known)
         self.version = 0  # bumped whenever `known` grows
-        self.merged: dict = {}  # log key -> how far this agent has read that publication log
-        self.published: dict = {}  # log key -> the version of `known` it last published there
+        self._frozen: tuple[int, dict] | None = None
+        self.seen: set = set()  # uids of the publications already taken (spin loops read one many times)
+        self.narrow: dict = {}  # as `known`, from pairs that only a .gpu scope kept apart across GPUs
+        self.narrow_seen: set = set()
+        self.fence: dict = {}  # level (GPU, SYS) -> the _Pub of its latest fence of that level
+        # strong reads awaiting a fence (or an acquire of the same bytes): sync-set index -> [read level,
+        # lowest and highest shadow slot read]
+        self.pending: dict = {}
+
+    def frozen(self) -> dict:
+        """A copy of `known` that later acquires leave alone (shared by the releases made meanwhile)."""
+        if self._frozen is None or self._frozen[0] != self.version:
+            self._frozen = (self.version, dict(self.known))
+        return self._frozen[1]
 
 
 class NodeRaces:
@@ -101,14 +142,7 @@ class NodeRaces:
 
     def __init__(self, memory: M.DeviceMemory):
         self.memory = memory
-        self.launches: list[_Launch] = []
-        self.t = 0
-        self.agents: dict = {}  # (launch id, block) -> _Agent
-        # publications, visible to acquires of a sufficient scope: ("sys",) for .sys releases, ("gpu", g)
-        # for the releases of GPU g at .gpu or wider; entries (agent key, time), in time order
-        self.logs: dict = {}
-        self.page_slot: dict = {}  # arena page -> its index in the shadow arrays
-        self._alloc(0)
+        self.reset()
 
     def _alloc(self, n: int) -> None:
         self.size = n
@@ -117,6 +151,7 @@ class NodeRaces:
         self.w_time = np.zeros(n, np.int64)
         self.w_pc = np.zeros(n, np.int32)
         self.w_strength = np.full(n, WEAK, np.int8)
+        self.w_sync = np.full(n, NONE, np.int32)  # what the last write publishes: an index into `sets`
         self.r_launch = np.full(n, -1, np.int32)
         self.r_who = np.zeros(n, np.int64)
         self.r_time = np.zeros(n, np.int64)
@@ -124,8 +159,7 @@ class NodeRaces:
         self.r_strength = np.full(n, WEAK, np.int8)
 
     def _grow(self, n: int) -> None:
-        old = {k: getattr(self, k) for k in ("w_launch", "w_who", "w_time", "w_pc", "w_strength", "r_launch",
-                                             "r_who", "r_time", "r_pc", "r_strength")}
+        old = {k: getattr(self, k) for k in _SHADOW}
         k = self.size
         self._alloc(max(n, 2 * k))
         for name, arr in old.items():
@@ -133,11 +167,14 @@ class NodeRaces:
 
     def reset(self) -> None:
         """A new `synchronize`: what ran before it is ordered by the host."""
-        self.launches = []
+        self.launches: list[_Launch] = []
         self.t = 0
-        self.agents = {}
-        self.logs = {}
-        self.page_slot = {}
+        self.agents: dict = {}  # (launch id, block) -> _Agent
+        self.page_slot: dict = {}  # arena page -> its index in the shadow arrays
+        # sync sets: what a write publishes, ((pub, level), ...) with one pub per (GPU, level); interned
+        self.sets: list[tuple] = []
+        self.set_index: dict = {}
+        self._uids = itertools.count()
         self._alloc(0)
 
     # ------------------------------------------------------------------ hooks
@@ -162,17 +199,20 @@ class NodeRaces:
             launch, kind, space, addr, nbytes, lanes))
 
     def _wrap(self, fn, launch: _Launch, pc: int):
-        _, release, acquire, _ = launch.facts[pc]
+        level = launch.facts[pc][1] if launch.fence[pc] else WEAK
 
         def run(st, m):
             self.t += 1
             launch.pc = pc
             fn(st, m)
-            if release != WEAK or acquire != WEAK:
-                self._order(launch, st, m, pc, release, acquire)
-        return run
 
-    def _order(self, launch, st, m, pc, release, acquire) -> None:
+        def run_fence(st, m):
+            run(st, m)
+            self._fence(launch, st, m, pc, level)
+        return run_fence if level >= GPU else run  # a .cta fence orders nothing between launches
+
+    def _fence(self, launch, st, m, pc, level) -> None:
+        """fence.acq_rel/.sc or membar: the strong reads before it acquire, the strong writes after it release."""
         act = st.live_mask() if m is None else m
         op = launch.machine.ops[pc]
         if op.guard is not None:
@@ -182,27 +222,19 @@ class NodeRaces:
         if lanes.size == 0:
             return
         mach = launch.machine
-        blocks = np.unique(mach.block_ids[lanes // mach.lanes_per_block]).tolist()
-        self.t += 1
-        for b in blocks:
-            for level in (GPU, SYS):  # the per-block record, for telling scope errors apart
-                if release >= level:
-                    launch.releases.setdefault((b, level), []).append(self.t)
-                if acquire >= level:
-                    launch.acquired[(b, level)] = self.t
-            key = (launch.id, b)
-            agent = self.agents.get(key)
-            if agent is None:
-                agent = self.agents[key] = _Agent()
-                agent.known.update(self._base(launch))
-            if acquire >= GPU:
-                self._merge(agent, key, ("gpu", launch.gpu))
-            if acquire >= SYS:
-                self._merge(agent, key, ("sys",))
-            if release >= GPU:
-                self._publish(agent, key, ("gpu", launch.gpu))
-            if release >= SYS:
-                self._publish(agent, key, ("sys",))
+        for b in np.unique(mach.block_ids[lanes // mach.lanes_per_block]).tolist():
+            agent = self._agent(launch, b)
+            if agent.pending:
+                self._take_pending(agent, launch.gpu, level)
+            self._set_fence(agent, self._pub(launch, b, agent), level)
+
+    # ------------------------------------------------------------------ release and acquire
+    def _agent(self, launch: _Launch, b: int) -> _Agent:
+        key = (launch.id, b)
+        agent = self.agents.get(key)
+        if agent is None:
+            agent = self.agents[key] = _Agent(self._base(launch))
+        return agent
 
     def _base(self, launch: _Launch) -> dict:
         """Stream order: a launch starts after the earlier launches of its stream ended, so each of its
@@ -219,28 +251,147 @@ class NodeRaces:
             launch.base = base
         return launch.base
 
-    def _publish(self, agent: _Agent, key, log_key) -> None:
-        """A release: the block's accesses so far, and all it is ordered after, become visible."""
-        log = self.logs.setdefault(log_key, [])
-        log.append((key, self.t))
-        if agent.known and agent.published.get(log_key) != agent.version:
-            log.extend(agent.known.items())
-            agent.published[log_key] = agent.version
+    def _pub(self, launch: _Launch, b: int, agent: _Agent) -> _Pub:
+        return _Pub(next(self._uids), launch.gpu, (launch.id, b), self.t, agent.frozen())
 
-    def _merge(self, agent: _Agent, key, log_key) -> None:
-        """An acquire observes every publication made before it (coarse: whatever address it read)."""
-        log = self.logs.get(log_key)
-        if not log:
+    @staticmethod
+    def _set_fence(agent: _Agent, pub: _Pub, level: int) -> None:
+        """A fence: later strong writes of the block publish `pub` at `level` (or at their own strength
+        when narrower); it supersedes the block's earlier fences of a level up to its own."""
+        for lv in [lv for lv in agent.fence if lv <= level]:
+            del agent.fence[lv]
+        agent.fence[level] = pub
+
+    def _sync(self, agent: _Agent, pub: _Pub, rel_level: int, acq_level: int, gpu: int) -> None:
+        """An acquire pattern at `acq_level` on `gpu` read from `pub`'s release pattern at `rel_level`."""
+        need = SYS if pub.gpu != gpu else GPU
+        if rel_level >= need and acq_level >= need:
+            if pub.uid in agent.seen:
+                return
+            agent.seen.add(pub.uid)
+            known, grew = agent.known, False
+            for who, t in pub.items():
+                if known.get(who, -1) < t:
+                    known[who] = t
+                    grew = True
+            if grew:
+                agent.version += 1
+        elif rel_level >= GPU and acq_level >= GPU and pub.uid not in agent.narrow_seen:
+            agent.narrow_seen.add(pub.uid)  # would synchronize on one GPU: remembered for the scope error
+            for who, t in pub.items():
+                if agent.narrow.get(who, -1) < t:
+                    agent.narrow[who] = t
+
+    def _take_pending(self, agent: _Agent, gpu: int, level: int, S=None) -> None:
+        """A fence at `level` (or an acquire operation of the shadow slots `S`): the strong reads before it
+        (of those slots) complete acquire patterns."""
+        for idx, (read_level, lo, hi) in list(agent.pending.items()):
+            if S is not None and not ((S >= lo) & (S <= hi)).any():
+                continue
+            for pub, rel_level in self.sets[idx]:
+                self._sync(agent, pub, rel_level, min(read_level, level), gpu)
+            if read_level <= level:
+                del agent.pending[idx]
+
+    def _combine(self, old: int, pairs) -> int:
+        """The sync set of a write that publishes `pairs` and continues the release sequence `old`."""
+        if not pairs:
+            return old
+        items: dict = {}
+        if old != NONE:
+            for pub, lv in self.sets[old]:
+                items[(pub.gpu, lv)] = pub
+        for pub, lv in pairs:
+            prev = items.get((pub.gpu, lv))
+            items[(pub.gpu, lv)] = pub if prev is None or prev is pub else self._union(prev, pub)
+        sig = tuple(sorted((k[1], p.uid) for k, p in items.items()))
+        idx = self.set_index.get(sig)
+        if idx is None:
+            idx = self.set_index[sig] = len(self.sets)
+            self.sets.append(tuple((p, k[1]) for k, p in items.items()))
+        return idx
+
+    def _union(self, a: _Pub, b: _Pub) -> _Pub:
+        """Two releases of one GPU at one level in one release sequence: reading it takes both."""
+        who = dict(a.known)
+        for src in (a.items(), b.items()):
+            for k, t in src:
+                if who.get(k, -1) < t:
+                    who[k] = t
+        return _Pub(next(self._uids), a.gpu, None, 0, who)
+
+    def _read_sync(self, launch: _Launch, S, block, strength: int, acquire: int) -> None:
+        """A strong read: with .acquire it synchronizes with what the bytes' last writes publish (and
+        completes the block's earlier strong reads of them); without, it waits in `pending` for a fence."""
+        ws = self.w_sync[S]
+        has = ws != NONE
+        any_has = bool(has.any())
+        if acquire == WEAK and not any_has:
             return
-        known = agent.known
-        grew = False
-        for who, t in log[agent.merged.get(log_key, 0):]:
-            if who != key and known.get(who, -1) < t:
-                known[who] = t
-                grew = True
-        agent.merged[log_key] = len(log)
-        if grew:
-            agent.version += 1
+        if block.size == 0:
+            return
+        blocks = [int(block[0])] if (block == block[0]).all() else np.unique(block).tolist()
+        one = len(blocks) == 1
+        for b in blocks:
+            sel = has if one else has & (block == b)
+            idxs = np.unique(ws[sel]).tolist() if any_has else []
+            if acquire == WEAK:
+                if idxs:
+                    pend = self._agent(launch, b).pending
+                    for i in idxs:
+                        Si = S[sel & (ws == i)]
+                        lo, hi = int(Si.min()), int(Si.max())
+                        old = pend.get(i)
+                        pend[i] = [strength, lo, hi] if old is None else \
+                            [max(old[0], strength), min(old[1], lo), max(old[2], hi)]
+                continue
+            agent = self._agent(launch, b)
+            if agent.pending:
+                self._take_pending(agent, launch.gpu, acquire, S if one else S[block == b])
+            for i in idxs:
+                for pub, rel_level in self.sets[i]:
+                    self._sync(agent, pub, rel_level, acquire, launch.gpu)
+
+    def _write_sync(self, launch: _Launch, S, block, strength: int, release: int, atomic: bool) -> None:
+        """What a strong write publishes: its own release, or the block's fences before it, or (a strong
+        write after the block's own release of those bytes) that release; an atomic also continues the
+        release sequence of the value it replaced. Any other write ends it."""
+        if block.size == 0:
+            return
+        blocks = [int(block[0])] if (block == block[0]).all() else np.unique(block).tolist()
+        one = len(blocks) == 1
+        for b in blocks:
+            Sb = S if one else S[block == b]
+            pairs: list = []
+            if release >= GPU:
+                agent = self._agent(launch, b)
+                pub = self._pub(launch, b, agent)
+                pairs = [(pub, release)]
+            else:
+                agent = self.agents.get((launch.id, b))
+                if agent is not None and agent.fence:
+                    best: dict = {}
+                    for lv, pub in agent.fence.items():
+                        lv = min(lv, strength)
+                        if lv >= GPU and (lv not in best or best[lv].uid < pub.uid):
+                            best[lv] = pub
+                    pairs = [(pub, lv) for lv, pub in best.items()]
+            if not atomic and release < GPU:  # a release operation on M, then a strong write of M
+                key = (launch.id, b)
+                mine = (self.w_launch[Sb] == launch.id) & (self.w_who[Sb] >> 20 == b) & (self.w_sync[Sb] != NONE)
+                if mine.any():
+                    for i in np.unique(self.w_sync[Sb][mine]).tolist():
+                        pairs += [(pub, min(lv, strength)) for pub, lv in self.sets[i]
+                                  if pub.key == key and min(lv, strength) >= GPU]
+            if atomic:
+                old = self.w_sync[Sb]
+                if pairs or (old != NONE).any():
+                    u, inv = np.unique(old, return_inverse=True)
+                    new = np.asarray([self._combine(int(i), pairs) for i in u.tolist()], np.int32)
+                    self.w_sync[Sb] = new[inv]
+            else:
+                self.w_sync[Sb] = self._combine(NONE, pairs)
+
 
     def _access(self, launch, kind, space, addr, nbytes, lanes) -> None:
         if space not in ("global", "generic", "const"):
@@ -259,7 +410,7 @@ class NodeRaces:
             idx, L = idx[ok], L[ok]
             if idx.size == 0:
                 return
-        strength, _, _, atomic = launch.facts[launch.pc]
+        strength, release, acquire, atomic = launch.facts[launch.pc]
         write = kind == "store" or atomic
         B = (idx[:, None] + np.arange(nbytes)).reshape(-1)  # arena bytes
         S = self._slots(B)  # their shadow entries
@@ -274,6 +425,13 @@ class NodeRaces:
             pre = "w"
         else:
             pre = "r"
+        if strength != WEAK:  # atomics read first: an acquiring RMW takes what the value it replaces published
+            if not write or atomic:
+                self._read_sync(launch, S, block, strength, acquire)
+            if write:
+                self._write_sync(launch, S, block, strength, release, atomic)
+        elif write:
+            self.w_sync[S] = NONE  # a weak write publishes nothing and ends any release sequence
         getattr(self, f"{pre}_launch")[S] = launch.id
         getattr(self, f"{pre}_who")[S] = who
         getattr(self, f"{pre}_time")[S] = self.t
@@ -326,10 +484,12 @@ class NodeRaces:
                          scope_err, need)
 
     def _gpu_scope_would_do(self, o, launch, strength, prev_strength, pblock, ptime, cblock) -> bool:
-        """Whether the pair would be fine within one GPU: a scope error rather than a missing order."""
+        """Whether the pair would be fine within one GPU: a scope error rather than a missing order (both
+        strong at .gpu, or the later block read a flag the earlier one raised after its access, at .gpu)."""
         if prev_strength >= GPU and strength >= GPU:
             return True
-        return bool(self._paired(o, pblock, ptime, launch, cblock, GPU)[0])
+        agent = self.agents.get((launch.id, int(cblock[0])))
+        return agent is not None and int(ptime[0]) < agent.narrow.get((o.id, int(pblock[0])), -1)
 
     def _ordered(self, o: _Launch, pblock, ptime, c: _Launch, cblock) -> np.ndarray:
         """Elementwise: the later block is ordered after a release of the earlier block that followed its
@@ -341,21 +501,6 @@ class NodeRaces:
             t = max(known.get((o.id, pb), -1), known.get((o.id, ALL), -1))
             sel = (pblock == pb) & (cblock == cb)
             out[sel] = ptime[sel] < t
-        return out
-
-    def _paired(self, o: _Launch, pblock, ptime, c: _Launch, cblock, level: int) -> np.ndarray:
-        """Elementwise, ignoring which GPUs the two run on: a direct release/acquire pair at `level`."""
-        out = np.zeros(pblock.shape, bool)
-        for pb, cb in set(zip(pblock.tolist(), cblock.tolist(), strict=True)):
-            rel = o.releases.get((pb, level))
-            acq = c.acquired.get((cb, level))
-            if not rel or acq is None:
-                continue
-            rel_a = np.asarray(rel, np.int64)
-            sel = (pblock == pb) & (cblock == cb)
-            k = np.searchsorted(rel_a, ptime[sel], side="right")
-            first = np.where(k < rel_a.size, rel_a[np.minimum(k, rel_a.size - 1)], np.iinfo(np.int64).max)
-            out[sel] = first < acq
         return out
 
     # ------------------------------------------------------------------ reports
