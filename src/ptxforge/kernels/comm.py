@@ -193,6 +193,7 @@ def _spin_until_gt(counter: Pointer, than, lane):
         ld(counter, sem="acquire", scope="sys", out=seen)
     shfl_idx(seen, 0, out=seen)
     bra(top, when=seen <= than)
+    _syncwarp()  # the other lanes read what lane 0's acquire made visible
     return seen
 
 
@@ -206,6 +207,7 @@ def _wait_room(head: Pointer, sent, ring, chunk, lane) -> None:
         ld(head, sem="acquire", scope="sys", out=seen)
     shfl_idx(seen, 0, out=seen)
     bra(top, when=(sent - seen) > (ring - chunk))
+    _syncwarp()
 
 
 # --------------------------------------------------------------------------- notify
