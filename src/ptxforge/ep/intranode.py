@@ -136,11 +136,12 @@ class CommRank:
     # ------------------------------------------------------------------ dispatch
     def dispatch(self, x: np.ndarray, scales: np.ndarray | None, topk_idx: np.ndarray | None,
                  topk_w: np.ndarray | None, in_rank: np.ndarray, per_expert: np.ndarray, num_experts: int,
-                 tun: Tunables, bug: str = ""):
+                 tun: Tunables, bug: str = "", on_counts=None):
         """Generator: yields twice (after queuing notify, then dispatch); returns a `DispatchOut`.
 
         x: uint8 [T, x_bytes] (the payload's bytes); scales: uint32 [T, words] or None; topk_idx int64 [T, K];
-        topk_w f32 [T, K]; in_rank bool [T, R]; per_expert int [E]."""
+        topk_w f32 [T, K]; in_rank bool [T, R]; per_expert int [E]. `on_counts(matrix)` sees the tokens
+        every rank sends every rank (int64 [R, R], the same on every rank) before the data moves."""
         self.launches = [la for la in self.launches if la.call != "dispatch"]
         t_, xb = x.shape
         k_ = topk_idx.shape[1] if topk_idx is not None else 0
@@ -152,6 +153,8 @@ class CommRank:
         notified = self._notify(in_rank, per_expert, layout, per_channel, tun, "dispatch")
         yield
         rank_prefix = notified["rank_prefix"].to_host().copy()
+        if on_counts is not None:
+            on_counts(np.diff(rank_prefix.astype(np.int64), axis=0, prepend=0))
         n = int(rank_prefix[-1, self.rank])
         out = {"recv_x": self.empty((n, xb), np.uint8, "recv_x"), "recv_src": self.empty((n,), np.int32, "recv_src"),
                "send_head": self.empty((t_, self.world), np.int32, "send_head"),
@@ -203,7 +206,8 @@ class CommRank:
         kern = _special(K.intranode_combine, R=self.world, UNIT=K.copy_unit(2 * h), NUM_BIAS=len(biases),
                         HAS_W=w is not None)
         bias_bufs = [self.buf(b, f"bias {i}") for i, b in enumerate(biases)] + [dummy] * (2 - len(biases))
-        args = [self.buf(x.view(np.uint8), "combine x"), self.buf(w, "combine weights") if w is not None else dummy, *bias_bufs,
+        wbuf = self.buf(w, "combine weights") if w is not None else dummy
+        args = [self.buf(x.view(np.uint8), "combine x"), wbuf, *bias_bufs,
                 self.buf(in_rank.astype(np.uint8), "is_token_in_rank"), self.buf(rank_prefix.astype(np.int32),
                                                                                  "rank_prefix_matrix"),
                 self.buf(recv_chan.astype(np.int32), "recv_channel_prefix_matrix"), self.peers, out, out_w,

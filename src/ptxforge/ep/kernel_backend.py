@@ -82,6 +82,35 @@ class IpcFabric:
         return self._addresses
 
 
+_IPC_DEVICES: dict = {}
+
+
+def ipc_device_for(rank: int, world: int):
+    """This process's emulated GPU for rank `rank` of a gloo job of `world` (one a process, kept open)."""
+    try:
+        from ptxforge.emu.ipc import ipc_device
+    except ImportError as e:
+        raise NotImplementedError("ptxforge.ep backend='kernels' across processes needs the emulator's IPC layer "
+                                  f"(ptxforge.emu.ipc), which this installation lacks ({e})") from None
+    key = (rank, world)
+    if key not in _IPC_DEVICES:
+        _IPC_DEVICES[key] = ipc_device(rank, world)
+    return _IPC_DEVICES[key]
+
+
+def dispatch_format(x, scales, topk_idx, topk_weights):
+    """What one token's ring slot carries, for `Buffer.stats()`."""
+    from ptxforge.ep.rows import Field, RowFormat
+
+    k = topk_idx.shape[1] if topk_idx is not None else 0
+    return RowFormat([Field("x", x.dtype, x.shape[1], "payload"),
+                      Field("scales", scales.dtype if scales is not None else torch.float32,
+                            scales.shape[1] if scales is not None else 0, "scales"),
+                      Field("topk_idx", torch.int64, k, "meta"),
+                      Field("topk_weights", torch.float32, k if topk_weights is not None else 0, "meta"),
+                      Field("src", torch.int32, 1, "meta")])
+
+
 # --------------------------------------------------------------------------- conversions
 
 def _bytes(t: torch.Tensor) -> np.ndarray:
@@ -107,12 +136,13 @@ def _bf16_torch(a: np.ndarray, device) -> torch.Tensor:
 
 
 def start_dispatch(comm: CommRank, x, x_scales, topk_idx, topk_weights, in_rank, per_expert, num_experts: int,
-                   tun: Tunables, bug: str = ""):
+                   tun: Tunables, bug: str = "", on_counts=None):
     """The rank's dispatch generator (see `CommRank.dispatch`) for torch inputs."""
     return comm.dispatch(_bytes(x), _words(x_scales) if x_scales is not None else None,
                          topk_idx.detach().cpu().to(torch.int64).numpy() if topk_idx is not None else None,
                          topk_weights.detach().cpu().to(torch.float32).numpy() if topk_weights is not None else None,
-                         in_rank.detach().cpu().numpy(), per_expert.detach().cpu().numpy(), num_experts, tun, bug)
+                         in_rank.detach().cpu().numpy(), per_expert.detach().cpu().numpy(), num_experts, tun, bug,
+                         on_counts)
 
 
 def finish_dispatch(out: DispatchOut, x, x_scales, in_rank: torch.Tensor, expert_alignment: int):

@@ -76,6 +76,8 @@ from ptxforge.dsl.types import dtype
 NC = dict(nc=True, L1="no_allocate", L2="256B")  # DeepEP's read-only path for inputs
 BARRIER_BYTES = 64
 NOTIFY_THREADS = 128
+# optional arrays (a 1-element placeholder when absent) are passed without the element-type check
+ANY_U32, ANY_S64, ANY_F32, ANY_BF16 = (ptr(t, typed=False) for t in (u32, s64, f32, bf16))
 
 
 def _align(n: int, a: int = 16) -> int:
@@ -287,9 +289,9 @@ def intranode_notify(in_rank: ptr(u8), per_expert: ptr(s32), peers: ptr(u64), ra
 # --------------------------------------------------------------------------- dispatch
 
 @kernel(arch="sm_90a")
-def intranode_dispatch(x: ptr(u8), scales: ptr(u32, typed=False), topk_idx: ptr(s64, typed=False), topk_w: ptr(f32, typed=False), in_rank: ptr(u8),
+def intranode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: ANY_F32, in_rank: ptr(u8),
                        rank_prefix: ptr(s32), chan_prefix: ptr(s32), recv_chan_prefix: ptr(s32), peers: ptr(u64),
-                       recv_x: ptr(u8), recv_scales: ptr(u32, typed=False), recv_idx: ptr(s64, typed=False), recv_w: ptr(f32, typed=False),
+                       recv_x: ptr(u8), recv_scales: ANY_U32, recv_idx: ANY_S64, recv_w: ANY_F32,
                        recv_src: ptr(s32), send_head: ptr(s32), block_sm: ptr(u32),
                        tokens: u32, per_channel: u32, rank: u32, x_bytes: u32, scale_words: u32, topk: u32,
                        ring: u32, chunk: u32, slot_bytes: u32, scales_off: u32, idx_off: u32, w_off: u32,
@@ -404,9 +406,9 @@ def _store_bf16(p: Pointer, acc) -> None:
 
 
 @kernel(arch="sm_90a")
-def intranode_combine(x: ptr(u8), w: ptr(f32, typed=False), bias0: ptr(bf16, typed=False), bias1: ptr(bf16, typed=False), in_rank: ptr(u8),
+def intranode_combine(x: ptr(u8), w: ANY_F32, bias0: ANY_BF16, bias1: ANY_BF16, in_rank: ptr(u8),
                       rank_prefix: ptr(s32), recv_chan_prefix: ptr(s32), peers: ptr(u64), out: ptr(bf16),
-                      out_w: ptr(f32, typed=False), block_sm: ptr(u32), tokens: u32, per_channel: u32, rank: u32, hidden: u32,
+                      out_w: ANY_F32, block_sm: ptr(u32), tokens: u32, per_channel: u32, rank: u32, hidden: u32,
                       topk: u32, ring: u32, chunk: u32, slot_bytes: u32, w_off: u32, counters_off: u32,
                       ring_off: u32, R=4, UNIT=16, NUM_BIAS=0, HAS_W=False):
     lane = tid.x & 31
