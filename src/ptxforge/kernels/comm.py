@@ -29,6 +29,8 @@ order (then the biases) and writes BF16, as the torch backend does, so both are 
 
 from __future__ import annotations
 
+import functools
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ptxforge.dsl import (
@@ -55,6 +57,7 @@ from ptxforge.dsl import (
     raw,
     red,
     reg,
+    ret,
     s32,
     s64,
     selp,
@@ -186,15 +189,57 @@ def _prev(arr: Pointer, index, cond) -> object:
     return v
 
 
+_LATE: list[list] = []  # wait loops of the kernel being traced, placed after its last instruction
+
+
+@contextmanager
+def _waits_at_end():
+    """Collect the kernel's wait loops and place them after its main code (ending it with `ret`): the
+    emulator steps the lowest pc of a diverged block first, so a warp waiting there lets working warps go
+    first instead of taking their steps (on a GPU the placement makes no difference)."""
+    _LATE.append([])
+    try:
+        yield
+        ret()
+        for go, back, load, not_ready in _LATE[-1]:
+            place_label(go)
+            load()
+            bra(go, when=not_ready())
+            bra(back)
+    finally:
+        _LATE.pop()
+
+
+def _late_waits(fn):
+    """A kernel body whose wait loops go after its main code (see `_waits_at_end`)."""
+    @functools.wraps(fn)
+    def body(**kw):
+        with _waits_at_end():
+            fn(**kw)
+    return body
+
+
+def _wait(load, not_ready) -> None:
+    """Poll once here; while `not_ready()`, poll again in a loop placed at the kernel's end."""
+    load()
+    go, back = new_label("wait"), new_label("resume")
+    bra(go, when=not_ready())
+    place_label(back)
+    _LATE[-1].append((go, back, load, not_ready))
+
+
+def _lane0_poll(counter: Pointer, seen, lane):
+    def load():
+        with guard(lane == 0):
+            ld(counter, sem="acquire", scope="sys", out=seen)
+        shfl_idx(seen, 0, out=seen)
+    return load
+
+
 def _spin_until_gt(counter: Pointer, than, lane):
     """Lane 0 polls *counter (ld.acquire.sys) until it exceeds `than` (u32); every lane gets the value."""
     seen = reg.u32(0)
-    top = new_label("poll")
-    place_label(top)
-    with guard(lane == 0):
-        ld(counter, sem="acquire", scope="sys", out=seen)
-    shfl_idx(seen, 0, out=seen)
-    bra(top, when=seen <= than)
+    _wait(_lane0_poll(counter, seen, lane), lambda: seen <= than)
     _syncwarp()  # the other lanes read what lane 0's acquire made visible
     return seen
 
@@ -203,18 +248,14 @@ def _wait_room(head: Pointer, sent, ring, chunk, lane) -> None:
     """Lane 0 polls the receiver's head (ld.acquire.sys) until the ring has room for a chunk:
     sent - head <= ring - chunk."""
     seen = reg.u32(0)
-    top = new_label("room")
-    place_label(top)
-    with guard(lane == 0):
-        ld(head, sem="acquire", scope="sys", out=seen)
-    shfl_idx(seen, 0, out=seen)
-    bra(top, when=(sent - seen) > (ring - chunk))
+    _wait(_lane0_poll(head, seen, lane), lambda: (sent - seen) > (ring - chunk))
     _syncwarp()
 
 
 # --------------------------------------------------------------------------- notify
 
 @kernel(arch="sm_90a")
+@_late_waits
 def intranode_notify(in_rank: ptr(u8), per_expert: ptr(s32), peers: ptr(u64), rank_prefix: ptr(s32),
                      chan_prefix: ptr(s32), recv_chan_prefix: ptr(s32), expert_recv: ptr(s32),
                      block_sm: ptr(u32), tokens: u32, per_channel: u32, rank: u32, ranks: u32, channels: u32,
@@ -265,10 +306,7 @@ def intranode_notify(in_rank: ptr(u8), per_expert: ptr(s32), peers: ptr(u64), ra
     with if_(t == 0):
         target = epoch * ranks
         seen = reg.u32(0)
-        top = new_label("barrier")
-        place_label(top)
-        ld(me.cast(u32)[0], sem="acquire", scope="sys", out=seen)
-        bra(top, when=seen < target)
+        _wait(lambda: ld(me.cast(u32)[0], sem="acquire", scope="sys", out=seen), lambda: seen < target)
     syncthreads()
     mine = me.cast(s32)[notify_off >> 2]
     for d in range_(t, ranks, nt):
@@ -289,6 +327,7 @@ def intranode_notify(in_rank: ptr(u8), per_expert: ptr(s32), peers: ptr(u64), ra
 # --------------------------------------------------------------------------- dispatch
 
 @kernel(arch="sm_90a")
+@_late_waits
 def intranode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: ANY_F32, in_rank: ptr(u8),
                        rank_prefix: ptr(s32), chan_prefix: ptr(s32), recv_chan_prefix: ptr(s32), peers: ptr(u64),
                        recv_x: ptr(u8), recv_scales: ANY_U32, recv_idx: ANY_S64, recv_w: ANY_F32,
@@ -406,6 +445,7 @@ def _store_bf16(p: Pointer, acc) -> None:
 
 
 @kernel(arch="sm_90a")
+@_late_waits
 def intranode_combine(x: ptr(u8), w: ANY_F32, bias0: ANY_BF16, bias1: ANY_BF16, in_rank: ptr(u8),
                       rank_prefix: ptr(s32), recv_chan_prefix: ptr(s32), peers: ptr(u64), out: ptr(bf16),
                       out_w: ANY_F32, block_sm: ptr(u32), tokens: u32, per_channel: u32, rank: u32, hidden: u32,
@@ -454,11 +494,9 @@ def intranode_combine(x: ptr(u8), w: ANY_F32, bias0: ANY_BF16, bias1: ANY_BF16, 
             flags = [cvt(ld(in_rank[tok * R + r], **NC), u32) != 0 for r in range(R)]
             for r in range(R):           # thread r waits until ring r holds this token's copy
                 with if_((t == r) & flags[r]):
-                    top = new_label("wait")
-                    place_label(top)
                     with if_(tails[r] <= consumed[r]):
-                        ld(ctrs[r][1], sem="acquire", scope="sys", out=tails[r])
-                        bra(top)
+                        _wait(lambda r=r: ld(ctrs[r][1], sem="acquire", scope="sys", out=tails[r]),
+                              lambda r=r: tails[r] <= consumed[r])
             syncthreads()
             slots = [_gptr(rings[r] + mul_wide(consumed[r] % ring, slot_bytes)) for r in range(R)]
             vec = UNIT // 2              # bf16 elements per thread per step
