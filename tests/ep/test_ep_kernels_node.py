@@ -56,8 +56,7 @@ def test_sm_map_roles():
 
 
 def test_race_free_under_the_node_sanitizer():
-    run_node("fp8", 4, sanitize=True)  # raises SanitizerError on any race or scope error
-    run_node("bf16", 2, sanitize=True)
+    run_node("fp8", 2, sanitize=True)  # one channel: the rings wrap; any race or scope error raises
 
 
 @pytest.mark.parametrize("bug", ["early_tail", "gpu_scope"])
