@@ -353,7 +353,9 @@ class LaneMemory:
         else:
             lane = j
         if note is None and space in ("global", "generic", "const"):
-            note = describe_address(self.device.allocations, addr & (1 << 64) - 1, nbytes)
+            describe = getattr(self.device, "describe", None)  # an IPC device: another rank's memory
+            note = describe(addr & (1 << 64) - 1, nbytes) if describe is not None else None
+            note = note or describe_address(self.device.allocations, addr & (1 << 64) - 1, nbytes)
         raise self.fault(kind, space, addr, nbytes, lane, note)
 
 

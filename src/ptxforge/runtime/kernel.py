@@ -185,8 +185,9 @@ class Kernel:
                 return a.address
             if isinstance(a, int):
                 if not is_live_address(dev, a):
+                    note = getattr(dev, "address_note", lambda a: "")(a)  # an IPC device: a peer's memory
                     raise LaunchError(f"{self.name} argument {p.name}: {a:#x} is not inside a live allocation of "
-                                      f"{_device_name(dev)}; pass an array, a tensor or a DeviceBuffer")
+                                      f"{_device_name(dev)}{note}; pass an array, a tensor or a DeviceBuffer")
                 return a
             if isinstance(a, DevicePointer):
                 if is_live_address(dev, a.address):
@@ -249,8 +250,8 @@ def _free_quietly(dev, temps) -> None:
 
 
 def _device_name(dev) -> str:
-    if isinstance(dev, EmuDevice) and dev.gpu is not None:
-        return f"GPU {dev.gpu} of the emulated node"
+    if isinstance(dev, EmuDevice) and dev.gpu is not None:  # a Node's GPU, or an IPC rank's
+        return getattr(dev, "name", f"GPU {dev.gpu} of the emulated node")
     return "the emulator" if isinstance(dev, EmuDevice) else f"GPU {dev.ordinal} ({dev.name})"
 
 
