@@ -1,4 +1,6 @@
-"""ptxforge.ep on 4 real gloo processes (one node), in the style of DeepEP's test_intranode.py."""
+"""ptxforge.ep on 4 real gloo processes (one node), in the style of DeepEP's test_intranode.py: the torch
+backend, and backend="kernels" (the communication kernels on 4 emulated GPUs sharing memory through emulator
+IPC) with 2, 4 and 20 SMs."""
 
 import ep_warm  # noqa: F401 - builds the emulator kernels once, before the ranks are forked
 import pytest
@@ -9,9 +11,13 @@ from ptxforge.ep.spawn import run_ranks
 WORLD = 4
 
 
-@pytest.fixture(scope="module")
-def results():
-    return run_ranks(suite, WORLD, WORLD, True, timeout_s=240)
+BACKENDS = [("torch", None), ("kernels", 2), ("kernels", 4), ("kernels", 20)]
+
+
+@pytest.fixture(scope="module", params=BACKENDS, ids=lambda b: b[0] if b[1] is None else f"{b[0]}-{b[1]}sms")
+def results(request):
+    backend, num_sms = request.param
+    return run_ranks(suite, WORLD, WORLD, True, backend, num_sms, timeout_s=300)
 
 
 def _passed(results, name):

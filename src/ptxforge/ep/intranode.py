@@ -80,18 +80,36 @@ class CommRank:
         self.rank, self.world, self.device, self.fabric = rank, world, device, fabric
         self.epoch = 0  # notify barriers passed with the current buffer
         self._streams: dict = {}
+        self._temps: list = []  # device arrays of the call in progress
         self.launches: list[Launched] = []  # the kernels of the last dispatch and the last combine
 
     # ------------------------------------------------------------------ plumbing
     def buf(self, array: np.ndarray, name: str):
+        """A device copy of `array` (an empty array gets one zero element: the kernel reads none of it)."""
         from ptxforge.runtime.buffers import DeviceBuffer
 
-        return DeviceBuffer.from_array(np.ascontiguousarray(array), device=self.device, name=name)
+        a = np.ascontiguousarray(array)
+        if a.size == 0:
+            a = np.zeros(1, a.dtype)
+        b = DeviceBuffer.from_array(a, device=self.device, name=name)
+        self._temps.append(b)
+        return b
 
     def empty(self, shape, dtype, name: str):
+        """A zeroed device array; `host(buf, shape)` reads it back (zero rows are allowed)."""
         from ptxforge.runtime.buffers import DeviceBuffer
 
-        return DeviceBuffer(tuple(int(s) for s in shape), dtype, device=self.device, name=name)
+        shape = tuple(int(s) for s in shape)
+        b = DeviceBuffer((max(1, int(np.prod(shape))),), dtype, device=self.device, name=name)
+        b.logical_shape = shape
+        self._temps.append(b)
+        return b
+
+    def _free_temps(self) -> None:
+        """Free the call's arrays (its results were copied to the host)."""
+        for b in self._temps:
+            b.free()
+        self._temps = []
 
     def stream(self, num_sms: int):
         """A stream on SMs 0..num_sms-1 (emulated node GPUs), or None (a launch runs at once)."""
@@ -102,7 +120,9 @@ class CommRank:
         return self._streams[num_sms]
 
     def launch(self, call: str, kern, grid: int, block: int, args: list, num_sms: int) -> Launched:
-        block_sm = self.empty((grid,), np.uint32, "block_sm")
+        from ptxforge.runtime.buffers import DeviceBuffer
+
+        block_sm = DeviceBuffer((grid,), np.uint32, device=self.device, name="block_sm")
         s = self.stream(num_sms)
         kw = {"stream": s} if s is not None else {}
         p = kern.launch(grid=(grid,), block=(block,), args=_with_block_sm(args, block_sm), device=self.device, **kw)
@@ -134,6 +154,12 @@ class CommRank:
         return out
 
     # ------------------------------------------------------------------ dispatch
+    def _forget(self, call: str) -> None:
+        for la in self.launches:
+            if la.call == call:
+                la.block_sm.free()
+        self.launches = [la for la in self.launches if la.call != call]
+
     def dispatch(self, x: np.ndarray, scales: np.ndarray | None, topk_idx: np.ndarray | None,
                  topk_w: np.ndarray | None, in_rank: np.ndarray, per_expert: np.ndarray, num_experts: int,
                  tun: Tunables, bug: str = "", on_counts=None):
@@ -142,7 +168,8 @@ class CommRank:
         x: uint8 [T, x_bytes] (the payload's bytes); scales: uint32 [T, words] or None; topk_idx int64 [T, K];
         topk_w f32 [T, K]; in_rank bool [T, R]; per_expert int [E]. `on_counts(matrix)` sees the tokens
         every rank sends every rank (int64 [R, R], the same on every rank) before the data moves."""
-        self.launches = [la for la in self.launches if la.call != "dispatch"]
+        self._forget("dispatch")
+        self._free_temps()  # what a call that raised left behind
         t_, xb = x.shape
         k_ = topk_idx.shape[1] if topk_idx is not None else 0
         sw = scales.shape[1] if scales is not None else 0
@@ -152,7 +179,7 @@ class CommRank:
         per_channel = max(1, -(-t_ // tun.channels))
         notified = self._notify(in_rank, per_expert, layout, per_channel, tun, "dispatch")
         yield
-        rank_prefix = notified["rank_prefix"].to_host().copy()
+        rank_prefix = _host(notified["rank_prefix"])
         if on_counts is not None:
             on_counts(np.diff(rank_prefix.astype(np.int64), axis=0, prepend=0))
         n = int(rank_prefix[-1, self.rank])
@@ -178,20 +205,23 @@ class CommRank:
                 np.int64((self.rank + 1) * epr)]
         self.launch("dispatch", kern, tun.num_sms, 32 * self.world, args, tun.num_sms)
         yield
-        host = {k: v.to_host().copy() for k, v in out.items()}
-        return DispatchOut(host["recv_x"], host["recv_scales"][:, :sw] if scales is not None else None,
+        host = {k: _host(v) for k, v in out.items()}
+        result = DispatchOut(host["recv_x"], host["recv_scales"][:, :sw] if scales is not None else None,
                            host["recv_idx"][:, :k_] if topk_idx is not None else None,
                            host["recv_w"][:, :k_] if topk_w is not None else None, host["recv_src"],
-                           host["send_head"], rank_prefix, notified["chan_prefix"].to_host().copy(),
-                           notified["recv_chan"].to_host().copy(), notified["expert_recv"].to_host()[:epr].copy(),
+                           host["send_head"], rank_prefix, _host(notified["chan_prefix"]),
+                           _host(notified["recv_chan"]), _host(notified["expert_recv"])[:epr],
                            [la for la in self.launches if la.call == "dispatch"])
+        self._free_temps()
+        return result
 
     # ------------------------------------------------------------------ combine
     def combine(self, x: np.ndarray, w: np.ndarray | None, biases: list, in_rank: np.ndarray,
                 rank_prefix: np.ndarray, recv_chan: np.ndarray, num_experts: int, tun: Tunables):
         """Generator: yields once (notify + combine queued); returns (bf16 [T, H] as ml_dtypes, f32 [T, K] or
         None). x: bf16 rows [N, H] as ml_dtypes.bfloat16 in the dispatch's receive order."""
-        self.launches = [la for la in self.launches if la.call != "combine"]
+        self._forget("combine")
+        self._free_temps()
         t_ = in_rank.shape[0]
         h = x.shape[1]
         k_ = w.shape[1] if w is not None else 0
@@ -216,7 +246,9 @@ class CommRank:
                 np.uint32(layout.counters_off), np.uint32(layout.ring_off)]
         self.launch("combine", kern, tun.num_sms, 32 * self.world, args, tun.num_sms)
         yield
-        return out.to_host().copy(), (out_w.to_host()[:, :k_].copy() if w is not None else None)
+        result = _host(out), (_host(out_w)[:, :k_].copy() if w is not None else None)
+        self._free_temps()
+        return result
 
     # ------------------------------------------------------------------ the SM map
     def sm_map(self) -> list[dict]:
@@ -234,6 +266,12 @@ class CommRank:
                 rows.append({"call": la.call, "kernel": la.kernel, "block": b, "sm": int(sm), "role": role,
                              "channel": channel, "thread_instructions": int(per_sm[sm]) if sm < per_sm.size else 0})
         return rows
+
+
+def _host(b) -> np.ndarray:
+    """A copy of device array `b` in its logical shape."""
+    shape = b.logical_shape
+    return b.to_host()[:int(np.prod(shape))].reshape(shape).copy()
 
 
 def _with_block_sm(args: list, block_sm) -> list:

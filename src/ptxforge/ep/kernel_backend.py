@@ -116,7 +116,7 @@ def dispatch_format(x, scales, topk_idx, topk_weights):
 def _bytes(t: torch.Tensor) -> np.ndarray:
     """A 2-D tensor's rows as bytes (uint8 [rows, row bytes])."""
     t = t.detach().cpu().contiguous()
-    return t.view(torch.uint8).numpy().reshape(t.shape[0], -1)
+    return t.view(torch.uint8).numpy().reshape(t.shape[0], t.shape[1] * t.element_size())
 
 
 def _words(t: torch.Tensor) -> np.ndarray:
