@@ -124,6 +124,9 @@ def _words(t: torch.Tensor) -> np.ndarray:
 
 
 def _from_bytes(a: np.ndarray, dtype: torch.dtype, device) -> torch.Tensor:
+    """uint8 rows [N, B] as [N, B / itemsize] of `dtype` (N may be 0)."""
+    if a.shape[0] == 0:
+        return torch.empty((0, a.shape[1] // torch.empty(0, dtype=dtype).element_size()), dtype=dtype, device=device)
     return torch.from_numpy(np.ascontiguousarray(a)).view(dtype).to(device)
 
 
@@ -216,11 +219,13 @@ def pad_worst(num_worst: int, recv, idx, w):
     return rx, idx, w
 
 
-def drive_all(node, gens: list):
+def drive_all(node, gens: list, alongside=None):
     """Run every rank's generator of one `Node`: each phase queues all ranks' launches, then one
-    `node.synchronize()` runs them together."""
+    `node.synchronize()` runs them together. `alongside(phase)` may queue other launches (say a GEMM on the
+    SMs the communication leaves free) before phase `phase` (0, 1, ...) runs."""
     results: list = [None] * len(gens)
     live = list(range(len(gens)))
+    phase = 0
     while live:
         still = []
         for r in live:
@@ -230,6 +235,9 @@ def drive_all(node, gens: list):
             except StopIteration as stop:
                 results[r] = stop.value
         if still:
+            if alongside is not None:
+                alongside(phase)
             node.synchronize()
+            phase += 1
         live = still
     return results

@@ -44,9 +44,11 @@ class NodeGroup:
 
     def dispatch(self, x: list, topk_idx: list | None = None, topk_weights: list | None = None,
                  num_experts: int | None = None, handles: list | None = None, expert_alignment: int = 1,
-                 num_worst_tokens: int = 0, config: Config | None = None, bug: str = "") -> list:
+                 num_worst_tokens: int = 0, config: Config | None = None, bug: str = "", alongside=None) -> list:
         """Per rank: (recv_x, recv_topk_idx, recv_topk_weights, counts, handle, event), as Buffer.dispatch
-        (x[r]: bf16 [T, H] or (e4m3, scales); with `handles`, a cached dispatch of x only)."""
+        (x[r]: bf16 [T, H] or (e4m3, scales); with `handles`, a cached dispatch of x only). `alongside(phase)`
+        may queue other launches before each phase (0: notify, 1: dispatch); `bug` plants a defect in the
+        dispatch kernel for the sanitizer (see ptxforge.kernels.comm)."""
         self._serial += 1
         config = config or recommended(DISPATCH_CONFIGS, self.world, self.num_sms)
         tun = KB.tunables(config)
@@ -63,7 +65,7 @@ class NodeGroup:
                 _, _, per_expert, in_rank = torch_layout.dispatch_layout(idx, e, self.world, self.world)
             lay.append((payload, scales, in_rank, e))
             gens.append(KB.start_dispatch(comm, payload, scales, idx, w, in_rank, per_expert, e, tun, bug))
-        outs = KB.drive_all(self.node, gens)
+        outs = KB.drive_all(self.node, gens, alongside)
         results = []
         for r, out in enumerate(outs):
             payload, scales, in_rank, e = lay[r]
@@ -79,7 +81,7 @@ class NodeGroup:
         return results
 
     def combine(self, x: list, handles: list, topk_weights: list | None = None, bias: list | None = None,
-                config: Config | None = None) -> list:
+                config: Config | None = None, alongside=None) -> list:
         """Per rank: (combined_x bf16 [T, H], combined_topk_weights or None, event), as Buffer.combine."""
         config = config or recommended(COMBINE_CONFIGS, self.world, self.num_sms)
         gens = []
@@ -87,7 +89,7 @@ class NodeGroup:
             tun = KB.tunables(config, handles[r]._tunables.num_sms)
             gens.append(KB.start_combine(comm, x[r], topk_weights[r] if topk_weights is not None else None,
                                          bias[r] if bias is not None else None, handles[r], tun))
-        outs = KB.drive_all(self.node, gens)
+        outs = KB.drive_all(self.node, gens, alongside)
         return [(*KB.finish_combine(o, x[r]), EventOverlap()) for r, o in enumerate(outs)]
 
     def sm_map(self, rank: int = 0) -> list[dict]:
