@@ -62,7 +62,7 @@ def comm_section(path: str | None = None, *, tokens: int = 64, hidden: int = 512
 
     def gemm_beside(phase):
         if phase == 1:  # while the dispatch kernel runs
-            launched.append(gemm_f32.launch(grid=(n // 16, n // 16), block=(16, 16), args=[
+            launched.append(gemm_f32.launch(grid=(n // 8, n // 16), block=(8, 16), args=[
                 rt.to_device(a.reshape(-1), device=gpu0), rt.to_device(b.reshape(-1), device=gpu0), c,
                 np.uint32(n), np.uint32(n)], device=gpu0, stream=gemm_stream))
 
@@ -70,7 +70,7 @@ def comm_section(path: str | None = None, *, tokens: int = 64, hidden: int = 512
     outs = group.dispatch(qs, topk_idx=idxs, num_experts=experts, config=Config(COMM_SMS, 6, 32),
                           alongside=gemm_beside)
     t_d = time.perf_counter() - t0
-    roles = {(row["kernel"], row["sm"]): row["role"] for row in group.sm_map(0)}
+    roles = {(row["kernel"], row["sm"]): _label(row) for row in group.sm_map(0)}
     ok = bool(np.array_equal(c.to_host().reshape(n, n), a @ b))
     # each received row dequantized stands in for its expert's output; the combine sums the copies
     ys = [dequant(o[0]) for o in outs]
@@ -96,6 +96,7 @@ def comm_section(path: str | None = None, *, tokens: int = 64, hidden: int = 512
     try:
         from ptxforge.cli.sm_map import draw_sm_map
 
+        roles |= {(row["kernel"], row["sm"]): _label(row) for row in rows}
         out = draw_sm_map(node, path or default_comm_map_path(), roles=roles,
                           title=f"GPU 0: dispatch senders (even SMs) and receivers (odd) on SMs 0-{COMM_SMS - 1}, "
                                 f"a GEMM on SMs {COMM_SMS}-131")
@@ -103,6 +104,11 @@ def comm_section(path: str | None = None, *, tokens: int = 64, hidden: int = 512
     except ImportError as e:
         print(f"SM map: not drawn ({e})")
     return ok
+
+
+def _label(row) -> str:
+    """'notify', 'dispatch sender', 'combine receiver', ..."""
+    return row["role"] if row["role"] == "notify" else f"{row['call']} {row['role']}"
 
 
 def dequant(x):

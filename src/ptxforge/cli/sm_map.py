@@ -14,8 +14,8 @@ PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#D
 def draw_sm_map(node, path: str | Path, *, gpu: int = 0, title: str | None = None, dpi: int = 110,
                 roles: dict | None = None) -> Path:
     """Write GPU `gpu`'s SM map to `path`; returns the path (ImportError naming matplotlib if absent).
-    `roles` {(kernel, sm): role} splits a kernel's SMs by role (e.g. a communication kernel's senders
-    and receivers), each with its own color."""
+    `roles` {(kernel, sm): label} draws those SMs of that kernel under `label`, with its own color (e.g. a
+    communication kernel's senders and receivers)."""
     try:
         import matplotlib
 
@@ -33,7 +33,7 @@ def draw_sm_map(node, path: str | Path, *, gpu: int = 0, title: str | None = Non
             by_role: dict = {}
             for sm in sms:
                 by_role.setdefault(roles.get((k, int(sm))), []).append(sm)
-            split += [(g, s, f"{k} {role}" if role else k, tuple(v), t0, t1) for role, v in by_role.items()]
+            split += [(g, s, role or k, tuple(v), t0, t1) for role, v in by_role.items()]
         waves = split
     nsms = node.devices[gpu].num_sms
     kernels = list(dict.fromkeys(f"{k} (stream {s})" for _, s, k, *_ in waves))
