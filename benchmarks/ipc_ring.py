@@ -9,6 +9,7 @@ GPU writes its `n` ints into the next GPU's buffer through a peer pointer, raise
 - peer, gloo: the same processes move the same int32 chunk to the next rank with torch.distributed
   isend/irecv (CPU memory, no kernel).
 The first round of each runner (compiles, maps) is not timed; best of --repeat rounds after it.
+A second table prices the atomics' cross-process lock: one atomic loop on a lone device and on an IPC device.
 
     python benchmarks/ipc_ring.py [--ranks 2 4] [--ints 65536] [--repeat 5]
 """
@@ -111,6 +112,54 @@ def on_node(k, gpus: int, n: int, repeat: int) -> tuple[float, int, bool]:
     return best, ti, ok
 
 
+ATOMIC_LOOP = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry atomic_loop(.param .u64 counter, .param .u32 turns)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [counter];
+    ld.param.u32 %r1, [turns];
+    mov.u32 %r2, 0;
+LOOP:
+    atom.relaxed.sys.global.add.u32 %r3, [%rd1], 1;
+    add.u32 %r2, %r2, 1;
+    setp.lt.u32 %p1, %r2, %r1;
+    @%p1 bra LOOP;
+    ret;
+}
+"""
+
+
+def lock_cost(repeat: int, turns: int = 64, blocks: int = 4, threads: int = 128) -> None:
+    """The price of cross-process atomicity: one process, no contention, the same atomic loop on a lone
+    device and on an IPC device (whose atomics take the segment's flock)."""
+    import ptxforge as pf
+    from ptxforge import runtime as rt
+    from ptxforge.emu import EmuDevice
+    from ptxforge.emu.ipc import ipc_device
+
+    k = pf.parse(ATOMIC_LOOP, filename="atomic_loop.ptx").kernel("atomic_loop")
+    print(f"\natomic cost: {blocks} x {threads} threads x {turns} atom.add.u32 on one counter per launch; the "
+          f"emulator runs each atom once for all {blocks * threads} threads (one wave), so the IPC device takes "
+          f"its lock {turns} times per launch; best of {repeat}\n")
+    print("| device | s per launch | us per emulated atom instruction | exact |")
+    print("|---|---|---|---|")
+    with ipc_device(0, 1, capacity=1 << 20) as ipc:
+        for name, dev in (("lone EmuDevice", EmuDevice()), ("IpcDevice (flock around each atom)", ipc)):
+            c = rt.empty(1, np.uint32, device=dev)
+            best = None
+            for _ in range(repeat + 1):
+                t0 = time.perf_counter()
+                k.launch((blocks,), (threads,), [c, np.uint32(turns)], device=dev)
+                dt = time.perf_counter() - t0
+                best = dt if best is None else min(best, dt)
+            ok = int(c.to_host()[0]) == (repeat + 1) * blocks * threads * turns
+            print(f"| {name} | {best:.4f} | {best / turns * 1e6:.0f} | {'yes' if ok else 'NO'} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
@@ -138,6 +187,7 @@ def main() -> None:
             rate = "-" if t is None else f"{t / s / 1e6:.1f}"
             print(f"| {w} | {moved // 1024} | {name} | {s:.4f} | {w * moved / s / 1e6:.1f} | {rate} | "
                   f"{'yes' if ok else 'NO'} |")
+    lock_cost(args.repeat)
 
 
 if __name__ == "__main__":

@@ -168,6 +168,19 @@ def store_at():
     ret;""")
 
 
+def test_a_peer_that_frees_and_reallocates_in_place_is_opened_afresh(pair):
+    d0, d1 = pair
+    old = rt.empty(16, np.uint32, device=d1)
+    p_old = ipc_open_mem_handle(ipc_get_mem_handle(old), device=d0)
+    old.free()  # the peer does not close its open handle first (allowed: the owner's memory is what counts)
+    new = rt.empty(64, np.uint32, device=d1)
+    assert new.address == p_old  # first fit: the same place, larger
+    p = ipc_open_mem_handle(ipc_get_mem_handle(new), device=d0)
+    assert [a.size for a in d0.memory.allocations if a.gpu == 1] == [256]  # the freed one is forgotten
+    K.store_one().launch((1,), (64,), [p], device=d0)
+    np.testing.assert_array_equal(new.to_host(), np.arange(1, 65))
+
+
 def test_bad_handles_are_clear_errors(pair):
     d0, d1 = pair
     buf = rt.DeviceBuffer((16,), np.uint32, device=d1, name="recv")
