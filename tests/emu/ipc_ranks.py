@@ -164,14 +164,9 @@ def chatter_is_not_progress(rank, world, watchdog_s):
         return out
 
 
-def leave_segment(rank, world, how):
-    """Create a device and leave without closing it: `how` is "exit" (normal interpreter exit) or "kill"."""
-    import os
-    import sys
-
+def forget_to_close(rank, world):
+    """A rank of a gloo job (ptxforge.ep.spawn) that never closes its device; returns the segment's name."""
     dev = ipc_device(rank, world, capacity=CAPACITY)
     rt.empty(16, np.uint32, device=dev)
-    print(dev.segment, flush=True)
-    if how == "kill":
-        os._exit(0)  # no atexit: the segment stays until the next device's sweep
-    sys.exit(0)
+    dist.barrier()
+    return dev.segment

@@ -64,6 +64,11 @@ REDZONE = 256
 class DeviceMemory:
     """Global memory: one growable byte arena holding every allocation, first-fit allocator."""
 
+    # Memory other processes share (ptxforge.emu.ipc) sets these: the lock atomics hold, the progress
+    # counters the watchdog reads. A lone device's memory is this process's alone.
+    atomic_lock = None
+    progress_board = None
+
     def __init__(self, capacity: int = 1 << 20):
         self.arena = np.zeros(_round_up(capacity, PAD), np.uint8)
         self._allocs: list[Allocation] = []  # sorted by base

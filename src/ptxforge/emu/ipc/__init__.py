@@ -13,13 +13,11 @@ address range (memory.py, vm.py), so a pointer means the same on every rank; han
 peer's segment. Atomics and strong stores on IPC memory hold a per-segment flock, loads and stores need no
 more than x86-TSO for release/acquire, and the watchdog counts other processes' writes as progress (the
 reasons are in memory.py). A single-process `ptxforge.emu.Node` remains the tool for sanitizing such
-kernels: the sanitizer does not run on an IPC device.
+kernels: `sanitize=True` on an IPC device checks that rank's launch alone.
 """
 
 from __future__ import annotations
 
-import atexit
-import os
 import platform
 import weakref
 
@@ -28,7 +26,7 @@ from ptxforge.emu.ipc.memory import DEFAULT_CAPACITY, MAX_WORLD, STRIDE, IpcErro
 from ptxforge.emu.ipc.segment import HEADER, live_segments
 from ptxforge.emu.launch import EmuDevice
 
-_LIVE: weakref.WeakSet = weakref.WeakSet()
+_FINALIZERS: list[weakref.finalize] = []  # one per device: closes its memory once (close, GC, exit)
 
 
 class IpcDevice(EmuDevice):
@@ -39,7 +37,8 @@ class IpcDevice(EmuDevice):
         super().__init__(num_sms, memory=IpcMemory(int(rank), int(world), int(capacity)))
         self.rank, self.world = int(rank), int(world)
         self.gpu = self.rank  # errors name "GPU r": rank r's emulated GPU
-        _LIVE.add(self)
+        self._finalizer = weakref.finalize(self, self.memory.close)  # a dropped device removes its segment too
+        _FINALIZERS[:] = [f for f in _FINALIZERS if f.alive] + [self._finalizer]
 
     @property
     def name(self) -> str:
@@ -82,7 +81,7 @@ class IpcDevice(EmuDevice):
 
     def close(self) -> None:
         """Unmap the peers, unlink this rank's segment; the device's buffers are unusable afterwards."""
-        self.memory.close()
+        self._finalizer()
         self._images.clear()
 
     def __enter__(self):
@@ -116,15 +115,15 @@ def ipc_device(rank: int, world: int, *, num_sms: int = 132, capacity: int = DEF
     return IpcDevice(rank, world, num_sms=num_sms, capacity=capacity)
 
 
-@atexit.register
-def _close_all() -> None:  # a rank that exits without closing still removes its segment
-    for dev in list(_LIVE):
-        if dev.memory.pid == os.getpid():
-            try:
-                dev.close()
-            except Exception:  # noqa: BLE001 - exiting: nothing left to report to
-                pass
+def close_all() -> None:
+    """Close every IPC device of this process (`ptxforge.ep.spawn` calls it before its ranks' hard exit,
+    which skips the interpreter's exit handlers; a normal exit closes them by itself)."""
+    for f in list(_FINALIZERS):
+        try:
+            f()
+        except Exception:  # noqa: BLE001 - exiting: nothing left to report to
+            pass
 
 
-__all__ = ["EmuIpcHandle", "IpcDevice", "IpcError", "ipc_close_mem_handle", "ipc_device", "ipc_get_mem_handle",
-           "ipc_open_mem_handle", "live_segments", "rank_base"]
+__all__ = ["EmuIpcHandle", "IpcDevice", "IpcError", "close_all", "ipc_close_mem_handle", "ipc_device",
+           "ipc_get_mem_handle", "ipc_open_mem_handle", "live_segments", "rank_base"]

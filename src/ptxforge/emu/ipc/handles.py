@@ -116,11 +116,23 @@ def ipc_open_mem_handle(handle: EmuIpcHandle, device) -> int:
     if hit is not None:
         hit[1] += 1
         return h.address
+    _drop_freed(mem, mp, table, h)
     alloc = Allocation(h.address, h.nbytes, h.address - GLOBAL_BASE, f"{h.name or 'allocation'} of rank {h.rank}",
                        gpu=h.rank)
     mem._insert(alloc)
     mp.opened[h.export] = [alloc, 1]
     return h.address
+
+
+def _drop_freed(mem: IpcMemory, mp: Mapping, table, h: EmuIpcHandle) -> None:
+    """Forget the opened allocations of `mp` that overlap the one `h` names: their owner freed them (live
+    allocations never overlap), as when a rank grows a buffer and hands out the new one's handle without
+    the peers closing the old."""
+    live = set(table[:, 0].tolist())
+    for export, (alloc, _) in list(mp.opened.items()):
+        if export not in live and alloc.base < h.address + h.nbytes and h.address < alloc.base + alloc.size:
+            del mp.opened[export]
+            super(IpcMemory, mem).free(alloc)
 
 
 def _map(mem: IpcMemory, h: EmuIpcHandle, what: str) -> Mapping:

@@ -122,6 +122,9 @@ class _Locks:
             S.unlock(fd)
 
 
+_NO_LOCKS = _Locks(())
+
+
 class IpcMemory(DeviceMemory):
     """Rank `rank` of `world`: its heap in a new segment of `capacity` bytes, peers mapped on demand."""
 
@@ -228,25 +231,29 @@ class IpcMemory(DeviceMemory):
     def atomic_lock(self, addresses) -> _Locks:
         """The locks an atomic (or strong store) on `addresses` holds around its read-modify-write."""
         a = np.asarray(addresses)
-        if a.ndim == 0 or a.size == 1:
-            r = self.rank_of(int(a.reshape(-1)[0])) if a.size else None
-            ranks = () if r is None else (r,)
-        else:
-            a = a.astype(np.uint64, copy=False)
-            g = a[(a >> np.uint64(WINDOW_BITS)) == np.uint64(GLOBAL_BASE >> WINDOW_BITS)]
-            lo, hi = (int(g.min()), int(g.max())) if g.size else (0, 0)
-            if not g.size:
-                ranks = ()
-            elif (lo - GLOBAL_BASE) >> STRIDE_BITS == (hi - GLOBAL_BASE) >> STRIDE_BITS:
-                ranks = ((lo - GLOBAL_BASE) >> STRIDE_BITS,)
-            else:
-                ranks = np.unique((g - np.uint64(GLOBAL_BASE)) >> np.uint64(STRIDE_BITS)).tolist()
-        fds = []
-        for r in ranks:  # ascending: two processes take shared locks in the same order
-            mp = self.own if r == self.rank else self.peers.get(r)
-            if mp is not None:
-                fds.append(mp.fd)
+        if a.size == 0:
+            return _NO_LOCKS
+        lo, hi = (int(a), int(a)) if a.ndim == 0 else (int(a.min()), int(a.max()))
+        r = self.rank_of(lo)
+        if r is not None and r == self.rank_of(hi):  # the usual case: one rank's memory
+            return self._locks(r)
+        a = a.reshape(-1).astype(np.uint64)  # lanes in several ranks' memory, or outside global memory
+        g = a[(a >> np.uint64(WINDOW_BITS)) == np.uint64(GLOBAL_BASE >> WINDOW_BITS)]
+        ranks = np.unique((g - np.uint64(GLOBAL_BASE)) >> np.uint64(STRIDE_BITS)).tolist()
+        fds = [mp.fd for mp in (self._mapping(r) for r in ranks) if mp is not None]  # ascending rank order
         return _Locks(fds)
+
+    def _mapping(self, r: int) -> Mapping | None:
+        return self.own if r == self.rank else self.peers.get(r)
+
+    def _locks(self, r: int) -> _Locks:
+        mp = self._mapping(r)
+        if mp is None:
+            return _NO_LOCKS  # nothing of that rank is mapped: the access itself faults
+        hit = mp.__dict__.get("lock")
+        if hit is None:
+            hit = mp.lock = _Locks([mp.fd])
+        return hit
 
     def describe(self, address: int, nbytes: int) -> str | None:
         """Where a bad address lies, when it is another rank's memory this rank has not opened."""
