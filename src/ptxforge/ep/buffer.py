@@ -77,6 +77,9 @@ class Buffer:
 
     def destroy(self) -> None:
         self._stats.clear()
+        if self._comm_rank is not None:  # the communication buffer (the IPC device stays for other Buffers)
+            self._comm_rank.fabric.release()
+            self._comm_rank = None
 
     def sm_map(self) -> list[dict]:
         """backend="kernels" on the emulator: for each kernel of this rank's last dispatch and last combine,

@@ -48,6 +48,12 @@ class NodeFabric:
     def addresses(self) -> list[int]:
         return [b.address for b in self.bufs]
 
+    def release(self) -> None:
+        for b in self.bufs:
+            if b is not None:
+                b.free()
+        self.bufs, self.size = [None] * self.world, 0
+
 
 class IpcFabric:
     """Each process's own buffer on its IPC device, the others' mapped through handles exchanged with
@@ -80,6 +86,11 @@ class IpcFabric:
 
     def addresses(self) -> list[int]:
         return self._addresses
+
+    def release(self) -> None:
+        if self.buf is not None:
+            self.buf.free()
+        self.buf, self.size, self._addresses = None, 0, []
 
 
 _IPC_DEVICES: dict = {}
