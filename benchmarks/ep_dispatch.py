@@ -5,8 +5,14 @@ all_to_all_single, all_to_all_single back, scatter-add), measured in the same ru
 Reports bytes on the wire per rank (payload + scales; metadata apart) and the time per dispatch + combine
 (median over iterations, the slowest rank). The FP8 quantization itself is not timed (as in DeepEP, the
 caller quantizes before dispatch). One intra-op thread per rank.
+The kernel backend (`--kernel-sms 4,8,20`, issue 13): the same layer's FP8 dispatch and BF16 combine by the
+intranode communication kernels (ptxforge.kernels.comm) on a 4-GPU emulated node in this process
+(ptxforge.ep.NodeGroup, the single-process form of Buffer(backend="kernels")): thread-instructions and the
+per-SM load of each role (notify, sender, receiver) per num_sms, the combine checked exact. No GPU here, so
+no GB/s: DeepEP's published H800 figures are the reference row. `--kernel-tokens` shrinks that part.
 Usage: python benchmarks/ep_dispatch.py [--tokens 256] [--hidden 7168] [--experts 64] [--topk 8] [--iters 10]
-       [--append]   (adds the table to benchmarks/RESULTS.md)
+       [--kernel-sms 4,8,20] [--kernel-tokens 256] [--skip-torch] [--append]   (--append: adds the tables to
+       benchmarks/RESULTS.md)
 """
 
 from __future__ import annotations
@@ -113,6 +119,99 @@ def _bf16_np(x):
     return x.view(__import__("torch").int16).numpy().view(ml_dtypes.bfloat16)
 
 
+def kernel_rows(tokens, hidden, experts, topk, sms_list):
+    """Per num_sms: FP8 dispatch + BF16 combine by the communication kernels on a 4-GPU emulated node."""
+    import numpy as np
+    import torch
+
+    from ptxforge.emu import Node
+    from ptxforge.ep import Config
+    from ptxforge.ep.node_group import NodeGroup
+    from ptxforge.kernels import fp8
+
+    xs, qs, idxs, ws = [], [], [], []
+    for r in range(WORLD):
+        g = torch.Generator().manual_seed(r)
+        x = torch.randint(-4, 5, (tokens, hidden), generator=g).float().to(torch.bfloat16)
+        q, sf, _ = fp8.per_token_quant_ref(_bf16_np(x), True)
+        xs.append(x)
+        qs.append((torch.from_numpy(q).view(torch.float8_e4m3fn), torch.from_numpy(sf)))
+        idxs.append(torch.topk(torch.rand((tokens, experts), generator=g), topk, dim=-1).indices)
+        ws.append(torch.rand((tokens, topk), generator=g))
+    rows = []
+    for sms in sms_list:
+        node = Node(gpus=WORLD, sms=132, watchdog_s=120)
+        group = NodeGroup(node)
+        t0 = time.perf_counter()
+        outs = group.dispatch(qs, topk_idx=idxs, topk_weights=ws, num_experts=experts, config=Config(sms, 6, 32))
+        t_d = time.perf_counter() - t0
+        disp = [group.sm_map(r) for r in range(WORLD)]
+        t0 = time.perf_counter()
+        # the experts' output stands in as x's own rows, so the combine must give x times its copies exactly
+        ys = []
+        for r, o in enumerate(outs):
+            h = o[4]
+            src_rank = torch.repeat_interleave(torch.arange(WORLD), torch.diff(torch.cat(
+                [torch.zeros(1, dtype=torch.int32), h.rank_prefix_matrix[:, r]])).long())
+            ys.append(torch.stack([xs[int(s)][int(t)] for s, t in zip(src_rank, h.recv_src_idx, strict=True)])
+                      if len(src_rank) else torch.zeros((0, hidden), dtype=torch.bfloat16))
+        comb = group.combine(ys, [o[4] for o in outs], config=Config(sms, 6, 32))
+        t_c = time.perf_counter() - t0
+        exact = all(c[0].equal((xs[r].float() * outs[r][4].is_token_in_rank.sum(1, keepdim=True))
+                               .to(torch.bfloat16)) for r, c in enumerate(comb))
+        maps = [group.sm_map(r) for r in range(WORLD)]
+        def load(call, role, m):  # noqa: E306
+            v = [row["thread_instructions"] for mm in m for row in mm if row["call"] == call and row["role"] == role]
+            return np.mean(v) if v else 0, max(v) if v else 0
+        ti = {call: sum(row["thread_instructions"] for mm in maps for row in mm if row["call"] == call)
+              for call in ("dispatch", "combine")}
+        rows.append({"sms": sms, "t_dispatch": t_d, "t_combine": t_c, "ti": ti, "exact": exact,
+                     "recv": sum(o[0][0].shape[0] for o in outs),
+                     "load": {(call, role): load(call, role, disp if call == "dispatch" else maps)
+                              for call in ("dispatch", "combine") for role in ("notify", "sender", "receiver")}})
+    return rows
+
+
+def kernel_table(args, rows) -> list[str]:
+    lines = [
+        f"## Intranode communication kernels, backend=\"kernels\" (issue 13), {datetime.date.today()}",
+        "",
+        f"`python benchmarks/ep_dispatch.py --kernel-sms {','.join(str(r['sms']) for r in rows)} --kernel-tokens "
+        f"{args.kernel_tokens} --hidden {args.hidden} --experts {args.experts} --topk {args.topk}`: FP8 dispatch "
+        f"(UE8M0-rounded f32 scales, top-k ids and weights) and BF16 combine of {WORLD} ranks x "
+        f"{args.kernel_tokens} tokens x {args.hidden} hidden, {args.experts} experts, top-{args.topk}, by the "
+        f"DSL kernels on a {WORLD}-GPU emulated node in one process ({os.cpu_count()} cores shared with other jobs, "
+        f"load average {os.getloadavg()[0]:.1f} at the end, no GPU); Config(num_sms, 6, 32): chunks of 6 tokens, "
+        "rings of 32 slots. Thread-instructions are all ranks' together; the per-SM load is thread-instructions "
+        "per SM by role, mean / max over SMs and ranks. Wall time is the emulator's (a CPU running every "
+        "GPU's lanes), not a GPU estimate.",
+        "",
+        "| num_sms | channels | dispatch thread-instr. | combine thread-instr. | dispatch sender SM mean / max | "
+        "dispatch receiver SM mean / max | combine sender SM mean / max | combine receiver SM mean / max | "
+        "notify SM | emulator s (dispatch + combine) | combine exact |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ld = r["load"]
+
+        def f(k, ld=ld):
+            return f"{ld[k][0]:,.0f} / {ld[k][1]:,.0f}"
+        roles = " | ".join(f(k) for k in (("dispatch", "sender"), ("dispatch", "receiver"), ("combine", "sender"),
+                                         ("combine", "receiver")))
+        lines.append(f"| {r['sms']} | {r['sms'] // 2} | {r['ti']['dispatch']:,} | {r['ti']['combine']:,} | {roles} | "
+                     f"{ld[('dispatch', 'notify')][1]:,.0f} | {r['t_dispatch']:.1f} + {r['t_combine']:.1f} | "
+                     f"{r['exact']} |")
+    lines += [
+        "| DeepEP V1 on H800 (published, EP8, 4096 tokens, not measured here) | 10 | | | | | | | | "
+        "153 GB/s dispatch (FP8), 158 GB/s combine (BF16), NVLink | |",
+        "",
+        f"Rows received over all ranks: {rows[0]['recv']:,}. No GPU was lent to this task, so there is no GB/s "
+        "figure of ours and no NCCL all_to_all beside it: the GPU path (CUDA IPC handles, a green context of "
+        "num_sms SMs) is not implemented.",
+    ]
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=256)
@@ -120,8 +219,24 @@ def main() -> None:
     ap.add_argument("--experts", type=int, default=64)
     ap.add_argument("--topk", type=int, default=8)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--kernel-sms", default="4,8,20", help="num_sms values for the kernel backend ('' to skip)")
+    ap.add_argument("--kernel-tokens", type=int, default=256)
+    ap.add_argument("--skip-torch", action="store_true", help="only the kernel backend")
     ap.add_argument("--append", action="store_true", help="append the table to benchmarks/RESULTS.md")
     args = ap.parse_args()
+    if not args.skip_torch:
+        torch_table(args)
+    if args.kernel_sms:
+        rows = kernel_rows(args.kernel_tokens, args.hidden, args.experts, args.topk,
+                           [int(v) for v in args.kernel_sms.split(",")])
+        text = "\n".join(kernel_table(args, rows))
+        print(text)
+        if args.append:
+            with RESULTS.open("a") as f:
+                f.write("\n" + text + "\n")
+
+
+def torch_table(args) -> None:
     from ptxforge.ep.spawn import run_ranks
 
     res = run_ranks(bench_rank, WORLD, args.tokens, args.hidden, args.experts, args.topk, args.iters,

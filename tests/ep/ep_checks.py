@@ -43,13 +43,13 @@ def gather(t: torch.Tensor, world: int) -> list[torch.Tensor]:
 
 
 class Ctx:
-    def __init__(self, rank, world, rpn):
+    def __init__(self, rank, world, rpn, backend="torch"):
         import ptxforge.ep as deep_ep
 
         self.ep = deep_ep
         self.rank, self.world, self.rpn = rank, world, rpn
         self.buf = deep_ep.Buffer(None, int(1e9), int(1e9) if world > rpn else 0, num_ranks_per_node=rpn,
-                                  timeout_s=30)
+                                  timeout_s=30, backend=backend)
         self.x = encoded_x(rank)
         self.idx, self.w = random_topk(rank)
 
@@ -363,8 +363,14 @@ CHECKS = [check_layout, check_dispatch_rows, check_combine, check_fp8_lossless, 
           check_stats, check_empty_ranks, check_bad_input]
 
 
-def suite(rank: int, world: int, ranks_per_node: int, with_timeout: bool = False) -> dict:
-    c = Ctx(rank, world, ranks_per_node)
+def suite(rank: int, world: int, ranks_per_node: int, with_timeout: bool = False, backend: str = "torch",
+          num_sms: int | None = None) -> dict:
+    """backend="kernels" runs dispatch/combine with the communication kernels (num_sms: Buffer.set_num_sms)."""
+    if num_sms is not None:
+        import ptxforge.ep as deep_ep
+
+        deep_ep.Buffer.set_num_sms(num_sms)
+    c = Ctx(rank, world, ranks_per_node, backend)
     results = {}
     for check in CHECKS + ([check_timeout] if with_timeout else []):
         t0 = time.monotonic()

@@ -19,3 +19,20 @@ def warm() -> None:
 
 
 warm()
+
+
+def warm_comm() -> None:
+    """Trace the communication kernels the kernel-backend checks specialize (4 ranks)."""
+    from ptxforge.ep.intranode import _special
+    from ptxforge.kernels import comm
+
+    for scales in (False, True):
+        for topk in (False, True):
+            _special(comm.intranode_dispatch, R=4, UNIT=16, HAS_SCALES=scales, HAS_TOPK=topk, HAS_W=topk,
+                     BUG="").module()
+    for bias in (0, 2):
+        for w in (False, True):
+            _special(comm.intranode_combine, R=4, UNIT=16, NUM_BIAS=bias, HAS_W=w).module()
+
+
+warm_comm()

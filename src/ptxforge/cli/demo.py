@@ -46,6 +46,7 @@ def run(args) -> int:
         ok &= _dsl()
         ok &= _expert_parallel()
         ok &= node_section(args.sm_map)
+        ok &= _comm_kernels()
     print("\ndemo: all checks passed" if ok else "\ndemo: some checks FAILED")
     return 0 if ok else 1
 
@@ -54,6 +55,17 @@ def _expert_parallel() -> bool:
     from ptxforge.cli.demo_ep import expert_parallel
 
     return expert_parallel()
+
+
+def _comm_kernels() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("\n== communication kernels beside a GEMM: skipped (needs torch: pip install 'ptxforge[torch]')")
+        return True
+    from ptxforge.cli.demo_comm import comm_section
+
+    return comm_section()
 
 
 def _section(title: str) -> None:

@@ -11,8 +11,11 @@ from pathlib import Path
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
 
 
-def draw_sm_map(node, path: str | Path, *, gpu: int = 0, title: str | None = None, dpi: int = 110) -> Path:
-    """Write GPU `gpu`'s SM map to `path`; returns the path (ImportError naming matplotlib if absent)."""
+def draw_sm_map(node, path: str | Path, *, gpu: int = 0, title: str | None = None, dpi: int = 110,
+                roles: dict | None = None) -> Path:
+    """Write GPU `gpu`'s SM map to `path`; returns the path (ImportError naming matplotlib if absent).
+    `roles` {(kernel, sm): label} draws those SMs of that kernel under `label`, with its own color (e.g. a
+    communication kernel's senders and receivers)."""
     try:
         import matplotlib
 
@@ -24,6 +27,14 @@ def draw_sm_map(node, path: str | Path, *, gpu: int = 0, title: str | None = Non
     waves = [w for w in node.sm_map if w[0] == gpu]
     if not waves:
         raise ValueError(f"GPU {gpu} of the node ran no stream launch yet: nothing to draw")
+    if roles:  # one entry per (wave, role)
+        split = []
+        for g, s, k, sms, t0, t1 in waves:
+            by_role: dict = {}
+            for sm in sms:
+                by_role.setdefault(roles.get((k, int(sm))), []).append(sm)
+            split += [(g, s, role or k, tuple(v), t0, t1) for role, v in by_role.items()]
+        waves = split
     nsms = node.devices[gpu].num_sms
     kernels = list(dict.fromkeys(f"{k} (stream {s})" for _, s, k, *_ in waves))
     color = {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(kernels)}

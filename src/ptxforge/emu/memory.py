@@ -64,6 +64,11 @@ REDZONE = 256
 class DeviceMemory:
     """Global memory: one growable byte arena holding every allocation, first-fit allocator."""
 
+    # Memory other processes share (ptxforge.emu.ipc) sets these: the lock atomics hold, the progress
+    # counters the watchdog reads. A lone device's memory is this process's alone.
+    atomic_lock = None
+    progress_board = None
+
     def __init__(self, capacity: int = 1 << 20):
         self.arena = np.zeros(_round_up(capacity, PAD), np.uint8)
         self._allocs: list[Allocation] = []  # sorted by base
@@ -353,7 +358,9 @@ class LaneMemory:
         else:
             lane = j
         if note is None and space in ("global", "generic", "const"):
-            note = describe_address(self.device.allocations, addr & (1 << 64) - 1, nbytes)
+            describe = getattr(self.device, "describe", None)  # an IPC device: another rank's memory
+            note = describe(addr & (1 << 64) - 1, nbytes) if describe is not None else None
+            note = note or describe_address(self.device.allocations, addr & (1 << 64) - 1, nbytes)
         raise self.fault(kind, space, addr, nbytes, lane, note)
 
 

@@ -139,6 +139,13 @@ def _build(ctx, has_dest: bool):
     count = len(readers)
 
     def f(st, m):
+        lock = getattr(st.mem.device, "atomic_lock", None)  # memory other processes share: ipc/memory.py
+        if lock is None:
+            return rmw(st, m)
+        with lock(addr(st)):
+            return rmw(st, m)
+
+    def rmw(st, m):
         a = addr(st)
         lanes = None if m is None else np.flatnonzero(m)
         n = st.N if lanes is None else lanes.size

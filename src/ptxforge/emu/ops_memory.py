@@ -112,6 +112,7 @@ def build_st(ctx):
     dt = _U[bits]
     readers = [None if isinstance(e, ir.Sink) else ctx.read(e, ty) for e in elems]
     space, addr = ctx.address(dst, space_of(ins))
+    strong = space in ("global", "generic") and any(s in STRONG for s in ins.suffixes)
     if isinstance(space, tuple):
         idx, off = space[1], addr
         nb = bits // 8
@@ -144,7 +145,7 @@ def build_st(ctx):
             if np.ndim(v):
                 v = v[lanes]
             M.store(st.mem, space, a, dt, [v], lanes)
-        return _async_tx(ctx, _op(st1), bits // 8)
+        return _async_tx(ctx, _op(_locked(st1, addr) if strong else st1), bits // 8)
 
     def stv(st, m):
         a = addr(st)
@@ -159,7 +160,22 @@ def build_st(ctx):
             full = M.load(st.mem, space, a, dt, n, lanes)
             vals = [f if v is None else v for f, v in zip(full, vals, strict=False)]
         M.store(st.mem, space, a, dt, vals, lanes)
-    return _async_tx(ctx, _op(stv), bits // 8 * n)
+    return _async_tx(ctx, _op(_locked(stv, addr) if strong else stv), bits // 8 * n)
+
+
+STRONG = ("relaxed", "release", "volatile", "mmio")  # st forms that may race with atomics by design
+
+
+def _locked(fn, addr):
+    """A strong store that holds the atomics' lock on memory other processes share (ipc/memory.py), so it
+    never lands between the read and the write of another process's atomic; a plain call elsewhere."""
+    def f(st, m):
+        lock = getattr(st.mem.device, "atomic_lock", None)
+        if lock is None:
+            return fn(st, m)
+        with lock(addr(st)):
+            return fn(st, m)
+    return f
 
 
 def _async_tx(ctx, op, nbytes):

@@ -10,6 +10,13 @@ A launch whose state keeps repeating for `watchdog_s` seconds is stopped, naming
 and the lines it loops over. (All warps waiting at barriers nothing can release is a deadlock the
 machine reports at once, without waiting.) A loop that writes memory on every turn counts as progress.
 
+On an IPC device (ptxforge.emu.ipc) other processes write the memory too: a spin on a flag that another
+rank's process will set repeats its state while that process works. There the check also reads the other
+processes' progress counters (ipc/memory.py) and restarts the stall clock whenever they moved; the watchdog
+fires after `watchdog_s` with no progress anywhere the launch can see, or after BOUND x `watchdog_s` of
+repeating state whatever the others did. Every tick (TICK_MASK + 1 steps) publishes this process's own
+progress for the others.
+
 `time_limit_s` is a separate, plain wall-clock limit on the whole launch, for users who want one.
 The tick runs every TICK_MASK + 1 steps (one clock read); only while a fingerprint is being compared
 does it run every step.
@@ -29,6 +36,7 @@ CHECK_S = 0.5  # seconds between progress checks (at most)
 TICK_MASK = 0xFF  # steps between clock reads
 MAX_OVERHEAD = 0.05  # fingerprints may take at most this share of the run (large waves check less often)
 PROBE_STEPS = 1 << 14  # steps a probe waits for the warps to come back to where they were
+BOUND = 10  # an IPC launch whose state repeats this many watchdog_s is stuck, whatever other processes do
 
 
 def check_time_options(watchdog_s, time_limit_s) -> tuple[float, float | None]:
@@ -93,6 +101,9 @@ class Watch:
         self.probe: _Probe | None = None
         self.stalled_since = None
         self.loop = ""
+        self.repeating_since = None  # first of an unbroken run of repeats (other processes' progress or not)
+        self.others = None  # the other processes' progress count when the stall began (an IPC device)
+        self.watching = False
 
     def new_wave(self) -> None:
         """A wave starts (steps count from 0 again, fresh memory counters): a wave ending is progress."""
@@ -103,6 +114,9 @@ class Watch:
         """Called every few steps with the converged pc (None when diverged); True while probing."""
         if self.probe is not None:
             return self._probe_step(m, pc, steps)
+        board = getattr(m.device, "progress_board", None)  # memory other processes share: ipc/memory.py
+        if board is not None:  # every tick, not every interval: a peer's watchdog_s may be shorter than ours
+            board.publish(m.st.mem)
         now = time.monotonic()
         if now < self.next:
             return False
@@ -127,16 +141,28 @@ class Watch:
             now = time.monotonic()
             self._end(now, (now - t) + self._cost)
             if not same:
-                self.stalled_since = None
+                self.stalled_since = self.repeating_since = None
                 return False
-            if self.stalled_since is None:
-                self.stalled_since = p.t
+            board = getattr(m.device, "progress_board", None)
+            others = None if board is None else board.others()
+            if self.stalled_since is None or others != self.others:  # another process wrote: not stuck yet
+                if board is not None and not self.watching:
+                    self.watching = True
+                    m.watch_loads()  # name the flag it polls, should it be stuck
+                    m.st.mem.observers.append(m.observers[-1])
+                self.stalled_since, self.others = p.t, others
+                self.repeating_since = self.repeating_since or p.t
             if p.pc is not None:
                 self.loop = _span(m, p.lo, p.hi)
             if now - self.stalled_since >= self.watchdog_s:
                 raise WatchdogTimeout(
                     f"kernel made no progress for {self.watchdog_s:g} s (watchdog_s): its state repeats (every live "
-                    f"warp back at the same instruction with the same registers, no memory written){self.loop}; "
+                    f"warp back at the same instruction with the same registers, no memory written){self.loop}"
+                    f"{'' if board is None else board.note()}; {m.where()}")
+            if now - self.repeating_since >= BOUND * self.watchdog_s:
+                raise WatchdogTimeout(
+                    f"kernel made no progress for {BOUND * self.watchdog_s:g} s ({BOUND} x watchdog_s): its state "
+                    f"repeats{self.loop}, and what other processes wrote meanwhile was not what it waits for; "
                     f"{m.where()}")
             return False
         if steps - p.steps > PROBE_STEPS or (steps & TICK_MASK == 0 and time.monotonic() >= self.next):

@@ -24,12 +24,21 @@ Differences from DeepEP (V1 normal mode):
   `num_qps_per_rank`, `allow_*`, `explicitly_destroy`, `enable_shrink`, `comm` are accepted and unused.
 - Calls are synchronous: `previous_event`, `async_finish`, `allocate_on_comm_stream` are accepted; the returned
   `EventOverlap` holds no event and waiting on it returns at once. `Config` and `set_num_sms` are checked and
-  kept (the handle's channel matrices use `num_sms / 2` channels) but do not change the transport.
+  kept (the handle's channel matrices use `num_sms / 2` channels); the torch backend's transport ignores them.
 - `get_dispatch_layout` and `dispatch`/`combine` each run a small agreement collective (the price of raising on
   every rank); DeepEP's layout call is local and its dispatch trusts its input.
 - Extra keyword arguments: `Buffer(..., num_ranks_per_node=None, backend="torch", timeout_s=60.0)`. Node size
-  defaults to $LOCAL_WORLD_SIZE, else min(ranks, 8) as DeepEP's NVLink domain. `backend="kernels"` computes the
-  layout with the DSL kernel (ptxforge.kernels) on the emulator or GPU; "torch" uses bit-identical torch code.
+  defaults to $LOCAL_WORLD_SIZE, else min(ranks, 8) as DeepEP's NVLink domain. "torch" moves rows with
+  all_to_all_single. `backend="kernels"` computes the layout with the DSL kernel (ptxforge.kernels) and, on one
+  node of a gloo group, runs dispatch and combine with the intranode communication kernels
+  (ptxforge.kernels.comm: notify, then `num_sms` persistent blocks as num_sms/2 channels of a sender and a
+  receiver block, per (channel, peer) rings with .sys head/tail) on an emulated GPU per process whose memory
+  the other processes map through emulator IPC handles (ptxforge.emu.ipc). Its results are bit-identical to
+  the torch backend's; `Buffer.sm_map()` tells which SM ran which role. Across nodes it uses the torch
+  transport for the data; on NCCL groups (GPUs) it raises NotImplementedError (the CUDA IPC + green-context
+  path is not written). Config's chunk size and ring depth are the kernels' (a combine keeps the channels of
+  the dispatch that made its handle). `NodeGroup(node)` (ptxforge.ep.node_group) drives every rank of an
+  emulated `Node` from one process with the same kernels, for the node-wide sanitizer.
 - `dispatch` computes the layout itself when only `topk_idx` is given (after a `get_dispatch_layout` call has
   fixed num_experts); DeepEP requires the layout arguments.
 - Received tokens are ordered by source rank, then source token index, on one node and across nodes (DeepEP's
@@ -55,5 +64,13 @@ from ptxforge.ep.stats import CallStats, Traffic
 
 topk_idx_t = _torch.int64
 
+
+def __getattr__(name):  # NodeGroup brings the communication kernels (traced on import): only when asked for
+    if name == "NodeGroup":
+        from ptxforge.ep.node_group import NodeGroup
+
+        return NodeGroup
+    raise AttributeError(f"module 'ptxforge.ep' has no attribute {name!r}")
+
 __all__ = ["Buffer", "CallStats", "Config", "DispatchHandle", "EPError", "EPInputError", "EPTimeoutError",
-           "EventOverlap", "Traffic", "topk_idx_t"]
+           "EventOverlap", "NodeGroup", "Traffic", "topk_idx_t"]

@@ -70,12 +70,40 @@ class Buffer:
         self.num_nodes = self.group_size // num_ranks_per_node
         self._serial = 0
         self._stats: list[CallStats] = []
+        self._comm_rank = None  # backend="kernels": this rank's side of the communication kernels
         self.transport.agree("Buffer()", {"num_ranks_per_node": num_ranks_per_node, "buffer_number": self.id})
 
     # ------------------------------------------------------------------ DeepEP's small API
 
     def destroy(self) -> None:
         self._stats.clear()
+        if self._comm_rank is not None:  # the communication buffer (the IPC device stays for other Buffers)
+            self._comm_rank.fabric.release()
+            self._comm_rank = None
+
+    def sm_map(self) -> list[dict]:
+        """backend="kernels" on the emulator: for each kernel of this rank's last dispatch and last combine,
+        per block the SM it ran on, its role (notify, sender, receiver), channel and thread-instructions."""
+        if self._comm_rank is None:
+            raise RuntimeError("Buffer.sm_map: no dispatch or combine has run the communication kernels yet "
+                               "(backend='kernels' on one node)")
+        return self._comm_rank.sm_map()
+
+    def _comm(self):
+        """This rank's `CommRank`: on CPU (gloo), an emulated GPU whose memory the other ranks' processes map
+        through emulator IPC handles; on GPUs, not implemented."""
+        if self._comm_rank is None:
+            from ptxforge.ep import kernel_backend as KB
+            from ptxforge.ep.intranode import CommRank
+
+            if self.transport.device.type == "cuda":
+                raise NotImplementedError(
+                    "ptxforge.ep backend='kernels' on GPUs (buffers shared by CUDA IPC handles, a green context of "
+                    "num_sms SMs) is not implemented: it has never run here (no GPU). Use backend='torch' on GPUs")
+            dev = KB.ipc_device_for(self.rank, self.group_size)
+            self._comm_rank = CommRank(self.rank, self.group_size, dev, KB.IpcFabric(dev, self.group,
+                                                                                      self.group_size))
+        return self._comm_rank
 
     @staticmethod
     def is_sm90_compiled() -> bool:
@@ -156,6 +184,10 @@ class Buffer:
         stats = self._next("dispatch", chk.form)
         num_experts = chk.facts["num_experts"]
         x_payload, x_scales = x if isinstance(x, tuple | list) else (x, None)
+        if self.backend == "kernels" and self.num_nodes == 1:
+            return self._dispatch_kernels(x_payload, x_scales, handle, is_token_in_rank, num_tokens_per_expert,
+                                          topk_idx, topk_weights, num_experts, expert_alignment, num_worst_tokens,
+                                          config, stats)
         cached = handle is not None
         if cached:
             in_rank, hops, counts = handle.is_token_in_rank, handle._hops, None
@@ -311,6 +343,8 @@ class Buffer:
         complaint, facts = check_combine(self, x, handle, topk_weights, bias)
         self.transport.agree("combine", dict(facts, serial=self._serial + 1), complaint)
         stats = self._next("combine", "bf16")
+        if self.backend == "kernels" and self.num_nodes == 1:
+            return self._combine_kernels(x, handle, topk_weights, bias, config, stats)
         n = handle._num_recv
         x = x[:n]
         w = topk_weights[:n].to(torch.float32) if topk_weights is not None else None
@@ -335,6 +369,65 @@ class Buffer:
             rows = fmt.pack(parts, num_local, x.device)
         stats.control_bytes = self.transport.take_control_bytes()
         return parts["x"], parts.get("w"), EventOverlap()
+
+
+    # ------------------------------------------------------------------ backend="kernels" (one node)
+
+    def _dispatch_kernels(self, x, scales, handle, in_rank, per_expert, topk_idx, topk_weights, num_experts,
+                          expert_alignment, num_worst_tokens, config, stats):
+        from ptxforge.ep import kernel_backend as KB
+
+        comm = self._comm()
+        cached = handle is not None
+        if cached:
+            in_rank, per_expert, tun = handle.is_token_in_rank, torch.zeros(num_experts, dtype=torch.int32), \
+                handle._tunables
+            topk_idx = topk_weights = None
+        else:
+            if in_rank is None:
+                _, _, per_expert, in_rank = self._layout(topk_idx, num_experts)
+            tun = KB.tunables(config or self.get_dispatch_config(self.group_size))
+            if topk_idx is None:
+                topk_weights = None
+        matrix = []
+
+        def counts(m):
+            matrix.append(m)
+            self._check_worst(torch.from_numpy(m), num_worst_tokens)
+
+        gen = KB.start_dispatch(comm, x, scales, topk_idx, topk_weights, in_rank, per_expert, num_experts, tun,
+                                on_counts=counts)
+        out = KB.drive(gen, comm.device)
+        fmt = KB.dispatch_format(x, scales, topk_idx, topk_weights)
+        for peer in range(self.group_size):
+            stats.record("sent", peer, int(matrix[0][self.rank, peer]), fmt, True)
+            stats.record("recv", peer, int(matrix[0][peer, self.rank]), fmt, True)
+        stats.control_bytes = self.transport.take_control_bytes()
+        recv, idx, w, per_expert_recv, fields, n = KB.finish_dispatch(out, x, scales, in_rank, expert_alignment)
+        if cached:
+            return recv, None, None, None, None, EventOverlap()
+        handle = KB.make_handle(fields, n, x.shape[0], num_experts, num_worst_tokens, tun, self.id, self._serial)
+        if num_worst_tokens:
+            recv, idx, w = KB.pad_worst(num_worst_tokens, recv, idx, w)
+            per_expert_recv = []
+        return recv, idx, w, per_expert_recv, handle, EventOverlap()
+
+    def _combine_kernels(self, x, handle, topk_weights, bias, config, stats):
+        from ptxforge.ep import kernel_backend as KB
+
+        comm = self._comm()
+        tun = KB.tunables(config or self.get_combine_config(self.group_size), handle._tunables.num_sms)
+        result = KB.drive(KB.start_combine(comm, x, topk_weights, bias, handle, tun), comm.device)
+        fmt = RowFormat([Field("x", torch.bfloat16, x.shape[1], "payload"),
+                         Field("w", torch.float32, topk_weights.shape[1] if topk_weights is not None else 0, "meta")])
+        rank_prefix = handle.rank_prefix_matrix.cpu().to(torch.int64)
+        matrix = torch.diff(rank_prefix, dim=0, prepend=torch.zeros((1, self.group_size), dtype=torch.int64))
+        for peer in range(self.group_size):
+            stats.record("sent", peer, int(matrix[peer, self.rank]), fmt, True)
+            stats.record("recv", peer, int(matrix[self.rank, peer]), fmt, True)
+        stats.control_bytes = self.transport.take_control_bytes()
+        out, w = KB.finish_combine(result, x)
+        return out, w, EventOverlap()
 
 
 def _unorder(t: torch.Tensor, order: torch.Tensor) -> torch.Tensor:

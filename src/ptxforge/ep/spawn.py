@@ -10,6 +10,7 @@ comes back as its traceback text; a rank that does not finish in time is killed 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 import traceback
@@ -32,6 +33,9 @@ def _entry(rank, world, store, fn, args, queue):
     finally:
         queue.close()
         queue.join_thread()  # the result must leave before the hard exit
+        ipc = sys.modules.get("ptxforge.emu.ipc")
+        if ipc is not None:  # the hard exit skips atexit: remove this rank's emulator IPC segments here
+            ipc.close_all()
         os._exit(0)  # skip gloo's teardown, which can wait for peers that already left
 
 

@@ -1,0 +1,254 @@
+"""`backend="kernels"`: dispatch and combine by the intranode communication kernels, in the torch backend's
+formats (the same tensors, dtypes and handle fields, bit for bit).
+
+Shared by `Buffer` (one rank a process) and `NodeGroup` (every rank of a `Node` in one process):
+- `Fabric`s give every rank a communication buffer that every rank's kernels reach: `NodeFabric` (one
+  address space, peer memory of a Node) and `IpcFabric` (emulator IPC handles exchanged through the
+  process group, see `ptxforge.emu.ipc`).
+- `start_dispatch` / `finish_dispatch` and `start_combine` / `finish_combine` convert torch tensors to what
+  `CommRank` takes and its results back.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import ml_dtypes
+import numpy as np
+import torch
+
+from ptxforge.ep.intranode import CommRank, DispatchOut, Tunables
+
+_generations = itertools.count(1)
+
+
+class NodeFabric:
+    """Communication buffers of the ranks of one `Node` (rank r on node.devices[r]); they are allocated
+    together, so the first rank to ask for a larger size grows every rank's."""
+
+    def __init__(self, node, world: int):
+        self.node, self.world = node, world
+        self.bufs: list = [None] * world
+        self.size = 0
+        self.generation = 0
+
+    def ensure(self, rank: int, nbytes: int) -> int:
+        if nbytes > self.size:
+            from ptxforge.runtime.buffers import DeviceBuffer
+
+            for b in self.bufs:
+                if b is not None:
+                    b.free()
+            self.size = max(nbytes, 2 * self.size)
+            self.bufs = [DeviceBuffer((self.size,), np.uint8, device=self.node.devices[r], name=f"comm buffer {r}")
+                         for r in range(self.world)]
+            self.generation = next(_generations)
+        return self.generation
+
+    def addresses(self) -> list[int]:
+        return [b.address for b in self.bufs]
+
+    def release(self) -> None:
+        for b in self.bufs:
+            if b is not None:
+                b.free()
+        self.bufs, self.size = [None] * self.world, 0
+
+
+class IpcFabric:
+    """Each process's own buffer on its IPC device, the others' mapped through handles exchanged with
+    all_gather_object on the process group (a collective: every rank grows at the same call)."""
+
+    def __init__(self, device, group, world: int):
+        self.device, self.group, self.world = device, group, world
+        self.buf = None
+        self.size = 0
+        self.generation = 0
+        self._addresses: list[int] = []
+
+    def ensure(self, rank: int, nbytes: int) -> int:
+        if nbytes > self.size:
+            import torch.distributed as dist
+
+            from ptxforge.emu.ipc import ipc_get_mem_handle, ipc_open_mem_handle
+            from ptxforge.runtime.buffers import DeviceBuffer
+
+            if self.buf is not None:  # every rank is past the calls that used the old buffers (agreed)
+                self.buf.free()
+            self.size = max(nbytes, 2 * self.size)
+            self.buf = DeviceBuffer((self.size,), np.uint8, device=self.device, name=f"comm buffer {rank}")
+            handles = [None] * self.world
+            dist.all_gather_object(handles, ipc_get_mem_handle(self.buf), group=self.group)
+            self._addresses = [self.buf.address if r == rank else ipc_open_mem_handle(h, device=self.device)
+                               for r, h in enumerate(handles)]
+            self.generation = next(_generations)
+        return self.generation
+
+    def addresses(self) -> list[int]:
+        return self._addresses
+
+    def release(self) -> None:
+        if self.buf is not None:
+            self.buf.free()
+        self.buf, self.size, self._addresses = None, 0, []
+
+
+_IPC_DEVICES: dict = {}
+
+
+def ipc_device_for(rank: int, world: int):
+    """This process's emulated GPU for rank `rank` of a gloo job of `world` (one a process, kept open)."""
+    try:
+        from ptxforge.emu.ipc import ipc_device
+    except ImportError as e:
+        raise NotImplementedError("ptxforge.ep backend='kernels' across processes needs the emulator's IPC layer "
+                                  f"(ptxforge.emu.ipc), which this installation lacks ({e})") from None
+    key = (rank, world)
+    if key not in _IPC_DEVICES:
+        _IPC_DEVICES[key] = ipc_device(rank, world)
+    return _IPC_DEVICES[key]
+
+
+def dispatch_format(x, scales, topk_idx, topk_weights):
+    """What one token's ring slot carries, for `Buffer.stats()`."""
+    from ptxforge.ep.rows import Field, RowFormat
+
+    k = topk_idx.shape[1] if topk_idx is not None else 0
+    return RowFormat([Field("x", x.dtype, x.shape[1], "payload"),
+                      Field("scales", scales.dtype if scales is not None else torch.float32,
+                            scales.shape[1] if scales is not None else 0, "scales"),
+                      Field("topk_idx", torch.int64, k, "meta"),
+                      Field("topk_weights", torch.float32, k if topk_weights is not None else 0, "meta"),
+                      Field("src", torch.int32, 1, "meta")])
+
+
+# --------------------------------------------------------------------------- conversions
+
+def _bytes(t: torch.Tensor) -> np.ndarray:
+    """A 2-D tensor's rows as bytes (uint8 [rows, row bytes])."""
+    t = t.detach().cpu().contiguous()
+    return t.view(torch.uint8).numpy().reshape(t.shape[0], t.shape[1] * t.element_size())
+
+
+def _words(t: torch.Tensor) -> np.ndarray:
+    return _bytes(t).view(np.uint32)
+
+
+def _from_bytes(a: np.ndarray, dtype: torch.dtype, device) -> torch.Tensor:
+    """uint8 rows [N, B] as [N, B / itemsize] of `dtype` (N may be 0)."""
+    if a.shape[0] == 0:
+        return torch.empty((0, a.shape[1] // torch.empty(0, dtype=dtype).element_size()), dtype=dtype, device=device)
+    return torch.from_numpy(np.ascontiguousarray(a)).view(dtype).to(device)
+
+
+def _bf16_np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+
+
+def _bf16_torch(a: np.ndarray, device) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16).to(device)
+
+
+def start_dispatch(comm: CommRank, x, x_scales, topk_idx, topk_weights, in_rank, per_expert, num_experts: int,
+                   tun: Tunables, bug: str = "", on_counts=None):
+    """The rank's dispatch generator (see `CommRank.dispatch`) for torch inputs."""
+    return comm.dispatch(_bytes(x), _words(x_scales) if x_scales is not None else None,
+                         topk_idx.detach().cpu().to(torch.int64).numpy() if topk_idx is not None else None,
+                         topk_weights.detach().cpu().to(torch.float32).numpy() if topk_weights is not None else None,
+                         in_rank.detach().cpu().numpy(), per_expert.detach().cpu().numpy(), num_experts, tun, bug,
+                         on_counts)
+
+
+def finish_dispatch(out: DispatchOut, x, x_scales, in_rank: torch.Tensor, expert_alignment: int):
+    """(recv in x's form, recv_topk_idx, recv_topk_weights, per-expert counts, handle fields, N)."""
+    dev = x.device
+    recv_x = _from_bytes(out.recv_x, x.dtype, dev)
+    recv = recv_x
+    if x_scales is not None:
+        recv = (recv_x, _from_bytes(out.recv_scales.view(np.uint8).reshape(out.recv_scales.shape[0], -1),
+                                    x_scales.dtype, dev))
+    idx = torch.from_numpy(out.recv_idx.copy()).to(dev) if out.recv_idx is not None else None
+    w = torch.from_numpy(out.recv_w.copy()).to(dev) if out.recv_w is not None else None
+    counts = [-(-int(c) // expert_alignment) * expert_alignment for c in out.expert_recv.tolist()]
+    as_t = lambda a: torch.from_numpy(np.ascontiguousarray(a, np.int32)).to(dev)  # noqa: E731
+    fields = (as_t(out.rank_prefix), as_t(out.chan_prefix), as_t(out.recv_chan), as_t(out.recv_src), in_rank,
+              as_t(out.send_head))
+    return recv, idx, w, counts, fields, int(out.recv_x.shape[0])
+
+
+def start_combine(comm: CommRank, x: torch.Tensor, topk_weights, bias, handle, tun: Tunables):
+    biases = [b for b in (bias if isinstance(bias, tuple | list) else (bias,)) if b is not None]
+    n = handle._num_recv
+    w = topk_weights[:n].detach().cpu().to(torch.float32).numpy() if topk_weights is not None else None
+    return comm.combine(_bf16_np(x[:n]), w, [_bf16_np(b) for b in biases],
+                        handle.is_token_in_rank.detach().cpu().numpy(), handle.rank_prefix_matrix.cpu().numpy(),
+                        handle.recv_channel_prefix_matrix.cpu().numpy(), handle._num_experts, tun)
+
+
+def finish_combine(result, like: torch.Tensor):
+    out, w = result
+    return _bf16_torch(out, like.device), (torch.from_numpy(w).to(like.device) if w is not None else None)
+
+
+def drive(gen, device):
+    """Run one rank's generator alone: after each phase, wait for its launches (an emulated node's
+    `synchronize`, when the rank's device is a GPU of one; other devices run each launch to completion)."""
+    node = getattr(device, "node", None)
+    try:
+        while True:
+            next(gen)
+            if node is not None:
+                node.synchronize()
+    except StopIteration as stop:
+        return stop.value
+
+
+def tunables(config, num_sms: int | None = None) -> Tunables:
+    """The kernels' tunables from a DeepEP `Config` (num_sms: the handle's, for a combine)."""
+    ring, chunk = config.num_max_nvl_chunked_recv_tokens, config.num_max_nvl_chunked_send_tokens
+    if not 0 < chunk <= ring:
+        raise ValueError(f"Config: num_max_nvl_chunked_send_tokens ({chunk}) must be between 1 and "
+                         f"num_max_nvl_chunked_recv_tokens ({ring}), the ring's slots")
+    return Tunables(num_sms or config.num_sms, ring, chunk)
+
+
+def make_handle(fields, n: int, t_: int, num_experts: int, num_worst: int, tun: Tunables, buffer_id: int,
+                serial: int):
+    from ptxforge.ep.buffer import DispatchHandle
+
+    return DispatchHandle(fields, _buffer_id=buffer_id, _serial=serial, _hops=None, _order=None, _num_tokens=t_,
+                          _num_recv=n, _num_experts=num_experts, _num_worst=num_worst, _tunables=tun)
+
+
+def pad_worst(num_worst: int, recv, idx, w):
+    from ptxforge.ep.buffer import _pad_rows
+
+    if isinstance(recv, tuple):
+        rx, rs, idx, w = _pad_rows(num_worst, recv[0], recv[1], idx, w)
+        return (rx, rs), idx, w
+    rx, _, idx, w = _pad_rows(num_worst, recv, None, idx, w)
+    return rx, idx, w
+
+
+def drive_all(node, gens: list, alongside=None):
+    """Run every rank's generator of one `Node`: each phase queues all ranks' launches, then one
+    `node.synchronize()` runs them together. `alongside(phase)` may queue other launches (say a GEMM on the
+    SMs the communication leaves free) before phase `phase` (0, 1, ...) runs."""
+    results: list = [None] * len(gens)
+    live = list(range(len(gens)))
+    phase = 0
+    while live:
+        still = []
+        for r in live:
+            try:
+                next(gens[r])
+                still.append(r)
+            except StopIteration as stop:
+                results[r] = stop.value
+        if still:
+            if alongside is not None:
+                alongside(phase)
+            node.synchronize()
+            phase += 1
+        live = still
+    return results
