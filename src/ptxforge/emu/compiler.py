@@ -1,16 +1,17 @@
 """Compile a laid-out kernel into a list of ops: one closure per instruction, names resolved once.
 
-Ops of kind NORMAL run as `op.fn(st, mask)`; control flow (branches, calls, returns, barriers, exits)
+Ops of kind NORMAL run as `op.fn(st, mask)` (see op.py); control flow (branches, calls, returns, barriers, exits)
 is carried as data the machine interprets, so divergence stays in one place (`machine.py`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import numpy as np
 
 from ptxforge.emu import (
     ops_alu,
     ops_async,
+    ops_atomic,
     ops_control,
     ops_float,
     ops_matrix,
@@ -21,35 +22,25 @@ from ptxforge.emu import (
     ops_wgmma,
 )
 from ptxforge.emu.errors import UnsupportedInstruction
-from ptxforge.emu.operands import Ctx
+from ptxforge.emu.op import (  # noqa: F401 (the op kinds and Op, imported from here by callers)
+    BAR,
+    BRA,
+    BRX,
+    CALL,
+    EXIT,
+    NOP,
+    NORMAL,
+    RET,
+    TRAP,
+    WARPSYNC,
+    Op,
+)
+from ptxforge.emu.operands import Ctx, _show
 from ptxforge.emu.program import Layout
 from ptxforge.ptx import ir
 
-NORMAL, BRA, EXIT, RET, CALL, BAR, WARPSYNC, TRAP, NOP, BRX = range(10)
-
-
-@dataclass(eq=False)
-class Op:
-    """One executable instruction."""
-
-    kind: int
-    fn: object = None  # fn(st, mask) for NORMAL / WARPSYNC
-    target: int = 0  # branch target pc
-    guard: tuple | None = None  # (pred slot, negated)
-    text: str = ""  # the instruction as written, for messages
-    line: int = 0
-    file: str = ""
-    extra: object = None  # kind-specific data (barrier, call)
-    membermask: object = None  # reader of the warp member mask for WARPSYNC ops (None = all lanes)
-
-    @property
-    def where(self) -> str:
-        return f"{self.file}:{self.line}" if self.line else self.file or "<ir>"
-
 
 def _text(ins: ir.Instruction) -> str:
-    from ptxforge.emu.operands import _show
-
     ops = []
     for o in ins.operands:
         if isinstance(o, ir.Address):
@@ -78,8 +69,8 @@ def _text(ins: ir.Instruction) -> str:
 
 # opcode -> builder(ctx) returning an Op (without text/line filled)
 BUILDERS: dict = {}
-for _mod in (ops_alu, ops_float, ops_memory, ops_warp, ops_control, ops_matrix, ops_async, ops_wgmma, ops_video,
-             ops_tcgen05):
+for _mod in (ops_alu, ops_float, ops_memory, ops_atomic, ops_warp, ops_control, ops_matrix, ops_async, ops_wgmma,
+             ops_video, ops_tcgen05):
     BUILDERS.update(_mod.BUILDERS)
 
 
@@ -110,8 +101,6 @@ def compile_layout(layout: Layout, consts: dict) -> list[Op]:
 
 
 def _guarded(fn, slot: int, negated: bool):
-    import numpy as np
-
     def g(st, m):
         p = st.regs[slot]
         if negated:

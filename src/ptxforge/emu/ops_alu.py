@@ -9,8 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from ptxforge.emu import ops_float
+from ptxforge.emu.memory import CLUSTER_OFF_MASK, CLUSTER_RANK_SHIFT, SHARED_WINDOW
+from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type, is_signed
 from ptxforge.emu.ops_float import bc
+from ptxforge.emu.semantics import bitops, integer
+from ptxforge.emu.semantics import compare as sem_cmp
 from ptxforge.ptx import ir
 
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -19,8 +23,6 @@ FLOATS = {".f16", ".f16x2", ".bf16", ".bf16x2", ".f32", ".f64", ".tf32"}
 
 
 def _op(kind_fn):
-    from ptxforge.emu.compiler import NORMAL, Op
-
     return Op(NORMAL, fn=kind_fn)
 
 
@@ -30,8 +32,6 @@ def _ty(ctx, default=".b32") -> str:
 
 
 def _sem():
-    from ptxforge.emu.semantics import integer
-
     return integer
 
 
@@ -295,8 +295,6 @@ def _int_unary_sem(name):
 
 
 def _bits_sem():
-    from ptxforge.emu.semantics import bitops
-
     return bitops
 
 
@@ -516,8 +514,6 @@ def build_setp(ctx):
     a, b = ctx.read(ops[1], ty), ctx.read(ops[2], ty)
     c = ctx.read(ops[3], ".pred") if boolop is not None else None
     if ty.endswith("x2"):  # packed halves: p is the low-half result, q the high-half one
-        from ptxforge.emu.semantics import compare as sem_cmp
-
         bname = next((s for s in ins.suffixes if s in _BOOL), None)
         ftz = ins.has("ftz")
 
@@ -558,8 +554,6 @@ def build_set(ctx):
     c = ctx.read(ops[3], ".pred") if boolop is not None else None
     dt = _U[bits_of_type(dty)]
     if sty.endswith("x2") or dty in (".f16", ".bf16", ".f16x2", ".bf16x2") or sty in (".f16", ".bf16"):
-        from ptxforge.emu.semantics import compare as sem_cmp
-
         bname = next((s for s in ins.suffixes if s in _BOOL), None)
         ftz = ins.has("ftz")
         return _op(lambda st, m: d(st, np.asarray(sem_cmp.set_(*bc(a(st), b(st)), cmp, dty[1:], sty[1:], ftz=ftz,
@@ -605,8 +599,6 @@ def build_sad(ctx):
 
 def _cluster_split(ctx, a_read, ty):
     """(reader of the 32-bit shared::cluster address, window added back) for mapa / getctarank."""
-    from ptxforge.emu.memory import SHARED_WINDOW
-
     generic = not ctx.ins.has("shared::cluster")
     win = np.uint64(SHARED_WINDOW if generic else 0)
 
@@ -618,8 +610,6 @@ def _cluster_split(ctx, a_read, ty):
 def build_mapa(ctx):
     """mapa(.shared::cluster): the same offset in CTA rank r's shared memory (memory.py's encoding);
     rank bits are cleared when r is this CTA's own rank, so one-CTA clusters keep plain addresses."""
-    from ptxforge.emu.memory import CLUSTER_OFF_MASK, CLUSTER_RANK_SHIFT
-
     ty = _ty(ctx, ".u32")
     ops = ctx.ins.operands
     d, a, r = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ".u32")
@@ -637,8 +627,6 @@ def build_mapa(ctx):
 
 def build_getctarank(ctx):
     """getctarank(.shared::cluster): the CTA rank whose shared memory a shared::cluster address names."""
-    from ptxforge.emu.memory import CLUSTER_RANK_SHIFT
-
     ty = _ty(ctx, ".u32")
     ops = ctx.ins.operands
     d, a = ctx.write(ops[0], ".u32"), ctx.read(ops[1], ty)
