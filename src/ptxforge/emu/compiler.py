@@ -37,6 +37,7 @@ from ptxforge.emu.op import (  # noqa: F401 (the op kinds and Op, imported from 
 )
 from ptxforge.emu.operands import Ctx, _show
 from ptxforge.emu.program import Layout
+from ptxforge.emu.registry import Registry
 from ptxforge.ptx import ir
 
 
@@ -67,11 +68,12 @@ def _text(ins: ir.Instruction) -> str:
     return f"{g}{ins.mnemonic} {', '.join(ops)};"
 
 
-# opcode -> builder(ctx) returning an Op (without text/line filled)
-BUILDERS: dict = {}
+# family of the ISA table -> builder(ctx) returning an Op (without text/line filled); each ops module lists its
+# builders by family name (or a name covering several families: 'cp' for cp.async, cp.async.bulk, ...)
+REGISTRY = Registry()
 for _mod in (ops_alu, ops_float, ops_memory, ops_atomic, ops_warp, ops_control, ops_matrix, ops_async, ops_wgmma,
              ops_video, ops_tcgen05):
-    BUILDERS.update(_mod.BUILDERS)
+    REGISTRY.register_all(_mod.BUILDERS)
 
 
 def compile_layout(layout: Layout, consts: dict) -> list[Op]:
@@ -80,9 +82,9 @@ def compile_layout(layout: Layout, consts: dict) -> list[Op]:
     for pc, placed in enumerate(layout.placed):
         ins = placed.ins
         ctx = Ctx(layout, placed, pc, consts)
-        builder = BUILDERS.get(ins.opcode)
+        builder, refusal = REGISTRY.resolve(ins)
         if builder is None:
-            op = Op(NORMAL, fn=_unsupported(ctx, f"instruction {ins.opcode!r} is not supported"))
+            op = Op(NORMAL, fn=_unsupported(ctx, refusal))
         else:
             try:
                 op = builder(ctx)
