@@ -350,21 +350,25 @@ def build_prmt(ctx):
 
 
 def build_lop3(ctx):
+    """lop3.b32 d, a, b, c, immLut and lop3.BoolOp.b32 d|p, a, b, c, immLut, q (p = (d != 0) BoolOp q)."""
     ops = ctx.ins.operands
-    d = ctx.write(ops[0], ".b32")
+    pair = isinstance(ops[0], ir.PredPair)
+    d = ctx.write(ops[0].first if pair else ops[0], ".b32")
     a, b, c = (ctx.read(o, ".b32") for o in ops[1:4])
     lut = int(ops[4].value) if isinstance(ops[4], ir.Immediate) else None
     if lut is None:
         raise ctx.error("lop3 needs an immediate truth table")
+    bool_op = next((s for s in ctx.ins.suffixes if s in ("or", "and")), None)
+    if bool_op is None:
+        return _op(lambda st, m: d(st, bitops.lop3(a(st), b(st), c(st), lut), m))
+    p = ctx.write(ops[0].second, ".pred") if pair and not isinstance(ops[0].second, ir.Sink) else None
+    q = ctx.read(ops[5], ".pred")
 
     def f(st, m):
-        x, y, z = np.asarray(a(st)), np.asarray(b(st)), np.asarray(c(st))
-        r = np.zeros(np.broadcast(x, y, z).shape, np.uint32)
-        for i in range(8):
-            if lut >> i & 1:
-                t = (x if i & 4 else ~x) & (y if i & 2 else ~y) & (z if i & 1 else ~z)
-                r |= t
-        d(st, r.astype(np.uint32), m)
+        r, pr = bitops.lop3(a(st), b(st), c(st), lut, bool_op=bool_op, q=q(st))
+        d(st, r, m)
+        if p is not None:
+            p(st, pr, m)
     return _op(f)
 
 
