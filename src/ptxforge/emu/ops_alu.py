@@ -16,10 +16,12 @@ from ptxforge.emu.ops_float import bc
 from ptxforge.emu.semantics import bitops, integer
 from ptxforge.emu.semantics import compare as sem_cmp
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import FAMILIES
 
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 _S = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 FLOATS = {".f16", ".f16x2", ".bf16", ".bf16x2", ".f32", ".f64", ".tf32"}
+PRMT_MODES = FAMILIES["prmt"].modifiers  # '.f4e' ... '.rc16', as the ISA table lists them
 
 
 def _op(kind_fn):
@@ -344,7 +346,7 @@ def build_prmt(ctx):
     ops = ctx.ins.operands
     d = ctx.write(ops[0], ".b32")
     a, b, c = (ctx.read(o, ".b32") for o in ops[1:4])
-    mode = next((s for s in ctx.ins.suffixes if s in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")), None)
+    mode = next((s for s in ctx.ins.suffixes if "." + s in PRMT_MODES), None)
     fn = _bits_sem().prmt
     return _op(lambda st, m: d(st, np.asarray(fn(*bc(a(st), b(st), c(st)), mode=mode)).astype(np.uint32), m))
 
