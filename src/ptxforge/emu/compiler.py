@@ -35,38 +35,11 @@ from ptxforge.emu.op import (  # noqa: F401 (the op kinds and Op, imported from 
     WARPSYNC,
     Op,
 )
-from ptxforge.emu.operands import Ctx, _show
+from ptxforge.emu.operands import Ctx
 from ptxforge.emu.program import Layout
 from ptxforge.emu.registry import Registry
 from ptxforge.ptx import ir
-
-
-def _text(ins: ir.Instruction) -> str:
-    ops = []
-    for o in ins.operands:
-        if isinstance(o, ir.Address):
-            base = "" if o.base is None else o.base.name
-            ops.append(f"[{base}{'+' + str(o.offset) if o.offset else ''}]")
-        elif isinstance(o, ir.Vector):
-            ops.append("{" + ", ".join(_show(e) for e in o.elements) + "}")
-        elif isinstance(o, ir.AddressList):  # [tmap, {c0, c1}]
-            ops.append("[" + ", ".join("{" + ", ".join(_show(e) for e in i.elements) + "}"
-                                       if isinstance(i, ir.Vector) else _show(i) for i in o.items) + "]")
-        elif isinstance(o, ir.PredPair):
-            ops.append(f"{_show(o.first)}|{_show(o.second)}")
-        elif isinstance(o, ir.Negated):
-            ops.append("!" + _show(o.operand))
-        elif isinstance(o, ir.Minus):
-            ops.append("-" + _show(o.operand))
-        elif isinstance(o, ir.RegisterOffset):
-            ops.append(f"{o.register.name}+{o.offset}")
-        else:
-            ops.append(_show(o))
-    g = ""
-    if ins.guard:
-        g = f"@{'!' if ins.guard.negated else ''}{ins.guard.predicate} "
-    return f"{g}{ins.mnemonic} {', '.join(ops)};"
-
+from ptxforge.ptx.printer import instruction_text
 
 # family of the ISA table -> builder(ctx) returning an Op (without text/line filled); each ops module lists its
 # builders by family name (or a name covering several families: 'cp' for cp.async, cp.async.bulk, ...)
@@ -90,7 +63,7 @@ def compile_layout(layout: Layout, consts: dict) -> list[Op]:
                 op = builder(ctx)
             except UnsupportedInstruction as e:
                 op = Op(NORMAL, fn=_unsupported(ctx, str(e)))
-        op.text = _text(ins)
+        op.text = instruction_text(ins, compact=True)
         op.line = ins.span.line
         op.file = ins.span.file
         if ins.guard is not None and op.guard is None and op.kind != NORMAL and op.kind != WARPSYNC:
