@@ -63,6 +63,26 @@ def test_an_unsupported_family_fails_when_executed_naming_the_reason():
         m.kernel("k").launch(grid=(1,), block=(1,), args=[np.zeros(1, np.uint64)], device="emu")
 
 
+def test_st_bulk_is_refused_not_run_as_a_store():
+    """st.bulk [a], size, 0 zeroes `size` bytes; the st builder used to run it as a 4-byte store of `size`."""
+    text = """.version 8.6
+.target sm_100a
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+  .reg .b32 %r<2>;
+  .shared .align 16 .b8 buf[64];
+  mov.u32 %r1, buf;
+  st.bulk.weak.shared::cta [%r1], 16, 0;
+  ret;
+}
+"""
+    m = pf.parse(text, "b.ptx")
+    assert not [d for d in validate(m) if d.severity == "error"]
+    with pytest.raises(UnsupportedInstruction, match="st.bulk is not supported: bulk initialisation"):
+        m.kernel("k").launch(grid=(1,), block=(1,), args=[np.zeros(1, np.uint64)], device="emu")
+
+
 def test_prmt_modes_are_the_tables():
     """The byte-selection tables of semantics.prmt cover exactly the modes the ISA table lists."""
     assert {f".{m}" for m in bitops._PRMT_MODES} == set(FAMILIES["prmt"].modifiers)

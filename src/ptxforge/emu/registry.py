@@ -40,6 +40,7 @@ UNSUPPORTED: dict[str, str] = {
     "tensormap.replace": "tensor maps are built on the host only; editing one in device memory is not modelled",
     "clusterlaunchcontrol.try_cancel": "cluster launch control (work stealing, sm_100) is not modelled",
     "clusterlaunchcontrol.query_cancel": "cluster launch control (work stealing, sm_100) is not modelled",
+    "st.bulk": "bulk initialisation of shared memory (sm_100) is not implemented yet",
     "tcgen05.cp": "shared-memory to tensor-memory copies are not implemented yet",
     "tcgen05.shift": "tensor-memory row shifts are not implemented yet",
 }
