@@ -214,3 +214,38 @@ def test_lop3_predicate_form_is_what_ptxas_compiles():
     assert sorted(forms) == sorted([("LOP3.LUT", "!PT"), ("LOP3.LUT", "!PT"), ("LOP3.LUT.PAND", "!PT"),
                                     ("LOP3.LUT.PAND", "PT"), ("LOP3.LUT", "PT")])
     assert all(w[1].startswith("P") and w[1].rstrip(",")[1:].isdigit() for w in lop3)  # a predicate result
+
+
+# ---------------------------------------------------------------------------- modifiers the builders test for
+
+# modifiers builders test for on families whose table entry leaves the modifiers open (modifiers=None)
+OPEN_MODIFIERS = {
+    "multicast::cluster": "cp.async.bulk", "col": "wmma.load", "cta_group::2": "tcgen05.alloc",
+    "pack::16b": "tcgen05.ld", "unpack::16b": "tcgen05.st", "mbarrier::arrive::one": "tcgen05.commit",
+    "po": "vmad", "sp": "wgmma.mma_async",
+}
+
+
+def test_every_modifier_a_builder_tests_for_is_one_the_table_knows():
+    """`ins.has('x')` in an ops module names a modifier, type or name part the ISA table lists, so a builder
+    cannot dispatch on a spelling the validator would refuse; the few on families whose entry leaves the
+    modifiers open are listed above."""
+    import ast
+    from pathlib import Path
+
+    import ptxforge.emu
+    from ptxforge.ptx.ir import ALL_TYPES
+
+    assert all(FAMILIES[f].modifiers is None for f in OPEN_MODIFIERS.values())
+    known = {t.lstrip(".") for t in ALL_TYPES}
+    for spec in FAMILIES.values():
+        known |= set(spec.family.split(".")) | {m.lstrip(".") for m in spec.modifiers or ()}
+    bad, seen = [], 0
+    for path in sorted(Path(ptxforge.emu.__file__).parent.glob("ops_*.py")):
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "has" and n.args \
+                    and isinstance(n.args[0], ast.Constant):
+                seen += 1
+                if n.args[0].value not in known and n.args[0].value not in OPEN_MODIFIERS:
+                    bad.append(f"{path.name}:{n.lineno}: {n.args[0].value!r}")
+    assert seen > 100 and bad == []
