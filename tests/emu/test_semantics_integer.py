@@ -242,25 +242,80 @@ def test_bfe_bfi_exhaustive_positions():
         assert [int(v) for v in got] == [ref_bfi(x, y, g[0], g[1], w) for x, y, g in zip(av, bv, grid, strict=False)]
 
 
-def test_shifts_funnel_brev_popc_clz_bfind():
+SHIFT_KERNEL = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 pn, .param .u64 pa64, .param .u64 out)
+{
+  .reg .b32 %a, %b, %n, %r<16>;
+  .reg .b64 %rd<8>, %x, %y;
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd0, %r0, 4;
+  ld.param.u64 %rd1, [pa];
+  add.s64 %rd1, %rd1, %rd0;
+  ld.global.u32 %a, [%rd1];
+  ld.param.u64 %rd1, [pb];
+  add.s64 %rd1, %rd1, %rd0;
+  ld.global.u32 %b, [%rd1];
+  ld.param.u64 %rd1, [pn];
+  add.s64 %rd1, %rd1, %rd0;
+  ld.global.u32 %n, [%rd1];
+  mul.wide.u32 %rd2, %r0, 8;
+  ld.param.u64 %rd1, [pa64];
+  add.s64 %rd1, %rd1, %rd2;
+  ld.global.u64 %x, [%rd1];
+  shl.b32 %r1, %a, N;
+  shr.u32 %r2, %a, N;
+  shr.s32 %r3, %a, N;
+  shf.l.clamp.b32 %r4, %a, %b, N;
+  shf.l.wrap.b32 %r5, %a, %b, N;
+  shf.r.clamp.b32 %r6, %a, %b, N;
+  shf.r.wrap.b32 %r7, %a, %b, N;
+  shr.s64 %y, %x, N;
+  mov.b64 {%r8, %r9}, %y;
+  mul.wide.u32 %rd2, %r0, 48;
+  ld.param.u64 %rd1, [out];
+  add.s64 %rd1, %rd1, %rd2;
+  st.global.v4.u32 [%rd1], {%r1, %r2, %r3, %r4};
+  st.global.v4.u32 [%rd1+16], {%r5, %r6, %r7, %r8};
+  st.global.u32 [%rd1+32], %r9;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("form", ["register", "immediate"])
+def test_shifts_and_funnel_shifts_on_the_emulator(form):
+    """shl/shr/shf have one implementation, the emulator's (ops_alu): run them, by register and by immediate
+    amounts (each compiled on its own path), against Python integers."""
+    import ptxforge as pf
+
     xs, _ = pairs(32, 60)
     a = arr(xs, 32)
-    for n in (0, 1, 5, 31, 32, 33, 100, 2**32 - 1):
-        nn = np.full(a.shape, n, np.uint32)
-        assert [int(v) for v in bitops.shl(a, nn, "b32")] == [(x << n) & 0xFFFFFFFF if n < 32 else 0 for x in xs]
-        assert [int(v) for v in bitops.shr(a, nn, "u32")] == [x >> n if n < 32 else 0 for x in xs]
-        assert [int(v) for v in bitops.shr(a, nn, "s32")] == [(sval(x, 32) >> min(n, 32)) & 0xFFFFFFFF for x in xs]
-        b = np.roll(a, 1)
-        for mode in ("clamp", "wrap"):
-            k = min(n, 32) if mode == "clamp" else n & 31
-            v64 = [(int(y) << 32) | x for x, y in zip(xs, b, strict=False)]
-            assert [int(v) for v in bitops.shf(a, b, nn, "l", mode)] == [((v << k) >> 32) & 0xFFFFFFFF for v in v64]
-            assert [int(v) for v in bitops.shf(a, b, nn, "r", mode)] == [(v >> k) & 0xFFFFFFFF for v in v64]
+    b = np.roll(a, 1)
+    a64 = np.array([x | (x << 32) for x in xs], np.uint64)
+    for n in (0, 1, 5, 31, 32, 33, 63, 64, 65, 100, 2**32 - 1):
+        text = SHIFT_KERNEL.replace(
+            "N;", "%n;" if form == "register" else f"{n};")
+        out = np.zeros((len(xs), 12), np.uint32)
+        pf.parse(text, "shifts.ptx").kernel("k").launch(
+            grid=(1,), block=(len(xs),), args=[a, b, np.full(len(xs), n, np.uint32), a64, out], device="emu")
+        for i, x in enumerate(xs):
+            y = int(b[i])
+            v64 = (y << 32) | x
+            kc, kw = min(n, 32), n & 31
+            s64 = (sval(int(a64[i]), 64) >> min(n, 64)) & (2**64 - 1)
+            want = [(x << n) & 0xFFFFFFFF if n < 32 else 0, x >> n if n < 32 else 0,
+                    (sval(x, 32) >> min(n, 32)) & 0xFFFFFFFF,
+                    ((v64 << kc) >> 32) & 0xFFFFFFFF, ((v64 << kw) >> 32) & 0xFFFFFFFF,
+                    (v64 >> kc) & 0xFFFFFFFF, (v64 >> kw) & 0xFFFFFFFF, s64 & 0xFFFFFFFF, s64 >> 32]
+            assert [int(v) for v in out[i, :9]] == want, (form, n, hex(x), hex(y))
+
+
+def test_brev_popc_clz_bfind():
+    xs, _ = pairs(32, 60)
+    a = arr(xs, 32)
     a64 = arr([x | (x << 32) for x in xs], 64)
-    for n in (0, 63, 64, 65):
-        nn = np.full(a64.shape, n, np.uint32)
-        assert [int(v) for v in bitops.shr(a64, nn, "s64")] == \
-            [(sval(int(x), 64) >> min(n, 64)) & (2**64 - 1) for x in a64]
     assert [int(v) for v in bitops.brev(a, "b32")] == [int(f"{x:032b}"[::-1], 2) for x in xs]
     assert [int(v) for v in bitops.brev(a64, "b64")] == [int(f"{int(x):064b}"[::-1], 2) for x in a64]
     assert [int(v) for v in bitops.popc(a64, "b64")] == [bin(int(x)).count("1") for x in a64]

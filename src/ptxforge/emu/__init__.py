@@ -10,7 +10,9 @@ ops_memory, ops_atomic, ops_warp, ops_matrix, ops_wgmma, ops_async, ops_control;
 `machine.Machine` (lockstep lanes, divergence, barriers, calls; its watchdog in progress.py). Every memory access goes
 through `memory.LaneMemory.resolve`.
 
-Extension points: a new instruction family is a builder added to one ops module's BUILDERS. TMA tensor
+Extension points: a new instruction family is a builder added to one ops module's BUILDERS under its ISA
+table family name (registry.py binds it against ptx/isa and refuses other names; the families the emulator
+does not run are registry.UNSUPPORTED, with reasons). Op and the op kinds live in op.py. TMA tensor
 copies and reductions (ops_tma) slot into `ops_async._build_bulk` next to the non-tensor bulk copies and
 their mbarrier transaction counts (they need a tensor-map encoding on the host side); .multicast::cluster
 copies land in each CTA of the ctaMask as that CTA's thread (ops_tma.cluster_lane). Thread-block clusters: the

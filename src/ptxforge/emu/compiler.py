@@ -1,16 +1,17 @@
 """Compile a laid-out kernel into a list of ops: one closure per instruction, names resolved once.
 
-Ops of kind NORMAL run as `op.fn(st, mask)`; control flow (branches, calls, returns, barriers, exits)
+Ops of kind NORMAL run as `op.fn(st, mask)` (see op.py); control flow (branches, calls, returns, barriers, exits)
 is carried as data the machine interprets, so divergence stays in one place (`machine.py`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import numpy as np
 
 from ptxforge.emu import (
     ops_alu,
     ops_async,
+    ops_atomic,
     ops_control,
     ops_float,
     ops_matrix,
@@ -21,66 +22,31 @@ from ptxforge.emu import (
     ops_wgmma,
 )
 from ptxforge.emu.errors import UnsupportedInstruction
+from ptxforge.emu.op import (  # noqa: F401 (the op kinds and Op, imported from here by callers)
+    BAR,
+    BRA,
+    BRX,
+    CALL,
+    EXIT,
+    NOP,
+    NORMAL,
+    RET,
+    TRAP,
+    WARPSYNC,
+    Op,
+)
 from ptxforge.emu.operands import Ctx
 from ptxforge.emu.program import Layout
+from ptxforge.emu.registry import Registry
 from ptxforge.ptx import ir
+from ptxforge.ptx.printer import instruction_text
 
-NORMAL, BRA, EXIT, RET, CALL, BAR, WARPSYNC, TRAP, NOP, BRX = range(10)
-
-
-@dataclass(eq=False)
-class Op:
-    """One executable instruction."""
-
-    kind: int
-    fn: object = None  # fn(st, mask) for NORMAL / WARPSYNC
-    target: int = 0  # branch target pc
-    guard: tuple | None = None  # (pred slot, negated)
-    text: str = ""  # the instruction as written, for messages
-    line: int = 0
-    file: str = ""
-    extra: object = None  # kind-specific data (barrier, call)
-    membermask: object = None  # reader of the warp member mask for WARPSYNC ops (None = all lanes)
-
-    @property
-    def where(self) -> str:
-        return f"{self.file}:{self.line}" if self.line else self.file or "<ir>"
-
-
-def _text(ins: ir.Instruction) -> str:
-    from ptxforge.emu.operands import _show
-
-    ops = []
-    for o in ins.operands:
-        if isinstance(o, ir.Address):
-            base = "" if o.base is None else o.base.name
-            ops.append(f"[{base}{'+' + str(o.offset) if o.offset else ''}]")
-        elif isinstance(o, ir.Vector):
-            ops.append("{" + ", ".join(_show(e) for e in o.elements) + "}")
-        elif isinstance(o, ir.AddressList):  # [tmap, {c0, c1}]
-            ops.append("[" + ", ".join("{" + ", ".join(_show(e) for e in i.elements) + "}"
-                                       if isinstance(i, ir.Vector) else _show(i) for i in o.items) + "]")
-        elif isinstance(o, ir.PredPair):
-            ops.append(f"{_show(o.first)}|{_show(o.second)}")
-        elif isinstance(o, ir.Negated):
-            ops.append("!" + _show(o.operand))
-        elif isinstance(o, ir.Minus):
-            ops.append("-" + _show(o.operand))
-        elif isinstance(o, ir.RegisterOffset):
-            ops.append(f"{o.register.name}+{o.offset}")
-        else:
-            ops.append(_show(o))
-    g = ""
-    if ins.guard:
-        g = f"@{'!' if ins.guard.negated else ''}{ins.guard.predicate} "
-    return f"{g}{ins.mnemonic} {', '.join(ops)};"
-
-
-# opcode -> builder(ctx) returning an Op (without text/line filled)
-BUILDERS: dict = {}
-for _mod in (ops_alu, ops_float, ops_memory, ops_warp, ops_control, ops_matrix, ops_async, ops_wgmma, ops_video,
-             ops_tcgen05):
-    BUILDERS.update(_mod.BUILDERS)
+# family of the ISA table -> builder(ctx) returning an Op (without text/line filled); each ops module lists its
+# builders by family name (or a name covering several families: 'cp' for cp.async, cp.async.bulk, ...)
+REGISTRY = Registry()
+for _mod in (ops_alu, ops_float, ops_memory, ops_atomic, ops_warp, ops_control, ops_matrix, ops_async, ops_wgmma,
+             ops_video, ops_tcgen05):
+    REGISTRY.register_all(_mod.BUILDERS)
 
 
 def compile_layout(layout: Layout, consts: dict) -> list[Op]:
@@ -89,15 +55,15 @@ def compile_layout(layout: Layout, consts: dict) -> list[Op]:
     for pc, placed in enumerate(layout.placed):
         ins = placed.ins
         ctx = Ctx(layout, placed, pc, consts)
-        builder = BUILDERS.get(ins.opcode)
+        builder, refusal = REGISTRY.resolve(ins)
         if builder is None:
-            op = Op(NORMAL, fn=_unsupported(ctx, f"instruction {ins.opcode!r} is not supported"))
+            op = Op(NORMAL, fn=_unsupported(ctx, refusal))
         else:
             try:
                 op = builder(ctx)
             except UnsupportedInstruction as e:
                 op = Op(NORMAL, fn=_unsupported(ctx, str(e)))
-        op.text = _text(ins)
+        op.text = instruction_text(ins, compact=True)
         op.line = ins.span.line
         op.file = ins.span.file
         if ins.guard is not None and op.guard is None and op.kind != NORMAL and op.kind != WARPSYNC:
@@ -110,8 +76,6 @@ def compile_layout(layout: Layout, consts: dict) -> list[Op]:
 
 
 def _guarded(fn, slot: int, negated: bool):
-    import numpy as np
-
     def g(st, m):
         p = st.regs[slot]
         if negated:

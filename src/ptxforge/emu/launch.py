@@ -21,6 +21,7 @@ from ptxforge.emu.launch_checks import cluster_shape as _cluster_shape
 from ptxforge.emu.launch_stats import EmulationStats
 from ptxforge.emu.machine import Machine
 from ptxforge.emu.memory import PAD, DeviceMemory
+from ptxforge.emu.operands import FUNC_BASE
 from ptxforge.emu.program import Layout
 from ptxforge.emu.progress import check_time_options
 from ptxforge.emu.variable_limits import check_module_variables
@@ -94,8 +95,6 @@ class ModuleImage:
             self.symbols[v.name] = a.base
             self.allocations.append(a)
             placed.append((v, a))
-        from ptxforge.emu.operands import FUNC_BASE
-
         funcs = {f.name: FUNC_BASE + i for i, f in enumerate(self.module.functions)}
 
         def resolve(name):

@@ -18,18 +18,18 @@ import weakref
 
 import numpy as np
 
-from ptxforge.emu import compiler as C
+from ptxforge.emu import op as C
 from ptxforge.emu.errors import EmulatorError, InternalEmulatorError, KernelTrap, MemoryFault, WatchdogTimeout
 from ptxforge.emu.memory import LaneMemory
+from ptxforge.emu.op import EXITED, PC_MASK, WAIT_BAR, WAIT_WARP
 from ptxforge.emu.operands import FUNC_BASE
+from ptxforge.emu.ops_warp import warp_bits
 from ptxforge.emu.program import storage_dtype
 from ptxforge.emu.progress import TICK_MASK, Watch
+from ptxforge.emu.variable_limits import check_local
+from ptxforge.emu.waits import watch_loads, where
 from ptxforge.ptx import ir
 
-WAIT_BAR = 1 << 28
-WAIT_WARP = 1 << 29
-EXITED = 1 << 30
-PC_MASK = WAIT_BAR - 1
 NBARRIERS = 16
 ROTATE_EVERY = 64
 STATIC_CACHE_BYTES = 64 << 20  # static lane arrays a kernel's layout keeps, oldest launch shape dropped first
@@ -42,8 +42,6 @@ RESERVED_SMEM = 1024  # the system-reserved shared memory of a block (cooperativ
 def _uses_reserved_smem(layout) -> bool:
     hit = getattr(layout, "_uses_reserved_smem", None)
     if hit is None:
-        from ptxforge.ptx import ir
-
         hit = any(isinstance(o, ir.SpecialRegister) and o.name.startswith("%reserved_smem")
                   for p in layout.placed for o in p.ins.operands)
         layout._uses_reserved_smem = hit
@@ -292,8 +290,6 @@ class Machine:
         frames = sum(f.frame_size for f in funcs)
         recursive = any(f.recursive for f in funcs)
         local = frames + (64 * max((f.frame_size for f in funcs), default=0) if recursive else 0)
-        from ptxforge.emu.variable_limits import check_local
-
         check_local(funcs, N)  # before the wave's local memory is allocated
         st.mem = LaneMemory(self.device, nlanes=N, lanes_per_slot=lpb, shared_size=self.shared_size,
                             local_size=local, params=self.params, fault=_weakly(self._fault), cluster_size=self.csize)
@@ -784,8 +780,6 @@ class Machine:
         if not elsewhere.any():
             np.copyto(pcs, P, where=ex)
             return ex
-        from ptxforge.emu.ops_warp import warp_bits
-
         eb = np.repeat(warp_bits(elsewhere), 32)
         mm = np.uint32(0xFFFFFFFF) if op.membermask is None else np.asarray(op.membermask(self.st), np.uint32)
         bad = ex & ((mm & eb) != 0)
@@ -945,14 +939,10 @@ class Machine:
     # ------------------------------------------------------------------ diagnostics
     def where(self, limit: int = 8) -> str:
         """Where the wave's warps stand, and what a spinning warp last polled (for the watchdogs)."""
-        from ptxforge.emu.waits import where
-
         return where(self, limit)
 
     def watch_loads(self) -> None:
         """Count stores and remember the last global load (the Node's scheduler turns this on)."""
-        from ptxforge.emu.waits import watch_loads
-
         watch_loads(self)
 
     def _where_summary(self, limit: int = 8) -> str:

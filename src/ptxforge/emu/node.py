@@ -25,6 +25,8 @@ from ptxforge.emu.launch import EmuDevice
 from ptxforge.emu.memory import DeviceMemory
 from ptxforge.emu.node_memory import GpuMemory
 from ptxforge.emu.progress import check_time_options
+from ptxforge.emu.sanitizer.node_races import NodeRaces
+from ptxforge.emu.schedule import run_node
 
 MAX_GPUS = 64
 
@@ -206,8 +208,6 @@ class Node:
         self.compiled: dict = {}  # id(module) -> (module, kernels compiled once for all GPUs)
         self.races = None  # the node-wide race check of concurrent launches (sanitize=True)
         if sanitize:
-            from ptxforge.emu.sanitizer.node_races import NodeRaces
-
             self.races = NodeRaces(self.memory)
 
     def __len__(self) -> int:
@@ -240,8 +240,6 @@ class Node:
     def synchronize(self) -> None:
         """Run every pending launch of every stream of every GPU concurrently until all end; raises the
         first error (the others' launches are then failed with it)."""
-        from ptxforge.emu.schedule import run_node
-
         run_node(self)
 
     def __repr__(self) -> str:

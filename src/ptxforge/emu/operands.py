@@ -12,7 +12,7 @@ import re
 import numpy as np
 
 from ptxforge.emu.errors import UnsupportedInstruction
-from ptxforge.emu.memory import PARAM_WINDOW
+from ptxforge.emu.memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
 from ptxforge.emu.program import Layout, Placed, Symbol, storage_dtype
 from ptxforge.ptx import ir
 
@@ -75,7 +75,7 @@ def immediate_bits(imm: ir.Immediate, ty: str):
             return np.float64(f).view(np.uint64)
         if ty == ".f16":
             return np.float16(f).view(np.uint16)
-        import ml_dtypes
+        import ml_dtypes  # loaded on first use: it costs ~0.2 s to import (only bf16 immediates need it)
 
         return np.asarray(f, ml_dtypes.bfloat16).view(np.uint16)[()]
     if isinstance(val, float):
@@ -217,8 +217,6 @@ class Ctx:
         base = self._symbol_reader(sym, ty)
         off = int(m.group(3) or 0)
         if m.group(1) and sym.kind == "shared":
-            from ptxforge.emu.memory import SHARED_WINDOW
-
             off += SHARED_WINDOW
         dt = udt(ty)
         c = dt(off & ((1 << bits_of_type(ty)) - 1))
@@ -286,8 +284,6 @@ class Ctx:
                 return "param", lambda st: c
             if sym.kind == "shared":
                 if space == "generic":
-                    from ptxforge.emu.memory import SHARED_WINDOW
-
                     c = np.uint64(SHARED_WINDOW + sym.value + off)
                     return "generic", lambda st: c
                 c = np.int64(sym.value + off)
@@ -298,8 +294,6 @@ class Ctx:
             if sym.kind == "local":
                 o = sym.value + off
                 if space == "generic":
-                    from ptxforge.emu.memory import LOCAL_WINDOW
-
                     return "generic", lambda st: (st.fb + o).astype(np.uint64) + np.uint64(LOCAL_WINDOW)
                 return "local", lambda st: st.fb + o
             raise self.error(f"cannot address {base.name} ({sym.kind})")

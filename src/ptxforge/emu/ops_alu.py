@@ -9,18 +9,22 @@ from __future__ import annotations
 import numpy as np
 
 from ptxforge.emu import ops_float
+from ptxforge.emu.memory import CLUSTER_OFF_MASK, CLUSTER_RANK_SHIFT, SHARED_WINDOW
+from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type, is_signed
 from ptxforge.emu.ops_float import bc
+from ptxforge.emu.semantics import bitops, integer
+from ptxforge.emu.semantics import compare as sem_cmp
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import FAMILIES
 
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 _S = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 FLOATS = {".f16", ".f16x2", ".bf16", ".bf16x2", ".f32", ".f64", ".tf32"}
+PRMT_MODES = FAMILIES["prmt"].modifiers  # '.f4e' ... '.rc16', as the ISA table lists them
 
 
 def _op(kind_fn):
-    from ptxforge.emu.compiler import NORMAL, Op
-
     return Op(NORMAL, fn=kind_fn)
 
 
@@ -30,8 +34,6 @@ def _ty(ctx, default=".b32") -> str:
 
 
 def _sem():
-    from ptxforge.emu.semantics import integer
-
     return integer
 
 
@@ -295,8 +297,6 @@ def _int_unary_sem(name):
 
 
 def _bits_sem():
-    from ptxforge.emu.semantics import bitops
-
     return bitops
 
 
@@ -346,27 +346,31 @@ def build_prmt(ctx):
     ops = ctx.ins.operands
     d = ctx.write(ops[0], ".b32")
     a, b, c = (ctx.read(o, ".b32") for o in ops[1:4])
-    mode = next((s for s in ctx.ins.suffixes if s in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")), None)
+    mode = next((s for s in ctx.ins.suffixes if "." + s in PRMT_MODES), None)
     fn = _bits_sem().prmt
     return _op(lambda st, m: d(st, np.asarray(fn(*bc(a(st), b(st), c(st)), mode=mode)).astype(np.uint32), m))
 
 
 def build_lop3(ctx):
+    """lop3.b32 d, a, b, c, immLut and lop3.BoolOp.b32 d|p, a, b, c, immLut, q (p = (d != 0) BoolOp q)."""
     ops = ctx.ins.operands
-    d = ctx.write(ops[0], ".b32")
+    pair = isinstance(ops[0], ir.PredPair)
+    d = ctx.write(ops[0].first if pair else ops[0], ".b32")
     a, b, c = (ctx.read(o, ".b32") for o in ops[1:4])
     lut = int(ops[4].value) if isinstance(ops[4], ir.Immediate) else None
     if lut is None:
         raise ctx.error("lop3 needs an immediate truth table")
+    bool_op = next((s for s in ctx.ins.suffixes if s in ("or", "and")), None)
+    if bool_op is None:
+        return _op(lambda st, m: d(st, bitops.lop3(a(st), b(st), c(st), lut), m))
+    p = ctx.write(ops[0].second, ".pred") if pair and not isinstance(ops[0].second, ir.Sink) else None
+    q = ctx.read(ops[5], ".pred")
 
     def f(st, m):
-        x, y, z = np.asarray(a(st)), np.asarray(b(st)), np.asarray(c(st))
-        r = np.zeros(np.broadcast(x, y, z).shape, np.uint32)
-        for i in range(8):
-            if lut >> i & 1:
-                t = (x if i & 4 else ~x) & (y if i & 2 else ~y) & (z if i & 1 else ~z)
-                r |= t
-        d(st, r.astype(np.uint32), m)
+        r, pr = bitops.lop3(a(st), b(st), c(st), lut, bool_op=bool_op, q=q(st))
+        d(st, r, m)
+        if p is not None:
+            p(st, pr, m)
     return _op(f)
 
 
@@ -516,8 +520,6 @@ def build_setp(ctx):
     a, b = ctx.read(ops[1], ty), ctx.read(ops[2], ty)
     c = ctx.read(ops[3], ".pred") if boolop is not None else None
     if ty.endswith("x2"):  # packed halves: p is the low-half result, q the high-half one
-        from ptxforge.emu.semantics import compare as sem_cmp
-
         bname = next((s for s in ins.suffixes if s in _BOOL), None)
         ftz = ins.has("ftz")
 
@@ -558,8 +560,6 @@ def build_set(ctx):
     c = ctx.read(ops[3], ".pred") if boolop is not None else None
     dt = _U[bits_of_type(dty)]
     if sty.endswith("x2") or dty in (".f16", ".bf16", ".f16x2", ".bf16x2") or sty in (".f16", ".bf16"):
-        from ptxforge.emu.semantics import compare as sem_cmp
-
         bname = next((s for s in ins.suffixes if s in _BOOL), None)
         ftz = ins.has("ftz")
         return _op(lambda st, m: d(st, np.asarray(sem_cmp.set_(*bc(a(st), b(st)), cmp, dty[1:], sty[1:], ftz=ftz,
@@ -605,8 +605,6 @@ def build_sad(ctx):
 
 def _cluster_split(ctx, a_read, ty):
     """(reader of the 32-bit shared::cluster address, window added back) for mapa / getctarank."""
-    from ptxforge.emu.memory import SHARED_WINDOW
-
     generic = not ctx.ins.has("shared::cluster")
     win = np.uint64(SHARED_WINDOW if generic else 0)
 
@@ -618,8 +616,6 @@ def _cluster_split(ctx, a_read, ty):
 def build_mapa(ctx):
     """mapa(.shared::cluster): the same offset in CTA rank r's shared memory (memory.py's encoding);
     rank bits are cleared when r is this CTA's own rank, so one-CTA clusters keep plain addresses."""
-    from ptxforge.emu.memory import CLUSTER_OFF_MASK, CLUSTER_RANK_SHIFT
-
     ty = _ty(ctx, ".u32")
     ops = ctx.ins.operands
     d, a, r = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ".u32")
@@ -637,8 +633,6 @@ def build_mapa(ctx):
 
 def build_getctarank(ctx):
     """getctarank(.shared::cluster): the CTA rank whose shared memory a shared::cluster address names."""
-    from ptxforge.emu.memory import CLUSTER_RANK_SHIFT
-
     ty = _ty(ctx, ".u32")
     ops = ctx.ins.operands
     d, a = ctx.write(ops[0], ".u32"), ctx.read(ops[1], ty)

@@ -11,18 +11,21 @@ from __future__ import annotations
 import numpy as np
 
 from ptxforge.emu import memory as M
+from ptxforge.emu.mbarrier import with_complete_tx
+from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type
+from ptxforge.emu.ops_memory import space_of
+from ptxforge.emu.rmw import SMALL_GROUP, atomic_apply  # noqa: F401 (SMALL_GROUP: imported from here)
+from ptxforge.emu.semantics import half
+from ptxforge.ptx import ir
 
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 _S = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 _F = {32: np.float32, 64: np.float64}
 OPS = ("and", "or", "xor", "exch", "add", "inc", "dec", "min", "max", "cas")
-SMALL_GROUP = 32
 
 
 def _op(fn):
-    from ptxforge.emu.compiler import NORMAL, Op
-
     return Op(NORMAL, fn=fn)
 
 
@@ -48,8 +51,6 @@ def _combine(opname: str, ty: str):
         uf = np.fmin if opname == "min" else np.fmax
         return (lambda o, v, c: uf(o.view(f), v.view(f)).view(u)), uf, f
     if ty in (".f16", ".bf16", ".f16x2", ".bf16x2"):
-        from ptxforge.emu.semantics import half
-
         fn = getattr(half, opname)
         t = ty[1:]
         return (lambda o, v, c: np.asarray(fn(o, v, t)).astype(u)), None, u
@@ -61,58 +62,10 @@ def _combine(opname: str, ty: str):
     return (lambda o, v, c: uf(o.view(vd), v.view(vd)).view(u)), uf, vd
 
 
-def atomic_apply(view: np.ndarray, ei: np.ndarray, vals, cvals, step, ufunc, vdtype):
-    """Apply an atomic to elements `ei` of `view` in lane order; returns the old values."""
-    ei = np.asarray(ei)
-    n = ei.size
-    vals = np.broadcast_to(vals, (n,)).copy() if np.ndim(vals) == 0 else vals
-    cvals = None if cvals is None else (np.broadcast_to(cvals, (n,)).copy() if np.ndim(cvals) == 0
-                                        else cvals)
-    old = np.empty(n, view.dtype)
-    order = np.argsort(ei, kind="stable")
-    se = ei[order]
-    start = np.ones(n, bool)
-    start[1:] = se[1:] != se[:-1]
-    starts = np.flatnonzero(start)
-    sizes = np.diff(np.append(starts, n))
-    if sizes.size == n:  # all distinct
-        o = view[ei]
-        old[:] = o
-        view[ei] = step(o, vals, cvals)
-        return old
-    gid = np.cumsum(start) - 1
-    rank = np.arange(n) - starts[gid]
-    big = sizes > SMALL_GROUP
-    if ufunc is not None and big.any():
-        for g in np.flatnonzero(big):  # sequential accumulate inside each large group
-            lanes = order[starts[g]: starts[g] + sizes[g]]
-            e = se[starts[g]]
-            seq = np.concatenate(([view[e].view(vdtype)], vals[lanes].view(vdtype)))
-            acc = ufunc.accumulate(seq, dtype=vdtype)
-            old[lanes] = acc[:-1].view(view.dtype)
-            view[e] = acc[-1].view(view.dtype)
-        small_lane = ~big[gid]
-        rounds = int(rank[small_lane].max()) + 1 if small_lane.any() else 0
-    else:
-        small_lane = np.ones(n, bool)
-        rounds = int(sizes.max())
-    for r in range(rounds):
-        sel = order[(rank == r) & small_lane]
-        if sel.size == 0:
-            continue
-        e = ei[sel]
-        o = view[e]
-        old[sel] = o
-        view[e] = step(o, vals[sel], None if cvals is None else cvals[sel])
-    return old
-
-
 def _parse(ctx):
     ins = ctx.ins
     ty = ins.types[-1]
     opname = next(s for s in ins.suffixes if s in OPS)
-    from ptxforge.emu.ops_memory import space_of
-
     return ty, opname, space_of(ins)
 
 
@@ -126,8 +79,6 @@ def _build(ctx, has_dest: bool):
     space, addr = ctx.address(ops[k], space0)
     if isinstance(space, tuple):
         raise ctx.error("atomics on .param variables are not supported")
-    from ptxforge.ptx import ir
-
     def elems(op):
         return list(op.elements) if isinstance(op, ir.Vector) else [op]
     readers = [ctx.read(e, ty) for e in elems(ops[k + 1])]  # vector atomics (sm_90): one per element
@@ -181,8 +132,6 @@ def _build(ctx, has_dest: bool):
                     full[lanes] = old
                     d(st, full, m)
     if not has_dest:  # red.async ...mbarrier::complete_tx::bytes
-        from ptxforge.emu.ops_async import with_complete_tx
-
         return with_complete_tx(ctx, _op(f), nb * count)
     return _op(f)
 
@@ -194,5 +143,7 @@ def build_atom(ctx):
 def build_red(ctx):
     return _build(ctx, False)
 
+
+BUILDERS = {"atom": build_atom, "red": build_red}
 
 __all__ = ["build_atom", "build_red", "atomic_apply", "M"]

@@ -11,14 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ptxforge.emu import builtins
+from ptxforge.emu import op as c  # the op kinds and Op: c.BRA, c.Op(...)
+from ptxforge.emu.errors import EmulatorError
+from ptxforge.emu.ops_warp import build_bar_warp
 from ptxforge.emu.program import Symbol
 from ptxforge.ptx import ir
-
-
-def _kinds():
-    from ptxforge.emu import compiler
-
-    return compiler
 
 
 @dataclass
@@ -47,7 +44,6 @@ class BarrierInfo:
 
 
 def build_bra(ctx):
-    c = _kinds()
     target = ctx.ins.operands[0]
     sym = ctx.lookup(target.name) if isinstance(target, ir.Symbol | ir.Register) else None
     if not isinstance(sym, Symbol) or sym.kind != "label":
@@ -57,7 +53,6 @@ def build_bra(ctx):
 
 def build_brx(ctx):
     """brx.idx index, targets: jump to targets[index] (a .branchtargets list)."""
-    c = _kinds()
     idx_op, tl = ctx.ins.operands[:2]
     names = ctx.placed.func.target_lists.get(getattr(tl, "name", ""))
     if names is None:
@@ -72,24 +67,20 @@ def build_brx(ctx):
 
 
 def build_ret(ctx):
-    c = _kinds()
     if ctx.placed.func.func.is_kernel:
         return c.Op(c.EXIT)
     return c.Op(c.RET, extra=ctx.placed.func)
 
 
 def build_exit(ctx):
-    c = _kinds()
     return c.Op(c.EXIT)
 
 
 def build_trap(ctx):
-    c = _kinds()
     return c.Op(c.TRAP)
 
 
 def build_call(ctx):
-    c = _kinds()
     ops = list(ctx.ins.operands)
     rets: list = []
     args: list = []
@@ -144,11 +135,8 @@ def _is_pvar(ctx, o) -> bool:
 
 
 def build_bar(ctx):
-    c = _kinds()
     ins = ctx.ins
     if ins.has("warp"):
-        from ptxforge.emu.ops_warp import build_bar_warp
-
         return build_bar_warp(ctx)
     if ins.opcode == "barrier" and ins.has("cluster"):
         # every thread of every CTA of the cluster; the machine makes it a no-op for one-CTA clusters
@@ -162,8 +150,6 @@ def build_bar(ctx):
     id_op = (ops[1] if mode == "red" else ops[0]) if ops else ir.Immediate(0, "0")
     fixed_id = id_op.value if isinstance(id_op, ir.Immediate) and isinstance(id_op.value, int) else None
     if fixed_id is not None and not 0 <= fixed_id < 16:  # ptxas refuses it too (`ptxforge check` says so)
-        from ptxforge.emu.errors import EmulatorError
-
         raise EmulatorError(f"{ins.span.file}:{ins.span.line}: {ins.mnemonic}: barrier id {fixed_id} is out of "
                             f"range 0..15")
     if mode == "red":
@@ -182,7 +168,6 @@ def build_bar(ctx):
 
 
 def _nop(ctx):
-    c = _kinds()
     return c.Op(c.NORMAL, fn=lambda st, m: None)
 
 

@@ -10,6 +10,7 @@ import importlib
 
 import numpy as np
 
+from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type, is_signed
 
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -28,8 +29,6 @@ def sem(name: str):
 
 
 def _op(fn):
-    from ptxforge.emu.compiler import NORMAL, Op
-
     return Op(NORMAL, fn=fn)
 
 

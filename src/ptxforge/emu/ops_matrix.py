@@ -9,18 +9,17 @@ from __future__ import annotations
 import numpy as np
 
 from ptxforge.emu import memory as M
+from ptxforge.emu.op import WARPSYNC, Op
+from ptxforge.emu.ops_memory import space_of
+from ptxforge.emu.semantics import mma, wmma
 from ptxforge.ptx import ir
 
 
 def _op(fn):
-    from ptxforge.emu.compiler import WARPSYNC, Op
-
     return Op(WARPSYNC, fn=fn)
 
 
 def _mma_sem():
-    from ptxforge.emu.semantics import mma
-
     return mma
 
 
@@ -106,8 +105,6 @@ def build_ldmatrix(ctx):
     trans = ins.has("trans")
     dst, src = ins.operands[:2]
     writers = [ctx.write(e, ".b32") for e in _elems(dst)]
-    from ptxforge.emu.ops_memory import space_of
-
     space, addr = ctx.address(src, space_of(ins) if space_of(ins) != "generic" else "generic")
 
     def f(st, m):
@@ -129,8 +126,6 @@ def build_stmatrix(ctx):
     trans = ins.has("trans")
     dst, src = ins.operands[:2]
     readers = [ctx.read(e, ".b32") for e in _elems(src)]
-    from ptxforge.emu.ops_memory import space_of
-
     space, addr = ctx.address(dst, space_of(ins))
 
     def f(st, m):
@@ -147,8 +142,6 @@ def build_stmatrix(ctx):
 
 
 def _wmma_sem():
-    from ptxforge.emu.semantics import wmma
-
     return wmma
 
 
@@ -168,8 +161,6 @@ def build_wmma(ctx):
     shape = next((s for s in ins.suffixes if s.startswith("m") and "n" in s and "k" in s), None)
     if shape is None:
         raise ctx.error("wmma without a shape")
-    from ptxforge.emu.ops_memory import space_of
-
     if ins.has("mma"):
         ts = list(ins.types)
         if len(ts) == 2:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ptxforge.emu import memory as M
-from ptxforge.emu import ops_atomic
+from ptxforge.emu.mbarrier import with_complete_tx
+from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type, convert_width, is_signed
 from ptxforge.ptx import ir
 
@@ -14,8 +15,6 @@ SPACES = ("global", "shared", "local", "const", "param")
 
 
 def _op(fn):
-    from ptxforge.emu.compiler import NORMAL, Op
-
     return Op(NORMAL, fn=fn)
 
 
@@ -179,8 +178,6 @@ def _locked(fn, addr):
 
 
 def _async_tx(ctx, op, nbytes):
-    from ptxforge.emu.ops_async import with_complete_tx
-
     return with_complete_tx(ctx, op, nbytes)
 
 
@@ -244,6 +241,5 @@ BUILDERS = {
     "ld": build_ld, "ldu": build_ld, "st": build_st, "cvta": build_cvta, "isspacep": build_isspacep,
     "prefetch": _nop, "prefetchu": _nop, "membar": _nop, "fence": _nop, "discard": _nop,
     "applypriority": _nop, "createpolicy": build_createpolicy,
-    "atom": ops_atomic.build_atom, "red": ops_atomic.build_red,
 }
 BUILDERS = {k: v for k, v in BUILDERS.items() if v is not None}

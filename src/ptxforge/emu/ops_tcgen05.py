@@ -18,8 +18,13 @@ import numpy as np
 
 from ptxforge.emu import memory as M
 from ptxforge.emu import tensor_memory as TM
+from ptxforge.emu.mbarrier import _mbar_update
+from ptxforge.emu.op import NORMAL, WARPSYNC, Op
 from ptxforge.emu.ops_wgmma import canonical_addresses
 from ptxforge.emu.sanitizer import tmem_checks
+from ptxforge.emu.semantics import formats as F
+from ptxforge.emu.semantics.formats import F32
+from ptxforge.emu.semantics.mma import _dot_rn
 from ptxforge.ptx import ir
 
 # shared-memory descriptor bits 61-63 -> swizzle width in bytes (PTX ISA "Shared Memory Descriptor")
@@ -34,8 +39,6 @@ _K_BYTES = 32  # a dense tcgen05.mma consumes 32 bytes of K per row of A and B (
 
 
 def _op(fn, kind="normal"):
-    from ptxforge.emu.compiler import NORMAL, WARPSYNC, Op
-
     return Op(WARPSYNC if kind == "sync" else NORMAL, fn=fn)
 
 
@@ -205,8 +208,6 @@ def build_ld_st(ctx):
 
 
 def _decode(codes, name):
-    from ptxforge.emu.semantics import formats as F
-
     if name in ("u8", "s8"):
         v = codes.astype(np.int64)
         return np.where(v >= 128, v - 256, v) if name == "s8" else v
@@ -277,9 +278,6 @@ def _instruction(idesc: int, kind: str, lane: int):
 
 
 def build_mma(ctx):
-    from ptxforge.emu.semantics.formats import F32
-    from ptxforge.emu.semantics.mma import _dot_rn
-
     ins = ctx.ins
     _check_cta_group(ctx)
     kind = next((s.split("::")[1] for s in ins.suffixes if s.startswith("kind::")), None)
@@ -341,8 +339,6 @@ def build_mma(ctx):
 
 
 def build_commit(ctx):
-    from ptxforge.emu.ops_async import _mbar_update
-
     ins = ctx.ins
     _check_cta_group(ctx)
     if not ins.has("mbarrier::arrive::one"):

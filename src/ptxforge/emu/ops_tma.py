@@ -25,12 +25,14 @@ import numpy as np
 
 from ptxforge.emu import memory as M
 from ptxforge.emu import tensormap as TM
+from ptxforge.emu.mbarrier import _mbar_update
+from ptxforge.emu.op import NORMAL, Op
+from ptxforge.emu.ops_atomic import _combine
+from ptxforge.emu.rmw import atomic_apply
 from ptxforge.ptx import ir
 
 
 def _op(fn):
-    from ptxforge.emu.compiler import NORMAL, Op
-
     return Op(NORMAL, fn=fn)
 
 
@@ -193,8 +195,6 @@ def cluster_lane(st, lane: int, rank: int) -> int:
 
 def _reducer(ins, ctx):
     """(redOp, {element type: (step, ufunc, value dtype)}) of cp.reduce.async.bulk.tensor."""
-    from ptxforge.emu.ops_atomic import _combine
-
     ops = [s for s in ins.suffixes if s in REDUCE_TYPES]
     if len(ops) != 1:
         raise ctx.error(f"{ins.mnemonic}: expected one reduction operation of {', '.join(REDUCE_TYPES)}")
@@ -331,8 +331,6 @@ def owner(st, lane: int, space: str, addr: int) -> tuple[int, int]:
 
 def complete_tx(st, lane: int, space: str, bar: int, nbytes: int) -> None:
     """A complete-tx of `nbytes` on the mbarrier at `bar` (possibly another CTA's), on behalf of `lane`."""
-    from ptxforge.emu.ops_async import _mbar_update
-
     blane, b = owner(st, lane, space, bar)
     one = np.zeros(st.N, bool)
     one[blane] = True
@@ -341,8 +339,6 @@ def complete_tx(st, lane: int, space: str, bar: int, nbytes: int) -> None:
 
 def _reduce_global(st, gaddr, vals, tm: TM.TensorMap, reducer, lane: int) -> None:
     """Combine `vals` into the global elements at `gaddr` (atomically, in box order)."""
-    from ptxforge.emu.ops_atomic import atomic_apply
-
     step, ufunc, vdtype = reducer
     edt = np.dtype(f"u{tm.esize}")
     buf, idx = st.mem.resolve("global", gaddr, tm.esize, np.full(gaddr.size, lane), write=True)

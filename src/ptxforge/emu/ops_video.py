@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ptxforge.emu.op import NORMAL, Op
+from ptxforge.emu.semantics import video
 from ptxforge.ptx import ir
 
 _SECOPS = ("add", "min", "max")
@@ -17,14 +19,10 @@ _CMPS = ("eq", "ne", "lt", "le", "gt", "ge")
 
 
 def _op(fn):
-    from ptxforge.emu.compiler import NORMAL, Op
-
     return Op(NORMAL, fn=fn)
 
 
 def _sem():
-    from ptxforge.emu.semantics import video
-
     return video
 
 

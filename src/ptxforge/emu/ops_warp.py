@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ptxforge.emu.op import NORMAL, WARPSYNC, Op
 from ptxforge.ptx import ir
 
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
 def _op(fn, membermask=None, sync=True):
-    from ptxforge.emu.compiler import NORMAL, WARPSYNC, Op
-
     return Op(WARPSYNC if sync else NORMAL, fn=fn, membermask=membermask)
 
 

@@ -28,6 +28,8 @@ import numpy as np
 
 from ptxforge.emu import memory as M
 from ptxforge.emu.errors import UnsupportedInstruction
+from ptxforge.emu.op import NORMAL, WARPSYNC, Op
+from ptxforge.emu.semantics import mma as S
 from ptxforge.ptx import ir
 
 _SWIZZLE = {0: 0, 1: 128, 2: 64, 3: 32}  # descriptor bits 62-63 -> swizzle width in bytes
@@ -38,8 +40,6 @@ _LOAD = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
 
 def _op(fn, kind="sync"):
-    from ptxforge.emu.compiler import NORMAL, WARPSYNC, Op
-
     return Op(WARPSYNC if kind == "sync" else NORMAL, fn=fn)
 
 
@@ -87,8 +87,6 @@ class _Form:
     """The static part of one wgmma.mma_async: types, shape, immediates, fragment coordinates."""
 
     def __init__(self, ctx):
-        from ptxforge.emu.semantics import mma as S
-
         ins = ctx.ins
         if ins.has("sp"):
             raise ctx.error("sparse wgmma (wgmma.mma_async.sp) is not supported")
@@ -159,8 +157,6 @@ def build_wgmma(ctx):
     scale_d = ctx.read(ops[3], ".pred")
 
     def f(st, m):
-        from ptxforge.emu.semantics import mma as S
-
         lanes_live = st.live_mask() if m is None else m
         groups = np.flatnonzero(np.pad(lanes_live, (0, -st.N % 128)).reshape(-1, 128).any(1))
         if groups.size and groups[-1] * 128 + 128 > st.N:
@@ -197,8 +193,6 @@ def build_wgmma(ctx):
 
 def _operand(st, desc, lead, k, mn, ty, esize, mn_major):
     """Element values [mn, k] of an A (mn = 64) or B (mn = N) operand in shared memory."""
-    from ptxforge.emu.semantics import mma as S
-
     if mn_major:
         addr = descriptor_addresses(desc, k, mn, esize, k_major=False).T
     else:

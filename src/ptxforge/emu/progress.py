@@ -31,6 +31,7 @@ import zlib
 import numpy as np
 
 from ptxforge.emu.errors import LaunchError, TimeLimitExceeded, WatchdogTimeout
+from ptxforge.emu.op import BRA, WAIT_BAR
 
 CHECK_S = 0.5  # seconds between progress checks (at most)
 TICK_MASK = 0xFF  # steps between clock reads
@@ -174,8 +175,6 @@ class Watch:
             return pc == p.pc
         if pc is not None or m.pcs[p.lane] != p.pcs[p.lane] or not np.array_equal(m.pcs, p.pcs):
             return False
-        from ptxforge.emu.machine import WAIT_BAR
-
         runnable = p.pcs < WAIT_BAR
         return bool((m.icount[runnable] > p.icount[runnable]).all())  # every runnable lane ran since
 
@@ -185,10 +184,8 @@ class Watch:
 
 
 def _span(m, lo, hi) -> str:
-    from ptxforge.emu import compiler as C
-
     back = m.ops[hi]
-    if back.kind == C.BRA and back.target < lo:  # the loop's head: a branch target is never ticked at
+    if back.kind == BRA and back.target < lo:  # the loop's head: a branch target is never ticked at
         lo = back.target
     a, b = m.ops[lo], m.ops[hi]
     return f", looping over {a.where}" if lo == hi else f", looping over {a.where} .. {b.where}"

@@ -13,18 +13,11 @@ from typing import Any, NoReturn
 from ptxforge.ptx import ir
 from ptxforge.ptx.const_expr import ConstExprError, evaluate
 from ptxforge.ptx.errors import Diagnostic, PTXSyntaxError
+from ptxforge.ptx.isa.data_sreg import SPECIAL_REGISTERS as SREG_SPECS
 from ptxforge.ptx.lexer import SourceText, tokenize
 from ptxforge.ptx.literals import immediate, int_value, join_tokens, unquote
 
-SPECIAL_REGISTERS = frozenset(
-    """%tid %ntid %ctaid %nctaid %laneid %warpid %nwarpid %smid %nsmid %gridid %clock %clock_hi %clock64
-    %lanemask_eq %lanemask_le %lanemask_lt %lanemask_ge %lanemask_gt %globaltimer %globaltimer_lo
-    %globaltimer_hi %total_smem_size %aggr_smem_size %dynamic_smem_size %cluster_ctaid %cluster_nctaid
-    %cluster_ctarank %cluster_nctarank %clusterid %nclusterid %is_explicit_cluster %current_graph_exec
-    %reserved_smem_offset_begin %reserved_smem_offset_end %reserved_smem_offset_cap
-    %reserved_smem_offset_0 %reserved_smem_offset_1 %pm0 %pm1 %pm2 %pm3 %pm4 %pm5 %pm6 %pm7
-    %pm0_64 %pm1_64 %pm2_64 %pm3_64 %pm4_64 %pm5_64 %pm6_64 %pm7_64""".split()
-) | frozenset(f"%envreg{i}" for i in range(32))
+SPECIAL_REGISTERS = frozenset(SREG_SPECS)  # the names the ISA table lists (ptx/isa/data_sreg.py)
 
 # A `%r<N>` declaration names N registers; real kernels declare thousands at most. The bound keeps a
 # typo or a hostile file from making the tools enumerate billions of names.

@@ -322,12 +322,14 @@ def reg_decl_text(d: ir.RegisterDecl) -> str:
     return " ".join(parts) + " \t" + names + ";"
 
 
-def instruction_text(i: ir.Instruction) -> str:
+def instruction_text(i: ir.Instruction, compact: bool = False) -> str:
+    """The instruction as PTX; `compact` puts one space after the mnemonic (for messages) instead of a tab."""
     g = i.guard
     head = (f"@{'!' if g.negated else ''}{g.predicate} " if g else "") + i.mnemonic
     if not i.operands:
         return head + ";"
-    return head.ljust(7) + " \t" + ", ".join(operand_text(o) for o in i.operands) + ";"
+    sep = " " if compact else " \t"
+    return (head if compact else head.ljust(7)) + sep + ", ".join(operand_text(o) for o in i.operands) + ";"
 
 
 def operand_text(o: Any) -> str:

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import copy
 import weakref
+from dataclasses import replace
 
 import numpy as np
 
 from ptxforge.emu import memory as M
 from ptxforge.emu.errors import MemoryFault
+from ptxforge.emu.op import NORMAL, WARPSYNC
 from ptxforge.emu.sanitizer import bounds, sync
 from ptxforge.emu.sanitizer.definedness import Undefined
 from ptxforge.emu.sanitizer.order import SCOPE_NAMES, HappensBefore, SyncOrder, cluster_of_block
@@ -104,8 +106,6 @@ class Sanitizer:
     # ------------------------------------------------------------------ instrumentation
     def instrument(self, layout, ops: list) -> list:
         """A copy of `ops` whose memory and warp ops report their pc and exclude bad lanes."""
-        from ptxforge.emu.compiler import NORMAL, WARPSYNC
-
         self.layout = layout
         self.sources = SourceMap(layout)
         self.global_sh = None  # a new launch: fresh shadow state (reports accumulate across launches)
@@ -517,8 +517,6 @@ class Sanitizer:
                 self._report_race(real, B, d["nb"], d["L"], d["region"], True, d["pw"], d["ppc"], ~ww)
 
     def _mbar_word_site(self, site: SiteInfo) -> SiteInfo:
-        from dataclasses import replace
-
         return replace(site, sync=True, atomic=True, async_copy=False)
 
     def _check_shared_variables(self, idx, nb, L) -> None:

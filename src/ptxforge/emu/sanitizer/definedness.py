@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ptxforge.emu.op import BRA, CALL, EXIT, NORMAL, RET, TRAP, WARPSYNC
 from ptxforge.ptx import ir
 
 TRACKED_LOADS = {"ld", "ldu", "atom"}  # lane-to-register loads: undefined bytes mark the destination
@@ -100,8 +101,6 @@ def reg_use(layout, pc: int, warpsync: bool) -> RegUse:
 
 def tables(layout, ops) -> tuple[list, dict]:
     """Per pc its `RegUse`, and the slots that guard a branch (slot -> first such branch pc)."""
-    from ptxforge.emu.compiler import BRA, CALL, EXIT, NORMAL, RET, TRAP, WARPSYNC
-
     hit = _TABLES.get(layout)
     if hit is not None and len(hit[0]) == len(ops):
         return hit

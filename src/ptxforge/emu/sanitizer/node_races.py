@@ -42,7 +42,7 @@ import itertools
 import numpy as np
 
 from ptxforge.emu import memory as M
-from ptxforge.emu.compiler import NORMAL
+from ptxforge.emu.op import NORMAL
 from ptxforge.emu.sanitizer import bounds
 from ptxforge.emu.sanitizer.report import SanitizerReport
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
+from ptxforge.emu.sanitizer.order import GPU, SCOPES, SYS
 from ptxforge.ptx import ir
 
 _INLINED = re.compile(r"inlined_at\s+(\d+)\s+(\d+)")
@@ -72,8 +75,6 @@ def site_info(pc: int, ins: ir.Instruction, guard_slot, wait_slot=None) -> SiteI
 
 def _scope(op: str, sx: set) -> int:
     """The scope level of an instruction (order.CTA .. order.SYS); .volatile is .relaxed.sys."""
-    from ptxforge.emu.sanitizer.order import GPU, SCOPES, SYS
-
     for name, level in SCOPES.items():
         if name in sx:
             return level
@@ -205,8 +206,6 @@ def shared_variables(layout, dynamic_shared: int) -> list[tuple[str, int, int]]:
 
 def shared_valid_mask(variables, dynamic_offset: int, dynamic_shared: int, size: int):
     """Per byte of a block's shared window: does it belong to a variable the kernel uses?"""
-    import numpy as np
-
     valid = np.zeros(max(size, 1), bool)
     for _, off, n in variables:
         valid[off: off + n] = True

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ptxforge.emu.op import EXIT, EXITED, PC_MASK
 from ptxforge.emu.ops_warp import warp_bits
 
 FULL = np.uint32(0xFFFFFFFF)
@@ -91,9 +92,6 @@ def check_warp_wait(san, machine, P: int, bad, elsewhere, mm) -> None:
     """Lanes `bad` wait at warp-synchronous op P for named lanes that are elsewhere. Remember those lanes
     (unless they are about to exit, which the PTX rules allow): if they exit without executing P, the
     mask named lanes that never took part (checked when P finally runs, in `check_member_mask`)."""
-    from ptxforge.emu.compiler import EXIT
-    from ptxforge.emu.machine import EXITED, PC_MASK
-
     pcs = machine.pcs
     mm = np.broadcast_to(np.asarray(mm, np.uint32), bad.shape)
     W = bad.size // 32
@@ -122,8 +120,6 @@ def _absent(san, pc, lane, mask, bits, name, count) -> None:
 
 
 def check_barrier_release(san, machine, bid: int, done, rel) -> None:
-    from ptxforge.emu.machine import PC_MASK
-
     rl = np.flatnonzero(rel)
     if rl.size == 0:
         return
@@ -155,8 +151,6 @@ def check_barrier_release(san, machine, bid: int, done, rel) -> None:
 
 def check_exited_in_warp(san, machine, bid: int, rl, bpc) -> None:
     """Released lanes whose warp also holds threads that exited without reaching this aligned barrier."""
-    from ptxforge.emu.machine import EXITED
-
     lpb = machine.lanes_per_block
     warps = np.unique(rl // 32)
     lanes = warps[:, None] * 32 + np.arange(32)

@@ -10,9 +10,8 @@ Modules
               flag is the carry of a + ~b + 1, i.e. 1 when no borrow, as the hardware keeps it),
               mul (mode lo|hi|wide), mad (lo|hi|wide, sat, cc, carry_in),
               mul24 mad24, sad, div rem, min max (relu, 16x2), abs neg, dp4a dp2a
-- bitops:     and_ or_ xor not_ cnot, lop3 (bool_op, q -> (d, p)), shl shr, shf (direction l|r,
-              mode clamp|wrap), bfe bfi brev prmt (mode None|f4e|b4e|rc8|ecl|ecr|rc16), popc clz
-              bfind (shiftamt) fns bmsk szext
+- bitops:     lop3 (bool_op, q -> (d, p)), bfe bfi brev prmt (mode None or one of the ISA table's prmt
+              modes), popc clz bfind (shiftamt) fns bmsk szext (and/or/xor/not/cnot, shl/shr, shf: ops_alu)
 - floating:   add sub mul fma/mad (f32, f64, f32x2; rnd rn|rz|rm|rp; ftz; sat), div (rnd also
               'approx'|'full'), rcp (rnd also 'approx'; f64 approx = rcp.approx.ftz.f64), sqrt,
               add_mixed sub_mixed fma_mixed (.f32 with .f16/.bf16 operands), ftz32

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 import numpy as np
 
 _UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -94,9 +97,6 @@ def pack16(lo, hi) -> np.ndarray:
 def quiet_functions(namespace: dict) -> None:
     """Wrap the public functions of a semantics module so numpy floating-point warnings stay silent:
     NaN, infinity, overflow and signalling-NaN casts are ordinary inputs to an emulator."""
-    import functools
-    import inspect
-
     module = namespace.get("__name__")
     for name, fn in list(namespace.items()):
         if name.startswith("_") or not inspect.isfunction(fn) or fn.__module__ != module:

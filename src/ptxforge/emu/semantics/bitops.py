@@ -1,5 +1,6 @@
-"""Bit manipulation: and/or/xor/not/cnot, lop3, shl/shr, shf, bfe, bfi, brev, prmt, popc, clz, bfind,
-fns, bmsk, szext. Operands and results are raw unsigned bits of the type width."""
+"""Bit manipulation: lop3, bfe, bfi, brev, prmt, popc, clz, bfind, fns, bmsk, szext. Operands and results are
+raw unsigned bits of the type width. and/or/xor/not/cnot, shl/shr and shf are inline numpy in the emulator's
+builders (emu/ops_alu.py), their one implementation."""
 
 from __future__ import annotations
 
@@ -10,40 +11,6 @@ from . import _types as T
 
 def _w(ty):
     return T.width(T.norm(ty))
-
-
-def and_(a, b, ty="b32"):
-    """and.type (use bool arrays for .pred)."""
-    if T.norm(ty) == "pred":
-        return np.asarray(a, bool) & np.asarray(b, bool)
-    w = _w(ty)
-    return T.raw(a, w) & T.raw(b, w)
-
-
-def or_(a, b, ty="b32"):
-    if T.norm(ty) == "pred":
-        return np.asarray(a, bool) | np.asarray(b, bool)
-    w = _w(ty)
-    return T.raw(a, w) | T.raw(b, w)
-
-
-def xor(a, b, ty="b32"):
-    if T.norm(ty) == "pred":
-        return np.asarray(a, bool) ^ np.asarray(b, bool)
-    w = _w(ty)
-    return T.raw(a, w) ^ T.raw(b, w)
-
-
-def not_(a, ty="b32"):
-    if T.norm(ty) == "pred":
-        return ~np.asarray(a, bool)
-    return ~T.raw(a, _w(ty))
-
-
-def cnot(a, ty="b32"):
-    """cnot.type: 1 if a == 0 else 0."""
-    w = _w(ty)
-    return (T.raw(a, w) == 0).astype(T.udtype(w))
 
 
 def _lop3_expr(lut: int, names=("a", "b", "c")) -> str:
@@ -113,50 +80,6 @@ def lop3(a, b, c, imm_lut: int, bool_op: str | None = None, q=None):
     if bool_op == "and":
         return d, nz & qq
     raise ValueError(f"lop3 BoolOp {bool_op!r}: expected 'or' or 'and'")
-
-
-def shl(a, b, ty="b32"):
-    """shl.type: shift amounts >= width give 0."""
-    w = _w(ty)
-    n = T.raw(b, 32).astype(np.uint64)
-    ua = T.raw(a, w).astype(np.uint64)
-    big = n >= w
-    r = ua << np.where(big, 0, n).astype(np.uint64)
-    r = np.where(big, np.uint64(0), r)
-    return (r & np.uint64(T.mask(w))).astype(T.udtype(w))
-
-
-def shr(a, b, ty="u32"):
-    """shr.type: shift amounts clamp to the width (sign fill for .s types)."""
-    t = T.norm(ty)
-    w = T.width(t)
-    n = np.minimum(T.raw(b, 32).astype(np.uint64), w)
-    if T.is_signed(t):
-        x = T.signed_view(a, w).astype(np.int64)
-        r = x >> np.minimum(n, 63).astype(np.int64)
-        return r.astype(T.sdtype(w)).view(T.udtype(w))
-    ua = T.raw(a, w).astype(np.uint64)
-    big = n >= w
-    r = ua >> np.where(big, 0, n).astype(np.uint64)
-    return np.where(big, np.uint64(0), r).astype(T.udtype(w))
-
-
-def shf(a, b, c, direction="l", mode="clamp"):
-    """shf.{l,r}.{clamp,wrap}.b32: funnel shift of the 64-bit value b:a."""
-    ua, ub = T.raw(a, 32).astype(np.uint64), T.raw(b, 32).astype(np.uint64)
-    cc = T.raw(c, 32).astype(np.uint64)
-    if mode == "clamp":
-        n = np.minimum(cc, 32)
-    elif mode == "wrap":
-        n = cc & np.uint64(31)
-    else:
-        raise ValueError(f"shf mode {mode!r}: expected 'clamp' or 'wrap'")
-    v = (ub << np.uint64(32)) | ua
-    if direction == "l":
-        return ((v << n) >> np.uint64(32)).astype(np.uint32)
-    if direction == "r":
-        return ((v >> n) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    raise ValueError(f"shf direction {direction!r}: expected 'l' or 'r'")
 
 
 def _low_mask(n: np.ndarray) -> np.ndarray:

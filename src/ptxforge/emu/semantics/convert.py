@@ -30,6 +30,7 @@ from .formats import (
     F32,
     F64,
     TF32,
+    _max_code,
     decode,
     encode,
     fix_directed,
@@ -37,6 +38,7 @@ from .formats import (
     round_to_odd,
     two_sum,
 )
+from .half import f32_to_bf16_rn
 
 _INT = {"u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "b8", "b16", "b32", "b64"}
 _FLOAT = {"f16": F16, "bf16": BF16, "f32": F32, "f64": F64, "tf32": TF32}
@@ -186,8 +188,6 @@ def _float_to_float(a, dst, src, rnd, sat, ftz, relu, satfinite, rbits=None):
     if sf is F32 and rnd == "rn" and not (sat or relu or satfinite) and df in (F16, BF16):
         b32 = _flush32(a) if ftz else T.raw(a, 32)
         if df is BF16:
-            from .half import f32_to_bf16_rn
-
             return f32_to_bf16_rn(b32)
         return _f16_codes(b32.view(np.float32))
     bits = T.raw(a, sf.bits)
@@ -254,7 +254,7 @@ _ML_SMALL = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2", "e2m1": "float4_e2m
 
 def _small_rn_satfinite(x, fmt):
     """.rn.satfinite into an fp8/fp6/fp4 format for float32-exact values, via ml_dtypes' cast."""
-    import ml_dtypes
+    import ml_dtypes  # loaded on first use: it costs ~0.2 s to import (only fp8/fp6/fp4 .satfinite casts need it)
 
     dt = getattr(ml_dtypes, _ML_SMALL[fmt.name], None)
     if dt is None:
@@ -269,8 +269,6 @@ def _small_rn_satfinite(x, fmt):
 
 
 def _max_code_of(fmt):
-    from .formats import _max_code
-
     return _max_code(fmt)
 
 

@@ -13,6 +13,7 @@ NaN results: f32 returns the canonical NaN 0x7fffffff; f64 propagates an input N
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -411,8 +412,6 @@ def _sqrt64(x, rnd):
 
 def _sqrt_fraction(v: float, rnd: str) -> int:
     """Directed-rounded sqrt of a positive float64 via an integer square root."""
-    import math
-
     fr = Fraction(v)
     # scale to an integer with plenty of bits: sqrt(n / 2**(2k)) = isqrt(n) / 2**k
     k = 600

@@ -142,7 +142,7 @@ def encode(v, fmt: FloatFormat, rnd: str = "rn", *, satfinite: bool = False, rbi
     if fmt is F64:
         return _nan_fix(v, fmt, nan_bits)
     if rnd == "rn" and not satfinite and fmt is BF16 and nan_bits is None:
-        from .half import f64_to_bf16_rn
+        from .half import f64_to_bf16_rn  # half.py builds on this module (encode, BF16): a cycle at import time
 
         return f64_to_bf16_rn(v)
     if rnd == "rn" and not satfinite and fmt in (F32, F16):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _types as T
+from .float_misc import minmax_bits
 from .floating import _sum_rn_to, sum_for_rounding
 from .formats import BF16, F16, encode, round_to_odd, two_sum
 
@@ -228,8 +229,6 @@ def _packed_nan_7fff(src, out, fmt):
 
 
 def _minmax1(a, b, fmt, pick_min, ftz, nan, xorsign_abs, relu):
-    from .float_misc import minmax_bits
-
     return minmax_bits(a, b, fmt, pick_min, ftz=ftz, nan=nan, xorsign_abs=xorsign_abs, relu=relu)
 
 

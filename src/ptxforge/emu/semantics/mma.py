@@ -22,6 +22,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import _types as T
+from .floating import fma
 from .formats import BF16, E4M3, E5M2, F16, F32, F64, TF32, decode, encode, round_fraction
 
 _ELEM_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s8": 8, "u8": 8,
@@ -183,8 +184,6 @@ def mma_codes(A, B, C, atype: str, dtype: str, satfinite: bool = False, unit: st
             acc = np.clip(acc, -(1 << 31), (1 << 31) - 1)
         return (acc & 0xFFFFFFFF).astype(np.uint64)
     if at == "f64":
-        from .floating import fma
-
         k = A.shape[-1]
         acc = np.ascontiguousarray(C, np.float64).view(np.uint64)
         for kk in range(k):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _types as T
+from .floating import fma
 from .formats import BF16, F16, F32, F64, TF32, decode
 from .mma import _dot_rn, _pack_elems, _unpack_elems, dot_tensor_core
 
@@ -111,8 +112,6 @@ def mma(shape: str, a, b, c, atype: str, ctype: str, dtype: str | None = None, s
             acc = np.clip(acc, -(1 << 31), (1 << 31) - 1)
         codes = (acc & 0xFFFFFFFF).astype(np.uint64)
     elif at == "f64":
-        from .floating import fma
-
         acc = np.ascontiguousarray(C, np.float64).view(np.uint64)
         for kk in range(A.shape[-1]):
             av = np.ascontiguousarray(np.broadcast_to(A[..., :, kk, None], C.shape)).view(np.uint64)

@@ -1,0 +1,38 @@
+"""One executable instruction (`Op`) and the kinds the machine tells apart.
+
+Ops of kind NORMAL run as `op.fn(st, mask)`; control flow (branches, calls, returns, barriers, exits)
+is carried as data the machine interprets, so divergence stays in one place (`machine.py`). Builders
+(ops_*.py), the machine and its watchers (progress.py, the sanitizer) import this module; builders
+and the machine never import each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NORMAL, BRA, EXIT, RET, CALL, BAR, WARPSYNC, TRAP, NOP, BRX = range(10)
+
+# a lane's pc: the op index, with a flag bit while it waits at a barrier or for its warp; exited lanes hold EXITED
+WAIT_BAR = 1 << 28
+WAIT_WARP = 1 << 29
+EXITED = 1 << 30
+PC_MASK = WAIT_BAR - 1
+
+
+@dataclass(eq=False)
+class Op:
+    """One executable instruction."""
+
+    kind: int
+    fn: object = None  # fn(st, mask) for NORMAL / WARPSYNC
+    target: int = 0  # branch target pc
+    guard: tuple | None = None  # (pred slot, negated)
+    text: str = ""  # the instruction as written, for messages
+    line: int = 0
+    file: str = ""
+    extra: object = None  # kind-specific data (barrier, call)
+    membermask: object = None  # reader of the warp member mask for WARPSYNC ops (None = all lanes)
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file or "<ir>"

@@ -1,0 +1,251 @@
+"""The emulator's builders against the ISA table (ptx/isa): every family has a builder or a declared reason
+(`registry.UNSUPPORTED`), builders bind only table families, the modifiers a builder dispatches on are the
+table's, and every `d|p` operand form the table allows runs."""
+
+import numpy as np
+import pytest
+
+import ptxforge as pf
+from ptxforge.emu.compiler import REGISTRY
+from ptxforge.emu.errors import UnsupportedInstruction
+from ptxforge.emu.registry import UNSUPPORTED, Registry
+from ptxforge.emu.semantics import bitops
+from ptxforge.ptx.isa import FAMILIES
+from ptxforge.ptx.validator import validate
+from ptxforge.toolchain import ToolNotFound, assemble, find_tool
+
+try:
+    find_tool("ptxas")
+    HAVE_PTXAS = True
+except ToolNotFound:
+    HAVE_PTXAS = False
+
+
+def test_every_isa_family_has_a_builder_or_a_declared_reason():
+    assert REGISTRY.missing() == [], "families with neither a builder nor an UNSUPPORTED entry"
+    assert not set(REGISTRY.builders) & set(UNSUPPORTED)
+    assert set(REGISTRY.builders) | set(UNSUPPORTED) == set(FAMILIES)
+    assert all(len(reason) > 20 for reason in UNSUPPORTED.values())
+
+
+def test_a_builder_for_a_name_outside_the_table_is_refused():
+    reg = Registry()
+    with pytest.raises(ValueError, match="names no instruction family"):
+        reg.register("frobnicate", lambda ctx: None)
+    reg.register("add", lambda ctx: None)
+    with pytest.raises(ValueError, match="two builders for 'add'"):
+        reg.register("add", lambda ctx: None)
+    with pytest.raises(ValueError, match="does not have"):
+        Registry(unsupported={"frobnicate": "no such instruction"})
+
+
+def test_a_name_covering_several_families_binds_each_but_the_unsupported_ones():
+    tcgen05 = {f for f in FAMILIES if f.startswith("tcgen05.")}
+    assert tcgen05 - set(REGISTRY.builders) == {"tcgen05.cp", "tcgen05.shift"}
+    assert REGISTRY.builders["cp.async.bulk.tensor"] is REGISTRY.builders["cp.async"]
+
+
+def test_an_unsupported_family_fails_when_executed_naming_the_reason():
+    text = """.version 7.3
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+  .reg .b64 %rd<2>;
+  stacksave.u64 %rd1;
+  ret;
+}
+"""
+    m = pf.parse(text, "s.ptx")
+    assert not [d for d in validate(m) if d.severity == "error"]
+    with pytest.raises(UnsupportedInstruction, match=r"s\.ptx:7: stacksave.u64: stacksave is not supported: "
+                                                     r"the stack pointer is not modelled"):
+        m.kernel("k").launch(grid=(1,), block=(1,), args=[np.zeros(1, np.uint64)], device="emu")
+
+
+def test_st_bulk_is_refused_not_run_as_a_store():
+    """st.bulk [a], size, 0 zeroes `size` bytes; the st builder used to run it as a 4-byte store of `size`."""
+    text = """.version 8.6
+.target sm_100a
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+  .reg .b32 %r<2>;
+  .shared .align 16 .b8 buf[64];
+  mov.u32 %r1, buf;
+  st.bulk.weak.shared::cta [%r1], 16, 0;
+  ret;
+}
+"""
+    m = pf.parse(text, "b.ptx")
+    assert not [d for d in validate(m) if d.severity == "error"]
+    with pytest.raises(UnsupportedInstruction, match="st.bulk is not supported: bulk initialisation"):
+        m.kernel("k").launch(grid=(1,), block=(1,), args=[np.zeros(1, np.uint64)], device="emu")
+
+
+def test_prmt_modes_are_the_tables():
+    """The byte-selection tables of semantics.prmt cover exactly the modes the ISA table lists."""
+    assert {f".{m}" for m in bitops._PRMT_MODES} == set(FAMILIES["prmt"].modifiers)
+
+
+# ---------------------------------------------------------------------------- d|p operand forms
+
+def _head(version="8.0", target="sm_90a"):
+    return f".version {version}\n.target {target}\n.address_size 64\n"
+
+
+def _pair_kernel(setup: str, ins: str, head: str) -> str:
+    """32 threads; out[2t] = d, out[2t+1] = p of `ins` (which writes %r1|%p1)."""
+    return head + f""".visible .entry k(.param .u64 out)
+{{
+  .reg .b32 %t, %v, %r1, %s;
+  .reg .pred %p1, %q;
+  .reg .b64 %rd<3>;
+  mov.u32 %t, %tid.x;
+  {setup}
+  {ins}
+  selp.u32 %s, 1, 0, %p1;
+  ld.param.u64 %rd0, [out];
+  mul.wide.u32 %rd1, %t, 8;
+  add.s64 %rd0, %rd0, %rd1;
+  st.global.u32 [%rd0], %r1;
+  st.global.u32 [%rd0+4], %s;
+  ret;
+}}
+"""
+
+
+T = np.arange(32)
+# family -> (setup, instruction, head, expected d per thread, expected p per thread), from the ISA's semantics
+PAIR_FORMS = {
+    "setp": ("", "setp.lt.u32 %q|%p1, %t, 16; selp.u32 %r1, 1, 0, %q;", _head(),
+             (T < 16).astype(int), (T >= 16).astype(int)),  # q = !p without a BoolOp
+    "lop3": ("setp.eq.u32 %q, %t, 16;", "lop3.or.b32 %r1|%p1, %t, 15, 0, 0xc0, %q;", _head("8.2"),
+             T & 15, ((T & 15) != 0) | (T == 16)),  # p = (d != 0) .or q
+    "shfl.sync": ("", "shfl.sync.down.b32 %r1|%p1, %t, 4, 0x1f, 0xffffffff;", _head(),
+                  np.where(T + 4 <= 31, T + 4, T), T + 4 <= 31),  # p: the source lane is in range
+    "shfl": ("", "shfl.down.b32 %r1|%p1, %t, 4, 0x1f;", _head("6.3", "sm_75"),
+             np.where(T + 4 <= 31, T + 4, T), T + 4 <= 31),
+    "match": ("shr.u32 %v, %t, 5;", "match.all.sync.b32 %r1|%p1, %v, 0xffffffff;", _head(),
+              np.full(32, 0xFFFFFFFF), np.ones(32, bool)),  # every lane holds 0: all match
+    "elect.sync": ("", "elect.sync %r1|%p1, 0xffffffff;", _head(),
+                   np.zeros(32, int), T == 0),  # d: the leader's lane id; p on the leader only
+}
+
+
+def test_every_family_with_a_paired_destination_has_a_form_here():
+    paired = {f for f, s in FAMILIES.items() if any(r.pair for sig in s.signatures for r in sig.roles)}
+    assert paired == set(PAIR_FORMS)
+
+
+@pytest.mark.parametrize("family", sorted(PAIR_FORMS))
+def test_paired_destination_runs(family):
+    setup, ins, head, want_d, want_p = PAIR_FORMS[family]
+    text = _pair_kernel(setup, ins, head)
+    m = pf.parse(text, f"{family}.ptx")
+    assert not [str(d) for d in validate(m) if d.severity == "error"]
+    if HAVE_PTXAS:
+        target = head.split(".target ")[1].split()[0]
+        res = assemble(text, target)
+        assert res.ok, res.stderr
+    out = np.zeros(64, np.uint32)
+    m.kernel("k").launch(grid=(1,), block=(32,), args=[out], device="emu")
+    assert out[0::2].tolist() == [int(x) & 0xFFFFFFFF for x in want_d]
+    assert out[1::2].tolist() == [int(x) for x in want_p]
+
+
+# ---------------------------------------------------------------------------- lop3.BoolOp against ptxas
+
+LOP3 = _head("8.2") + """.visible .entry k(.param .u64 p)
+{
+  .reg .b32 %r<16>;
+  .reg .pred %p<8>;
+  .reg .b64 %rd<2>;
+  ld.param.u64 %rd0, [p];
+  mov.u32 %r1, 0xF0F0F0F0;
+  mov.u32 %r2, 0x0FF00FF0;
+  mov.u32 %r4, 0;
+  setp.ne.u32 %p2, %r1, 0;
+  setp.eq.u32 %p3, %r1, 0;
+  lop3.or.b32 %r3|%p1, %r1, %r2, %r4, 0x80, %p3;
+  lop3.or.b32 %r6|%p4, %r1, %r2, %r4, 0xfe, %p3;
+  lop3.and.b32 %r8|%p5, %r1, %r2, %r4, 0xfe, %p3;
+  lop3.and.b32 %r10|%p6, %r1, %r2, %r4, 0xfe, %p2;
+  lop3.or.b32 %r12|%p7, %r1, %r2, %r4, 0x80, %p2;
+  selp.u32 %r5, 1, 0, %p1;
+  selp.u32 %r7, 1, 0, %p4;
+  selp.u32 %r9, 1, 0, %p5;
+  selp.u32 %r11, 1, 0, %p6;
+  selp.u32 %r13, 1, 0, %p7;
+  st.global.v2.u32 [%rd0], {%r3, %r5};
+  st.global.v2.u32 [%rd0+8], {%r6, %r7};
+  st.global.v2.u32 [%rd0+16], {%r8, %r9};
+  st.global.v2.u32 [%rd0+24], {%r10, %r11};
+  st.global.v2.u32 [%rd0+32], {%r12, %r13};
+  ret;
+}
+"""
+# (d, p) of each lop3 above: p = (d != 0) BoolOp q, q false for the first three and true for the last two
+LOP3_WANT = [(0, 0), (0xFFF0FFF0, 1), (0xFFF0FFF0, 0), (0xFFF0FFF0, 1), (0, 1)]
+
+
+def test_lop3_predicate_form_runs():
+    m = pf.parse(LOP3, "lop3.ptx")
+    assert not [d for d in validate(m) if d.severity == "error"]
+    out = np.zeros(10, np.uint32)
+    m.kernel("k").launch(grid=(1,), block=(1,), args=[out], device="emu")
+    assert [(int(out[2 * i]), int(out[2 * i + 1])) for i in range(5)] == LOP3_WANT
+
+
+@pytest.mark.skipif(not HAVE_PTXAS, reason="needs ptxas")
+def test_lop3_predicate_form_is_what_ptxas_compiles():
+    """ptxas 13.0 compiles lop3.BoolOp to one LOP3.LUT writing the register and a predicate, .PAND for .and,
+    with q as the predicate input (folded to PT / !PT here): the emulator's p = (d != 0) BoolOp q."""
+    from ptxforge.runtime.sass import disassemble
+
+    res = assemble(LOP3, "sm_90a")
+    assert res.ok, res.stderr
+    try:
+        sass = disassemble(res.cubin)
+    except ToolNotFound as e:
+        pytest.skip(str(e))
+    lop3 = [line.split("*/")[1].split(";")[0].split() for line in sass.splitlines() if "LOP3.LUT" in line]
+    forms = [(w[0], w[-1]) for w in lop3]  # (opcode with its predicate mode, the predicate input)
+    assert sorted(forms) == sorted([("LOP3.LUT", "!PT"), ("LOP3.LUT", "!PT"), ("LOP3.LUT.PAND", "!PT"),
+                                    ("LOP3.LUT.PAND", "PT"), ("LOP3.LUT", "PT")])
+    assert all(w[1].startswith("P") and w[1].rstrip(",")[1:].isdigit() for w in lop3)  # a predicate result
+
+
+# ---------------------------------------------------------------------------- modifiers the builders test for
+
+# modifiers builders test for on families whose table entry leaves the modifiers open (modifiers=None)
+OPEN_MODIFIERS = {
+    "multicast::cluster": "cp.async.bulk", "col": "wmma.load", "cta_group::2": "tcgen05.alloc",
+    "pack::16b": "tcgen05.ld", "unpack::16b": "tcgen05.st", "mbarrier::arrive::one": "tcgen05.commit",
+    "po": "vmad", "sp": "wgmma.mma_async",
+}
+
+
+def test_every_modifier_a_builder_tests_for_is_one_the_table_knows():
+    """`ins.has('x')` in an ops module names a modifier, type or name part the ISA table lists, so a builder
+    cannot dispatch on a spelling the validator would refuse; the few on families whose entry leaves the
+    modifiers open are listed above."""
+    import ast
+    from pathlib import Path
+
+    import ptxforge.emu
+    from ptxforge.ptx.ir import ALL_TYPES
+
+    assert all(FAMILIES[f].modifiers is None for f in OPEN_MODIFIERS.values())
+    known = {t.lstrip(".") for t in ALL_TYPES}
+    for spec in FAMILIES.values():
+        known |= set(spec.family.split(".")) | {m.lstrip(".") for m in spec.modifiers or ()}
+    bad, seen = [], 0
+    for path in sorted(Path(ptxforge.emu.__file__).parent.glob("ops_*.py")):
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "has" and n.args \
+                    and isinstance(n.args[0], ast.Constant):
+                seen += 1
+                if n.args[0].value not in known and n.args[0].value not in OPEN_MODIFIERS:
+                    bad.append(f"{path.name}:{n.lineno}: {n.args[0].value!r}")
+    assert seen > 100 and bad == []
