@@ -170,3 +170,29 @@ def forget_to_close(rank, world):
     rt.empty(16, np.uint32, device=dev)
     dist.barrier()
     return dev.segment
+
+
+def all_to_all(rank, world, path, chunk, rounds):
+    """The corpus all-to-all (nvcc PTX) across processes: peer pointers in device tables (DeepEP's
+    buffer_ptrs[]), opened from the handles; `rounds` rounds with tags; returns what each round received."""
+    import ptxforge as pf
+
+    k = pf.parse_file(path).kernel("node_all_to_all")
+    with ipc_device(rank, world, num_sms=16, capacity=CAPACITY) as dev:
+        recv = rt.empty(world * chunk, np.int32, device=dev)
+        flags = rt.empty(world, np.int32, device=dev)
+        handles = gather((ipc_get_mem_handle(recv), ipc_get_mem_handle(flags)), world)
+        opened = [(recv.address, flags.address) if r == rank else
+                  tuple(ipc_open_mem_handle(h, device=dev) for h in handles[r]) for r in range(world)]
+        recv_ptrs = rt.to_device(np.asarray([o[0] for o in opened], np.uint64), device=dev)
+        flag_ptrs = rt.to_device(np.asarray([o[1] for o in opened], np.uint64), device=dev)
+        token = np.arange(world * chunk, dtype=np.int32).reshape(world, chunk)
+        outs = []
+        for tag in range(1, rounds + 1):
+            send = (rank * 1_000_000 + token + tag * 7).astype(np.int32)
+            out = np.zeros(world * chunk, np.int32)
+            k.launch((world,), (128,), [send, recv_ptrs, flag_ptrs, out, np.int32(rank), np.int32(world),
+                                        np.int32(chunk), np.int32(tag)], device=dev, watchdog_s=30.0)
+            outs.append(out)
+            dist.barrier()  # the next round's stores into a peer's recv wait until that peer has read it
+        return outs
