@@ -121,21 +121,28 @@ def deadlock(rank, world, watchdog_s):
         return out
 
 
+def compiled(k, dev):
+    """`k` compiled for `dev` now, so that nothing slow happens between a rank's handshake and its launch."""
+    dev.image(k.module).compiled(k.function)
+    return k
+
+
 def waits_for_busy_peer(rank, world, busy_s, watchdog_s):
     """Rank 0 spins (watchdog_s short) on a flag rank 1 sets after `busy_s` seconds of its own stores."""
     with ipc_device(rank, world, num_sms=2, capacity=CAPACITY) as dev:
         if rank == 0:
+            k = compiled(K.wait_then_raise(), dev)
             flag = rt.empty(1, np.uint32, device=dev)
             done = rt.empty(1, np.uint32, device=dev)
             gather(ipc_get_mem_handle(flag), world)
             t = time.monotonic()
-            K.wait_then_raise().launch((1,), (32,), [flag, done], device=dev, watchdog_s=watchdog_s)
+            k.launch((1,), (32,), [flag, done], device=dev, watchdog_s=watchdog_s)
             out = (int(done.to_host()[0]), time.monotonic() - t)
         else:
-            h = gather(None, world)[0]
-            peer_flag = ipc_open_mem_handle(h, device=dev)
+            k = compiled(busy_then_raise(), dev)
             scratch = rt.empty(1, np.uint32, device=dev)
-            busy_then_raise().launch((1,), (32,), [scratch, peer_flag, np.uint64(int(busy_s * 1e9))], device=dev)
+            peer_flag = ipc_open_mem_handle(gather(None, world)[0], device=dev)
+            k.launch((1,), (32,), [scratch, peer_flag, np.uint64(int(busy_s * 1e9))], device=dev)
             out = int(scratch.to_host()[0])
         dist.barrier()
         return out
@@ -146,19 +153,24 @@ def chatter_is_not_progress(rank, world, watchdog_s):
     the bound of 10 x watchdog_s; then it raises rank 1's stop flag."""
     with ipc_device(rank, world, num_sms=2, capacity=CAPACITY) as dev:
         if rank == 0:
+            k = compiled(K.wait_then_raise(), dev)
             flag, done, junk, stop = (rt.empty(1, np.uint32, device=dev) for _ in range(4))
             gather((ipc_get_mem_handle(junk), ipc_get_mem_handle(stop)), world)
+            deadline = time.monotonic() + 60
+            while not junk.to_host()[0] and time.monotonic() < deadline:  # rank 1's chatter has begun
+                time.sleep(0.005)
             t = time.monotonic()
             try:
-                K.wait_then_raise().launch((1,), (32,), [flag, done], device=dev, watchdog_s=watchdog_s)
+                k.launch((1,), (32,), [flag, done], device=dev, watchdog_s=watchdog_s)
                 out = ("no error", time.monotonic() - t)
             except WatchdogTimeout as e:
                 out = (str(e), time.monotonic() - t)
             stop.copy_from(np.ones(1, np.uint32))
         else:
+            k = compiled(chatter_until(), dev)
             hj, hs = gather(None, world)[0]
             junk, stop = ipc_open_mem_handle(hj, device=dev), ipc_open_mem_handle(hs, device=dev)
-            chatter_until().launch((1,), (32,), [junk, stop], device=dev, watchdog_s=60.0)
+            k.launch((1,), (32,), [junk, stop], device=dev, watchdog_s=60.0)
             out = None
         dist.barrier()
         return out
@@ -170,3 +182,29 @@ def forget_to_close(rank, world):
     rt.empty(16, np.uint32, device=dev)
     dist.barrier()
     return dev.segment
+
+
+def all_to_all(rank, world, path, chunk, rounds):
+    """The corpus all-to-all (nvcc PTX) across processes: peer pointers in device tables (DeepEP's
+    buffer_ptrs[]), opened from the handles; `rounds` rounds with tags; returns what each round received."""
+    import ptxforge as pf
+
+    k = pf.parse_file(path).kernel("node_all_to_all")
+    with ipc_device(rank, world, num_sms=16, capacity=CAPACITY) as dev:
+        recv = rt.empty(world * chunk, np.int32, device=dev)
+        flags = rt.empty(world, np.int32, device=dev)
+        handles = gather((ipc_get_mem_handle(recv), ipc_get_mem_handle(flags)), world)
+        opened = [(recv.address, flags.address) if r == rank else
+                  tuple(ipc_open_mem_handle(h, device=dev) for h in handles[r]) for r in range(world)]
+        recv_ptrs = rt.to_device(np.asarray([o[0] for o in opened], np.uint64), device=dev)
+        flag_ptrs = rt.to_device(np.asarray([o[1] for o in opened], np.uint64), device=dev)
+        token = np.arange(world * chunk, dtype=np.int32).reshape(world, chunk)
+        outs = []
+        for tag in range(1, rounds + 1):
+            send = (rank * 1_000_000 + token + tag * 7).astype(np.int32)
+            out = np.zeros(world * chunk, np.int32)
+            k.launch((world,), (128,), [send, recv_ptrs, flag_ptrs, out, np.int32(rank), np.int32(world),
+                                        np.int32(chunk), np.int32(tag)], device=dev, watchdog_s=30.0)
+            outs.append(out)
+            dist.barrier()  # the next round's stores into a peer's recv wait until that peer has read it
+        return outs
