@@ -20,7 +20,7 @@ from ptxforge.emu import memory as M
 from ptxforge.emu.errors import MemoryFault
 from ptxforge.emu.sanitizer import bounds, sync
 from ptxforge.emu.sanitizer.definedness import Undefined
-from ptxforge.emu.sanitizer.global_shadow import GlobalShadow
+from ptxforge.emu.sanitizer.global_shadow import GlobalShadow, granule_part
 from ptxforge.emu.sanitizer.order import SCOPE_NAMES, HappensBefore, SyncOrder, cluster_of_block
 from ptxforge.emu.sanitizer.report import ReportLog, SanitizerError, SanitizerReport
 from ptxforge.emu.sanitizer.shadow import EP_SHIFT, INIT, PENDING, POISON, Shadow
@@ -225,7 +225,9 @@ class Sanitizer:
                 self.ep_warp[warps] += 1
                 self._ep_lane = None
                 self.order.warp_sync(act)
-                self.global_sh.exact = self.shared_sh.exact = False
+                self.global_sh.exact = self.shared_exact = False
+                if self.shared_sh is not None:
+                    self.shared_sh.exact = False
         return run
 
     def _executing(self, st, m, info: SiteInfo) -> np.ndarray:
@@ -301,7 +303,11 @@ class Sanitizer:
             self.shared_cmap = (np.arange(nslots, dtype=np.int64)[:, None] * nvalid
                                 + np.where(row, rank, 0)[None, :]).ravel()
             shadow_size = nslots * nvalid
-        self.shared_sh = Shadow(shadow_size, init=False, races=self.check_races)
+        # without async copies (whose pending state is per byte) shared memory is shadowed per granule too
+        self.shared_granular = not any(i.async_copy for i in self.infos)
+        self.shared_size = shadow_size
+        self.shared_exact = True
+        self.shared_sh = None if self.shared_granular else Shadow(shadow_size, init=False, races=self.check_races)
         self.local_sh = Shadow(mem.local.size, init=False, races=False)
         self._local_buf = mem.local
         if getattr(self, "all_lanes", None) is None or self.all_lanes.size != N:
@@ -451,8 +457,13 @@ class Sanitizer:
         t = self.clock if self.order.stamping else None
         init_check = self.check_init  # global: bytes that existed at launch count as initialized
         atomic = site is not None and site.atomic
+        parts = None
         if region == "global":  # per allocation and granule; byte arrays only where something is found
-            found = self._global_access(idx, nb, L, write, atomic, sync_, pc, t)
+            parts, hb = self.global_sh.split(idx, nb), self.hb_global
+        elif region == "shared" and self.shared_granular:
+            parts, hb = self._shared_parts(idx, nb), self.hb_shared
+        if parts is not None:
+            found = self._granular_access(parts, nb, L, write, atomic, sync_, pc, t, hb)
             if found is None:
                 if write and self.undef is not None and self.undef.store_vals:
                     self.undef.on_store_bytes(L, self._bytes(idx, nb), nb, region)
@@ -524,12 +535,33 @@ class Sanitizer:
             ar = self._ar[n] = np.arange(n, dtype=np.int64)
         return ar
 
-    def _global_access(self, idx, nb, L, write, atomic, sync_, pc, t):
-        """Check and record a global access (arena offsets `idx`, nb bytes per lane, lanes L) in the
-        per-allocation shadows. None when nothing is found (the common case); else the per-byte arrays
-        (uninit, pending, race, prev_who, prev_pc, ww, dup) as a byte-granular shadow would give them."""
-        parts = self.global_sh.split(idx, nb)
-        hb = self.hb_global
+    def _shared_shadow(self, granule: int) -> Shadow:
+        """The wave's shared-memory shadow (over the compact index of the kernel's shared bytes), made on the
+        first access with granules of `granule` bytes, or refined to them."""
+        sh = self.shared_sh
+        if sh is None:
+            sh = self.shared_sh = Shadow(-(-self.shared_size // granule), init=False, races=self.check_races,
+                                         granule=granule, pending=False)
+            sh.exact = self.shared_exact
+        elif granule < sh.granule:
+            sh.refine(granule)
+        return sh
+
+    def _shared_parts(self, idx, nb):
+        """The access as one part of the wave's shared shadow (see `_granular_access`)."""
+        cmap = self.shared_cmap
+        c = idx if cmap is None else cmap[idx]
+        if nb > 1 and cmap is not None and not bool((cmap[idx + (nb - 1)] - c == nb - 1).all()):
+            # the bytes of an access are not consecutive in the compact index (it spans a gap): per byte
+            sh = self._shared_shadow(1)
+            return [(sh, None, cmap[self._bytes(idx, nb)], nb)]
+        return [granule_part(self._shared_shadow, None, c, nb)]
+
+    def _granular_access(self, parts, nb, L, write, atomic, sync_, pc, t, hb):
+        """Check and record an access of nb bytes per lane by lanes L in granular shadows: `parts` are
+        (shadow, positions of the lanes or None, granule indices, granules per lane) from
+        `GlobalShadow.split` or `_shared_parts`. None when nothing is found (the common case); else the
+        per-byte arrays (uninit, pending, race, prev_who, prev_pc, ww, dup) a byte-granular shadow gives."""
         who_l = self.who if L is self.all_lanes else self.who[L]
         ep_l = self.ep_of(L)
         n = L.size * nb

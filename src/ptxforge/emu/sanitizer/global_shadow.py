@@ -32,7 +32,6 @@ class GlobalShadow:
         self.held = {id(a): a for a in device.allocations}  # allocations that existed at launch start
         self.by_offset: dict = {}  # arena offset -> (allocation, Shadow)
         self._exact = True
-        self._ar = np.arange(MAX_GRANULE, dtype=np.int64)
 
     @property
     def exact(self) -> bool:
@@ -83,24 +82,32 @@ class GlobalShadow:
         out = []
         for i in np.unique(which).tolist():
             pos = np.flatnonzero(which == i)
+            if i < 0 or int(idx[pos].max()) + nb > allocs[i].offset + allocs[i].size:
+                continue  # outside every allocation: the emulator faults such lanes before they get here
             out.append(self._part(allocs[i], pos, idx[pos], nb))
         return out
 
     def _part(self, alloc, pos, idx, nb: int):
-        rel = idx - alloc.offset
-        g = min(MAX_GRANULE, _lowbit(nb))
-        if g > 1 and int(np.bitwise_or.reduce(rel)) & (g - 1):
-            g = _lowbit(int(np.bitwise_or.reduce(rel)) | g)
-        sh = self.shadow(alloc, g)
-        g = sh.granule
-        shift = g.bit_length() - 1
-        q = rel >> shift
-        per = nb >> shift
-        k = q.size
-        first = int(q[0])
-        if k == 1 or (int(q[-1]) - first == (k - 1) * per and bool((np.diff(q) == per).all())):
-            S = slice(first, first + k * per)
-        else:
-            ar = self._ar[:per] if per <= MAX_GRANULE else np.arange(per, dtype=np.int64)
-            S = q if per == 1 else (q[:, None] + ar).ravel()
-        return sh, pos, S, per
+        return granule_part(lambda g: self.shadow(alloc, g), pos, idx - alloc.offset, nb)
+
+
+def granule_part(shadow_for, pos, rel, nb: int):
+    """(shadow, pos, granule indices, granules per lane) of an access of nb bytes per lane at byte offsets
+    `rel` of one region; `shadow_for(granule)` gives the region's shadow at that granule or finer."""
+    g = min(MAX_GRANULE, _lowbit(nb))
+    if g > 1:
+        low = int(np.bitwise_or.reduce(rel)) & (g - 1)
+        if low:
+            g = _lowbit(low)
+    sh = shadow_for(g)
+    g = sh.granule
+    shift = g.bit_length() - 1
+    q = rel >> shift
+    per = nb >> shift
+    k = q.size
+    first = int(q[0])
+    if k == 1 or (int(q[-1]) - first == (k - 1) * per and bool((np.diff(q) == per).all())):
+        S = slice(first, first + k * per)
+    else:
+        S = q if per == 1 else (q[:, None] + np.arange(per, dtype=np.int64)).ravel()
+    return sh, pos, S, per
