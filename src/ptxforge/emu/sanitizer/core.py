@@ -110,7 +110,7 @@ class Sanitizer:
 
     _LAUNCH_STATE = ("global_sh", "shared_sh", "local_sh", "_local_buf", "order", "undef", "hb_global",
                      "hb_shared", "mem", "machine", "all_lanes", "block_of_lane", "_lane_tid", "who", "ep_warp",
-                     "_ep_lane", "shared_valid_full", "shared_cmap", "_acc_lanes", "_narrow", "awaited")
+                     "_ep_lane", "shared_valid_full", "shared_cmap", "_shared_maps", "_acc_lanes", "_narrow", "awaited")
 
     def release(self) -> None:
         """Drop the launch's shadow state (the reports stay). The emulator's objects and the sanitizer refer
@@ -143,6 +143,7 @@ class Sanitizer:
         self.layout = layout
         self.sources = SourceMap(layout)
         self.global_sh = None  # a new launch: fresh shadow state (reports accumulate across launches)
+        self._shared_maps = None
         self.clock = 0
         out = []
         infos = _INFOS.get(layout)
@@ -293,7 +294,10 @@ class Sanitizer:
                                                   machine.dynamic_shared, mem.shared_size)
         self.shared_valid_full = self.shared_cmap = None
         shadow_size = mem.shared.size
-        if not self.shared_valid.all():  # other kernels' shared variables are not this kernel's memory
+        maps = self.__dict__.get("_shared_maps")
+        if maps is not None and maps[0] == (nslots, mem.shared_stride):  # the launch's earlier waves
+            _, self.shared_valid_full, self.shared_cmap, shadow_size = maps
+        elif not self.shared_valid.all():  # other kernels' shared variables are not this kernel's memory
             row = np.zeros(mem.shared_stride, bool)
             row[: self.shared_valid.size] = self.shared_valid[: mem.shared_stride]
             self.shared_valid_full = np.tile(row, nslots)
@@ -303,12 +307,13 @@ class Sanitizer:
             self.shared_cmap = (np.arange(nslots, dtype=np.int64)[:, None] * nvalid
                                 + np.where(row, rank, 0)[None, :]).ravel()
             shadow_size = nslots * nvalid
+        self._shared_maps = ((nslots, mem.shared_stride), self.shared_valid_full, self.shared_cmap, shadow_size)
         # without async copies (whose pending state is per byte) shared memory is shadowed per granule too
         self.shared_granular = not any(i.async_copy for i in self.infos)
         self.shared_size = shadow_size
         self.shared_exact = True
         self.shared_sh = None if self.shared_granular else Shadow(shadow_size, init=False, races=self.check_races)
-        self.local_sh = Shadow(mem.local.size, init=False, races=False)
+        self.local_sh = None  # made on the first local access
         self._local_buf = mem.local
         if getattr(self, "all_lanes", None) is None or self.all_lanes.size != N:
             self.all_lanes = np.arange(N, dtype=np.int64)
@@ -435,7 +440,7 @@ class Sanitizer:
         elif buf is mem.device.arena:
             sh, region = self.global_sh, "global"
         elif buf is mem.local:
-            if mem.local is not self._local_buf:
+            if self.local_sh is None or mem.local is not self._local_buf:
                 self._regrow_local()
             sh, region = self.local_sh, "local"
         else:
@@ -700,10 +705,10 @@ class Sanitizer:
 
     def _regrow_local(self) -> None:
         mem = self.mem
-        old = self.local_sh.flags
+        old = None if self.local_sh is None else self.local_sh.flags
         n = mem.nlanes
         new = Shadow(mem.local.size, init=False, races=False)
-        if old.size:
+        if old is not None and old.size:
             os_ = old.size // n
             new.flags.reshape(n, -1)[:, :os_] = old.reshape(n, os_)
         self.local_sh = new
