@@ -180,11 +180,11 @@ def test_split_groups_lanes_by_allocation_and_finds_consecutive_granules():
     gs = GlobalShadow(dev, races=True)
     idx = x.offset + 8 * np.arange(16, dtype=np.int64)
     (sh, pos, S, per), = gs.split(idx, 8)
-    assert pos is None and S == slice(0, 16) and per == 1 and sh.granule == 8 and sh.size == 128
+    assert pos is None and S == slice(0, 16) and per == 1 and sh.granule == 8 and sh.total == 128
     (sh2, _, S2, per2), = gs.split(idx[::-1].copy(), 8)  # same granules, not in order: an index array
     assert sh2 is sh and S2.tolist() == list(range(15, -1, -1)) and per2 == 1
     (sh3, _, S3, per3), = gs.split(np.asarray([x.offset + 3], np.int64), 1)  # a byte: granules split
-    assert sh3 is sh and sh.granule == 1 and sh.size == 1024 and S3 == slice(3, 4) and per3 == 1
+    assert sh3 is sh and sh.granule == 1 and sh.total == 1024 and S3 == slice(3, 4) and per3 == 1
     mixed = np.asarray([y.offset, x.offset + 16, y.offset + 32], np.int64)
     parts = gs.split(mixed, 16)
     assert [(p[1].tolist(), p[3]) for p in parts] == [([1], 16), ([0, 2], 1)]
@@ -193,3 +193,44 @@ def test_split_groups_lanes_by_allocation_and_finds_consecutive_granules():
     z = dev.alloc(64, "z (device malloc)")
     (shz, _, _, _), = gs.split(np.asarray([z.offset], np.int64), 4)
     assert not shz.init_all
+
+
+def test_a_small_launch_on_large_buffers_keeps_state_for_what_it_touches():
+    from ptxforge.emu.sanitizer import Sanitizer
+
+    big = 1 << 20
+    a, b = np.arange(big, dtype=np.float32), np.ones(big, np.float32)
+    out = np.zeros(big, np.float32)
+    san = Sanitizer()
+    held = []
+    release = san.release
+
+    def spy():
+        held.append(san.global_sh.bytes)
+        release()
+    san.release = spy
+    n = 2048  # the first 2048 elements of each buffer, in 8 blocks
+    assert _launch(VADD, "vadd", (n // 256,), (256,), [a, b, out, np.zeros(64, np.uint8), np.int32(n)],
+                   sanitizer=san) is None
+    np.testing.assert_array_equal(out[:n], a[:n] + 1)
+    assert held[0] == 3 * n * 17, held  # not 3 * big * 17
+
+
+def test_the_window_of_an_allocation_grows_to_cover_later_accesses():
+    from ptxforge.emu import memory as M
+    from ptxforge.emu.sanitizer.global_shadow import GlobalShadow
+
+    dev = M.DeviceMemory()
+    x = dev.alloc(1 << 20, "x")
+    gs = GlobalShadow(dev, races=True)
+    who = np.arange(32, dtype=np.int32)
+    ep = np.zeros(32, np.int64)
+    (sh, _, S, _), = gs.split(x.offset + (1 << 16) + 4 * np.arange(32, dtype=np.int64), 4)
+    sh.write(S, who, ep, 7, False, distinct=True)
+    assert sh.size == sh.MIN_WINDOW and sh.base <= (1 << 14) < sh.base + sh.size
+    (sh, _, S, _), = gs.split(x.offset + 4 * np.arange(32, dtype=np.int64), 4)  # the start: the window grows
+    _, _, race, *_ = sh.read(S, who[::-1].copy(), ep, 9, False, True)
+    assert race is None and sh.base == 0 and sh.size < sh.total
+    (sh, _, S, _), = gs.split(x.offset + (1 << 16) + 4 * np.arange(32, dtype=np.int64), 4)
+    _, _, race, pw, ppc = sh.read(S, who[::-1].copy(), ep, 9, False, True)  # the first writes were kept
+    assert race.sum() == 32 and pw.tolist() == list(range(32)) and set(ppc.tolist()) == {7}

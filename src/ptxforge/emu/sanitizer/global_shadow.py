@@ -1,4 +1,5 @@
-"""The global memory's shadow: one `Shadow` per allocation, made when a launch first touches it.
+"""The global memory's shadow: one `WindowShadow` per allocation, made when a launch first touches it and
+covering the granules touched so far.
 
 An allocation that existed when the launch started counts as initialized; one made during it (device
 malloc) does not. Its granule starts as the size of the first access (at most 16 bytes, and no larger
@@ -16,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ptxforge.emu import memory as M
-from ptxforge.emu.sanitizer.shadow import MAX_GRANULE, Shadow
+from ptxforge.emu.sanitizer.shadow import MAX_GRANULE, Shadow, WindowShadow
 
 
 def _lowbit(x: int) -> int:
@@ -57,8 +58,8 @@ class GlobalShadow:
                 sh.refine(granule)
             return sh
         n = -(-max(alloc.size, 1) // granule)
-        sh = Shadow(n, init=id(alloc) in self.held and self.held[id(alloc)] is alloc, races=self.races,
-                    granule=granule, pending=False)
+        sh = WindowShadow(n, init=id(alloc) in self.held and self.held[id(alloc)] is alloc, races=self.races,
+                          granule=granule)
         sh.exact = self._exact
         self.by_offset[alloc.offset] = (alloc, sh)
         return sh

@@ -220,3 +220,59 @@ class Shadow:
                 self.cols["r_ep"][B] = -1
         self.flags[B] = np.uint8(INIT | W_SYNC) if sync else np.uint8(INIT)
         return uninit, pending, race, prev_who, prev_pc, ww, dup
+
+
+class WindowShadow(Shadow):
+    """A `Shadow` of a region of `total` granules that keeps state only for a window [base, base + size) of
+    them: the granules accessed so far, grown (at least doubling, to the whole region once the window would
+    be an eighth of it) when an access falls outside. So a launch that touches a small part of a large
+    buffer costs that part. Accesses name granules of the whole region; `read`/`write` translate them."""
+
+    MIN_WINDOW = 1024
+
+    def __init__(self, total: int, *, init: bool, races: bool, granule: int):
+        super().__init__(0, init=init, races=races, granule=granule, pending=False)
+        self.total = total
+        self.base = 0
+
+    def refine(self, granule: int) -> None:
+        k = self.granule // granule
+        if k > 1:
+            super().refine(granule)
+            self.base *= k
+            self.total *= k
+
+    def _cover(self, lo: int, hi: int) -> None:
+        base, n = self.base, self.flags.size
+        if base <= lo and hi <= base + n:
+            return
+        new_lo, new_hi = (lo, hi) if n == 0 else (min(lo, base), max(hi, base + n))
+        want = max(new_hi - new_lo, 2 * n, self.MIN_WINDOW)
+        if 8 * want >= self.total:  # a wave covers much of the region: later waves will cover the rest
+            new_lo, new_hi = 0, self.total
+        else:
+            new_hi = min(self.total, new_lo + want)
+            new_lo = max(0, new_hi - want)
+        at = slice(base - new_lo, base - new_lo + n)
+        flags = np.full(new_hi - new_lo, INIT if self.init_all else 0, np.uint8)
+        flags[at] = self.flags
+        self.flags = flags
+        for name, old in self.cols.items():
+            dtype, fill = COLUMNS[name]
+            new = np.full(new_hi - new_lo, fill, dtype)
+            new[at] = old
+            self.cols[name] = new
+        self.base = new_lo
+
+    def _local(self, B):
+        if isinstance(B, slice):
+            self._cover(B.start, B.stop)
+            return slice(B.start - self.base, B.stop - self.base)
+        self._cover(int(B.min()), int(B.max()) + 1)
+        return B - self.base if self.base else B
+
+    def read(self, B, *args, **kw):
+        return super().read(self._local(B), *args, **kw)
+
+    def write(self, B, *args, **kw):
+        return super().write(self._local(B), *args, **kw)
