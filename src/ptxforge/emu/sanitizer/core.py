@@ -308,11 +308,11 @@ class Sanitizer:
                                 + np.where(row, rank, 0)[None, :]).ravel()
             shadow_size = nslots * nvalid
         self._shared_maps = ((nslots, mem.shared_stride), self.shared_valid_full, self.shared_cmap, shadow_size)
-        # without async copies (whose pending state is per byte) shared memory is shadowed per granule too
-        self.shared_granular = not any(i.async_copy for i in self.infos)
+        # shared memory is shadowed per granule too, until an async copy (whose pending state is per byte)
+        self.shared_granular = True
         self.shared_size = shadow_size
         self.shared_exact = True
-        self.shared_sh = None if self.shared_granular else Shadow(shadow_size, init=False, races=self.check_races)
+        self.shared_sh = None
         self.local_sh = None  # made on the first local access
         self._local_buf = mem.local
         if getattr(self, "all_lanes", None) is None or self.all_lanes.size != N:
@@ -462,6 +462,10 @@ class Sanitizer:
         t = self.clock if self.order.stamping else None
         init_check = self.check_init  # global: bytes that existed at launch count as initialized
         atomic = site is not None and site.atomic
+        if region == "shared" and self.shared_granular and site is not None and site.async_copy:
+            sh = self._shared_shadow(1)  # the wave's first async copy: per byte from now on
+            sh.pending = True
+            self.shared_granular = False
         parts = None
         if region == "global":  # per allocation and granule; byte arrays only where something is found
             parts, hb = self.global_sh.split(idx, nb), self.hb_global
