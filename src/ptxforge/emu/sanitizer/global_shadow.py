@@ -89,26 +89,35 @@ class GlobalShadow:
         return out
 
     def _part(self, alloc, pos, idx, nb: int):
-        return granule_part(lambda g: self.shadow(alloc, g), pos, idx - alloc.offset, nb)
+        return granule_part(lambda g: self.shadow(alloc, g), pos, idx, nb, alloc.offset)
 
 
-def granule_part(shadow_for, pos, rel, nb: int):
+def _consecutive(idx, nb: int) -> bool:
+    """Do the lanes access consecutive nb-byte elements, in lane order?"""
+    k = idx.size
+    if k == 1:
+        return True
+    if int(idx[-1]) - int(idx[0]) != (k - 1) * nb:
+        return False
+    return bool((np.diff(idx) == nb).all())
+
+
+def granule_part(shadow_for, pos, idx, nb: int, origin: int = 0):
     """(shadow, pos, granule indices, granules per lane) of an access of nb bytes per lane at byte offsets
-    `rel` of one region; `shadow_for(granule)` gives the region's shadow at that granule or finer."""
+    `idx - origin` of one region; `shadow_for(granule)` gives the region's shadow at that granule or finer."""
     g = min(MAX_GRANULE, _lowbit(nb))
-    if g > 1:
-        low = int(np.bitwise_or.reduce(rel)) & (g - 1)
+    run = _consecutive(idx, nb)
+    if g > 1:  # every lane's offset must be a multiple of the granule (consecutive lanes: the first one's)
+        low = (int(idx[0]) - origin if run else int(np.bitwise_or.reduce(idx - origin))) & (g - 1)
         if low:
             g = _lowbit(low)
     sh = shadow_for(g)
     g = sh.granule
     shift = g.bit_length() - 1
-    q = rel >> shift
     per = nb >> shift
-    k = q.size
-    first = int(q[0])
-    if k == 1 or (int(q[-1]) - first == (k - 1) * per and bool((np.diff(q) == per).all())):
-        S = slice(first, first + k * per)
-    else:
-        S = q if per == 1 else (q[:, None] + np.arange(per, dtype=np.int64)).ravel()
+    if run:
+        first = (int(idx[0]) - origin) >> shift
+        return sh, pos, slice(first, first + idx.size * per), per
+    q = (idx - origin) >> shift
+    S = q if per == 1 else (q[:, None] + np.arange(per, dtype=np.int64)).ravel()
     return sh, pos, S, per

@@ -48,6 +48,16 @@ def same_interval(pe, pw, ep, who, exact: bool = False):
     return blk & (((pw >> 5) != (who >> 5)) | (pe == ep))
 
 
+def _column(name: str, n: int) -> np.ndarray:
+    """A new column of n granules nobody accessed. Only the who columns (and the time stamps, 0 for accesses
+    before the first release) are read where nobody accessed a granule: every use of an interval or a pc
+    is masked by a who >= 0, so those columns need no fill."""
+    dtype, fill = COLUMNS[name]
+    if name.endswith(("_ep", "_pc")):
+        return np.empty(n, dtype)
+    return np.full(n, fill, dtype)
+
+
 def _touched(who) -> bool:
     """Did any thread access these granules (a who column holds -1 where none did)?"""
     return who.size > 0 and int(who.max()) >= 0
@@ -69,6 +79,7 @@ class Shadow:
         self.init_all = init  # every granule was initialized from the start (global memory held at launch)
         self.flags = np.full(size, INIT if init else 0, np.uint8)
         self.cols: dict = {}
+        self.r_bits = False  # some granule has R_MULTI or R_SYNC set
 
     @property
     def size(self) -> int:
@@ -78,8 +89,7 @@ class Shadow:
         """Column `name`, made (every granule unaccessed) if it does not exist yet."""
         a = self.cols.get(name)
         if a is None:
-            dtype, fill = COLUMNS[name]
-            a = self.cols[name] = np.full(self.flags.size, fill, dtype)
+            a = self.cols[name] = _column(name, self.flags.size)
         return a
 
     def refine(self, granule: int) -> None:
@@ -145,19 +155,21 @@ class Shadow:
             dup = r_who[B] != who  # several threads of this instruction read the granule
             if dup.any():
                 multi = dup if multi is None else multi | dup
-        f = f & ~np.uint8(R_MULTI | R_SYNC)
-        if multi is not None:
-            f |= multi.view(np.uint8) * np.uint8(R_MULTI)
-        if sync:
-            f |= np.uint8(R_SYNC)
-        self.flags[B] = f
+        if multi is not None or sync or self.r_bits:  # else no reader bit to set or clear
+            f = f & ~np.uint8(R_MULTI | R_SYNC)
+            if multi is not None:
+                f |= multi.view(np.uint8) * np.uint8(R_MULTI)
+            if sync:
+                f |= np.uint8(R_SYNC)
+            self.flags[B] = f
+            self.r_bits = True
         return uninit, pending, race, pw, ppc
 
     def write(self, B, who, ep, pc: int, sync: bool, hb=None, check_init: bool = False, t: int | None = None,
               distinct: bool = False):
         """Record a write (or atomic, `sync`) of granules B. Returns (uninit, pending, race, prev_who,
         prev_pc, ww, dup): ww marks write-write races, dup those with another thread of this instruction
-        (None: no such thread)."""
+        (race and ww None: no race; dup None: no such thread)."""
         f = self.flags[B]
         uninit = (f & INIT) == 0 if check_init and not self.init_all else None
         pending = (f & PENDING) != 0 if self.pending else None
@@ -167,12 +179,11 @@ class Shadow:
         w_who, w_ep, w_pc = self.col("w_who"), self.col("w_ep"), self.col("w_pc")
         pw = w_who[B]
         pe = w_ep[B]
-        if _touched(pw):
+        ww = None  # None: no write-write race
+        if _touched(pw):  # else nobody wrote these granules yet
             ww = (pw >= 0) & (pw != who) & same_interval(pe, pw, ep, who, self.exact)
             if hb is not None and hb.global_:
                 ww |= hb.other(pw, who)
-        else:  # nobody wrote these granules yet
-            ww = np.zeros(pw.shape, bool)
         r_who = self.cols.get("r_who")
         rw = pr = pre = None
         if r_who is not None and not sync:  # atomics race only with plain stores, not with loads
@@ -182,16 +193,18 @@ class Shadow:
                 rw = (pr >= 0) & ((pr != who) | ((f & R_MULTI) != 0)) & same_interval(pre, pr, ep, who, self.exact)
                 if hb is not None and hb.global_:
                     rw |= hb.other(pr, who)
-        if sync:  # no torn or lost values
+        if sync and ww is not None:  # no torn or lost values
             ww &= (f & W_SYNC) == 0
         if hb is not None and hb.active():
-            if ww.any():
+            if ww is not None and ww.any():
                 ww &= ~hb.ordered(ww, pw, pe, self.col("w_t")[B])
             if rw is not None and rw.any():
                 rw &= ~hb.ordered(rw, pr, pre, self.col("r_t")[B])
-        race = ww.copy() if rw is None else ww | rw
+        if ww is None and rw is not None:
+            ww = np.zeros(rw.shape, bool)
+        race = None if ww is None else ww.copy() if rw is None else ww | rw
         prev_who = prev_pc = None
-        if race.any():  # the other side of each race, read before this write overwrites it
+        if race is not None and race.any():  # the other side of each race, read before this write overwrites it
             if rw is None:
                 prev_who = np.where(ww, pw, -1)
                 prev_pc = np.where(ww, w_pc[B], 0)
@@ -208,6 +221,8 @@ class Shadow:
             dup = w_who[B] != who  # another thread of this instruction wrote the granule
             if dup.any():
                 other = w_who[B]
+                if race is None:
+                    race, ww = np.zeros(dup.shape, bool), np.zeros(dup.shape, bool)
                 prev_who = np.where(dup & ~race, other, -1 if prev_who is None else prev_who)
                 prev_pc = np.where(dup & ~race, pc, 0 if prev_pc is None else prev_pc)
                 race |= dup
@@ -258,8 +273,7 @@ class WindowShadow(Shadow):
         flags[at] = self.flags
         self.flags = flags
         for name, old in self.cols.items():
-            dtype, fill = COLUMNS[name]
-            new = np.full(new_hi - new_lo, fill, dtype)
+            new = _column(name, new_hi - new_lo)
             new[at] = old
             self.cols[name] = new
         self.base = new_lo
