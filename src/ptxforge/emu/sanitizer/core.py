@@ -22,9 +22,10 @@ from ptxforge.emu.errors import MemoryFault
 from ptxforge.emu.op import NORMAL, WARPSYNC
 from ptxforge.emu.sanitizer import bounds, sync
 from ptxforge.emu.sanitizer.definedness import Undefined
+from ptxforge.emu.sanitizer.global_shadow import GlobalShadow, granule_part
 from ptxforge.emu.sanitizer.order import SCOPE_NAMES, HappensBefore, SyncOrder, cluster_of_block
 from ptxforge.emu.sanitizer.report import ReportLog, SanitizerError, SanitizerReport
-from ptxforge.emu.sanitizer.shadow import EP_SHIFT, INIT, PENDING, POISON, PageMap, Shadow
+from ptxforge.emu.sanitizer.shadow import EP_SHIFT, INIT, PENDING, POISON, Shadow
 from ptxforge.emu.sanitizer.sites import SiteInfo, SourceMap, shared_valid_mask, shared_variables, site_info
 from ptxforge.ptx import ir
 
@@ -73,6 +74,23 @@ class Sanitizer:
         self._narrow = None  # per element of the current access: scope level a too narrow pair lacked
         self._ar = {n: np.arange(n, dtype=np.int64) for n in (1, 2, 4, 8, 16, 32, 64, 128)}
 
+    def __getattr__(self, name):  # the per-wave arrays made on first use (on_wave lists them)
+        spec = self.__dict__.get("_wave_arrays", {}).get(name)
+        if spec is None:
+            raise AttributeError(name)
+        size, dtype, fill = spec
+        a = np.full(size, fill, dtype)
+        setattr(self, name, a)
+        return a
+
+    def ep_of(self, L):
+        """The barrier interval (shadow.py's encoding) of each lane in L."""
+        if L is self.all_lanes:
+            if self._ep_lane is None:
+                self._ep_lane = np.repeat(self.ep_warp, 32)
+            return self._ep_lane
+        return self.ep_warp[L >> 5]
+
     # ------------------------------------------------------------------ results
     @property
     def reports(self) -> list[SanitizerReport]:
@@ -87,9 +105,25 @@ class Sanitizer:
     def finish(self, stopped: BaseException | None = None) -> None:
         """Raise `SanitizerError` if anything was found; `stopped` is the error that ended the launch early
         (a watchdog, a trap), kept with the reports found before it."""
+        self.release()
         err = self.error(str(stopped) if stopped is not None else "")
         if err is not None:
             raise err from stopped
+
+    _LAUNCH_STATE = ("global_sh", "shared_sh", "local_sh", "_local_buf", "order", "undef", "hb_global",
+                     "hb_shared", "mem", "machine", "all_lanes", "block_of_lane", "_lane_tid", "who", "ep_warp",
+                     "_ep_lane", "shared_valid_full", "shared_cmap", "_shared_maps", "_acc_lanes", "_narrow", "awaited")
+
+    def release(self) -> None:
+        """Drop the launch's shadow state (the reports stay). The emulator's objects and the sanitizer refer
+        to each other, so without this the state of a finished launch would wait for the cyclic garbage
+        collector, and back-to-back launches would hold several launches' shadow memory at once."""
+        for name in self._LAUNCH_STATE:
+            if name in self.__dict__:
+                setattr(self, name, None)
+        for name in self.__dict__.pop("_wave_arrays", {}):
+            self.__dict__.pop(name, None)
+        self._deferred = []
 
     def block_order(self, nblocks: int):
         """The order the machine should run blocks in (None: natural order)."""
@@ -109,6 +143,7 @@ class Sanitizer:
         self.layout = layout
         self.sources = SourceMap(layout)
         self.global_sh = None  # a new launch: fresh shadow state (reports accumulate across launches)
+        self._shared_maps = None
         self.clock = 0
         out = []
         infos = _INFOS.get(layout)
@@ -189,8 +224,11 @@ class Sanitizer:
                 act = self._executing(st, m, info)
                 warps = np.unique(np.flatnonzero(act) >> 5)
                 self.ep_warp[warps] += 1
+                self._ep_lane = None
                 self.order.warp_sync(act)
-                self.global_sh.exact = self.shared_sh.exact = False
+                self.global_sh.exact = self.shared_exact = False
+                if self.shared_sh is not None:
+                    self.shared_sh.exact = False
         return run
 
     def _executing(self, st, m, info: SiteInfo) -> np.ndarray:
@@ -245,8 +283,7 @@ class Sanitizer:
         N = st.N
         nslots = machine.nslots
         if self.global_sh is None:
-            self.global_sh = Shadow(1 << 16, init=False, races=self.check_races)
-            self.global_pages = PageMap(self.global_sh, [(a.offset, a.size) for a in mem.device.allocations])
+            self.global_sh = GlobalShadow(mem.device, self.check_races)
             # a block's identity for scopes: its cluster, and its GPU where a machine spans several
             self.order = SyncOrder(machine.nblocks, self.lpb, cluster_of_block(machine),
                                    getattr(machine, "gpu_of_block", None))
@@ -257,7 +294,10 @@ class Sanitizer:
                                                   machine.dynamic_shared, mem.shared_size)
         self.shared_valid_full = self.shared_cmap = None
         shadow_size = mem.shared.size
-        if not self.shared_valid.all():  # other kernels' shared variables are not this kernel's memory
+        maps = self.__dict__.get("_shared_maps")
+        if maps is not None and maps[0] == (nslots, mem.shared_stride):  # the launch's earlier waves
+            _, self.shared_valid_full, self.shared_cmap, shadow_size = maps
+        elif not self.shared_valid.all():  # other kernels' shared variables are not this kernel's memory
             row = np.zeros(mem.shared_stride, bool)
             row[: self.shared_valid.size] = self.shared_valid[: mem.shared_stride]
             self.shared_valid_full = np.tile(row, nslots)
@@ -267,29 +307,41 @@ class Sanitizer:
             self.shared_cmap = (np.arange(nslots, dtype=np.int64)[:, None] * nvalid
                                 + np.where(row, rank, 0)[None, :]).ravel()
             shadow_size = nslots * nvalid
-        self.shared_sh = Shadow(shadow_size, init=False, races=self.check_races)
-        self.local_sh = Shadow(mem.local.size, init=False, races=False)
+        self._shared_maps = ((nslots, mem.shared_stride), self.shared_valid_full, self.shared_cmap, shadow_size)
+        # shared memory is shadowed per granule too, until an async copy (whose pending state is per byte)
+        self.shared_granular = True
+        self.shared_size = shadow_size
+        self.shared_exact = True
+        self.shared_sh = None
+        self.local_sh = None  # made on the first local access
         self._local_buf = mem.local
-        self.all_lanes = np.arange(N, dtype=np.int64)
-        slot = np.repeat(np.arange(nslots, dtype=np.int64), self.lpb)
+        if getattr(self, "all_lanes", None) is None or self.all_lanes.size != N:
+            self.all_lanes = np.arange(N, dtype=np.int64)
+            self.all_lanes.flags.writeable = False
         order = getattr(machine, "block_ids", None)
-        blk = np.asarray(order, np.int64)[slot] if order is not None else machine.first_block + slot
+        first = np.arange(nslots, dtype=np.int64)
+        first = np.asarray(order, np.int64)[first] if order is not None else machine.first_block + first
+        blk = np.repeat(first, self.lpb)
         self.block_of_lane = blk
         lane_tid = getattr(machine, "lane_tid", None)
-        self.tid_of_lane = self.all_lanes % self.lpb if lane_tid is None else np.tile(lane_tid, nslots)
-        self.who = (blk * self.lpb + self.tid_of_lane).astype(np.int32)
+        self._lane_tid = np.arange(self.lpb, dtype=np.int64) if lane_tid is None else \
+            np.asarray(lane_tid, np.int64)
+        self.who = np.add.outer((first * self.lpb).astype(np.int32), self._lane_tid.astype(np.int32)).ravel()
         self.ep_warp = np.zeros(N // 32, np.int64)
+        self._ep_lane = None
         self.order.new_wave(N, blk)
         self.undef = Undefined(self, machine.layout, machine.ops, N) if self.check_init and not self.eager \
             else None
         self._new_intervals(np.arange(nslots))
         self.awaited: dict = {}  # warp-sync pc -> per-warp bits of named lanes it waited for
         self.async_used = False
-        self.async_committed = np.zeros(N, np.int64)
-        self.async_done = np.zeros(N, np.int64)
-        self.mbar_tied = np.zeros(N, np.int64)  # copies up to this group complete with an mbarrier phase
-        self.pend_lane = np.full(shadow_size, -1, np.int32)
-        self.pend_group = np.zeros(shadow_size, np.int64)
+        # per lane: async-copy groups committed, completed, and tied to an mbarrier phase; per shadow byte of
+        # shared memory: the lane and group of a pending copy. Made on first use (most kernels have none).
+        self._wave_arrays = {"async_committed": (N, np.int64, 0), "async_done": (N, np.int64, 0),
+                             "mbar_tied": (N, np.int64, 0), "pend_lane": (shadow_size, np.int32, -1),
+                             "pend_group": (shadow_size, np.int64, 0)}
+        for name in self._wave_arrays:
+            self.__dict__.pop(name, None)
         orig = mem.resolve
         mem.resolve = lambda space, addr, nbytes, lanes, write=False: self._resolve(
             orig, space, addr, nbytes, lanes, write)
@@ -309,6 +361,7 @@ class Sanitizer:
         self.clock += slots.size
         warps = (slots[:, None] * wps + np.arange(wps)).ravel()
         self.ep_warp[warps] = np.repeat(ids << EP_SHIFT, wps)
+        self._ep_lane = None
 
     def on_barrier_all(self, machine) -> None:
         """Every block of the wave passed a converged bar.sync together."""
@@ -387,7 +440,7 @@ class Sanitizer:
         elif buf is mem.device.arena:
             sh, region = self.global_sh, "global"
         elif buf is mem.local:
-            if mem.local is not self._local_buf:
+            if self.local_sh is None or mem.local is not self._local_buf:
                 self._regrow_local()
             sh, region = self.local_sh, "local"
         else:
@@ -400,40 +453,57 @@ class Sanitizer:
         idx = np.full(k, int(idx), np.int64) if idx.ndim == 0 else idx.astype(np.int64, copy=False)
         if region == "shared" and self.shared_valid_full is not None:
             self._check_shared_variables(idx, nb, L)
-        B = idx if nb == 1 else (idx[:, None] + self._ar[nb]).ravel()
         site = self.site
         sync_ = bool(site is not None and site.sync)
         if site is not None and site.mbarrier and nb == 8 and not sync_ and site.opcode != "mbarrier":
             site = self._mbar_word_site(site)  # the mbarrier update inside a bulk copy / arrive
             sync_ = True
         pc = self.pc
-        if region == "local":
-            poison = None
-            if write and self.undef is not None and self.undef.store_vals:
-                poison = self.undef.on_store_bytes(L, B, nb, region)
-            self._track_init_only(sh, B, nb, L, write, poison)
-            return
-        S = B  # the shadow index of each byte
-        if region == "shared" and self.shared_cmap is not None:
-            S = self.shared_cmap[B]
-        elif region == "global":
-            S = self.global_pages.index(B)
-        who = self.who[L]
-        ep = self.ep_warp[L >> 5]
-        if nb > 1:
-            who = np.repeat(who, nb)
-            ep = np.repeat(ep, nb)
-        hb = self.hb_global if region == "global" else self.hb_shared
-        self._acc_lanes, self._acc_nb, self._narrow = L, nb, None
         t = self.clock if self.order.stamping else None
         init_check = self.check_init  # global: bytes that existed at launch count as initialized
-        ww = dup = None
-        if write and not (site is not None and site.atomic):
-            uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, sync_, hb, t=t)
-        elif write:  # atomics read and write
-            uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, True, hb, init_check, t=t)
+        atomic = site is not None and site.atomic
+        if region == "shared" and self.shared_granular and site is not None and site.async_copy:
+            sh = self._shared_shadow(1)  # the wave's first async copy: per byte from now on
+            sh.pending = True
+            self.shared_granular = False
+        parts = None
+        if region == "global":  # per allocation and granule; byte arrays only where something is found
+            parts, hb = self.global_sh.split(idx, nb), self.hb_global
+        elif region == "shared" and self.shared_granular:
+            parts, hb = self._shared_parts(idx, nb), self.hb_shared
+        if parts is not None:
+            found = self._granular_access(parts, nb, L, write, atomic, sync_, pc, t, hb)
+            if found is None:
+                if write and self.undef is not None and self.undef.store_vals:
+                    self.undef.on_store_bytes(L, self._bytes(idx, nb), nb, region)
+                return
+            B = self._bytes(idx, nb)
+            uninit, pending, race, pw, ppc, ww, dup = found
         else:
-            uninit, pending, race, pw, ppc = sh.read(S, who, ep, pc, sync_, init_check, hb, t=t)
+            B = self._bytes(idx, nb)
+            if region == "local":
+                poison = None
+                if write and self.undef is not None and self.undef.store_vals:
+                    poison = self.undef.on_store_bytes(L, B, nb, region)
+                self._track_init_only(sh, B, nb, L, write, poison)
+                return
+            S = B  # the shadow index of each byte
+            if self.shared_cmap is not None:
+                S = self.shared_cmap[B]
+            who = self.who[L]
+            ep = self.ep_warp[L >> 5]
+            if nb > 1:
+                who = np.repeat(who, nb)
+                ep = np.repeat(ep, nb)
+            hb = self.hb_shared
+            self._acc_lanes, self._acc_nb, self._narrow = L, nb, None
+            ww = dup = None
+            if write and not atomic:
+                uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, sync_, hb, t=t)
+            elif write:  # atomics read and write
+                uninit, pending, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, True, hb, init_check, t=t)
+            else:
+                uninit, pending, race, pw, ppc = sh.read(S, who, ep, pc, sync_, init_check, hb, t=t)
         if region == "shared" and site is not None and site.async_copy and write:
             self.async_used = True
             self.pend_lane[S] = np.repeat(L, nb) if nb > 1 else L
@@ -463,6 +533,97 @@ class Sanitizer:
                                    "narrow": self._narrow})
             return
         self._report_race(race, B, nb, L, region, write, pw, ppc, prev_read)
+
+    def _bytes(self, idx, nb):
+        """The byte index of every element (lane-major: nb bytes per lane)."""
+        return idx if nb == 1 else (idx[:, None] + self._arange(nb)).ravel()
+
+    def _arange(self, n: int):
+        ar = self._ar.get(n)
+        if ar is None:
+            ar = self._ar[n] = np.arange(n, dtype=np.int64)
+        return ar
+
+    def _shared_shadow(self, granule: int) -> Shadow:
+        """The wave's shared-memory shadow (over the compact index of the kernel's shared bytes), made on the
+        first access with granules of `granule` bytes, or refined to them."""
+        sh = self.shared_sh
+        if sh is None:
+            sh = self.shared_sh = Shadow(-(-self.shared_size // granule), init=False, races=self.check_races,
+                                         granule=granule, pending=False)
+            sh.exact = self.shared_exact
+        elif granule < sh.granule:
+            sh.refine(granule)
+        return sh
+
+    def _shared_parts(self, idx, nb):
+        """The access as one part of the wave's shared shadow (see `_granular_access`)."""
+        cmap = self.shared_cmap
+        c = idx if cmap is None else cmap[idx]
+        if nb > 1 and cmap is not None and not bool((cmap[idx + (nb - 1)] - c == nb - 1).all()):
+            # the bytes of an access are not consecutive in the compact index (it spans a gap): per byte
+            sh = self._shared_shadow(1)
+            return [(sh, None, cmap[self._bytes(idx, nb)], nb)]
+        return [granule_part(self._shared_shadow, None, c, nb)]
+
+    def _granular_access(self, parts, nb, L, write, atomic, sync_, pc, t, hb):
+        """Check and record an access of nb bytes per lane by lanes L in granular shadows: `parts` are
+        (shadow, positions of the lanes or None, granule indices, granules per lane) from
+        `GlobalShadow.split` or `_shared_parts`. None when nothing is found (the common case); else the
+        per-byte arrays (uninit, pending, race, prev_who, prev_pc, ww, dup) a byte-granular shadow gives."""
+        who_l = self.who if L is self.all_lanes else self.who[L]
+        ep_l = self.ep_of(L)
+        n = L.size * nb
+        full = None
+        narrow = None
+        for sh, pos, S, per in parts:
+            Lp, who, ep = (L, who_l, ep_l) if pos is None else (L[pos], who_l[pos], ep_l[pos])
+            if per > 1:
+                who = np.repeat(who, per)
+                ep = np.repeat(ep, per)
+            self._acc_lanes, self._acc_nb, self._narrow = Lp, per, None
+            distinct = isinstance(S, slice)
+            ww = dup = None
+            if write and not atomic:
+                uninit, _, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, sync_, hb, t=t, distinct=distinct)
+            elif write:  # atomics read and write
+                uninit, _, race, pw, ppc, ww, dup = sh.write(S, who, ep, pc, True, hb, self.check_init, t=t,
+                                                             distinct=distinct)
+            else:
+                uninit, _, race, pw, ppc = sh.read(S, who, ep, pc, sync_, self.check_init, hb, t=t,
+                                                   distinct=distinct)
+            hot_u = uninit is not None and uninit.any()
+            hot_r = race is not None and race.any()
+            if not (hot_u or hot_r):
+                continue
+            if full is None:
+                full = {"uninit": np.zeros(n, bool), "race": np.zeros(n, bool), "pw": np.full(n, -1, np.int64),
+                        "ppc": np.zeros(n, np.int64), "ww": np.zeros(n, bool) if write else None,
+                        "dup": None}
+            g = sh.granule
+            at = slice(None) if pos is None else (pos[:, None] * nb + self._arange(nb)).ravel()
+            if hot_u:
+                full["uninit"][at] = np.repeat(uninit, g)
+            if hot_r:
+                full["race"][at] = np.repeat(race, g)
+                full["pw"][at] = np.repeat(pw, g)
+                full["ppc"][at] = np.repeat(ppc, g)
+                if ww is not None:
+                    full["ww"][at] = np.repeat(ww, g)
+                if dup is not None:
+                    if full["dup"] is None:
+                        full["dup"] = np.zeros(n, bool)
+                    full["dup"][at] = np.repeat(dup, g)
+                if self._narrow is not None:
+                    if narrow is None:
+                        narrow = np.full(n, -1, np.int8)
+                    narrow[at] = np.repeat(self._narrow, g)
+        self._acc_lanes, self._acc_nb, self._narrow = L, nb, narrow
+        if full is None:
+            return None
+        has_u = full["uninit"].any()
+        return (full["uninit"] if has_u else None, None, full["race"], full["pw"], full["ppc"], full["ww"],
+                full["dup"])
 
     def _uninitialized(self, uninit, B, nb, L, region, write, site) -> None:
         """Bytes no thread initialized were read: mark the loaded registers undefined (reported where the
@@ -546,10 +707,10 @@ class Sanitizer:
 
     def _regrow_local(self) -> None:
         mem = self.mem
-        old = self.local_sh.flags
+        old = None if self.local_sh is None else self.local_sh.flags
         n = mem.nlanes
         new = Shadow(mem.local.size, init=False, races=False)
-        if old.size:
+        if old is not None and old.size:
             os_ = old.size // n
             new.flags.reshape(n, -1)[:, :os_] = old.reshape(n, os_)
         self.local_sh = new
@@ -665,7 +826,8 @@ class Sanitizer:
         m = self.machine
         op = m.ops[self.pc]
         b = int(self.block_of_lane[lane])
-        return SanitizerReport(kind=kind, message="", thread=self._tid(int(self.tid_of_lane[lane])), block=self._cta(b),
+        tid = int(self._lane_tid[lane % self.lpb])
+        return SanitizerReport(kind=kind, message="", thread=self._tid(tid), block=self._cta(b),
                                ptx_line=op.line, ptx_file=op.file, instruction=op.text,
                                source=self.sources.source(self.pc) if self.sources else None,
                                address=address, size=size, space=space, access=access, count=count)

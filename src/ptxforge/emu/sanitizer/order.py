@@ -130,13 +130,24 @@ class SyncOrder:
         return lv
 
     # ------------------------------------------------------------------ per wave
+    # per lane of a wave, made (all -1) on first use: the latest acquire per level; the time and scope of the
+    # lane's last fence (arms a release); the widest scope of strong reads since it; the latest acquire's pc
+    _LANE_STATE = {"t_lane": ((4,), np.int64), "fence_t": ((), np.int64), "fence_s": ((), np.int8),
+                   "read_s": ((), np.int8), "acq_pc": ((), np.int64)}
+
     def new_wave(self, nlanes: int, block_of_lane) -> None:
         self.block_of_lane = block_of_lane
-        self.t_lane = np.full((nlanes, 4), -1, np.int64)
-        self.fence_t = np.full(nlanes, -1, np.int64)  # time of the lane's last fence (arms a release)
-        self.fence_s = np.full(nlanes, -1, np.int8)
-        self.read_s = np.full(nlanes, -1, np.int8)  # widest scope of strong reads since the last fence
-        self.acq_pc = np.full(nlanes, -1, np.int64)  # pc of each lane's latest acquire
+        self.nlanes = nlanes
+        for name in self._LANE_STATE:
+            self.__dict__.pop(name, None)
+
+    def __getattr__(self, name):
+        spec = self._LANE_STATE.get(name)
+        if spec is None or "nlanes" not in self.__dict__:
+            raise AttributeError(name)
+        a = np.full((self.nlanes, *spec[0]), -1, spec[1])
+        setattr(self, name, a)
+        return a
 
     def barrier(self, lanes) -> None:
         """Lanes passed a barrier of their block: the block inherits what they acquired."""
