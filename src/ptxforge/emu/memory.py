@@ -156,9 +156,17 @@ class LaneMemory:
         self.observers: list = []  # callables(kind, space, addr, nbytes, lanes) for a sanitizer
         self.on_store = None  # sanitizer: callable(dtype, values) told the values of each `store`
         self.writes = 0  # accesses that wrote (stores, atomics, mbarrier arrivals): the watchdog's progress sign
-        self._lane_ids = np.arange(nlanes, dtype=np.int64)
-        self._slot_base = (self._lane_ids // lanes_per_slot) * self.shared_stride
         self.cluster_size = cluster_size  # CTAs per cluster; a cluster fills consecutive slots
+
+    # lane numbers and each lane's shared-memory base: made at first use (a vector add never needs them) and
+    # shared, read-only, by the waves of one shape
+    @property
+    def _lane_ids(self) -> np.ndarray:
+        return _lane_arrays(self.nlanes, 1, 1)
+
+    @property
+    def _slot_base(self) -> np.ndarray:
+        return _lane_arrays(self.nlanes, self.lanes_per_slot, self.shared_stride)
 
     def reset_shared(self) -> None:
         self.shared[:] = 0
@@ -357,6 +365,24 @@ class LaneMemory:
         raise self.fault(kind, space, addr, nbytes, lane, note)
 
 
+_LANE_ARRAYS: dict = {}
+
+
+def _lane_arrays(nlanes: int, per: int, stride: int) -> np.ndarray:
+    """(lane // per) * stride for every lane of a wave (read-only, cached for a few shapes)."""
+    key = (nlanes, per, stride)
+    a = _LANE_ARRAYS.get(key)
+    if a is None:
+        if len(_LANE_ARRAYS) >= 8:
+            del _LANE_ARRAYS[next(iter(_LANE_ARRAYS))]
+        a = np.arange(nlanes, dtype=np.int64)
+        if per != 1 or stride != 1:
+            a = a // per * stride
+        a.flags.writeable = False
+        a = _LANE_ARRAYS[key] = a
+    return a
+
+
 def describe_address(allocs, addr: int, nbytes: int) -> str:
     """Where a bad global address lies: null, inside an allocation but running past its end, below the
     first allocation, between two, past the last; addresses from 2^63 up also read as negative numbers."""
@@ -406,6 +432,23 @@ def scatter(buf: np.ndarray, idx, dtype, values) -> None:
     for i, v in enumerate(values):
         if v is not None:
             view[ei, i] = v
+
+
+def run_start(mem: LaneMemory, space: str, base: int, n: int, nbytes: int, write: bool = False):
+    """The global arena's element index of `n` consecutive `nbytes`-byte elements from address `base` (a lane
+    array of ascending consecutive addresses, see `ptxforge.emu.ramps`), or None: take the checked path.
+
+    Only when the run is aligned and lies in one allocation (writable, for a store) and no sanitizer watches
+    the accesses: then `resolve` would find exactly these bytes and raise nothing."""
+    if space not in ("global", "const", "generic") or base % nbytes or mem.observers or mem.on_store is not None \
+            or getattr(mem.resolve, "__func__", None) is not LaneMemory.resolve:
+        return None
+    alloc = mem.device.find(base)  # a generic address outside the global window finds no allocation
+    if alloc is None or base + n * nbytes > alloc.base + alloc.size or (write and alloc.readonly):
+        return None
+    if write:
+        mem.writes += 1
+    return (base - GLOBAL_BASE) // nbytes
 
 
 def load(mem: LaneMemory, space: str, addr, dtype, count: int, lanes):

@@ -6,6 +6,7 @@ import numpy as np
 
 from ptxforge.emu import memory as M
 from ptxforge.emu import ops_atomic
+from ptxforge.emu import ramps as R
 from ptxforge.emu.operands import bits_of_type, convert_width, is_signed
 from ptxforge.ptx import ir
 
@@ -49,6 +50,30 @@ def _elem_type(ty: str) -> str:
     return ty
 
 
+def ramp_reader(ctx, op, space: str, nbytes: int):
+    """fn(st) -> the arena element index of a whole-wave access `[reg+off]` whose lanes address consecutive
+    `nbytes` elements (the register holds a ramp of step `nbytes`, see ramps.py), or None; None instead of
+    a function when the operand cannot be one (not a register base, or not a global/generic space)."""
+    if space not in ("global", "const", "generic") or not isinstance(op, ir.Address) or \
+            not isinstance(op.base, ir.Register):
+        return None
+    hit = ctx.lookup(op.base.name)
+    if not isinstance(hit, tuple):
+        return None
+    slot, off = hit[1], op.offset
+    bits = bits_of_type(ctx.reg_type(slot))
+    if bits != 64:
+        return None
+
+    def start(st):
+        v = st.regs[slot]
+        if np.ndim(v) != 1 or v.shape[0] != st.N:
+            return None
+        tag = R.affine(R.find(st, v, nbytes), 1, off, st.N, 64)
+        return None if tag is None else tag[0]
+    return start
+
+
 def build_ld(ctx):
     ins = ctx.ins
     ty = ins.types[-1] if ins.types else ".b32"
@@ -75,8 +100,15 @@ def build_ld(ctx):
         return _op(ldp)
     if n == 1:
         w = writers[0]
+        ramp = ramp_reader(ctx, src, space, bits // 8)
 
         def ld1(st, m):
+            if m is None and ramp is not None:
+                base = ramp(st)
+                i = None if base is None else M.run_start(st.mem, space, base, st.N, bits // 8)
+                if i is not None:  # consecutive addresses: one slice (a copy: registers never alias memory)
+                    w(st, st.mem.device.arena.view(dt)[i: i + st.N].copy(), None)
+                    return
             a = addr(st)
             if m is None:
                 w(st, M.load(st.mem, space, a, dt, 1, None)[0], None)
@@ -131,8 +163,15 @@ def build_st(ctx):
         return _op(stp)
     if n == 1:
         r0 = readers[0]
+        ramp = ramp_reader(ctx, dst, space, bits // 8)
 
         def st1(st, m):
+            if m is None and ramp is not None:
+                base = ramp(st)
+                i = None if base is None else M.run_start(st.mem, space, base, st.N, bits // 8, write=True)
+                if i is not None:  # consecutive addresses: one slice
+                    st.mem.device.arena.view(dt)[i: i + st.N] = r0(st)
+                    return
             a = addr(st)
             v = r0(st)
             if m is None:
