@@ -258,6 +258,14 @@ class LaneMemory:
 
     def _windowed(self, addr, nbytes, lanes, limit, base_per_lane, buf, space):
         a = np.asarray(addr)
+        if a.dtype.kind == "u" and a.dtype.itemsize <= 4 and a.ndim == 1 and a.size:
+            # 32-bit offsets (a shared address register): never negative, so one range test
+            if int(a.max()) > limit - nbytes:
+                self._check_range(a.astype(np.int64), nbytes, 0, limit, space, lanes, addr)
+            if nbytes > 1 and int(np.bitwise_or.reduce(a)) & (nbytes - 1):
+                self._check_align(a, nbytes, lanes, space)
+            base = base_per_lane if lanes is None else base_per_lane[lanes]
+            return buf, base + a  # int64 + unsigned: int64 index
         if a.dtype.kind != "i":
             a = a.astype(np.int64)
         if a.size and ((a.min() < 0) or (a.max() > limit - nbytes)):
@@ -269,6 +277,9 @@ class LaneMemory:
 
     def _shared(self, addr, nbytes, lanes):
         a = np.asarray(addr)
+        if a.dtype.kind == "u" and a.dtype.itemsize <= 4 and a.ndim == 1 and a.size and \
+                not int(a.max()) >> CLUSTER_RANK_SHIFT:  # no other CTA's window
+            return self._windowed(a, nbytes, lanes, self.shared_size, self._slot_base, self.shared, "shared")
         if a.dtype.kind != "i":
             a = a.astype(np.int64)
         if a.size and (a >> CLUSTER_RANK_SHIFT).any() and not (a < 0).any():
