@@ -123,9 +123,14 @@ def fma_rn_f32(x, y, z, exact):
     if arr is None or any(v.ndim not in (0, 1) or (v.ndim and v.shape != arr.shape) or v.dtype.itemsize != 4
                           for v in (xs, ys, zs)):
         return np.asarray(exact(*bc(x, y, z), "f32", rnd="rn")).astype(np.uint32, copy=False)
-    s = xs.view(np.float32).astype(np.float64) if xs.ndim else ys.view(np.float32).astype(np.float64)
-    np.multiply(s, (ys if xs.ndim else xs).view(np.float32), out=s)  # exact: float32 operands widened
-    np.add(s, zs.view(np.float32), out=s)
+    if xs.ndim or ys.ndim:
+        first, other = (xs, ys) if xs.ndim else (ys, xs)
+        s = first.view(np.float32).astype(np.float64)
+        np.multiply(s, other.view(np.float32), out=s)  # exact: float32 operands widened
+        np.add(s, zs.view(np.float32), out=s)
+    else:  # a uniform product
+        s = zs.view(np.float32).astype(np.float64)
+        np.add(s, np.float64(xs.view(np.float32)) * np.float64(ys.view(np.float32)), out=s)
     low = np.bitwise_and(s.view(np.uint64), _LOW28)
     r = s.astype(np.float32).view(np.uint32)
     if not low.all():
