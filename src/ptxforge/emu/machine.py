@@ -50,8 +50,34 @@ def _uses_reserved_smem(layout) -> bool:
     return hit
 
 
+class LazyLanes:
+    """A per-lane array attribute made (filled with `fill`) at its first read: most launches never touch the
+    frame bases, carry flags, call depths or barrier ids, and zeroing them cost a quarter of a large vector
+    add. Assigning None drops the array (the next read makes a fresh one)."""
+
+    def __init__(self, dtype, fill=0, lanes=lambda obj: obj.N):
+        self.dtype, self.fill, self.lanes = dtype, fill, lanes
+
+    def __set_name__(self, owner, name):
+        self.key = "_lazy_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        v = obj.__dict__.get(self.key)
+        if v is None:
+            v = obj.__dict__[self.key] = np.full(self.lanes(obj), self.fill, self.dtype)
+        return v
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.key] = value
+
+
 class LaneState:
     """What ops see: registers, param storage, memory and special registers of one wave of lanes."""
+
+    fb = LazyLanes(np.int64)  # frame base of each lane's local memory
+    cc = LazyLanes(bool)  # carry flag
 
     def __init__(self, machine, nlanes: int):
         # weak: a machine and its lane state must not form a cycle, or every launch's lane arrays would
@@ -60,8 +86,6 @@ class LaneState:
         self.N = nlanes
         self.regs: list = []
         self.pvars: list = []
-        self.fb = np.zeros(nlanes, np.int64)
-        self.cc = np.zeros(nlanes, bool)
         self.live: np.ndarray | None = None
         self.mem: LaneMemory | None = None
         self.sregs: dict = {}
@@ -109,6 +133,10 @@ MAX_CALL_DEPTH = 1024
 
 class Machine:
     """Run one launch of a compiled kernel. Use `ptxforge.emu.launch.emulate`, not this directly."""
+
+    lane_bar = LazyLanes(np.int8, lanes=lambda m: m.st.N)  # the barrier each waiting lane waits at
+    depth = LazyLanes(np.int32, lanes=lambda m: m.st.N)  # call depth
+    top_ret = LazyLanes(np.int32, -1, lanes=lambda m: m.st.N)  # return address on top of each lane's stack
 
     def __init__(self, layout, ops, *, grid, block, params: np.ndarray, device, dynamic_shared: int,
                  num_sms: int = 132, watchdog_s: float = 60.0, time_limit_s: float | None = None, printf=None,
@@ -343,11 +371,10 @@ class Machine:
             self.c_arrivals = np.zeros(nslots // self.csize, np.int64)
             self.c_phase = np.zeros(nslots // self.csize, np.int64)
             self.lane_cphase = np.full(N, -1, np.int64)  # the phase each lane last arrived in
-        self.lane_bar = np.zeros(N, np.int8)
+        self.lane_bar = None  # LazyLanes: made at first use
         self.icount = np.zeros(N, np.int64)
         self.retstack = np.zeros((8, N), np.int32) if lay.has_calls else None
-        self.depth = np.zeros(N, np.int32)
-        self.top_ret = np.full(N, -1, np.int32)
+        self.depth = self.top_ret = None  # LazyLanes: made at first use
         self.saves: dict = {}
         if self.sanitizer is not None:
             self.sanitizer.on_wave(self, st)
