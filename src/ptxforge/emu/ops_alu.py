@@ -88,9 +88,9 @@ def _ramp_add(st, x, y, r) -> None:
         x, y = y, x
     if np.ndim(y) != 0:
         return
-    tag = R.known(st, x)
+    tag = R.affine(R.known(st, x), 1, int(y), r.shape[0], 64)
     if tag:
-        R.note(st, r, R.affine(tag, 1, int(y), r.shape[0], 64) or False)
+        R.note(st, r, tag)
 
 
 def build_sub(ctx):
@@ -162,7 +162,9 @@ def _ramp_wide(st, x, k: int, signed: bool, r) -> None:
     tag = R.find(st, x) if k > 0 else None
     if tag and signed and R.affine(tag, 1, 0, x.shape[0], 31) is None:
         tag = None  # some index is negative as a signed value
-    R.note(st, r, R.affine(tag, k, 0, r.shape[0], 64) or False)
+    tag = R.affine(tag, k, 0, r.shape[0], 64)
+    if tag:
+        R.note(st, r, tag)
 
 
 def build_mad(ctx):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-MAX_TAGS = 32  # arrays a lane state remembers (the oldest forgotten first)
+MAX_TAGS = 16  # arrays a lane state remembers (the oldest forgotten first; each is held until then)
 _MIN_LANES = 1024  # below this a gather is cheap: not worth any test
 _IOTA: dict = {}  # (n, dtype) -> read-only arange
 
@@ -47,14 +47,18 @@ def note(st, v, tag) -> None:
     t[id(v)] = (v, tag)
 
 
-def iota(n: int, dtype) -> np.ndarray:
-    key = (n, np.dtype(dtype))
+def iota(n: int, dtype, step: int = 1) -> np.ndarray:
+    """step * [0, 1, ..., n - 1] (read-only, cached for a few shapes)."""
+    key = (n, np.dtype(dtype), step)
     a = _IOTA.get(key)
     if a is None:
-        if len(_IOTA) > 8:
-            _IOTA.clear()
-        a = _IOTA[key] = np.arange(n, dtype=dtype)
+        if len(_IOTA) >= 8:
+            del _IOTA[next(iter(_IOTA))]
+        a = np.arange(n, dtype=dtype)
+        if step != 1:
+            a *= a.dtype.type(step)
         a.flags.writeable = False
+        a = _IOTA[key] = a
     return a
 
 
@@ -67,29 +71,38 @@ def find(st, v, step: int | None = None):
     tag = known(st, v)
     if tag is None:
         tag = _detect(v)
-        if tag is not None:
-            note(st, v, tag)
+        if tag is not None and tag is not _CHEAP_NO:
+            note(st, v, tag)  # a found ramp, or a full comparison not worth repeating
     if not tag or (step is not None and tag[1] != step):
         return None
     return tag
 
 
+class _No:
+    """Not a ramp, found by looking at three elements (so not remembered)."""
+
+    def __bool__(self):
+        return False
+
+
+_CHEAP_NO = _No()
+
+
 def _detect(v: np.ndarray):
-    """(base, step) or False (tested: not a ramp) or None (too small to bother)."""
+    """(base, step), or False (compared in full: not a ramp), _CHEAP_NO, or None (too small to bother)."""
     n = v.shape[0]
     if n < _MIN_LANES:
         return None
     base, last = int(v[0]), int(v[-1])
     step, rem = divmod(last - base, n - 1)
     if rem or step <= 0 or int(v[1]) - base != step:
-        return False
+        return _CHEAP_NO
     # v - base == step * i for every i, modulo 2**bits; with v[-1] == base + step * (n - 1) exactly and
     # step > 0 nothing wraps, so equality holds as integers
     dt = v.dtype.type
     if step * (n - 1) >= 1 << (8 * v.dtype.itemsize):
-        return False
-    expect = iota(n, v.dtype) * dt(step) if step != 1 else iota(n, v.dtype)
-    if not np.array_equal(v - dt(base), expect):
+        return _CHEAP_NO
+    if not np.array_equal(v - dt(base), iota(n, v.dtype, step)):
         return False
     return base, step
 
