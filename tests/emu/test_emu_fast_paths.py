@@ -201,3 +201,40 @@ def test_shuffle_offsets_set_under_divergence():
     delta = np.where((np.arange(256) // 32) % 2 == 1, 3, 1)
     want = np.where(lane + delta <= 31, np.arange(256) + delta, np.arange(256))
     np.testing.assert_array_equal(out, want.astype(np.uint32))
+
+
+SHARED = H + """.visible .entry k(.param .u64 out, .param .u32 scale)
+{
+.reg .b32 %r<8>;
+.reg .b64 %rd<4>;
+.shared .align 4 .b8 buf[1024];
+ld.param.u64 %rd1, [out];
+ld.param.u32 %r6, [scale];
+mov.u32 %r1, %tid.x;
+mul.lo.u32 %r2, %r1, %r6;
+mov.u32 %r3, buf;
+add.s32 %r4, %r3, %r2;
+st.shared.u32 [%r4], %r1;
+bar.sync 0;
+xor.b32 %r5, %r1, 1;
+mul.lo.u32 %r5, %r5, %r6;
+add.s32 %r5, %r3, %r5;
+ld.shared.u32 %r7, [%r5];
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r7;
+ret;
+}
+"""
+
+
+def test_whole_wave_shared_accesses_match_and_still_fault():
+    k = pf.parse(SHARED).kernel("k")
+    out = np.zeros(8 * 256, np.uint32)
+    k.launch(grid=8, block=256, args=[out, np.uint32(4)], device="emu")
+    np.testing.assert_array_equal(out[:256], (np.arange(256) ^ 1).astype(np.uint32))  # every block: out[tid]
+    assert not out[256:].any()
+    with pytest.raises(MemoryFault, match="out-of-bounds shared access of 4 bytes"):
+        k.launch(grid=8, block=256, args=[out, np.uint32(8)], device="emu")  # lanes 128.. leave the 1 KiB window
+    with pytest.raises(MemoryFault, match="misaligned shared access"):
+        k.launch(grid=8, block=256, args=[out, np.uint32(2)], device="emu")

@@ -445,14 +445,38 @@ def scatter(buf: np.ndarray, idx, dtype, values) -> None:
             view[ei, i] = v
 
 
+def plain(mem: LaneMemory) -> bool:
+    """No sanitizer watches `mem` (no observers, no store hook, `resolve` not replaced): the whole-wave fast
+    paths below may skip `resolve` when they find exactly what it would."""
+    return not mem.observers and mem.on_store is None and \
+        getattr(mem.resolve, "__func__", None) is LaneMemory.resolve
+
+
+def shared_elements(mem: LaneMemory, addr, nbytes: int, write: bool = False):
+    """Element indices into `mem.shared.view(<nbytes-wide type>)` of a whole-wave shared access at the 32-bit
+    offsets `addr` (one per lane), or None: take the checked path (which also raises the fault, if any).
+
+    Only when every offset lies in the block's window (so none names another CTA of a cluster) and is
+    aligned: then `resolve` would find these elements and raise nothing."""
+    a = addr
+    if not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype != np.uint32 or a.shape[0] != mem.nlanes or \
+            not plain(mem):
+        return None
+    if int(a.max()) > mem.shared_size - nbytes or (nbytes > 1 and int(np.bitwise_or.reduce(a)) & (nbytes - 1)):
+        return None
+    if write:
+        mem.writes += 1
+    base = _lane_arrays(mem.nlanes, mem.lanes_per_slot, mem.shared_stride // nbytes)
+    return base + (a >> np.uint32(nbytes.bit_length() - 1))
+
+
 def run_start(mem: LaneMemory, space: str, base: int, n: int, nbytes: int, write: bool = False):
     """The global arena's element index of `n` consecutive `nbytes`-byte elements from address `base` (a lane
     array of ascending consecutive addresses, see `ptxforge.emu.ramps`), or None: take the checked path.
 
     Only when the run is aligned and lies in one allocation (writable, for a store) and no sanitizer watches
     the accesses: then `resolve` would find exactly these bytes and raise nothing."""
-    if space not in ("global", "const", "generic") or base % nbytes or mem.observers or mem.on_store is not None \
-            or getattr(mem.resolve, "__func__", None) is not LaneMemory.resolve:
+    if space not in ("global", "const", "generic") or base % nbytes or not plain(mem):
         return None
     alloc = mem.device.find(base)  # a generic address outside the global window finds no allocation
     if alloc is None or base + n * nbytes > alloc.base + alloc.size or (write and alloc.readonly):

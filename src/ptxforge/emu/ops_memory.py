@@ -101,6 +101,7 @@ def build_ld(ctx):
     if n == 1:
         w = writers[0]
         ramp = ramp_reader(ctx, src, space, bits // 8)
+        shared = space == "shared"
 
         def ld1(st, m):
             if m is None and ramp is not None:
@@ -110,6 +111,11 @@ def build_ld(ctx):
                     w(st, st.mem.device.arena.view(dt)[i: i + st.N].copy(), None)
                     return
             a = addr(st)
+            if m is None and shared:
+                e = M.shared_elements(st.mem, a, bits // 8)
+                if e is not None:
+                    w(st, np.take(st.mem.shared.view(dt), e), None)
+                    return
             if m is None:
                 w(st, M.load(st.mem, space, a, dt, 1, None)[0], None)
                 return
@@ -164,6 +170,7 @@ def build_st(ctx):
     if n == 1:
         r0 = readers[0]
         ramp = ramp_reader(ctx, dst, space, bits // 8)
+        shared = space == "shared"
 
         def st1(st, m):
             if m is None and ramp is not None:
@@ -174,6 +181,11 @@ def build_st(ctx):
                     return
             a = addr(st)
             v = r0(st)
+            if m is None and shared:
+                e = M.shared_elements(st.mem, a, bits // 8, write=True)
+                if e is not None:
+                    st.mem.shared.view(dt)[e] = v  # as `scatter`: of lanes storing to one address, the last wins
+                    return
             if m is None:
                 M.store(st.mem, space, a, dt, [v], None)
                 return

@@ -97,7 +97,7 @@ def build_shfl(ctx):
         else:
             src, ok = src_index(st, bv, cv)
         v = a(st)
-        d(st, np.asarray(v)[src] if np.ndim(v) else v, m)
+        d(st, np.take(np.asarray(v), src) if np.ndim(v) else v, m)
         if p is not None:
             p(st, ok, m)
     return _op(f, mm)
@@ -111,14 +111,11 @@ def _uniform_on(x, m):
     if np.ndim(x) == 0:
         return x
     x = np.asarray(x)
-    if m is None:
-        lo, hi = x.min(), x.max()
-    else:
-        big = np.iinfo(x.dtype).max
-        lo, hi = np.min(x, where=m, initial=big), np.max(x, where=m, initial=0)
-        if lo == big and hi == 0:  # no lane
-            return x
-    return x.dtype.type(lo) if lo == hi else x
+    seen = x if m is None else x[m]
+    if seen.size == 0:
+        return x
+    lo = seen.min()
+    return x.dtype.type(lo) if lo == seen.max() else x
 
 
 def build_vote(ctx):
