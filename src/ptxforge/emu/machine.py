@@ -135,6 +135,24 @@ class Machine:
     """Run one launch of a compiled kernel. Use `ptxforge.emu.launch.emulate`, not this directly."""
 
     lane_bar = LazyLanes(np.int8, lanes=lambda m: m.st.N)  # the barrier each waiting lane waits at
+    _uniform_steps = 0  # converged steps run by every lane of the wave, not yet added to the icount array
+
+    @property
+    def icount(self) -> np.ndarray:
+        """Instructions each lane of the wave ran. Steps that every lane ran (a converged wave with no exited or
+        padding lanes) are counted once in `_uniform_steps` and folded in here, at the first look."""
+        a = self.__dict__.get("_icount")
+        if a is None:
+            a = self._icount = np.zeros(self.st.N, np.int64)
+        if self._uniform_steps:
+            a += self._uniform_steps
+            self._uniform_steps = 0
+        return a
+
+    @icount.setter
+    def icount(self, value) -> None:
+        self._icount = value
+        self._uniform_steps = 0
     depth = LazyLanes(np.int32, lanes=lambda m: m.st.N)  # call depth
     top_ret = LazyLanes(np.int32, -1, lanes=lambda m: m.st.N)  # return address on top of each lane's stack
 
@@ -372,7 +390,7 @@ class Machine:
             self.c_phase = np.zeros(nslots // self.csize, np.int64)
             self.lane_cphase = np.full(N, -1, np.int64)  # the phase each lane last arrived in
         self.lane_bar = None  # LazyLanes: made at first use
-        self.icount = np.zeros(N, np.int64)
+        self.icount = None  # made at first look (see `icount`)
         self.retstack = np.zeros((8, N), np.int32) if lay.has_calls else None
         self.depth = self.top_ret = None  # LazyLanes: made at first use
         self.saves: dict = {}
@@ -660,15 +678,20 @@ class Machine:
     def _flush(self, pend: int) -> None:
         if pend:
             if self.st.live is None:
-                self.icount += pend
+                self._uniform_steps += pend  # every lane: a count, not a pass over the lanes
             else:
                 self.icount[self.st.live] += pend
 
     def _account(self) -> None:
-        per_slot = self.icount.reshape(self.nslots, -1).sum(1)
+        counts = self.__dict__.get("_icount")
+        per_slot = np.full(self.nslots, self._uniform_steps * self.lanes_per_block, np.int64)
+        if counts is not None:
+            per_slot += counts.reshape(self.nslots, -1).sum(1)
+        self._uniform_steps = 0
         self.total += int(per_slot.sum())
         np.add.at(self.per_sm, self._slot_sms(self.nslots), per_slot)
-        self.icount[:] = 0
+        if counts is not None:
+            counts[:] = 0
 
     def _slot_sms(self, nslots: int) -> np.ndarray:
         """The SM each slot of a wave runs on: where the node's SM room placed it, else round robin over
