@@ -238,3 +238,14 @@ def test_whole_wave_shared_accesses_match_and_still_fault():
         k.launch(grid=8, block=256, args=[out, np.uint32(8)], device="emu")  # lanes 128.. leave the 1 KiB window
     with pytest.raises(MemoryFault, match="misaligned shared access"):
         k.launch(grid=8, block=256, args=[out, np.uint32(2)], device="emu")
+
+
+def test_a_scaled_index_is_a_ramp_only_while_its_signed_values_do():
+    from ptxforge.emu.ops_alu import _ramp_wide
+
+    x = np.arange(4096, dtype=np.uint32) + np.uint32(0x7FFFF800)  # crosses 2^31: negative as .s32
+    assert _ramp_wide(_State(), x, 4, signed=True) is None
+    assert _ramp_wide(_State(), x, 4, signed=False) == (0x7FFFF800 * 4, 4)
+    assert _ramp_wide(_State(), x - np.uint32(0x800), 4, signed=True) == ((0x7FFFF800 - 0x800) * 4, 4)
+    assert _ramp_wide(_State(), x, -4 & 0xFFFFFFFF, signed=False) is not None  # an unsigned factor is positive
+    assert _ramp_wide(_State(), x, 0, signed=False) is None

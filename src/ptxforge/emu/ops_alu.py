@@ -142,12 +142,17 @@ def build_mul(ctx):
             x, y = np.asarray(a(st)), np.asarray(b(st))
             if x.ndim == 0 and y.ndim == 1:
                 x, y = y, x
+            if m is None and y.ndim == 0 and x.ndim == 1 and bits == 32:
+                tag = _ramp_wide(st, x, int(y.view(sd)), signed)
+                if tag:  # an index ramp scaled to a byte offset: made from the cached iota in one pass
+                    r = R.iota(x.shape[0], np.uint64, tag[1]) + np.uint64(tag[0])
+                    R.note(st, r, tag)
+                    d(st, r, m)
+                    return
             r = x.view(sd).astype(wd)
             if r.ndim == 1:
                 np.multiply(r, y.view(sd).astype(wd), out=r)  # in place: one temporary less
                 r = r.view(ud)
-                if m is None and y.ndim == 0 and bits == 32:
-                    _ramp_wide(st, x, int(y.view(sd)), signed, r)
             else:
                 r = (r * y.view(sd).astype(wd)).view(ud)
             d(st, r, m)
@@ -156,15 +161,13 @@ def build_mul(ctx):
     return _semantic_binary(ctx, "mul", ty, out_ty=out, mode=mode)
 
 
-def _ramp_wide(st, x, k: int, signed: bool, r) -> None:
-    """Tag r = x * k (mul.wide.{s,u}32, k uniform) as a ramp when x is one: an index scaled to a byte
-    offset, the usual start of an address; x is tested once here (see ramps.find)."""
+def _ramp_wide(st, x, k: int, signed: bool):
+    """The ramp tag of x * k (mul.wide.{s,u}32, k uniform) when x is a ramp (an index scaled to a byte offset,
+    the usual start of an address; x is tested here, see ramps.find), else None."""
     tag = R.find(st, x) if k > 0 else None
     if tag and signed and R.affine(tag, 1, 0, x.shape[0], 31) is None:
-        tag = None  # some index is negative as a signed value
-    tag = R.affine(tag, k, 0, r.shape[0], 64)
-    if tag:
-        R.note(st, r, tag)
+        return None  # some index is negative as a signed value
+    return R.affine(tag, k, 0, x.shape[0], 64)
 
 
 def build_mad(ctx):
