@@ -249,3 +249,41 @@ def test_a_scaled_index_is_a_ramp_only_while_its_signed_values_do():
     assert _ramp_wide(_State(), x - np.uint32(0x800), 4, signed=True) == ((0x7FFFF800 - 0x800) * 4, 4)
     assert _ramp_wide(_State(), x, -4 & 0xFFFFFFFF, signed=False) is not None  # an unsigned factor is positive
     assert _ramp_wide(_State(), x, 0, signed=False) is None
+
+
+def _directed_fma_every_lane(x, y, z, rnd):
+    """The directed fma as computed before its fast path: the exact error on every lane, rounded to odd."""
+    from ptxforge.emu.semantics.formats import F32, encode, round_to_odd, two_sum
+
+    with np.errstate(all="ignore"):
+        p = x.view(np.float32).astype(np.float64) * y.view(np.float32).astype(np.float64)
+        c = z.view(np.float32).astype(np.float64)
+        s, e = two_sum(p, c)
+        v = round_to_odd(s, e)
+        if rnd == "rm":
+            zr = v == 0
+            v = np.where(zr, np.where(np.signbit(p) | np.signbit(c), -0.0, 0.0), v)
+        r = encode(v, F32, rnd).astype(np.uint32)
+    nan = (r & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    return np.where(nan, np.uint32(0x7FFFFFFF), r)
+
+
+@pytest.mark.parametrize("rnd", ["rz", "rm", "rp"])
+def test_directed_fma_fast_path_matches_the_exact_error_on_every_lane(rnd):
+    x, y, z = (g.reshape(-1) for g in np.meshgrid(SPECIAL, SPECIAL, SPECIAL, indexing="ij"))
+    cases = [(x, y, z), (bits(1 << 14), bits(1 << 14), bits(1 << 14)),
+             tuple(rng.standard_normal(1 << 14).astype(np.float32).view(np.uint32) for _ in range(3)),
+             tuple(rng.integers(-64, 64, 1 << 14).astype(np.float32).view(np.uint32) for _ in range(3)),
+             (np.full(4, 0x33800001, np.uint32), np.full(4, 0x3F7FFFFE, np.uint32), np.full(4, 0x3F800001, np.uint32))]
+    for a, b, c in cases:
+        with np.errstate(all="ignore"):
+            got = np.asarray(floating.fma(a, b, c, "f32", rnd=rnd)).astype(np.uint32)
+        np.testing.assert_array_equal(got, _directed_fma_every_lane(a, b, c, rnd))
+
+
+def test_directed_fma_of_a_sum_that_float64_rounds_onto_a_float32_value():
+    # x*y + z = 1 - 2^-70: float64 gives exactly 1.0, a float32 value; toward zero or -inf the answer is below it
+    x, y, z = np.uint32(0x33800001), np.uint32(0x3F7FFFFE), np.uint32(0x3F7FFFFF)
+    want = {"rz": 0x3F7FFFFF, "rm": 0x3F7FFFFF, "rp": 0x3F800000, "rn": 0x3F800000}
+    for rnd, bits_ in want.items():
+        assert int(np.asarray(floating.fma(np.full(8, x), y, z, "f32", rnd=rnd)).astype(np.uint32)[0]) == bits_, rnd
