@@ -74,6 +74,40 @@ def ramp_reader(ctx, op, space: str, nbytes: int):
     return start
 
 
+def shared_index_reader(ctx, op, space: str, nbytes: int):
+    """fn(st, write=False) -> element indices of a whole-wave shared access `[reg+off]` (32-bit register), or
+    None (see memory.shared_elements); None instead of a function when the operand is not of that form.
+
+    A tiled kernel reads shared memory at the same register plus constant offsets on every turn of its loop:
+    the indices are kept for the last register array seen (registers are never changed in place, so the
+    same array means the same offsets) and the wave's shared layout."""
+    if space != "shared" or not isinstance(op, ir.Address) or not isinstance(op.base, ir.Register):
+        return None
+    hit = ctx.lookup(op.base.name)
+    if not isinstance(hit, tuple) or bits_of_type(ctx.reg_type(hit[1])) != 32:
+        return None
+    slot, c = hit[1], np.uint32(op.offset & 0xFFFFFFFF)
+    memo = [None]  # (register array, shared layout, indices)
+
+    def elements(st, write=False):
+        v = st.regs[slot]
+        if not isinstance(v, np.ndarray) or v.ndim != 1:
+            return None
+        mem = st.mem
+        key = (mem.nlanes, mem.lanes_per_slot, mem.shared_stride, mem.shared_size)
+        last = memo[0]
+        if last is not None and last[0] is v and last[1] == key and M.plain(mem):
+            if write:
+                mem.writes += 1
+            return last[2]
+        e = M.shared_elements(mem, v + c if c else v, nbytes, write)
+        if e is not None:
+            e.flags.writeable = False
+            memo[0] = (v, key, e)
+        return e
+    return elements
+
+
 def build_ld(ctx):
     ins = ctx.ins
     ty = ins.types[-1] if ins.types else ".b32"
@@ -102,8 +136,14 @@ def build_ld(ctx):
         w = writers[0]
         ramp = ramp_reader(ctx, src, space, bits // 8)
         shared = space == "shared"
+        sidx = shared_index_reader(ctx, src, space, bits // 8)
 
         def ld1(st, m):
+            if m is None and sidx is not None:
+                e = sidx(st)
+                if e is not None:
+                    w(st, np.take(st.mem.shared.view(dt), e), None)
+                    return
             if m is None and ramp is not None:
                 base = ramp(st)
                 i = None if base is None else M.run_start(st.mem, space, base, st.N, bits // 8)
@@ -171,8 +211,14 @@ def build_st(ctx):
         r0 = readers[0]
         ramp = ramp_reader(ctx, dst, space, bits // 8)
         shared = space == "shared"
+        sidx = shared_index_reader(ctx, dst, space, bits // 8)
 
         def st1(st, m):
+            if m is None and sidx is not None:
+                e = sidx(st, write=True)
+                if e is not None:
+                    st.mem.shared.view(dt)[e] = r0(st)  # as `scatter`: of lanes storing to one address, the last wins
+                    return
             if m is None and ramp is not None:
                 base = ramp(st)
                 i = None if base is None else M.run_start(st.mem, space, base, st.N, bits // 8, write=True)
