@@ -48,8 +48,34 @@ def _uses_reserved_smem(layout) -> bool:
     return hit
 
 
+class LazyLanes:
+    """A per-lane array attribute made (filled with `fill`) at its first read: most launches never touch the
+    frame bases, carry flags, call depths or barrier ids, and zeroing them cost a quarter of a large vector
+    add. Assigning None drops the array (the next read makes a fresh one)."""
+
+    def __init__(self, dtype, fill=0, lanes=lambda obj: obj.N):
+        self.dtype, self.fill, self.lanes = dtype, fill, lanes
+
+    def __set_name__(self, owner, name):
+        self.key = "_lazy_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        v = obj.__dict__.get(self.key)
+        if v is None:
+            v = obj.__dict__[self.key] = np.full(self.lanes(obj), self.fill, self.dtype)
+        return v
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.key] = value
+
+
 class LaneState:
     """What ops see: registers, param storage, memory and special registers of one wave of lanes."""
+
+    fb = LazyLanes(np.int64)  # frame base of each lane's local memory
+    cc = LazyLanes(bool)  # carry flag
 
     def __init__(self, machine, nlanes: int):
         # weak: a machine and its lane state must not form a cycle, or every launch's lane arrays would
@@ -58,8 +84,6 @@ class LaneState:
         self.N = nlanes
         self.regs: list = []
         self.pvars: list = []
-        self.fb = np.zeros(nlanes, np.int64)
-        self.cc = np.zeros(nlanes, bool)
         self.live: np.ndarray | None = None
         self.mem: LaneMemory | None = None
         self.sregs: dict = {}
@@ -107,6 +131,28 @@ MAX_CALL_DEPTH = 1024
 
 class Machine:
     """Run one launch of a compiled kernel. Use `ptxforge.emu.launch.emulate`, not this directly."""
+
+    lane_bar = LazyLanes(np.int8, lanes=lambda m: m.st.N)  # the barrier each waiting lane waits at
+    _uniform_steps = 0  # converged steps run by every lane of the wave, not yet added to the icount array
+
+    @property
+    def icount(self) -> np.ndarray:
+        """Instructions each lane of the wave ran. Steps that every lane ran (a converged wave with no exited or
+        padding lanes) are counted once in `_uniform_steps` and folded in here, at the first look."""
+        a = self.__dict__.get("_icount")
+        if a is None:
+            a = self._icount = np.zeros(self.st.N, np.int64)
+        if self._uniform_steps:
+            a += self._uniform_steps
+            self._uniform_steps = 0
+        return a
+
+    @icount.setter
+    def icount(self, value) -> None:
+        self._icount = value
+        self._uniform_steps = 0
+    depth = LazyLanes(np.int32, lanes=lambda m: m.st.N)  # call depth
+    top_ret = LazyLanes(np.int32, -1, lanes=lambda m: m.st.N)  # return address on top of each lane's stack
 
     def __init__(self, layout, ops, *, grid, block, params: np.ndarray, device, dynamic_shared: int,
                  num_sms: int = 132, watchdog_s: float = 60.0, time_limit_s: float | None = None, printf=None,
@@ -339,11 +385,10 @@ class Machine:
             self.c_arrivals = np.zeros(nslots // self.csize, np.int64)
             self.c_phase = np.zeros(nslots // self.csize, np.int64)
             self.lane_cphase = np.full(N, -1, np.int64)  # the phase each lane last arrived in
-        self.lane_bar = np.zeros(N, np.int8)
-        self.icount = np.zeros(N, np.int64)
+        self.lane_bar = None  # LazyLanes: made at first use
+        self.icount = None  # made at first look (see `icount`)
         self.retstack = np.zeros((8, N), np.int32) if lay.has_calls else None
-        self.depth = np.zeros(N, np.int32)
-        self.top_ret = np.full(N, -1, np.int32)
+        self.depth = self.top_ret = None  # LazyLanes: made at first use
         self.saves: dict = {}
         if self.sanitizer is not None:
             self.sanitizer.on_wave(self, st)
@@ -629,15 +674,20 @@ class Machine:
     def _flush(self, pend: int) -> None:
         if pend:
             if self.st.live is None:
-                self.icount += pend
+                self._uniform_steps += pend  # every lane: a count, not a pass over the lanes
             else:
                 self.icount[self.st.live] += pend
 
     def _account(self) -> None:
-        per_slot = self.icount.reshape(self.nslots, -1).sum(1)
+        counts = self.__dict__.get("_icount")
+        per_slot = np.full(self.nslots, self._uniform_steps * self.lanes_per_block, np.int64)
+        if counts is not None:
+            per_slot += counts.reshape(self.nslots, -1).sum(1)
+        self._uniform_steps = 0
         self.total += int(per_slot.sum())
         np.add.at(self.per_sm, self._slot_sms(self.nslots), per_slot)
-        self.icount[:] = 0
+        if counts is not None:
+            counts[:] = 0
 
     def _slot_sms(self, nslots: int) -> np.ndarray:
         """The SM each slot of a wave runs on: where the node's SM room placed it, else round robin over

@@ -161,9 +161,17 @@ class LaneMemory:
         self.observers: list = []  # callables(kind, space, addr, nbytes, lanes) for a sanitizer
         self.on_store = None  # sanitizer: callable(dtype, values) told the values of each `store`
         self.writes = 0  # accesses that wrote (stores, atomics, mbarrier arrivals): the watchdog's progress sign
-        self._lane_ids = np.arange(nlanes, dtype=np.int64)
-        self._slot_base = (self._lane_ids // lanes_per_slot) * self.shared_stride
         self.cluster_size = cluster_size  # CTAs per cluster; a cluster fills consecutive slots
+
+    # lane numbers and each lane's shared-memory base: made at first use (a vector add never needs them) and
+    # shared, read-only, by the waves of one shape
+    @property
+    def _lane_ids(self) -> np.ndarray:
+        return _lane_arrays(self.nlanes, 1, 1)
+
+    @property
+    def _slot_base(self) -> np.ndarray:
+        return _lane_arrays(self.nlanes, self.lanes_per_slot, self.shared_stride)
 
     def reset_shared(self) -> None:
         self.shared[:] = 0
@@ -255,6 +263,14 @@ class LaneMemory:
 
     def _windowed(self, addr, nbytes, lanes, limit, base_per_lane, buf, space):
         a = np.asarray(addr)
+        if a.dtype.kind == "u" and a.dtype.itemsize <= 4 and a.ndim == 1 and a.size:
+            # 32-bit offsets (a shared address register): never negative, so one range test
+            if int(a.max()) > limit - nbytes:
+                self._check_range(a.astype(np.int64), nbytes, 0, limit, space, lanes, addr)
+            if nbytes > 1 and int(np.bitwise_or.reduce(a)) & (nbytes - 1):
+                self._check_align(a, nbytes, lanes, space)
+            base = base_per_lane if lanes is None else base_per_lane[lanes]
+            return buf, base + a  # int64 + unsigned: int64 index
         if a.dtype.kind != "i":
             a = a.astype(np.int64)
         if a.size and ((a.min() < 0) or (a.max() > limit - nbytes)):
@@ -266,6 +282,9 @@ class LaneMemory:
 
     def _shared(self, addr, nbytes, lanes):
         a = np.asarray(addr)
+        if a.dtype.kind == "u" and a.dtype.itemsize <= 4 and a.ndim == 1 and a.size and \
+                not int(a.max()) >> CLUSTER_RANK_SHIFT:  # no other CTA's window
+            return self._windowed(a, nbytes, lanes, self.shared_size, self._slot_base, self.shared, "shared")
         if a.dtype.kind != "i":
             a = a.astype(np.int64)
         if a.size and (a >> CLUSTER_RANK_SHIFT).any() and not (a < 0).any():
@@ -364,6 +383,24 @@ class LaneMemory:
         raise self.fault(kind, space, addr, nbytes, lane, note)
 
 
+_LANE_ARRAYS: dict = {}
+
+
+def _lane_arrays(nlanes: int, per: int, stride: int) -> np.ndarray:
+    """(lane // per) * stride for every lane of a wave (read-only, cached for a few shapes)."""
+    key = (nlanes, per, stride)
+    a = _LANE_ARRAYS.get(key)
+    if a is None:
+        if len(_LANE_ARRAYS) >= 8:
+            del _LANE_ARRAYS[next(iter(_LANE_ARRAYS))]
+        a = np.arange(nlanes, dtype=np.int64)
+        if per != 1 or stride != 1:
+            a = a // per * stride
+        a.flags.writeable = False
+        a = _LANE_ARRAYS[key] = a
+    return a
+
+
 def describe_address(allocs, addr: int, nbytes: int) -> str:
     """Where a bad global address lies: null, inside an allocation but running past its end, below the
     first allocation, between two, past the last; addresses from 2^63 up also read as negative numbers."""
@@ -413,6 +450,47 @@ def scatter(buf: np.ndarray, idx, dtype, values) -> None:
     for i, v in enumerate(values):
         if v is not None:
             view[ei, i] = v
+
+
+def plain(mem: LaneMemory) -> bool:
+    """No sanitizer watches `mem` (no observers, no store hook, `resolve` not replaced): the whole-wave fast
+    paths below may skip `resolve` when they find exactly what it would."""
+    return not mem.observers and mem.on_store is None and \
+        getattr(mem.resolve, "__func__", None) is LaneMemory.resolve
+
+
+def shared_elements(mem: LaneMemory, addr, nbytes: int, write: bool = False):
+    """Element indices into `mem.shared.view(<nbytes-wide type>)` of a whole-wave shared access at the 32-bit
+    offsets `addr` (one per lane), or None: take the checked path (which also raises the fault, if any).
+
+    Only when every offset lies in the block's window (so none names another CTA of a cluster) and is
+    aligned: then `resolve` would find these elements and raise nothing."""
+    a = addr
+    if not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype != np.uint32 or a.shape[0] != mem.nlanes or \
+            not plain(mem):
+        return None
+    if int(a.max()) > mem.shared_size - nbytes or (nbytes > 1 and int(np.bitwise_or.reduce(a)) & (nbytes - 1)):
+        return None
+    if write:
+        mem.writes += 1
+    base = _lane_arrays(mem.nlanes, mem.lanes_per_slot, mem.shared_stride // nbytes)
+    return base + (a >> np.uint32(nbytes.bit_length() - 1))
+
+
+def run_start(mem: LaneMemory, space: str, base: int, n: int, nbytes: int, write: bool = False):
+    """The global arena's element index of `n` consecutive `nbytes`-byte elements from address `base` (a lane
+    array of ascending consecutive addresses, see `ptxforge.emu.ramps`), or None: take the checked path.
+
+    Only when the run is aligned and lies in one allocation (writable, for a store) and no sanitizer watches
+    the accesses: then `resolve` would find exactly these bytes and raise nothing."""
+    if space not in ("global", "const", "generic") or base % nbytes or not plain(mem):
+        return None
+    alloc = mem.device.find(base)  # a generic address outside the global window finds no allocation
+    if alloc is None or base + n * nbytes > alloc.base + alloc.size or (write and alloc.readonly):
+        return None
+    if write:
+        mem.writes += 1
+    return (base - GLOBAL_BASE) // nbytes
 
 
 def load(mem: LaneMemory, space: str, addr, dtype, count: int, lanes):

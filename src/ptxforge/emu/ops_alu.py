@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ptxforge.emu import ops_float
+from ptxforge.emu import ramps as R
 from ptxforge.emu.memory import CLUSTER_OFF_MASK, CLUSTER_RANK_SHIFT, SHARED_WINDOW
 from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type, is_signed
@@ -72,7 +73,26 @@ def build_add(ctx, sub=False):
     d, a, b = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty)
     if sub:
         return _op(lambda st, m: d(st, a(st) - b(st), m))
+    if bits_of_type(ty) == 64:  # address arithmetic: a ramp plus a uniform value stays a ramp
+        def add64(st, m):
+            x, y = a(st), b(st)
+            r = x + y
+            if m is None and np.ndim(r) == 1:
+                _ramp_add(st, x, y, r)
+            d(st, r, m)
+        return _op(add64)
     return _op(lambda st, m: d(st, a(st) + b(st), m))
+
+
+def _ramp_add(st, x, y, r) -> None:
+    """Tag `r = x + y` (64-bit) as a ramp when one side is a known ramp and the other uniform."""
+    if np.ndim(x) == 0:
+        x, y = y, x
+    if np.ndim(y) != 0:
+        return
+    tag = R.affine(R.known(st, x), 1, int(y), r.shape[0], 64)
+    if tag:
+        R.note(st, r, tag)
 
 
 def build_sub(ctx):
@@ -116,15 +136,40 @@ def build_mul(ctx):
         wt = ("." + ty[1] + str(bits * 2))
         d = ctx.write(ops[0], wt)
         a, b = ctx.read(ops[1], ty), ctx.read(ops[2], ty)
-        if is_signed(ty):
-            sd, wd = _S[bits], _S[bits * 2]
-            ud = _U[bits * 2]
-            return _op(lambda st, m: d(st, (np.asarray(a(st)).view(sd).astype(wd) *
-                                            np.asarray(b(st)).view(sd).astype(wd)).view(ud), m))
+        signed = is_signed(ty)
+        sd, wd = (_S if signed else _U)[bits], (_S if signed else _U)[bits * 2]
         ud = _U[bits * 2]
-        return _op(lambda st, m: d(st, np.asarray(a(st)).astype(ud) * np.asarray(b(st)).astype(ud), m))
+
+        def wide(st, m):
+            x, y = np.asarray(a(st)), np.asarray(b(st))
+            if x.ndim == 0 and y.ndim == 1:
+                x, y = y, x
+            if m is None and y.ndim == 0 and x.ndim == 1 and bits == 32:
+                tag = _ramp_wide(st, x, int(y.view(sd)), signed)
+                if tag:  # an index ramp scaled to a byte offset: made from the cached iota in one pass
+                    r = R.iota(x.shape[0], np.uint64, tag[1]) + np.uint64(tag[0])
+                    R.note(st, r, tag)
+                    d(st, r, m)
+                    return
+            r = x.view(sd).astype(wd)
+            if r.ndim == 1:
+                np.multiply(r, y.view(sd).astype(wd), out=r)  # in place: one temporary less
+                r = r.view(ud)
+            else:
+                r = (r * y.view(sd).astype(wd)).view(ud)
+            d(st, r, m)
+        return _op(wide)
     out = ty if mode != "wide" else "." + ty[1] + str(bits * 2)
     return _semantic_binary(ctx, "mul", ty, out_ty=out, mode=mode)
+
+
+def _ramp_wide(st, x, k: int, signed: bool):
+    """The ramp tag of x * k (mul.wide.{s,u}32, k uniform) when x is a ramp (an index scaled to a byte offset,
+    the usual start of an address; x is tested here, see ramps.find), else None."""
+    tag = R.find(st, x) if k > 0 else None
+    if tag and signed and R.affine(tag, 1, 0, x.shape[0], 31) is None:
+        return None  # some index is negative as a signed value
+    return R.affine(tag, k, 0, x.shape[0], 64)
 
 
 def build_mad(ctx):
@@ -138,7 +183,16 @@ def build_mad(ctx):
     if mode == "lo" and not ins.has("cc") and not ins.opcode == "madc" and not ins.has("sat"):
         d = ctx.write(ops[0], ty)
         a, b, c = (ctx.read(o, ty) for o in ops[1:4])
-        return _op(lambda st, m: d(st, a(st) * b(st) + c(st), m))
+
+        def madlo(st, m):
+            r = a(st) * b(st)
+            z = c(st)
+            if type(r) is np.ndarray and r.ndim == 1 and np.ndim(z) <= 1 and np.asarray(z).dtype == r.dtype:
+                np.add(r, z, out=r)  # r is a fresh product: added in place
+            else:
+                r = r + z
+            d(st, r, m)
+        return _op(madlo)
     if mode == "wide" and bits <= 32 and not ins.has("cc") and ins.opcode != "madc":
         wt = "." + ty[1] + str(bits * 2)
         d = ctx.write(ops[0], wt)

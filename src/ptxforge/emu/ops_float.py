@@ -51,6 +51,8 @@ def bc(*xs):
 def _finish(r, bits):
     """Canonicalise NaN results (hardware returns 0x7fffffff / 0x7fffffffffffffff)."""
     f = np.asarray(r)
+    if f.ndim and f.size and not np.isnan(f.min()):  # the minimum is NaN if any lane is: one read pass
+        return f.view(_U[bits])
     nan = np.isnan(f)
     b = f.view(_U[bits])
     if nan.any():
@@ -100,7 +102,41 @@ def build_fma(ctx):
         fn = sem("floating").fma
     dt = _U[bits_of_type(ty)]
     t = ty[1:]
+    if ty == ".f32" and kw == {"rnd": "rn", "ftz": False, "sat": False}:
+        return _op(lambda st, m: d(st, fma_rn_f32(a(st), b(st), c(st), fn), m))
     return _op(lambda st, m: d(st, np.asarray(fn(*bc(a(st), b(st), c(st)), t, **kw)).astype(dt, copy=False), m))
+
+
+_LOW28 = np.uint64((1 << 28) - 1)
+
+
+def fma_rn_f32(x, y, z, exact):
+    """fma.rn.f32 on raw bits, bit-identical to `exact` (semantics.floating.fma) and faster on whole arrays.
+
+    x * y is exact in float64 (24 + 24 significand bits); s = fl64(x*y + z) rounded to float32 is the correctly
+    rounded result unless s is inexact and lies on a float32 rounding boundary (double rounding). Such an s has
+    its 28 low significand bits zero (a boundary of the coarser subnormal grid too), as have 0, inf and NaN:
+    only the lanes whose s does go to `exact`, typically none."""
+    xs, ys, zs = np.asarray(x), np.asarray(y), np.asarray(z)
+    arr = next((v for v in (xs, ys, zs) if v.ndim == 1), None)
+    if arr is None or any(v.ndim not in (0, 1) or (v.ndim and v.shape != arr.shape) or v.dtype.itemsize != 4
+                          for v in (xs, ys, zs)):
+        return np.asarray(exact(*bc(x, y, z), "f32", rnd="rn")).astype(np.uint32, copy=False)
+    if xs.ndim or ys.ndim:
+        first, other = (xs, ys) if xs.ndim else (ys, xs)
+        s = first.view(np.float32).astype(np.float64)
+        np.multiply(s, other.view(np.float32), out=s)  # exact: float32 operands widened
+        np.add(s, zs.view(np.float32), out=s)
+    else:  # a uniform product
+        s = zs.view(np.float32).astype(np.float64)
+        np.add(s, np.float64(xs.view(np.float32)) * np.float64(ys.view(np.float32)), out=s)
+    low = np.bitwise_and(s.view(np.uint64), _LOW28)
+    r = s.astype(np.float32).view(np.uint32)
+    if not low.all():
+        lanes = np.flatnonzero(low == 0)
+        pick = [v if v.ndim == 0 else v[lanes] for v in (xs, ys, zs)]
+        r[lanes] = np.asarray(exact(*bc(*pick), "f32", rnd="rn")).astype(np.uint32, copy=False)
+    return r
 
 
 _APPROX = {"ex2", "lg2", "sin", "cos", "tanh", "rsqrt"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ptxforge.emu import memory as M
+from ptxforge.emu import ramps as R
 from ptxforge.emu.mbarrier import with_complete_tx
 from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type, convert_width, is_signed
@@ -48,6 +49,64 @@ def _elem_type(ty: str) -> str:
     return ty
 
 
+def ramp_reader(ctx, op, space: str, nbytes: int):
+    """fn(st) -> the arena element index of a whole-wave access `[reg+off]` whose lanes address consecutive
+    `nbytes` elements (the register holds a ramp of step `nbytes`, see ramps.py), or None; None instead of
+    a function when the operand cannot be one (not a register base, or not a global/generic space)."""
+    if space not in ("global", "const", "generic") or not isinstance(op, ir.Address) or \
+            not isinstance(op.base, ir.Register):
+        return None
+    hit = ctx.lookup(op.base.name)
+    if not isinstance(hit, tuple):
+        return None
+    slot, off = hit[1], op.offset
+    bits = bits_of_type(ctx.reg_type(slot))
+    if bits != 64:
+        return None
+
+    def start(st):
+        v = st.regs[slot]
+        if np.ndim(v) != 1 or v.shape[0] != st.N:
+            return None
+        tag = R.affine(R.find(st, v, nbytes), 1, off, st.N, 64)
+        return None if tag is None else tag[0]
+    return start
+
+
+def shared_index_reader(ctx, op, space: str, nbytes: int):
+    """fn(st, write=False) -> element indices of a whole-wave shared access `[reg+off]` (32-bit register), or
+    None (see memory.shared_elements); None instead of a function when the operand is not of that form.
+
+    A tiled kernel reads shared memory at the same register plus constant offsets on every turn of its loop:
+    the indices are kept for the last register array seen (registers are never changed in place, so the
+    same array means the same offsets) and the wave's shared layout."""
+    if space != "shared" or not isinstance(op, ir.Address) or not isinstance(op.base, ir.Register):
+        return None
+    hit = ctx.lookup(op.base.name)
+    if not isinstance(hit, tuple) or bits_of_type(ctx.reg_type(hit[1])) != 32:
+        return None
+    slot, c = hit[1], np.uint32(op.offset & 0xFFFFFFFF)
+    memo = [None]  # (register array, shared layout, indices)
+
+    def elements(st, write=False):
+        v = st.regs[slot]
+        if not isinstance(v, np.ndarray) or v.ndim != 1:
+            return None
+        mem = st.mem
+        key = (mem.nlanes, mem.lanes_per_slot, mem.shared_stride, mem.shared_size)
+        last = memo[0]
+        if last is not None and last[0] is v and last[1] == key and M.plain(mem):
+            if write:
+                mem.writes += 1
+            return last[2]
+        e = M.shared_elements(mem, v + c if c else v, nbytes, write)
+        if e is not None:
+            e.flags.writeable = False
+            memo[0] = (v, key, e)
+        return e
+    return elements
+
+
 def build_ld(ctx):
     ins = ctx.ins
     ty = ins.types[-1] if ins.types else ".b32"
@@ -74,9 +133,28 @@ def build_ld(ctx):
         return _op(ldp)
     if n == 1:
         w = writers[0]
+        ramp = ramp_reader(ctx, src, space, bits // 8)
+        shared = space == "shared"
+        sidx = shared_index_reader(ctx, src, space, bits // 8)
 
         def ld1(st, m):
+            if m is None and sidx is not None:
+                e = sidx(st)
+                if e is not None:
+                    w(st, np.take(st.mem.shared.view(dt), e), None)
+                    return
+            if m is None and ramp is not None:
+                base = ramp(st)
+                i = None if base is None else M.run_start(st.mem, space, base, st.N, bits // 8)
+                if i is not None:  # consecutive addresses: one slice (a copy: registers never alias memory)
+                    w(st, st.mem.device.arena.view(dt)[i: i + st.N].copy(), None)
+                    return
             a = addr(st)
+            if m is None and shared:
+                e = M.shared_elements(st.mem, a, bits // 8)
+                if e is not None:
+                    w(st, np.take(st.mem.shared.view(dt), e), None)
+                    return
             if m is None:
                 w(st, M.load(st.mem, space, a, dt, 1, None)[0], None)
                 return
@@ -131,10 +209,29 @@ def build_st(ctx):
         return _op(stp)
     if n == 1:
         r0 = readers[0]
+        ramp = ramp_reader(ctx, dst, space, bits // 8)
+        shared = space == "shared"
+        sidx = shared_index_reader(ctx, dst, space, bits // 8)
 
         def st1(st, m):
+            if m is None and sidx is not None:
+                e = sidx(st, write=True)
+                if e is not None:
+                    st.mem.shared.view(dt)[e] = r0(st)  # as `scatter`: of lanes storing to one address, the last wins
+                    return
+            if m is None and ramp is not None:
+                base = ramp(st)
+                i = None if base is None else M.run_start(st.mem, space, base, st.N, bits // 8, write=True)
+                if i is not None:  # consecutive addresses: one slice
+                    st.mem.device.arena.view(dt)[i: i + st.N] = r0(st)
+                    return
             a = addr(st)
             v = r0(st)
+            if m is None and shared:
+                e = M.shared_elements(st.mem, a, bits // 8, write=True)
+                if e is not None:
+                    st.mem.shared.view(dt)[e] = v  # as `scatter`: of lanes storing to one address, the last wins
+                    return
             if m is None:
                 M.store(st.mem, space, a, dt, [v], None)
                 return

@@ -54,13 +54,12 @@ def build_shfl(ctx):
         d, p = ctx.write(ops[0], ".b32"), None
     a, b, c = ctx.read(ops[1], ".b32"), ctx.read(ops[2], ".b32"), ctx.read(ops[3], ".b32")
     mm = _mm_reader(ctx, ops[4]) if len(ops) > 4 else None
-    const_bc = isinstance(ops[2], ir.Immediate) and isinstance(ops[3], ir.Immediate)
     cache = {}
 
-    def src_index(st):
+    def src_index(st, bv, cv):
         lane = st.laneid.astype(np.int64)
-        bval = np.asarray(b(st)).astype(np.int64) & 31
-        cval = np.asarray(c(st)).astype(np.int64)
+        bval = np.asarray(bv).astype(np.int64) & 31
+        cval = np.asarray(cv).astype(np.int64)
         seg = (cval >> 8) & 31
         clamp = cval & 31
         max_lane = (lane & seg) | (clamp & ~seg)
@@ -80,20 +79,42 @@ def build_shfl(ctx):
         return st.warp_base + j, ok
 
     def f(st, m):
-        if const_bc:
-            key = (id(st), st.N)
+        bv = _uniform_on(b(st), m)
+        cv = _uniform_on(c(st), m)
+        if np.ndim(bv) == 0 and np.ndim(cv) == 0:
+            # uniform lane offset and clamp (nvcc puts them in registers): the source lanes depend on them and
+            # on the wave's %laneid / warp bases only, so they are worked out once per wave shape
+            key = (id(st.laneid), id(st.warp_base), st.N, int(bv), int(cv))
             hit = cache.get(key)
             if hit is None:
-                cache.clear()
-                hit = cache[key] = src_index(st)
-            src, ok = hit
+                if len(cache) >= 4:
+                    del cache[next(iter(cache))]
+                src, ok = src_index(st, bv, cv)
+                src.flags.writeable = ok.flags.writeable = False  # shared by the waves (a register may hold ok)
+                hit = cache[key] = (src, ok, st.laneid, st.warp_base)  # laneid, warp_base held: ids stay unique
+            src, ok = hit[0], hit[1]
         else:
-            src, ok = src_index(st)
+            src, ok = src_index(st, bv, cv)
         v = a(st)
-        d(st, np.asarray(v)[src] if np.ndim(v) else v, m)
+        d(st, np.take(np.asarray(v), src) if np.ndim(v) else v, m)
         if p is not None:
             p(st, ok, m)
     return _op(f, mm)
+
+
+def _uniform_on(x, m):
+    """x as one scalar when it holds the same value on every lane of `m` (all lanes when None), else x.
+
+    A constant moved into a register under divergence is an array (other lanes keep their old value) though
+    every lane that reads it sees one value."""
+    if np.ndim(x) == 0:
+        return x
+    x = np.asarray(x)
+    seen = x if m is None else x[m]
+    if seen.size == 0:
+        return x
+    lo = seen.min()
+    return x.dtype.type(lo) if lo == seen.max() else x
 
 
 def build_vote(ctx):

@@ -164,8 +164,7 @@ def fma(a, b, c, ty="f32", rnd="rn", ftz=False, sat=False):
         if rnd == "rn":
             r = _sum_rn_to(p, c64, np.float32, 28).view(np.uint32)
         else:
-            s, e = two_sum(p, c64)
-            v = round_to_odd(s, e)
+            v = sum_for_directed(p, c64, 29)
             if rnd == "rm":
                 zr = v == 0
                 if zr.any():
@@ -211,6 +210,24 @@ def sum_for_rounding(p, c, low_bits):
     pay for the exact error and a round-to-odd nudge.
     """
     p, c = np.broadcast_arrays(np.asarray(p), np.asarray(c))  # a uniform (0-d) operand is indexed per lane
+    s = np.asarray(p + c)
+    cand = (s.view(np.uint64) & np.uint64((1 << low_bits) - 1)) == 0
+    if cand.any():
+        ss, e = two_sum(p[cand], c[cand])
+        s = s.copy()
+        s[cand] = round_to_odd(ss, e)
+    return s
+
+
+def sum_for_directed(p, c, low_bits):
+    """float64 v with D(v) == D(p + c) for every directed rounding D to a target keeping 53 - low_bits
+    significand bits or fewer (f32: low_bits 29).
+
+    s = fl64(p + c) rounds like the exact sum unless s is itself a target value (its `low_bits` lowest
+    significand bits zero; so are 0, inf and NaN): otherwise no target value lies within the float64 error
+    of s, and the exact sum sits in the same gap between target values. Only those lanes pay for the exact
+    error and the round-to-odd nudge."""
+    p, c = np.broadcast_arrays(np.asarray(p), np.asarray(c))
     s = np.asarray(p + c)
     cand = (s.view(np.uint64) & np.uint64((1 << low_bits) - 1)) == 0
     if cand.any():
