@@ -19,6 +19,7 @@ import weakref
 import numpy as np
 
 from ptxforge.emu import compiler as C
+from ptxforge.emu.compact import ENTER_FRACTION, SHORT_SESSION, Session, plan_for
 from ptxforge.emu.errors import EmulatorError, InternalEmulatorError, KernelTrap, MemoryFault, WatchdogTimeout
 from ptxforge.emu.memory import LaneMemory
 from ptxforge.emu.operands import FUNC_BASE
@@ -440,6 +441,7 @@ class Machine:
         force = False
         rot_last = -1
         steps = 0
+        plan = plan_for(self)  # compacted stepping of lane-local code (compact.py), or None
         self.watch.new_wave()
         self.wave_steps = lambda: steps  # a closure: sees the live count (for %clock)
         # how often to check the watchdog (and, under a Node's scheduler, to yield to other launches)
@@ -544,6 +546,18 @@ class Machine:
                     pc = lo
                     continue
                 force = False
+                if plan is not None and nex <= ENTER_FRACTION * st.N and (div_steps + 1) % ROTATE_EVERY:
+                    rid = plan.region[lo]
+                    if rid >= 0:
+                        if plan.score[rid] < SHORT_SESSION:
+                            plan.score[rid] += 0.05  # sessions here were short: try again now and then
+                        else:
+                            session = Session(self, plan, lo)
+                            if session.start(lo, steps, dmask):
+                                steps, div_steps, rot_last, taken = session.run(steps, div_steps, rot_last,
+                                                                                dmask, ROTATE_EVERY)
+                                if taken:
+                                    continue
                 P = lo
                 div_steps += 1
                 if div_steps % ROTATE_EVERY == 0:
