@@ -36,7 +36,8 @@ LANEWISE_OPCODES = (frozenset(ops_alu.BUILDERS) | frozenset(ops_float.BUILDERS) 
                     | {"cvta"}) - {"mapa", "getctarank", "addc", "subc", "madc"}
 DYNAMIC_SREGS = frozenset({"%clock", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"})
 ENABLED = True  # off: the machine steps every lane itself (tests compare the two)
-ENTER_FRACTION = 0.9  # a session starts when the lanes it would gather are at most this share of the wave
+ENTER_FRACTION = 1.0  # a session starts when the lanes it would gather are at most this share of the wave
+EAGER = 8 << 30  # after a branch, compact when at least 1/EAGER of the lanes left the loop
 MIN_LANES = 32  # a session compacts its arrays only while it holds more lanes than this
 SHORT_SESSION = 8  # sessions of a region that end sooner than this many steps, on average, are not worth it
 
@@ -61,6 +62,8 @@ class Plan:
             if slots is not None:
                 ok[pc] = True
                 slots_at[pc] = slots
+        self.slots_at = [tuple(x) for x in slots_at]  # register slots each lane-local instruction uses
+        self._span_slots: dict = {}
         self.region = np.full(n, -1, np.int64)  # region id of each lane-local pc (-1: not lane-local)
         self.hi = np.zeros(n, np.int64)  # the last pc a session started here gathers lanes up to
         self.slots: list = []  # register slots each region's ops use
@@ -85,6 +88,14 @@ class Plan:
                 if op.kind == C.BRA and a <= op.target <= t:
                     hi[op.target - a: t - a + 1] = np.maximum(hi[op.target - a: t - a + 1], t)
             self.hi[a:b + 1] = np.where(hi >= 0, hi, b)
+
+
+    def span_slots(self, lo: int) -> frozenset:
+        """The registers the instructions from `lo` to the end of its loop use."""
+        hit = self._span_slots.get(lo)
+        if hit is None:
+            hit = self._span_slots[lo] = frozenset().union(*self.slots_at[lo:int(self.hi[lo]) + 1])
+        return hit
 
 
 def plan_for(machine) -> Plan | None:
@@ -195,7 +206,9 @@ class Session:
         self.idx = np.flatnonzero(inside)
         self.parked = ~inside  # lanes the session leaves where they stand
         self.slots = self.plan.slots[self.rid]
-        self.sub = SubLanes(m.st, self.idx, self.slots)
+        live = self.plan.span_slots(lo)  # the others are gathered when an instruction needs them
+        self.dormant = set(self.slots) - live
+        self.sub = SubLanes(m.st, self.idx, live)
         self.gathered = list(self.sub.regs)
         self.written: set = set()
         self.owned: dict = {}
@@ -286,6 +299,8 @@ class Session:
                     self._absorb(P)  # (leaves the uniform mode)
                     upc = None
                 op = ops[P]
+                if self.dormant:
+                    self._wake(P)
                 if upc is not None:  # every gathered lane is at P
                     self.upend += 1
                     if op.kind != C.BRA:
@@ -342,6 +357,15 @@ class Session:
         _STEPS_RUN += taken
         return steps, div_steps, rot_last, taken
 
+    def _wake(self, P: int) -> None:
+        """Gather the registers the instruction at P uses that the session has not gathered (or dropped)."""
+        sub, st = self.sub, self.m.st
+        for s in self.plan.slots_at[P]:
+            if s in self.dormant:
+                r = st.regs[s]
+                sub.regs[s] = self.gathered[s] = r[self.idx] if np.ndim(r) else r
+                self.dormant.discard(s)
+
     def _to_uniform(self, P: int) -> None:
         self.upc = P
         self.upend = 0
@@ -387,6 +411,8 @@ class Session:
         self._note_writes()
         n = self.idx.size
         for s in self.slots:
+            if s in self.dormant:
+                continue
             v, p = sub.regs[s], st.regs[s]
             if not np.ndim(v) and not np.ndim(p) and v == p and np.result_type(v) == np.result_type(p):
                 continue  # uniform on both sides, and the same
@@ -418,7 +444,7 @@ class Session:
         if k == 0:
             return
         if 2 * k < sp.size or sp.size <= MIN_LANES:
-            if not eager or k == sp.size or int(np.count_nonzero(sp == lo)) != sp.size - k:
+            if not eager or k == sp.size or EAGER * k < sp.size or int(np.count_nonzero(sp == lo)) != sp.size - k:
                 return
         out = np.flatnonzero(idle)
         self._scatter(out)
@@ -434,7 +460,15 @@ class Session:
         if self.top is not None:
             self.top = self.top[keep]
         sub = self.sub
+        self._note_writes()
+        need = self.plan.span_slots(lo)
         for s in self.slots:
+            if s in self.dormant:
+                continue
+            if s not in need and s not in self.written:  # unchanged: the machine's copy is current
+                sub.regs[s] = self.gathered[s] = None
+                self.dormant.add(s)
+                continue
             v = sub.regs[s]
             if np.ndim(v):
                 sub.regs[s] = v[keep]
