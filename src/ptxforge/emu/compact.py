@@ -27,7 +27,7 @@ import numpy as np
 
 from ptxforge.emu import compiler as C
 from ptxforge.emu import ops_alu, ops_float, ops_video
-from ptxforge.emu.errors import InternalEmulatorError
+from ptxforge.emu.errors import InternalEmulatorError, MemoryFault
 from ptxforge.emu.progress import PROBE_STEPS, TICK_MASK
 from ptxforge.ptx import ir
 
@@ -266,7 +266,7 @@ class Session:
                     sp = self.sp
                     lo_s = int(sp.min())
                 lo = min(lo_s, self.parked_min)
-                if lo >= wait_bar or region[lo] != rid:
+                if lo >= wait_bar or (region[lo] != rid and lo_s == lo):
                     break
                 if lo_s == lo and (upc is not None or int(np.count_nonzero(sp == lo)) == sp.size):
                     others = m.nlive - self.idx.size  # live parked lanes
@@ -289,12 +289,18 @@ class Session:
                     else:
                         P = rot = min(x for x in (cs, cp) if x is not None)
                         parked_at_P = cp == P
-                        if region[P] != rid:
+                        if region[P] != rid and cs == P:
                             break
+                outside = region[P] != rid  # then only parked lanes stand at P
+                if outside and ops[P].kind not in (C.NORMAL, C.EXIT):
+                    break
                 # commit: this is the machine's step
                 div_steps, rot_last = nd, rot
                 steps = s1
                 taken += 1
+                if outside:
+                    self._parked_step(ops[P], P)
+                    continue
                 if parked_at_P:
                     self._absorb(P)  # (leaves the uniform mode)
                     upc = None
@@ -344,6 +350,8 @@ class Session:
                     self._compact()
         except BaseException as e:
             self._scatter_all()
+            if isinstance(e, MemoryFault):
+                raise m._locate(e, P) from None
             if isinstance(e, ValueError | TypeError | IndexError | KeyError | ZeroDivisionError | OverflowError):
                 op = ops[P]
                 raise InternalEmulatorError(f"{op.where}: {op.text}: internal error while emulating: "
@@ -356,6 +364,27 @@ class Session:
         global _STEPS_RUN
         _STEPS_RUN += taken
         return steps, div_steps, rot_last, taken
+
+    def _parked_step(self, op, P: int) -> None:
+        """The machine's step at P for parked lanes only (an ordinary op or an exit, which reads and writes
+        nothing of the gathered lanes), on the machine's own state."""
+        m = self.m
+        pcs = m.pcs
+        ex = self.parked & (pcs == P)
+        if m.retstack is not None:
+            keys = m.top_ret[ex]
+            kmin = keys.min()
+            if keys.max() != kmin:
+                ex = ex & (m.top_ret == kmin)
+        np.add(m.icount, 1, out=m.icount, where=ex)
+        if op.kind == C.NORMAL:
+            op.fn(m.st, ex)
+            np.copyto(pcs, P + 1, where=ex)
+        else:
+            g = m._guard(op, ex)
+            np.copyto(pcs, P + 1, where=ex)
+            m._exit(g)  # (may release parked lanes waiting at barriers)
+        self._parked_changed()
 
     def _wake(self, P: int) -> None:
         """Gather the registers the instruction at P uses that the session has not gathered (or dropped)."""
