@@ -381,3 +381,30 @@ def test_sanitized_launches_do_not_compact(monkeypatch):
     before = compact.steps_run()
     k.launch(grid=(1,), block=(256,), args=[out, seeds, ctr], sanitize=True)
     assert compact.steps_run() == before
+
+
+def test_a_parked_lanes_fault_during_a_session_names_its_instruction(monkeypatch):
+    """Warp 1 reaches a wild load while warp 0 loops (in a session); the rotation runs the load."""
+    from ptxforge.emu import MemoryFault
+
+    k = kernel("""
+    mov.u32 %r1, %tid.x;
+    setp.lt.u32 %p1, %r1, 32;
+    @%p1 bra $LOOP;
+    mov.u64 %rd1, 4096;
+    ld.global.u32 %r2, [%rd1];
+    ret;
+$LOOP:
+    add.u32 %r3, %r3, 1;
+    setp.lt.u32 %p2, %r3, 5000;
+    @%p2 bra $LOOP;
+    ret;""", ".param .u64 out")
+    msgs = []
+    for enabled in (False, True):
+        monkeypatch.setattr(compact, "ENABLED", enabled)
+        before = compact.steps_run()
+        with pytest.raises(MemoryFault) as e:
+            k.launch(grid=(1,), block=(64,), args=[None])
+        msgs.append((str(e.value), compact.steps_run() - before))
+    assert msgs[0][0] == msgs[1][0] and "compact.ptx:14: ld.global.u32" in msgs[0][0]
+    assert msgs[0][1] == 0 and msgs[1][1] > 0

@@ -2,23 +2,24 @@
 
 In a diverged wave the machine runs, each step, the instruction at the lowest pc for the lanes standing
 there, as a mask over every lane of the wave: a data-dependent loop that keeps a tenth of the lanes busy
-still pays for all of them. A *session* gathers the lanes standing in a run of lane-local instructions
-(integer, float and video arithmetic, conversions, moves, selects, predicates: ops that read and write only
-their own lane's registers, see `Plan`) and branches into short arrays, and steps those: the same steps, in
-the same order, as the machine itself would take (the lowest pc first, the periodic rotation, call
-contexts kept apart), each on the gathered lanes only.
+still pays for all of them. A *session* gathers the lanes standing in a loop of lane-local instructions
+(integer, float and video arithmetic, conversions, moves, selects, predicates, branches: ops that read and
+write only their own lane's registers and static special registers, see `Plan`) into short arrays and
+takes the machine's own steps, in the machine's order (the lowest pc first, the periodic rotation, call
+contexts kept apart), on them: without masks while they all stand at one pc, with masks over the gathered
+lanes only when they do not. Lanes that cannot run again before the loop ends (past its last backward
+branch) go back to the machine after a branch, and the rest are compacted. A parked (not gathered) lane
+whose turn comes joins the session at a lane-local instruction; at an ordinary op or an exit it runs on the
+machine's own state, which holds everything about it.
 
-A session never runs a step the machine could not: it stops, before changing anything, where the step is
-not lane-local, where a lane outside it stands at the pc to run (the machine then runs the lanes together,
-as it would have), where the wave reconverges, and at the watchdog's ticks (which read the machine's own
-arrays). Its registers, pcs and instruction counts are then scattered back. Lanes that cannot run again
-before the session's loop ends (standing past its last backward branch) are scattered back early and the
-rest compacted, so a loop whose lanes leave one by one keeps its arrays mostly busy.
-
-So every lane executes the same instructions in the same order, with the same companions at every
-instruction that is not lane-local (memory, warp-synchronous ops, barriers, calls), as before: shfl, vote,
-bar.warp.sync, barriers and reconvergence see exactly the schedule they always saw. Only the cost changes.
-Not used with the sanitizer (its wrappers track per-lane state of the whole wave).
+A session stops, before changing anything, where its own lanes reach an instruction that is not lane-local
+(memory, warp-synchronous ops, barriers, calls), where the wave reconverges, and at the watchdog's ticks and
+a Node's yields (they read the machine's arrays; while the watchdog probes, the steps at which it could find
+the probe's state again). It then writes its registers, pcs and instruction counts back. So every lane
+executes the same instructions in the same steps with the same companions as before: shfl, vote,
+bar.warp.sync, barriers, reconvergence, %clock and the watchdog see exactly the schedule they always saw
+(tests/emu/test_emu_compaction.py compares memory, counts and steps with sessions off). Only the cost
+changes. Not used with the sanitizer (its wrappers keep per-lane state of the whole wave).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ LANEWISE_OPCODES = (frozenset(ops_alu.BUILDERS) | frozenset(ops_float.BUILDERS) 
                     | {"cvta"}) - {"mapa", "getctarank", "addc", "subc", "madc"}
 DYNAMIC_SREGS = frozenset({"%clock", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"})
 ENABLED = True  # off: the machine steps every lane itself (tests compare the two)
-ENTER_FRACTION = 1.0  # a session starts when the lanes it would gather are at most this share of the wave
+ENTER_FRACTION = 1.0  # a session starts when the lanes it would gather are at most this share of the wave (any)
 EAGER = 8  # after a branch, compact when at least 1/EAGER of the lanes left the loop (and the rest stand together)
 MIN_LANES = 32  # a session compacts its arrays only while it holds more lanes than this
 SHORT_SESSION = 8  # sessions of a region that end sooner than this many steps, on average, are not worth it
@@ -351,7 +352,8 @@ class Session:
         except BaseException as e:
             self._scatter_all()
             if isinstance(e, MemoryFault):
-                raise m._locate(e, P) from None
+                e._pc = P  # (a parked lane's op): the machine names the instruction
+                raise
             if isinstance(e, ValueError | TypeError | IndexError | KeyError | ZeroDivisionError | OverflowError):
                 op = ops[P]
                 raise InternalEmulatorError(f"{op.where}: {op.text}: internal error while emulating: "

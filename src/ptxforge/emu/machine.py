@@ -5,6 +5,7 @@ Diverged: a pc per lane; each step runs the instruction at the lowest pc for the
 (min-pc scheduling reconverges at the immediate post-dominator for the code layouts nvcc and Triton
 emit), with a periodic rotation so lanes spinning on a flag cannot starve the lanes that set it.
 Lanes waiting at a barrier or for their warp carry a flag bit in their pc; exited lanes hold EXITED.
+Diverged steps of lane-local code run on the lanes standing there only (compact.py: the same steps).
 
 Blocks are placed on `num_sms` SMs up to the occupancy limit; resident blocks form one wave of lanes.
 Thread-block clusters: the CTAs of a cluster take consecutive slots of one wave (co-scheduled), in rank
@@ -615,7 +616,7 @@ class Machine:
                 else:
                     np.copyto(pcs, P + 1, where=ex)
         except MemoryFault as e:
-            raise self._locate(e, pc if conv else P) from None
+            raise self._locate(e, getattr(e, "_pc", pc if conv else P)) from None
         except (EmulatorError, KernelTrap):
             raise
         except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError) as e:
