@@ -38,7 +38,6 @@ LANEWISE_OPCODES = (frozenset(ops_alu.BUILDERS) | frozenset(ops_float.BUILDERS) 
 DYNAMIC_SREGS = frozenset({"%clock", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"})
 ENABLED = True  # off: the machine steps every lane itself (tests compare the two)
 ENTER_FRACTION = 1.0  # a session starts when the lanes it would gather are at most this share of the wave (any)
-EAGER = 8  # after a branch, compact when at least 1/EAGER of the lanes left the loop (and the rest stand together)
 MIN_LANES = 32  # a session compacts its arrays only while it holds more lanes than this
 SHORT_SESSION = 8  # sessions of a region that end sooner than this many steps, on average, are not worth it
 
@@ -475,7 +474,7 @@ class Session:
         if k == 0:
             return
         if 2 * k < sp.size or sp.size <= MIN_LANES:
-            if not eager or k == sp.size or EAGER * k < sp.size or int(np.count_nonzero(sp == lo)) != sp.size - k:
+            if not eager or k == sp.size or int(np.count_nonzero(sp == lo)) != sp.size - k:
                 return
         out = np.flatnonzero(idle)
         self._scatter(out)
