@@ -38,7 +38,7 @@ LANEWISE_OPCODES = (frozenset(ops_alu.BUILDERS) | frozenset(ops_float.BUILDERS) 
 DYNAMIC_SREGS = frozenset({"%clock", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"})
 ENABLED = True  # off: the machine steps every lane itself (tests compare the two)
 ENTER_FRACTION = 1.0  # a session starts when the lanes it would gather are at most this share of the wave (any)
-MIN_LANES = 32  # a session compacts its arrays only while it holds more lanes than this
+MIN_LANES = 32  # below this many lanes a session compacts only when the rest then stand together
 SHORT_SESSION = 8  # sessions of a region that end sooner than this many steps, on average, are not worth it
 
 
