@@ -184,10 +184,11 @@ class Session:
     The gathered lanes' registers live in `sub` (the region's slots only), their pcs in `sp` and their
     instruction counts since the start in `dic`; every other lane is parked, its state in the machine."""
 
-    def __init__(self, m, plan: Plan, lo: int):
+    def __init__(self, m, plan: Plan, lo: int, wait_bar: int, exited: int):
         self.m = m
         self.plan = plan
         self.rid = int(plan.region[lo])
+        self.wait_bar, self.exited = wait_bar, exited  # the machine's pc flags (machine.py imports this module)
 
     def start(self, lo: int, steps: int, dmask: int) -> bool:
         """Gather the lanes standing between `lo` (the wave's lowest pc) and the end of its loop; False
@@ -225,7 +226,7 @@ class Session:
     def _parked_changed(self) -> None:
         m = self.m
         pk = m.pcs[self.parked]
-        self.parked_min = int(pk.min()) if pk.size else _EXITED()
+        self.parked_min = int(pk.min()) if pk.size else self.exited
         probe = m.watch.probe
         self.parked_same = probe is not None and probe.pcs is not None and \
             bool(np.array_equal(pk, probe.pcs[self.parked]))
@@ -249,7 +250,7 @@ class Session:
         machine's converged ones on the gathered arrays: no masks, one count for all."""
         m, plan, ops = self.m, self.plan, self.m.ops
         region, rid = plan.region, self.rid
-        wait_bar = _WAIT_BAR()
+        wait_bar = self.wait_bar
         taken = 0
         check_at = 16
         P = -1
@@ -532,14 +533,3 @@ class Session:
         m.pcs[lanes] = self.sp[pos]
         m.icount[lanes] += self.dic[pos]
 
-
-def _WAIT_BAR() -> int:  # noqa: N802
-    from ptxforge.emu.machine import WAIT_BAR
-
-    return WAIT_BAR
-
-
-def _EXITED() -> int:  # noqa: N802
-    from ptxforge.emu.machine import EXITED
-
-    return EXITED

@@ -553,7 +553,7 @@ class Machine:
                         if plan.score[rid] < SHORT_SESSION:
                             plan.score[rid] += 0.05  # sessions here were short: try again now and then
                         else:
-                            session = Session(self, plan, lo)
+                            session = Session(self, plan, lo, WAIT_BAR, EXITED)
                             if session.start(lo, steps, dmask):
                                 steps, div_steps, rot_last, taken = session.run(steps, div_steps, rot_last,
                                                                                 dmask, ROTATE_EVERY)
