@@ -373,6 +373,8 @@ class Session:
         m = self.m
         pcs = m.pcs
         ex = self.parked & (pcs == P)
+        # the op may keep a register array (a cached ramp, an alias): scatters make new ones from here on
+        self.owned.clear()
         if m.retstack is not None:
             keys = m.top_ret[ex]
             kmin = keys.min()
@@ -526,7 +528,8 @@ class Session:
         for s in self.written:
             v = sub.regs[s]
             a = st.regs[s]
-            if self.owned.get(s) is not a:  # a private full copy: register arrays may be shared (mov, caches)
+            if self.owned.get(s) is not a:  # a private full copy: register arrays may be shared (mov, caches);
+                # in place only while nothing but this session has seen it
                 a = st.regs[s] = np.array(np.broadcast_to(a, (st.N,)), dtype=np.result_type(a, v))
                 self.owned[s] = a
             a[lanes] = v[pos] if np.ndim(v) else v
