@@ -5,6 +5,7 @@ Diverged: a pc per lane; each step runs the instruction at the lowest pc for the
 (min-pc scheduling reconverges at the immediate post-dominator for the code layouts nvcc and Triton
 emit), with a periodic rotation so lanes spinning on a flag cannot starve the lanes that set it.
 Lanes waiting at a barrier or for their warp carry a flag bit in their pc; exited lanes hold EXITED.
+Diverged steps of lane-local code run on the lanes standing there only (compact.py: the same steps).
 
 Blocks are placed on `num_sms` SMs up to the occupancy limit; resident blocks form one wave of lanes.
 Thread-block clusters: the CTAs of a cluster take consecutive slots of one wave (co-scheduled), in rank
@@ -19,6 +20,7 @@ import weakref
 import numpy as np
 
 from ptxforge.emu import op as C
+from ptxforge.emu.compact import ENTER_FRACTION, SHORT_SESSION, Session, plan_for
 from ptxforge.emu.errors import EmulatorError, InternalEmulatorError, KernelTrap, MemoryFault, WatchdogTimeout
 from ptxforge.emu.memory import LaneMemory
 from ptxforge.emu.op import EXITED, PC_MASK, WAIT_BAR, WAIT_WARP
@@ -481,6 +483,7 @@ class Machine:
         force = False
         rot_last = -1
         steps = 0
+        plan = plan_for(self)  # compacted stepping of lane-local code (compact.py), or None
         self.watch.new_wave()
         self.wave_steps = lambda: steps  # a closure: sees the live count (for %clock)
         # how often to check the watchdog (and, under a Node's scheduler, to yield to other launches)
@@ -585,6 +588,18 @@ class Machine:
                     pc = lo
                     continue
                 force = False
+                if plan is not None and nex <= ENTER_FRACTION * st.N and (div_steps + 1) % ROTATE_EVERY:
+                    rid = plan.region[lo]
+                    if rid >= 0:
+                        if plan.score[rid] < SHORT_SESSION:
+                            plan.score[rid] += 0.05  # sessions here were short: try again now and then
+                        else:
+                            session = Session(self, plan, lo, WAIT_BAR, EXITED)
+                            if session.start(lo, steps, dmask):
+                                steps, div_steps, rot_last, taken = session.run(steps, div_steps, rot_last,
+                                                                                dmask, ROTATE_EVERY)
+                                if taken:
+                                    continue
                 P = lo
                 div_steps += 1
                 if div_steps % ROTATE_EVERY == 0:
@@ -642,7 +657,7 @@ class Machine:
                 else:
                     np.copyto(pcs, P + 1, where=ex)
         except MemoryFault as e:
-            raise self._locate(e, pc if conv else P) from None
+            raise self._locate(e, getattr(e, "_pc", pc if conv else P)) from None
         except (EmulatorError, KernelTrap):
             raise
         except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError) as e:

@@ -1,0 +1,538 @@
+"""Divergent stretches of lane-local code, run on the lanes standing in them only.
+
+In a diverged wave the machine runs, each step, the instruction at the lowest pc for the lanes standing
+there, as a mask over every lane of the wave: a data-dependent loop that keeps a tenth of the lanes busy
+still pays for all of them. A *session* gathers the lanes standing in a loop of lane-local instructions
+(integer, float and video arithmetic, conversions, moves, selects, predicates, branches: ops that read and
+write only their own lane's registers and static special registers, see `Plan`) into short arrays and
+takes the machine's own steps, in the machine's order (the lowest pc first, the periodic rotation, call
+contexts kept apart), on them: without masks while they all stand at one pc, with masks over the gathered
+lanes only when they do not. Lanes that cannot run again before the loop ends (past its last backward
+branch) go back to the machine after a branch, and the rest are compacted. A parked (not gathered) lane
+whose turn comes joins the session at a lane-local instruction; at an ordinary op or an exit it runs on the
+machine's own state, which holds everything about it.
+
+A session stops, before changing anything, where its own lanes reach an instruction that is not lane-local
+(memory, warp-synchronous ops, barriers, calls), where the wave reconverges, and at the watchdog's ticks and
+a Node's yields (they read the machine's arrays; while the watchdog probes, the steps at which it could find
+the probe's state again). It then writes its registers, pcs and instruction counts back. So every lane
+executes the same instructions in the same steps with the same companions as before: shfl, vote,
+bar.warp.sync, barriers, reconvergence, %clock and the watchdog see exactly the schedule they always saw
+(tests/emu/test_emu_compaction.py compares memory, counts and steps with sessions off). Only the cost
+changes. Not used with the sanitizer (its wrappers keep per-lane state of the whole wave).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ptxforge.emu import op as C
+from ptxforge.emu import ops_alu, ops_float, ops_video
+from ptxforge.emu.errors import InternalEmulatorError, MemoryFault
+from ptxforge.emu.progress import PROBE_STEPS, TICK_MASK
+from ptxforge.ptx import ir
+
+# opcodes whose ops touch nothing but the registers (and static special registers) of their own lane
+LANEWISE_OPCODES = (frozenset(ops_alu.BUILDERS) | frozenset(ops_float.BUILDERS) | frozenset(ops_video.BUILDERS)
+                    | {"cvta"}) - {"mapa", "getctarank", "addc", "subc", "madc"}
+DYNAMIC_SREGS = frozenset({"%clock", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"})
+ENABLED = True  # off: the machine steps every lane itself (tests compare the two)
+ENTER_FRACTION = 1.0  # a session starts when the lanes it would gather are at most this share of the wave (any)
+MIN_LANES = 32  # below this many lanes a session compacts only when the rest then stand together
+SHORT_SESSION = 8  # sessions of a region that end sooner than this many steps, on average, are not worth it
+
+
+_STEPS_RUN = 0
+
+
+def steps_run() -> int:
+    """Machine steps taken by sessions in this process so far (for tests and benchmarks)."""
+    return _STEPS_RUN
+
+
+class Plan:
+    """Per kernel layout: which pcs are lane-local, their regions, loops and registers."""
+
+    def __init__(self, layout, ops):
+        n = len(ops)
+        ok = np.zeros(n, bool)
+        slots_at: list = [()] * n
+        for pc, (placed, op) in enumerate(zip(layout.placed, ops, strict=True)):
+            slots = _lanewise_slots(layout, placed, op)
+            if slots is not None:
+                ok[pc] = True
+                slots_at[pc] = slots
+        self.slots_at = [tuple(x) for x in slots_at]  # register slots each lane-local instruction uses
+        self._span_slots: dict = {}
+        self.region = np.full(n, -1, np.int64)  # region id of each lane-local pc (-1: not lane-local)
+        self.hi = np.zeros(n, np.int64)  # the last pc a session started here gathers lanes up to
+        self.slots: list = []  # register slots each region's ops use
+        self.score: list = []  # running mean of each region's session lengths
+        self.steps_taken = 0  # steps run by sessions, all launches (for tests and benchmarks)
+        pc = 0
+        while pc < n:
+            if not ok[pc]:
+                pc += 1
+                continue
+            a = pc
+            while pc < n and ok[pc]:
+                pc += 1
+            b = pc - 1
+            rid = len(self.slots)
+            self.region[a:b + 1] = rid
+            self.slots.append(sorted(set().union(*slots_at[a:b + 1])))
+            self.score.append(float(4 * SHORT_SESSION))
+            hi = np.full(b - a + 1, -1, np.int64)
+            for t in range(a, b + 1):  # a backward branch at t: its loop's lanes stay within [target, t]
+                op = ops[t]
+                if op.kind == C.BRA and a <= op.target <= t:
+                    hi[op.target - a: t - a + 1] = np.maximum(hi[op.target - a: t - a + 1], t)
+            self.hi[a:b + 1] = np.where(hi >= 0, hi, b)
+
+
+    def span_slots(self, lo: int) -> frozenset:
+        """The registers the instructions from `lo` to the end of its loop use."""
+        hit = self._span_slots.get(lo)
+        if hit is None:
+            hit = self._span_slots[lo] = frozenset().union(*self.slots_at[lo:int(self.hi[lo]) + 1])
+        return hit
+
+
+def plan_for(machine) -> Plan | None:
+    """The kernel's plan (kept with its layout), or None where sessions must not run."""
+    if not ENABLED or machine.sanitizer is not None:
+        return None
+    lay = machine.layout
+    plan = lay.__dict__.get("_compact_plan")
+    if plan is None or len(plan.region) != len(machine.ops):
+        plan = lay.__dict__["_compact_plan"] = Plan(lay, machine.ops)
+    return plan
+
+
+def _lanewise_slots(layout, placed, op):
+    """The register slots an instruction uses if it is lane-local (or a branch), else None."""
+    ins = placed.ins
+    if op.kind == C.BRA:
+        pass
+    elif op.kind != C.NORMAL or ins.opcode not in LANEWISE_OPCODES or ins.has("cc"):
+        return None
+    slots: set = set()
+    if ins.guard is not None:
+        hit = placed.scope.get(ins.guard.predicate)
+        if not isinstance(hit, tuple):
+            return None
+        slots.add(hit[1])
+    if op.kind == C.BRA:
+        return slots
+    for o in ins.operands:
+        if not _operand_slots(layout, placed, o, slots):
+            return None
+    return slots
+
+
+def _operand_slots(layout, placed, o, slots: set) -> bool:
+    if isinstance(o, ir.Immediate | ir.Sink):
+        return True
+    if isinstance(o, ir.SpecialRegister):
+        return o.name not in DYNAMIC_SREGS
+    if isinstance(o, ir.Negated | ir.Minus):
+        return _operand_slots(layout, placed, o.operand, slots)
+    if isinstance(o, ir.RegisterOffset):
+        return _operand_slots(layout, placed, o.register, slots)
+    if isinstance(o, ir.Vector):
+        return all(_operand_slots(layout, placed, e, slots) for e in o.elements)
+    if isinstance(o, ir.PredPair):
+        return _operand_slots(layout, placed, o.first, slots) and _operand_slots(layout, placed, o.second, slots)
+    if isinstance(o, ir.Register | ir.Symbol):
+        hit = layout.lookup(placed, o.name)
+        if isinstance(hit, tuple):
+            slots.add(hit[1])
+            return True
+        # addresses and pcs are constants; .local (frame base) and .param variables are per-lane storage
+        return hit is not None and getattr(hit, "kind", None) in ("global", "shared", "kparam", "func", "label")
+    return False
+
+
+class SubLanes:
+    """What an op sees of the gathered lanes: their registers and special registers (duck-types LaneState)."""
+
+    def __init__(self, st, idx: np.ndarray, slots):
+        self.parent = st
+        self.N = idx.size
+        self.idx = idx
+        self.live = None
+        self.regs = [None] * len(st.regs)  # only the region's registers are gathered
+        for s in slots:
+            r = st.regs[s]
+            self.regs[s] = r[idx] if np.ndim(r) else r
+        self.sregs: dict = {}
+
+    def sreg(self, name: str):
+        v = self.sregs.get(name)
+        if v is None:
+            v = self.parent.sreg(name)
+            v = self.sregs[name] = v[self.idx] if np.ndim(v) else v
+        return v
+
+    def live_mask(self) -> np.ndarray:
+        return np.ones(self.N, bool)
+
+
+class Session:
+    """One stretch of compacted stepping, started at the wave's lowest pc `lo` (see `start`, `run`).
+
+    The gathered lanes' registers live in `sub` (the region's slots only), their pcs in `sp` and their
+    instruction counts since the start in `dic`; every other lane is parked, its state in the machine."""
+
+    def __init__(self, m, plan: Plan, lo: int, wait_bar: int, exited: int):
+        self.m = m
+        self.plan = plan
+        self.rid = int(plan.region[lo])
+        self.wait_bar, self.exited = wait_bar, exited  # the machine's pc flags (machine.py imports this module)
+
+    def start(self, lo: int, steps: int, dmask: int) -> bool:
+        """Gather the lanes standing between `lo` (the wave's lowest pc) and the end of its loop; False
+        (nothing done) when they are too many for gathering to pay, or the next step is the watchdog's."""
+        m = self.m
+        s1 = steps + 1
+        if s1 & dmask == 0:
+            probe = m.watch.probe
+            if probe is None or s1 & TICK_MASK == 0 or s1 - probe.steps > PROBE_STEPS:
+                return False
+        pcs = m.pcs
+        inside = pcs <= self.plan.hi[lo]  # every pc is >= lo, the lowest
+        n = int(np.count_nonzero(inside))
+        if n > ENTER_FRACTION * pcs.size:
+            return False
+        self.idx = np.flatnonzero(inside)
+        self.parked = ~inside  # lanes the session leaves where they stand
+        self.slots = self.plan.slots[self.rid]
+        live = self.plan.span_slots(lo)  # the others are gathered when an instruction needs them
+        self.dormant = set(self.slots) - live
+        self.sub = SubLanes(m.st, self.idx, live)
+        self.gathered = list(self.sub.regs)
+        self.written: set = set()
+        self.owned: dict = {}
+        self.sp = pcs[self.idx]
+        self.dic = np.zeros(self.idx.size, np.int64)
+        self.top = m.top_ret[self.idx] if m.retstack is not None else None
+        self.upc = None  # the pc of every gathered lane, while they all stand at one
+        self.upend = 0  # steps they all ran in that mode, not yet in `dic`
+        probe = m.watch.probe
+        self.ppc = probe.pcs[self.idx] if probe is not None and probe.pcs is not None else None
+        self._parked_changed()
+        return True
+
+    def _parked_changed(self) -> None:
+        m = self.m
+        pk = m.pcs[self.parked]
+        self.parked_min = int(pk.min()) if pk.size else self.exited
+        probe = m.watch.probe
+        self.parked_same = probe is not None and probe.pcs is not None and \
+            bool(np.array_equal(pk, probe.pcs[self.parked]))
+
+    def _tick_free(self, s1: int) -> bool:
+        """True when the machine's watchdog tick at step `s1` would only find that it is still probing (its
+        state is not where the probe's snapshot was), so the session may take the step itself."""
+        probe = self.m.watch.probe
+        if probe is None or s1 & TICK_MASK == 0 or s1 - probe.steps > PROBE_STEPS:
+            return False
+        if probe.pcs is None or not self.parked_same:
+            return True
+        if self.upc is not None:
+            return not bool((self.ppc == self.upc).all())
+        return not np.array_equal(self.sp, self.ppc)
+
+    def run(self, steps: int, div_steps: int, rot_last: int, dmask: int, rotate_every: int):
+        """Take the machine's steps until it must take over; returns (steps, div_steps, rot_last, steps taken).
+
+        While every gathered lane stands at one pc (`upc`; a loop all of them still run) the steps are the
+        machine's converged ones on the gathered arrays: no masks, one count for all."""
+        m, plan, ops = self.m, self.plan, self.m.ops
+        region, rid = plan.region, self.rid
+        wait_bar = self.wait_bar
+        taken = 0
+        check_at = 16
+        P = -1
+        sub = self.sub
+        try:
+            while True:
+                s1 = steps + 1
+                if s1 & dmask == 0 and not self._tick_free(s1):
+                    break  # the watchdog's tick (and a Node's yield) look at the machine's own state
+                upc = self.upc
+                if upc is not None:
+                    lo_s = upc
+                else:
+                    sp = self.sp
+                    lo_s = int(sp.min())
+                lo = min(lo_s, self.parked_min)
+                if lo >= wait_bar or (region[lo] != rid and lo_s == lo):
+                    break
+                if lo_s == lo and (upc is not None or int(np.count_nonzero(sp == lo)) == sp.size):
+                    others = m.nlive - self.idx.size  # live parked lanes
+                    if others == 0 or (self.parked_min == lo and
+                                       others == np.count_nonzero(self.parked & (m.pcs == lo))):
+                        break  # every live lane stands at lo: the machine reconverges the wave
+                nd = div_steps + 1
+                P, rot, parked_at_P = lo, rot_last, self.parked_min == lo
+                if nd % rotate_every == 0:  # the machine's rotation, over our lanes and the parked ones
+                    if upc is not None:
+                        cs = upc if upc > rot_last else None
+                    else:
+                        c = sp[sp > rot_last]
+                        cs = int(c.min()) if c.size else None
+                    pk = m.pcs[self.parked]
+                    pk = pk[(pk > rot_last) & (pk < wait_bar)]
+                    cp = int(pk.min()) if pk.size else None
+                    if cs is None and cp is None:
+                        rot = -1
+                    else:
+                        P = rot = min(x for x in (cs, cp) if x is not None)
+                        parked_at_P = cp == P
+                        if region[P] != rid and cs == P:
+                            break
+                outside = region[P] != rid  # then only parked lanes stand at P
+                if outside and ops[P].kind not in (C.NORMAL, C.EXIT):
+                    break
+                # commit: this is the machine's step
+                div_steps, rot_last = nd, rot
+                steps = s1
+                taken += 1
+                if outside:
+                    self._parked_step(ops[P], P)
+                    continue
+                if parked_at_P:
+                    self._absorb(P)  # (leaves the uniform mode)
+                    upc = None
+                op = ops[P]
+                if self.dormant:
+                    self._wake(P)
+                if upc is not None:  # every gathered lane is at P
+                    self.upend += 1
+                    if op.kind != C.BRA:
+                        op.fn(sub, None)
+                        self.upc = P + 1
+                    elif self._branch_uniform(op, P):
+                        self._compact(eager=True)  # lanes that left the loop go back to the machine
+                    continue
+                sp = self.sp
+                ex = sp == P
+                nex = int(np.count_nonzero(ex))
+                if self.top is not None:
+                    keys = self.top[ex]
+                    kmin = keys.min()
+                    if keys.max() != kmin:
+                        ex = ex & (self.top == kmin)
+                        nex = int(np.count_nonzero(ex))
+                if nex == sp.size and (self.top is None or self.top.min() == self.top.max()):
+                    self._to_uniform(P)  # every gathered lane is here: run on without masks
+                    self.upend += 1
+                    if op.kind != C.BRA:
+                        op.fn(sub, None)
+                        self.upc = P + 1
+                    elif self._branch_uniform(op, P):
+                        self._compact(eager=True)
+                    continue
+                np.add(self.dic, 1, out=self.dic, where=ex)
+                if op.kind == C.BRA:
+                    g = ex
+                    if op.guard is not None:
+                        p = sub.regs[op.guard[0]]
+                        g = ex & (~p if op.guard[1] else p)
+                    np.copyto(sp, P + 1, where=ex)
+                    np.copyto(sp, op.target, where=g)
+                    self._compact(eager=True)
+                else:
+                    op.fn(sub, None if nex == sp.size else ex)
+                    np.copyto(sp, P + 1, where=ex)
+                if taken >= check_at:
+                    check_at = taken + 16
+                    self._compact()
+        except BaseException as e:
+            self._scatter_all()
+            if isinstance(e, MemoryFault):
+                e._pc = P  # (a parked lane's op): the machine names the instruction
+                raise
+            if isinstance(e, ValueError | TypeError | IndexError | KeyError | ZeroDivisionError | OverflowError):
+                op = ops[P]
+                raise InternalEmulatorError(f"{op.where}: {op.text}: internal error while emulating: "
+                                            f"{type(e).__name__}: {e}") from e
+            raise
+        self._scatter_all()
+        sc = plan.score
+        sc[rid] = 0.5 * sc[rid] + 0.5 * taken
+        plan.steps_taken += taken
+        global _STEPS_RUN
+        _STEPS_RUN += taken
+        return steps, div_steps, rot_last, taken
+
+    def _parked_step(self, op, P: int) -> None:
+        """The machine's step at P for parked lanes only (an ordinary op or an exit, which reads and writes
+        nothing of the gathered lanes), on the machine's own state."""
+        m = self.m
+        pcs = m.pcs
+        ex = self.parked & (pcs == P)
+        # the op may keep a register array (a cached ramp, an alias): scatters make new ones from here on
+        self.owned.clear()
+        if m.retstack is not None:
+            keys = m.top_ret[ex]
+            kmin = keys.min()
+            if keys.max() != kmin:
+                ex = ex & (m.top_ret == kmin)
+        np.add(m.icount, 1, out=m.icount, where=ex)
+        if op.kind == C.NORMAL:
+            op.fn(m.st, ex)
+            np.copyto(pcs, P + 1, where=ex)
+        else:
+            g = m._guard(op, ex)
+            np.copyto(pcs, P + 1, where=ex)
+            m._exit(g)  # (may release parked lanes waiting at barriers)
+        self._parked_changed()
+
+    def _wake(self, P: int) -> None:
+        """Gather the registers the instruction at P uses that the session has not gathered (or dropped)."""
+        sub, st = self.sub, self.m.st
+        for s in self.plan.slots_at[P]:
+            if s in self.dormant:
+                r = st.regs[s]
+                sub.regs[s] = self.gathered[s] = r[self.idx] if np.ndim(r) else r
+                self.dormant.discard(s)
+
+    def _to_uniform(self, P: int) -> None:
+        self.upc = P
+        self.upend = 0
+
+    def _from_uniform(self) -> None:
+        """Per-lane pcs and counts again (a branch split the gathered lanes, or lanes join them)."""
+        if self.upc is None:
+            return
+        self.sp = np.full(self.idx.size, self.upc, np.int32)
+        self.dic += self.upend
+        self.upc = None
+        self.upend = 0
+
+    def _branch_uniform(self, op, P: int) -> bool:
+        """A branch taken by every gathered lane at P; True when it split them."""
+        if op.guard is None:
+            self.upc = op.target
+            return False
+        p = self.sub.regs[op.guard[0]]
+        if op.guard[1]:
+            p = ~p
+        if np.ndim(p) == 0:
+            self.upc = op.target if p else P + 1
+            return False
+        nt = int(np.count_nonzero(p))
+        if nt == 0 or nt == p.size:
+            self.upc = op.target if nt else P + 1
+            return False
+        self._from_uniform()
+        self.sp = np.where(p, np.int32(op.target), np.int32(P + 1)).astype(np.int32)
+        return True
+
+    def _scatter_all(self) -> None:
+        self._from_uniform()
+        self._scatter(np.arange(self.sp.size))
+
+    def _absorb(self, P: int) -> None:
+        """Gather the parked lanes standing at P (the step runs them with ours)."""
+        m, sub = self.m, self.sub
+        st = m.st
+        add = np.flatnonzero(self.parked & (m.pcs == P))
+        self._from_uniform()
+        self._note_writes()
+        n = self.idx.size
+        for s in self.slots:
+            if s in self.dormant:
+                continue
+            v, p = sub.regs[s], st.regs[s]
+            if not np.ndim(v) and not np.ndim(p) and v == p and np.result_type(v) == np.result_type(p):
+                continue  # uniform on both sides, and the same
+            sub.regs[s] = np.concatenate([np.broadcast_to(v, (n,)), np.broadcast_to(p, (st.N,))[add]])
+            self.gathered[s] = sub.regs[s]
+        sub.sregs.clear()
+        self.idx = np.concatenate([self.idx, add])
+        self.sp = np.concatenate([self.sp, m.pcs[add]])
+        self.dic = np.concatenate([self.dic, np.zeros(add.size, np.int64)])
+        if self.top is not None:
+            self.top = np.concatenate([self.top, m.top_ret[add]])
+        if self.ppc is not None:
+            self.ppc = np.concatenate([self.ppc, m.watch.probe.pcs[add]])
+        sub.idx, sub.N = self.idx, self.idx.size
+        self.parked[add] = False
+        self._parked_changed()
+
+    def _compact(self, eager: bool = False) -> None:
+        """Scatter back the lanes that stand past the loop being run, and keep the rest: when they are half
+        of the gathered lanes, or (`eager`, after a branch) when the rest then stand at one pc."""
+        if self.upc is not None:
+            return
+        sp = self.sp
+        lo = int(sp.min())
+        if self.plan.region[lo] != self.rid:
+            return
+        idle = sp > self.plan.hi[lo]
+        k = int(np.count_nonzero(idle))
+        if k == 0:
+            return
+        if 2 * k < sp.size or sp.size <= MIN_LANES:
+            if not eager or k == sp.size or int(np.count_nonzero(sp == lo)) != sp.size - k:
+                return
+        out = np.flatnonzero(idle)
+        self._scatter(out)
+        self.parked[self.idx[out]] = True
+        self.parked_min = min(self.parked_min, int(sp[out].min()))
+        keep = ~idle
+        if self.ppc is not None:
+            self.parked_same = self.parked_same and bool(np.array_equal(sp[out], self.ppc[out]))
+            self.ppc = self.ppc[keep]
+        self.idx = self.idx[keep]
+        self.sp = sp[keep]
+        self.dic = self.dic[keep]
+        if self.top is not None:
+            self.top = self.top[keep]
+        sub = self.sub
+        self._note_writes()
+        need = self.plan.span_slots(lo)
+        for s in self.slots:
+            if s in self.dormant:
+                continue
+            if s not in need and s not in self.written:  # unchanged: the machine's copy is current
+                sub.regs[s] = self.gathered[s] = None
+                self.dormant.add(s)
+                continue
+            v = sub.regs[s]
+            if np.ndim(v):
+                sub.regs[s] = v[keep]
+            self.gathered[s] = sub.regs[s]
+        for name, v in sub.sregs.items():
+            if np.ndim(v):
+                sub.sregs[name] = v[keep]
+        sub.idx, sub.N = self.idx, self.idx.size
+        if int(self.sp.max()) == lo and (self.top is None or self.top.min() == self.top.max()):
+            self._to_uniform(lo)
+
+    def _note_writes(self) -> None:
+        sub = self.sub
+        for s in self.slots:
+            if sub.regs[s] is not self.gathered[s]:
+                self.written.add(s)
+
+    def _scatter(self, pos: np.ndarray) -> None:
+        """Write the registers, pcs and instruction counts of gathered lanes `pos` back to the machine."""
+        m, sub = self.m, self.sub
+        st = m.st
+        lanes = self.idx[pos]
+        self._note_writes()
+        for s in self.written:
+            v = sub.regs[s]
+            a = st.regs[s]
+            if self.owned.get(s) is not a:  # a private full copy: register arrays may be shared (mov, caches);
+                # in place only while nothing but this session has seen it
+                a = st.regs[s] = np.array(np.broadcast_to(a, (st.N,)), dtype=np.result_type(a, v))
+                self.owned[s] = a
+            a[lanes] = v[pos] if np.ndim(v) else v
+        m.pcs[lanes] = self.sp[pos]
+        m.icount[lanes] += self.dic[pos]
+
