@@ -88,10 +88,10 @@ def ipc_open_mem_handle(handle: CudaIpcHandle, device: Any) -> int:
     handle twice returns the same address (the driver counts the opens; close each)."""
     if not isinstance(handle, CudaIpcHandle):
         raise CudaIpcError(f"ipc_open_mem_handle takes a CudaIpcHandle, not {type(handle).__name__}")
-    dev = _cuda(device, "ipc_open_mem_handle")
     if handle.pid == os.getpid():
         raise CudaIpcError(f"ipc_open_mem_handle: {handle!r} was made in this process; use the buffer's "
                            f"address ({handle.address:#x}) directly")
+    dev = _cuda(device, "ipc_open_mem_handle")
     d = driver()
     dev.make_current()
     ptr = check(d.cuIpcOpenMemHandle(handle_from_bytes(handle.raw),
