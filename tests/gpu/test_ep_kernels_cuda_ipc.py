@@ -26,8 +26,8 @@ PRELOAD = ("ep_checks", "kernel_cases", "ep_cuda_ranks")
 @pytest.mark.parametrize("world", [2, 4])
 def test_kernels_backend_on_one_gpu_is_bit_identical_to_torch(world):
     # forkserver, not fork: this process has initialized CUDA, which a forked child cannot use
-    ref = run_ranks(torch_rank, world, timeout_s=120, start="forkserver", preload=PRELOAD)
-    got = run_ranks(ep_cuda_ranks.kernels_cuda_rank, world, timeout_s=240, start="forkserver", preload=PRELOAD)
+    ref = run_ranks(torch_rank, world, timeout_s=60, start="forkserver", preload=PRELOAD)
+    got = run_ranks(ep_cuda_ranks.kernels_cuda_rank, world, timeout_s=90, start="forkserver", preload=PRELOAD)
     for r in range(world):
         assert set(got[r]) == set(ref[r])
         for key in ref[r]:

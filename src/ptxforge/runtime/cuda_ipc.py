@@ -77,7 +77,7 @@ def ipc_get_mem_handle(buf: Any, device: Any = None) -> CudaIpcHandle:
     alloc = getattr(buf, "allocation", None)
     nbytes = int(getattr(alloc, "size", getattr(buf, "nbytes", 0)))
     dev.make_current()
-    h = check(driver().cuIpcGetMemHandle(address), "cuIpcGetMemHandle",
+    h = check(driver().cuIpcGetMemHandle(getattr(alloc, "handle", address)), "cuIpcGetMemHandle",
               f"({getattr(buf, 'name', '') or f'{address:#x}'} on {dev.description})")
     return CudaIpcHandle(handle_bytes(h), nbytes, os.getpid(), int(dev.ordinal), address,
                          str(getattr(buf, "name", "") or ""))
@@ -95,7 +95,7 @@ def ipc_open_mem_handle(handle: CudaIpcHandle, device: Any) -> int:
     d = driver()
     dev.make_current()
     ptr = check(d.cuIpcOpenMemHandle(handle_from_bytes(handle.raw),
-                                     d.CUipcMem_flags.CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+                                     int(d.CUipcMem_flags.CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)),
                 "cuIpcOpenMemHandle", f"({handle!r} on {dev.description})")
     address = int(ptr)
     nbytes, count = dev.ipc_opened.get(address, (handle.nbytes, 0))
