@@ -18,12 +18,13 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ptxforge.errors import LaunchError
 from ptxforge.runtime.cuda_driver import check, driver
 
 HANDLE_BYTES = 64  # CU_IPC_HANDLE_SIZE
 
 
-class CudaIpcError(ValueError):
+class CudaIpcError(LaunchError):
     """A CUDA IPC handle used where it cannot be (its own process, a wrong device, a closed address)."""
 
 
