@@ -4,8 +4,8 @@
 # Uses the machine's python3 (numpy, ml_dtypes, cuda-bindings, pytest, torch) with src/ on PYTHONPATH;
 # nothing is installed. Runs: the GPU tests (tests/gpu), the DSL examples on emu and cuda, the runtime
 # tests, the emulator's corpus tests with the GPU as default device, `ptxforge demo` (GPU section included),
-# and the vector-add benchmark against torch.
-# Prints a short table last. Each step has a time limit; the whole run stays under 8 minutes.
+# the vector-add benchmark against torch, and ptxforge.ep's backend="kernels" over CUDA IPC (ep-cuda-ipc).
+# Prints a short table last. Each step has a time limit; the limits add up to about 12 minutes.
 set -uo pipefail
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
@@ -32,8 +32,11 @@ command -v ptxas >/dev/null && ptxas --version | tail -1 || echo "no ptxas on PA
 rm -f "$OUT/approx_vs_gpu.tsv"
 # One pytest process per GPU test file: a kernel fault (illegal address or instruction) ends the CUDA
 # context of its process, so it must not take the other files' tests down with it.
-step gpu-tests 200 bash -c 'rc=0; for f in tests/gpu/test_*.py; do "$0" -m pytest -p no:cacheprovider "$f" || rc=1; done
-  exit $rc' "$PY"
+step gpu-tests 200 bash -c 'rc=0; for f in tests/gpu/test_*.py; do [ "$f" = tests/gpu/test_ep_kernels_cuda_ipc.py ] && continue
+  "$0" -m pytest -p no:cacheprovider "$f" || rc=1; done; exit $rc' "$PY"
+# backend="kernels" on the GPU: 2 and 4 processes on the one GPU share buffers by CUDA IPC, BF16 and FP8 at
+# num_sms 2, 4, 20, bit-identical to the torch backend
+step ep-cuda-ipc 150 "$PY" -m pytest -p no:cacheprovider tests/gpu/test_ep_kernels_cuda_ipc.py
 step dsl-both 60 "$PY" -m pytest -p no:cacheprovider tests/dsl/test_dsl_examples.py
 step runtime 60 "$PY" -m pytest -p no:cacheprovider tests/runtime
 # The emulator's corpus tests with launches defaulting to the GPU: the same numpy checks, now on hardware.
@@ -53,7 +56,7 @@ echo
 echo "== summary ($(cat "$LOGS/gpu.txt"))"
 printf '%s\n' "${status[@]}"
 echo "gpu-tests: $(grep -h -E "^=+ .*[0-9]+ (passed|failed)" "$LOGS/gpu-tests.log" | sed 's/=//g' | paste -sd';')"
-for f in dsl-both runtime corpus-gpu; do echo "$f: $(grep -h -E "[0-9]+ (passed|failed)" "$LOGS/$f.log" | tail -1)"; done
+for f in ep-cuda-ipc dsl-both runtime corpus-gpu; do echo "$f: $(grep -h -E "[0-9]+ (passed|failed)" "$LOGS/$f.log" | tail -1)"; done
 grep -E "GB/s|torch.add|overhead|DSL vadd|nvcc vadd" "$LOGS/bench.log" | tail -12
 [ -f "$OUT/approx_vs_gpu.tsv" ] && (column -t -s $'\t' "$OUT/approx_vs_gpu.tsv" 2>/dev/null || cat "$OUT/approx_vs_gpu.tsv")
 grep -h "^FAILED" "$LOGS"/*.log | head -30

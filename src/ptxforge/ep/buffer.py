@@ -89,18 +89,18 @@ class Buffer:
                                "(backend='kernels' on one node)")
         return self._comm_rank.sm_map()
 
-    def _comm(self):
-        """This rank's `CommRank`: on CPU (gloo), an emulated GPU whose memory the other ranks' processes map
-        through emulator IPC handles; on GPUs, not implemented."""
+    def _comm(self, like=None):
+        """This rank's `CommRank`, made at the first dispatch: on GPUs (an NCCL group, or CUDA inputs `like`),
+        the rank's CUDA GPU, its buffer shared with the other ranks' processes by CUDA IPC handles (several
+        ranks may share one GPU) and the kernels confined to `num_sms` persistent blocks; on CPU (gloo), an
+        emulated GPU whose memory the other ranks' processes map through emulator IPC handles."""
         if self._comm_rank is None:
             from ptxforge.ep import kernel_backend as KB
             from ptxforge.ep.intranode import CommRank
 
-            if self.transport.device.type == "cuda":
-                raise NotImplementedError(
-                    "ptxforge.ep backend='kernels' on GPUs (buffers shared by CUDA IPC handles, a green context of "
-                    "num_sms SMs) is not implemented: it has never run here (no GPU). Use backend='torch' on GPUs")
-            dev = KB.ipc_device_for(self.rank, self.group_size)
+            on_gpu = self.transport.device.type == "cuda" or (like is not None and like.device.type == "cuda")
+            ordinal = like.device.index if like is not None and like.device.type == "cuda" else None
+            dev = KB.comm_device(self.rank, self.group_size, "cuda" if on_gpu else "emu", ordinal)
             self._comm_rank = CommRank(self.rank, self.group_size, dev, KB.IpcFabric(dev, self.group,
                                                                                       self.group_size))
         return self._comm_rank
@@ -377,7 +377,7 @@ class Buffer:
                           expert_alignment, num_worst_tokens, config, stats):
         from ptxforge.ep import kernel_backend as KB
 
-        comm = self._comm()
+        comm = self._comm(x)
         cached = handle is not None
         if cached:
             in_rank, per_expert, tun = handle.is_token_in_rank, torch.zeros(num_experts, dtype=torch.int32), \
@@ -415,7 +415,7 @@ class Buffer:
     def _combine_kernels(self, x, handle, topk_weights, bias, config, stats):
         from ptxforge.ep import kernel_backend as KB
 
-        comm = self._comm()
+        comm = self._comm(x)
         tun = KB.tunables(config or self.get_combine_config(self.group_size), handle._tunables.num_sms)
         result = KB.drive(KB.start_combine(comm, x, topk_weights, bias, handle, tun), comm.device)
         fmt = RowFormat([Field("x", torch.bfloat16, x.shape[1], "payload"),

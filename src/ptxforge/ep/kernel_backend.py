@@ -3,8 +3,8 @@ formats (the same tensors, dtypes and handle fields, bit for bit).
 
 Shared by `Buffer` (one rank a process) and `NodeGroup` (every rank of a `Node` in one process):
 - `Fabric`s give every rank a communication buffer that every rank's kernels reach: `NodeFabric` (one
-  address space, peer memory of a Node) and `IpcFabric` (emulator IPC handles exchanged through the
-  process group, see `ptxforge.emu.ipc`).
+  address space, peer memory of a Node) and `IpcFabric` (IPC handles exchanged through the process group:
+  CUDA IPC on GPUs, `ptxforge.runtime.cuda_ipc`; emulator IPC on CPU, `ptxforge.emu.ipc`).
 - `start_dispatch` / `finish_dispatch` and `start_combine` / `finish_combine` convert torch tensors to what
   `CommRank` takes and its results back.
 """
@@ -16,6 +16,7 @@ import itertools
 import ml_dtypes
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from ptxforge.ep.intranode import CommRank, DispatchOut, Tunables
 
@@ -55,42 +56,70 @@ class NodeFabric:
         self.bufs, self.size = [None] * self.world, 0
 
 
+def ipc_module(kind: str | None):
+    """The IPC calls for a device of `kind` (`Device.kind`; the same names and shapes in both): CUDA IPC on a
+    GPU (`ptxforge.runtime.cuda_ipc`), emulator IPC on an emulated GPU (`ptxforge.emu.ipc`)."""
+    if kind == "cuda":
+        from ptxforge.runtime import cuda_ipc
+
+        return cuda_ipc
+    if kind == "emu":
+        try:
+            from ptxforge.emu import ipc
+        except ImportError as e:
+            raise NotImplementedError("ptxforge.ep backend='kernels' across processes needs the emulator's IPC "
+                                      f"layer (ptxforge.emu.ipc), which this installation lacks ({e})") from None
+        return ipc
+    raise NotImplementedError(f"ptxforge.ep backend='kernels' shares buffers between processes by IPC on a CUDA "
+                              f"GPU or an emulated one; a device of kind {kind!r} has no IPC")
+
+
 class IpcFabric:
-    """Each process's own buffer on its IPC device, the others' mapped through handles exchanged with
-    all_gather_object on the process group (a collective: every rank grows at the same call)."""
+    """Each process's own buffer on its device (a CUDA GPU or an emulated IPC GPU), the others' mapped through
+    IPC handles exchanged with all_gather_object on the process group. A collective: every rank grows (and
+    releases) at the same call, closing the peers' buffers before a barrier and freeing its own after it
+    (CUDA requires the importers' close before the owner's free)."""
 
     def __init__(self, device, group, world: int):
         self.device, self.group, self.world = device, group, world
+        self.ipc = ipc_module(getattr(device, "kind", None))
         self.buf = None
         self.size = 0
         self.generation = 0
         self._addresses: list[int] = []
+        self._opened: list[int] = []
 
     def ensure(self, rank: int, nbytes: int) -> int:
         if nbytes > self.size:
-            import torch.distributed as dist
-
-            from ptxforge.emu.ipc import ipc_get_mem_handle, ipc_open_mem_handle
             from ptxforge.runtime.buffers import DeviceBuffer
 
-            if self.buf is not None:  # every rank is past the calls that used the old buffers (agreed)
-                self.buf.free()
-            self.size = max(nbytes, 2 * self.size)
+            size = max(nbytes, 2 * self.size)
+            self._drop()  # every rank is past the calls that used the old buffers (agreed)
+            self.size = size
             self.buf = DeviceBuffer((self.size,), np.uint8, device=self.device, name=f"comm buffer {rank}")
             handles = [None] * self.world
-            dist.all_gather_object(handles, ipc_get_mem_handle(self.buf), group=self.group)
-            self._addresses = [self.buf.address if r == rank else ipc_open_mem_handle(h, device=self.device)
+            dist.all_gather_object(handles, self.ipc.ipc_get_mem_handle(self.buf), group=self.group)
+            self._addresses = [self.buf.address if r == rank else self.ipc.ipc_open_mem_handle(h, device=self.device)
                                for r, h in enumerate(handles)]
+            self._opened = [a for r, a in enumerate(self._addresses) if r != rank]
             self.generation = next(_generations)
         return self.generation
 
     def addresses(self) -> list[int]:
         return self._addresses
 
-    def release(self) -> None:
-        if self.buf is not None:
-            self.buf.free()
+    def _drop(self) -> None:
+        if self.buf is None:
+            return
+        for a in self._opened:
+            self.ipc.ipc_close_mem_handle(a, device=self.device)
+        self._opened = []
+        dist.barrier(group=self.group)  # no rank has a peer's buffer open any more
+        self.buf.free()
         self.buf, self.size, self._addresses = None, 0, []
+
+    def release(self) -> None:
+        self._drop()
 
 
 _IPC_DEVICES: dict = {}
@@ -98,15 +127,25 @@ _IPC_DEVICES: dict = {}
 
 def ipc_device_for(rank: int, world: int):
     """This process's emulated GPU for rank `rank` of a gloo job of `world` (one a process, kept open)."""
-    try:
-        from ptxforge.emu.ipc import ipc_device
-    except ImportError as e:
-        raise NotImplementedError("ptxforge.ep backend='kernels' across processes needs the emulator's IPC layer "
-                                  f"(ptxforge.emu.ipc), which this installation lacks ({e})") from None
+    ipc = ipc_module("emu")
     key = (rank, world)
     if key not in _IPC_DEVICES:
-        _IPC_DEVICES[key] = ipc_device(rank, world)
+        _IPC_DEVICES[key] = ipc.ipc_device(rank, world)
     return _IPC_DEVICES[key]
+
+
+def comm_device(rank: int, world: int, kind: str, ordinal: int | None = None):
+    """The device this process's rank runs the communication kernels on: kind "cuda" (GPU `ordinal`, else
+    torch's current GPU; several ranks may share one GPU) or "emu" (an emulated GPU with IPC memory)."""
+    if kind == "emu":
+        return ipc_device_for(rank, world)
+    if kind == "cuda":
+        from ptxforge.runtime.cuda_device import cuda_device
+
+        if ordinal is None:
+            ordinal = torch.cuda.current_device() if torch.cuda.is_available() else 0
+        return cuda_device(int(ordinal))
+    raise ValueError(f"backend='kernels' runs on 'cuda' or 'emu' devices, not {kind!r}")
 
 
 def dispatch_format(x, scales, topk_idx, topk_weights):

@@ -103,6 +103,7 @@ class CudaDevice:
         self._attributes: dict[int, dict[str, int]] = {}  # id(CUfunction) -> kernel_attributes
         self._ptxas_newest: tuple[int, int] | None = None
         self._events: tuple[Any, Any] | None = None
+        self.ipc_opened: dict[int, tuple[int, int]] = {}  # peers' memory opened by CUDA IPC: address -> (bytes, opens)
         self.last_build: dict[str, str] = {}
 
     def __repr__(self) -> str:
@@ -116,7 +117,11 @@ class CudaDevice:
         return int(check(driver().cuDeviceGetAttribute(attr, self.handle), "cuDeviceGetAttribute"))
 
     def owns_address(self, address: int) -> bool:
-        """Whether `address` is device memory of this GPU (any allocator's: ours, torch's, CuPy's)."""
+        """Whether `address` is device memory of this GPU (any allocator's: ours, torch's, CuPy's), or inside
+        another process's allocation opened here through CUDA IPC (`ptxforge.runtime.cuda_ipc`)."""
+        address = int(address)
+        if any(base <= address < base + max(n, 1) for base, (n, _) in self.ipc_opened.items()):
+            return True
         d = driver()
         PA = d.CUpointer_attribute
         try:
