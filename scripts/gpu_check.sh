@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The GPU checks, for a session lent a GPU. Run from the repository root on the GPU machine:
 #   bash scripts/gpu_check.sh          (results and logs go to $OUT, else /tmp/ptxforge-gpu)
+#   bash scripts/gpu_check.sh ep-cuda-ipc bench   (only the named steps, to fit a short device lease)
 # Uses the machine's python3 (numpy, ml_dtypes, cuda-bindings, pytest, torch) with src/ on PYTHONPATH;
 # nothing is installed. Runs: the GPU tests (tests/gpu), the DSL examples on emu and cuda, the runtime
 # tests, the emulator's corpus tests with the GPU as default device, `ptxforge demo` (GPU section included),
 # the vector-add benchmark against torch, and ptxforge.ep's backend="kernels" over CUDA IPC (ep-cuda-ipc).
-# Prints a short table last. Each step has a time limit; the limits add up to about 12 minutes.
+# Prints a short table last. Each step has a time limit; the limits add up to about 12 minutes (the worst
+# case; pass step names to run fewer).
 set -uo pipefail
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
@@ -13,9 +15,11 @@ OUT="${OUT:-/tmp/ptxforge-gpu}"
 LOGS=/tmp/ptxforge-gpu-logs  # per-step logs; $OUT gets one combined log (a few files come back from a lease)
 mkdir -p "$OUT" "$LOGS"
 status=()
+ONLY=" $* "
 
 step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.log, remember pass/fail
   local name="$1" limit="$2"; shift 2
+  if [ "$ONLY" != "  " ] && [[ "$ONLY" != *" $name "* ]]; then return 0; fi
   local t0=$SECONDS
   echo "== $name: $*"
   timeout "$limit" "$@" 2>&1 | tee "$LOGS/$name.log"
