@@ -12,14 +12,17 @@ branch) go back to the machine after a branch, and the rest are compacted. A par
 whose turn comes joins the session at a lane-local instruction; at an ordinary op or an exit it runs on the
 machine's own state, which holds everything about it.
 
+shfl runs in a session too, when the gathered lanes are whole warps in lane order and the lanes at the shfl are
+whole warps with nobody waiting (the machine's step would run exactly them; `Session._warps_ready`).
 A session stops, before changing anything, where its own lanes reach an instruction that is not lane-local
-(memory, warp-synchronous ops, barriers, calls), where the wave reconverges, and at the watchdog's ticks and
-a Node's yields (they read the machine's arrays; while the watchdog probes, the steps at which it could find
-the probe's state again). It then writes its registers, pcs and instruction counts back. So every lane
-executes the same instructions in the same steps with the same companions as before: shfl, vote,
-bar.warp.sync, barriers, reconvergence, %clock and the watchdog see exactly the schedule they always saw
-(tests/emu/test_emu_compaction.py compares memory, counts and steps with sessions off). Only the cost
-changes. Not used with the sanitizer (its wrappers keep per-lane state of the whole wave).
+(memory, other warp-synchronous ops, or a shfl not run by whole warps standing together, barriers, calls),
+where the wave reconverges, and at the watchdog's ticks and a Node's yields (they read the machine's arrays;
+while the watchdog probes, the steps at which it could find the probe's state again). It then writes its
+registers, pcs and instruction counts back. So every lane executes the same instructions in the same steps
+with the same companions as before: shfl, vote, bar.warp.sync, barriers, reconvergence, %clock and the
+watchdog see exactly the schedule they always saw (tests/emu/test_emu_compaction.py compares memory, counts
+and steps with sessions off). Only the cost changes. Not used with the sanitizer (its wrappers keep per-lane
+state of the whole wave).
 """
 
 from __future__ import annotations
