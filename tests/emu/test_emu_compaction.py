@@ -408,3 +408,85 @@ $LOOP:
         msgs.append((str(e.value), compact.steps_run() - before))
     assert msgs[0][0] == msgs[1][0] and "compact.ptx:14: ld.global.u32" in msgs[0][0]
     assert msgs[0][1] == 0 and msgs[1][1] > 0
+
+
+# shfl runs in a session when the gathered lanes are whole warps standing together: even warps shuffle
+# among lane-local code while odd warps wait past it; one thread exits first (its warp is never whole), and
+# odd warps split and shuffle with a partial member mask (the machine runs those).
+WARP_SHFL = """
+    ld.param.u64 %rd1, [out]; ld.param.u32 %r9, [quit];
+    mov.u32 %r1, %tid.x;
+    shr.u32 %r2, %r1, 5;
+    and.b32 %r3, %r1, 31;
+    setp.eq.u32 %p4, %r1, %r9;
+    @%p4 ret;
+    and.b32 %r4, %r2, 1;
+    setp.ne.u32 %p1, %r4, 0;
+    mul.lo.u32 %r5, %r1, -1640531535;
+    @%p1 bra $ODD;
+    shfl.sync.down.b32 %r6|%p2, %r5, 16, 31, -1;
+    selp.u32 %r7, 1, 3, %p2;
+    add.u32 %r5, %r5, %r6;
+    xor.b32 %r5, %r5, %r3;
+    shfl.sync.bfly.b32 %r6, %r5, 3, 31, -1;
+    add.u32 %r5, %r5, %r6;
+    mul.lo.u32 %r8, %r3, 5;
+    shfl.sync.idx.b32 %r6, %r5, %r8, 31, -1;
+    mad.lo.u32 %r5, %r5, %r7, %r6;
+$STORE:
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r5;
+    ret;
+$ODD:
+    setp.lt.u32 %p3, %r3, 20;
+    @%p3 bra $LOW;
+    add.u32 %r5, %r5, 7;
+    bra $STORE;
+$LOW:
+    shfl.sync.up.b32 %r6, %r5, 1, 0, 0xfffff;
+    add.u32 %r5, %r5, %r6;
+    bra $STORE;
+"""
+
+
+def shfl_in_sessions(monkeypatch) -> list:
+    """Records each warp-synchronous step a session decides to take itself (True) or leave to the machine."""
+    seen = []
+    orig = compact.Session._warps_ready
+
+    def ready(self, P, parked_at_P):
+        ok = orig(self, P, parked_at_P)
+        seen.append(ok)
+        return ok
+    monkeypatch.setattr(compact.Session, "_warps_ready", ready)
+    return seen
+
+
+@pytest.mark.parametrize("quit_tid", [37, 70, 1 << 20])
+@pytest.mark.parametrize("blocks, threads", [(4, 256), (3, 80)])
+def test_shfl_runs_on_gathered_whole_warps(quit_tid, blocks, threads, monkeypatch):
+    k = kernel(WARP_SHFL, ".param .u64 out, .param .u32 quit")
+    out = np.zeros(blocks * threads, np.uint32)
+    seen = shfl_in_sessions(monkeypatch)
+    res = both(lambda: k.launch(grid=(blocks,), block=(threads,), args=[out, np.uint32(quit_tid)]), [out],
+               monkeypatch)
+    assert_same(*res)
+    # the even warps are whole unless the quitting thread is in one, or the block ends in a partial warp
+    whole = threads % 32 == 0 and (quit_tid // 32 % 2 == 1 or quit_tid >= threads)
+    assert (sum(seen) >= 3) == whole, seen  # the three shuffles of the even warps
+    assert seen.count(False) >= (0 if whole else 1)
+
+
+@pytest.mark.parametrize("blocks, threads, n", [(64, 256, 64 * 256), (5, 96, 400), (3, 64, 150)])
+def test_corpus_shuffle_reduction_after_a_barrier(blocks, threads, n, monkeypatch):
+    """Warp 0 of each block reduces the per-warp partials with shfl while the others wait at the end."""
+    k = corpus_module("reductions", "sm_80.O3").kernel("reduce_sum_warp")
+    x = np.random.default_rng(5).random(n, np.float32)
+    out = np.zeros(blocks, np.float32)
+    seen = shfl_in_sessions(monkeypatch)
+    res = both(lambda: k.launch(grid=(blocks,), block=(threads,), args=[x, out, np.int32(n)]), [out], monkeypatch)
+    assert_same(*res, min_session_steps=30)
+    assert sum(seen) == 5  # warp 0's five shuffles after the barrier
+    np.testing.assert_allclose(res[1][0][0], np.add.reduceat(np.pad(x, (0, blocks * threads - n)),
+                                                             np.arange(0, blocks * threads, threads)), rtol=1e-5)

@@ -12,14 +12,17 @@ branch) go back to the machine after a branch, and the rest are compacted. A par
 whose turn comes joins the session at a lane-local instruction; at an ordinary op or an exit it runs on the
 machine's own state, which holds everything about it.
 
+shfl runs in a session too, when the gathered lanes are whole warps in lane order and the lanes at the shfl are
+whole warps with nobody waiting (the machine's step would run exactly them; `Session._warps_ready`).
 A session stops, before changing anything, where its own lanes reach an instruction that is not lane-local
-(memory, warp-synchronous ops, barriers, calls), where the wave reconverges, and at the watchdog's ticks and
-a Node's yields (they read the machine's arrays; while the watchdog probes, the steps at which it could find
-the probe's state again). It then writes its registers, pcs and instruction counts back. So every lane
-executes the same instructions in the same steps with the same companions as before: shfl, vote,
-bar.warp.sync, barriers, reconvergence, %clock and the watchdog see exactly the schedule they always saw
-(tests/emu/test_emu_compaction.py compares memory, counts and steps with sessions off). Only the cost
-changes. Not used with the sanitizer (its wrappers keep per-lane state of the whole wave).
+(memory, other warp-synchronous ops, or a shfl not run by whole warps standing together, barriers, calls),
+where the wave reconverges, and at the watchdog's ticks and a Node's yields (they read the machine's arrays;
+while the watchdog probes, the steps at which it could find the probe's state again). It then writes its
+registers, pcs and instruction counts back. So every lane executes the same instructions in the same steps
+with the same companions as before: shfl, vote, bar.warp.sync, barriers, reconvergence, %clock and the
+watchdog see exactly the schedule they always saw (tests/emu/test_emu_compaction.py compares memory, counts
+and steps with sessions off). Only the cost changes. Not used with the sanitizer (its wrappers keep per-lane
+state of the whole wave).
 """
 
 from __future__ import annotations
@@ -114,6 +117,8 @@ def _lanewise_slots(layout, placed, op):
     ins = placed.ins
     if op.kind == C.BRA:
         pass
+    elif op.kind == C.WARPSYNC and ins.opcode == "shfl":
+        pass  # run on gathered whole warps only (`Session._warps_ready`)
     elif op.kind != C.NORMAL or ins.opcode not in LANEWISE_OPCODES or ins.has("cc"):
         return None
     slots: set = set()
@@ -153,8 +158,28 @@ def _operand_slots(layout, placed, o, slots: set) -> bool:
     return False
 
 
+_WARP_LAYOUT: dict = {}
+
+
+def _warp_layout(n: int):
+    """(%laneid, warp base) of `n` gathered lanes that are whole warps in order (read-only, kept per size so
+    shfl's per-shape cache of source lanes hits)."""
+    hit = _WARP_LAYOUT.get(n)
+    if hit is None:
+        if len(_WARP_LAYOUT) >= 8:
+            del _WARP_LAYOUT[next(iter(_WARP_LAYOUT))]
+        pos = np.arange(n, dtype=np.int64)
+        hit = ((pos & 31).astype(np.uint32), pos & ~np.int64(31))
+        for a in hit:
+            a.flags.writeable = False
+        _WARP_LAYOUT[n] = hit
+    return hit
+
+
 class SubLanes:
-    """What an op sees of the gathered lanes: their registers and special registers (duck-types LaneState)."""
+    """What an op sees of the gathered lanes: their registers and special registers (duck-types LaneState).
+    `laneid` and `warp_base` are those of whole warps in order: shfl runs here only when the gathered lanes
+    are (see `Session._warps_ready`)."""
 
     def __init__(self, st, idx: np.ndarray, slots):
         self.parent = st
@@ -176,6 +201,14 @@ class SubLanes:
 
     def live_mask(self) -> np.ndarray:
         return np.ones(self.N, bool)
+
+    @property
+    def laneid(self):
+        return _warp_layout(self.N)[0]
+
+    @property
+    def warp_base(self):
+        return _warp_layout(self.N)[1]
 
 
 class Session:
@@ -218,6 +251,8 @@ class Session:
         self.top = m.top_ret[self.idx] if m.retstack is not None else None
         self.upc = None  # the pc of every gathered lane, while they all stand at one
         self.upend = 0  # steps they all ran in that mode, not yet in `dic`
+        self._ww_for = None  # the `idx` that `_ww` (gathered lanes are whole warps in order) was worked out for
+        self._ww = False
         probe = m.watch.probe
         self.ppc = probe.pcs[self.idx] if probe is not None and probe.pcs is not None else None
         self._parked_changed()
@@ -295,6 +330,8 @@ class Session:
                 outside = region[P] != rid  # then only parked lanes stand at P
                 if outside and ops[P].kind not in (C.NORMAL, C.EXIT):
                     break
+                if not outside and ops[P].kind == C.WARPSYNC and not self._warps_ready(P, parked_at_P):
+                    break
                 # commit: this is the machine's step
                 div_steps, rot_last = nd, rot
                 steps = s1
@@ -366,6 +403,25 @@ class Session:
         global _STEPS_RUN
         _STEPS_RUN += taken
         return steps, div_steps, rot_last, taken
+
+    def _warps_ready(self, P: int, parked_at_P: bool) -> bool:
+        """True when the machine's step at the warp-synchronous op at P would run exactly the gathered lanes
+        standing there, with nobody waiting: they are whole warps (every lane of each of their warps is
+        gathered and at P, so no member lane is elsewhere), no parked lane is at P or waits for its warp at P,
+        and the gathered lanes are whole warps in lane order (what the op sees of them as `SubLanes`)."""
+        if parked_at_P or self.top is not None:
+            return False  # (the machine does not split call contexts at warp-synchronous ops)
+        if self._ww_for is not self.idx:
+            idx = self.idx
+            self._ww_for = idx
+            self._ww = idx.size % 32 == 0 and idx.size > 0 and \
+                bool((idx.reshape(-1, 32) == (idx[::32] & ~np.int64(31))[:, None] + np.arange(32)).all())
+        if not self._ww or bool(np.any(self.m.pcs == (P | C.WAIT_WARP))):
+            return False
+        if self.upc is not None:
+            return True  # every gathered lane stands at P
+        ex = (self.sp == P).reshape(-1, 32)
+        return bool((ex.all(1) | ~ex.any(1)).all())
 
     def _parked_step(self, op, P: int) -> None:
         """The machine's step at P for parked lanes only (an ordinary op or an exit, which reads and writes
