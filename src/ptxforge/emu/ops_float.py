@@ -130,9 +130,9 @@ def fma_rn_f32(x, y, z, exact):
     else:  # a uniform product
         s = zs.view(np.float32).astype(np.float64)
         np.add(s, np.float64(xs.view(np.float32)) * np.float64(ys.view(np.float32)), out=s)
-    low = np.bitwise_and(s.view(np.uint64), _LOW28)
     r = s.astype(np.float32).view(np.uint32)
-    if not low.all():
+    low = np.bitwise_and(s.view(np.uint64), _LOW28, out=s.view(np.uint64))  # s is ours and no longer needed
+    if np.count_nonzero(low) != low.size:  # cheaper than `not low.all()`
         lanes = np.flatnonzero(low == 0)
         pick = [v if v.ndim == 0 else v[lanes] for v in (xs, ys, zs)]
         r[lanes] = np.asarray(exact(*bc(*pick), "f32", rnd="rn")).astype(np.uint32, copy=False)

@@ -74,19 +74,22 @@ def ramp_reader(ctx, op, space: str, nbytes: int):
 
 
 def shared_index_reader(ctx, op, space: str, nbytes: int):
-    """fn(st, write=False) -> element indices of a whole-wave shared access `[reg+off]` (32-bit register), or
-    None (see memory.shared_elements); None instead of a function when the operand is not of that form.
+    """fn(st, write=False) -> (k, e): the whole-wave shared access `[reg+off]` (32-bit register) touches
+    elements `mem.shared.view(<nbytes-wide type>)[k:][e]`; or None (see memory.shared_elements); None instead
+    of a function when the operand is not of that form.
 
     A tiled kernel reads shared memory at the same register plus constant offsets on every turn of its loop:
     the indices are kept for the last register array seen (registers are never changed in place, so the
-    same array means the same offsets) and the wave's shared layout."""
+    same array means the same offsets) and the wave's shared layout. Accesses at several offsets from one
+    register share one index array (offset k elements), so the loop's working set holds one per register."""
     if space != "shared" or not isinstance(op, ir.Address) or not isinstance(op.base, ir.Register):
         return None
     hit = ctx.lookup(op.base.name)
     if not isinstance(hit, tuple) or bits_of_type(ctx.reg_type(hit[1])) != 32:
         return None
     slot, c = hit[1], np.uint32(op.offset & 0xFFFFFFFF)
-    memo = [None]  # (register array, shared layout, indices)
+    memo = [None]  # (register array, shared layout, (k, indices))
+    k = int(c) // nbytes if c < 1 << 20 and c % nbytes == 0 else None  # None: no sharing for this offset
 
     def elements(st, write=False):
         v = st.regs[slot]
@@ -100,11 +103,28 @@ def shared_index_reader(ctx, op, space: str, nbytes: int):
                 mem.writes += 1
             return last[2]
         e = M.shared_elements(mem, v + c if c else v, nbytes, write)
-        if e is not None:
-            e.flags.writeable = False
-            memo[0] = (v, key, e)
-        return e
+        if e is None:
+            return None
+        e.flags.writeable = False
+        ke = (0, e)
+        if k is not None and int(v.max()) <= mem.shared_size:  # v + c does not wrap: e == base indices + k
+            hit = _SHARED_BASES.get(id(v))
+            if hit is not None and hit[0] is v and hit[1] == (key, nbytes):
+                ke = (k, hit[2])
+            else:
+                b = e - k if k else e
+                b.flags.writeable = False
+                if len(_SHARED_BASES) >= 8:
+                    del _SHARED_BASES[next(iter(_SHARED_BASES))]
+                _SHARED_BASES[id(v)] = (v, (key, nbytes), b)
+                ke = (k, b)
+        memo[0] = (v, key, ke)
+        return ke
     return elements
+
+
+# id(register array) -> (that array, (shared layout, nbytes), its element indices at offset 0): a few entries
+_SHARED_BASES: dict = {}
 
 
 def build_ld(ctx):
@@ -139,9 +159,9 @@ def build_ld(ctx):
 
         def ld1(st, m):
             if m is None and sidx is not None:
-                e = sidx(st)
-                if e is not None:
-                    w(st, np.take(st.mem.shared.view(dt), e), None)
+                ke = sidx(st)
+                if ke is not None:
+                    w(st, np.take(st.mem.shared.view(dt)[ke[0]:], ke[1]), None)
                     return
             if m is None and ramp is not None:
                 base = ramp(st)
@@ -215,9 +235,9 @@ def build_st(ctx):
 
         def st1(st, m):
             if m is None and sidx is not None:
-                e = sidx(st, write=True)
-                if e is not None:
-                    st.mem.shared.view(dt)[e] = r0(st)  # as `scatter`: of lanes storing to one address, the last wins
+                ke = sidx(st, write=True)
+                if ke is not None:  # as `scatter`: of lanes storing to one address, the last wins
+                    st.mem.shared.view(dt)[ke[0]:][ke[1]] = r0(st)
                     return
             if m is None and ramp is not None:
                 base = ramp(st)
