@@ -35,7 +35,8 @@ def kernel():
     return pf.parse(text, filename="node_demo.sm_90a.ptx").kernel("ring_exchange")
 
 
-def on_node(k, gpus: int, n: int) -> tuple[float, int, bool]:
+def node_ring(gpus: int, n: int):
+    """A Node and each GPU's ring buffers: what it sends, receives, its flags and its output."""
     from ptxforge import runtime as rt
     from ptxforge.emu import Node
 
@@ -44,16 +45,28 @@ def on_node(k, gpus: int, n: int) -> tuple[float, int, bool]:
     flags = [rt.empty(BLOCKS, np.uint32, device=d) for d in node.devices]
     sends = [rt.to_device((r << 24 | np.arange(n)).astype(np.int32), device=d) for r, d in enumerate(node.devices)]
     outs = [rt.empty(n, np.int32, device=d) for d in node.devices]
+    return node, (sends, recv, flags, outs)
+
+
+def ring_round(k, node, bufs, n: int, tag: int) -> tuple[float, int, bool]:
+    """One ring on the Node, every GPU on its own stream, with flag value `tag`: (s, thread-instr, exact)."""
+    sends, recv, flags, outs = bufs
+    gpus = len(node.devices)
     pend = []
     t0 = time.perf_counter()
     for r, d in enumerate(node.devices):
         nx = (r + 1) % gpus
         pend.append(k.launch((BLOCKS,), (THREADS,), [sends[r], recv[nx], flags[nx], flags[r], recv[r], outs[r],
-                                                      np.int32(n), np.uint32(1)], device=d, stream=d.stream()))
+                                                      np.int32(n), np.uint32(tag)], device=d, stream=d.stream()))
     node.synchronize()
     dt = time.perf_counter() - t0
     ok = all(np.array_equal(outs[r].to_host(), sends[(r - 1) % gpus].to_host()) for r in range(gpus))
     return dt, sum(p.result().thread_instructions for p in pend), ok
+
+
+def on_node(k, gpus: int, n: int) -> tuple[float, int, bool]:
+    node, bufs = node_ring(gpus, n)
+    return ring_round(k, node, bufs, n, 1)
 
 
 def on_threads(k, gpus: int, n: int) -> tuple[float, int, bool]:

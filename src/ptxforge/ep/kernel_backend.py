@@ -64,11 +64,8 @@ def ipc_module(kind: str | None):
 
         return cuda_ipc
     if kind == "emu":
-        try:
-            from ptxforge.emu import ipc
-        except ImportError as e:
-            raise NotImplementedError("ptxforge.ep backend='kernels' across processes needs the emulator's IPC "
-                                      f"layer (ptxforge.emu.ipc), which this installation lacks ({e})") from None
+        from ptxforge.emu import ipc
+
         return ipc
     raise NotImplementedError(f"ptxforge.ep backend='kernels' shares buffers between processes by IPC on a CUDA "
                               f"GPU or an emulated one; a device of kind {kind!r} has no IPC")
