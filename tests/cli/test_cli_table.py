@@ -70,3 +70,23 @@ def test_no_subcommand_prints_the_help_and_exits_1(argv, capsys):
     assert main(argv) == 1
     out = capsys.readouterr().out
     assert out.startswith("usage: ptxforge") and ("COMMAND" in out if not argv else "SUBCOMMAND" in out)
+
+
+def test_the_demo_skips_its_torch_sections_without_torch(monkeypatch):
+    """demo_ep and demo_comm import torch at their top; without torch the demo does not load them at all."""
+    from ptxforge.cli import demo
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ModuleNotFoundError(name="torch")
+    for name in ("demo_ep", "demo_comm"):  # as if never imported
+        monkeypatch.delitem(sys.modules, f"ptxforge.cli.{name}", raising=False)
+        monkeypatch.delattr(sys.modules["ptxforge.cli"], name, raising=False)
+    assert demo._torch_sections() is None
+    assert "ptxforge.cli.demo_ep" not in sys.modules and "ptxforge.cli.demo_comm" not in sys.modules
+
+
+def test_the_demo_loads_its_torch_sections_with_torch():
+    pytest.importorskip("torch", reason="the expert-parallel demo needs the torch extra")
+    from ptxforge.cli import demo, demo_comm, demo_ep
+
+    sections = demo._torch_sections()
+    assert sections == (demo_ep.expert_parallel, demo_comm.comm_section)
