@@ -1,9 +1,10 @@
 """The subcommands' table: each one's name, help and arguments, and the module that implements it.
 
-Cheap to import (argparse and two small data tables of `plan` and `pipeline`; no emulator, numpy or torch), so
-`ptxforge --help` and `ptxforge CMD --help` stay fast. Each parser stores its implementation as the default
-`entry` ("ptxforge.cli.MODULE:FUNCTION"); `ptxforge.cli.main.run_command` imports that module when the
-subcommand runs, and the module imports what it needs at its top.
+Cheap to import (argparse, and the schedule, preset and parameter names of the pure-Python `pipeline` and `plan`
+packages; no emulator, numpy or torch), so `ptxforge --help` and `ptxforge CMD --help` stay fast. Each parser
+stores its implementation as the default `entry` ("ptxforge.cli.MODULE:FUNCTION");
+`ptxforge.cli.main.run_command` imports that module when the subcommand runs, and the module imports what it
+needs at its top.
 """
 
 from __future__ import annotations
