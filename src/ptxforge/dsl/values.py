@@ -197,10 +197,10 @@ class ReadOnlyReg(Reg):
         super().__init__(name, type)
         self.source = source
 
-    def _refuse(self, *_: Any) -> NoReturn:
+    def _refuse(self, *_: Any, **__: Any) -> NoReturn:
         raise DSLError(f"{self.source} is read-only; copy it first (x = {self.source}.copy()) to change it")
 
-    set = _refuse  # type: ignore[assignment]  # set(value=...) is refused with a TypeError, not this DSLError
+    set = _refuse
     __iadd__ = __isub__ = __imul__ = __iand__ = __ior__ = __ixor__ = __ilshift__ = __irshift__ = _refuse
 
 
