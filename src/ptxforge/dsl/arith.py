@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from typing import Literal, TypeAlias
 
     from ptxforge.dsl.types import DTypeLike
-    from ptxforge.dsl.values import Value
+    from ptxforge.dsl.values import Index, Value
 
     Rounding: TypeAlias = Literal["rn", "rz", "rm", "rp"]  # float rounding: nearest even, zero, -inf, +inf
 
@@ -346,7 +346,7 @@ def _shift_amount(op: str, b: Value) -> ir.Operand:
     return operand(b, T.u32, op)
 
 
-def shl(a: Value, b: Value, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
+def shl(a: Value, b: Index, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`shl.bN d, a, b`."""
     t = unify("shl", [a], type)
     d = result(t, out, "shl")
@@ -354,7 +354,7 @@ def shl(a: Value, b: Value, *, out: Reg | None = None, type: DTypeLike | None = 
     return d
 
 
-def shr(a: Value, b: Value, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
+def shr(a: Value, b: Index, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`shr.sN` (arithmetic) on signed, `shr.uN`/`shr.bN` (logical) on the others."""
     t = unify("shr", [a], type)
     d = result(t, out, "shr")
@@ -384,19 +384,19 @@ def brev(a: Value, *, out: Reg | None = None) -> Reg:
     return _unary_bits("brev", a, out, False)
 
 
-def bfe(a: Value, pos: Value, length: Value, *, out: Reg | None = None) -> Reg:
+def bfe(a: Value, pos: Index, length: Index, *, out: Reg | None = None) -> Reg:
     """`bfe.T d, a, pos, len`: extract a bit field (sign-extends on signed types)."""
     t = unify("bfe", [a])
     return _emit_mixed("bfe", [t.name], t, out, [(a, t), (pos, T.u32), (length, T.u32)])
 
 
-def bfi(f: Value, b: Value, pos: Value, length: Value, *, out: Reg | None = None) -> Reg:
+def bfi(f: Value, b: Value, pos: Index, length: Index, *, out: Reg | None = None) -> Reg:
     """`bfi.bN d, f, b, pos, len`: insert field f into b."""
     t = unify("bfi", [f, b])
     return _emit_mixed("bfi", [_bits(t)], t, out, [(f, t), (b, t), (pos, T.u32), (length, T.u32)])
 
 
-def prmt(a: Value, b: Value, selector: Value, *, mode: str | None = None, out: Reg | None = None) -> Reg:
+def prmt(a: Value, b: Value, selector: Index, *, mode: str | None = None, out: Reg | None = None) -> Reg:
     """`prmt.b32 d, a, b, c`: pick bytes of {b, a} by the selector nibbles."""
     t = unify("prmt", [a, b])
     return _emit_mixed("prmt", ([mode] if mode else []) + [".b32"], t, out, [(a, t), (b, t), (selector, T.b32)])

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from ptxforge.dsl.types import DTypeLike
-    from ptxforge.dsl.values import SReg, Value
+    from ptxforge.dsl.values import Index, SReg
 
 
 def _cond(c: object, op: str) -> Pred:
@@ -77,7 +77,7 @@ def else_() -> Iterator[None]:
     b.label(end)
 
 
-def range_(start: Value, stop: Value | None = None, step: int = 1, *, type: DTypeLike | None = None) -> Iterator[Reg]:
+def range_(start: Index, stop: Index | None = None, step: int = 1, *, type: DTypeLike | None = None) -> Iterator[Reg]:
     """A PTX loop: `for i in range_(n)` / `range_(start, stop, step)` yields the counter register once
     and traces the body once. The counter has the type of the register bounds (or `type`; u32 for
     non-negative constants). Constant bounds that cannot be empty skip the entry test. Use Python's

@@ -14,7 +14,7 @@ from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
     from ptxforge.dsl.types import DType
-    from ptxforge.dsl.values import Value
+    from ptxforge.dsl.values import Index, Value
 
 
 def _imm_or_reg(v: Value, t: DType = T.u32) -> ir.Operand:
@@ -24,13 +24,13 @@ def _imm_or_reg(v: Value, t: DType = T.u32) -> ir.Operand:
 # --------------------------------------------------------------------------- barriers and fences
 
 
-def bar_sync(barrier: int = 0, threads: Value | None = None) -> None:
+def bar_sync(barrier: int = 0, threads: Index | None = None) -> None:
     """`bar.sync id{, threads}`: wait until all (or `threads`) threads of the CTA arrive (__syncthreads)."""
     ops = [_imm_or_reg(barrier)] + ([_imm_or_reg(threads)] if threads is not None else [])
     current().emit("bar", ["sync"], ops)
 
 
-def bar_arrive(barrier: int, threads: Value) -> None:
+def bar_arrive(barrier: int, threads: Index) -> None:
     """`bar.arrive id, threads`: arrive at a named barrier without waiting."""
     current().emit("bar", ["arrive"], [_imm_or_reg(barrier), _imm_or_reg(threads)])
 
@@ -76,13 +76,13 @@ def _shared_mod() -> str:
     return "shared::cta" if current().sm >= 90 else "shared"
 
 
-def mbarrier_init(bar: Pointer, count: Value) -> None:
+def mbarrier_init(bar: Pointer, count: Index) -> None:
     """`mbarrier.init.shared.b64 [bar], count`."""
     current().emit("mbarrier", ["init", _shared_mod(), "b64"], [_bar(bar, "mbarrier.init").address(),
                                                                _imm_or_reg(count)])
 
 
-def mbarrier_arrive(bar: Pointer, count: Value | None = None) -> Reg:
+def mbarrier_arrive(bar: Pointer, count: Index | None = None) -> Reg:
     """`mbarrier.arrive.shared.b64 state, [bar]{, count}`; returns the arrival state."""
     d = new_reg(T.b64)
     # mypy joins the two lists' item types to object
@@ -92,7 +92,7 @@ def mbarrier_arrive(bar: Pointer, count: Value | None = None) -> Reg:
     return d
 
 
-def mbarrier_arrive_expect_tx(bar: Pointer, nbytes: Value) -> Reg:
+def mbarrier_arrive_expect_tx(bar: Pointer, nbytes: Index) -> Reg:
     """`mbarrier.arrive.expect_tx.shared::cta.b64 state, [bar], nbytes` (sm_90): arrive and expect
     `nbytes` of asynchronous (TMA) transfers before the phase completes."""
     d = new_reg(T.b64)
@@ -101,7 +101,7 @@ def mbarrier_arrive_expect_tx(bar: Pointer, nbytes: Value) -> Reg:
     return d
 
 
-def mbarrier_test_wait(bar: Pointer, parity: Value) -> Pred:
+def mbarrier_test_wait(bar: Pointer, parity: Index) -> Pred:
     """`mbarrier.test_wait.parity.shared.b64 p, [bar], parity`: has the phase with this parity completed?"""
     d = new_reg(T.pred)
     current().emit("mbarrier", ["test_wait", "parity", _shared_mod(), "b64"],
@@ -109,7 +109,7 @@ def mbarrier_test_wait(bar: Pointer, parity: Value) -> Pred:
     return d  # type: ignore[return-value]  # new_reg(T.pred) makes a Pred
 
 
-def mbarrier_try_wait(bar: Pointer, parity: Value) -> Pred:
+def mbarrier_try_wait(bar: Pointer, parity: Index) -> Pred:
     """`mbarrier.try_wait.parity.shared::cta.b64 p, [bar], parity` (sm_90): wait a while for the phase."""
     d = new_reg(T.pred)
     current().emit("mbarrier", ["try_wait", "parity", "shared::cta", "b64"],
@@ -117,7 +117,7 @@ def mbarrier_try_wait(bar: Pointer, parity: Value) -> Pred:
     return d  # type: ignore[return-value]  # new_reg(T.pred) makes a Pred
 
 
-def mbarrier_wait(bar: Pointer, parity: Value) -> None:
+def mbarrier_wait(bar: Pointer, parity: Index) -> None:
     """Spin until the mbarrier phase with `parity` completes (try_wait on sm_90+, test_wait before)."""
     b = current()
     top = b.new_label("wait")
@@ -130,7 +130,7 @@ def mbarrier_wait(bar: Pointer, parity: Value) -> None:
 
 
 def cp_async(dst: Pointer, src: Pointer, nbytes: int = 16, *, cache: str | None = None,
-             src_size: Value | None = None) -> None:
+             src_size: Index | None = None) -> None:
     """`cp.async.ca|cg.shared.global [dst], [src], nbytes{, src_size}`: copy 4, 8 or 16 bytes without
     waiting; `src_size` < nbytes zero-fills the rest (0 for an out-of-bounds element)."""
     if not (isinstance(dst, Pointer) and dst.space == "shared"):
@@ -171,7 +171,7 @@ def cp_async_mbarrier_arrive(bar: Pointer, noinc: bool = True) -> None:
 # --------------------------------------------------------------------------- bulk copies (sm_90)
 
 
-def cp_async_bulk(dst: Pointer, src: Pointer, nbytes: Value, bar: Pointer) -> None:
+def cp_async_bulk(dst: Pointer, src: Pointer, nbytes: Index, bar: Pointer) -> None:
     """`cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [src], nbytes, [bar]`:
     a TMA bulk copy (16-byte multiples) whose completion is counted on `bar`."""
     if not (isinstance(dst, Pointer) and dst.space == "shared"):

@@ -14,19 +14,19 @@ from ptxforge.ptx import ir
 if TYPE_CHECKING:
     from typing import TypedDict, Unpack
 
-    from ptxforge.dsl.values import Value
+    from ptxforge.dsl.values import Index, Value
 
     class ShflOptions(TypedDict, total=False):
         """The keywords shfl_down/up/xor/idx pass on to shfl."""
 
-        c: Value | None
-        mask: Value
+        c: Index | None
+        mask: Index
         out: Reg | None
 
 FULL = 0xFFFFFFFF
 
 
-def _mask(m: Value) -> ir.Operand:
+def _mask(m: Index) -> ir.Operand:
     m = value_of(m)
     if isinstance(m, int):
         m &= 0xFFFFFFFF
@@ -34,7 +34,7 @@ def _mask(m: Value) -> ir.Operand:
     return operand(m, T.u32, "mask")
 
 
-def shfl(mode: str, v: Value, b: Value, c: Value | None = None, *, mask: Value = FULL, out: Reg | None = None) -> Reg:
+def shfl(mode: str, v: Value, b: Index, c: Index | None = None, *, mask: Index = FULL, out: Reg | None = None) -> Reg:
     """`shfl.sync.mode.b32 d, v, b, c, mask` (mode: up, down, bfly, idx) on a 32-bit value."""
     if mode not in ("up", "down", "bfly", "idx"):
         raise DSLTypeError(f"shfl: mode must be up, down, bfly or idx, got {mode!r}")
@@ -49,22 +49,22 @@ def shfl(mode: str, v: Value, b: Value, c: Value | None = None, *, mask: Value =
     return d
 
 
-def shfl_down(v: Value, delta: Value, **kw: Unpack[ShflOptions]) -> Reg:
+def shfl_down(v: Value, delta: Index, **kw: Unpack[ShflOptions]) -> Reg:
     """`shfl.sync.down.b32`: the value of lane + delta."""
     return shfl("down", v, delta, **kw)
 
 
-def shfl_up(v: Value, delta: Value, **kw: Unpack[ShflOptions]) -> Reg:
+def shfl_up(v: Value, delta: Index, **kw: Unpack[ShflOptions]) -> Reg:
     """`shfl.sync.up.b32`: the value of lane - delta."""
     return shfl("up", v, delta, **kw)
 
 
-def shfl_xor(v: Value, lanemask: Value, **kw: Unpack[ShflOptions]) -> Reg:
+def shfl_xor(v: Value, lanemask: Index, **kw: Unpack[ShflOptions]) -> Reg:
     """`shfl.sync.bfly.b32`: the value of lane ^ lanemask."""
     return shfl("bfly", v, lanemask, **kw)
 
 
-def shfl_idx(v: Value, lane: Value, **kw: Unpack[ShflOptions]) -> Reg:
+def shfl_idx(v: Value, lane: Index, **kw: Unpack[ShflOptions]) -> Reg:
     """`shfl.sync.idx.b32`: the value of `lane`."""
     return shfl("idx", v, lane, **kw)
 
@@ -77,28 +77,28 @@ def _pred_src(p: object, op: str) -> ir.Operand:
     return ir.Negated(r) if p.negated else r
 
 
-def vote_all(p: Pred, *, mask: Value = FULL) -> Pred:
+def vote_all(p: Pred, *, mask: Index = FULL) -> Pred:
     """`vote.sync.all.pred d, p, mask`: p true in every lane."""
     d = new_reg(T.pred)
     current().emit("vote", ["sync", "all", "pred"], [d.operand, _pred_src(p, "vote.all"), _mask(mask)])
     return d  # type: ignore[return-value]  # new_reg(T.pred) makes a Pred
 
 
-def vote_any(p: Pred, *, mask: Value = FULL) -> Pred:
+def vote_any(p: Pred, *, mask: Index = FULL) -> Pred:
     """`vote.sync.any.pred d, p, mask`: p true in some lane."""
     d = new_reg(T.pred)
     current().emit("vote", ["sync", "any", "pred"], [d.operand, _pred_src(p, "vote.any"), _mask(mask)])
     return d  # type: ignore[return-value]  # new_reg(T.pred) makes a Pred
 
 
-def ballot(p: Pred, *, mask: Value = FULL) -> Reg:
+def ballot(p: Pred, *, mask: Index = FULL) -> Reg:
     """`vote.sync.ballot.b32 d, p, mask`: bit i set when p is true in lane i."""
     d = new_reg(T.u32)
     current().emit("vote", ["sync", "ballot", "b32"], [d.operand, _pred_src(p, "vote.ballot"), _mask(mask)])
     return d
 
 
-def redux(op: str, v: Value, *, mask: Value = FULL) -> Reg:
+def redux(op: str, v: Value, *, mask: Index = FULL) -> Reg:
     """`redux.sync.op.T d, v, mask` (sm_80): add/min/max on u32/s32, and/or/xor on b32 across the warp."""
     t = unify(f"redux.{op}", [v])
     st = f".b{t.bits}" if op in ("and", "or", "xor") else t.name
@@ -107,7 +107,7 @@ def redux(op: str, v: Value, *, mask: Value = FULL) -> Reg:
     return d
 
 
-def match_any(v: Value, *, mask: Value = FULL) -> Reg:
+def match_any(v: Value, *, mask: Index = FULL) -> Reg:
     """`match.any.sync.bN d, v, mask` (sm_70): the lanes holding the same value."""
     t = unify("match.any", [v])
     d = new_reg(T.u32)
@@ -115,7 +115,7 @@ def match_any(v: Value, *, mask: Value = FULL) -> Reg:
     return d
 
 
-def match_all(v: Value, *, mask: Value = FULL) -> tuple[Reg, Pred]:
+def match_all(v: Value, *, mask: Index = FULL) -> tuple[Reg, Pred]:
     """`match.all.sync.bN d|p, v, mask`: (mask of lanes if all agree else 0, all agree)."""
     t = unify("match.all", [v])
     d, p = new_reg(T.u32), new_reg(T.pred)

@@ -192,7 +192,7 @@ def _gptr(addr: Reg, elem: DTypeLike = u8) -> Pointer:
     return Pointer(dtype(elem), "global", addr, 0, True)
 
 
-def _copy_row(dst: Pointer, src: Pointer, nbytes: Value, lane: Reg, unit: int, nc: bool) -> None:
+def _copy_row(dst: Pointer, src: Pointer, nbytes: Index, lane: Reg, unit: int, nc: bool) -> None:
     """Copy `nbytes` (a register, a multiple of `unit`) from src to dst; the 32 lanes of the warp stride."""
     t = {16: u32, 4: u32, 2: u16, 1: u8}[unit]
     for i in range_(lane * unit, nbytes, 32 * unit):
