@@ -290,6 +290,14 @@ def test_special_registers_are_read_only():
         st(a[tid.x], lane)
 
 
+def test_setting_a_special_register_by_keyword_is_the_same_error():
+    def k(a: ptr(f32)):
+        tid.x.get().set(value=3)  # MARK-ro-kw
+
+    e = build_error(k)
+    assert e.msg.startswith("%tid.x is read-only; copy it first") and e.line == line_of("MARK-ro-kw")
+
+
 def test_bad_target_name():
     def k(a: ptr(f32)):
         pass

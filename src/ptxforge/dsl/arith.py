@@ -7,12 +7,23 @@ register as another type of the same width with `r.view(t)` or convert it with `
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ptxforge.dsl import types as T
 from ptxforge.dsl.builder import current
 from ptxforge.dsl.errors import DSLTypeError
 from ptxforge.dsl.types import DType
 from ptxforge.dsl.values import Pred, ReadOnlyReg, Reg, SReg, immediate, new_reg, value_of
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Literal, TypeAlias
+
+    from ptxforge.dsl.types import DTypeLike
+    from ptxforge.dsl.values import Index, Value
+
+    Rounding: TypeAlias = Literal["rn", "rz", "rm", "rp"]  # float rounding: nearest even, zero, -inf, +inf
 
 ROUNDINGS = ("rn", "rz", "rm", "rp")
 INT_ROUNDINGS = ("rni", "rzi", "rmi", "rpi")
@@ -36,7 +47,7 @@ def fits(have: DType, want: DType) -> bool:
     return "b" in (have.kind, want.kind) or (have.is_int and want.is_int)
 
 
-def unify(op: str, vals, t=None) -> DType:
+def unify(op: str, vals: Iterable[Value], t: DTypeLike | None = None) -> DType:
     """The common type of the register operands (or `t`); DSLTypeError if they differ."""
     vals = [value_of(v) for v in vals]
     regs = [v for v in vals if isinstance(v, Reg)]
@@ -54,7 +65,7 @@ def unify(op: str, vals, t=None) -> DType:
     return first
 
 
-def operand(v, t: DType, op: str = "") -> ir.Operand:
+def operand(v: object, t: DType, op: str = "") -> ir.Operand:
     """The IR operand for a register, special register or Python number used as type t."""
     v = value_of(v)
     if isinstance(v, Reg):
@@ -67,7 +78,7 @@ def operand(v, t: DType, op: str = "") -> ir.Operand:
     raise DSLTypeError(f"{op + ': ' if op else ''}cannot use {type(v).__name__} {v!r} as a {t} operand")
 
 
-def _bits_of(v, t: DType) -> int:
+def _bits_of(v: int | float, t: DType) -> int:
     import numpy as np
 
     if t.name == ".f16":
@@ -91,7 +102,8 @@ def result(t: DType, out: Reg | None, op: str) -> Reg:
     return out
 
 
-def _emit(opcode: str, mods, t: DType, out: Reg | None, srcs, op: str | None = None) -> Reg:
+def _emit(opcode: str, mods: Iterable[str], t: DType, out: Reg | None, srcs: Iterable[Value],
+          op: str | None = None) -> Reg:
     op = op or opcode
     d = result(t, out, op)
     ops = [operand(s, t, op) for s in srcs]
@@ -103,8 +115,8 @@ def _bits(t: DType) -> str:
     return ".pred" if t.kind == "pred" else f".b{t.bits}"
 
 
-def _fmods(t: DType, rnd, ftz=False, sat=False) -> list[str]:
-    mods = []
+def _fmods(t: DType, rnd: Rounding | None, ftz: bool = False, sat: bool = False) -> list[str]:
+    mods: list[str] = []
     if rnd:
         if rnd not in ROUNDINGS:
             raise DSLTypeError(f"rounding must be one of {', '.join(ROUNDINGS)}, got {rnd!r}")
@@ -119,26 +131,29 @@ def _fmods(t: DType, rnd, ftz=False, sat=False) -> list[str]:
 # --------------------------------------------------------------------------- arithmetic
 
 
-def add(a, b, *, rnd=None, sat=False, ftz=False, out=None, type=None) -> Reg:
+def add(a: Value, b: Value, *, rnd: Rounding | None = None, sat: bool = False, ftz: bool = False,
+        out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`add.T d, a, b`; `sat` clamps (.s32, floats), `rnd` picks float rounding."""
     t = unify("add", [a, b], type)
     return _emit("add", _fmods(t, rnd, ftz, sat), t, out, [a, b])
 
 
-def sub(a, b, *, rnd=None, sat=False, ftz=False, out=None, type=None) -> Reg:
+def sub(a: Value, b: Value, *, rnd: Rounding | None = None, sat: bool = False, ftz: bool = False,
+        out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`sub.T d, a, b`."""
     t = unify("sub", [a, b], type)
     return _emit("sub", _fmods(t, rnd, ftz, sat), t, out, [a, b])
 
 
-def mul(a, b, *, rnd=None, ftz=False, sat=False, out=None, type=None) -> Reg:
+def mul(a: Value, b: Value, *, rnd: Rounding | None = None, ftz: bool = False, sat: bool = False,
+        out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`mul.lo` on integers (the low half, as C does), `mul` on floats."""
     t = unify("mul", [a, b], type)
     mods = ["lo"] if t.is_int else _fmods(t, rnd, ftz, sat)
     return _emit("mul", mods, t, out, [a, b])
 
 
-def mul_hi(a, b, *, out=None, type=None) -> Reg:
+def mul_hi(a: Value, b: Value, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`mul.hi.T`: the high half of the full product."""
     t = unify("mul.hi", [a, b], type)
     return _emit("mul", ["hi"], t, out, [a, b], "mul.hi")
@@ -150,7 +165,7 @@ def _wide(t: DType) -> DType:
     return T.ALL[f".{t.kind}{t.bits * 2}"]
 
 
-def mul_wide(a, b, *, out=None, type=None) -> Reg:
+def mul_wide(a: Value, b: Value, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`mul.wide.T`: the full product in a register twice as wide (u32 x u32 -> u64)."""
     t = unify("mul.wide", [a, b], type)
     d = result(_wide(t), out, "mul.wide")
@@ -158,14 +173,15 @@ def mul_wide(a, b, *, out=None, type=None) -> Reg:
     return d
 
 
-def mad(a, b, c, *, rnd="rn", out=None, type=None) -> Reg:
+def mad(a: Value, b: Value, c: Value, *, rnd: Rounding | None = "rn", out: Reg | None = None,
+        type: DTypeLike | None = None) -> Reg:
     """`mad.lo.T d, a, b, c` on integers (a*b+c); `mad.rn.T` on floats."""
     t = unify("mad", [a, b, c], type)
     mods = ["lo"] if t.is_int else _fmods(t, rnd)
     return _emit("mad", mods, t, out, [a, b, c])
 
 
-def mad_wide(a, b, c, *, out=None, type=None) -> Reg:
+def mad_wide(a: Value, b: Value, c: Value, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`mad.wide.T d, a, b, c`: a*b (16/32-bit) widened, plus c (twice as wide)."""
     t = unify("mad.wide", [a, b], type)
     w = _wide(t)
@@ -177,14 +193,16 @@ def mad_wide(a, b, c, *, out=None, type=None) -> Reg:
     return d
 
 
-def fma(a, b, c, *, rnd="rn", ftz=False, sat=False, relu=False, out=None, type=None) -> Reg:
+def fma(a: Value, b: Value, c: Value, *, rnd: Rounding | None = "rn", ftz: bool = False, sat: bool = False,
+        relu: bool = False, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`fma.rn.T d, a, b, c`: fused a*b+c with one rounding."""
     t = unify("fma", [a, b, c], type)
     mods = _fmods(t, rnd, ftz, sat) + (["relu"] if relu else [])
     return _emit("fma", mods, t, out, [a, b, c])
 
 
-def div(a, b, *, rnd=None, approx=False, full=False, ftz=False, out=None, type=None) -> Reg:
+def div(a: Value, b: Value, *, rnd: Rounding | None = None, approx: bool = False, full: bool = False, ftz: bool = False,
+        out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`div.T`: integer division, or float division that is IEEE (`rnd='rn'`) or `approx`/`full`."""
     t = unify("div", [a, b], type)
     mods: list[str] = []
@@ -198,80 +216,85 @@ def div(a, b, *, rnd=None, approx=False, full=False, ftz=False, out=None, type=N
     return _emit("div", mods, t, out, [a, b])
 
 
-def rem(a, b, *, out=None, type=None) -> Reg:
+def rem(a: Value, b: Value, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`rem.T` (integers)."""
     t = unify("rem", [a, b], type)
     return _emit("rem", [], t, out, [a, b])
 
 
-def min_(a, b, *, nan=False, ftz=False, out=None, type=None) -> Reg:
+def min_(a: Value, b: Value, *, nan: bool = False, ftz: bool = False, out: Reg | None = None,
+         type: DTypeLike | None = None) -> Reg:
     """`min.T`."""
     t = unify("min", [a, b], type)
     return _emit("min", (["ftz"] if ftz else []) + (["NaN"] if nan else []), t, out, [a, b], "min")
 
 
-def max_(a, b, *, nan=False, ftz=False, relu=False, out=None, type=None) -> Reg:
+def max_(a: Value, b: Value, *, nan: bool = False, ftz: bool = False, relu: bool = False, out: Reg | None = None,
+         type: DTypeLike | None = None) -> Reg:
     """`max.T`."""
     t = unify("max", [a, b], type)
     mods = (["ftz"] if ftz else []) + (["NaN"] if nan else []) + (["relu"] if relu else [])
     return _emit("max", mods, t, out, [a, b], "max")
 
 
-def abs_(a, *, ftz=False, out=None, type=None) -> Reg:
+def abs_(a: Value, *, ftz: bool = False, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`abs.T`."""
     t = unify("abs", [a], type)
     return _emit("abs", ["ftz"] if ftz else [], t, out, [a], "abs")
 
 
-def neg(a, *, out=None, type=None) -> Reg:
+def neg(a: Value, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`neg.T`."""
     t = unify("neg", [a], type)
     return _emit("neg", [], t, out, [a])
 
 
-def _float_unary(name: str, a, mods, out, type, types=None) -> Reg:
+def _float_unary(name: str, a: Value, mods: Iterable[str], out: Reg | None, type: DTypeLike | None,
+                 types: object = None) -> Reg:
     t = unify(name, [a], type)
     if not t.is_float:
         raise DSLTypeError(f"{name}: needs a float register, got {t}")
     return _emit(name, mods, t, out, [a])
 
 
-def ex2(a, *, ftz=False, out=None, type=None) -> Reg:
+def ex2(a: Value, *, ftz: bool = False, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`ex2.approx.T`: 2**a."""
     return _float_unary("ex2", a, ["approx"] + (["ftz"] if ftz else []), out, type)
 
 
-def lg2(a, *, ftz=False, out=None, type=None) -> Reg:
+def lg2(a: Value, *, ftz: bool = False, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`lg2.approx.T`: log2(a)."""
     return _float_unary("lg2", a, ["approx"] + (["ftz"] if ftz else []), out, type)
 
 
-def rcp(a, *, approx=False, rnd="rn", ftz=False, out=None, type=None) -> Reg:
+def rcp(a: Value, *, approx: bool = False, rnd: Rounding = "rn", ftz: bool = False, out: Reg | None = None,
+        type: DTypeLike | None = None) -> Reg:
     """`rcp.rn.T` (IEEE) or `rcp.approx.T`: 1/a."""
     return _float_unary("rcp", a, ["approx" if approx else rnd] + (["ftz"] if ftz else []), out, type)
 
 
-def sqrt(a, *, approx=False, rnd="rn", ftz=False, out=None, type=None) -> Reg:
+def sqrt(a: Value, *, approx: bool = False, rnd: Rounding = "rn", ftz: bool = False, out: Reg | None = None,
+         type: DTypeLike | None = None) -> Reg:
     """`sqrt.rn.T` or `sqrt.approx.T`."""
     return _float_unary("sqrt", a, ["approx" if approx else rnd] + (["ftz"] if ftz else []), out, type)
 
 
-def rsqrt(a, *, ftz=False, out=None, type=None) -> Reg:
+def rsqrt(a: Value, *, ftz: bool = False, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`rsqrt.approx.T`: 1/sqrt(a)."""
     return _float_unary("rsqrt", a, ["approx"] + (["ftz"] if ftz else []), out, type)
 
 
-def sin(a, *, ftz=False, out=None) -> Reg:
+def sin(a: Value, *, ftz: bool = False, out: Reg | None = None) -> Reg:
     """`sin.approx.f32`."""
     return _float_unary("sin", a, ["approx"] + (["ftz"] if ftz else []), out, None)
 
 
-def cos(a, *, ftz=False, out=None) -> Reg:
+def cos(a: Value, *, ftz: bool = False, out: Reg | None = None) -> Reg:
     """`cos.approx.f32`."""
     return _float_unary("cos", a, ["approx"] + (["ftz"] if ftz else []), out, None)
 
 
-def tanh(a, *, out=None) -> Reg:
+def tanh(a: Value, *, out: Reg | None = None) -> Reg:
     """`tanh.approx.T`."""
     return _float_unary("tanh", a, ["approx"], out, None)
 
@@ -279,7 +302,7 @@ def tanh(a, *, out=None) -> Reg:
 # --------------------------------------------------------------------------- bits and logic
 
 
-def _logic(name: str, a, b, out, type) -> Reg:
+def _logic(name: str, a: Value, b: Value, out: Reg | None, type: DTypeLike | None) -> Reg:
     t = unify(name, [a, b], type)
     bt = T.pred if t.kind == "pred" else T.dtype(_bits(t))
     d = result(t, out, name)
@@ -287,22 +310,22 @@ def _logic(name: str, a, b, out, type) -> Reg:
     return d
 
 
-def and_(a, b, *, out=None, type=None) -> Reg:
+def and_(a: Value, b: Value, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`and.bN` (or `and.pred`)."""
     return _logic("and", a, b, out, type)
 
 
-def or_(a, b, *, out=None, type=None) -> Reg:
+def or_(a: Value, b: Value, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`or.bN` (or `or.pred`)."""
     return _logic("or", a, b, out, type)
 
 
-def xor(a, b, *, out=None, type=None) -> Reg:
+def xor(a: Value, b: Value, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`xor.bN` (or `xor.pred`)."""
     return _logic("xor", a, b, out, type)
 
 
-def not_(a, *, out=None, type=None) -> Reg:
+def not_(a: Value, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`not.bN` (or `not.pred`)."""
     t = unify("not", [a], type)
     bt = T.pred if t.kind == "pred" else T.dtype(_bits(t))
@@ -314,7 +337,7 @@ def not_(a, *, out=None, type=None) -> Reg:
     return d
 
 
-def _shift_amount(op: str, b):
+def _shift_amount(op: str, b: Value) -> ir.Operand:
     b = value_of(b)
     if isinstance(b, Reg):
         if b.type.bits != 32 or not (b.type.is_int or b.type.kind == "b"):
@@ -323,7 +346,7 @@ def _shift_amount(op: str, b):
     return operand(b, T.u32, op)
 
 
-def shl(a, b, *, out=None, type=None) -> Reg:
+def shl(a: Value, b: Index, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`shl.bN d, a, b`."""
     t = unify("shl", [a], type)
     d = result(t, out, "shl")
@@ -331,7 +354,7 @@ def shl(a, b, *, out=None, type=None) -> Reg:
     return d
 
 
-def shr(a, b, *, out=None, type=None) -> Reg:
+def shr(a: Value, b: Index, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`shr.sN` (arithmetic) on signed, `shr.uN`/`shr.bN` (logical) on the others."""
     t = unify("shr", [a], type)
     d = result(t, out, "shr")
@@ -339,59 +362,60 @@ def shr(a, b, *, out=None, type=None) -> Reg:
     return d
 
 
-def _unary_bits(name: str, a, out, ret_u32: bool) -> Reg:
+def _unary_bits(name: str, a: Value, out: Reg | None, ret_u32: bool) -> Reg:
     t = unify(name, [a])
     d = result(T.u32 if ret_u32 else t, out, name)
     current().emit(name, [_bits(t)], [d.operand, operand(a, t)])
     return d
 
 
-def popc(a, *, out=None) -> Reg:
+def popc(a: Value, *, out: Reg | None = None) -> Reg:
     """`popc.bN`: number of set bits (u32)."""
     return _unary_bits("popc", a, out, True)
 
 
-def clz(a, *, out=None) -> Reg:
+def clz(a: Value, *, out: Reg | None = None) -> Reg:
     """`clz.bN`: leading zeros (u32)."""
     return _unary_bits("clz", a, out, True)
 
 
-def brev(a, *, out=None) -> Reg:
+def brev(a: Value, *, out: Reg | None = None) -> Reg:
     """`brev.bN`: bit reverse."""
     return _unary_bits("brev", a, out, False)
 
 
-def bfe(a, pos, length, *, out=None) -> Reg:
+def bfe(a: Value, pos: Index, length: Index, *, out: Reg | None = None) -> Reg:
     """`bfe.T d, a, pos, len`: extract a bit field (sign-extends on signed types)."""
     t = unify("bfe", [a])
     return _emit_mixed("bfe", [t.name], t, out, [(a, t), (pos, T.u32), (length, T.u32)])
 
 
-def bfi(f, b, pos, length, *, out=None) -> Reg:
+def bfi(f: Value, b: Value, pos: Index, length: Index, *, out: Reg | None = None) -> Reg:
     """`bfi.bN d, f, b, pos, len`: insert field f into b."""
     t = unify("bfi", [f, b])
     return _emit_mixed("bfi", [_bits(t)], t, out, [(f, t), (b, t), (pos, T.u32), (length, T.u32)])
 
 
-def prmt(a, b, selector, *, mode=None, out=None) -> Reg:
+def prmt(a: Value, b: Value, selector: Index, *, mode: str | None = None, out: Reg | None = None) -> Reg:
     """`prmt.b32 d, a, b, c`: pick bytes of {b, a} by the selector nibbles."""
     t = unify("prmt", [a, b])
     return _emit_mixed("prmt", ([mode] if mode else []) + [".b32"], t, out, [(a, t), (b, t), (selector, T.b32)])
 
 
-def lop3(a, b, c, lut: int, *, out=None) -> Reg:
+def lop3(a: Value, b: Value, c: Value, lut: int, *, out: Reg | None = None) -> Reg:
     """`lop3.b32 d, a, b, c, immLut`: any three-input logic function."""
     t = unify("lop3", [a, b, c])
     return _emit_mixed("lop3", [".b32"], t, out, [(a, t), (b, t), (c, t), (lut, T.b32)])
 
 
-def _emit_mixed(opcode: str, mods, t: DType, out, typed_srcs) -> Reg:
+def _emit_mixed(opcode: str, mods: Iterable[str], t: DType, out: Reg | None,
+                typed_srcs: Iterable[tuple[Value, DType]]) -> Reg:
     d = result(t, out, opcode)
     current().emit(opcode, mods, [d.operand, *(_typed(v, vt, opcode) for v, vt in typed_srcs)])
     return d
 
 
-def _typed(v, t: DType, op: str) -> ir.Operand:
+def _typed(v: Value, t: DType, op: str) -> ir.Operand:
     v = value_of(v)
     if isinstance(v, Reg):
         if v.type.bits != t.bits:
@@ -407,7 +431,8 @@ _CMPS = {"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu
          "num", "nan"}
 
 
-def setp(cmp: str, a, b, *, ftz=False, out=None, type=None) -> Pred:
+def setp(cmp: str, a: Value, b: Value, *, ftz: bool = False, out: Reg | None = None,
+         type: DTypeLike | None = None) -> Pred:
     """`setp.cmp.T p, a, b`: a predicate from a comparison."""
     if cmp not in _CMPS:
         raise DSLTypeError(f"setp: unknown comparison {cmp!r}")
@@ -419,10 +444,10 @@ def setp(cmp: str, a, b, *, ftz=False, out=None, type=None) -> Pred:
         raise DSLTypeError("setp: compare predicates with xor/and, not setp")
     d = result(T.pred, out, "setp")
     current().emit("setp", [cmp] + (["ftz"] if ftz else []) + [t.name], [d.operand, operand(a, t), operand(b, t)])
-    return d
+    return d  # type: ignore[return-value]  # a .pred result register is a Pred (new_reg)
 
 
-def selp(a, b, p, *, out=None, type=None) -> Reg:
+def selp(a: Value, b: Value, p: Pred, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`selp.T d, a, b, p`: p ? a : b."""
     t = unify("selp", [a, b], type)
     p = value_of(p)
@@ -443,7 +468,7 @@ def _mov_type(t: DType) -> str:
     return t.name
 
 
-def mov(v, *, out=None, type=None) -> Reg:
+def mov(v: Value, *, out: Reg | None = None, type: DTypeLike | None = None) -> Reg:
     """`mov.T d, v`: copy a register, a special register or a constant into a (new) register."""
     if isinstance(v, SReg):
         v = v.get()
@@ -473,7 +498,7 @@ def mov(v, *, out=None, type=None) -> Reg:
     return d
 
 
-def bitcast(v, t, *, out=None) -> Reg:
+def bitcast(v: Reg | SReg, t: DTypeLike, *, out: Reg | None = None) -> Reg:
     """`mov.bN d, v`: the bits of v in a new register of type t (same width), e.g. f32 -> u32."""
     t = T.dtype(t)
     v = value_of(v)
@@ -484,7 +509,7 @@ def bitcast(v, t, *, out=None) -> Reg:
     return d
 
 
-def pack(*parts, out=None) -> Reg:
+def pack(*parts: Reg | SReg, out: Reg | None = None) -> Reg:
     """`mov.bN d, {lo, ..., hi}`: join equal-size registers (first = lowest bits) into one."""
     if len(parts) not in (2, 4):
         raise DSLTypeError(f"pack: takes 2 or 4 registers, got {len(parts)}")
@@ -498,7 +523,7 @@ def pack(*parts, out=None) -> Reg:
     return d
 
 
-def unpack(v, parts: int = 2, type=None) -> tuple[Reg, ...]:
+def unpack(v: Reg | SReg, parts: int = 2, type: DTypeLike | None = None) -> tuple[Reg, ...]:
     """`mov.bN {lo, ..., hi}, v`: split a register into equal parts (first = lowest bits)."""
     v = value_of(v)
     if not isinstance(v, Reg):
@@ -525,7 +550,8 @@ def _default_rounding(to: DType, frm: DType) -> str | None:
     return None
 
 
-def cvt(x, to, *, rnd="default", ftz=False, sat=False, relu=False, satfinite=False, out=None) -> Reg:
+def cvt(x: Reg | SReg, to: DTypeLike, *, rnd: str | None = "default", ftz: bool = False, sat: bool = False,
+        relu: bool = False, satfinite: bool = False, out: Reg | None = None) -> Reg:
     """`cvt.rnd.to.from d, x`. Rounding defaults to C's: `rzi` float->int, `rn` int->float and
     narrowing float conversions, none for widening ones; pass `rnd=None` for none."""
     to = T.dtype(to)
@@ -547,7 +573,7 @@ def cvt(x, to, *, rnd="default", ftz=False, sat=False, relu=False, satfinite=Fal
     return d
 
 
-def cvt_pack(lo, hi, to, *, relu=False, out=None) -> Reg:
+def cvt_pack(lo: Value, hi: Value, to: DTypeLike, *, relu: bool = False, out: Reg | None = None) -> Reg:
     """Two f32 values converted and packed into one register, `lo` in the low half:
     `cvt.rn.satfinite.e4m3x2.f32 d, hi, lo` (and .e5m2x2, .f16x2, .bf16x2)."""
     to = T.dtype(to)

@@ -6,9 +6,17 @@ line, checks it against the ISA table (operand types, then the kernel's target) 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ptxforge.dsl.errors import DSLArchError, DSLError, DSLTypeError, error_at, user_span
 from ptxforge.dsl.types import DType
 from ptxforge.ptx import ir, isa
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ptxforge.dsl.kernel import DeviceFunction
+    from ptxforge.dsl.values import Reg
 
 # register prefix and declared type for each storage type (nvcc's naming)
 _PREFIX = {".pred": ("%p", ".pred"), ".b16": ("%rs", ".b16"), ".u16": ("%rs", ".b16"), ".s16": ("%rs", ".b16"),
@@ -36,14 +44,14 @@ class Builder:
         self.body: list[ir.Statement] = []
         self.counts: dict[str, int] = {}
         self.reg_types: dict[str, str] = {}
-        self.cache: dict = {}
+        self.cache: dict[tuple[str, str], Reg] = {}  # ("sreg", "%tid.x") / ("symaddr", sym) -> its register
         self.guard: ir.Guard | None = None
         self.labels = 0
         self.variables: list[ir.Variable] = []  # module-level (shared memory)
-        self.funcs: dict[str, object] = {}  # device functions called: name -> DeviceFunction
+        self.funcs: dict[str, DeviceFunction] = {}  # device functions called: name -> DeviceFunction
         self.min_ptx: tuple[int, int] = (1, 0)
         self.depth = 0  # structured control-flow nesting
-        self.open_if: tuple | None = None  # (else label, index of it in body) of the if_ just closed
+        self.open_if: tuple[str, int] | None = None  # (else label, index of it in body) of the if_ just closed
         self.params: list[ir.Param] = []
         self.returns: list[ir.Param] = []
 
@@ -51,7 +59,7 @@ class Builder:
         _STACK.append(self)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         _STACK.pop()
 
     # ------------------------------------------------------------------ registers and labels
@@ -87,9 +95,11 @@ class Builder:
     def label(self, name: str) -> None:
         self.place(ir.Label(name))
 
-    def emit(self, opcode: str, suffixes, operands, *, prologue: bool = False, guard: ir.Guard | None = None,
-             into: list | None = None, check: bool = True) -> ir.Instruction:
-        """Append one instruction (checked against the ISA table and the target) and return it."""
+    def emit(self, opcode: str, suffixes: Iterable[str | None], operands: Iterable[ir.Operand], *,
+             prologue: bool = False, guard: ir.Guard | None = None, into: list[ir.Statement] | None = None,
+             check: bool = True) -> ir.Instruction:
+        """Append one instruction (checked against the ISA table and the target) and return it; empty or
+        None suffixes are left out."""
         span = user_span()
         if guard is None and not prologue:
             guard = self.guard
@@ -112,7 +122,8 @@ class Builder:
         spec = isa.lookup(ins)
         for req in isa.requirements(ins):
             if req.min_sm and not req.target_ok(self.arch):
-                subject = spec.family if req.what == spec.family else f"{spec.family}: {req.what}"
+                # check_instruction above rejects unknown instructions, so spec is set
+                subject = spec.family if req.what == spec.family else f"{spec.family}: {req.what}"  # type: ignore[union-attr]
                 need = f"sm_{req.min_sm}{req.arch_suffix}"
                 also = f" (also available on {', '.join(req.also)})" if req.also else ""
                 raise error_at(ins.span, f"{subject} needs {need}; this kernel targets {self.arch}{also}",
@@ -126,7 +137,7 @@ class Builder:
         order = ["%p", "%rs", "%r", "%rd", "%rq", "%f", "%fd"]
         return [ir.RegisterDecl(by_prefix[p], (p,), self.counts[p] + 1) for p in order if p in self.counts]
 
-    def function(self, directives=()) -> ir.Function:
+    def function(self, directives: Iterable[tuple[str, tuple[int, ...]]] = ()) -> ir.Function:
         if self.open_blocks():
             raise DSLError(f"{self.name}: an if_/range_ block is still open at the end of the function")
         body = [*self.declarations(), *self.prologue, *self.body]

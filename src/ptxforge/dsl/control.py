@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from ptxforge.dsl import types as T
 from ptxforge.dsl.arith import mov, setp, unify
@@ -23,8 +24,14 @@ from ptxforge.dsl.errors import DSLError, DSLTypeError, error_at, user_span
 from ptxforge.dsl.values import Pred, Reg, value_of
 from ptxforge.ptx import ir
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
-def _cond(c, op: str) -> Pred:
+    from ptxforge.dsl.types import DTypeLike
+    from ptxforge.dsl.values import Index, SReg
+
+
+def _cond(c: object, op: str) -> Pred:
     c = value_of(c)
     if isinstance(c, Pred):
         return c
@@ -38,7 +45,7 @@ def _no_guard(op: str) -> None:
 
 
 @contextmanager
-def if_(cond):
+def if_(cond: Pred) -> Iterator[None]:
     """Run the block only where `cond` holds (a branch around it)."""
     b = current()
     _no_guard("if_")
@@ -53,7 +60,7 @@ def if_(cond):
 
 
 @contextmanager
-def else_():
+def else_() -> Iterator[None]:
     """The alternative of the `with if_(...)` block just closed."""
     b = current()
     if b.open_if is None:
@@ -70,7 +77,7 @@ def else_():
     b.label(end)
 
 
-def range_(start, stop=None, step: int = 1, *, type=None):
+def range_(start: Index, stop: Index | None = None, step: int = 1, *, type: DTypeLike | None = None) -> Iterator[Reg]:
     """A PTX loop: `for i in range_(n)` / `range_(start, stop, step)` yields the counter register once
     and traces the body once. The counter has the type of the register bounds (or `type`; u32 for
     non-negative constants). Constant bounds that cannot be empty skip the entry test. Use Python's
@@ -113,7 +120,7 @@ def range_(start, stop=None, step: int = 1, *, type=None):
 
 
 @contextmanager
-def while_(cond_fn):
+def while_(cond_fn: Callable[[], Pred]) -> Iterator[None]:
     """`with while_(lambda: x < n):` repeats the block while the condition (re-evaluated each time) holds."""
     b = current()
     _no_guard("while_")
@@ -129,7 +136,7 @@ def while_(cond_fn):
 
 
 @contextmanager
-def guard(cond):
+def guard(cond: Pred) -> Iterator[None]:
     """Predicate every instruction in the block with `cond` (`@p` / `@!p`), without branching."""
     b = current()
     _no_guard("guard")
@@ -151,7 +158,7 @@ def place_label(name: str) -> None:
     current().label(name)
 
 
-def bra(label: str, when=None, *, uni: bool = False) -> None:
+def bra(label: str, when: Pred | None = None, *, uni: bool = False) -> None:
     """`{@p} bra{.uni} label`."""
     g = None
     if when is not None:
@@ -177,7 +184,7 @@ def trap() -> None:
 # --------------------------------------------------------------------------- raw PTX
 
 
-def raw(text: str, **values) -> None:
+def raw(text: str, **values: Reg | SReg | int | str) -> None:
     """Emit PTX written by hand. `{name}` placeholders take the registers passed as keywords. The text
     is parsed by the front end and every instruction is checked like the DSL's own."""
     from ptxforge.ptx.errors import PTXError
@@ -206,7 +213,7 @@ def raw(text: str, **values) -> None:
     except PTXError as e:
         raise error_at(span, f"raw: {e.diagnostics[0].message}", DSLError) from None
     n_decls = len(b.reg_types)
-    for st in m.kernels[0].body[n_decls:]:
+    for st in m.kernels[0].body[n_decls:]:  # type: ignore[index]  # the wrapper .entry has a body
         if isinstance(st, ir.Instruction):
             st = dataclasses.replace(st, span=span, guard=st.guard or b.guard)
             b.check(st)

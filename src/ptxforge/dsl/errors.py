@@ -9,9 +9,13 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from ptxforge.ptx import ir
 from ptxforge.ptx.errors import Diagnostic, PTXError
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 _DSL_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -36,9 +40,9 @@ def _is_internal(filename: str) -> bool:
     return os.path.dirname(os.path.abspath(filename)) == _DSL_DIR
 
 
-def user_frame():
+def user_frame() -> FrameType | None:
     """The innermost frame outside this package (None if there is none)."""
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     while f is not None and _is_internal(f.f_code.co_filename):
         f = f.f_back
     return f
@@ -68,7 +72,7 @@ def user_span() -> ir.Span:
     return ir.Span(f.f_code.co_filename, f.f_lineno, 1)
 
 
-def error_at(span: ir.Span, message: str, cls=DSLError) -> DSLError:
+def error_at(span: ir.Span, message: str, cls: type[DSLError] = DSLError) -> DSLError:
     """An error located at `span` (an instruction's Python line)."""
     text = linecache.getline(span.file, span.line).rstrip("\n") if span.line else ""
     col = len(text) - len(text.lstrip()) + 1 if text else span.col

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+from typing import TYPE_CHECKING, Any, overload
 
 from ptxforge.dsl import types as T
 from ptxforge.dsl.builder import Builder, current
@@ -27,6 +28,14 @@ from ptxforge.dsl.memory import Pointer, _mem_type, param_pointer, param_scalar
 from ptxforge.dsl.types import DType, Ptr
 from ptxforge.dsl.values import Reg, new_reg, value_of
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+    from typing import NoReturn
+
+    from ptxforge.dsl.values import Value
+    from ptxforge.runtime.kernel import Kernel as RuntimeKernel
+    from ptxforge.runtime.params import PointeeType
 
 DEFAULT_ARCH = "sm_90a"
 
@@ -46,8 +55,9 @@ def resolve_arch(arch: str | None) -> str:
     return arch
 
 
-def _signature(fn, what: str, localns=None):
-    """(ptx params [(name, Ptr|DType)], constants {name: default}) from the annotations.
+def _signature(fn: Callable[..., object], what: str, localns: Mapping[str, Any] | None = None
+               ) -> tuple[list[tuple[str, Ptr | DType]], dict[str, object], Any]:
+    """(ptx params [(name, Ptr|DType)], constants {name: default}, the return annotation) from the annotations.
 
     `localns` holds the names visible where the decorator was applied, so that string annotations
     (`from __future__ import annotations`) may use types imported inside a function.
@@ -69,7 +79,7 @@ def _signature(fn, what: str, localns=None):
     return params, consts, ann.get("return")
 
 
-def _ptx_param(fname: str, name: str, spec) -> ir.Param:
+def _ptx_param(fname: str, name: str, spec: Ptr | DType) -> ir.Param:
     if isinstance(spec, Ptr):
         align = spec.align or spec.elem.nbytes
         space = "." + spec.space if spec.space != "generic" else None
@@ -82,8 +92,9 @@ def _ptx_param(fname: str, name: str, spec) -> ir.Param:
 class Kernel:
     """A DSL kernel: traced per target into an `ir.Module`, printed, checked and launchable."""
 
-    def __init__(self, fn, arch: str | None = "auto", name: str | None = None, consts=None,
-                 maxntid=None, minnctapersm=None, localns=None):
+    def __init__(self, fn: Callable[..., object], arch: str | None = "auto", name: str | None = None,
+                 consts: Mapping[str, object] | None = None, maxntid: int | Sequence[int] | None = None,
+                 minnctapersm: int | None = None, localns: Mapping[str, Any] | None = None) -> None:
         self.fn = fn
         self.name = name or fn.__name__
         self.arch = arch
@@ -102,12 +113,12 @@ class Kernel:
         sig = ", ".join(f"{n}: {s!r}" for n, s in self.params)
         return f"<kernel {self.name}({sig}) arch={self.arch}>"
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise DSLError(f"kernel {self.name} is launched with {self.name}.launch(grid=, block=, args=[...]); "
                        f"calling it from Python or from another kernel is not supported (use @func for device "
                        f"functions)")
 
-    def specialize(self, name: str | None = None, **consts) -> Kernel:
+    def specialize(self, name: str | None = None, **consts: object) -> Kernel:
         """The kernel with other compile-time constants (parameters that have defaults), named
         `name` (default: the kernel's name with the constants appended, e.g. act_quant_pow2_scale1)."""
         if name is None:
@@ -131,14 +142,15 @@ class Kernel:
         """The PTX text for `arch` (default: the kernel's own)."""
         return self.module(arch).to_ptx(canonical=True)
 
-    def launch(self, grid=(1,), block=None, args=(), *, device=None, arch: str | None = None, **kw):
+    def launch(self, grid: Any = (1,), block: Any = None, args: Any = (), *, device: Any = None,
+               arch: str | None = None, **kw: Any) -> Any:
         """Run through the runtime: `device` is 'emu', 'cuda' or 'auto' (see ptxforge.runtime); the shape as
         keywords or a `LaunchConfig` in place of the grid (`launch(config, args)`), as `Kernel.launch`."""
         if block is not None:
             kw["block"] = block
         return self.runtime_kernel(arch).launch(grid, args=list(args), device=device, **kw)
 
-    def runtime_kernel(self, arch: str | None = None):
+    def runtime_kernel(self, arch: str | None = None) -> RuntimeKernel:
         """The launchable runtime Kernel for `arch`, knowing its pointer parameters' element types."""
         from ptxforge.runtime.kernel import Kernel as RuntimeKernel
 
@@ -162,13 +174,14 @@ class Kernel:
         fn = _prune(b.function(directives))
         funcs = _collect_funcs(b, arch)
         version = max([b.min_ptx, target_min_ptx(arch), *(f[1] for f in funcs)])
-        items = [*b.variables, *(v for f in funcs for v in f[2]), *(f[0] for f in funcs), fn]
+        items: list[ir.Function | ir.Variable] = [*b.variables, *(v for f in funcs for v in f[2]),
+                                                  *(f[0] for f in funcs), fn]
         m = ir.Module(version, ir.Target((arch,)), 64, tuple(_dedupe(items)), filename=f"<dsl {self.name}>")
         _validate(m)
         return m
 
 
-def pointee_type(spec):
+def pointee_type(spec: Ptr | DType) -> PointeeType | None:
     """The runtime's PointeeType for a parameter annotation (None for scalars)."""
     from ptxforge.runtime.params import PointeeType
 
@@ -182,13 +195,13 @@ def pointee_type(spec):
     return PointeeType(label, T.HOST_DTYPE.get(spec.elem.name))
 
 
-def _ident(v) -> str:
+def _ident(v: object) -> str:
     if isinstance(v, bool):
         return str(int(v))
     return "".join(c if c.isalnum() else "_" for c in str(v))
 
 
-def link(kernels, arch: str | None = None) -> ir.Module:
+def link(kernels: Iterable[Kernel], arch: str | None = None) -> ir.Module:
     """One module holding several kernels (and the device functions and shared variables they use)."""
     mods = [k.module(arch) for k in kernels]
     if not mods:
@@ -196,7 +209,7 @@ def link(kernels, arch: str | None = None) -> ir.Module:
     arches = {m.target.arch for m in mods}
     if len(arches) > 1:
         raise DSLError(f"link: the kernels target different archs ({', '.join(sorted(arches))}); pass arch=")
-    items = list(_dedupe(it for m in mods for it in m.items))
+    items = list(_dedupe(it for m in mods for it in m.items))  # type: ignore[misc]  # DSL modules: functions, variables
     names = [f.name for f in items if isinstance(f, ir.Function) and f.is_kernel]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
@@ -204,10 +217,10 @@ def link(kernels, arch: str | None = None) -> ir.Module:
     return ir.Module(max(m.version for m in mods), mods[0].target, 64, tuple(items), filename="<dsl>")
 
 
-def _dedupe(items):
+def _dedupe(items: Iterable[ir.Function | ir.Variable]) -> Iterator[ir.Function | ir.Variable]:
     seen = set()
     for it in items:
-        key = (type(it).__name__, it.name, it.kind if isinstance(it, ir.Function) else "")
+        key: tuple[object, ...] = (type(it).__name__, it.name, it.kind if isinstance(it, ir.Function) else "")
         if isinstance(it, ir.Function) and it.is_kernel:
             key = key + (id(it),)
         if key not in seen:
@@ -215,7 +228,7 @@ def _dedupe(items):
             yield it
 
 
-def _collect_funcs(b: Builder, arch: str):
+def _collect_funcs(b: Builder, arch: str) -> list[tuple[ir.Function, tuple[int, int], list[ir.Variable]]]:
     """[(ir.Function, min ptx, variables)] of every device function called, callees first."""
     out, seen = [], set()
 
@@ -262,7 +275,7 @@ def _prune(f: ir.Function) -> ir.Function:
                 walk(s.body)
     walk(f.body)
     body = []
-    for s in f.body:
+    for s in f.body:  # type: ignore[union-attr]  # a built function has a body
         if (isinstance(s, ir.Instruction) and s.opcode in ("ld", "mov") and s.operands
                 and isinstance(s.operands[0], ir.Register) and used.get(s.operands[0].name, 0) == 1
                 and (s.opcode == "mov" and isinstance(s.operands[1], ir.SpecialRegister | ir.Symbol)
@@ -281,11 +294,20 @@ def _validate(m: ir.Module) -> None:
         raise DSLError(f"{d.message} (validator)", (d.file, d.line, d.col, ""))
 
 
-def kernel(fn=None, *, arch: str | None = "auto", name: str | None = None, maxntid=None, minnctapersm=None):
+@overload
+def kernel(fn: Callable[..., object], *, arch: str | None = "auto", name: str | None = None,
+           maxntid: int | Sequence[int] | None = None, minnctapersm: int | None = None) -> Kernel: ...
+@overload
+def kernel(fn: None = None, *, arch: str | None = "auto", name: str | None = None,
+           maxntid: int | Sequence[int] | None = None,
+           minnctapersm: int | None = None) -> Callable[[Callable[..., object]], Kernel]: ...
+def kernel(fn: Callable[..., object] | None = None, *, arch: str | None = "auto", name: str | None = None,
+           maxntid: int | Sequence[int] | None = None,
+           minnctapersm: int | None = None) -> Kernel | Callable[[Callable[..., object]], Kernel]:
     """Decorator: `@kernel` or `@kernel(arch="sm_80")` turns a Python function into a PTX kernel."""
     localns = sys._getframe(1).f_locals  # the decorating scope, for string annotations
 
-    def wrap(f):
+    def wrap(f: Callable[..., object]) -> Kernel:
         k = Kernel(f, arch, name, None, maxntid, minnctapersm, localns)
         if arch not in (None, "auto"):
             k.module()  # trace now: errors show where the kernel is defined
@@ -297,7 +319,8 @@ def kernel(fn=None, *, arch: str | None = "auto", name: str | None = None, maxnt
 
 
 class _Built:
-    def __init__(self, function, min_ptx, variables, funcs):
+    def __init__(self, function: ir.Function, min_ptx: tuple[int, int], variables: list[ir.Variable],
+                 funcs: dict[str, DeviceFunction]) -> None:
         self.function, self.min_ptx, self.variables, self.funcs = function, min_ptx, variables, funcs
 
 
@@ -305,7 +328,10 @@ class DeviceFunction:
     """A `.func` called from kernels: `@func def f(x: f32) -> f32: ...`; calling it inside a kernel
     emits a PTX call sequence."""
 
-    def __init__(self, fn, name: str | None = None, localns=None):
+    ret: DType | None
+
+    def __init__(self, fn: Callable[..., object], name: str | None = None,
+                 localns: Mapping[str, Any] | None = None) -> None:
         self.fn = fn
         self.name = name or fn.__name__
         self.params, consts, self.ret = _signature(fn, "func", localns)
@@ -338,13 +364,13 @@ class DeviceFunction:
             self._built[arch] = got
         return got
 
-    def __call__(self, *args):
+    def __call__(self, *args: Value | Pointer) -> Reg | None:
         b = current()
         if len(args) != len(self.params):
             raise DSLTypeError(f"{self.name} takes {len(self.params)} argument(s), got {len(args)}")
         self.built(b.arch)
         b.funcs[self.name] = self
-        stmts: list = []
+        stmts: list[ir.Statement] = []
         names = []
         for i, ((pname, spec), a) in enumerate(zip(self.params, args, strict=True)):
             a = value_of(a)
@@ -361,11 +387,12 @@ class DeviceFunction:
                     raise DSLTypeError(f"{self.name}: argument {pname} must be {spec}, got {a.type}")
                 mt = _mem_type(spec)
             stmts.append(ir.Variable(".param", mt, name))
-            src = a.operand if isinstance(a, Reg) else operand(a, spec)
+            # a pointer argument is a Reg by now, so `spec` is a DType where operand() is reached
+            src = a.operand if isinstance(a, Reg) else operand(a, spec)  # type: ignore[arg-type]
             b.emit("st", [".param", mt], [ir.Address(ir.Symbol(name)), src], into=stmts)
             names.append(name)
         result = None
-        call_ops = [ir.Symbol(self.name), ir.ParenList(tuple(ir.Symbol(n) for n in names))]
+        call_ops: list[ir.Operand] = [ir.Symbol(self.name), ir.ParenList(tuple(ir.Symbol(n) for n in names))]
         if self.ret is not None:
             mt = _mem_type(self.ret)
             stmts.append(ir.Variable(".param", mt, "retval0"))
@@ -379,22 +406,29 @@ class DeviceFunction:
         return result
 
 
-def _store_return(df: DeviceFunction, value) -> None:
+def _store_return(df: DeviceFunction, value: object) -> None:
+    """Store `value` (what the device function's Python body returned) in its return parameter; only called
+    when `df` has a return type."""
     from ptxforge.dsl.arith import operand
 
     b = current()
     value = value_of(value)
     if isinstance(value, Reg) and value.type != df.ret:
         raise DSLTypeError(f"func {df.name}: returns {value.type}, but is annotated -> {df.ret}")
-    src = value.operand if isinstance(value, Reg) else operand(value, df.ret)
-    b.emit("st", [".param", _mem_type(df.ret)], [ir.Address(ir.Symbol("func_retval0")), src])
+    src = value.operand if isinstance(value, Reg) else operand(value, df.ret)  # type: ignore[arg-type]
+    b.emit("st", [".param", _mem_type(df.ret)], [ir.Address(ir.Symbol("func_retval0")), src])  # type: ignore[arg-type]
 
 
-def func(fn=None, *, name: str | None = None):
+@overload
+def func(fn: Callable[..., object], *, name: str | None = None) -> DeviceFunction: ...
+@overload
+def func(fn: None = None, *, name: str | None = None) -> Callable[[Callable[..., object]], DeviceFunction]: ...
+def func(fn: Callable[..., object] | None = None, *,
+         name: str | None = None) -> DeviceFunction | Callable[[Callable[..., object]], DeviceFunction]:
     """Decorator: a device function (`.func`) callable from DSL kernels and other device functions."""
     localns = sys._getframe(1).f_locals
 
-    def wrap(f):
+    def wrap(f: Callable[..., object]) -> DeviceFunction:
         return DeviceFunction(f, name, localns)
     return wrap(fn) if fn is not None else wrap
 

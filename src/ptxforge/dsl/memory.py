@@ -6,6 +6,8 @@ register index costs one `mad.wide` (64-bit global pointers) or `mad.lo` (32-bit
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, overload
+
 from ptxforge.dsl import types as T
 from ptxforge.dsl.arith import operand, unify
 from ptxforge.dsl.builder import current
@@ -13,6 +15,13 @@ from ptxforge.dsl.errors import DSLError, DSLTypeError
 from ptxforge.dsl.types import DType
 from ptxforge.dsl.values import Reg, RegArray, SReg, new_reg, value_of
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Literal
+
+    from ptxforge.dsl.types import DTypeLike, Ptr
+    from ptxforge.dsl.values import Index, Value
 
 _SPACES = {"global": ".global", "shared": ".shared", "const": ".const", "local": ".local", "generic": None,
            "param": ".param"}
@@ -27,7 +36,8 @@ class Pointer:
 
     __slots__ = ("elem", "space", "base", "offset", "owns", "shape")
 
-    def __init__(self, elem: DType, space: str, base, offset: int = 0, owns: bool = False, shape=None):
+    def __init__(self, elem: DType, space: str, base: Reg | str, offset: int = 0, owns: bool = False,
+                 shape: tuple[int, ...] | None = None):
         self.elem, self.space, self.base, self.offset, self.owns, self.shape = elem, space, base, offset, owns, shape
 
     def __repr__(self) -> str:
@@ -43,7 +53,7 @@ class Pointer:
         base = self.base.operand if isinstance(self.base, Reg) else ir.Symbol(self.base)
         return ir.Address(base, self.offset, self.offset != 0)
 
-    def cast(self, elem) -> Pointer:
+    def cast(self, elem: DTypeLike) -> Pointer:
         """The same address, pointing to another element type."""
         return Pointer(T.dtype(elem), self.space, self.base, self.offset, False, None)
 
@@ -72,7 +82,7 @@ class Pointer:
 
         return add(base, self.offset)
 
-    def __add__(self, i) -> Pointer:
+    def __add__(self, i: Index) -> Pointer:
         i = value_of(i)
         if isinstance(i, int):
             return Pointer(self.elem, self.space, self.base, self.offset + i * self.elem.nbytes, False, None)
@@ -83,7 +93,7 @@ class Pointer:
 
     __radd__ = __add__
 
-    def __getitem__(self, idx) -> Pointer:
+    def __getitem__(self, idx: Index | tuple[Index, ...]) -> Pointer:
         if not isinstance(idx, tuple):
             return self + idx
         if self.shape is None or len(self.shape) != len(idx):
@@ -111,7 +121,7 @@ class Pointer:
         return Pointer(self.elem, self.space, _scaled(self._base_reg(), r, s * self.elem.nbytes, self.addr_type),
                        p.offset, True, None)
 
-    def __iadd__(self, i) -> Pointer:
+    def __iadd__(self, i: Index) -> Pointer:
         if not self.owns or not isinstance(self.base, Reg):
             raise DSLError(f"{self!r} shares its address register with another pointer; copy it first "
                            f"(q = p.copy()) before moving it with +=")
@@ -129,7 +139,7 @@ class Pointer:
         return Pointer(self.elem, self.space, self.value().copy(), 0, True, None)
 
 
-def _mad_index(acc, n: int, i):
+def _mad_index(acc: Index, n: int, i: Index) -> Index:
     """acc * n + i, folding Python ints."""
     acc, i = value_of(acc), value_of(i)
     if isinstance(acc, int) and isinstance(i, int):
@@ -158,7 +168,7 @@ def _scaled(base: Reg, i: Reg, size: int, addr_t: DType, out: Reg | None = None)
     return mad(iv, size, base, out=out)
 
 
-def shared(elem, shape, align: int = 16, name: str = "smem") -> Pointer:
+def shared(elem: DTypeLike, shape: int | Sequence[int], align: int = 16, name: str = "smem") -> Pointer:
     """A static shared-memory array (`.shared .align A .T name[N]`); returns a pointer to it."""
     elem = T.dtype(elem)
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
@@ -173,7 +183,7 @@ def shared(elem, shape, align: int = 16, name: str = "smem") -> Pointer:
     return Pointer(elem, "shared", sym, 0, False, dims if len(dims) > 1 else None)
 
 
-def dynamic_shared(elem, align: int = 16) -> Pointer:
+def dynamic_shared(elem: DTypeLike, align: int = 16) -> Pointer:
     """The dynamic shared memory (`.extern .shared .align A .b8 name[]`, sized by the launch)."""
     b = current()
     sym = "dynamic_smem"
@@ -189,13 +199,14 @@ def _mem_type(t: DType) -> str:
     return f".b{t.bits}"
 
 
-def _ptr(p, op: str) -> Pointer:
+def _ptr(p: object, op: str) -> Pointer:
     if not isinstance(p, Pointer):
         raise DSLTypeError(f"{op}: the address must be a pointer (p[i], smem[i]), got {p!r}")
     return p
 
 
-def _cache_mods(space: str, nc, cache, L1, L2, sem, scope, volatile, op: str) -> tuple[list[str], list[str]]:
+def _cache_mods(space: str, nc: bool, cache: str | None, L1: str | None, L2: str | None, sem: str | None,
+                scope: str | None, volatile: bool, op: str) -> tuple[list[str], list[str]]:
     """(modifiers before the state space, modifiers after it) in the manual's order."""
     pre, post = [], []
     if volatile:
@@ -217,8 +228,21 @@ def _cache_mods(space: str, nc, cache, L1, L2, sem, scope, volatile, op: str) ->
     return pre, post
 
 
-def ld(p, *, v: int | None = None, type=None, nc=False, cache=None, L1=None, L2=None, sem=None, scope=None,
-       volatile=False, out=None):
+@overload
+def ld(p: Pointer, *, v: None = None, type: DTypeLike | None = None, nc: bool = False, cache: str | None = None,
+       L1: str | None = None, L2: str | None = None, sem: str | None = None, scope: str | None = None,
+       volatile: bool = False, out: Reg | Sequence[Reg] | None = None) -> Reg: ...
+@overload
+def ld(p: Pointer, *, v: Literal[2, 4, 8], type: DTypeLike | None = None, nc: bool = False, cache: str | None = None,
+       L1: str | None = None, L2: str | None = None, sem: str | None = None, scope: str | None = None,
+       volatile: bool = False, out: Reg | Sequence[Reg] | None = None) -> RegArray: ...
+@overload
+def ld(p: Pointer, *, v: int | None = None, type: DTypeLike | None = None, nc: bool = False, cache: str | None = None,
+       L1: str | None = None, L2: str | None = None, sem: str | None = None, scope: str | None = None,
+       volatile: bool = False, out: Reg | Sequence[Reg] | None = None) -> Reg | RegArray: ...
+def ld(p: Pointer, *, v: int | None = None, type: DTypeLike | None = None, nc: bool = False, cache: str | None = None,
+       L1: str | None = None, L2: str | None = None, sem: str | None = None, scope: str | None = None,
+       volatile: bool = False, out: Reg | Sequence[Reg] | None = None) -> Reg | RegArray:
     """`ld{.sem.scope}.space{.cache}{.nc}{.L1::x}{.L2::x}{.vN}.T`: load one value (or a vector of v);
     `out` names the destination register(s) instead of new ones (useful under `guard`)."""
     p = _ptr(p, "ld")
@@ -241,7 +265,9 @@ def ld(p, *, v: int | None = None, type=None, nc=False, cache=None, L1=None, L2=
     return regs if v else regs[0]
 
 
-def st(p, value, *, type=None, cache=None, L1=None, L2=None, sem=None, scope=None, volatile=False) -> None:
+def st(p: Pointer, value: Value | Sequence[Value], *, type: DTypeLike | None = None, cache: str | None = None,
+       L1: str | None = None, L2: str | None = None, sem: str | None = None, scope: str | None = None,
+       volatile: bool = False) -> None:
     """`st{.sem.scope}.space{.cache}{.L1::x}{.vN}.T [p], value`; a tuple value stores a vector."""
     p = _ptr(p, "st")
     t = T.dtype(type) if type is not None else p.elem
@@ -279,11 +305,12 @@ def _atom_type(op: str, t: DType) -> str:
     return t.name
 
 
-def atom(op: str, p, value, *, sem=None, scope=None, out=None) -> Reg:
+def atom(op: str, p: Pointer, value: Value, *, sem: str | None = None, scope: str | None = None,
+         out: Reg | None = None) -> Reg:
     """`atom{.sem}{.scope}.space.op.T d, [p], value`: returns the old value."""
     p = _ptr(p, "atom")
     t = unify(f"atom.{op}", [value], p.elem)
-    mods = [m for m in (sem, scope) if m] + ([_SPACES[p.space]] if _SPACES[p.space] else []) + [op]
+    mods: list[str | None] = [m for m in (sem, scope) if m] + ([_SPACES[p.space]] if _SPACES[p.space] else []) + [op]
     if op == "add" and t.name in (".f16", ".bf16", ".f16x2", ".bf16x2"):
         mods.append("noftz")
     d = out if out is not None else new_reg(t)
@@ -291,27 +318,27 @@ def atom(op: str, p, value, *, sem=None, scope=None, out=None) -> Reg:
     return d
 
 
-def atom_cas(p, compare, value, *, sem=None, scope=None) -> Reg:
+def atom_cas(p: Pointer, compare: Value, value: Value, *, sem: str | None = None, scope: str | None = None) -> Reg:
     """`atom.space.cas.bN d, [p], compare, value`: returns the old value."""
     p = _ptr(p, "atom.cas")
     t = unify("atom.cas", [compare, value], p.elem)
-    mods = [m for m in (sem, scope) if m] + ([_SPACES[p.space]] if _SPACES[p.space] else []) + ["cas"]
+    mods: list[str | None] = [m for m in (sem, scope) if m] + ([_SPACES[p.space]] if _SPACES[p.space] else []) + ["cas"]
     d = new_reg(t)
     current().emit("atom", [*mods, f".b{t.bits}"], [d.operand, p.address(), operand(compare, t), operand(value, t)])
     return d
 
 
-def red(op: str, p, value, *, sem=None, scope=None) -> None:
+def red(op: str, p: Pointer, value: Value, *, sem: str | None = None, scope: str | None = None) -> None:
     """`red{.sem}{.scope}.space.op.T [p], value`: an atomic update without a result."""
     p = _ptr(p, "red")
     t = unify(f"red.{op}", [value], p.elem)
-    mods = [m for m in (sem, scope) if m] + ([_SPACES[p.space]] if _SPACES[p.space] else []) + [op]
+    mods: list[str | None] = [m for m in (sem, scope) if m] + ([_SPACES[p.space]] if _SPACES[p.space] else []) + [op]
     if op == "add" and t.name in (".f16", ".bf16", ".f16x2", ".bf16x2"):
         mods.append("noftz")
     current().emit("red", [*mods, _atom_type(op, t)], [p.address(), operand(value, t, "red")])
 
 
-def param_pointer(name: str, spec) -> Pointer:
+def param_pointer(name: str, spec: Ptr) -> Pointer:
     """The pointer held in kernel parameter `name` (loaded once at the top of the kernel)."""
     b = current()
     r = new_reg(T.u64)

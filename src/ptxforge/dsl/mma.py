@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ptxforge.dsl import types as T
 from ptxforge.dsl.arith import operand
 from ptxforge.dsl.builder import current
@@ -10,8 +12,14 @@ from ptxforge.dsl.memory import Pointer
 from ptxforge.dsl.values import Pred, Reg, RegArray, new_reg, value_of
 from ptxforge.ptx import ir
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
-def _vec(regs, n: int | None, what: str, t=None) -> ir.Vector:
+    from ptxforge.dsl.types import DType, DTypeLike
+    from ptxforge.dsl.values import SReg
+
+
+def _vec(regs: Iterable[Reg | SReg], n: int | None, what: str, t: DType | None = None) -> ir.Vector:
     regs = [value_of(r) for r in regs]
     if n is not None and len(regs) != n:
         raise DSLTypeError(f"{what}: expected {n} registers, got {len(regs)}")
@@ -23,7 +31,7 @@ def _vec(regs, n: int | None, what: str, t=None) -> ir.Vector:
     return ir.Vector(tuple(r.operand for r in regs))
 
 
-def ldmatrix(p, *, x: int = 4, trans: bool = False) -> RegArray:
+def ldmatrix(p: Pointer, *, x: int = 4, trans: bool = False) -> RegArray:
     """`ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16 {r..}, [p]`: N 8x8 b16 matrices from shared
     memory into a warp's registers (each lane gives one row address)."""
     if not (isinstance(p, Pointer) and p.space == "shared"):
@@ -41,7 +49,9 @@ _MMA_FRAGS = {"m16n8k16": (4, 2, 4), "m16n8k8": (2, 1, 4)}
 _MMA_FP8 = {"m16n8k32": (4, 2, 4)}
 
 
-def mma_sync(d, a, b, c, *, shape: str = "m16n8k16", atype=T.bf16, btype=None, layout=("row", "col")) -> RegArray:
+def mma_sync(d: Sequence[Reg] | None, a: Sequence[Reg], b: Sequence[Reg], c: Sequence[Reg], *, shape: str = "m16n8k16",
+             atype: DTypeLike = T.bf16, btype: DTypeLike | None = None,
+             layout: tuple[str, str] = ("row", "col")) -> RegArray:
     """`mma.sync.aligned.shape.row.col.dtype.atype.btype.ctype d, a, b, c`: one warp-wide tensor-core
     multiply-accumulate. d and c are tuples of f32 registers (d may be c to accumulate in place);
     a and b hold packed inputs in .b32 registers (from ldmatrix or pack)."""
@@ -102,7 +112,8 @@ def wgmma_descriptor(p: Pointer, *, lbo: int, sbo: int, swizzle: int = 0) -> Reg
     return or_(desc.view(T.b64), const)
 
 
-def wgmma_mma_async(d, a_desc, b_desc, *, shape: str = "m64n8k16", atype=T.bf16, btype=None, scale_d=1,
+def wgmma_mma_async(d: Sequence[Reg] | None, a_desc: Reg, b_desc: Reg, *, shape: str = "m64n8k16",
+                    atype: DTypeLike = T.bf16, btype: DTypeLike | None = None, scale_d: Pred | int = 1,
                     scale_a: int = 1, scale_b: int = 1, trans_a: int = 0, trans_b: int = 0) -> RegArray:
     """`wgmma.mma_async.sync.aligned.shape.f32.atype.btype {d}, a_desc, b_desc, scale_d, sa, sb, ta, tb`:
     a warpgroup (128 threads) multiply-accumulate from shared-memory descriptors into f32 registers

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ptxforge.dsl import types as T
 from ptxforge.dsl.arith import operand
 from ptxforge.dsl.builder import current
@@ -10,21 +12,25 @@ from ptxforge.dsl.memory import Pointer, shared
 from ptxforge.dsl.values import Pred, Reg, new_reg, value_of
 from ptxforge.ptx import ir
 
+if TYPE_CHECKING:
+    from ptxforge.dsl.types import DType
+    from ptxforge.dsl.values import Index, Value
 
-def _imm_or_reg(v, t=T.u32):
+
+def _imm_or_reg(v: Value, t: DType = T.u32) -> ir.Operand:
     return operand(v, t)
 
 
 # --------------------------------------------------------------------------- barriers and fences
 
 
-def bar_sync(barrier: int = 0, threads=None) -> None:
+def bar_sync(barrier: int = 0, threads: Index | None = None) -> None:
     """`bar.sync id{, threads}`: wait until all (or `threads`) threads of the CTA arrive (__syncthreads)."""
     ops = [_imm_or_reg(barrier)] + ([_imm_or_reg(threads)] if threads is not None else [])
     current().emit("bar", ["sync"], ops)
 
 
-def bar_arrive(barrier: int, threads) -> None:
+def bar_arrive(barrier: int, threads: Index) -> None:
     """`bar.arrive id, threads`: arrive at a named barrier without waiting."""
     current().emit("bar", ["arrive"], [_imm_or_reg(barrier), _imm_or_reg(threads)])
 
@@ -60,7 +66,7 @@ def mbarriers(n: int = 1, name: str = "mbar") -> Pointer:
     return shared(T.b64, n, align=8, name=name)
 
 
-def _bar(p, op: str) -> Pointer:
+def _bar(p: object, op: str) -> Pointer:
     if not isinstance(p, Pointer) or p.space != "shared" or p.elem.bits != 64:
         raise DSLTypeError(f"{op}: expected an mbarrier in shared memory (from mbarriers()), got {p!r}")
     return p
@@ -70,21 +76,23 @@ def _shared_mod() -> str:
     return "shared::cta" if current().sm >= 90 else "shared"
 
 
-def mbarrier_init(bar, count) -> None:
+def mbarrier_init(bar: Pointer, count: Index) -> None:
     """`mbarrier.init.shared.b64 [bar], count`."""
     current().emit("mbarrier", ["init", _shared_mod(), "b64"], [_bar(bar, "mbarrier.init").address(),
                                                                _imm_or_reg(count)])
 
 
-def mbarrier_arrive(bar, count=None) -> Reg:
+def mbarrier_arrive(bar: Pointer, count: Index | None = None) -> Reg:
     """`mbarrier.arrive.shared.b64 state, [bar]{, count}`; returns the arrival state."""
     d = new_reg(T.b64)
-    ops = [d.operand, _bar(bar, "mbarrier.arrive").address()] + ([_imm_or_reg(count)] if count is not None else [])
+    # mypy joins the two lists' item types to object
+    ops: list[ir.Operand] = [d.operand, _bar(bar, "mbarrier.arrive").address()] + (  # type: ignore[assignment]
+        [_imm_or_reg(count)] if count is not None else [])
     current().emit("mbarrier", ["arrive", _shared_mod(), "b64"], ops)
     return d
 
 
-def mbarrier_arrive_expect_tx(bar, nbytes) -> Reg:
+def mbarrier_arrive_expect_tx(bar: Pointer, nbytes: Index) -> Reg:
     """`mbarrier.arrive.expect_tx.shared::cta.b64 state, [bar], nbytes` (sm_90): arrive and expect
     `nbytes` of asynchronous (TMA) transfers before the phase completes."""
     d = new_reg(T.b64)
@@ -93,23 +101,23 @@ def mbarrier_arrive_expect_tx(bar, nbytes) -> Reg:
     return d
 
 
-def mbarrier_test_wait(bar, parity) -> Pred:
+def mbarrier_test_wait(bar: Pointer, parity: Index) -> Pred:
     """`mbarrier.test_wait.parity.shared.b64 p, [bar], parity`: has the phase with this parity completed?"""
     d = new_reg(T.pred)
     current().emit("mbarrier", ["test_wait", "parity", _shared_mod(), "b64"],
                    [d.operand, _bar(bar, "mbarrier.test_wait").address(), _imm_or_reg(parity)])
-    return d
+    return d  # type: ignore[return-value]  # new_reg(T.pred) makes a Pred
 
 
-def mbarrier_try_wait(bar, parity) -> Pred:
+def mbarrier_try_wait(bar: Pointer, parity: Index) -> Pred:
     """`mbarrier.try_wait.parity.shared::cta.b64 p, [bar], parity` (sm_90): wait a while for the phase."""
     d = new_reg(T.pred)
     current().emit("mbarrier", ["try_wait", "parity", "shared::cta", "b64"],
                    [d.operand, _bar(bar, "mbarrier.try_wait").address(), _imm_or_reg(parity)])
-    return d
+    return d  # type: ignore[return-value]  # new_reg(T.pred) makes a Pred
 
 
-def mbarrier_wait(bar, parity) -> None:
+def mbarrier_wait(bar: Pointer, parity: Index) -> None:
     """Spin until the mbarrier phase with `parity` completes (try_wait on sm_90+, test_wait before)."""
     b = current()
     top = b.new_label("wait")
@@ -121,7 +129,8 @@ def mbarrier_wait(bar, parity) -> None:
 # --------------------------------------------------------------------------- cp.async (sm_80)
 
 
-def cp_async(dst, src, nbytes: int = 16, *, cache: str | None = None, src_size=None) -> None:
+def cp_async(dst: Pointer, src: Pointer, nbytes: int = 16, *, cache: str | None = None,
+             src_size: Index | None = None) -> None:
     """`cp.async.ca|cg.shared.global [dst], [src], nbytes{, src_size}`: copy 4, 8 or 16 bytes without
     waiting; `src_size` < nbytes zero-fills the rest (0 for an out-of-bounds element)."""
     if not (isinstance(dst, Pointer) and dst.space == "shared"):
@@ -131,7 +140,7 @@ def cp_async(dst, src, nbytes: int = 16, *, cache: str | None = None, src_size=N
     if nbytes not in (4, 8, 16):
         raise DSLError(f"cp.async: nbytes must be 4, 8 or 16, got {nbytes}")
     cache = cache or ("cg" if nbytes == 16 else "ca")
-    ops = [dst.address(), src.address(), ir.Immediate(nbytes, str(nbytes))]
+    ops: list[ir.Operand] = [dst.address(), src.address(), ir.Immediate(nbytes, str(nbytes))]
     if src_size is not None:
         ops.append(_imm_or_reg(src_size))
     current().emit("cp", ["async", cache, "shared", "global"], ops)
@@ -152,7 +161,7 @@ def cp_async_wait_all() -> None:
     current().emit("cp", ["async", "wait_all"], [])
 
 
-def cp_async_mbarrier_arrive(bar, noinc: bool = True) -> None:
+def cp_async_mbarrier_arrive(bar: Pointer, noinc: bool = True) -> None:
     """`cp.async.mbarrier.arrive{.noinc}.shared.b64 [bar]`: arrive on bar when this thread's earlier
     cp.async operations complete."""
     current().emit("cp", ["async", "mbarrier", "arrive"] + (["noinc"] if noinc else []) + ["shared", "b64"],
@@ -162,7 +171,7 @@ def cp_async_mbarrier_arrive(bar, noinc: bool = True) -> None:
 # --------------------------------------------------------------------------- bulk copies (sm_90)
 
 
-def cp_async_bulk(dst, src, nbytes, bar) -> None:
+def cp_async_bulk(dst: Pointer, src: Pointer, nbytes: Index, bar: Pointer) -> None:
     """`cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [src], nbytes, [bar]`:
     a TMA bulk copy (16-byte multiples) whose completion is counted on `bar`."""
     if not (isinstance(dst, Pointer) and dst.space == "shared"):
@@ -177,7 +186,7 @@ def elect_sync(mask: int = 0xFFFFFFFF) -> Pred:
     """`elect.sync _|p, mask` (sm_90): true in exactly one active lane of the warp."""
     p = new_reg(T.pred)
     current().emit("elect", ["sync"], [ir.PredPair(ir.Sink(), p.operand), ir.Immediate(mask, hex(mask))])
-    return p
+    return p  # type: ignore[return-value]  # new_reg(T.pred) makes a Pred
 
 
 __all__ = ["value_of"]

@@ -17,12 +17,19 @@ inputs. Every kernel parameter must be named exactly once.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ptxforge.dsl.errors import DSLError
 
+if TYPE_CHECKING:
+    from torch._library.custom_ops import CustomOpDef
 
-def torch_op(name: str, kernel, *, inputs: Sequence[str], outputs: Mapping[str, Callable],
-             scalars: Mapping[str, Callable] | None = None, grid=(1,), block=(1,)):
+    from ptxforge.dsl.kernel import Kernel
+
+
+def torch_op(name: str, kernel: Kernel, *, inputs: Sequence[str], outputs: Mapping[str, Callable],
+             scalars: Mapping[str, Callable] | None = None, grid: Sequence[int] | Callable = (1,),
+             block: Sequence[int] | Callable = (1,)) -> CustomOpDef:
     """Register `kernel` (a DSL `@kernel`) as the torch custom op `name` ("namespace::op"); returns the op."""
     import torch
 

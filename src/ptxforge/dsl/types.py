@@ -8,6 +8,14 @@ so `bf16` values live in `.b16` registers while instructions still say `.bf16`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import numpy.typing as npt
+
+    DTypeLike: TypeAlias = "DType | str | npt.DTypeLike"  # a DType, its PTX name ('f32', '.f32') or a numpy dtype
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +88,7 @@ ALL = {t.name: t for t in (pred, b8, u8, s8, b16, u16, s16, b32, u32, s32, b64, 
                            f16x2, bf16x2, tf32, f32, f64, e4m3, e5m2, e4m3x2, e5m2x2)}
 
 
-def dtype(t) -> DType:
+def dtype(t: DTypeLike) -> DType:
     """A DType from a DType, a PTX name ('.f32' or 'f32') or a numpy dtype."""
     if isinstance(t, DType):
         return t
@@ -131,7 +139,7 @@ HOST_DTYPE = {".f32": "float32", ".f64": "float64", ".f16": "float16", ".bf16": 
               ".f16x2": "float16", ".bf16x2": "bfloat16", ".e4m3x2": "float8_e4m3fn", ".e5m2x2": "float8_e5m2"}
 
 
-def ptr(elem, space: str = "global", align: int | None = None, typed: bool = True) -> Ptr:
+def ptr(elem: DTypeLike, space: str = "global", align: int | None = None, typed: bool = True) -> Ptr:
     """Annotation for a pointer parameter to `elem` values in `space` (global by default).
 
     A launch refuses an array whose dtype is not `elem`'s (float64 data for `ptr(f32)`); `typed=False`

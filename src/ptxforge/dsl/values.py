@@ -8,6 +8,7 @@ the instruction it picks is unambiguous; everything else is a function in `ptxfo
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING, overload
 
 from ptxforge.dsl import types as T
 from ptxforge.dsl.builder import current
@@ -15,8 +16,19 @@ from ptxforge.dsl.errors import DSLError, DSLTypeError
 from ptxforge.dsl.types import DType
 from ptxforge.ptx import ir
 
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Any, NoReturn, TypeAlias, TypeVar
 
-def _ops():
+    from ptxforge.dsl.types import DTypeLike
+
+    # what an instruction takes as a source operand: a register, a special register or a Python number
+    Value: TypeAlias = "Reg | SReg | int | float"
+    Index: TypeAlias = "Reg | SReg | int"  # an element index or offset: an integer register or a Python int
+    _V = TypeVar("_V")
+
+
+def _ops() -> ModuleType:
     from ptxforge.dsl import arith
 
     return arith
@@ -27,7 +39,7 @@ class Reg:
 
     __slots__ = ("name", "type", "__weakref__")
 
-    def __init__(self, name: str, type: DType):
+    def __init__(self, name: str, type: DType) -> None:
         self.name, self.type = name, type
 
     @property
@@ -40,15 +52,15 @@ class Reg:
     def __hash__(self) -> int:
         return id(self)
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         raise DSLError(f"{self.name} is a register, not a Python value; branch with `with if_(cond):` "
                        f"and loop with `for i in range_(...)`")
 
-    def __index__(self):
+    def __index__(self) -> int:
         raise DSLError(f"{self.name} is a register; a Python int is needed here (use Python numbers for "
                        f"shapes and unrolled loops)")
 
-    def view(self, t) -> Reg:
+    def view(self, t: DTypeLike) -> Reg:
         """The same register read as another type of equal width (no instruction): `r.view(u32)`."""
         from ptxforge.ptx.isa.typerules import strict_ok
 
@@ -63,79 +75,79 @@ class Reg:
         """A new register holding this value (`mov`)."""
         return _ops().mov(self)
 
-    def set(self, value) -> Reg:
+    def set(self, value: Value) -> Reg:
         """Assign `value` to this register (`mov`); returns self."""
         _ops().mov(value, out=self)
         return self
 
     # arithmetic sugar: the type of the registers picks the instruction
-    def __add__(self, o): return _ops().add(self, o)
-    def __radd__(self, o): return _ops().add(o, self)
-    def __sub__(self, o): return _ops().sub(self, o)
-    def __rsub__(self, o): return _ops().sub(o, self)
-    def __mul__(self, o): return _ops().mul(self, o)
-    def __rmul__(self, o): return _ops().mul(o, self)
-    def __neg__(self): return _ops().neg(self)
+    def __add__(self, o: Value) -> Reg: return _ops().add(self, o)
+    def __radd__(self, o: Value) -> Reg: return _ops().add(o, self)
+    def __sub__(self, o: Value) -> Reg: return _ops().sub(self, o)
+    def __rsub__(self, o: Value) -> Reg: return _ops().sub(o, self)
+    def __mul__(self, o: Value) -> Reg: return _ops().mul(self, o)
+    def __rmul__(self, o: Value) -> Reg: return _ops().mul(o, self)
+    def __neg__(self) -> Reg: return _ops().neg(self)
 
-    def __truediv__(self, o):
+    def __truediv__(self, o: Value) -> NoReturn:
         _no_true_division(self)
 
-    def __rtruediv__(self, o):
+    def __rtruediv__(self, o: Value) -> NoReturn:
         _no_true_division(self)
 
-    def __floordiv__(self, o):
+    def __floordiv__(self, o: Value) -> Reg:
         _check_floor("//", self)
         return _ops().div(self, o)
 
-    def __rfloordiv__(self, o):
+    def __rfloordiv__(self, o: Value) -> Reg:
         _check_floor("//", self)
         return _ops().div(o, self)
 
-    def __mod__(self, o):
+    def __mod__(self, o: Value) -> Reg:
         _check_floor("%", self)
         return _ops().rem(self, o)
 
-    def __rmod__(self, o):
+    def __rmod__(self, o: Value) -> Reg:
         _check_floor("%", self)
         return _ops().rem(o, self)
 
-    def __lshift__(self, o): return _ops().shl(self, o)
-    def __rshift__(self, o): return _ops().shr(self, o)
-    def __and__(self, o): return _ops().and_(self, o)
-    def __rand__(self, o): return _ops().and_(o, self)
-    def __or__(self, o): return _ops().or_(self, o)
-    def __ror__(self, o): return _ops().or_(o, self)
-    def __xor__(self, o): return _ops().xor(self, o)
-    def __rxor__(self, o): return _ops().xor(o, self)
-    def __invert__(self): return _ops().not_(self)
+    def __lshift__(self, o: Value) -> Reg: return _ops().shl(self, o)
+    def __rshift__(self, o: Value) -> Reg: return _ops().shr(self, o)
+    def __and__(self, o: Value) -> Reg: return _ops().and_(self, o)
+    def __rand__(self, o: Value) -> Reg: return _ops().and_(o, self)
+    def __or__(self, o: Value) -> Reg: return _ops().or_(self, o)
+    def __ror__(self, o: Value) -> Reg: return _ops().or_(o, self)
+    def __xor__(self, o: Value) -> Reg: return _ops().xor(self, o)
+    def __rxor__(self, o: Value) -> Reg: return _ops().xor(o, self)
+    def __invert__(self) -> Reg: return _ops().not_(self)
 
     # in place: the same register, as a CUDA variable would be
-    def __iadd__(self, o): return _ops().add(self, o, out=self)
-    def __isub__(self, o): return _ops().sub(self, o, out=self)
-    def __imul__(self, o): return _ops().mul(self, o, out=self)
-    def __iand__(self, o): return _ops().and_(self, o, out=self)
-    def __ior__(self, o): return _ops().or_(self, o, out=self)
-    def __ixor__(self, o): return _ops().xor(self, o, out=self)
-    def __ilshift__(self, o): return _ops().shl(self, o, out=self)
-    def __irshift__(self, o): return _ops().shr(self, o, out=self)
+    def __iadd__(self, o: Value) -> Reg: return _ops().add(self, o, out=self)
+    def __isub__(self, o: Value) -> Reg: return _ops().sub(self, o, out=self)
+    def __imul__(self, o: Value) -> Reg: return _ops().mul(self, o, out=self)
+    def __iand__(self, o: Value) -> Reg: return _ops().and_(self, o, out=self)
+    def __ior__(self, o: Value) -> Reg: return _ops().or_(self, o, out=self)
+    def __ixor__(self, o: Value) -> Reg: return _ops().xor(self, o, out=self)
+    def __ilshift__(self, o: Value) -> Reg: return _ops().shl(self, o, out=self)
+    def __irshift__(self, o: Value) -> Reg: return _ops().shr(self, o, out=self)
 
     # comparisons make predicates (setp)
-    def __lt__(self, o): return _ops().setp("lt", self, o)
-    def __le__(self, o): return _ops().setp("le", self, o)
-    def __gt__(self, o): return _ops().setp("gt", self, o)
-    def __ge__(self, o): return _ops().setp("ge", self, o)
-    def __eq__(self, o): return _ops().setp("eq", self, o)  # type: ignore[override]
-    def __ne__(self, o): return _ops().setp("ne", self, o)  # type: ignore[override]
+    def __lt__(self, o: Value) -> Pred: return _ops().setp("lt", self, o)
+    def __le__(self, o: Value) -> Pred: return _ops().setp("le", self, o)
+    def __gt__(self, o: Value) -> Pred: return _ops().setp("gt", self, o)
+    def __ge__(self, o: Value) -> Pred: return _ops().setp("ge", self, o)
+    def __eq__(self, o: Value) -> Pred: return _ops().setp("eq", self, o)  # type: ignore[override]
+    def __ne__(self, o: Value) -> Pred: return _ops().setp("ne", self, o)  # type: ignore[override]
 
 
-def _no_true_division(r: Reg):
+def _no_true_division(r: Reg) -> NoReturn:
     if r.type.is_float:
         raise DSLTypeError(f"'/' on {r.type} is ambiguous (IEEE or approximate); use div(a, b, rnd='rn'), "
                            f"div(a, b, approx=True) or rcp(b)")
     raise DSLTypeError(f"'/' on {r.type} would be true division in Python; use // (unsigned) or div(a, b)")
 
 
-def _check_floor(op: str, r: Reg):
+def _check_floor(op: str, r: Reg) -> None:
     """`//` and `%` match div/rem only on unsigned integers (Python floors, PTX truncates toward zero)."""
     if not r.type.is_int:
         raise DSLTypeError(f"'{op}' needs integer registers, got {r.type}")
@@ -150,7 +162,7 @@ class Pred(Reg):
 
     __slots__ = ("negated",)
 
-    def __init__(self, name: str, negated: bool = False):
+    def __init__(self, name: str, negated: bool = False) -> None:
         super().__init__(name, T.pred)
         self.negated = negated
 
@@ -160,9 +172,9 @@ class Pred(Reg):
     def __invert__(self) -> Pred:
         return Pred(self.name, not self.negated)
 
-    def __and__(self, o): return _ops().and_(self, o)
-    def __or__(self, o): return _ops().or_(self, o)
-    def __xor__(self, o): return _ops().xor(self, o)
+    def __and__(self, o: Value) -> Pred: return _ops().and_(self, o)
+    def __or__(self, o: Value) -> Pred: return _ops().or_(self, o)
+    def __xor__(self, o: Value) -> Pred: return _ops().xor(self, o)
 
     @property
     def operand(self) -> ir.Register:
@@ -181,11 +193,11 @@ class ReadOnlyReg(Reg):
 
     __slots__ = ("source",)
 
-    def __init__(self, name: str, type: DType, source: str):
+    def __init__(self, name: str, type: DType, source: str) -> None:
         super().__init__(name, type)
         self.source = source
 
-    def _refuse(self, *_):
+    def _refuse(self, *_: Any, **__: Any) -> NoReturn:
         raise DSLError(f"{self.source} is read-only; copy it first (x = {self.source}.copy()) to change it")
 
     set = _refuse
@@ -197,7 +209,7 @@ class SReg:
 
     __slots__ = ("name", "type")
 
-    def __init__(self, name: str, type: DType = T.u32):
+    def __init__(self, name: str, type: DType = T.u32) -> None:
         self.name, self.type = name, type
 
     def __repr__(self) -> str:
@@ -219,37 +231,37 @@ class SReg:
             b.cache[key] = r
         return r
 
-    def __getattr__(self, item):
+    def __getattr__(self, item: str) -> Any:
         if item.startswith("__"):
             raise AttributeError(item)
         return getattr(self.get(), item)
 
-    def __add__(self, o): return self.get() + o
-    def __radd__(self, o): return o + self.get()
-    def __sub__(self, o): return self.get() - o
-    def __rsub__(self, o): return o - self.get()
-    def __mul__(self, o): return self.get() * o
-    def __rmul__(self, o): return o * self.get()
-    def __and__(self, o): return self.get() & o
-    def __or__(self, o): return self.get() | o
-    def __xor__(self, o): return self.get() ^ o
-    def __lshift__(self, o): return self.get() << o
-    def __rshift__(self, o): return self.get() >> o
-    def __floordiv__(self, o): return self.get() // o
-    def __mod__(self, o): return self.get() % o
-    def __lt__(self, o): return self.get() < o
-    def __le__(self, o): return self.get() <= o
-    def __gt__(self, o): return self.get() > o
-    def __ge__(self, o): return self.get() >= o
-    def __eq__(self, o): return self.get() == o  # type: ignore[override]
-    def __ne__(self, o): return self.get() != o  # type: ignore[override]
+    def __add__(self, o: Value) -> Reg: return self.get() + o
+    def __radd__(self, o: Value) -> Reg: return o + self.get()
+    def __sub__(self, o: Value) -> Reg: return self.get() - o
+    def __rsub__(self, o: Value) -> Reg: return o - self.get()
+    def __mul__(self, o: Value) -> Reg: return self.get() * o
+    def __rmul__(self, o: Value) -> Reg: return o * self.get()
+    def __and__(self, o: Value) -> Reg: return self.get() & o
+    def __or__(self, o: Value) -> Reg: return self.get() | o
+    def __xor__(self, o: Value) -> Reg: return self.get() ^ o
+    def __lshift__(self, o: Value) -> Reg: return self.get() << o
+    def __rshift__(self, o: Value) -> Reg: return self.get() >> o
+    def __floordiv__(self, o: Value) -> Reg: return self.get() // o
+    def __mod__(self, o: Value) -> Reg: return self.get() % o
+    def __lt__(self, o: Value) -> Pred: return self.get() < o
+    def __le__(self, o: Value) -> Pred: return self.get() <= o
+    def __gt__(self, o: Value) -> Pred: return self.get() > o
+    def __ge__(self, o: Value) -> Pred: return self.get() >= o
+    def __eq__(self, o: Value) -> Pred: return self.get() == o  # type: ignore[override]
+    def __ne__(self, o: Value) -> Pred: return self.get() != o  # type: ignore[override]
 
     def __hash__(self) -> int:
         return hash(self.name)
 
 
 class _Dim3:
-    def __init__(self, base: str):
+    def __init__(self, base: str) -> None:
         self.x, self.y, self.z = (SReg(f"{base}.{c}") for c in "xyz")
 
     def __repr__(self) -> str:
@@ -263,7 +275,7 @@ lanemask_lt, lanemask_le, lanemask_eq = SReg("%lanemask_lt"), SReg("%lanemask_le
 dynamic_smem_size = SReg("%dynamic_smem_size")
 
 
-def new_reg(t) -> Reg:
+def new_reg(t: DTypeLike) -> Reg:
     """A fresh, uninitialised register of type t in the current function."""
     t = T.dtype(t)
     b = current()
@@ -271,20 +283,26 @@ def new_reg(t) -> Reg:
     return Pred(name) if t.kind == "pred" else Reg(name, t)
 
 
-class RegArray(tuple):
+if TYPE_CHECKING:
+    _RegTuple = tuple[Reg, ...]
+else:
+    _RegTuple = tuple
+
+
+class RegArray(_RegTuple):
     """A fixed number of registers of one type (`reg.f32[4]`), usable as a tuple."""
 
-    def fill(self, value) -> RegArray:
+    def fill(self, value: Value) -> RegArray:
         for r in self:
             r.set(value)
         return self
 
 
 class _RegOfType:
-    def __init__(self, t: DType):
+    def __init__(self, t: DType) -> None:
         self.t = t
 
-    def __call__(self, value=None) -> Reg:
+    def __call__(self, value: Value | None = None) -> Reg:
         r = new_reg(self.t)
         if value is not None:
             r.set(value)
@@ -305,7 +323,7 @@ class _RegFactory:
         except TypeError:
             raise AttributeError(f"reg.{name}: unknown PTX type") from None
 
-    def __call__(self, t, value=None) -> Reg:
+    def __call__(self, t: DTypeLike, value: Value | None = None) -> Reg:
         return _RegOfType(T.dtype(t))(value)
 
 
@@ -319,7 +337,7 @@ def f32_bits(v: float) -> int:
     return struct.unpack("<I", struct.pack("<f", float(v)))[0]
 
 
-def immediate(value, t: DType) -> ir.Immediate | None:
+def immediate(value: int | float, t: DType) -> ir.Immediate | None:
     """`value` as an immediate operand of type t; None for types PTX has no literal for (f16, bf16)."""
     if isinstance(value, bool):
         value = int(value)
@@ -347,11 +365,15 @@ def immediate(value, t: DType) -> ir.Immediate | None:
     return ir.Immediate(value, str(value))
 
 
-def is_number(v) -> bool:
+def is_number(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) or isinstance(v, bool)
 
 
-def value_of(v):
+@overload
+def value_of(v: SReg) -> Reg: ...
+@overload
+def value_of(v: _V) -> _V: ...
+def value_of(v: object) -> object:
     """Unwrap special registers to the register holding them; leave other values alone."""
     if isinstance(v, SReg):
         return v.get()

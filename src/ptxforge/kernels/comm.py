@@ -1,3 +1,6 @@
+# mypy: disable-error-code="valid-type"
+# (kernel parameters are annotated with PTX types, `u32` and `ptr(f32)`: DSL values, not Python types; mypy
+# takes `ranks: u32` for an unknown type, which an operator refuses on its left: those lines ignore [operator])
 """Intranode expert-parallel communication kernels (notify, dispatch, combine) in DeepEP V1's structure.
 
 Each rank owns one communication buffer in its GPU's memory, which every peer reaches through a plain
@@ -32,6 +35,7 @@ from __future__ import annotations
 import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ptxforge.dsl import (
     add,
@@ -76,11 +80,31 @@ from ptxforge.dsl import (
 from ptxforge.dsl.memory import Pointer
 from ptxforge.dsl.types import dtype
 
-NC = dict(nc=True, L1="no_allocate", L2="256B")  # DeepEP's read-only path for inputs
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+    from typing import TypeAlias, TypedDict
+
+    from ptxforge.dsl.types import DTypeLike
+    from ptxforge.dsl.values import Index, Pred, Reg, Value
+
+    class LoadHints(TypedDict, total=False):
+        """ld's keywords for the read-only path."""
+
+        nc: bool
+        L1: str
+        L2: str
+
+NC: LoadHints = dict(nc=True, L1="no_allocate", L2="256B")  # DeepEP's read-only path for inputs
 BARRIER_BYTES = 64
 NOTIFY_THREADS = 128
 # optional arrays (a 1-element placeholder when absent) are passed without the element-type check
-ANY_U32, ANY_S64, ANY_F32, ANY_BF16 = (ptr(t, typed=False) for t in (u32, s64, f32, bf16))
+if TYPE_CHECKING:  # to mypy, a pointer parameter is the Pointer the kernel's body receives
+    ANY_U32: TypeAlias = Pointer
+    ANY_S64: TypeAlias = Pointer
+    ANY_F32: TypeAlias = Pointer
+    ANY_BF16: TypeAlias = Pointer
+else:
+    ANY_U32, ANY_S64, ANY_F32, ANY_BF16 = (ptr(t, typed=False) for t in (u32, s64, f32, bf16))
 
 
 def _align(n: int, a: int = 16) -> int:
@@ -163,12 +187,12 @@ def copy_unit(nbytes: int) -> int:
 
 # --------------------------------------------------------------------------- helpers (emit PTX)
 
-def _gptr(addr, elem=u8) -> Pointer:
+def _gptr(addr: Reg, elem: DTypeLike = u8) -> Pointer:
     """A global pointer from a u64 address register."""
     return Pointer(dtype(elem), "global", addr, 0, True)
 
 
-def _copy_row(dst: Pointer, src: Pointer, nbytes, lane, unit: int, nc: bool) -> None:
+def _copy_row(dst: Pointer, src: Pointer, nbytes: Index, lane: Reg, unit: int, nc: bool) -> None:
     """Copy `nbytes` (a register, a multiple of `unit`) from src to dst; the 32 lanes of the warp stride."""
     t = {16: u32, 4: u32, 2: u16, 1: u8}[unit]
     for i in range_(lane * unit, nbytes, 32 * unit):
@@ -181,7 +205,7 @@ def _syncwarp() -> None:
     raw("bar.warp.sync -1;")
 
 
-def _prev(arr: Pointer, index, cond) -> object:
+def _prev(arr: Pointer, index: Index, cond: Pred) -> Reg:
     """arr[index] where cond holds, else 0 (s32)."""
     v = reg.s32(0)
     with if_(cond):
@@ -193,7 +217,7 @@ _LATE: list[list] = []  # wait loops of the kernel being traced, placed after it
 
 
 @contextmanager
-def _waits_at_end():
+def _waits_at_end() -> Iterator[None]:
     """Collect the kernel's wait loops and place them after its main code (ending it with `ret`): the
     emulator steps the lowest pc of a diverged block first, so a warp waiting there lets working warps go
     first instead of taking their steps (on a GPU the placement makes no difference)."""
@@ -210,16 +234,16 @@ def _waits_at_end():
         _LATE.pop()
 
 
-def _late_waits(fn):
+def _late_waits(fn: Callable[..., None]) -> Callable[..., None]:
     """A kernel body whose wait loops go after its main code (see `_waits_at_end`)."""
     @functools.wraps(fn)
-    def body(**kw):
+    def body(**kw: object) -> None:
         with _waits_at_end():
             fn(**kw)
     return body
 
 
-def _wait(load, not_ready) -> None:
+def _wait(load: Callable[..., object], not_ready: Callable[..., Pred]) -> None:
     """Poll once here; while `not_ready()`, poll again in a loop placed at the kernel's end."""
     load()
     go, back = new_label("wait"), new_label("resume")
@@ -228,15 +252,15 @@ def _wait(load, not_ready) -> None:
     _LATE[-1].append((go, back, load, not_ready))
 
 
-def _lane0_poll(counter: Pointer, seen, lane):
-    def load():
+def _lane0_poll(counter: Pointer, seen: Reg, lane: Reg) -> Callable[[], None]:
+    def load() -> None:
         with guard(lane == 0):
             ld(counter, sem="acquire", scope="sys", out=seen)
         shfl_idx(seen, 0, out=seen)
     return load
 
 
-def _spin_until_gt(counter: Pointer, than, lane):
+def _spin_until_gt(counter: Pointer, than: Value, lane: Reg) -> Reg:
     """Lane 0 polls *counter (ld.acquire.sys) until it exceeds `than` (u32); every lane gets the value."""
     seen = reg.u32(0)
     _wait(_lane0_poll(counter, seen, lane), lambda: seen <= than)
@@ -244,7 +268,7 @@ def _spin_until_gt(counter: Pointer, than, lane):
     return seen
 
 
-def _wait_room(head: Pointer, sent, ring, chunk, lane) -> None:
+def _wait_room(head: Pointer, sent: Reg, ring: Value, chunk: Value, lane: Reg) -> None:
     """Lane 0 polls the receiver's head (ld.acquire.sys) until the ring has room for a chunk:
     sent - head <= ring - chunk."""
     seen = reg.u32(0)
@@ -260,7 +284,7 @@ def intranode_notify(in_rank: ptr(u8), per_expert: ptr(s32), peers: ptr(u64), ra
                      chan_prefix: ptr(s32), recv_chan_prefix: ptr(s32), expert_recv: ptr(s32),
                      block_sm: ptr(u32), tokens: u32, per_channel: u32, rank: u32, ranks: u32, channels: u32,
                      experts: u32, experts_per_rank: u32, epoch: u32, notify_off: u32, counters_off: u32,
-                     counters_words: u32):
+                     counters_words: u32) -> None:
     """One block: zero this rank's ring counters, count tokens per (rank, channel), send every peer the
     counts, meet the others at the barrier (release/acquire .sys), then sum what they sent: the rank prefix
     matrix [R, R], this rank's receive counts per local expert, and the receive channel prefix [R, C]."""
@@ -272,7 +296,7 @@ def intranode_notify(in_rank: ptr(u8), per_expert: ptr(s32), peers: ptr(u64), ra
     for i in range_(t, counters_words, nt):
         st(me.byte_offset(0)[counters_off + (i << 2)].cast(u32), 0)
     # channel counts per destination rank, then inclusive prefix over channels (in chan_prefix, [R, C])
-    for j in range_(t, ranks * channels, nt):
+    for j in range_(t, ranks * channels, nt):  # type: ignore[operator]
         r, c = j // channels, j % channels
         start = min_(c * per_channel, tokens)
         end = min_(start + per_channel, tokens)
@@ -288,23 +312,23 @@ def intranode_notify(in_rank: ptr(u8), per_expert: ptr(s32), peers: ptr(u64), ra
             st(chan_prefix[r * channels + c], run)
     syncthreads()
     # my slot in every peer's notify area: tokens per rank | per expert | channel prefix towards that peer
-    words = ranks + experts + channels
+    words = ranks + experts + channels  # type: ignore[operator]
     for i in range_(t, ranks * words, nt):
         p, w = i // words, i % words
         dst = _gptr(ld(peers[p])).cast(s32)[(notify_off >> 2) + rank * words + w]
         v = reg.s32(0)
         with if_(w < ranks):
             ld(chan_prefix[w * channels + channels - 1], out=v)
-        with if_((w >= ranks) & (w < ranks + experts)):
+        with if_((w >= ranks) & (w < ranks + experts)):  # type: ignore[operator]
             ld(per_expert[w - ranks], out=v)
-        with if_(w >= ranks + experts):
+        with if_(w >= ranks + experts):  # type: ignore[operator]
             ld(chan_prefix[p * channels + (w - ranks - experts)], out=v)
         st(dst, v)
     syncthreads()
     for p in range_(t, ranks, nt):
         red("add", _gptr(ld(peers[p])).cast(u32)[0], 1, sem="release", scope="sys")
     with if_(t == 0):
-        target = epoch * ranks
+        target = epoch * ranks  # type: ignore[operator]
         seen = reg.u32(0)
         _wait(lambda: ld(me.cast(u32)[0], sem="acquire", scope="sys", out=seen), lambda: seen < target)
     syncthreads()
@@ -317,9 +341,9 @@ def intranode_notify(in_rank: ptr(u8), per_expert: ptr(s32), peers: ptr(u64), ra
     for j in range_(t, experts_per_rank, nt):
         n = reg.s32(0)
         for s in range_(0, ranks):
-            add(n, ld(mine[s * words + ranks + rank * experts_per_rank + j]), out=n)
+            add(n, ld(mine[s * words + ranks + rank * experts_per_rank + j]), out=n)  # type: ignore[operator]
         st(expert_recv[j], n)
-    for i in range_(t, ranks * channels, nt):
+    for i in range_(t, ranks * channels, nt):  # type: ignore[operator]
         s, c = i // channels, i % channels
         st(recv_chan_prefix[i], ld(mine[s * words + ranks + experts + c]))
 
@@ -335,7 +359,8 @@ def intranode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
                        tokens: u32, per_channel: u32, rank: u32, x_bytes: u32, scale_words: u32, topk: u32,
                        ring: u32, chunk: u32, slot_bytes: u32, scales_off: u32, idx_off: u32, w_off: u32,
                        src_off: u32, counters_off: u32, ring_off: u32, expert_lo: s64, expert_hi: s64,
-                       R=4, UNIT=16, HAS_SCALES=False, HAS_TOPK=True, HAS_W=True, BUG=""):
+                       R: int = 4, UNIT: int = 16, HAS_SCALES: bool = False, HAS_TOPK: bool = True,
+                       HAS_W: bool = True, BUG: str = "") -> None:
     lane = tid.x & 31
     peer = tid.x >> 5                     # the rank this warp sends to / receives from
     ranks = R
@@ -350,7 +375,7 @@ def intranode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
         base = ld(peers[peer])
         ring_at = base + cvt(ring_off, u64) + mul_wide((pair + rank) * ring, slot_bytes)
         ctr = _gptr(base + cvt(counters_off + ((pair + rank) << 3), u64)).cast(u32)
-        row = add(_prev(rank_prefix, (rank - 1) * ranks + peer, rank > 0),
+        row = add(_prev(rank_prefix, (rank - 1) * ranks + peer, rank > 0),  # type: ignore[arg-type]
                   _prev(chan_prefix, peer * channels + channel - 1, channel > 0))
         sent = reg.u32(0)
         tok = start.copy()
@@ -421,9 +446,9 @@ def intranode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
 
 # --------------------------------------------------------------------------- combine
 
-def _load_bf16(p: Pointer, vec: int, nc: bool = False):
+def _load_bf16(p: Pointer, vec: int, nc: bool = False) -> list[Reg]:
     """`vec` bf16 values at p as f32 registers (one 16-byte, 4-byte or 2-byte load)."""
-    kw = NC if nc else {}
+    kw: LoadHints = NC if nc else {}
     if vec == 8:
         words = ld(p.cast(u32), v=4, **kw)
         halves = [h for wd in words for h in unpack(wd, type=bf16)]
@@ -434,7 +459,7 @@ def _load_bf16(p: Pointer, vec: int, nc: bool = False):
     return [cvt(h, f32) for h in halves]
 
 
-def _store_bf16(p: Pointer, acc) -> None:
+def _store_bf16(p: Pointer, acc: Sequence[Reg]) -> None:
     vals = [cvt(a, bf16) for a in acc]
     if len(vals) == 8:
         st(p.cast(u32), tuple(pack(vals[i], vals[i + 1]).view(u32) for i in range(0, 8, 2)))
@@ -450,7 +475,8 @@ def intranode_combine(x: ptr(u8), w: ANY_F32, bias0: ANY_BF16, bias1: ANY_BF16, 
                       rank_prefix: ptr(s32), recv_chan_prefix: ptr(s32), peers: ptr(u64), out: ptr(bf16),
                       out_w: ANY_F32, block_sm: ptr(u32), tokens: u32, per_channel: u32, rank: u32, hidden: u32,
                       topk: u32, ring: u32, chunk: u32, slot_bytes: u32, w_off: u32, counters_off: u32,
-                      ring_off: u32, R=4, UNIT=16, NUM_BIAS=0, HAS_W=False):
+                      ring_off: u32, R: int = 4, UNIT: int = 16, NUM_BIAS: int = 0,
+                      HAS_W: bool = False) -> None:
     lane = tid.x & 31
     peer = tid.x >> 5
     channel = ctaid.x >> 1

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="valid-type"
+# (kernel parameters are annotated with PTX types, `u32` and `ptr(f32)`: DSL values, not Python types)
 """FP8 (E4M3) quantization kernels in DeepSeek's formats, with their numpy references.
 
 - `per_token_quant`: activations, one scale per row and 128 columns ("1x128"). amax = max |x| over the
@@ -87,7 +89,7 @@ def _quant4(v, inv):
 
 @kernel(arch="sm_90a")
 def per_token_quant(x: ptr(bf16, align=8), y: ptr(e4m3, align=4), scales: ptr(f32), ue8m0: ptr(u8), groups: u32,
-                    round_scale=False):
+                    round_scale: bool = False) -> None:
     g = mad(ctaid.x, ntid.x >> 5, tid.x >> 5)  # group index: row * (H / 128) + column group
     lane = tid.x & 31
     with if_(g < groups):
@@ -107,7 +109,7 @@ per_token_quant_pow2 = per_token_quant.specialize(round_scale=True)
 
 @kernel(arch="sm_90a")
 def dequant(q: ptr(e4m3, align=4), scales: ptr(f32), ue8m0: ptr(u8), out: ptr(bf16, align=8), groups: u32,
-            from_ue8m0=False):
+            from_ue8m0: bool = False) -> None:
     g = mad(ctaid.x, ntid.x >> 5, tid.x >> 5)
     lane = tid.x & 31
     with if_(g < groups):
@@ -130,7 +132,8 @@ dequant_ue8m0 = dequant.specialize(from_ue8m0=True)
 
 
 @kernel(arch="sm_90a")
-def block_quant(x: ptr(bf16, align=8), y: ptr(e4m3, align=4), scales: ptr(f32), cols: u32, round_scale=False):
+def block_quant(x: ptr(bf16, align=8), y: ptr(e4m3, align=4), scales: ptr(f32), cols: u32,
+                round_scale: bool = False) -> None:
     """One 128x128 tile per block (grid = (cols / 128, rows / 128)), thread t owns the tile's row t."""
     t = tid.x
     row = mad(ctaid.y, GROUP, t)
@@ -199,7 +202,7 @@ def _e4m3(v: np.ndarray) -> np.ndarray:
     return np.clip(v, -FP8_MAX, FP8_MAX).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
 
 
-def per_token_quant_ref(x: np.ndarray, round_scale: bool = False):
+def per_token_quant_ref(x: np.ndarray, round_scale: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(q as E4M3 bytes [T, H], f32 scales [T, H/128], UE8M0 bytes [T, H/128] or None); H % 128 == 0."""
     xf = np.asarray(x).astype(np.float32).reshape(x.shape[0], -1, GROUP)
     sf, e = _scale_ref(np.abs(xf).max(-1), round_scale)
@@ -216,7 +219,7 @@ def dequant_ref(q: np.ndarray, sf: np.ndarray) -> np.ndarray:
     return back.astype(ml_dtypes.bfloat16).reshape(q.shape)
 
 
-def block_quant_ref(w: np.ndarray, round_scale: bool = False):
+def block_quant_ref(w: np.ndarray, round_scale: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(q bytes [M, N], f32 scales [M/128, N/128]) for M, N multiples of 128."""
     m, n = w.shape
     wf = np.asarray(w).astype(np.float32).reshape(m // GROUP, GROUP, n // GROUP, GROUP)

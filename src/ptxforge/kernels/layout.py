@@ -1,3 +1,5 @@
+# mypy: disable-error-code="valid-type"
+# (kernel parameters are annotated with PTX types, `u32` and `ptr(f32)`: DSL values, not Python types)
 """The dispatch layout and permutation by expert, as DSL kernels with their numpy references.
 
 - `dispatch_layout` (one thread per token): tokens per expert, the token-in-rank map (a token goes to a rank
@@ -46,7 +48,8 @@ BLOCK = 128
 
 @kernel(arch="sm_80")
 def dispatch_layout(topk_idx: ptr(s32), per_rank: ptr(u32), per_expert: ptr(u32), per_node: ptr(u32),
-                    in_rank: ptr(u8), tokens: u32, TOPK=8, RANKS=8, EXPERTS_PER_RANK=32, RANKS_PER_NODE=8):
+                    in_rank: ptr(u8), tokens: u32, TOPK: int = 8, RANKS: int = 8, EXPERTS_PER_RANK: int = 32,
+                    RANKS_PER_NODE: int = 8) -> None:
     t = mad(ctaid.x, ntid.x, tid.x)
     with if_(t < tokens):
         for k in range(TOPK):
@@ -66,7 +69,7 @@ def dispatch_layout(topk_idx: ptr(s32), per_rank: ptr(u32), per_expert: ptr(u32)
 
 
 @kernel(arch="sm_80")
-def expert_positions(topk_idx: ptr(s32), pos: ptr(s32), first_row: ptr(u32), slots: u32, experts: u32):
+def expert_positions(topk_idx: ptr(s32), pos: ptr(s32), first_row: ptr(u32), slots: u32, experts: u32) -> None:
     """pos must come in filled with -1; first_row has experts + 1 entries."""
     e = mad(ctaid.x, ntid.x, tid.x)
     with if_(e < experts):
@@ -86,7 +89,7 @@ def expert_positions(topk_idx: ptr(s32), pos: ptr(s32), first_row: ptr(u32), slo
 
 
 @kernel(arch="sm_80")
-def gather_rows(x: ptr(u32), pos: ptr(s32), out: ptr(u32), words: u32, TOPK=8):
+def gather_rows(x: ptr(u32), pos: ptr(s32), out: ptr(u32), words: u32, TOPK: int = 8) -> None:
     """Block b copies row b // TOPK of x (`words` 32-bit words) to row pos[b] of out."""
     slot = ctaid.x
     p = ld(pos[slot])
@@ -98,8 +101,8 @@ def gather_rows(x: ptr(u32), pos: ptr(s32), out: ptr(u32), words: u32, TOPK=8):
 
 
 @kernel(arch="sm_80")
-def unpermute(y: ptr(bf16), pos: ptr(s32), weights: ptr(f32), out: ptr(bf16), hidden: u32, TOPK=8,
-              weighted=True):
+def unpermute(y: ptr(bf16), pos: ptr(s32), weights: ptr(f32), out: ptr(bf16), hidden: u32, TOPK: int = 8,
+              weighted: bool = True) -> None:
     t = ctaid.x
     for c in range_(tid.x, hidden, BLOCK):
         acc = reg.f32(0.0)
@@ -118,7 +121,8 @@ unpermute_unweighted = unpermute.specialize(weighted=False)
 
 # --------------------------------------------------------------------------- numpy references
 
-def dispatch_layout_ref(topk_idx: np.ndarray, num_experts: int, num_ranks: int, ranks_per_node: int | None = None):
+def dispatch_layout_ref(topk_idx: np.ndarray, num_experts: int, num_ranks: int,
+                        ranks_per_node: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(per rank int32 [R], per node int32 [N], per expert int32 [E], in_rank bool [T, R])."""
     idx = np.asarray(topk_idx).astype(np.int64)
     t_ = idx.shape[0]
@@ -132,7 +136,7 @@ def dispatch_layout_ref(topk_idx: np.ndarray, num_experts: int, num_ranks: int, 
     return per_rank, per_node, per_expert, in_rank
 
 
-def expert_positions_ref(topk_idx: np.ndarray, num_experts: int):
+def expert_positions_ref(topk_idx: np.ndarray, num_experts: int) -> tuple[np.ndarray, np.ndarray]:
     """(pos int32 [T, K], first_row int64 [E + 1]): a stable sort of the (token, k) copies by expert."""
     flat = np.asarray(topk_idx).astype(np.int64).reshape(-1)
     valid = np.nonzero(flat >= 0)[0]

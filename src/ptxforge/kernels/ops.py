@@ -7,11 +7,16 @@ that name the argument; hidden sizes that are not a multiple of 128 are zero-pad
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import ml_dtypes
 import numpy as np
 import torch
 
 from ptxforge.kernels import fp8, layout, routing
+
+if TYPE_CHECKING:
+    from ptxforge.runtime.device import Device
 
 WARPS_PER_BLOCK = 4
 _specialized: dict = {}
@@ -62,7 +67,8 @@ def _pad_cols(a: np.ndarray, multiple: int) -> np.ndarray:
     return np.pad(a, ((0, 0), (0, pad))) if pad else a
 
 
-def per_token_cast_to_fp8(x: torch.Tensor, round_scale: bool = False, packed_ue8m0: bool = False, *, device=None):
+def per_token_cast_to_fp8(x: torch.Tensor, round_scale: bool = False, packed_ue8m0: bool = False, *,
+                          device: str | Device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(E4M3 [T, H], scales): f32 [T, ceil(H/128)], or with `packed_ue8m0` (implies round_scale) int32
     [T, ceil(H/512)] holding 4 UE8M0 bytes each (missing groups padded with 127, i.e. 1.0)."""
     _check_2d("x", x, torch.bfloat16)
@@ -85,7 +91,7 @@ def per_token_cast_to_fp8(x: torch.Tensor, round_scale: bool = False, packed_ue8
     return q_t, _torch(sf, x)
 
 
-def per_token_cast_back(q: torch.Tensor, scales: torch.Tensor, *, device=None) -> torch.Tensor:
+def per_token_cast_back(q: torch.Tensor, scales: torch.Tensor, *, device: str | Device | None = None) -> torch.Tensor:
     """bf16 [T, H] from E4M3 [T, H] and f32 scales [T, H/128] or packed UE8M0 int32 [T, H/512]."""
     _check_2d("q", q, torch.float8_e4m3fn)
     t_, h = q.shape
@@ -109,7 +115,8 @@ def per_token_cast_back(q: torch.Tensor, scales: torch.Tensor, *, device=None) -
     return _torch(out[:, :h], q)
 
 
-def per_block_cast_to_fp8(w: torch.Tensor, round_scale: bool = False, *, device=None):
+def per_block_cast_to_fp8(w: torch.Tensor, round_scale: bool = False, *,
+                          device: str | Device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(E4M3 [M, N], f32 scales [ceil(M/128), ceil(N/128)]): one scale per 128x128 block (zero-padded)."""
     _check_2d("w", w, torch.bfloat16)
     m, n = w.shape
@@ -125,7 +132,8 @@ def per_block_cast_to_fp8(w: torch.Tensor, round_scale: bool = False, *, device=
 
 
 def route(logits: torch.Tensor, bias: torch.Tensor, n_group: int = 8, topk_group: int = 4, topk: int = 8,
-          routed_scaling_factor: float = 2.5, *, device=None):
+          routed_scaling_factor: float = 2.5, *,
+          device: str | Device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """DeepSeek-V3 routing: (topk_idx int64 [T, topk], topk_weights f32 [T, topk])."""
     _check_2d("logits", logits, torch.float32)
     t_, e_ = logits.shape
@@ -146,7 +154,8 @@ def route(logits: torch.Tensor, bias: torch.Tensor, n_group: int = 8, topk_group
 
 
 def get_dispatch_layout(topk_idx: torch.Tensor, num_experts: int, num_ranks: int, ranks_per_node: int | None = None,
-                        *, device=None):
+                        *, device: str | Device | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]:
     """(tokens per rank int32 [R], per node int32 [N] or None, per expert int32 [E], is_token_in_rank bool [T, R])."""
     t_, k_ = topk_idx.shape
     rpn = ranks_per_node or num_ranks
@@ -162,7 +171,8 @@ def get_dispatch_layout(topk_idx: torch.Tensor, num_experts: int, num_ranks: int
     return as_t(pr), (as_t(pn) if rpn < num_ranks else None), as_t(pe), _torch(ir.astype(bool), topk_idx)
 
 
-def expert_positions(topk_idx: torch.Tensor, num_experts: int, *, device=None):
+def expert_positions(topk_idx: torch.Tensor, num_experts: int, *,
+                     device: str | Device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(pos int64 [T, K]: the row of each copy grouped by expert, -1 for none; first_row int64 [E + 1])."""
     idx = _np(topk_idx).astype(np.int32)
     pos = np.full(idx.shape, -1, np.int32)
@@ -174,7 +184,7 @@ def expert_positions(topk_idx: torch.Tensor, num_experts: int, *, device=None):
     return _torch(pos.astype(np.int64), topk_idx), _torch(first.astype(np.int64), topk_idx)
 
 
-def permute(x: torch.Tensor, pos: torch.Tensor, *, device=None) -> torch.Tensor:
+def permute(x: torch.Tensor, pos: torch.Tensor, *, device: str | Device | None = None) -> torch.Tensor:
     """Rows of x copied to their expert-grouped rows: out[pos[t, k]] = x[t] (any dtype, rows of 4n bytes)."""
     xa = _np(x)
     raw = np.ascontiguousarray(xa).view(np.uint8).reshape(xa.shape[0], -1)
@@ -190,7 +200,8 @@ def permute(x: torch.Tensor, pos: torch.Tensor, *, device=None) -> torch.Tensor:
     return _torch(out, x).view(x.dtype).reshape((n,) + tuple(x.shape[1:]))
 
 
-def unpermute(y: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor | None = None, *, device=None) -> torch.Tensor:
+def unpermute(y: torch.Tensor, pos: torch.Tensor, weights: torch.Tensor | None = None, *,
+              device: str | Device | None = None) -> torch.Tensor:
     """bf16 [T, H]: each token's rows summed in f32 in k order, times its weights when given."""
     _check_2d("y", y, torch.bfloat16)
     p = _np(pos).astype(np.int32)

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="valid-type"
+# (kernel parameters are annotated with PTX types, `u32` and `ptr(f32)`: DSL values, not Python types)
 """DeepSeek-V3 routing (group-limited, auxiliary-loss-free top-k) as a DSL kernel, with its numpy reference.
 
 Per token: s = sigmoid(logits); the biased score b = s + bias picks experts, s weighs them. The experts form
@@ -53,7 +55,8 @@ def _fmax(a, b):
 
 @kernel(arch="sm_80")
 def route(logits: ptr(f32), bias: ptr(f32), scores: ptr(f32), work: ptr(f32), topk_idx: ptr(s32),
-          topk_w: ptr(f32), tokens: u32, E=256, N_GROUP=8, TOPK_GROUP=4, TOPK=8, SCALE=2.5):
+          topk_w: ptr(f32), tokens: u32, E: int = 256, N_GROUP: int = 8, TOPK_GROUP: int = 4, TOPK: int = 8,
+          SCALE: float = 2.5) -> None:
     t = mad(ctaid.x, ntid.x, tid.x)
     size = E // N_GROUP
     with if_(t < tokens):
@@ -107,14 +110,16 @@ def sigmoid_ref(logits: np.ndarray) -> np.ndarray:
     return (np.float32(1) / (e + np.float32(1)).astype(np.float32)).astype(np.float32)
 
 
-def route_ref(logits, bias, n_group=8, topk_group=4, topk=8, routed_scaling_factor=2.5):
+def route_ref(logits: np.ndarray, bias: np.ndarray, n_group: int = 8, topk_group: int = 4, topk: int = 8,
+              routed_scaling_factor: float = 2.5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(topk_idx int32 [T, topk] in selection order, weights f32 [T, topk], scores f32 [T, E])."""
     s = sigmoid_ref(logits)
     idx, w = select_experts(s, bias, n_group, topk_group, topk, routed_scaling_factor)
     return idx, w, s
 
 
-def select_experts(scores, bias=None, n_group=8, topk_group=4, topk=8, routed_scaling_factor=2.5):
+def select_experts(scores: np.ndarray, bias: np.ndarray | None = None, n_group: int = 8, topk_group: int = 4,
+                   topk: int = 8, routed_scaling_factor: float = 2.5) -> tuple[np.ndarray, np.ndarray]:
     """The kernel's choice and weights from sigmoid `scores` [T, E] (f32), in numpy: (topk_idx int32 [T, topk]
     in selection order, weights f32 [T, topk]). Fast enough for planning on thousands of tokens."""
     s = np.asarray(scores, np.float32)
