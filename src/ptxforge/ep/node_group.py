@@ -68,6 +68,9 @@ class NodeGroup:
                     h._num_experts
                 idx = w = None
             else:
+                if topk_idx is None or num_experts is None:
+                    raise ValueError("NodeGroup.dispatch needs topk_idx and num_experts, or the handles of an "
+                                     "earlier dispatch (a cached dispatch)")
                 idx, w, e = topk_idx[r], (topk_weights[r] if topk_weights is not None else None), num_experts
                 _, _, per_expert, in_rank = torch_layout.dispatch_layout(idx, e, self.world, self.world)
             lay.append((payload, scales, in_rank, e))
