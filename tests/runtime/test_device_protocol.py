@@ -133,6 +133,31 @@ def test_a_queued_stream_launch_keeps_its_module_loaded():
     assert list(gpu.images) == [id(second)]
 
 
+NO_VARIABLES = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [out];
+    st.global.u32 [%rd1], VALUE;
+    ret;
+}
+"""
+
+
+def test_a_node_keeps_its_shared_compiled_kernels_bounded():
+    node = Node(gpus=2, sms=2)
+    node.compiled.bound = 1
+    out = np.zeros(1, np.uint32)
+    mods = [pf.parse(NO_VARIABLES.replace("VALUE", str(i)), filename=f"n{i}.ptx") for i in (3, 4)]
+    for m in mods:
+        for gpu in node.devices:  # the second GPU takes the first one's compiled kernel
+            m.kernel("k").launch(grid=1, block=1, args=[out], device=gpu)
+            assert out[0] == int(m.filename[1])
+    assert len(node.compiled) == 1 and list(node.compiled) == [id(mods[1])]
+
+
 def test_launch_results_on_the_emulator():
     out = np.zeros(1, np.uint32)
     res = _module(7).kernel("k").launch(grid=1, block=1, args=[out], device="emu")
