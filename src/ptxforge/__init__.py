@@ -41,7 +41,7 @@ def example_path(name: str = "vadd.ptx") -> str:
     return str(path)
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type[Exception]:
     # The sanitizer pulls in the emulator and numpy; load it only when asked for.
     if name == "SanitizerError":
         from ptxforge.emu.sanitizer import SanitizerError

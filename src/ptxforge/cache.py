@@ -16,6 +16,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 FORMAT = 1  # bump when an entry's layout changes
 
@@ -29,7 +30,7 @@ def cache_dir() -> Path | None:
     return Path(base) / "ptxforge"
 
 
-def key(*parts) -> str:
+def key(*parts: object) -> str:
     """A hex digest of the parts (text, bytes, or anything with a stable repr)."""
     h = hashlib.sha256(f"ptxforge-cache-{FORMAT}".encode())
     for p in parts:
@@ -74,7 +75,8 @@ def put(kind: str, k: str, data: bytes) -> None:
         pass
 
 
-def get_json(kind: str, k: str):
+def get_json(kind: str, k: str) -> Any:
+    """The JSON value of an entry, or None (absent, cache off, unreadable or damaged)."""
     raw = get(kind, k)
     if raw is None:
         return None
@@ -84,11 +86,11 @@ def get_json(kind: str, k: str):
         return None
 
 
-def put_json(kind: str, k: str, value) -> None:
+def put_json(kind: str, k: str, value: Any) -> None:
     put(kind, k, json.dumps(value).encode())
 
 
-def info() -> dict:
+def info() -> dict[str, Any]:
     """{'dir', 'entries', 'bytes'} of the cache."""
     d = cache_dir()
     if d is None or not d.is_dir():
@@ -97,7 +99,7 @@ def info() -> dict:
     return {"dir": str(d), "entries": len(files), "bytes": sum(f.stat().st_size for f in files)}
 
 
-def clear() -> dict:
+def clear() -> dict[str, Any]:
     """Remove every entry; returns what `info()` said before."""
     before = info()
     d = cache_dir()

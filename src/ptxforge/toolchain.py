@@ -106,7 +106,7 @@ def ptxas_version(ptxas: Path | None = None) -> str:
 def ptxas_max_ptx_version(ptxas: Path | None = None) -> tuple[int, int] | None:
     """The newest PTX ISA version ptxas reads (`ptxas --list-version`), or None if it does not say."""
     out = subprocess.run([str(ptxas or find_tool("ptxas")), "--list-version"], capture_output=True, text=True)
-    versions = [tuple(int(x) for x in v.split(".")) for v in re.findall(r"^(\d+\.\d+)\s*$", out.stdout, re.M)]
+    versions = [(int(major), int(minor)) for major, minor in re.findall(r"^(\d+)\.(\d+)\s*$", out.stdout, re.M)]
     return max(versions) if versions else None
 
 

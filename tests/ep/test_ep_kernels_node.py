@@ -3,6 +3,7 @@
 
 import ep_warm  # noqa: F401 - builds the emulator kernels once, before the ranks are forked
 import pytest
+import torch
 from ep_checks import E
 from kernel_cases import FORMS, NUM_SMS, WORLD, expert_out, inputs, same, torch_rank
 
@@ -78,3 +79,12 @@ def test_planted_bugs_are_found_with_the_ptx_line(bug):
     else:
         assert "no release/acquire pair" in rep.message
         assert rep.other["instruction"].startswith("st.global")  # the payload written after its tail
+
+
+def test_dispatch_without_topk_idx_or_handles_is_an_error():
+    group = NodeGroup(Node(gpus=2, sms=8))
+    x = [torch.zeros((4, 128), dtype=torch.bfloat16)] * 2
+    with pytest.raises(ValueError, match="needs topk_idx and num_experts, or the handles"):
+        group.dispatch(x, num_experts=8)
+    with pytest.raises(ValueError, match="needs topk_idx and num_experts"):
+        group.dispatch(x, topk_idx=[torch.zeros((4, 2), dtype=torch.int64)] * 2)

@@ -166,3 +166,11 @@ def test_unsaturable_link_is_flagged():
     res = quick(preset("deepseek-v3-h800", ldst_read_gbs=1.0, ldst_write_gbs=1.0))
     assert not res.saturable and res.sms == 130
     assert quick(preset("deepseek-v3-h800")).saturable
+
+
+def test_the_plot_needs_a_plan_with_overlap(tmp_path):
+    from ptxforge.plan.plot import to_png
+
+    with pytest.raises(ValueError, match="make the plan with overlap=True"):
+        to_png(plan(preset("deepseek-v3-h800"), overlap=False), tmp_path / "p.png")
+    assert list(tmp_path.iterdir()) == []

@@ -118,6 +118,58 @@ def test_a_device_keeps_at_most_max_images_modules_loaded():
     assert out[0] == 4
 
 
+def test_a_queued_stream_launch_keeps_its_module_loaded():
+    node = Node(gpus=1, sms=2)
+    gpu = node.devices[0]
+    gpu.images.bound = 1
+    first, second = _module(5), _module(6)
+    queued, now = np.zeros(1, np.uint32), np.zeros(1, np.uint32)
+    p = first.kernel("k").launch(grid=1, block=1, args=[queued], device=gpu, stream=gpu.stream())
+    second.kernel("k").launch(grid=1, block=1, args=[now], device=gpu)  # past the bound: first is pinned
+    assert now[0] == 6 and gpu.loaded_modules() == 2
+    node.synchronize()
+    assert queued[0] == 5 and p.result().thread_instructions > 0  # its table was still there
+    assert gpu.loaded_modules() == 1  # released: back within the bound
+    assert list(gpu.images) == [id(second)]
+
+
+NO_VARIABLES = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [out];
+    st.global.u32 [%rd1], VALUE;
+    ret;
+}
+"""
+
+
+def test_a_node_keeps_its_shared_compiled_kernels_bounded():
+    node = Node(gpus=2, sms=2)
+    node.compiled.bound = 1
+    out = np.zeros(1, np.uint32)
+    mods = [pf.parse(NO_VARIABLES.replace("VALUE", str(i)), filename=f"n{i}.ptx") for i in (3, 4)]
+    for m in mods:
+        for gpu in node.devices:  # the second GPU takes the first one's compiled kernel
+            m.kernel("k").launch(grid=1, block=1, args=[out], device=gpu)
+            assert out[0] == int(m.filename[1])
+    assert len(node.compiled) == 1 and list(node.compiled) == [id(mods[1])]
+
+
+def test_launch_results_on_the_emulator():
+    out = np.zeros(1, np.uint32)
+    res = _module(7).kernel("k").launch(grid=1, block=1, args=[out], device="emu")
+    assert isinstance(res, pf.runtime.LaunchResult) and res.device == "emu" and out[0] == 7
+    node = Node(gpus=1, sms=2)
+    p = _module(8).kernel("k").launch(grid=1, block=1, args=[out], device=node.devices[0],
+                                      stream=node.devices[0].stream())
+    assert isinstance(p, pf.emu.PendingLaunch) and not p.done
+    res = p.result()
+    assert isinstance(res, pf.runtime.LaunchResult) and out[0] == 8 and p.done
+
+
 def test_the_bound_is_checked():
     with pytest.raises(pf.LaunchError, match="max_images must be at least 1, got 0"):
         EmuDevice(max_images=0)

@@ -53,6 +53,13 @@ def test_the_scope_is_the_issue_s():
         assert must in names
 
 
+def test_the_scope_has_the_semantics_ep_plan_and_the_top_level_modules():
+    names = {str(p.relative_to(ROOT / "src/ptxforge")) for p in _scope()}
+    for must in ("emu/semantics/integer.py", "emu/semantics/mma.py", "ep/buffer.py", "ep/kernel_backend.py",
+                 "plan/model.py", "cache.py", "toolchain.py", "__init__.py", "module_cache.py"):
+        assert must in names
+
+
 def test_public_functions_have_type_hints():
     assert [line for p in _scope() for line in _unhinted(p)] == []
 

@@ -2,14 +2,15 @@
 
 `EmuDevice` owns global memory (a `DeviceMemory`) and the loaded module images; a `ModuleImage` holds
 the addresses of the module's .global/.const variables and the compiled kernels (compiled once). A device
-keeps at most `MAX_IMAGES` modules loaded (least recently launched first out: its variables are freed, and a
-later launch loads the module afresh). `emulate` returns a launch's `EmulationStats`.
+keeps at most `MAX_IMAGES` modules loaded in a `ptxforge.module_cache.ModuleCache` (least recently launched
+first out: its variables are freed, and a later launch loads the module afresh; a queued stream launch pins its
+module). `emulate` returns a launch's `EmulationStats`.
 """
 
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +26,7 @@ from ptxforge.emu.operands import FUNC_BASE
 from ptxforge.emu.program import Layout
 from ptxforge.emu.progress import check_time_options
 from ptxforge.emu.variable_limits import check_module_variables
+from ptxforge.module_cache import MAX_MODULES, ModuleCache
 from ptxforge.ptx import ir
 
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -119,9 +121,13 @@ class ModuleImage:
         return hit
 
 
+def _unload(key: int, img: ModuleImage) -> None:
+    img.unload()
+
+
 # Modules an emulated device keeps loaded. Past it the least recently launched one is unloaded (its
 # .global/.const variables freed); launching it again loads it afresh, with its variables' initial values.
-MAX_IMAGES = 64
+MAX_IMAGES = MAX_MODULES
 
 
 class EmuDevice:
@@ -138,8 +144,11 @@ class EmuDevice:
         self.num_sms = num_sms
         if max_images < 1:
             raise LaunchError(f"max_images must be at least 1, got {max_images!r}")
-        self.max_images = int(max_images)
-        self._images: OrderedDict[int, ModuleImage] = OrderedDict()  # id(module) -> image, oldest use first
+        self.images: ModuleCache[int, ModuleImage] = ModuleCache(int(max_images), on_evict=_unload)  # id(module)
+
+    @property
+    def max_images(self) -> int:
+        return self.images.bound
 
     @property
     def name(self) -> str:
@@ -159,22 +168,34 @@ class EmuDevice:
     def image(self, module: ir.Module) -> ModuleImage:
         """The module as loaded on this device (loaded now if it is not; see MAX_IMAGES)."""
         key = id(module)
-        img = self._images.get(key)
+        img = self.images.get(key)
         if img is not None and img.module is module:
-            self._images.move_to_end(key)
             return img
         if img is not None:  # a dead module's id, reused
-            self._images.pop(key).unload()
+            self.images.pop(key)
+            img.unload()
         img = ModuleImage(module, self)
         img.load()
-        self._images[key] = img
-        while len(self._images) > self.max_images:
-            self._images.popitem(last=False)[1].unload()
+        self.images.put(key, img)
         return img
 
+    def pin_module(self, module: ir.Module) -> Callable[[], None]:
+        """Keep `module` loaded (loading it now if it is not) until the returned release is called: a queued
+        launch uses its variables and compiled kernels."""
+        key = id(self.image(module).module)
+        self.images.pin(key)
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.images.unpin(key)
+        return release
+
     def loaded_modules(self) -> int:
-        """How many modules are loaded on this device now (at most `max_images`)."""
-        return len(self._images)
+        """How many modules are loaded on this device now (at most `max_images`, unless pinned ones keep more)."""
+        return len(self.images)
 
     def write_global(self, module: ir.Module, name: str, raw: np.ndarray, offset: int = 0) -> None:
         """Copy bytes into the module-scope variable `name` of `module` as loaded here."""

@@ -17,18 +17,23 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
 
 from ptxforge.emu.errors import LaunchError
-from ptxforge.emu.launch import EmuDevice
+from ptxforge.emu.launch import MAX_IMAGES, EmuDevice
 from ptxforge.emu.memory import DeviceMemory
 from ptxforge.emu.node_memory import GpuMemory
 from ptxforge.emu.progress import check_time_options
 from ptxforge.emu.sanitizer.node_races import NodeRaces
 from ptxforge.emu.schedule import run_node
+from ptxforge.module_cache import ModuleCache
+from ptxforge.ptx import ir
 
 MAX_GPUS = 64
+R = TypeVar("R")  # what a PendingLaunch's result() gives
 
 
 class NodeClock:
@@ -115,7 +120,8 @@ class NodeGpu(EmuDevice):
         if not img.symbols:  # no .global/.const variables: one compiled kernel serves every GPU of the node
             shared = self.node.compiled.get(id(module))
             if shared is None or shared[0] is not module:
-                shared = self.node.compiled[id(module)] = (module, img.kernels)
+                shared = (module, img.kernels)
+                self.node.compiled.put(id(module), shared)
             img.kernels = shared[1]
         return img
 
@@ -132,28 +138,30 @@ class NodeGpu(EmuDevice):
         return f"NodeGpu({self.gpu}, sms={self.num_sms})"
 
 
-class PendingLaunch:
-    """A launch queued on a stream; `result()` runs the node (if needed) and gives its result.
+class PendingLaunch(Generic[R]):
+    """A launch queued on a stream; `result()` runs the node (if needed) and gives its result (an `R`: the
+    runtime's stream launches give a `ptxforge.runtime.LaunchResult`).
 
     `finish(stats)` turns the machine's stats into the result (and may raise the launch's own error,
     e.g. the sanitizer's); `abort(error)` cleans up after a launch that did not complete and returns the
     error to report for it."""
 
-    def __init__(self, stream: Stream, machine, kernel: str, finish, abort):
+    def __init__(self, stream: Stream, machine: Any, kernel: str, finish: Callable[[dict[str, Any]], R],
+                 abort: Callable[[BaseException], BaseException | None]) -> None:
         self.stream = stream
         self.machine = machine
         self.kernel = kernel
         self._finish = finish
         self._abort = abort
         self.state = "pending"  # pending | running | done | failed
-        self._result = None
+        self._result: R | None = None
         self.error: BaseException | None = None
 
     @property
     def done(self) -> bool:
         return self.state in ("done", "failed")
 
-    def result(self):
+    def result(self) -> R:
         """This launch's result (running the node first if it is pending), or its own error."""
         if not self.done:
             try:
@@ -163,9 +171,9 @@ class PendingLaunch:
                     raise
         if self.error is not None:
             raise self.error
-        return self._result
+        return cast(R, self._result)  # done without an error: complete() set it
 
-    def complete(self, stats) -> None:
+    def complete(self, stats: dict[str, Any]) -> None:
         try:
             self._result = self._finish(stats)
             self.state = "done"
@@ -205,7 +213,8 @@ class Node:
         self.devices = tuple(NodeGpu(self, r, int(sms)) for r in range(int(gpus)))
         self.rooms = [SmRoom(int(sms)) for _ in range(int(gpus))]  # SM occupancy of concurrent launches
         self.sm_map: list = []  # (gpu, stream, kernel, sm ids, clock at start, clock at end) per wave run
-        self.compiled: dict = {}  # id(module) -> (module, kernels compiled once for all GPUs)
+        # id(module) -> (module, kernels compiled once for all GPUs), for modules without variables
+        self.compiled: ModuleCache[int, tuple[ir.Module, dict]] = ModuleCache(MAX_IMAGES)
         self.races = None  # the node-wide race check of concurrent launches (sanitize=True)
         if sanitize:
             self.races = NodeRaces(self.memory)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from typing import Any, TypeAlias
 
 import torch
 import torch.distributed as dist
@@ -17,6 +18,13 @@ from ptxforge.ep.stats import CallStats
 from ptxforge.ep.transport import Transport
 from ptxforge.ep.validate import check_combine, check_dispatch, check_layout
 
+# dispatch's x: BF16 rows, or FP8 rows with their scales; get_dispatch_layout's, dispatch's and combine's results
+Payload: TypeAlias = "torch.Tensor | tuple[torch.Tensor, torch.Tensor]"
+Received: TypeAlias = "torch.Tensor | tuple[torch.Tensor, torch.Tensor | None]"  # like x: scales when x had them
+LayoutOutput: TypeAlias = "tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor, EventOverlap]"
+DispatchOutput: TypeAlias = ("tuple[Received, torch.Tensor | None, torch.Tensor | None, list[int] | None, "
+                             "DispatchHandle | None, EventOverlap]")
+
 _buffer_ids = itertools.count(1)
 MAX_STATS = 1000
 
@@ -25,7 +33,19 @@ class DispatchHandle(tuple):
     """DeepEP's intranode handle (rank_prefix_matrix, channel_prefix_matrix, recv_channel_prefix_matrix,
     recv_src_idx, is_token_in_rank, send_head), plus what combine and cached dispatch need (private)."""
 
-    def __new__(cls, fields, **private):
+    # what combine and cached dispatch read (set by the backend that made the handle; a kernels-backend
+    # handle has no _hops or _order, which only the torch backend reads)
+    _buffer_id: int
+    _serial: int
+    _hops: list[Hop]
+    _order: torch.Tensor
+    _num_tokens: int
+    _num_recv: int
+    _num_experts: int
+    _num_worst: int
+    _tunables: Any
+
+    def __new__(cls, fields: tuple[torch.Tensor, ...], **private: Any) -> DispatchHandle:
         h = super().__new__(cls, fields)
         h.__dict__.update(private)
         return h
@@ -43,11 +63,12 @@ class Buffer:
 
     num_sms: int = 20
 
-    def __init__(self, group=None, num_nvl_bytes: int = 0, num_rdma_bytes: int = 0, low_latency_mode: bool = False,
+    def __init__(self, group: dist.ProcessGroup | None = None, num_nvl_bytes: int = 0, num_rdma_bytes: int = 0,
+                 low_latency_mode: bool = False,
                  num_qps_per_rank: int = 24, allow_nvlink_for_low_latency_mode: bool = True,
                  allow_mnnvl: bool = False, explicitly_destroy: bool = False, enable_shrink: bool = False,
-                 comm=None, *, num_ranks_per_node: int | None = None, backend: str = "torch",
-                 timeout_s: float = 60.0):
+                 comm: object = None, *, num_ranks_per_node: int | None = None, backend: str = "torch",
+                 timeout_s: float = 60.0) -> None:
         if low_latency_mode:
             raise NotImplementedError("ptxforge.ep: low-latency mode is not implemented yet (normal mode only)")
         if backend not in ("torch", "kernels"):
@@ -152,8 +173,9 @@ class Buffer:
 
     # ------------------------------------------------------------------ layout
 
-    def get_dispatch_layout(self, topk_idx: torch.Tensor, num_experts: int, previous_event=None,
-                            async_finish: bool = False, allocate_on_comm_stream: bool = False):
+    def get_dispatch_layout(self, topk_idx: torch.Tensor, num_experts: int,
+                            previous_event: EventOverlap | None = None, async_finish: bool = False,
+                            allocate_on_comm_stream: bool = False) -> LayoutOutput:
         """(tokens per rank int32 [R], per node int32 [N] or None, per expert int32 [E], is_token_in_rank
         bool [T, R], event). Agrees on validity with the group first (one small collective)."""
         complaint = check_layout(topk_idx, num_experts, self.group_size)
@@ -172,10 +194,13 @@ class Buffer:
 
     # ------------------------------------------------------------------ dispatch
 
-    def dispatch(self, x, handle=None, num_tokens_per_rank=None, num_tokens_per_rdma_rank=None,
-                 is_token_in_rank=None, num_tokens_per_expert=None, topk_idx=None, topk_weights=None,
+    def dispatch(self, x: Payload, handle: DispatchHandle | None = None,
+                 num_tokens_per_rank: torch.Tensor | None = None, num_tokens_per_rdma_rank: torch.Tensor | None = None,
+                 is_token_in_rank: torch.Tensor | None = None, num_tokens_per_expert: torch.Tensor | None = None,
+                 topk_idx: torch.Tensor | None = None, topk_weights: torch.Tensor | None = None,
                  expert_alignment: int = 1, num_worst_tokens: int = 0, config: Config | None = None,
-                 previous_event=None, async_finish: bool = False, allocate_on_comm_stream: bool = False):
+                 previous_event: EventOverlap | None = None, async_finish: bool = False,
+                 allocate_on_comm_stream: bool = False) -> DispatchOutput:
         """(recv_x, recv_topk_idx, recv_topk_weights, num_recv_tokens_per_expert_list, handle, event)."""
         chk = check_dispatch(self, x, handle, num_tokens_per_rank, num_tokens_per_rdma_rank, is_token_in_rank,
                              num_tokens_per_expert, topk_idx, topk_weights, expert_alignment, num_worst_tokens,
@@ -189,7 +214,8 @@ class Buffer:
                                           topk_idx, topk_weights, num_experts, expert_alignment, num_worst_tokens,
                                           config, stats)
         cached = handle is not None
-        if cached:
+        counts: torch.Tensor | None
+        if handle is not None:
             in_rank, hops, counts = handle.is_token_in_rank, handle._hops, None
         else:
             if is_token_in_rank is None:
@@ -210,10 +236,10 @@ class Buffer:
         out = fmt.unpack(arrived)
         src = out["src"].to(torch.int64)
         # by source rank, then token (a cached dispatch delivers in the same order as the one it repeats)
-        order = handle._order if cached else torch.argsort(src[:, 0] * (1 << 32) + src[:, 1], stable=True)
+        order = handle._order if handle is not None else torch.argsort(src[:, 0] * (1 << 32) + src[:, 1], stable=True)
         out = {k: v[order] for k, v in out.items()}
         recv_x, recv_scales = out["x"], out.get("scales")
-        if cached:
+        if counts is None:  # a cached dispatch
             return (recv_x, recv_scales) if x_scales is not None else recv_x, None, None, None, None, EventOverlap()
         recv_idx, recv_w = self._local_topk(out, num_experts) if with_topk else (None, None)
         per_expert = self._expert_counts(counts, num_experts, expert_alignment)
@@ -336,8 +362,10 @@ class Buffer:
 
     # ------------------------------------------------------------------ combine
 
-    def combine(self, x: torch.Tensor, handle, topk_weights=None, bias=None, config: Config | None = None,
-                previous_event=None, async_finish: bool = False, allocate_on_comm_stream: bool = False):
+    def combine(self, x: torch.Tensor, handle: DispatchHandle, topk_weights: torch.Tensor | None = None,
+                bias: torch.Tensor | tuple[torch.Tensor | None, ...] | None = None, config: Config | None = None,
+                previous_event: EventOverlap | None = None, async_finish: bool = False,
+                allocate_on_comm_stream: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, EventOverlap]:
         """(combined_x bf16 [T, H], combined_topk_weights f32 [T, K] or None, event): each token's copies
         summed in f32 in rank order (across nodes: per node first, sent back as BF16, then over nodes)."""
         complaint, facts = check_combine(self, x, handle, topk_weights, bias)

@@ -8,6 +8,7 @@ unchanged and the kernel backend can use it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class EventOverlap:
     """DeepEP's event handle. The torch backend finishes every call before returning, so there is nothing to
     wait for; `current_stream_wait()` and `with` are kept for API compatibility."""
 
-    def __init__(self, event=None, extra_tensors=None):
+    def __init__(self, event: Any = None, extra_tensors: tuple[Any, ...] | None = None) -> None:
         self.event = event
         self.extra_tensors = extra_tensors
 
@@ -63,9 +64,9 @@ class EventOverlap:
         if self.event is not None:
             self.event.wait()
 
-    def __enter__(self):
+    def __enter__(self) -> EventOverlap:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.current_stream_wait()
         return False

@@ -15,12 +15,22 @@ barrier of all ranks) then `intranode_combine` on the same stream.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
 
 from ptxforge.kernels import comm as K
+from ptxforge.runtime.result import LaunchResult
+
+if TYPE_CHECKING:
+    from ptxforge.dsl.kernel import Kernel
+    from ptxforge.emu.node import PendingLaunch
+    from ptxforge.ep.kernel_backend import IpcFabric, NodeFabric
+    from ptxforge.runtime.buffers import DeviceBuffer
+    from ptxforge.runtime.device import Device
 
 _SPECIAL: dict = {}
 
@@ -51,11 +61,11 @@ class Launched:
 
     call: str
     kernel: str
-    block_sm: object  # DeviceBuffer
-    pending: object   # PendingLaunch or LaunchResult
+    block_sm: DeviceBuffer
+    pending: PendingLaunch[LaunchResult] | LaunchResult  # a stream launch's, or a launch that ran at once
 
-    def result(self):
-        return self.pending.result() if hasattr(self.pending, "result") else self.pending
+    def result(self) -> LaunchResult:
+        return self.pending if isinstance(self.pending, LaunchResult) else self.pending.result()
 
 
 @dataclass
@@ -76,7 +86,7 @@ class DispatchOut:
 class CommRank:
     """Rank `rank` of `world`: launches on `device` (an emulated GPU: a Node's, or a process's own)."""
 
-    def __init__(self, rank: int, world: int, device, fabric):
+    def __init__(self, rank: int, world: int, device: Device, fabric: NodeFabric | IpcFabric) -> None:
         self.rank, self.world, self.device, self.fabric = rank, world, device, fabric
         self.epoch = 0  # notify barriers passed with the current buffer
         self._streams: dict = {}
@@ -84,7 +94,7 @@ class CommRank:
         self.launches: list[Launched] = []  # the kernels of the last dispatch and the last combine
 
     # ------------------------------------------------------------------ plumbing
-    def buf(self, array: np.ndarray, name: str):
+    def buf(self, array: np.ndarray, name: str) -> DeviceBuffer:
         """A device copy of `array` (an empty array gets one zero element: the kernel reads none of it)."""
         from ptxforge.runtime.buffers import DeviceBuffer
 
@@ -95,13 +105,13 @@ class CommRank:
         self._temps.append(b)
         return b
 
-    def empty(self, shape, dtype, name: str):
+    def empty(self, shape: tuple[int, ...], dtype: Any, name: str) -> DeviceBuffer:
         """A zeroed device array; `host(buf, shape)` reads it back (zero rows are allowed)."""
         from ptxforge.runtime.buffers import DeviceBuffer
 
         shape = tuple(int(s) for s in shape)
         b = DeviceBuffer((max(1, int(np.prod(shape))),), dtype, device=self.device, name=name)
-        b.logical_shape = shape
+        b.logical_shape = shape  # type: ignore[attr-defined]  # read back by _host
         self._temps.append(b)
         return b
 
@@ -111,7 +121,7 @@ class CommRank:
             b.free()
         self._temps = []
 
-    def stream(self, num_sms: int):
+    def stream(self, num_sms: int) -> Any:
         """A stream on SMs 0..num_sms-1 (emulated node GPUs), or None (a launch runs at once)."""
         if not hasattr(self.device, "stream"):
             return None
@@ -119,7 +129,7 @@ class CommRank:
             self._streams[num_sms] = self.device.stream(sms=range(0, min(num_sms, self.device.num_sms)))
         return self._streams[num_sms]
 
-    def launch(self, call: str, kern, grid: int, block: int, args: list, num_sms: int) -> Launched:
+    def launch(self, call: str, kern: Kernel, grid: int, block: int, args: list, num_sms: int) -> Launched:
         from ptxforge.runtime.buffers import DeviceBuffer
 
         block_sm = DeviceBuffer((grid,), np.uint32, device=self.device, name="block_sm")
@@ -162,7 +172,8 @@ class CommRank:
 
     def dispatch(self, x: np.ndarray, scales: np.ndarray | None, topk_idx: np.ndarray | None,
                  topk_w: np.ndarray | None, in_rank: np.ndarray, per_expert: np.ndarray, num_experts: int,
-                 tun: Tunables, bug: str = "", on_counts=None):
+                 tun: Tunables, bug: str = "",
+                 on_counts: Callable[[np.ndarray], object] | None = None) -> Generator[None, None, DispatchOut]:
         """Generator: yields twice (after queuing notify, then dispatch); returns a `DispatchOut`.
 
         x: uint8 [T, x_bytes] (the payload's bytes); scales: uint32 [T, words] or None; topk_idx int64 [T, K];
@@ -217,7 +228,8 @@ class CommRank:
 
     # ------------------------------------------------------------------ combine
     def combine(self, x: np.ndarray, w: np.ndarray | None, biases: list, in_rank: np.ndarray,
-                rank_prefix: np.ndarray, recv_chan: np.ndarray, num_experts: int, tun: Tunables):
+                rank_prefix: np.ndarray, recv_chan: np.ndarray, num_experts: int,
+                tun: Tunables) -> Generator[None, None, tuple[np.ndarray, np.ndarray | None]]:
         """Generator: yields once (notify + combine queued); returns (bf16 [T, H] as ml_dtypes, f32 [T, K] or
         None). x: bf16 rows [N, H] as ml_dtypes.bfloat16 in the dispatch's receive order."""
         self._forget("combine")
@@ -268,9 +280,9 @@ class CommRank:
         return rows
 
 
-def _host(b) -> np.ndarray:
+def _host(b: DeviceBuffer) -> np.ndarray:
     """A copy of device array `b` in its logical shape."""
-    shape = b.logical_shape
+    shape = b.logical_shape  # type: ignore[attr-defined]  # set by CommRank.empty
     return b.to_host()[:int(np.prod(shape))].reshape(shape).copy()
 
 

@@ -12,6 +12,9 @@ Shared by `Buffer` (one rank a process) and `NodeGroup` (every rank of a `Node` 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Generator
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import ml_dtypes
 import numpy as np
@@ -20,6 +23,15 @@ import torch.distributed as dist
 
 from ptxforge.ep.intranode import CommRank, DispatchOut, Tunables
 
+if TYPE_CHECKING:
+    from ptxforge.emu.node import Node
+    from ptxforge.ep.buffer import DispatchHandle, Received
+    from ptxforge.ep.config import Config
+    from ptxforge.ep.rows import RowFormat
+    from ptxforge.runtime.buffers import DeviceBuffer
+    from ptxforge.runtime.device import Device
+
+R = TypeVar("R")
 _generations = itertools.count(1)
 
 
@@ -27,7 +39,7 @@ class NodeFabric:
     """Communication buffers of the ranks of one `Node` (rank r on node.devices[r]); they are allocated
     together, so the first rank to ask for a larger size grows every rank's."""
 
-    def __init__(self, node, world: int):
+    def __init__(self, node: Node, world: int) -> None:
         self.node, self.world = node, world
         self.bufs: list = [None] * world
         self.size = 0
@@ -56,7 +68,7 @@ class NodeFabric:
         self.bufs, self.size = [None] * self.world, 0
 
 
-def ipc_module(kind: str | None):
+def ipc_module(kind: str | None) -> ModuleType:
     """The IPC calls for a device of `kind` (`Device.kind`; the same names and shapes in both): CUDA IPC on a
     GPU (`ptxforge.runtime.cuda_ipc`), emulator IPC on an emulated GPU (`ptxforge.emu.ipc`)."""
     if kind == "cuda":
@@ -77,10 +89,10 @@ class IpcFabric:
     releases) at the same call, closing the peers' buffers before a barrier and freeing its own after it
     (CUDA requires the importers' close before the owner's free)."""
 
-    def __init__(self, device, group, world: int):
+    def __init__(self, device: Device, group: dist.ProcessGroup | None, world: int) -> None:
         self.device, self.group, self.world = device, group, world
         self.ipc = ipc_module(getattr(device, "kind", None))
-        self.buf = None
+        self.buf: DeviceBuffer | None = None
         self.size = 0
         self.generation = 0
         self._addresses: list[int] = []
@@ -122,7 +134,7 @@ class IpcFabric:
 _IPC_DEVICES: dict = {}
 
 
-def ipc_device_for(rank: int, world: int):
+def ipc_device_for(rank: int, world: int) -> Device:
     """This process's emulated GPU for rank `rank` of a gloo job of `world` (one a process, kept open)."""
     ipc = ipc_module("emu")
     key = (rank, world)
@@ -131,7 +143,7 @@ def ipc_device_for(rank: int, world: int):
     return _IPC_DEVICES[key]
 
 
-def comm_device(rank: int, world: int, kind: str, ordinal: int | None = None):
+def comm_device(rank: int, world: int, kind: str, ordinal: int | None = None) -> Device:
     """The device this process's rank runs the communication kernels on: kind "cuda" (GPU `ordinal`, else
     torch's current GPU; several ranks may share one GPU) or "emu" (an emulated GPU with IPC memory)."""
     if kind == "emu":
@@ -145,7 +157,8 @@ def comm_device(rank: int, world: int, kind: str, ordinal: int | None = None):
     raise ValueError(f"backend='kernels' runs on 'cuda' or 'emu' devices, not {kind!r}")
 
 
-def dispatch_format(x, scales, topk_idx, topk_weights):
+def dispatch_format(x: torch.Tensor, scales: torch.Tensor | None, topk_idx: torch.Tensor | None,
+                    topk_weights: torch.Tensor | None) -> RowFormat:
     """What one token's ring slot carries, for `Buffer.stats()`."""
     from ptxforge.ep.rows import Field, RowFormat
 
@@ -170,7 +183,7 @@ def _words(t: torch.Tensor) -> np.ndarray:
     return _bytes(t).view(np.uint32)
 
 
-def _from_bytes(a: np.ndarray, dtype: torch.dtype, device) -> torch.Tensor:
+def _from_bytes(a: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """uint8 rows [N, B] as [N, B / itemsize] of `dtype` (N may be 0)."""
     if a.shape[0] == 0:
         return torch.empty((0, a.shape[1] // torch.empty(0, dtype=dtype).element_size()), dtype=dtype, device=device)
@@ -181,12 +194,14 @@ def _bf16_np(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
 
 
-def _bf16_torch(a: np.ndarray, device) -> torch.Tensor:
+def _bf16_torch(a: np.ndarray, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16).to(device)
 
 
-def start_dispatch(comm: CommRank, x, x_scales, topk_idx, topk_weights, in_rank, per_expert, num_experts: int,
-                   tun: Tunables, bug: str = "", on_counts=None):
+def start_dispatch(comm: CommRank, x: torch.Tensor, x_scales: torch.Tensor | None, topk_idx: torch.Tensor | None,
+                   topk_weights: torch.Tensor | None, in_rank: torch.Tensor, per_expert: torch.Tensor,
+                   num_experts: int, tun: Tunables, bug: str = "",
+                   on_counts: Callable[[np.ndarray], object] | None = None) -> Generator[None, None, DispatchOut]:
     """The rank's dispatch generator (see `CommRank.dispatch`) for torch inputs."""
     return comm.dispatch(_bytes(x), _words(x_scales) if x_scales is not None else None,
                          topk_idx.detach().cpu().to(torch.int64).numpy() if topk_idx is not None else None,
@@ -195,12 +210,14 @@ def start_dispatch(comm: CommRank, x, x_scales, topk_idx, topk_weights, in_rank,
                          on_counts)
 
 
-def finish_dispatch(out: DispatchOut, x, x_scales, in_rank: torch.Tensor, expert_alignment: int):
+def finish_dispatch(out: DispatchOut, x: torch.Tensor, x_scales: torch.Tensor | None, in_rank: torch.Tensor,
+                    expert_alignment: int) -> tuple[Received, torch.Tensor | None, torch.Tensor | None, list[int],
+                                                    tuple[torch.Tensor, ...], int]:
     """(recv in x's form, recv_topk_idx, recv_topk_weights, per-expert counts, handle fields, N)."""
     dev = x.device
     recv_x = _from_bytes(out.recv_x, x.dtype, dev)
-    recv = recv_x
-    if x_scales is not None:
+    recv: Received = recv_x
+    if x_scales is not None and out.recv_scales is not None:  # the scales come back when they were sent
         recv = (recv_x, _from_bytes(out.recv_scales.view(np.uint8).reshape(out.recv_scales.shape[0], -1),
                                     x_scales.dtype, dev))
     idx = torch.from_numpy(out.recv_idx.copy()).to(dev) if out.recv_idx is not None else None
@@ -212,7 +229,10 @@ def finish_dispatch(out: DispatchOut, x, x_scales, in_rank: torch.Tensor, expert
     return recv, idx, w, counts, fields, int(out.recv_x.shape[0])
 
 
-def start_combine(comm: CommRank, x: torch.Tensor, topk_weights, bias, handle, tun: Tunables):
+def start_combine(comm: CommRank, x: torch.Tensor, topk_weights: torch.Tensor | None,
+                  bias: torch.Tensor | tuple[torch.Tensor | None, ...] | list[torch.Tensor | None] | None,
+                  handle: DispatchHandle,
+                  tun: Tunables) -> Generator[None, None, tuple[np.ndarray, np.ndarray | None]]:
     biases = [b for b in (bias if isinstance(bias, tuple | list) else (bias,)) if b is not None]
     n = handle._num_recv
     w = topk_weights[:n].detach().cpu().to(torch.float32).numpy() if topk_weights is not None else None
@@ -221,12 +241,13 @@ def start_combine(comm: CommRank, x: torch.Tensor, topk_weights, bias, handle, t
                         handle.recv_channel_prefix_matrix.cpu().numpy(), handle._num_experts, tun)
 
 
-def finish_combine(result, like: torch.Tensor):
+def finish_combine(result: tuple[np.ndarray, np.ndarray | None],
+                   like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     out, w = result
     return _bf16_torch(out, like.device), (torch.from_numpy(w).to(like.device) if w is not None else None)
 
 
-def drive(gen, device):
+def drive(gen: Generator[None, None, R], device: Device) -> R:
     """Run one rank's generator alone: after each phase, wait for its launches (an emulated node's
     `synchronize`, when the rank's device is a GPU of one; other devices run each launch to completion)."""
     node = getattr(device, "node", None)
@@ -239,7 +260,7 @@ def drive(gen, device):
         return stop.value
 
 
-def tunables(config, num_sms: int | None = None) -> Tunables:
+def tunables(config: Config, num_sms: int | None = None) -> Tunables:
     """The kernels' tunables from a DeepEP `Config` (num_sms: the handle's, for a combine)."""
     ring, chunk = config.num_max_nvl_chunked_recv_tokens, config.num_max_nvl_chunked_send_tokens
     if not 0 < chunk <= ring:
@@ -248,15 +269,16 @@ def tunables(config, num_sms: int | None = None) -> Tunables:
     return Tunables(num_sms or config.num_sms, ring, chunk)
 
 
-def make_handle(fields, n: int, t_: int, num_experts: int, num_worst: int, tun: Tunables, buffer_id: int,
-                serial: int):
+def make_handle(fields: tuple[torch.Tensor, ...], n: int, t_: int, num_experts: int, num_worst: int, tun: Tunables,
+                buffer_id: int, serial: int) -> DispatchHandle:
     from ptxforge.ep.buffer import DispatchHandle
 
     return DispatchHandle(fields, _buffer_id=buffer_id, _serial=serial, _hops=None, _order=None, _num_tokens=t_,
                           _num_recv=n, _num_experts=num_experts, _num_worst=num_worst, _tunables=tun)
 
 
-def pad_worst(num_worst: int, recv, idx, w):
+def pad_worst(num_worst: int, recv: Received, idx: torch.Tensor | None,
+              w: torch.Tensor | None) -> tuple[Received, torch.Tensor | None, torch.Tensor | None]:
     from ptxforge.ep.buffer import _pad_rows
 
     if isinstance(recv, tuple):
@@ -266,7 +288,8 @@ def pad_worst(num_worst: int, recv, idx, w):
     return rx, idx, w
 
 
-def drive_all(node, gens: list, alongside=None):
+def drive_all(node: Node, gens: list[Generator[None, None, Any]],
+              alongside: Callable[[int], object] | None = None) -> list[Any]:
     """Run every rank's generator of one `Node`: each phase queues all ranks' launches, then one
     `node.synchronize()` runs them together. `alongside(phase)` may queue other launches (say a GEMM on the
     SMs the communication leaves free) before phase `phase` (0, 1, ...) runs."""

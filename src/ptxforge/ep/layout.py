@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 
 
-def dispatch_layout(topk_idx: torch.Tensor, num_experts: int, num_ranks: int, ranks_per_node: int):
+def dispatch_layout(topk_idx: torch.Tensor, num_experts: int, num_ranks: int,
+                    ranks_per_node: int) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]:
     """(per rank int32 [R], per node int32 [N] or None when N == 1, per expert int32 [E], in_rank bool [T, R])."""
     t_ = topk_idx.shape[0]
     idx = topk_idx.to(torch.int64)

@@ -16,6 +16,8 @@ sanitizing the kernels; programs use `Buffer`.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -24,11 +26,15 @@ from ptxforge.ep import layout as torch_layout
 from ptxforge.ep.config import COMBINE_CONFIGS, DISPATCH_CONFIGS, Config, EventOverlap, recommended
 from ptxforge.ep.intranode import CommRank
 
+if TYPE_CHECKING:
+    from ptxforge.emu.node import Node
+    from ptxforge.ep.buffer import DispatchOutput
+
 _ids = itertools.count(1_000_000)
 
 
 class NodeGroup:
-    def __init__(self, node, num_ranks: int | None = None, num_sms: int = 20):
+    def __init__(self, node: Node, num_ranks: int | None = None, num_sms: int = 20) -> None:
         self.node = node
         self.world = num_ranks or len(node.devices)
         self.fabric = KB.NodeFabric(node, self.world)
@@ -44,7 +50,8 @@ class NodeGroup:
 
     def dispatch(self, x: list, topk_idx: list | None = None, topk_weights: list | None = None,
                  num_experts: int | None = None, handles: list | None = None, expert_alignment: int = 1,
-                 num_worst_tokens: int = 0, config: Config | None = None, bug: str = "", alongside=None) -> list:
+                 num_worst_tokens: int = 0, config: Config | None = None, bug: str = "",
+                 alongside: Callable[[int], object] | None = None) -> list[DispatchOutput]:
         """Per rank: (recv_x, recv_topk_idx, recv_topk_weights, counts, handle, event), as Buffer.dispatch
         (x[r]: bf16 [T, H] or (e4m3, scales); with `handles`, a cached dispatch of x only). `alongside(phase)`
         may queue other launches before each phase (0: notify, 1: dispatch); `bug` plants a defect in the
@@ -61,12 +68,15 @@ class NodeGroup:
                     h._num_experts
                 idx = w = None
             else:
+                if topk_idx is None or num_experts is None:
+                    raise ValueError("NodeGroup.dispatch needs topk_idx and num_experts, or the handles of an "
+                                     "earlier dispatch (a cached dispatch)")
                 idx, w, e = topk_idx[r], (topk_weights[r] if topk_weights is not None else None), num_experts
                 _, _, per_expert, in_rank = torch_layout.dispatch_layout(idx, e, self.world, self.world)
             lay.append((payload, scales, in_rank, e))
             gens.append(KB.start_dispatch(comm, payload, scales, idx, w, in_rank, per_expert, e, tun, bug))
         outs = KB.drive_all(self.node, gens, alongside)
-        results = []
+        results: list[DispatchOutput] = []
         for r, out in enumerate(outs):
             payload, scales, in_rank, e = lay[r]
             recv, idx, w, counts, fields, n = KB.finish_dispatch(out, payload, scales, in_rank, expert_alignment)
@@ -81,7 +91,7 @@ class NodeGroup:
         return results
 
     def combine(self, x: list, handles: list, topk_weights: list | None = None, bias: list | None = None,
-                config: Config | None = None, alongside=None) -> list:
+                config: Config | None = None, alongside: Callable[[int], object] | None = None) -> list:
         """Per rank: (combined_x bf16 [T, H], combined_topk_weights or None, event), as Buffer.combine."""
         config = config or recommended(COMBINE_CONFIGS, self.world, self.num_sms)
         gens = []

@@ -35,7 +35,7 @@ class RowFormat:
     def bytes_of(self, kind: str) -> int:
         return sum(f.nbytes for f in self.fields if f.kind == kind)
 
-    def pack(self, tensors: dict[str, torch.Tensor], rows: int, device) -> torch.Tensor:
+    def pack(self, tensors: dict[str, torch.Tensor], rows: int, device: torch.device | str) -> torch.Tensor:
         out = torch.empty((rows, self.row_bytes), dtype=torch.uint8, device=device)
         for f in self.fields:
             t = tensors[f.name].reshape(rows, f.width).contiguous()

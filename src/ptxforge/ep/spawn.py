@@ -14,7 +14,10 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
+from multiprocessing.context import BaseContext
+from typing import Any
 
 import torch.multiprocessing as mp
 
@@ -39,8 +42,9 @@ def _entry(rank, world, store, fn, args, queue):
         os._exit(0)  # skip gloo's teardown, which can wait for peers that already left
 
 
-def run_ranks(fn, world: int, *args, timeout_s: float = 120.0, start: str = "fork",
+def run_ranks(fn: Callable[..., Any], world: int, *args: Any, timeout_s: float = 120.0, start: str = "fork",
               preload: tuple[str, ...] = ()) -> list:
+    ctx: BaseContext
     if start == "fork":  # the ranks start as copies of this process: nothing is imported or built again
         ctx = mp.get_context("fork")
     else:  # torch is imported once, in the fork server, not once per rank

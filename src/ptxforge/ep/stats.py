@@ -5,6 +5,10 @@ weights, source indices). Rows a rank sends itself are counted as `local`, not a
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ptxforge.ep.rows import RowFormat
 
 
 @dataclass
@@ -17,7 +21,7 @@ class Traffic:
     def total(self) -> int:
         return self.payload + self.scales + self.meta
 
-    def add(self, rows: int, fmt) -> None:
+    def add(self, rows: int, fmt: RowFormat) -> None:
         self.payload += rows * fmt.bytes_of("payload")
         self.scales += rows * fmt.bytes_of("scales")
         self.meta += rows * fmt.bytes_of("meta")
@@ -46,7 +50,7 @@ class CallStats:
     inter_node_recv: Traffic = field(default_factory=Traffic)
     control_bytes: int = 0  # agreement and count messages
 
-    def record(self, direction: str, peer: int, rows: int, fmt, same_node: bool) -> None:
+    def record(self, direction: str, peer: int, rows: int, fmt: RowFormat, same_node: bool) -> None:
         if rows == 0:
             return
         t = Traffic()

@@ -47,7 +47,7 @@ def _store_of(group):
 class Transport:
     """Collectives over `group` (None: the default group) with a per-collective timeout in seconds."""
 
-    def __init__(self, group, timeout_s: float, tag: str = ""):
+    def __init__(self, group: dist.ProcessGroup | None, timeout_s: float, tag: str = "") -> None:
         self.group = group
         self.rank = dist.get_rank(group)
         self.size = dist.get_world_size(group)

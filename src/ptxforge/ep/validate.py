@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from ptxforge.ep.buffer import Buffer
 
 FORMS = {"bf16": 0, "fp8": 1, "fp8-ue8m0": 2}
 
@@ -38,7 +42,8 @@ def _expect(name: str, t, dtype, shape) -> str:
     return ""
 
 
-def check_topk(topk_idx, num_experts: int, num_tokens: int | None = None) -> str:
+# The checks take what a user passed, of any type (Any), and say what is wrong with it.
+def check_topk(topk_idx: Any, num_experts: int, num_tokens: int | None = None) -> str:
     if not isinstance(num_experts, numbers.Integral) or isinstance(num_experts, bool) or num_experts <= 0:
         return f"num_experts must be a positive int, got {num_experts!r}"
     bad = _expect("topk_idx", topk_idx, torch.int64, (num_tokens, None))
@@ -52,7 +57,7 @@ def check_topk(topk_idx, num_experts: int, num_tokens: int | None = None) -> str
     return ""
 
 
-def check_layout(topk_idx, num_experts, num_ranks: int) -> str:
+def check_layout(topk_idx: Any, num_experts: Any, num_ranks: int) -> str:
     bad = check_topk(topk_idx, num_experts)
     if bad:
         return bad
@@ -80,9 +85,9 @@ def _check_x(x) -> tuple[str, str, int, int]:
     return bad, "bf16", (x.shape[0] if not bad else -1), (x.shape[1] if not bad else -1)
 
 
-def check_dispatch(buf, x, handle, num_tokens_per_rank, num_tokens_per_rdma_rank, is_token_in_rank,
-                   num_tokens_per_expert, topk_idx, topk_weights, expert_alignment, num_worst_tokens,
-                   config) -> Checked:
+def check_dispatch(buf: Buffer, x: Any, handle: Any, num_tokens_per_rank: Any, num_tokens_per_rdma_rank: Any,
+                   is_token_in_rank: Any, num_tokens_per_expert: Any, topk_idx: Any, topk_weights: Any,
+                   expert_alignment: Any, num_worst_tokens: Any, config: Any) -> Checked:
     c = Checked()
     c.complaint, c.form, t_, h = _check_x(x)
     r_ = buf.group_size
@@ -164,7 +169,7 @@ def check_dispatch(buf, x, handle, num_tokens_per_rank, num_tokens_per_rdma_rank
     return c
 
 
-def check_combine(buf, x, handle, topk_weights, bias) -> tuple[str, dict]:
+def check_combine(buf: Buffer, x: Any, handle: Any, topk_weights: Any, bias: Any) -> tuple[str, dict]:
     problems = []
     h = -1
     if getattr(handle, "_buffer_id", None) != buf.id:

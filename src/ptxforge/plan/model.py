@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ptxforge.pipeline.engine import Costs, run
 from ptxforge.pipeline.ops import Schedule
@@ -27,6 +28,9 @@ from ptxforge.plan import traffic
 from ptxforge.plan.compute import Compute, compute
 from ptxforge.plan.deepep_v2 import V2Estimate, v2_num_sms
 from ptxforge.plan.params import Params
+
+if TYPE_CHECKING:  # the routing module imports the kernels; a plan without routing does not need them
+    from ptxforge.plan.routing import RoutingStats
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ class Plan:
     best_sms: int | None
     rows: list[BudgetRow]
     v2: V2Estimate
-    routing: object | None = None
+    routing: RoutingStats | None = None
     v2_kernel_sms: int = 0  # this cluster with DeepEP V2's kernel design and per-SM rates (this model)
 
     @property
@@ -108,7 +112,7 @@ def budgets(p: Params, sms: int) -> list[int]:
     return list(range(g, top + 1, g))
 
 
-def plan(p: Params, overlap: bool = True, routing=None) -> Plan:
+def plan(p: Params, overlap: bool = True, routing: RoutingStats | None = None) -> Plan:
     """Evaluate `p`: per-link times, the saturating budget, and (with `overlap`) DualPipe step per budget."""
     d, c, comp = traffic.dispatch(p), traffic.combine(p), compute(p)
     (sd, ed), (sc, ec) = saturating_sms(p, d), saturating_sms(p, c)

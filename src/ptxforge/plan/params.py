@@ -7,6 +7,7 @@ command line replaces any (`--tokens 8192`). Where each preset's figure comes fr
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 # Choices of the string-valued parameters.
 CHOICES = {
@@ -131,7 +132,7 @@ class Params:
             raise ValueError(f"DualPipe needs an even pp and an even micro_batches >= 2*pp, got pp={self.pp}, "
                              f"micro_batches={self.micro_batches}")
 
-    def with_(self, **changes) -> Params:
+    def with_(self, **changes: Any) -> Params:
         """A copy with some parameters changed (checked again)."""
         return replace(self, **changes)
 

@@ -11,7 +11,11 @@ from ptxforge.plan.report import link_name
 
 
 def to_png(res: Plan, path: str | Path, title: str | None = None, dpi: int = 100) -> None:
-    """Write the plot to `path` atomically (a temporary file in the same folder, then renamed)."""
+    """Write the plot to `path` atomically (a temporary file in the same folder, then renamed). `res` is a plan
+    made with overlap (its step time per budget is what the plot shows)."""
+    steps_us = [r.step_us for r in res.rows if r.step_us is not None]
+    if res.best_sms is None or len(steps_us) != len(res.rows):
+        raise ValueError("to_png plots the DualPipe step time per SM budget: make the plan with overlap=True")
     try:
         import matplotlib
 
@@ -22,7 +26,7 @@ def to_png(res: Plan, path: str | Path, title: str | None = None, dpi: int = 100
     xs = [r.sms for r in res.rows]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.4), sharex=True,
                                       gridspec_kw={"height_ratios": [3, 2]})
-    steps = [r.step_us / 1e3 for r in res.rows]
+    steps = [us / 1e3 for us in steps_us]
     top.plot(xs, steps, color="#1f4e79", marker="o", markersize=3, label="DualPipe step (ms)")
     lo = min(steps)
     top.set_ylim(lo * 0.95, min(max(steps), lo * 2.0))

@@ -7,6 +7,7 @@ source of each figure; "assumed" marks a figure that is our estimate, not a publ
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ptxforge.errors import Error
 from ptxforge.plan.params import PARAM_TYPES, Params
@@ -86,9 +87,8 @@ class Preset:
         return Params(**self.changes)
 
     def source(self, name: str) -> str:
-        if name in measured(self.name):
-            return measured_source(self.name)
-        return self.sources.get(name) or SOURCES_V3[name]
+        found = measured_source(self.name) if name in measured(self.name) else None
+        return found or self.sources.get(name) or SOURCES_V3[name]
 
 
 _V2_KERNEL = {"kernel_design": "deepep-v2", "copy_engine": "tma", "sm_layout": "pooled"}
@@ -147,7 +147,7 @@ def measured_source(name: str) -> str | None:
     return f"measured on {e['device']} on {e['date']} by {e['how']}" if e else None
 
 
-def preset(name: str, **overrides) -> Params:
+def preset(name: str, **overrides: Any) -> Params:
     """The parameters of preset `name` (with any measured copy rates), with `overrides` applied;
     KeyError lists the presets."""
     if name not in PRESETS:

@@ -36,8 +36,8 @@ def derivation(res: Plan) -> list[str]:
     out.append(f"Overlap: in DualPipe's forward&backward chunk the GEMMs take (1 + {r:g}) x {row.compute_us:,.0f} = "
                f"{(1 + r) * row.compute_us:,.0f} us and dispatch+combine of both halves 2 x {comm:,.0f} = "
                f"{2 * comm:,.0f} us: communication is {verdict} at {s} SMs.")
-    if res.best_sms is not None:
-        best = res.row(res.best_sms)
+    best = res.row(res.best_sms) if res.best_sms is not None else None
+    if best is not None and best.step_us is not None and row.step_us is not None:  # a plan with overlap
         out.append(f"Step: DualPipe, PP={p.pp}, {p.micro_batches} micro-batches, {p.layers_per_stage} layers per "
                    f"stage: {row.step_us / 1e3:,.1f} ms at {s} SMs; shortest {best.step_us / 1e3:,.1f} ms at "
                    f"best_sms={res.best_sms}.")

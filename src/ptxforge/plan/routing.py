@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ptxforge.kernels.routing import select_experts
+
+if TYPE_CHECKING:
+    from ptxforge.plan.params import Params
 
 
 def group_limited_topk(scores: np.ndarray, bias: np.ndarray | None = None, n_group: int = 8,
@@ -141,7 +145,7 @@ def routing_stats(topk_ids: np.ndarray, experts: int, gpus_per_node: int, nodes:
         imbalance_gpu=float(copies_per_gpu.max() / copies_per_gpu.mean()))
 
 
-def apply(params, stats: RoutingStats):
+def apply(params: Params, stats: RoutingStats) -> Params:
     """`params` with the routing's measured copies and imbalance in place of the formulas."""
     remote = stats.remote_nodes_per_token / stats.nodes_per_token if stats.nodes_per_token else 0.0
     return params.with_(nodes_per_token=stats.nodes_per_token, remote_fraction=remote or 0.0,

@@ -125,6 +125,7 @@ def dispatch(p: Params) -> Phase:
     B = p.dispatch_bytes_per_copy
     tb = p.tokens * B * p.imbalance      # one copy of every token, bytes
     f, g = _fanout(p), (p.gpus_per_node - 1) / p.gpus_per_node
+    roles: tuple[Role, ...]
     if p.nodes > 1:
         n, r = p.node_copies, p.remote_share
         copies = {p.scaleout_name: n * r, NVLINK: n * f * g}
@@ -150,6 +151,7 @@ def combine(p: Params) -> Phase:
     B = p.combine_bytes_per_copy
     tb = p.tokens * B * p.imbalance
     f, g = _fanout(p), (p.gpus_per_node - 1) / p.gpus_per_node
+    roles: tuple[Role, ...]
     if p.nodes > 1:
         n, r = p.node_copies, p.remote_share
         copies = {p.scaleout_name: n * r, NVLINK: n * f * g}

@@ -1,19 +1,23 @@
 """A CUDA GPU as a ptxforge device: its primary context, memory and loaded modules.
 
 `CudaMemory` has the emulator memory's interface (alloc/free/write/read), so `DeviceBuffer` works on
-either device. Modules are built once per PTX text (see cuda_modules) and kept for the process.
+either device. Modules are built once per PTX text (see cuda_modules); a GPU keeps at most `MAX_MODULES`
+loaded (a `ptxforge.module_cache.ModuleCache`: the least recently used one is unloaded with cuModuleUnload,
+never one a launch has pinned).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ptxforge.errors import LaunchError
+from ptxforge.module_cache import MAX_MODULES, ModuleCache
 from ptxforge.ptx import ir
 from ptxforge.runtime import cuda_modules
 from ptxforge.runtime.cuda_driver import CudaError, check, driver
@@ -33,6 +37,15 @@ class CudaAllocation:
     size: int
     name: str
     handle: object
+
+
+@dataclass
+class CudaModule:
+    """A module loaded on a GPU: its CUmodule, and the CUfunctions (with their attributes) asked of it."""
+
+    handle: Any
+    functions: dict[str, Any] = field(default_factory=dict)
+    attributes: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class CudaMemory:
@@ -81,7 +94,7 @@ class CudaDevice:
     max_shared_per_block: int
     memory: CudaMemory
 
-    def __init__(self, ordinal: int = 0):
+    def __init__(self, ordinal: int = 0, max_modules: int = MAX_MODULES):
         d = driver()
         self.ordinal = ordinal
         self.handle = check(d.cuDeviceGet(ordinal), "cuDeviceGet", f"(GPU {ordinal})")
@@ -97,10 +110,10 @@ class CudaDevice:
         self.max_shared_per_block = self.attribute(A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
         self.driver_version = int(check(d.cuDriverGetVersion(), "cuDriverGetVersion"))
         self.memory = CudaMemory(self)
-        self._modules: dict[str, object] = {}  # sha256 of the PTX text -> CUmodule
-        self._seen: dict[int, tuple[ir.Module, str]] = {}  # id(module) -> (module, its key)
-        self._functions: dict[tuple[int, str], object] = {}
-        self._attributes: dict[int, dict[str, int]] = {}  # id(CUfunction) -> kernel_attributes
+        # sha256 of the PTX text -> its CUmodule; id(module) -> (module, its key), so that a module object seen
+        # before skips printing and hashing its text
+        self.modules: ModuleCache[str, CudaModule] = ModuleCache(max_modules, on_evict=self._unload)
+        self._seen: ModuleCache[int, tuple[ir.Module, str]] = ModuleCache(max_modules)
         self._ptxas_newest: tuple[int, int] | None = None
         self._events: tuple[Any, Any] | None = None
         self.ipc_opened: dict[int, tuple[int, int]] = {}  # peers' memory opened by CUDA IPC: address -> (bytes, opens)
@@ -150,7 +163,8 @@ class CudaDevice:
         """What the driver reports of a loaded kernel: registers, local/shared/constant bytes, max threads
         per block (asked once per kernel: launches check their block size against it)."""
         f = self.function(module, name)
-        attrs = self._attributes.get(id(f))
+        loaded = self._loaded(module)  # the function's module: loaded and the most recently used
+        attrs = loaded.attributes.get(name)
         if attrs is None:
             d = driver()
             FA = d.CUfunction_attribute
@@ -159,7 +173,7 @@ class CudaDevice:
                      "shared_bytes": FA.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
                      "const_bytes": FA.CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES,
                      "max_threads_per_block": FA.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK}
-            attrs = self._attributes[id(f)] = {
+            attrs = loaded.attributes[name] = {
                 k: int(check(d.cuFuncGetAttribute(a, f), "cuFuncGetAttribute")) for k, a in names.items()}
         return dict(attrs)
 
@@ -173,11 +187,11 @@ class CudaDevice:
     # ------------------------------------------------------------------ modules
     def function(self, module: ir.Module, name: str) -> Any:
         """The CUfunction `name` of `module`, building and loading the module on first use."""
-        mod = self.load(module)
-        f = self._functions.get((id(mod), name))
+        loaded = self._loaded(module)
+        f = loaded.functions.get(name)
         if f is None:
-            f = self._functions[(id(mod), name)] = check(driver().cuModuleGetFunction(mod, name.encode()),
-                                                         "cuModuleGetFunction", f"(kernel {name})")
+            f = loaded.functions[name] = check(driver().cuModuleGetFunction(loaded.handle, name.encode()),
+                                               "cuModuleGetFunction", f"(kernel {name})")
         return f
 
     def write_global(self, module: ir.Module, name: str, raw: np.ndarray, offset: int = 0) -> None:
@@ -198,17 +212,52 @@ class CudaDevice:
         """The CUmodule of `module` on this GPU; built with ptxas when it can be, else by the driver.
 
         Modules are kept by PTX text, so equal modules share one build; a module object seen before skips
-        printing and hashing its text (launches in a loop cost no more than the driver's own work)."""
+        printing and hashing its text (launches in a loop cost no more than the driver's own work). At most
+        `modules.bound` stay loaded (see the module docstring)."""
+        return self._loaded(module).handle
+
+    def pin_module(self, module: ir.Module) -> Callable[[], None]:
+        """Keep `module` loaded (loading it now if it is not) until the returned release is called: a launch
+        still uses it. Every launch holds its module so until the kernel has ended."""
+        key = self._key(module)
+        self.modules.pin(key)
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.modules.unpin(key)
+        return release
+
+    def _key(self, module: ir.Module) -> str:
+        """The cache key of `module` (the sha256 of its text), loading it if it is not loaded."""
+        return self._entry(module)[0]
+
+    def _loaded(self, module: ir.Module) -> CudaModule:
+        return self._entry(module)[1]
+
+    def _entry(self, module: ir.Module) -> tuple[str, CudaModule]:
+        """(key, loaded module) of `module`, loading it now if it is not (a use: the most recent one)."""
         seen = self._seen.get(id(module))
         if seen is not None and seen[0] is module:
-            return self._modules[seen[1]]
+            loaded = self.modules.get(seen[1])
+            if loaded is not None:
+                return seen[1], loaded
         text = module.to_ptx()
         key = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
-        if key not in self._modules:
+        loaded = self.modules.get(key)
+        if loaded is None:
             self.make_current()
-            self._modules[key] = self._build(module, text)
-        self._seen[id(module)] = (module, key)  # holding the module keeps its id from being reused
-        return self._modules[key]
+            loaded = CudaModule(self._build(module, text))
+            self.modules.put(key, loaded)
+        self._seen.put(id(module), (module, key))  # holding the module keeps its id from being reused
+        return key, loaded
+
+    def _unload(self, key: str, loaded: CudaModule) -> None:
+        """Unload an evicted module (its CUfunctions go with it); no launch has it pinned."""
+        self.make_current()
+        check(driver().cuModuleUnload(loaded.handle), "cuModuleUnload")
 
     def _build(self, module: ir.Module, text: str):
         from ptxforge.runtime.resources import ptxas_failure

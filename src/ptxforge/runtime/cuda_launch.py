@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ptxforge.emu.launch_checks import check_launch, dims
-from ptxforge.errors import LaunchError
+from ptxforge.errors import DeviceUnavailable, KernelFault, LaunchError
 from ptxforge.ptx import ir
 from ptxforge.runtime.cuda_device import CudaDevice
 from ptxforge.runtime.cuda_driver import CudaError, check, driver
@@ -65,7 +65,23 @@ def check_dims(grid: Any, block: Any) -> tuple[tuple[int, int, int], tuple[int, 
 def launch_on_gpu(device: CudaDevice, module: ir.Module, func: ir.Function, params: bytes, offsets: list[int],
                   *, grid: Any, block: Any, shared_mem: int = 0, cluster: Any = None,
                   cooperative: bool = False) -> float:
-    """Run `func` once on `device`; returns the kernel's time in seconds (CUDA events)."""
+    """Run `func` once on `device`; returns the kernel's time in seconds (CUDA events). Its module stays
+    loaded (pinned in the device's module cache) until the kernel has ended."""
+    release = device.pin_module(module)
+    try:
+        seconds = _launch(device, module, func, params, offsets, grid, block, shared_mem, cluster, cooperative)
+    except BaseException:
+        try:
+            release()  # may unload another module, which a context the kernel broke refuses
+        except (LaunchError, KernelFault, DeviceUnavailable):
+            pass  # the kernel's own error is the one to see
+        raise
+    release()
+    return seconds
+
+
+def _launch(device: CudaDevice, module: ir.Module, func: ir.Function, params: bytes, offsets: list[int],
+            grid: Any, block: Any, shared_mem: int, cluster: Any, cooperative: bool) -> float:
     d = driver()
     attrs = device.kernel_attributes(module, func.name)
     shape = check_launch(module, func, grid, block, cluster, shared_mem=shared_mem,

@@ -10,7 +10,7 @@ launch's GPU is passed as it is.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 import numpy as np
 
@@ -27,6 +27,12 @@ from ptxforge.runtime.launch_config import EmulatorOptions, LaunchConfig
 from ptxforge.runtime.register_limit import check_register_limit
 from ptxforge.runtime.result import LaunchResult
 from ptxforge.runtime.streams import label_reports, launch_on_stream, node_sanitize, peer_reachable, stream_device
+
+if TYPE_CHECKING:
+    from ptxforge.emu.node import PendingLaunch, Stream
+
+# What `launch` returns: a LaunchResult on every device; a stream launch's PendingLaunch gives one from result()
+LaunchOutcome: TypeAlias = "LaunchResult | PendingLaunch[LaunchResult]"
 
 
 def cuda_available() -> bool:
@@ -92,11 +98,25 @@ class Kernel:
         sig = ", ".join(f"{p.type} {p.name}" for p in self.params)
         return f"Kernel({self.name}({sig}))"
 
+    @overload
+    def launch(self, grid: Any = ..., block: Any = ..., args: Any = ..., *, device: Any = ...,
+               shared_mem: int = ..., sanitize: Any = ..., num_sms: int | None = ..., watchdog_s: float = ...,
+               time_limit_s: float | None = ..., printf: Callable[[str], Any] | None = ...,
+               emu_device_: EmuDevice | None = ..., cluster: Any = ..., stream: None = ...,
+               cooperative: bool = ..., options: EmulatorOptions | None = ...) -> LaunchResult: ...
+
+    @overload
+    def launch(self, grid: Any = ..., block: Any = ..., args: Any = ..., *, device: Any = ...,
+               shared_mem: int = ..., sanitize: Any = ..., num_sms: int | None = ..., watchdog_s: float = ...,
+               time_limit_s: float | None = ..., printf: Callable[[str], Any] | None = ...,
+               emu_device_: EmuDevice | None = ..., cluster: Any = ..., stream: Stream,
+               cooperative: bool = ..., options: EmulatorOptions | None = ...) -> PendingLaunch[LaunchResult]: ...
+
     def launch(self, grid: Any = (1,), block: Any = _UNSET, args: Any = (), *, device: Any = None,
                shared_mem: int = 0, sanitize: Any = False, num_sms: int | None = None, watchdog_s: float = 60.0,
                time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
-               emu_device_: EmuDevice | None = None, cluster: Any = None, stream: Any = None,
-               cooperative: bool = False, options: EmulatorOptions | None = None) -> Any:
+               emu_device_: EmuDevice | None = None, cluster: Any = None, stream: Stream | None = None,
+               cooperative: bool = False, options: EmulatorOptions | None = None) -> LaunchOutcome:
         """Run the kernel on `device`: "emu", "cuda" or "cuda:N"; or "auto": where its DeviceBuffer arguments
         live, else the emulator when an emulator-only option is given, else a GPU when one can be used, else the
         emulator. None is like "auto" with $PTXFORGE_DEVICE (when set) in place of the GPU-or-emulator choice.
@@ -113,8 +133,9 @@ class Kernel:
         seconds the launch may go without progress (its state repeating) before it is stopped;
         `time_limit_s`: a plain wall-clock limit on the launch (None: none); `printf` capture; `emu_device_`.
         `stream`: a stream of a `ptxforge.emu.Node` GPU; the launch is queued there and a `PendingLaunch` is
-        returned at once (`node.synchronize()` runs it; see `ptxforge.runtime.streams`). Without one, a
-        launch runs now and returns its `LaunchResult`.
+        returned at once (`node.synchronize()` runs it; its `result()` is the `LaunchResult`; see
+        `ptxforge.runtime.streams`). Without one, a launch runs now and returns its `LaunchResult`, on every
+        device (typed so: the overloads above say which a call gets).
         """
         config, args = _config(grid, block, args, shared_mem, cluster, cooperative)
         opts = _options(options, sanitize, num_sms, watchdog_s, time_limit_s, printf)
@@ -173,8 +194,9 @@ class Kernel:
             sanitizer.finish()
         return result
 
-    def _run_emu(self, dev, packed, grid, block, shared_mem, sanitize, num_sms, limits, printf, cluster,
-                 cooperative=False):
+    def _run_emu(self, dev: Any, packed: bytes, grid: Any, block: Any, shared_mem: int, sanitize: Any,
+                 num_sms: int | None, limits: tuple[float, float | None], printf: Callable[[str], Any] | None,
+                 cluster: Any, cooperative: bool = False) -> tuple[LaunchResult, Any]:
         watchdog_s, time_limit_s = limits
         sanitizer = None
         if sanitize:
@@ -202,7 +224,8 @@ class Kernel:
         return LaunchResult(self.name, "emu", _as_tuple(grid), _as_tuple(block), stats.thread_instructions,
                             stats.wall_s, stats.per_sm, stats.waves, lines), sanitizer
 
-    def _run_gpu(self, dev, packed, offsets, grid, block, shared_mem, cluster, cooperative=False):
+    def _run_gpu(self, dev: Any, packed: bytes, offsets: list[int], grid: Any, block: Any, shared_mem: int,
+                 cluster: Any, cooperative: bool = False) -> LaunchResult:
         from ptxforge.runtime.cuda_launch import launch_on_gpu
 
         seconds = launch_on_gpu(dev, self.module, self.function, packed, offsets, grid=grid, block=block,
@@ -298,6 +321,23 @@ def _as_tuple(d) -> tuple:
     return (int(d),) if isinstance(d, int | np.integer) else tuple(d)
 
 
-def launch(kernel: Kernel, grid: Any, block: Any = _UNSET, args: Any = (), **kwargs: Any) -> Any:
+@overload
+def launch(kernel: Kernel, grid: Any, block: Any = ..., args: Any = ..., *, stream: None = ...,
+           **kwargs: Any) -> LaunchResult: ...
+
+
+@overload
+def launch(kernel: Kernel, grid: Any, block: Any = ..., args: Any = ..., *, stream: Stream,
+           **kwargs: Any) -> PendingLaunch[LaunchResult]: ...
+
+
+def launch(kernel: Kernel, grid: Any, block: Any = _UNSET, args: Any = (), *, stream: Stream | None = None,
+           **kwargs: Any) -> LaunchOutcome:
     """Function form of `Kernel.launch`."""
-    return kernel.launch(grid, block, args, **kwargs)
+    return kernel.launch(grid, block, args, stream=stream, **kwargs)
+
+
+if TYPE_CHECKING:  # checked by mypy (`make lint`): which result each form of launch gives
+    def _typed_results(k: Kernel, s: Stream) -> tuple[LaunchResult, PendingLaunch[LaunchResult], LaunchResult]:
+        return k.launch((1,), (32,), [], device="cuda"), k.launch((1,), (32,), [], stream=s), \
+            launch(k, (1,), (32,), [], device="emu")

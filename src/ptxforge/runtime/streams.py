@@ -8,11 +8,14 @@ pending on the node, and at its end the host arrays are copied back and its `Lau
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ptxforge.emu.launch import emulate
 from ptxforge.errors import LaunchError
 from ptxforge.runtime.result import LaunchResult
+
+if TYPE_CHECKING:
+    from ptxforge.emu.node import PendingLaunch
 
 
 def stream_device(stream: Any, device: Any) -> Any:
@@ -52,8 +55,9 @@ def label_reports(sanitizer: Any, dev: Any) -> None:
 
 def launch_on_stream(kernel: Any, stream: Any, dev: Any, packed: bytes, copies: list, temps: list, grid: Any,
                      block: Any, shared_mem: int, sanitize: Any, num_sms: int | None, watchdog_s: float,
-                     printf: Any, cluster: Any) -> Any:
-    """Queue a packed launch of `kernel` on `stream`; returns its `PendingLaunch`."""
+                     printf: Any, cluster: Any) -> PendingLaunch[LaunchResult]:
+    """Queue a packed launch of `kernel` on `stream`; returns its `PendingLaunch`. The kernel's module stays
+    loaded on `dev` until the launch finishes or is aborted (see `ptxforge.module_cache`)."""
     from ptxforge.emu.node import PendingLaunch
     from ptxforge.runtime.kernel import _as_tuple, _free_quietly, copy_back
 
@@ -82,14 +86,16 @@ def launch_on_stream(kernel: Any, stream: Any, dev: Any, packed: bytes, copies: 
     except BaseException:
         _free_quietly(dev, temps)
         raise
+    release = dev.pin_module(kernel.module)  # its variables and compiled kernel until the launch ends
     if sanitizer is not None and sanitizer.check_races and dev.node.races is not None:  # with other launches
         dev.node.races.attach(machine, sanitizer, dev.gpu, f"{kernel.name} on {stream.name}", stream)
 
-    def finish(stats) -> LaunchResult:
+    def finish(stats: dict[str, Any]) -> LaunchResult:
         try:
             copy_back(dev, copies)
         finally:
             _free_quietly(dev, temps)
+            release()
         if sanitizer is not None:
             label_reports(sanitizer, dev)
             sanitizer.finish()
@@ -97,8 +103,9 @@ def launch_on_stream(kernel: Any, stream: Any, dev: Any, packed: bytes, copies: 
                             stats["wall_s"], stats["per_sm"], stats["waves"], lines,
                             gpu=f"GPU {dev.gpu}, {stream.name}")
 
-    def abort(error):
+    def abort(error: BaseException) -> BaseException | None:
         _free_quietly(dev, temps)
+        release()
         if sanitizer is not None:  # keep what the sanitizer found before the node stopped
             label_reports(sanitizer, dev)
             try:

@@ -82,7 +82,7 @@ class IpcDevice(EmuDevice):
     def close(self) -> None:
         """Unmap the peers, unlink this rank's segment; the device's buffers are unusable afterwards."""
         self._finalizer()
-        self._images.clear()
+        self.images.clear()
 
     def __enter__(self):
         return self

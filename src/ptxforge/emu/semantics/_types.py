@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
+from typing import Any, TypeAlias
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-_UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
-_SINT = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
+# Raw bits as the semantics take them: an unsigned array of the type's width, or anything numpy makes one of
+# (a number, a list, a wider or signed array; see `raw`). Results are numpy arrays.
+Bits: TypeAlias = ArrayLike
+
+_UINT: dict[int, type[np.unsignedinteger]] = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+_SINT: dict[int, type[np.signedinteger]] = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 
 _WIDTH = {
     "u8": 8, "s8": 8, "b8": 8, "u16": 16, "s16": 16, "b16": 16, "u32": 32, "s32": 32, "b32": 32,
@@ -36,16 +43,16 @@ def is_signed(ty: str) -> bool:
     return norm(ty)[0] == "s"
 
 
-def udtype(bits: int):
+def udtype(bits: int) -> type[np.unsignedinteger]:
     """The unsigned numpy dtype holding `bits` raw bits."""
     return _UINT[bits]
 
 
-def sdtype(bits: int):
+def sdtype(bits: int) -> type[np.signedinteger]:
     return _SINT[bits]
 
 
-def raw(a, bits: int) -> np.ndarray:
+def raw(a: Bits, bits: int) -> np.ndarray:
     """`a` as an unsigned array of exactly `bits` width (scalars and wider arrays accepted)."""
     arr = np.asarray(a)
     dt = _UINT[bits]
@@ -62,7 +69,7 @@ def raw(a, bits: int) -> np.ndarray:
     return arr.astype(dt)
 
 
-def signed_view(a: np.ndarray, bits: int) -> np.ndarray:
+def signed_view(a: Bits, bits: int) -> np.ndarray:
     return raw(a, bits).view(_SINT[bits])
 
 
@@ -70,11 +77,11 @@ def mask(bits: int) -> int:
     return (1 << bits) - 1
 
 
-def f32(bits) -> np.ndarray:
+def f32(bits: Bits) -> np.ndarray:
     return raw(bits, 32).view(np.float32)
 
 
-def f64(bits) -> np.ndarray:
+def f64(bits: Bits) -> np.ndarray:
     return raw(bits, 64).view(np.float64)
 
 
@@ -84,17 +91,17 @@ def bits_of(x: np.ndarray) -> np.ndarray:
     return x.view(_UINT[x.dtype.itemsize * 8])
 
 
-def split16(a) -> tuple[np.ndarray, np.ndarray]:
+def split16(a: Bits) -> tuple[np.ndarray, np.ndarray]:
     """(low half, high half) of packed 32-bit lanes as uint16 arrays."""
     a = raw(a, 32)
     return (a & 0xFFFF).astype(np.uint16), (a >> 16).astype(np.uint16)
 
 
-def pack16(lo, hi) -> np.ndarray:
+def pack16(lo: Bits, hi: Bits) -> np.ndarray:
     return (np.asarray(lo).astype(np.uint32) | (np.asarray(hi).astype(np.uint32) << 16)).astype(np.uint32)
 
 
-def quiet_functions(namespace: dict) -> None:
+def quiet_functions(namespace: dict[str, Any]) -> None:
     """Wrap the public functions of a semantics module so numpy floating-point warnings stay silent:
     NaN, infinity, overflow and signalling-NaN casts are ordinary inputs to an emulator."""
     module = namespace.get("__name__")
@@ -102,9 +109,9 @@ def quiet_functions(namespace: dict) -> None:
         if name.startswith("_") or not inspect.isfunction(fn) or fn.__module__ != module:
             continue
 
-        def make(f):
+        def make(f: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(f)
-            def wrapper(*args, **kwargs):
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
                 with np.errstate(all="ignore"):
                     return f(*args, **kwargs)
             return wrapper

@@ -10,13 +10,15 @@ program may rely on them. NaN results are canonical.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from . import _types as T
 from .formats import BF16, F16, F32, encode
 from .half import f64_to_bf16_rn, ftz16
 
-_FUNCS = {
+_FUNCS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "ex2": np.exp2,
     "lg2": np.log2,
     "rcp": lambda x: 1.0 / x,
@@ -61,7 +63,7 @@ def _half(fn, a, fmt, ftz):
     return r
 
 
-def approx(op: str, a, ty="f32", ftz=False):
+def approx(op: str, a: T.Bits, ty: str = "f32", ftz: bool = False) -> np.ndarray:
     """op.approx{.ftz}.type for op in ex2 lg2 rcp rsqrt sqrt sin cos tanh; ty f32, f16(x2), bf16(x2), f64
     (f64: rcp and rsqrt only; their .ftz forms map NaN to 0x7fffffff00000000)."""
     try:
@@ -96,27 +98,27 @@ def approx(op: str, a, ty="f32", ftz=False):
     raise ValueError(f"{op}.approx on .{t} is not a PTX instruction")
 
 
-def ex2(a, ty="f32", ftz=False):
+def ex2(a: T.Bits, ty: str = "f32", ftz: bool = False) -> np.ndarray:
     return approx("ex2", a, ty, ftz)
 
 
-def lg2(a, ty="f32", ftz=False):
+def lg2(a: T.Bits, ty: str = "f32", ftz: bool = False) -> np.ndarray:
     return approx("lg2", a, ty, ftz)
 
 
-def rsqrt(a, ty="f32", ftz=False):
+def rsqrt(a: T.Bits, ty: str = "f32", ftz: bool = False) -> np.ndarray:
     return approx("rsqrt", a, ty, ftz)
 
 
-def sin(a, ty="f32", ftz=False):
+def sin(a: T.Bits, ty: str = "f32", ftz: bool = False) -> np.ndarray:
     return approx("sin", a, ty, ftz)
 
 
-def cos(a, ty="f32", ftz=False):
+def cos(a: T.Bits, ty: str = "f32", ftz: bool = False) -> np.ndarray:
     return approx("cos", a, ty, ftz)
 
 
-def tanh(a, ty="f32", ftz=False):
+def tanh(a: T.Bits, ty: str = "f32", ftz: bool = False) -> np.ndarray:
     return approx("tanh", a, ty, ftz)
 
 

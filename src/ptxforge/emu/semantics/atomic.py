@@ -21,7 +21,7 @@ from .formats import BF16, F16
 OPS = ("and", "or", "xor", "exch", "cas", "add", "inc", "dec", "min", "max")
 
 
-def apply(op: str, old, b, ty: str, c=None, space: str = "global"):
+def apply(op: str, old: T.Bits, b: T.Bits, ty: str, c: T.Bits | None = None, space: str = "global") -> np.ndarray:
     """new value for atom.op.type / red.op.type given the old memory value and operands b (c for cas)."""
     t = T.norm(ty)
     if t == "b128":  # lanes carry (low, high) uint64 pairs: shape (..., 2)

@@ -64,7 +64,8 @@ def _lop3_fn(lut: int):
     return fn
 
 
-def lop3(a, b, c, imm_lut: int, bool_op: str | None = None, q=None):
+def lop3(a: T.Bits, b: T.Bits, c: T.Bits, imm_lut: int, bool_op: str | None = None,
+         q: T.Bits | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """lop3{.or,.and}.b32: F(a, b, c) from the 8-bit truth table; with bool_op returns (d, p)."""
     ua, ub, uc = T.raw(a, 32), T.raw(b, 32), T.raw(c, 32)
     shape = np.broadcast(ua, ub, uc).shape
@@ -114,7 +115,7 @@ def _bfe_const(a, pos, ln, t, w):
     return field.astype(ud, copy=False)
 
 
-def bfe(a, b, c, ty="u32"):
+def bfe(a: T.Bits, b: T.Bits, c: T.Bits, ty: str = "u32") -> np.ndarray:
     """bfe.type: extract c&0xff bits at position b&0xff, zero or sign extended."""
     t = T.norm(ty)
     w = T.width(t)
@@ -138,7 +139,7 @@ def bfe(a, b, c, ty="u32"):
     return (field & np.uint64(T.mask(w))).astype(T.udtype(w))
 
 
-def bfi(a, b, c, d, ty="b32"):
+def bfi(a: T.Bits, b: T.Bits, c: T.Bits, d: T.Bits, ty: str = "b32") -> np.ndarray:
     """bfi.type f, a, b, c, d: insert the low d&0xff bits of a into b at position c&0xff."""
     w = _w(ty)
     ua, ub = T.raw(a, w).astype(np.uint64), T.raw(b, w).astype(np.uint64)
@@ -152,7 +153,7 @@ def bfi(a, b, c, d, ty="b32"):
     return (r & np.uint64(T.mask(w))).astype(T.udtype(w))
 
 
-def brev(a, ty="b32"):
+def brev(a: T.Bits, ty: str = "b32") -> np.ndarray:
     """brev.{b32,b64}: reverse the bit order."""
     w = _w(ty)
     x = T.raw(a, w)
@@ -210,7 +211,7 @@ def _prmt_gather(ua, ub, cc):
     return np.ascontiguousarray(out).view(np.uint32).reshape(n)
 
 
-def prmt(a, b, c, mode: str | None = None):
+def prmt(a: T.Bits, b: T.Bits, c: T.Bits, mode: str | None = None) -> np.ndarray:
     """prmt.b32{.f4e,.b4e,.rc8,.ecl,.ecr,.rc16}: byte permute of {b, a}."""
     cu = _uniform(c)
     if cu is not None and np.ndim(a) and np.shape(a) == np.shape(b):
@@ -240,7 +241,7 @@ def prmt(a, b, c, mode: str | None = None):
     return d
 
 
-def popc(a, ty="b32"):
+def popc(a: T.Bits, ty: str = "b32") -> np.ndarray:
     """popc.{b32,b64} -> u32."""
     w = _w(ty)
     return np.bitwise_count(T.raw(a, w)).astype(np.uint32)
@@ -262,13 +263,13 @@ def _msb_index(x: np.ndarray, w: int) -> np.ndarray:
     return np.where(nz, r, -1)
 
 
-def clz(a, ty="b32"):
+def clz(a: T.Bits, ty: str = "b32") -> np.ndarray:
     """clz.{b32,b64} -> u32 count of leading zeros."""
     w = _w(ty)
     return (w - 1 - _msb_index(T.raw(a, w), w)).astype(np.uint32)
 
 
-def bfind(a, ty="u32", shiftamt=False):
+def bfind(a: T.Bits, ty: str = "u32", shiftamt: bool = False) -> np.ndarray:
     """bfind{.shiftamt}.{u32,s32,u64,s64}: position of the most significant non-sign bit, or ~0."""
     t = T.norm(ty)
     w = T.width(t)
@@ -281,11 +282,11 @@ def bfind(a, ty="u32", shiftamt=False):
     return np.where(i >= 0, i, 0xFFFFFFFF).astype(np.uint32)
 
 
-def fns(mask, base, offset):
+def fns(mask: T.Bits, base: T.Bits, offset: T.Bits) -> np.ndarray:
     """fns.b32: position of the n-th set bit of mask counting from base (offset signed)."""
-    m = T.raw(mask, 32).astype(np.uint64)
-    bs = T.raw(base, 32).astype(np.int64)
-    off = T.signed_view(offset, 32).astype(np.int64)
+    m: np.ndarray = T.raw(mask, 32).astype(np.uint64)
+    bs: np.ndarray = T.raw(base, 32).astype(np.int64)
+    off: np.ndarray = T.signed_view(offset, 32).astype(np.int64)
     shape = np.broadcast(m, bs, off).shape
     m, bs, off = (np.broadcast_to(v, shape) for v in (m, bs, off))
     res = np.full(shape, 0xFFFFFFFF, np.uint32)
@@ -311,7 +312,7 @@ def fns(mask, base, offset):
     return res.astype(np.uint32)
 
 
-def bmsk(a, b, mode="clamp"):
+def bmsk(a: T.Bits, b: T.Bits, mode: str = "clamp") -> np.ndarray:
     """bmsk.{clamp,wrap}.b32: mask of b bits starting at bit a."""
     ua, ub = T.raw(a, 32).astype(np.int64), T.raw(b, 32).astype(np.int64)
     a1, b1 = ua & 31, ub & 31
@@ -329,7 +330,7 @@ def bmsk(a, b, mode="clamp"):
     return (mask0 & ~mask1 & full).astype(np.uint32)
 
 
-def szext(a, b, ty="u32", mode="clamp"):
+def szext(a: T.Bits, b: T.Bits, ty: str = "u32", mode: str = "clamp") -> np.ndarray:
     """szext.{clamp,wrap}.{u32,s32}: sign/zero-extend the low b bits of a."""
     ua, ub = T.raw(a, 32).astype(np.int64), T.raw(b, 32).astype(np.int64)
     b1 = ub & 31

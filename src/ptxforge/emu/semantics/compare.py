@@ -65,7 +65,7 @@ def _float_cmp(xb, yb, cmp, fmt, ftz):
         return _ordered(x, y, cmp) & ~unord
 
 
-def compare(a, b, cmp: str, ty: str, ftz=False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+def compare(a: T.Bits, b: T.Bits, cmp: str, ty: str, ftz: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """a CmpOp b as bool; for f16x2/bf16x2 returns (low-half result, high-half result)."""
     t = T.norm(ty)
     if t in ("f16x2", "bf16x2"):
@@ -91,7 +91,8 @@ def _bool(x, op, c):
     raise ValueError(f"BoolOp {op!r}: expected one of {_BOOL_OPS}")
 
 
-def setp(a, b, cmp: str, ty: str, ftz=False, bool_op: str | None = None, c=None):
+def setp(a: T.Bits, b: T.Bits, cmp: str, ty: str, ftz: bool = False, bool_op: str | None = None,
+         c: T.Bits | None = None) -> tuple[np.ndarray, np.ndarray]:
     """setp.CmpOp{.BoolOp}{.ftz}.type p|q, a, b{, c}: returns (p, q).
 
     Scalar types: p = (a cmp b) BoolOp c and q = !(a cmp b) BoolOp c.
@@ -106,7 +107,8 @@ def setp(a, b, cmp: str, ty: str, ftz=False, bool_op: str | None = None, c=None)
     return _bool(r, bool_op, c), _bool(~r, bool_op, c)
 
 
-def set_(a, b, cmp: str, dtype: str, stype: str, ftz=False, bool_op: str | None = None, c=None):
+def set_(a: T.Bits, b: T.Bits, cmp: str, dtype: str, stype: str, ftz: bool = False, bool_op: str | None = None,
+         c: T.Bits | None = None) -> np.ndarray:
     """set.CmpOp{.BoolOp}{.ftz}.dtype.stype: 0xffffffff/0 for integer dtypes, 1.0/0.0 for f32;
     f16x2/bf16x2 sources give per-half 0xffff/0 (u32/s32 dtype) or 1.0/0.0 (f16x2/bf16x2 dtype)."""
     d = T.norm(dtype)
@@ -127,12 +129,12 @@ def set_(a, b, cmp: str, dtype: str, stype: str, ftz=False, bool_op: str | None 
     raise ValueError(f"set dtype {dtype!r}: expected u32, s32 or f32")
 
 
-def selp(a, b, c):
+def selp(a: T.Bits, b: T.Bits, c: T.Bits) -> np.ndarray:
     """selp.type d, a, b, c: c ? a : b."""
     return np.where(np.asarray(c, bool), a, b)
 
 
-def slct(a, b, c, ctype="s32", ftz=False):
+def slct(a: T.Bits, b: T.Bits, c: T.Bits, ctype: str = "s32", ftz: bool = False) -> np.ndarray:
     """slct.dtype.{s32,f32} d, a, b, c: c >= 0 ? a : b (f32: -0 >= 0; NaN selects b)."""
     t = T.norm(ctype)
     if t == "s32":

@@ -277,7 +277,7 @@ def _f16_codes(x) -> np.ndarray:
     that an H200 gives for every NaN result of either sign (numpy would keep a payload or give 0x7e00)."""
     with np.errstate(over="ignore", invalid="ignore"):
         h = np.asarray(x).astype(np.float16)
-    return np.where(np.isnan(h), np.uint16(F16.nan), h.view(np.uint16))
+    return np.where(np.isnan(h), np.uint16(F16.nan), h.view(np.uint16))  # type: ignore[arg-type]  # F16 has a NaN
 
 
 def _elem_encode(x, dst_elem, rnd, satfinite, relu, rbits=None):
@@ -369,8 +369,9 @@ def _cvt_unpack(a, dst, src, relu):
 # --------------------------------------------------------------------------- entry points
 
 
-def cvt(a, dst: str, src: str, rnd: str | None = None, *, b=None, e=None, f=None, sat=False,
-        relu=False, ftz=False, satfinite=False, rbits=None):
+def cvt(a: T.Bits, dst: str, src: str, rnd: str | None = None, *, b: T.Bits | None = None, e: T.Bits | None = None,
+        f: T.Bits | None = None, sat: bool = False, relu: bool = False, ftz: bool = False, satfinite: bool = False,
+        rbits: T.Bits | None = None) -> np.ndarray:
     """cvt{.rnd}{.ftz}{.sat}{.relu}{.satfinite}.dst.src d, a{, b}: raw bits in, raw bits out."""
     d, s = T.norm(dst), T.norm(src)
     if isinstance(a, tuple):  # (a, b) or (a, b, e, f) given together
@@ -407,7 +408,7 @@ def cvt(a, dst: str, src: str, rnd: str | None = None, *, b=None, e=None, f=None
     raise ValueError(f"cvt.{d}.{s} is not a supported conversion")
 
 
-def cvt_pack(a, b, convert_type: str, c=None):
+def cvt_pack(a: T.Bits, b: T.Bits, convert_type: str, c: T.Bits | None = None) -> np.ndarray:
     """cvt.pack.sat.convertType.s32{.b32} d, a, b{, c}: saturate a and b, b in the low bits, a above,
     remaining bits from the low bits of c (2/4/8-bit types)."""
     t = T.norm(convert_type)

@@ -11,7 +11,7 @@ from .formats import BF16, F16, F32, F64, FloatFormat
 _FMTS = {"f16": F16, "bf16": BF16, "f32": F32, "f64": F64}
 
 
-def _geom(fmt: FloatFormat):
+def _geom(fmt: FloatFormat) -> tuple[type[np.unsignedinteger], np.unsignedinteger, np.unsignedinteger]:
     w = fmt.bits
     ud = T.udtype(w)
     sign = ud(1 << (w - 1))
@@ -19,12 +19,12 @@ def _geom(fmt: FloatFormat):
     return ud, sign, exp
 
 
-def is_nan_bits(b, fmt):
+def is_nan_bits(b: np.ndarray, fmt: FloatFormat) -> np.ndarray:
     ud, sign, exp = _geom(fmt)
     return (b & ~sign) > exp
 
 
-def flush_bits(b, fmt):
+def flush_bits(b: np.ndarray, fmt: FloatFormat) -> np.ndarray:
     """Subnormals -> sign-preserving zero."""
     ud, sign, exp = _geom(fmt)
     return np.where((b & exp) == 0, b & sign, b).astype(ud)
@@ -39,24 +39,24 @@ def _order_key(b, fmt):
     return np.where(neg == 1, -mag - 1, mag)
 
 
-def minmax_bits(a, b, fmt: FloatFormat, pick_min: bool, *, ftz=False, nan=False,
-                xorsign_abs=False, relu=False):
+def minmax_bits(a: T.Bits, b: T.Bits, fmt: FloatFormat, pick_min: bool, *, ftz: bool = False, nan: bool = False,
+                xorsign_abs: bool = False, relu: bool = False) -> np.ndarray:
     """min/max of two raw-bit arrays of format `fmt` per the PTX semantics."""
     ud, sign, exp = _geom(fmt)
-    a, b = T.raw(a, fmt.bits), T.raw(b, fmt.bits)
+    x, y = T.raw(a, fmt.bits), T.raw(b, fmt.bits)
     if ftz:
-        a, b = flush_bits(a, fmt), flush_bits(b, fmt)
+        x, y = flush_bits(x, fmt), flush_bits(y, fmt)
     if fmt.bits >= 32 and not xorsign_abs:
-        return _minmax_fast(a, b, fmt, pick_min, nan, relu)
-    xs = (a ^ b) & sign
+        return _minmax_fast(x, y, fmt, pick_min, nan, relu)
+    xs = (x ^ y) & sign
     if xorsign_abs:
-        a, b = a & ~sign, b & ~sign
-    na, nb = is_nan_bits(a, fmt), is_nan_bits(b, fmt)
-    ka, kb = _order_key(a, fmt), _order_key(b, fmt)
+        x, y = x & ~sign, y & ~sign
+    na, nb = is_nan_bits(x, fmt), is_nan_bits(y, fmt)
+    ka, kb = _order_key(x, fmt), _order_key(y, fmt)
     take_a = (ka < kb) if pick_min else (ka > kb)
-    r = np.where(take_a, a, b)
-    r = np.where(na & ~nb, b, np.where(nb & ~na, a, r))
-    canon = ud(fmt.nan)
+    r = np.where(take_a, x, y)
+    r = np.where(na & ~nb, y, np.where(nb & ~na, x, r))
+    canon = ud(fmt.nan)  # type: ignore[arg-type]  # f16, bf16, f32 and f64 have a NaN
     any_nan = (na | nb) if nan else (na & nb)
     if xorsign_abs:
         r = (r & ~sign) | xs
@@ -117,19 +117,21 @@ def _minmax(is_min, a, b, c, ty, ftz, NaN, xorsign_abs, relu, abs):  # noqa: A00
     return minmax_bits(a, b, fmt, is_min, ftz=ftz, nan=NaN, xorsign_abs=xorsign_abs, relu=relu)
 
 
-def min(a, b, c=None, ty="f32", ftz=False, NaN=False, xorsign_abs=False, relu=False,  # noqa: A001,N803
-        abs=False):  # noqa: A002 - PTX modifier name
+def min(a: T.Bits, b: T.Bits, c: T.Bits | None = None, ty: str = "f32", ftz: bool = False,  # noqa: A001
+        NaN: bool = False, xorsign_abs: bool = False, relu: bool = False,  # noqa: N803
+        abs: bool = False) -> np.ndarray:  # noqa: A002 - PTX modifier name
     """min{.ftz}{.NaN}{.xorsign.abs | .abs}.{f32,f64}, optional third input c."""
     return _minmax(True, a, b, c, ty, ftz, NaN, xorsign_abs, relu, abs)
 
 
-def max(a, b, c=None, ty="f32", ftz=False, NaN=False, xorsign_abs=False, relu=False,  # noqa: A001,N803
-        abs=False):  # noqa: A002 - PTX modifier name
+def max(a: T.Bits, b: T.Bits, c: T.Bits | None = None, ty: str = "f32", ftz: bool = False,  # noqa: A001
+        NaN: bool = False, xorsign_abs: bool = False, relu: bool = False,  # noqa: N803
+        abs: bool = False) -> np.ndarray:  # noqa: A002 - PTX modifier name
     """max{.ftz}{.NaN}{.xorsign.abs | .abs}.{f32,f64}, optional third input c."""
     return _minmax(False, a, b, c, ty, ftz, NaN, xorsign_abs, relu, abs)
 
 
-def abs(a, ty="f32", ftz=False):  # noqa: A001 - PTX name
+def abs(a: T.Bits, ty: str = "f32", ftz: bool = False) -> np.ndarray:  # noqa: A001 - PTX name
     """abs{.ftz}.{f32,f64}: clear the sign bit."""
     fmt = _fmt(ty)
     ud, sign, _ = _geom(fmt)
@@ -139,7 +141,7 @@ def abs(a, ty="f32", ftz=False):  # noqa: A001 - PTX name
     return (x & ~sign).astype(ud)
 
 
-def neg(a, ty="f32", ftz=False):
+def neg(a: T.Bits, ty: str = "f32", ftz: bool = False) -> np.ndarray:
     """neg{.ftz}.{f32,f64}: flip the sign bit."""
     fmt = _fmt(ty)
     ud, sign, _ = _geom(fmt)
@@ -149,7 +151,7 @@ def neg(a, ty="f32", ftz=False):
     return (x ^ sign).astype(ud)
 
 
-def copysign(a, b, ty="f32"):
+def copysign(a: T.Bits, b: T.Bits, ty: str = "f32") -> np.ndarray:
     """copysign.{f32,f64} d, a, b: b with the sign of a."""
     fmt = _fmt(ty)
     ud, sign, _ = _geom(fmt)
@@ -159,7 +161,7 @@ def copysign(a, b, ty="f32"):
 TESTP_OPS = ("finite", "infinite", "number", "notanumber", "normal", "subnormal")
 
 
-def testp(a, op: str, ty="f32") -> np.ndarray:
+def testp(a: T.Bits, op: str, ty: str = "f32") -> np.ndarray:
     """testp.op.{f32,f64} -> bool: finite, infinite, number, notanumber, normal, subnormal."""
     fmt = _fmt(ty)
     ud, sign, exp = _geom(fmt)

@@ -17,6 +17,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _types as T
 from .formats import F32, F64, encode, fix_directed, round_fraction, round_to_odd, two_prod, two_sum
@@ -97,7 +98,7 @@ def _packed(fn, ty, args, **kw):
 # --------------------------------------------------------------------------- add sub mul
 
 
-def add(a, b, ty="f32", rnd="rn", ftz=False, sat=False):
+def add(a: T.Bits, b: T.Bits, ty: str = "f32", rnd: str = "rn", ftz: bool = False, sat: bool = False) -> np.ndarray:
     """add{.rnd}{.ftz}{.sat}.{f32,f64,f32x2}."""
     t = T.norm(ty)
     _check_rnd(rnd)
@@ -122,7 +123,7 @@ def add(a, b, ty="f32", rnd="rn", ftz=False, sat=False):
     return _finish32(r, ftz, sat)
 
 
-def sub(a, b, ty="f32", rnd="rn", ftz=False, sat=False):
+def sub(a: T.Bits, b: T.Bits, ty: str = "f32", rnd: str = "rn", ftz: bool = False, sat: bool = False) -> np.ndarray:
     """sub{.rnd}{.ftz}{.sat}.{f32,f64,f32x2}: a + (-b) (NaN b keeps NaN)."""
     t = T.norm(ty)
     if t == "f32x2":
@@ -132,7 +133,7 @@ def sub(a, b, ty="f32", rnd="rn", ftz=False, sat=False):
     return add(a, nb, ty=t, rnd=rnd, ftz=ftz, sat=sat)
 
 
-def mul(a, b, ty="f32", rnd="rn", ftz=False, sat=False):
+def mul(a: T.Bits, b: T.Bits, ty: str = "f32", rnd: str = "rn", ftz: bool = False, sat: bool = False) -> np.ndarray:
     """mul{.rnd}{.ftz}{.sat}.{f32,f64,f32x2}."""
     t = T.norm(ty)
     _check_rnd(rnd)
@@ -149,7 +150,8 @@ def mul(a, b, ty="f32", rnd="rn", ftz=False, sat=False):
     return _finish32(r, ftz, sat)
 
 
-def fma(a, b, c, ty="f32", rnd="rn", ftz=False, sat=False):
+def fma(a: T.Bits, b: T.Bits, c: T.Bits, ty: str = "f32", rnd: str = "rn", ftz: bool = False,
+        sat: bool = False) -> np.ndarray:
     """fma.rnd{.ftz}{.sat}.{f32,f64,f32x2} (also mad.rnd): a*b+c rounded once."""
     t = T.norm(ty)
     _check_rnd(rnd)
@@ -186,22 +188,22 @@ def _widen_half(x, atype):
     raise ValueError(f"mixed-precision operand type .{t}: expected f16 or bf16")
 
 
-def add_mixed(a, c, atype, rnd="rn", sat=False):
+def add_mixed(a: T.Bits, c: T.Bits, atype: str, rnd: str = "rn", sat: bool = False) -> np.ndarray:
     """add{.rnd}{.sat}.f32.atype d, a, c (sm_100): a is .f16/.bf16, converted exactly, c is .f32."""
     return add(_widen_half(a, atype), c, "f32", rnd=rnd, sat=sat)
 
 
-def sub_mixed(a, c, atype, rnd="rn", sat=False):
+def sub_mixed(a: T.Bits, c: T.Bits, atype: str, rnd: str = "rn", sat: bool = False) -> np.ndarray:
     """sub{.rnd}{.sat}.f32.atype d, a, c."""
     return sub(_widen_half(a, atype), c, "f32", rnd=rnd, sat=sat)
 
 
-def fma_mixed(a, b, c, abtype, rnd="rn", sat=False):
+def fma_mixed(a: T.Bits, b: T.Bits, c: T.Bits, abtype: str, rnd: str = "rn", sat: bool = False) -> np.ndarray:
     """fma.rnd{.sat}.f32.abtype d, a, b, c: a, b .f16/.bf16, c .f32; one rounding."""
     return fma(_widen_half(a, abtype), _widen_half(b, abtype), c, "f32", rnd=rnd, sat=sat)
 
 
-def sum_for_rounding(p, c, low_bits):
+def sum_for_rounding(p: ArrayLike, c: ArrayLike, low_bits: int) -> np.ndarray:
     """float64 s with RN_target(s) == RN_target(p + c) for a target keeping 52 - low_bits significand
     bits or fewer (f32: low_bits 28, f16: 41, bf16: 44).
 
@@ -219,7 +221,7 @@ def sum_for_rounding(p, c, low_bits):
     return s
 
 
-def sum_for_directed(p, c, low_bits):
+def sum_for_directed(p: ArrayLike, c: ArrayLike, low_bits: int) -> np.ndarray:
     """float64 v with D(v) == D(p + c) for every directed rounding D to a target keeping 53 - low_bits
     significand bits or fewer (f32: low_bits 29).
 
@@ -244,7 +246,7 @@ def _sum_rn_to(p, c, dtype, low_bits):
 # --------------------------------------------------------------------------- div rcp sqrt
 
 
-def div(a, b, ty="f32", rnd="rn", ftz=False):
+def div(a: T.Bits, b: T.Bits, ty: str = "f32", rnd: str = "rn", ftz: bool = False) -> np.ndarray:
     """div.{rn,rz,rm,rp,approx,full}{.ftz}.{f32,f64}."""
     t = T.norm(ty)
     if t == "f64":
@@ -280,7 +282,7 @@ def _div_approx32(a, b, mode, ftz):
     return _finish32(r, ftz, False)
 
 
-def rcp(a, ty="f32", rnd="rn", ftz=False):
+def rcp(a: T.Bits, ty: str = "f32", rnd: str = "rn", ftz: bool = False) -> np.ndarray:
     """rcp.{rn,rz,rm,rp,approx}{.ftz}.{f32,f64}: 1/a (approx: correctly rounded, within 1 ulp)."""
     t = T.norm(ty)
     one = np.full(np.shape(a), 0x3FF0000000000000 if t == "f64" else 0x3F800000,
@@ -302,7 +304,7 @@ def _ftz64(bits):
     return np.where(sub, bits & np.uint64(1 << 63), bits).astype(np.uint64)
 
 
-def sqrt(a, ty="f32", rnd="rn", ftz=False):
+def sqrt(a: T.Bits, ty: str = "f32", rnd: str = "rn", ftz: bool = False) -> np.ndarray:
     """sqrt.{rn,rz,rm,rp,approx}{.ftz}.{f32,f64}."""
     t = T.norm(ty)
     if t == "f64":

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _types as T
 
@@ -103,7 +104,7 @@ def _decode_table(fmt: FloatFormat) -> np.ndarray:
 _TABLES: dict[str, np.ndarray] = {}
 
 
-def decode(bits, fmt: FloatFormat) -> np.ndarray:
+def decode(bits: T.Bits, fmt: FloatFormat) -> np.ndarray:
     """Raw bits of `fmt` -> float64 values (exact)."""
     b = np.asarray(bits)
     if fmt is F64:
@@ -125,7 +126,7 @@ def decode(bits, fmt: FloatFormat) -> np.ndarray:
 # --------------------------------------------------------------------------- encoding
 
 
-def encode(v, fmt: FloatFormat, rnd: str = "rn", *, satfinite: bool = False, rbits=None,
+def encode(v: ArrayLike, fmt: FloatFormat, rnd: str = "rn", *, satfinite: bool = False, rbits: T.Bits | None = None,
            nan_bits: int | None = None) -> np.ndarray:
     """Round float64 `v` into `fmt` with rounding `rnd` (rn rna rz rm rp rs); returns raw bits.
 

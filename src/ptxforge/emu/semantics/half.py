@@ -13,7 +13,7 @@ import numpy as np
 from . import _types as T
 from .float_misc import minmax_bits
 from .floating import _sum_rn_to, sum_for_rounding
-from .formats import BF16, F16, encode, round_to_odd, two_sum
+from .formats import BF16, F16, FloatFormat, encode, round_to_odd, two_sum
 
 NAN16 = np.uint16(0x7FFF)
 
@@ -37,7 +37,7 @@ def _lanes(fn, ty, args, kw):
     return T.pack16(lo, hi)
 
 
-def decode16(bits, fmt) -> np.ndarray:
+def decode16(bits: T.Bits, fmt: FloatFormat) -> np.ndarray:
     """f16/bf16 bits -> float64."""
     b = T.raw(bits, 16)
     if fmt is F16:
@@ -45,7 +45,7 @@ def decode16(bits, fmt) -> np.ndarray:
     return (b.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
 
 
-def ftz16(bits, fmt) -> np.ndarray:
+def ftz16(bits: T.Bits, fmt: FloatFormat) -> np.ndarray:
     b = T.raw(bits, 16)
     emask = np.uint16(0x7C00 if fmt is F16 else 0x7F80)
     return np.where((b & emask) == 0, b & np.uint16(0x8000), b).astype(np.uint16)
@@ -79,7 +79,7 @@ def f64_to_bf16_rn(v: np.ndarray) -> np.ndarray:
     return f32_to_bf16_rn(fb)
 
 
-def f32_to_bf16_rn(bits) -> np.ndarray:
+def f32_to_bf16_rn(bits: T.Bits) -> np.ndarray:
     """float32 bits -> bf16 bits, round to nearest even; NaN -> 0x7fff."""
     b = T.raw(bits, 32)
     r = ((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
@@ -171,12 +171,14 @@ def _fma1(a, b, c, fmt, rnd, ftz, sat, relu):
     return _post(_round16(v, fmt, rnd), fmt, ftz, sat, relu)
 
 
-def add(a, b, ty="f16", rnd="rn", ftz=False, sat=False, relu=False):
+def add(a: T.Bits, b: T.Bits, ty: str = "f16", rnd: str = "rn", ftz: bool = False, sat: bool = False,
+        relu: bool = False) -> np.ndarray:
     """add{.rnd}{.ftz}{.sat}.{f16,f16x2,bf16,bf16x2}."""
     return _lanes(_add1, ty, (a, b), dict(rnd=rnd, ftz=ftz, sat=sat, relu=relu))
 
 
-def sub(a, b, ty="f16", rnd="rn", ftz=False, sat=False, relu=False):
+def sub(a: T.Bits, b: T.Bits, ty: str = "f16", rnd: str = "rn", ftz: bool = False, sat: bool = False,
+        relu: bool = False) -> np.ndarray:
     """sub: a + (-b)."""
     fmt, packed = _fmt(ty)
     flip = 0x80008000 if packed else 0x8000
@@ -184,12 +186,14 @@ def sub(a, b, ty="f16", rnd="rn", ftz=False, sat=False, relu=False):
     return add(a, nb, ty, rnd, ftz, sat, relu)
 
 
-def mul(a, b, ty="f16", rnd="rn", ftz=False, sat=False, relu=False):
+def mul(a: T.Bits, b: T.Bits, ty: str = "f16", rnd: str = "rn", ftz: bool = False, sat: bool = False,
+        relu: bool = False) -> np.ndarray:
     """mul{.rnd}{.ftz}{.sat}.{f16,f16x2,bf16,bf16x2}."""
     return _lanes(_mul1, ty, (a, b), dict(rnd=rnd, ftz=ftz, sat=sat, relu=relu))
 
 
-def fma(a, b, c, ty="f16", rnd="rn", ftz=False, sat=False, relu=False):
+def fma(a: T.Bits, b: T.Bits, c: T.Bits, ty: str = "f16", rnd: str = "rn", ftz: bool = False, sat: bool = False,
+        relu: bool = False) -> np.ndarray:
     """fma.rnd{.ftz}{.sat|.relu}.{f16,f16x2,bf16,bf16x2}: one rounding."""
     return _lanes(_fma1, ty, (a, b, c), dict(rnd=rnd, ftz=ftz, sat=sat, relu=relu))
 
@@ -207,12 +211,12 @@ def _sign_op(a, ty, ftz, packed_op, scalar_op):
     return scalar_op(x)
 
 
-def neg(a, ty="f16", ftz=False):
+def neg(a: T.Bits, ty: str = "f16", ftz: bool = False) -> np.ndarray:
     """neg{.ftz}: flip the sign bit(s)."""
     return _sign_op(a, ty, ftz, lambda x: x ^ np.uint32(0x80008000), lambda x: x ^ np.uint16(0x8000))
 
 
-def abs(a, ty="f16", ftz=False):  # noqa: A001 - PTX name
+def abs(a: T.Bits, ty: str = "f16", ftz: bool = False) -> np.ndarray:  # noqa: A001 - PTX name
     """abs{.ftz}: clear the sign bit(s)."""
     return _sign_op(a, ty, ftz, lambda x: x & np.uint32(0x7FFF7FFF), lambda x: x & np.uint16(0x7FFF))
 
@@ -232,13 +236,15 @@ def _minmax1(a, b, fmt, pick_min, ftz, nan, xorsign_abs, relu):
     return minmax_bits(a, b, fmt, pick_min, ftz=ftz, nan=nan, xorsign_abs=xorsign_abs, relu=relu)
 
 
-def min(a, b, ty="f16", ftz=False, NaN=False, xorsign_abs=False, relu=False):  # noqa: A001,N803
+def min(a: T.Bits, b: T.Bits, ty: str = "f16", ftz: bool = False, NaN: bool = False,  # noqa: A001,N803
+        xorsign_abs: bool = False, relu: bool = False) -> np.ndarray:
     """min{.ftz}{.NaN}{.xorsign.abs}{.relu}.{f16,f16x2,bf16,bf16x2}."""
     return _lanes(_minmax1, ty, (a, b), dict(pick_min=True, ftz=ftz, nan=NaN,
                                              xorsign_abs=xorsign_abs, relu=relu))
 
 
-def max(a, b, ty="f16", ftz=False, NaN=False, xorsign_abs=False, relu=False):  # noqa: A001,N803
+def max(a: T.Bits, b: T.Bits, ty: str = "f16", ftz: bool = False, NaN: bool = False,  # noqa: A001,N803
+        xorsign_abs: bool = False, relu: bool = False) -> np.ndarray:
     """max{.ftz}{.NaN}{.xorsign.abs}{.relu}.{f16,f16x2,bf16,bf16x2}."""
     return _lanes(_minmax1, ty, (a, b), dict(pick_min=False, ftz=ftz, nan=NaN,
                                              xorsign_abs=xorsign_abs, relu=relu))

@@ -42,9 +42,10 @@ def _sat(vals: np.ndarray, w: int, signed: bool) -> np.ndarray:
     return np.clip(vals, lo, hi)
 
 
-def _wide_product(a: np.ndarray, b: np.ndarray, w: int, signed: bool):
+def _wide_product(a: T.Bits, b: T.Bits, w: int, signed: bool) -> tuple[np.ndarray, np.ndarray]:
     """Exact product of two w-bit lanes as (hi, lo) raw w-bit halves (w <= 64)."""
     if w <= 32:
+        p: np.ndarray
         if signed:
             p = T.signed_view(a, w).astype(np.int64) * T.signed_view(b, w).astype(np.int64)
         else:
@@ -68,7 +69,8 @@ def _wide_product(a: np.ndarray, b: np.ndarray, w: int, signed: bool):
 # --------------------------------------------------------------------------- add / sub
 
 
-def add(a, b, ty="s32", sat=False, cc=False, carry_in=None):
+def add(a: T.Bits, b: T.Bits, ty: str = "s32", sat: bool = False, cc: bool = False,
+        carry_in: T.Bits | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """add{.sat}.type (u16..s64, u16x2, s16x2); .sat only for s32.
 
     cc=True (add.cc) or a carry_in (addc) returns (d, carry_out), see `add_cc`.
@@ -78,7 +80,8 @@ def add(a, b, ty="s32", sat=False, cc=False, carry_in=None):
     return _add_or_sub(add, operator.add, a, b, ty, sat)
 
 
-def sub(a, b, ty="s32", sat=False, cc=False, carry_in=None):
+def sub(a: T.Bits, b: T.Bits, ty: str = "s32", sat: bool = False, cc: bool = False,
+        carry_in: T.Bits | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """sub{.sat}.type; .sat only for s32. cc/carry_in (sub.cc, subc) return (d, borrow_out)."""
     if cc or carry_in is not None:
         return sub_cc(a, b, ty, carry_in)
@@ -100,7 +103,7 @@ def _add_or_sub(fn, op, a, b, ty, sat):
         return op(T.raw(a, w), T.raw(b, w)).astype(T.udtype(w))
 
 
-def add_cc(a, b, ty="u32", carry_in=None):
+def add_cc(a: T.Bits, b: T.Bits, ty: str = "u32", carry_in: T.Bits | None = None) -> tuple[np.ndarray, np.ndarray]:
     """add.cc / addc / addc.cc on .u32/.s32/.u64/.s64: returns (d, carry_out).
 
     carry_in None means add.cc (no carry in); otherwise the CC.CF bool array (addc).
@@ -117,7 +120,7 @@ def add_cc(a, b, ty="u32", carry_in=None):
     return s2.astype(T.udtype(w)), c1 | c2
 
 
-def sub_cc(a, b, ty="u32", carry_in=None):
+def sub_cc(a: T.Bits, b: T.Bits, ty: str = "u32", carry_in: T.Bits | None = None) -> tuple[np.ndarray, np.ndarray]:
     """sub.cc / subc / subc.cc: d = a + ~b + 1 (sub.cc) or a + ~b + CF (subc); carry_out is the carry of
     that sum, so CC.CF = 1 when no borrow occurs (a >= b for sub.cc), as ptxas's IADD3.X computes it.
 
@@ -134,7 +137,7 @@ def sub_cc(a, b, ty="u32", carry_in=None):
 # --------------------------------------------------------------------------- mul / mad
 
 
-def mul(a, b, ty="s32", mode="lo"):
+def mul(a: T.Bits, b: T.Bits, ty: str = "s32", mode: str = "lo") -> np.ndarray:
     """mul.{lo,hi,wide}.type; .wide returns the 2w-bit product (16 and 32-bit types)."""
     t, w, s = _info(ty)
     if mode == "lo":
@@ -157,7 +160,8 @@ def mul(a, b, ty="s32", mode="lo"):
     raise ValueError(f"mul mode {mode!r}: expected 'lo', 'hi' or 'wide'")
 
 
-def mad(a, b, c, ty="s32", mode="lo", sat=False, carry_in=None, cc=False):
+def mad(a: T.Bits, b: T.Bits, c: T.Bits, ty: str = "s32", mode: str = "lo", sat: bool = False,
+        carry_in: T.Bits | None = None, cc: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """mad.{lo,hi,wide}{.sat}.type and mad{c}.{lo,hi}{.cc}: a*b (+ part) + c.
 
     With cc=True or carry_in given returns (d, carry_out) (madc/mad.cc on u32/s32/u64/s64).
@@ -181,7 +185,7 @@ def mad(a, b, c, ty="s32", mode="lo", sat=False, carry_in=None, cc=False):
     return (p + T.raw(c, w)).astype(T.udtype(w))
 
 
-def mul24(a, b, ty="s32", mode="lo"):
+def mul24(a: T.Bits, b: T.Bits, ty: str = "s32", mode: str = "lo") -> np.ndarray:
     """mul24.{lo,hi}.{u32,s32}: 24x24-bit product; .hi returns bits 47..16."""
     t, w, s = _info(ty)
     ua, ub = T.raw(a, 32).astype(np.int64) & 0xFFFFFF, T.raw(b, 32).astype(np.int64) & 0xFFFFFF
@@ -196,7 +200,7 @@ def mul24(a, b, ty="s32", mode="lo"):
     raise ValueError(f"mul24 mode {mode!r}: expected 'lo' or 'hi'")
 
 
-def mad24(a, b, c, ty="s32", mode="lo", sat=False):
+def mad24(a: T.Bits, b: T.Bits, c: T.Bits, ty: str = "s32", mode: str = "lo", sat: bool = False) -> np.ndarray:
     """mad24.{lo,hi}{.sat}.{u32,s32}; .sat only for mad24.hi.sat.s32."""
     p = mul24(a, b, ty, mode)
     if sat:
@@ -205,7 +209,7 @@ def mad24(a, b, c, ty="s32", mode="lo", sat=False):
     return (p + T.raw(c, 32)).astype(np.uint32)
 
 
-def sad(a, b, c, ty="u32"):
+def sad(a: T.Bits, b: T.Bits, c: T.Bits, ty: str = "u32") -> np.ndarray:
     """sad.type: c + |a - b|."""
     t, w, s = _info(ty)
     if s:
@@ -229,7 +233,7 @@ def _division_operands(a, b, ty):
     return w, s, ud, ua, np.where(zero, ud(1), ub), zero
 
 
-def div(a, b, ty="s32"):
+def div(a: T.Bits, b: T.Bits, ty: str = "s32") -> np.ndarray:
     """div.type; x/0 = all ones, INT_MIN/-1 = INT_MIN."""
     w, s, ud, ua, safe_b, zero = _division_operands(a, b, ty)
     if s:
@@ -249,7 +253,7 @@ def div(a, b, ty="s32"):
     return np.where(zero, ud(T.mask(w)), q).astype(ud)
 
 
-def rem(a, b, ty="s32"):
+def rem(a: T.Bits, b: T.Bits, ty: str = "s32") -> np.ndarray:
     """rem.type (C semantics: sign of the dividend); x%0 = all ones."""
     w, s, ud, ua, safe_b, zero = _division_operands(a, b, ty)
     if s:
@@ -288,24 +292,24 @@ def _minmax(a, b, ty, relu, pick_min):
     return r.view(T.udtype(w)) if s else r.astype(T.udtype(w))
 
 
-def min(a, b, ty="s32", relu=False):  # noqa: A001 - PTX name
+def min(a: T.Bits, b: T.Bits, ty: str = "s32", relu: bool = False) -> np.ndarray:  # noqa: A001 - PTX name
     """min{.relu}.type (u16..s64, u16x2, s16x2)."""
     return _minmax(a, b, ty, relu, True)
 
 
-def max(a, b, ty="s32", relu=False):  # noqa: A001 - PTX name
+def max(a: T.Bits, b: T.Bits, ty: str = "s32", relu: bool = False) -> np.ndarray:  # noqa: A001 - PTX name
     """max{.relu}.type."""
     return _minmax(a, b, ty, relu, False)
 
 
-def abs(a, ty="s32"):  # noqa: A001 - PTX name
+def abs(a: T.Bits, ty: str = "s32") -> np.ndarray:  # noqa: A001 - PTX name
     """abs.{s16,s32,s64}: |INT_MIN| = INT_MIN."""
     t, w, s = _info(ty)
     x = T.signed_view(a, w)
     return np.where(x < 0, (T.udtype(w)(0) - T.raw(a, w)), T.raw(a, w)).astype(T.udtype(w))
 
 
-def neg(a, ty="s32"):
+def neg(a: T.Bits, ty: str = "s32") -> np.ndarray:
     """neg.{s16,s32,s64}: two's complement negation."""
     t, w, s = _info(ty)
     return (T.udtype(w)(0) - T.raw(a, w)).astype(T.udtype(w))
@@ -332,7 +336,7 @@ def _halves(x, signed):
     return out
 
 
-def dp4a(a, b, c, atype="s32", btype="s32"):
+def dp4a(a: T.Bits, b: T.Bits, c: T.Bits, atype: str = "s32", btype: str = "s32") -> np.ndarray:
     """dp4a.atype.btype: c + sum of four byte products (32-bit wrap)."""
     va, vb = _bytes(a, T.is_signed(atype)), _bytes(b, T.is_signed(btype))
     acc = T.signed_view(c, 32).astype(np.int64) if (T.is_signed(atype) or T.is_signed(btype)) \
@@ -342,7 +346,7 @@ def dp4a(a, b, c, atype="s32", btype="s32"):
     return (acc & 0xFFFFFFFF).astype(np.uint32)
 
 
-def dp2a(a, b, c, atype="s32", btype="s32", mode="lo"):
+def dp2a(a: T.Bits, b: T.Bits, c: T.Bits, atype: str = "s32", btype: str = "s32", mode: str = "lo") -> np.ndarray:
     """dp2a.{lo,hi}.atype.btype: c + a.h0*b.byte[k] + a.h1*b.byte[k+1], k = 0 (lo) or 2 (hi)."""
     va, vb = _halves(a, T.is_signed(atype)), _bytes(b, T.is_signed(btype))
     k = 0 if mode == "lo" else 2

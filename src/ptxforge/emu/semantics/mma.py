@@ -20,10 +20,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _types as T
 from .floating import fma
-from .formats import BF16, E4M3, E5M2, F16, F32, F64, TF32, decode, encode, round_fraction
+from .formats import BF16, E4M3, E5M2, F16, F32, F64, TF32, FloatFormat, decode, encode, round_fraction
 
 _ELEM_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s8": 8, "u8": 8,
               "e4m3": 8, "e5m2": 8, "s32": 32}
@@ -88,7 +89,7 @@ def _kind(ty):
     raise ValueError(f"mma input type .{t} is not supported")
 
 
-def fragment_coords(shape: str, operand: str, ty: str):
+def fragment_coords(shape: str, operand: str, ty: str) -> tuple[np.ndarray, np.ndarray]:
     """(rows, cols) int arrays [32, elements] of each lane's fragment elements for operand a, b, c or d."""
     return _coords(shape, operand, _kind(ty) if operand in ("a", "b") else "acc")
 
@@ -128,7 +129,7 @@ def _values(codes, ty):
     return decode(codes, fmt)
 
 
-def unpack_fragment(shape, operand, ty, regs):
+def unpack_fragment(shape: str, operand: str, ty: str, regs: ArrayLike) -> np.ndarray:
     """Gather fragment registers [..., 32, nregs] (any number of warps) into the full matrices
     [..., rows, cols] of element values (float64, or int64 for integer types)."""
     m, n, k = _dims(shape)
@@ -142,7 +143,7 @@ def unpack_fragment(shape, operand, ty, regs):
     return out
 
 
-def pack_fragment(shape, operand, ty, matrix_codes):
+def pack_fragment(shape: str, operand: str, ty: str, matrix_codes: ArrayLike) -> np.ndarray:
     """Scatter matrices of raw element codes [..., rows, cols] into fragment registers [..., 32, nregs]."""
     t = T.norm(ty)
     r, c = fragment_coords(shape, operand, t)
@@ -151,8 +152,8 @@ def pack_fragment(shape, operand, ty, matrix_codes):
     return _pack_elems(codes, _ELEM_BITS[t], regbits)
 
 
-def mma_sync(shape: str, a, b, c, atype: str, btype: str, ctype: str, dtype: str | None = None,
-             satfinite: bool = False):
+def mma_sync(shape: str, a: T.Bits, b: T.Bits, c: T.Bits, atype: str, btype: str, ctype: str, dtype: str | None = None,
+             satfinite: bool = False) -> np.ndarray:
     """mma.sync.aligned.shape.row.col{.satfinite}.dtype.atype.btype.ctype d, a, b, c.
 
     a, b, c: fragment registers [..., 32, nregs]; leading dimensions are independent warps, so one call
@@ -167,7 +168,8 @@ def mma_sync(shape: str, a, b, c, atype: str, btype: str, ctype: str, dtype: str
     return pack_fragment(shape, "d", dt, mma_codes(A, B, C, at, dt, satfinite))
 
 
-def mma_codes(A, B, C, atype: str, dtype: str, satfinite: bool = False, unit: str = "mma"):
+def mma_codes(A: np.ndarray, B: np.ndarray, C: np.ndarray, atype: str, dtype: str, satfinite: bool = False,
+              unit: str = "mma") -> np.ndarray:
     """Raw codes of D = A @ B + C for element values A [..., m, k], B [..., k, n], C [..., m, n].
 
     Integer inputs (.s8/.u8): exact, wrapped to 32 bits or clamped with `satfinite`; .f64: a chain of
@@ -220,7 +222,8 @@ def _exponent(x, emin: int):
     return np.where(x == 0, _NO_EXP, np.maximum(e - 1, emin))
 
 
-def dot_tensor_core(A, B, C, emin_ab: int = -126, block: int = TC_BLOCK, bits: int = TC_BITS, out=F32):
+def dot_tensor_core(A: ArrayLike, B: ArrayLike, C: ArrayLike, emin_ab: int = -126, block: int = TC_BLOCK,
+                    bits: int = TC_BITS, out: FloatFormat = F32) -> np.ndarray:
     """Codes of A @ B + C summed as the tensor cores do (see the comment above), in `out`: f32 (each block's
     sum rounded toward zero) or f16 (rounded to nearest, as the H200 does for f16 accumulators).
 
@@ -230,7 +233,7 @@ def dot_tensor_core(A, B, C, emin_ab: int = -126, block: int = TC_BLOCK, bits: i
     rnd = "rz" if out is F32 else "rn"
     A, B, C = (np.asarray(x, np.float64) for x in (A, B, C))
     finite_a, finite_b = np.isfinite(A), np.isfinite(B)
-    special = ~np.isfinite(C) | ~finite_a.all(-1)[..., :, None] | ~finite_b.all(-2)[..., None, :]
+    special = ~np.isfinite(C) | ~finite_a.all(-1)[..., :, None] | ~finite_b.all(-2)[..., None, :]  # type: ignore[index]
     # Terms are laid out [..., k, m, n] so the reductions over k run across contiguous rows. Exponents are
     # int16 (zeros get _ZERO_EXP, so a product with a zero factor stays far below any real term);
     # non-finite inputs are zeroed here and their elements recomputed by the exact path below.
@@ -305,7 +308,7 @@ def wgmma_k(ty: str) -> int:
     return WGMMA_K[kind]
 
 
-def wgmma_a_coords(ty: str):
+def wgmma_a_coords(ty: str) -> tuple[np.ndarray, np.ndarray]:
     """(rows, cols) [128, elements] of matrix A (64 x K) held in registers by a warpgroup.
 
     Warp w of the warpgroup holds rows 16w..16w+15 with the layout of the mma.m16n8kK A fragment of the
@@ -319,7 +322,7 @@ def wgmma_a_coords(ty: str):
     return np.tile(r, (4, 1)) + 16 * w, np.tile(c, (4, 1))
 
 
-def wgmma_d_coords(n: int):
+def wgmma_d_coords(n: int) -> tuple[np.ndarray, np.ndarray]:
     """(rows, cols) [128, n/2] of accumulator element i of each thread of a warpgroup (m64nN, any K).
 
     Element i sits at row 16w + g + 8*((i >> 1) & 1), col 8*(i >> 2) + 2t + (i & 1) (w warp, g = lane >> 2,
@@ -331,18 +334,18 @@ def wgmma_d_coords(n: int):
     return 16 * w + lane // 4 + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * (lane % 4) + (i & 1)
 
 
-def element_values(codes, ty: str):
+def element_values(codes: ArrayLike, ty: str) -> np.ndarray:
     """Raw element codes -> values (float64, or int64 for integer types; .tf32 drops its low 13 bits)."""
     return _values(np.asarray(codes).astype(np.uint64), T.norm(ty))
 
 
-def unpack_elements(regs, ty: str):
+def unpack_elements(regs: ArrayLike, ty: str) -> np.ndarray:
     """Registers [..., nregs] (uint32) -> element values [..., nregs * per] (low bits first)."""
     t = T.norm(ty)
     return _values(_unpack_elems(np.asarray(regs, np.uint32), _ELEM_BITS[t]), t)
 
 
-def pack_elements(codes, ty: str):
+def pack_elements(codes: ArrayLike, ty: str) -> np.ndarray:
     """Element codes [..., elements] -> 32-bit registers [..., elements * bits / 32] (low bits first)."""
     return _pack_elems(codes, _ELEM_BITS[T.norm(ty)], 32)
 
@@ -357,7 +360,7 @@ def ldmatrix_address_lanes(num: int) -> np.ndarray:
     return np.arange(num * 8).reshape(num, 8)
 
 
-def ldmatrix(rows, trans: bool = False) -> np.ndarray:
+def ldmatrix(rows: ArrayLike, trans: bool = False) -> np.ndarray:
     """ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16.
 
     rows: uint16 [..., num, 8, 8], the eight b16 elements read at each row address (matrix j, row r,
@@ -375,7 +378,7 @@ def ldmatrix(rows, trans: bool = False) -> np.ndarray:
     return np.ascontiguousarray(np.swapaxes(regs, -1, -2))
 
 
-def stmatrix(regs, trans: bool = False) -> np.ndarray:
+def stmatrix(regs: ArrayLike, trans: bool = False) -> np.ndarray:
     """stmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16: inverse of `ldmatrix`.
 
     regs: [..., 32, num] uint32. Returns uint16 [..., num, 8, 8]: row r of matrix j goes to the address
@@ -394,7 +397,7 @@ def stmatrix(regs, trans: bool = False) -> np.ndarray:
     return out
 
 
-def movmatrix(regs) -> np.ndarray:
+def movmatrix(regs: ArrayLike) -> np.ndarray:
     """movmatrix.sync.aligned.m8n8.trans.b16: [..., 32] uint32 fragment of M -> fragment of M^T."""
     r = np.asarray(regs, np.uint32)
     m = stmatrix(r[..., None])

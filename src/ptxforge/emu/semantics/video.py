@@ -82,8 +82,9 @@ def _secondary(tmp, c, secop, dsel, dtype_signed):
     return (np.asarray(tmp).astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
 
 
-def scalar(op, a, b, c=None, dtype="u32", atype="u32", btype="u32", sat=False, secop=None, dsel=None,
-           asel=None, bsel=None):
+def scalar(op: str, a: T.Bits, b: T.Bits, c: T.Bits | None = None, dtype: str = "u32", atype: str = "u32",
+           btype: str = "u32", sat: bool = False, secop: str | None = None, dsel: str | None = None,
+           asel: str | None = None, bsel: str | None = None) -> np.ndarray:
     """vadd/vsub/vabsdiff/vmin/vmax.dtype.atype.btype{.sat}{.secop} d{.dsel}, a{.asel}, b{.bsel}{, c}."""
     if op not in _SCALAR_OPS:
         raise ValueError(f"scalar video op {op!r}: expected one of {_SCALAR_OPS}")
@@ -94,8 +95,9 @@ def scalar(op, a, b, c=None, dtype="u32", atype="u32", btype="u32", sat=False, s
     return _secondary(tmp, c, secop, dsel, _signed(dtype))
 
 
-def shift(op, a, b, c=None, dtype="u32", atype="u32", mode="clamp", sat=False, secop=None, dsel=None,
-          asel=None, bsel=None):
+def shift(op: str, a: T.Bits, b: T.Bits, c: T.Bits | None = None, dtype: str = "u32", atype: str = "u32",
+          mode: str = "clamp", sat: bool = False, secop: str | None = None, dsel: str | None = None,
+          asel: str | None = None, bsel: str | None = None) -> np.ndarray:
     """vshl/vshr.dtype.atype.u32{.sat}.mode{.secop} d{.dsel}, a{.asel}, b{.bsel}{, c}."""
     ta = _part(a, atype, asel)
     tb = _part(b, "u32", bsel)
@@ -116,7 +118,9 @@ def shift(op, a, b, c=None, dtype="u32", atype="u32", mode="clamp", sat=False, s
     return _secondary(tmp.view(np.int64), c, secop, dsel, _signed(dtype))
 
 
-def vset(a, b, cmp, c=None, atype="u32", btype="u32", secop=None, dsel=None, asel=None, bsel=None):
+def vset(a: T.Bits, b: T.Bits, cmp: str, c: T.Bits | None = None, atype: str = "u32", btype: str = "u32",
+         secop: str | None = None, dsel: str | None = None, asel: str | None = None,
+         bsel: str | None = None) -> np.ndarray:
     """vset.atype.btype.cmp{.secop} d{.dsel}, a{.asel}, b{.bsel}{, c}: 1 or 0 (unsigned)."""
     if cmp not in _CMPS:
         raise ValueError(f"vset comparison .{cmp}: expected one of {_CMPS}")
@@ -125,8 +129,9 @@ def vset(a, b, cmp, c=None, atype="u32", btype="u32", secop=None, dsel=None, ase
     return _secondary(tmp, c, secop, dsel, False)
 
 
-def vmad(a, b, c, dtype="u32", atype="u32", btype="u32", sat=False, scale=None, po=False,
-         neg_ab=False, neg_c=False, asel=None, bsel=None):
+def vmad(a: T.Bits, b: T.Bits, c: T.Bits, dtype: str = "u32", atype: str = "u32", btype: str = "u32", sat: bool = False,
+         scale: str | None = None, po: bool = False, neg_ab: bool = False, neg_c: bool = False, asel: str | None = None,
+         bsel: str | None = None) -> np.ndarray:
     """vmad.dtype.atype.btype{.po}{.sat}{.scale} d, {-}a{.asel}, {-}b{.bsel}, {-}c.
 
     neg_ab: exactly one of a, b negated (the product is negated); scale: None, 'shr7' or 'shr15'.
@@ -186,8 +191,9 @@ def _simd_select(a, b, sel, n, ty):
     return vals
 
 
-def simd(op, a, b, c, n=4, dtype="u32", atype="u32", btype="u32", sat=False, add=False, mask=None,
-         asel=None, bsel=None, cmp=None):
+def simd(op: str, a: T.Bits, b: T.Bits, c: T.Bits, n: int = 4, dtype: str = "u32", atype: str = "u32",
+         btype: str = "u32", sat: bool = False, add: bool = False, mask: str | None = None, asel: str | None = None,
+         bsel: str | None = None, cmp: str | None = None) -> np.ndarray:
     """vop2/vop4.dtype.atype.btype{.sat}|{.add} d{.mask}, a{.asel}, b{.bsel}, c; op 'vset' needs cmp.
 
     op in vadd vsub vavrg vabsdiff vmin vmax vset; n is 2 or 4.

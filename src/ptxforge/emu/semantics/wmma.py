@@ -11,6 +11,7 @@ one rounding of the exact a.b + c, integer accumulation exact (wrapping, or clam
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _types as T
 from .floating import fma
@@ -64,7 +65,7 @@ def _slots(shape, operand, ty):
     return (e[None, :] * 32 + np.arange(32)[:, None]) % (rows * cols), rows, cols
 
 
-def load(shape: str, operand: str, ty: str, matrix_codes) -> np.ndarray:
+def load(shape: str, operand: str, ty: str, matrix_codes: ArrayLike) -> np.ndarray:
     """wmma.load.{a,b,c}: a matrix of raw element codes [..., rows, cols] (logical order; the caller
     reads memory with the instruction's layout and stride, see `element_offsets`) -> [..., 32, nregs]."""
     t = T.norm(ty)
@@ -74,7 +75,7 @@ def load(shape: str, operand: str, ty: str, matrix_codes) -> np.ndarray:
     return _pack_elems(flat[..., idx], _ELEM_BITS[t], 64 if t == "f64" else 32)
 
 
-def store(shape: str, ty: str, regs, operand: str = "d") -> np.ndarray:
+def store(shape: str, ty: str, regs: ArrayLike, operand: str = "d") -> np.ndarray:
     """wmma.store.d: fragment registers [..., 32, nregs] -> matrix of raw codes [..., rows, cols]."""
     t = T.norm(ty)
     idx, rows, cols = _slots(shape, operand, t)
@@ -95,8 +96,8 @@ def _values(codes, t):
     return decode(codes, {"f16": F16, "bf16": BF16, "tf32": TF32, "f32": F32, "f64": F64}[t])
 
 
-def mma(shape: str, a, b, c, atype: str, ctype: str, dtype: str | None = None, satfinite: bool = False,
-        btype: str | None = None):
+def mma(shape: str, a: T.Bits, b: T.Bits, c: T.Bits, atype: str, ctype: str, dtype: str | None = None,
+        satfinite: bool = False, btype: str | None = None) -> np.ndarray:
     """wmma.mma.sync.aligned.alayout.blayout.shape.dtype{.atype.btype}.ctype d, a, b, c (btype defaults
     to atype; the layouts only matter to load/store)."""
     shape = shape.lstrip(".")
