@@ -19,6 +19,7 @@ from ptxforge.cli.sm_map import draw_sm_map
 from ptxforge.dsl import ctaid, f32, kernel, ld, mad, ntid, ptr, range_, reg, st, tid, u32
 from ptxforge.emu import Node
 from ptxforge.ep import Config
+from ptxforge.ep.buffer import DispatchHandle, DispatchOutput, Received
 from ptxforge.ep.node_group import NodeGroup
 from ptxforge.kernels import fp8
 
@@ -76,10 +77,11 @@ def comm_section(path: str | None = None, *, tokens: int = 64, hidden: int = 512
     # each received row dequantized stands in for its expert's output; the combine sums the copies
     ys = [dequant(o[0]) for o in outs]
     t0 = time.perf_counter()
-    comb = group.combine(ys, [o[4] for o in outs], config=Config(COMM_SMS, 6, 32))
+    handles = [_handle(o) for o in outs]
+    comb = group.combine(ys, handles, config=Config(COMM_SMS, 6, 32))
     t_c = time.perf_counter() - t0
     for r in range(world):
-        want = dequant(qs[r]).float() * outs[r][4].is_token_in_rank.sum(1, keepdim=True)
+        want = dequant(qs[r]).float() * handles[r].is_token_in_rank.sum(1, keepdim=True)
         ok &= bool(comb[r][0].equal(want.to(torch.bfloat16)))
     rows = group.sm_map(0)
     senders = sorted(row["sm"] for row in rows if row["call"] == "dispatch" and row["role"] == "sender")
@@ -110,7 +112,15 @@ def _label(row: dict[str, Any]) -> str:
     return row["role"] if row["role"] == "notify" else f"{row['call']} {row['role']}"
 
 
-def dequant(x: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+def _handle(out: DispatchOutput) -> DispatchHandle:
+    """The handle of a dispatch made without one (only a cached dispatch returns None)."""
+    assert out[4] is not None, "a dispatch without a cached handle returns its handle"
+    return out[4]
+
+
+def dequant(x: Received) -> torch.Tensor:
     """bf16 from (e4m3, f32 scales), as the experts see it."""
+    assert isinstance(x, tuple), "the demo dispatches FP8 with scales"
     q, s = x
+    assert s is not None, "the demo dispatches FP8 with scales"
     return (q.float().view(q.shape[0], -1, 128) * s.unsqueeze(2)).view(q.shape).to(torch.bfloat16)
