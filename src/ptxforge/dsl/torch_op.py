@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from ptxforge import _optional
 from ptxforge.dsl.errors import DSLError
 
 
 def torch_op(name: str, kernel, *, inputs: Sequence[str], outputs: Mapping[str, Callable],
              scalars: Mapping[str, Callable] | None = None, grid=(1,), block=(1,)):
     """Register `kernel` (a DSL `@kernel`) as the torch custom op `name` ("namespace::op"); returns the op."""
-    import torch
-
+    torch = _optional.torch()
     scalars = dict(scalars or {})
     params = [n for n, _ in kernel.params]
     named = [*inputs, *outputs, *scalars]

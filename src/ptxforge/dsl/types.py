@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True, slots=True)
 class DType:
@@ -90,8 +92,6 @@ def dtype(t) -> DType:
             return ALL[key]
         raise TypeError(f"unknown PTX type {t!r}; known: {', '.join(sorted(k[1:] for k in ALL))}")
     try:
-        import numpy as np
-
         name = np.dtype(t).name
     except TypeError:
         raise TypeError(f"not a PTX type: {t!r}") from None

@@ -21,6 +21,7 @@ import ml_dtypes
 import numpy as np
 
 from ptxforge.kernels import comm as K
+from ptxforge.runtime.buffers import DeviceBuffer
 
 _SPECIAL: dict = {}
 
@@ -86,8 +87,6 @@ class CommRank:
     # ------------------------------------------------------------------ plumbing
     def buf(self, array: np.ndarray, name: str):
         """A device copy of `array` (an empty array gets one zero element: the kernel reads none of it)."""
-        from ptxforge.runtime.buffers import DeviceBuffer
-
         a = np.ascontiguousarray(array)
         if a.size == 0:
             a = np.zeros(1, a.dtype)
@@ -97,8 +96,6 @@ class CommRank:
 
     def empty(self, shape, dtype, name: str):
         """A zeroed device array; `host(buf, shape)` reads it back (zero rows are allowed)."""
-        from ptxforge.runtime.buffers import DeviceBuffer
-
         shape = tuple(int(s) for s in shape)
         b = DeviceBuffer((max(1, int(np.prod(shape))),), dtype, device=self.device, name=name)
         b.logical_shape = shape
@@ -120,8 +117,6 @@ class CommRank:
         return self._streams[num_sms]
 
     def launch(self, call: str, kern, grid: int, block: int, args: list, num_sms: int) -> Launched:
-        from ptxforge.runtime.buffers import DeviceBuffer
-
         block_sm = DeviceBuffer((grid,), np.uint32, device=self.device, name="block_sm")
         s = self.stream(num_sms)
         kw = {"stream": s} if s is not None else {}

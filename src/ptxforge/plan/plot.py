@@ -6,6 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from ptxforge import _optional
 from ptxforge.plan.model import Plan
 from ptxforge.plan.report import link_name
 
@@ -13,10 +14,7 @@ from ptxforge.plan.report import link_name
 def to_png(res: Plan, path: str | Path, title: str | None = None, dpi: int = 100) -> None:
     """Write the plot to `path` atomically (a temporary file in the same folder, then renamed)."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = _optional.matplotlib().pyplot
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("--png needs matplotlib (pip install matplotlib)") from e
     xs = [r.sms for r in res.rows]

@@ -1,0 +1,44 @@
+"""The optional dependencies, each imported here on first use: torch (the `torch` extra) and matplotlib
+(the `plot` extra). cuda-bindings (the `cuda` extra) is loaded by `ptxforge.runtime.cuda_driver`.
+
+`import ptxforge` and its ptx, emu, dsl and runtime layers never import these; the functions that need one
+call `torch()` or `matplotlib()` and get the module, or a `MissingDependency` saying what to install.
+"""
+
+from __future__ import annotations
+
+import functools
+from types import ModuleType
+
+
+class MissingDependency(ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it."""
+
+
+def _missing(package: str, extra: str, error: ImportError) -> MissingDependency:
+    return MissingDependency(f"this needs {package}, which is not installed ({error}); "
+                             f"install it with pip install 'ptxforge[{extra}]'")
+
+
+@functools.cache
+def torch() -> ModuleType:
+    """The `torch` module (torch.distributed comes with it)."""
+    try:
+        import torch  # optional dependency: the `torch` extra
+    except ImportError as e:
+        raise _missing("torch", "torch", e) from e
+    return torch
+
+
+@functools.cache
+def matplotlib() -> ModuleType:
+    """The `matplotlib` package on its file-only Agg backend, with `.pyplot` and `.patches` loaded."""
+    try:
+        import matplotlib  # optional dependency: the `plot` extra
+
+        matplotlib.use("Agg")
+        import matplotlib.patches  # optional dependency: the `plot` extra
+        import matplotlib.pyplot  # optional dependency: the `plot` extra
+    except ImportError as e:
+        raise _missing("matplotlib", "plot", e) from e
+    return matplotlib
