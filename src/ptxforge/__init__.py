@@ -5,7 +5,6 @@ emulator (with a sanitizer) or a GPU.
 """
 
 import importlib
-from importlib import resources
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
@@ -32,6 +31,8 @@ __all__ = [
 
 def example_path(name: str = "vadd.ptx") -> str:
     """The path of a PTX file shipped with ptxforge (the README tour's `vadd.ptx`, the demo's kernels)."""
+    from importlib import resources  # ~50 ms to import, and only this function needs it
+
     path = resources.files("ptxforge") / "data" / name
     if not path.is_file():
         have = ", ".join(sorted(p.name for p in (resources.files("ptxforge") / "data").iterdir()

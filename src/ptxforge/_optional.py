@@ -10,9 +10,12 @@ from __future__ import annotations
 import functools
 from types import ModuleType
 
+from ptxforge.errors import Error
 
-class MissingDependency(ImportError):
-    """An optional dependency is not installed; the message names the extra that brings it."""
+
+class MissingDependency(Error, ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it (an ImportError,
+    which the callers that fall back without it catch)."""
 
 
 def _missing(package: str, extra: str, error: ImportError) -> MissingDependency:

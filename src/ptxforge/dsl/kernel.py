@@ -31,7 +31,7 @@ from ptxforge.ptx import ir
 from ptxforge.ptx.isa import parse_target
 from ptxforge.ptx.retarget import target_min_ptx
 from ptxforge.ptx.validator import validate
-from ptxforge.runtime.gpu import gpu_arch
+from ptxforge.runtime import gpu
 from ptxforge.runtime.kernel import Kernel as RuntimeKernel
 from ptxforge.runtime.params import PointeeType
 
@@ -41,7 +41,7 @@ DEFAULT_ARCH = "sm_90a"
 def resolve_arch(arch: str | None) -> str:
     """'auto' (or None): the current GPU's target when one is usable, else sm_90a."""
     if arch in (None, "auto"):
-        return gpu_arch() or DEFAULT_ARCH
+        return gpu.gpu_arch() or DEFAULT_ARCH
 
     try:
         parse_target(arch)
