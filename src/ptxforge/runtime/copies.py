@@ -20,7 +20,7 @@ def copy_back(dev: Device, copies: list) -> None:
         _copy_one(dev, host, alloc)
 
 
-def copy_back_quietly(dev, copies) -> None:
+def copy_back_quietly(dev: Device, copies: list) -> None:
     """Copy device memory back into the host arrays after a failed emulated launch."""
     for host, alloc in copies:
         try:
@@ -29,7 +29,7 @@ def copy_back_quietly(dev, copies) -> None:
             pass
 
 
-def _copy_one(dev, host, alloc) -> None:
+def _copy_one(dev: Device, host: Any, alloc: Any) -> None:
     arr = host.array
     mem = dev.memory  # the emulator's memory gives a view (copied once, into the host array); a GPU's a copy
     data = (mem.view(alloc) if hasattr(mem, "view") else mem.read(alloc))[: arr.nbytes]
@@ -41,7 +41,7 @@ def _copy_one(dev, host, alloc) -> None:
         host.after()
 
 
-def free_quietly(dev, temps) -> None:
+def free_quietly(dev: Device, temps: list) -> None:
     for a in temps:
         try:
             dev.memory.free(a)
