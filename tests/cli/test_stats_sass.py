@@ -1,13 +1,11 @@
 """`ptxforge stats` and `ptxforge sass` on corpus PTX, with real ptxas (and cuobjdump for sass)."""
 
-import argparse
 import shutil
 from pathlib import Path
 
 import pytest
 
-from ptxforge.cli import sass, stats
-from ptxforge.cli.main import UserError
+from ptxforge.cli.main import UserError, build_parser, run_command
 from ptxforge.toolchain import ToolNotFound, find_tool
 
 CUDA = Path(__file__).resolve().parents[1] / "corpus" / "ptx" / "cuda"
@@ -15,12 +13,8 @@ pytestmark = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not
 
 
 def run_cli(argv, capsys):
-    parser = argparse.ArgumentParser(prog="ptxforge")
-    sub = parser.add_subparsers()
-    stats.register(sub)
-    sass.register(sub)
-    args = parser.parse_args(argv)
-    rc = args.func(args)
+    """The subcommand's exit status and output; its UserErrors raised, not reported."""
+    rc = run_command(build_parser().parse_args(argv))
     out, err = capsys.readouterr()
     return rc, out, err
 

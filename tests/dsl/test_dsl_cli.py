@@ -1,6 +1,5 @@
 """`ptxforge emit FILE.py[:NAME] --arch ARCH`, and the instruction-count claim against nvcc -O3."""
 
-import argparse
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,15 +8,11 @@ import pytest
 from dsl_helpers import EXAMPLES
 
 import ptxforge
-from ptxforge.cli import emit
-from ptxforge.cli.main import UserError
+from ptxforge.cli.main import UserError, build_parser, run_command
 
 
 def run_emit(argv, capsys):
-    parser = argparse.ArgumentParser(prog="ptxforge")
-    emit.register(parser.add_subparsers())
-    args = parser.parse_args(["emit", *argv])
-    rc = args.func(args)
+    rc = run_command(build_parser().parse_args(["emit", *argv]))
     out, err = capsys.readouterr()
     return rc, out, err
 

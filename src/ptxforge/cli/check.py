@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from ptxforge.cli.common import load_module, parse_version
-from ptxforge.cli.main import UserError
+from ptxforge.cli.errors import UserError
 from ptxforge.ptx.errors import Diagnostic
+from ptxforge.ptx.ir import Module
+from ptxforge.ptx.isa import parse_target
+from ptxforge.ptx.lexer import SourceText
+from ptxforge.ptx.validator import validate
+from ptxforge.toolchain import ToolNotFound, assemble
 
 
-def register(sub) -> None:
-    p = sub.add_parser("check", help="report every error in PTX files",
-                       description="Parse and validate PTX: declarations, labels, operand types, and the "
-                                   "instructions the target and PTX ISA version allow. Prints "
-                                   "FILE:LINE:COL: error: ... for each problem; exit 1 if there is any.")
-    p.add_argument("files", nargs="+", metavar="FILE", help="PTX files (- for standard input)")
-    p.add_argument("--arch", help="check against this target instead of the module's .target")
-    p.add_argument("--ptx-version", help="check against this PTX ISA version instead of .version")
-    p.add_argument("--ptxas", action="store_true", help="also assemble with ptxas and report its messages")
-    p.add_argument("--ptxas-path", help="the ptxas to use (default: CUDA_HOME, PATH, then the pip wheel)")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
-    p.set_defaults(func=run)
-
-
-def run(args) -> int:
-    from ptxforge.ptx.isa import parse_target
-    from ptxforge.ptx.validator import validate
-
+def run(args: argparse.Namespace) -> int:
     version = parse_version(args.ptx_version) if args.ptx_version else None
     if args.arch:
         try:
@@ -55,11 +44,8 @@ def run(args) -> int:
     return 1 if failed else 0
 
 
-def ptxas_problems(m, arch: str, ptxas_path: str | None) -> list[Diagnostic]:
+def ptxas_problems(m: Module, arch: str, ptxas_path: str | None) -> list[Diagnostic]:
     """Assemble with ptxas and turn what it says into diagnostics on the original file's lines."""
-    from ptxforge.ptx.lexer import SourceText
-    from ptxforge.toolchain import ToolNotFound, assemble
-
     try:
         res = assemble(m.to_ptx(), arch, ptxas=ptxas_path)
     except ToolNotFound as e:

@@ -6,11 +6,14 @@ import contextlib
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
+from ptxforge.cli.errors import UserError
 from ptxforge.cli.errors import cli_words as cli_words  # re-exported: the subcommands take it from here
-from ptxforge.cli.main import UserError
 from ptxforge.ptx.errors import PTXError
+from ptxforge.ptx.ir import Module
+from ptxforge.ptx.parser import parse
 
 
 def read_text(path: str) -> str:
@@ -27,10 +30,8 @@ def read_text(path: str) -> str:
         raise UserError(f"{path}: cannot read it: {e.strerror or e}") from None
 
 
-def load_module(path: str):
+def load_module(path: str) -> Module | None:
     """Parse a PTX file; on syntax errors print them all and return None."""
-    from ptxforge.ptx.parser import parse
-
     text = read_text(path)
     try:
         return parse(text, filename="<stdin>" if path == "-" else path)
@@ -73,7 +74,7 @@ def check_writable(path: str | Path, what: str = "output") -> Path:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path, what: str = "output"):
+def atomic_path(path: str | Path, what: str = "output") -> Iterator[Path]:
     """A temporary path next to `path` (same suffix) to write; it replaces `path` only once complete.
 
     A failed or interrupted write leaves any existing file at `path` untouched and no partial file."""

@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
+from typing import Any, NamedTuple
 
+import ml_dtypes
+import numpy as np
+
+from ptxforge.cli.common import load_module, read_text
 from ptxforge.cli.demo_node import node_section
+from ptxforge.dsl import ctaid, f32, guard, kernel, ld, mad, ntid, ptr, st, tid, u32
+from ptxforge.emu.sanitizer import SanitizerError
 from ptxforge.ptx import ir
-
-
-def register(sub) -> None:
-    p = sub.add_parser("demo", help="parse, check, round-trip, run and sanitize the bundled kernels",
-                       description="Show ptxforge on bundled nvcc output (data/demo.cu): parse it, validate it, "
-                                   "print it back (byte-identical, and canonical) and check that ptxas builds "
-                                   "the identical cubin; run the kernels on the CPU emulator against numpy (and on "
-                                   "the GPU against the emulator, when there is one); let "
-                                   "the sanitizer find a planted race; build a kernel with the DSL.")
-    p.add_argument("--file", help="use this PTX file instead of the bundled one (front end only)")
-    p.add_argument("--sm-map", metavar="PNG", default=None,
-                   help="where to draw the emulated node's SM map (default: ptxforge_node_sm_map.png in the "
-                        "temp directory)")
-    p.set_defaults(func=run)
+from ptxforge.ptx.parser import parse
+from ptxforge.ptx.printer import has_debug_info
+from ptxforge.ptx.validator import validate
+from ptxforge.runtime.cuda_device import cuda_device
+from ptxforge.runtime.cuda_driver import unavailable_reason
+from ptxforge.runtime.result import LaunchResult
+from ptxforge.toolchain import ToolNotFound, assemble, elf_sections, find_tool, ptxas_version
 
 
 def bundled_ptx() -> tuple[str, str]:
@@ -29,9 +31,7 @@ def bundled_ptx() -> tuple[str, str]:
     return f.read_text(), "demo.sm_90a.ptx"
 
 
-def run(args) -> int:
-    from ptxforge.cli.common import load_module, read_text
-
+def run(args: argparse.Namespace) -> int:
     if args.file:
         text, name = read_text(args.file), args.file
         if load_module(args.file) is None:
@@ -40,42 +40,46 @@ def run(args) -> int:
         text, name = bundled_ptx()
     ok, m = _front_end(text, name)
     if not args.file:
+        with_torch = _torch_sections()
         ok &= _emulate(m)
         ok &= _on_gpu(m)
         ok &= _sanitize(m)
         ok &= _dsl()
-        ok &= _expert_parallel()
+        if with_torch:
+            ok &= with_torch.expert_parallel()
+        else:
+            _section("expert parallelism: skipped (torch is not installed; pip install 'ptxforge[torch]')")
         ok &= node_section(args.sm_map)
-        ok &= _comm_kernels()
+        if with_torch:
+            ok &= with_torch.comm_section()
+        else:
+            _section("communication kernels beside a GEMM: skipped (needs torch: pip install 'ptxforge[torch]')")
     print("\ndemo: all checks passed" if ok else "\ndemo: some checks FAILED")
     return 0 if ok else 1
 
 
-def _expert_parallel() -> bool:
-    from ptxforge.cli.demo_ep import expert_parallel
+class _TorchSections(NamedTuple):
+    expert_parallel: Callable[[], bool]
+    comm_section: Callable[[], bool]
 
-    return expert_parallel()
 
-
-def _comm_kernels() -> bool:
+def _torch_sections() -> _TorchSections | None:
+    """The two sections that need torch, or None when it is not installed."""
     try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("\n== communication kernels beside a GEMM: skipped (needs torch: pip install 'ptxforge[torch]')")
-        return True
-    from ptxforge.cli.demo_comm import comm_section
-
-    return comm_section()
+        # torch is optional (the `torch` extra) and a second to load: only these sections import it, when it is there
+        from ptxforge.cli import demo_comm, demo_ep
+    except ImportError as e:
+        if (e.name or "").partition(".")[0] != "torch":
+            raise
+        return None
+    return _TorchSections(demo_ep.expert_parallel, demo_comm.comm_section)
 
 
 def _section(title: str) -> None:
     print(f"\n== {title}")
 
 
-def _front_end(text: str, name: str):
-    from ptxforge.ptx.parser import parse
-    from ptxforge.ptx.validator import validate
-
+def _front_end(text: str, name: str) -> tuple[bool, ir.Module]:
     t0 = time.perf_counter()
     m = parse(text, filename=name)
     dt = time.perf_counter() - t0
@@ -101,10 +105,7 @@ def _front_end(text: str, name: str):
     return ok and _ptxas_check(m, text, canon), m
 
 
-def _ptxas_check(m, text: str, canon: str) -> bool:
-    from ptxforge.ptx.printer import has_debug_info
-    from ptxforge.toolchain import ToolNotFound, assemble, elf_sections, find_tool, ptxas_version
-
+def _ptxas_check(m: ir.Module, text: str, canon: str) -> bool:
     try:
         tool = find_tool("ptxas")
     except ToolNotFound as e:
@@ -126,11 +127,8 @@ def _ptxas_check(m, text: str, canon: str) -> bool:
     return same
 
 
-def _emulate(m) -> bool:
+def _emulate(m: ir.Module) -> bool:
     """Run the bundled kernels on the CPU emulator and compare with numpy."""
-    import ml_dtypes
-    import numpy as np
-
     _section("CPU emulator (bit-exact SIMT on numpy lanes)")
     rng = np.random.default_rng(0)
     ok = True
@@ -161,19 +159,13 @@ def _emulate(m) -> bool:
     return ok
 
 
-def _on_gpu(m) -> bool:
+def _on_gpu(m: ir.Module) -> bool:
     """The same kernels on the GPU, when this machine has one, bit for bit against the emulator."""
-    import numpy as np
-
-    from ptxforge.runtime.cuda_driver import unavailable_reason
-
     why = unavailable_reason()
     if why is not None:
         _section("GPU: not used here")
         print(f"{why.split('; use')[0]}; everything above ran on the CPU emulator")
         return True
-    from ptxforge.runtime.cuda_device import cuda_device
-
     dev = cuda_device()
     _section(f"GPU: {dev.name} ({dev.arch}, {dev.num_sms} SMs), the same PTX, bit for bit against the emulator")
     rng = np.random.default_rng(1)
@@ -181,7 +173,7 @@ def _on_gpu(m) -> bool:
     a, b = rng.random(n, np.float32), rng.random(n, np.float32)
     x = rng.random(1 << 16, np.float32)
     xq = (rng.standard_normal((rows, cols)) * 3).astype(np.float32)
-    cases = [
+    cases: list[tuple[str, tuple[int, ...], tuple[int, ...], Callable[[], list[Any]], list[int]]] = [
         ("vadd", (n // 256,), (256,), lambda: [a, b, np.zeros(n, np.float32), np.int32(n)], [2]),
         ("block_sum", ((1 << 16) // 256,), (256,), lambda: [x, np.zeros(256, np.float32), np.int32(1 << 16)], [1]),
         ("quant_fp8_1x128", (rows,), (32, cols // 128),
@@ -200,19 +192,15 @@ def _on_gpu(m) -> bool:
     return ok
 
 
-def _report(what: str, match: bool, res) -> bool:
+def _report(what: str, match: bool, res: LaunchResult) -> bool:
     rate = res.thread_instructions / res.wall_s / 1e6 if res.wall_s else 0.0
     print(f"{what:<42} {'matches numpy' if match else 'MISMATCH'}  {res.thread_instructions:>12,} "
           f"thread-instructions, {res.wall_s * 1e3:7.1f} ms ({rate:,.0f} M/s)")
     return match
 
 
-def _sanitize(m) -> bool:
+def _sanitize(m: ir.Module) -> bool:
     """The sanitizer on the racy reduction (and none on the correct one)."""
-    import numpy as np
-
-    from ptxforge.emu.sanitizer import SanitizerError
-
     _section("sanitizer: block_sum_racy forgets a __syncthreads()")
     x = np.arange(512, dtype=np.float32)
     out = np.zeros(2, np.float32)
@@ -233,14 +221,10 @@ def _sanitize(m) -> bool:
 
 def _dsl() -> bool:
     """A kernel written with the DSL: typed, validated, run on the emulator."""
-    import numpy as np
-
-    from ptxforge.dsl import ctaid, f32, guard, kernel, ld, mad, ntid, ptr, st, tid, u32
-
     _section("DSL: one Python call per PTX instruction")
 
     @kernel(arch="sm_80")
-    def saxpy(x: ptr(f32), y: ptr(f32), a: f32, n: u32):
+    def saxpy(x: ptr(f32), y: ptr(f32), a: f32, n: u32):  # type: ignore[valid-type]  # DSL types, not Python's
         i = mad(ctaid.x, ntid.x, tid.x)
         with guard(i < n):
             st(y[i], a * ld(x[i]) + ld(y[i]))
@@ -255,7 +239,7 @@ def _dsl() -> bool:
     return _report("saxpy on the emulator", bool(np.array_equal(y, want)), res)
 
 
-def _walk(body):
+def _walk(body: Sequence[ir.Statement] | None) -> Iterator[ir.Statement]:
     for s in body or ():
         yield s
         if isinstance(s, ir.Block):

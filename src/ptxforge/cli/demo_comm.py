@@ -1,16 +1,26 @@
 """The communication-kernels section of `ptxforge demo`: an FP8 dispatch and a BF16 combine of 4 ranks by the
 intranode kernels (ptxforge.kernels.comm) on SMs 0-19 of each emulated GPU while a GEMM runs on SMs 20-131
-of GPU 0, with the SM map drawn (senders, receivers and the GEMM in their own colors)."""
+of GPU 0, with the SM map drawn (senders, receivers and the GEMM in their own colors). Needs torch (`ptxforge
+demo` imports this module only when torch is installed)."""
 
 from __future__ import annotations
 
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+import ml_dtypes
 import numpy as np
+import torch
 
+from ptxforge import runtime as rt
+from ptxforge.cli.sm_map import draw_sm_map
 from ptxforge.dsl import ctaid, f32, kernel, ld, mad, ntid, ptr, range_, reg, st, tid, u32
+from ptxforge.emu import Node
+from ptxforge.ep import Config
+from ptxforge.ep.node_group import NodeGroup
+from ptxforge.kernels import fp8
 
 COMM_SMS = 20
 
@@ -20,7 +30,7 @@ def default_comm_map_path() -> str:
 
 
 @kernel(arch="sm_90a")
-def gemm_f32(a: ptr(f32), b: ptr(f32), c: ptr(f32), n: u32, k: u32):
+def gemm_f32(a: ptr(f32), b: ptr(f32), c: ptr(f32), n: u32, k: u32) -> None:  # type: ignore[valid-type]  # DSL types
     """c[i, j] = sum_k a[i, k] * b[k, j] for square n x n outputs, one thread an element."""
     i = mad(ctaid.y, ntid.y, tid.y)
     j = mad(ctaid.x, ntid.x, tid.x)
@@ -31,15 +41,6 @@ def gemm_f32(a: ptr(f32), b: ptr(f32), c: ptr(f32), n: u32, k: u32):
 
 
 def comm_section(path: str | None = None, *, tokens: int = 64, hidden: int = 512, n: int = 128) -> bool:
-    import ml_dtypes
-    import torch
-
-    from ptxforge import runtime as rt
-    from ptxforge.emu import Node
-    from ptxforge.ep import Config
-    from ptxforge.ep.node_group import NodeGroup
-    from ptxforge.kernels import fp8
-
     print(f"\n== communication kernels on {COMM_SMS} SMs beside a GEMM: ptxforge.kernels.comm (Buffer(backend="
           "\"kernels\"))")
     world, experts, topk = 4, 32, 4
@@ -85,7 +86,7 @@ def comm_section(path: str | None = None, *, tokens: int = 64, hidden: int = 512
     receivers = sorted(row["sm"] for row in rows if row["call"] == "dispatch" and row["role"] == "receiver")
     load = {role: [row["thread_instructions"] for row in rows if row["call"] == "dispatch" and row["role"] == role]
             for role in ("sender", "receiver")}
-    gemm_sms = np.flatnonzero(np.asarray(launched[0].result().per_sm)) if launched else []
+    gemm_sms = np.flatnonzero(np.asarray(launched[0].result().per_sm)) if launched else np.zeros(0, np.int64)
     ok &= bool(len(gemm_sms)) and int(min(gemm_sms)) >= COMM_SMS and max(senders + receivers) < COMM_SMS
     print(f"FP8 dispatch + BF16 combine, {world} GPUs x {tokens} tokens x {hidden}: "
           f"{'combine exact' if ok else 'FAILED'}; GPU 0 senders on SMs {senders[0]},{senders[1]},..."
@@ -94,8 +95,6 @@ def comm_section(path: str | None = None, *, tokens: int = 64, hidden: int = 512
           f"({n}x{n}x{n}, exact) on SMs {int(min(gemm_sms))}-{int(max(gemm_sms))}; {t_d:.1f} s + {t_c:.1f} s "
           "on the emulator")
     try:
-        from ptxforge.cli.sm_map import draw_sm_map
-
         roles |= {(row["kernel"], row["sm"]): _label(row) for row in rows}
         out = draw_sm_map(node, path or default_comm_map_path(), roles=roles,
                           title=f"GPU 0: dispatch senders (even SMs) and receivers (odd) on SMs 0-{COMM_SMS - 1}, "
@@ -106,14 +105,12 @@ def comm_section(path: str | None = None, *, tokens: int = 64, hidden: int = 512
     return ok
 
 
-def _label(row) -> str:
+def _label(row: dict[str, Any]) -> str:
     """'notify', 'dispatch sender', 'combine receiver', ..."""
     return row["role"] if row["role"] == "notify" else f"{row['call']} {row['role']}"
 
 
-def dequant(x):
+def dequant(x: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """bf16 from (e4m3, f32 scales), as the experts see it."""
-    import torch
-
     q, s = x
     return (q.float().view(q.shape[0], -1, 128) * s.unsqueeze(2)).view(q.shape).to(torch.bfloat16)

@@ -1,9 +1,19 @@
 """The expert-parallel section of `ptxforge demo`: the FP8 quantization kernel on the emulator, then a 4-rank
-gloo dispatch/combine of a small MoE layer with the bytes FP8 saves and its accuracy against BF16."""
+gloo dispatch/combine of a small MoE layer with the bytes FP8 saves and its accuracy against BF16. Needs torch
+(`ptxforge demo` imports this module only when torch is installed)."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
+
+import numpy as np
+import torch
+
+import ptxforge.ep as deep_ep
+from ptxforge.ep.spawn import run_ranks
+from ptxforge.ep.testing import calc_diff, moe_reference
+from ptxforge.kernels import fp8, ops
 
 RANKS, TOKENS, HIDDEN, EXPERTS, TOPK = 4, 64, 512, 16, 4
 
@@ -13,20 +23,10 @@ def _section(title: str) -> None:
 
 
 def expert_parallel() -> bool:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        _section("expert parallelism: skipped (torch is not installed; pip install 'ptxforge[torch]')")
-        return True
     return _quantize() & _dispatch_combine()
 
 
 def _quantize() -> bool:
-    import numpy as np
-    import torch
-
-    from ptxforge.kernels import fp8, ops
-
     _section("FP8 quantization kernel (DeepSeek's 1x128 tiles), on the CPU emulator")
     x = (torch.randn((4, 7168)) * 3).to(torch.bfloat16)
     ok = True
@@ -41,13 +41,9 @@ def _quantize() -> bool:
     return ok
 
 
-def _rank(rank, world, x, idx, w, q, s):
+def _rank(rank: int, world: int, x: torch.Tensor, idx: torch.Tensor, w: torch.Tensor, q: torch.Tensor,
+          s: torch.Tensor) -> dict[str, Any]:
     """One rank: route its tokens to the experts' ranks (BF16, then FP8), run its experts, combine."""
-    import torch
-
-    import ptxforge.ep as deep_ep
-    from ptxforge.ep.testing import calc_diff, moe_reference
-
     experts = _experts()
     epr = EXPERTS // world
     mine = experts[rank * epr:(rank + 1) * epr]
@@ -72,26 +68,18 @@ def _rank(rank, world, x, idx, w, q, s):
             "bytes8": wire(st8)}
 
 
-def _rank_of(rank, world, per_rank):
+def _rank_of(rank: int, world: int, per_rank: list[tuple[torch.Tensor, ...]]) -> dict[str, Any]:
     return _rank(rank, world, *per_rank[rank])
 
 
-def _experts():
-    import torch
-
+def _experts() -> torch.Tensor:
     g = torch.Generator().manual_seed(1)
     return (torch.randn((EXPERTS, HIDDEN, HIDDEN), generator=g) / HIDDEN ** 0.5).to(torch.bfloat16)
 
 
 def _dispatch_combine() -> bool:
-    from ptxforge.ep.spawn import run_ranks
-
     _section(f"expert parallelism: {RANKS} gloo processes, DeepEP's Buffer API (ptxforge.ep), a {EXPERTS}-expert "
              f"MoE layer, top-{TOPK} DeepSeek-V3 routing")
-    import torch
-
-    from ptxforge.kernels import ops
-
     t0 = time.perf_counter()
     g = torch.Generator().manual_seed(10)
     x = torch.randn((RANKS * TOKENS, HIDDEN), generator=g).to(torch.bfloat16)

@@ -10,14 +10,19 @@ from pathlib import Path
 
 import numpy as np
 
+from ptxforge import runtime as rt
+from ptxforge.cli.sm_map import draw_sm_map
+from ptxforge.emu import Node
+from ptxforge.emu.sanitizer import SanitizerError
+from ptxforge.ptx.ir import Module
+from ptxforge.ptx.parser import parse
+
 
 def default_sm_map_path() -> str:
     return str(Path(tempfile.gettempdir()) / "ptxforge_node_sm_map.png")
 
 
 def node_section(sm_map_path: str | None = None) -> bool:
-    from ptxforge.ptx.parser import parse
-
     print("\n== a whole GPU node: ptxforge.emu.Node (peer memory, streams on SM partitions, concurrent kernels)")
     text = (resources.files("ptxforge") / "data" / "node_demo.sm_90a.ptx").read_text()
     m = parse(text, filename="node_demo.sm_90a.ptx")
@@ -27,11 +32,7 @@ def node_section(sm_map_path: str | None = None) -> bool:
     return ok
 
 
-def _ring(m, *, gpus: int, n: int, sanitize: bool) -> bool:
-    from ptxforge import runtime as rt
-    from ptxforge.emu import Node
-    from ptxforge.emu.sanitizer import SanitizerError
-
+def _ring(m: Module, *, gpus: int, n: int, sanitize: bool) -> bool:
     k = m.kernel("ring_exchange")
     node = Node(gpus=gpus, sms=132, sanitize=sanitize)
     blocks = 8
@@ -60,10 +61,7 @@ def _ring(m, *, gpus: int, n: int, sanitize: bool) -> bool:
     return match
 
 
-def _partitions(m, path: str) -> bool:
-    from ptxforge import runtime as rt
-    from ptxforge.emu import Node
-
+def _partitions(m: Module, path: str) -> bool:
     node = Node(gpus=1, sms=132)
     gpu = node.devices[0]
     comm, gemm = gpu.stream(sms=range(0, 20)), gpu.stream(sms=range(20, 132))
@@ -91,8 +89,6 @@ def _partitions(m, path: str) -> bool:
           f"on SMs {int(sm_gemm.min())}-{int(sm_gemm.max())} ({rg.thread_instructions:,} thread-instructions, "
           f"{dt * 1e3:.0f} ms)")
     try:
-        from ptxforge.cli.sm_map import draw_sm_map
-
         out = draw_sm_map(node, path, title="GPU 0: comm_persistent on SMs 0-19, compute_square on SMs 20-131")
         print(f"SM map (which SMs ran which kernel, over time): {out}")
     except ImportError as e:

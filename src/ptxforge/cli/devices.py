@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
+import os
 
-def register(sub) -> None:
-    p = sub.add_parser("devices", help="the devices kernels can run on here, and the tools found",
-                       description="List the devices a launch can use (the CPU emulator always; a GPU when the "
-                                   "CUDA driver, cuda-bindings and a GPU are all present, else why not) and "
-                                   "where ptxas, cuobjdump and nvdisasm were found.")
-    p.set_defaults(func=run)
+from ptxforge.emu.launch import emu_device
+from ptxforge.runtime.buffers import default_device
+from ptxforge.runtime.cuda_device import cuda_device
+from ptxforge.runtime.cuda_driver import check, driver, unavailable_reason
+from ptxforge.toolchain import ToolNotFound, find_tool, ptxas_version
 
 
-def run(args) -> int:
-    import os
-
-    from ptxforge.emu.launch import emu_device
-    from ptxforge.runtime.buffers import default_device
-    from ptxforge.runtime.cuda_driver import unavailable_reason
-    from ptxforge.toolchain import ToolNotFound, find_tool, ptxas_version
-
+def run(args: argparse.Namespace) -> int:
     print("devices:")
     print(f"  emu      CPU SIMT emulator, {emu_device().num_sms} SMs emulated, bit-exact; sanitizer available")
     why = unavailable_reason()
     if why is None:
-        from ptxforge.runtime.cuda_device import cuda_device
-        from ptxforge.runtime.cuda_driver import check, driver
-
         for i in range(check(driver().cuDeviceGetCount(), "cuDeviceGetCount")):
             dev = cuda_device(i)
             v = dev.driver_version

@@ -5,25 +5,18 @@ standard error, so standard output carries only the PTX."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import runpy
 import sys
 import traceback
 from pathlib import Path
 
-from ptxforge.cli.common import print_error, write_output
-from ptxforge.cli.main import UserError
-
-
-def register(sub) -> None:
-    p = sub.add_parser("emit", help="print the PTX of DSL kernels in a Python file",
-                       description="Run a Python file that defines @kernel functions (ptxforge.dsl) and print "
-                                   "the PTX of one kernel (FILE.py:NAME) or of all of them, as one module.")
-    p.add_argument("target", metavar="FILE.py[:NAME]", help="Python file, optionally with a kernel name")
-    p.add_argument("--arch", default=None,
-                   help="target such as sm_80 or sm_90a (default: each kernel's own; 'auto' = this GPU or sm_90a)")
-    p.add_argument("-o", "--output", help="write here instead of standard output")
-    p.set_defaults(func=run)
+from ptxforge.cli.common import check_writable, print_error, write_output
+from ptxforge.cli.errors import UserError
+from ptxforge.dsl.errors import DSLError
+from ptxforge.dsl.kernel import Kernel, link
+from ptxforge.ptx.retarget import target_min_ptx
 
 
 def _split(target: str) -> tuple[str, str | None]:
@@ -33,11 +26,8 @@ def _split(target: str) -> tuple[str, str | None]:
     return target, None
 
 
-def load_kernels(path: str) -> dict:
+def load_kernels(path: str) -> dict[str, Kernel]:
     """The @kernel objects defined at the top level of a Python file, by variable name."""
-    from ptxforge.dsl.errors import DSLError
-    from ptxforge.dsl.kernel import Kernel
-
     p = Path(path)
     if not p.is_file():
         raise UserError(f"{path}: no such file")
@@ -59,21 +49,14 @@ def load_kernels(path: str) -> dict:
     return {k: v for k, v in env.items() if isinstance(v, Kernel)}
 
 
-def run(args) -> int:
-    from ptxforge.dsl.errors import DSLError
-    from ptxforge.dsl.kernel import link
-
+def run(args: argparse.Namespace) -> int:
     path, name = _split(args.target)
     if args.arch not in (None, "auto"):
-        from ptxforge.ptx.retarget import target_min_ptx
-
         try:
             target_min_ptx(args.arch)
         except ValueError as e:
             raise UserError(f"--arch: {e}") from None
     if args.output not in (None, "-"):
-        from ptxforge.cli.common import check_writable
-
         check_writable(args.output, "-o")
     try:
         kernels = load_kernels(path)

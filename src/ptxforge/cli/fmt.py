@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+
 from ptxforge.cli.common import load_module, write_output
 
 
-def register(sub) -> None:
-    p = sub.add_parser("fmt", help="print PTX in canonical layout",
-                       description="Parse a PTX file and print it in ptxforge's canonical layout "
-                                   "(ptxas builds the same code from it).")
-    p.add_argument("file", help="PTX file, or - for standard input")
-    p.add_argument("-o", "--output", help="write here instead of standard output")
-    p.add_argument("--preserve", action="store_true",
-                   help="keep the original text (round-trip check: output equals input)")
-    p.set_defaults(func=run)
-
-
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     m = load_module(args.file)
     if m is None:
         return 1

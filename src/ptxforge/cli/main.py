@@ -1,6 +1,7 @@
-"""`ptxforge` command line: one subcommand per module in this package.
+"""`ptxforge` command line: a table of subcommands (`ptxforge.cli.commands`) and one module implementing each.
 
-Each subcommand module exposes `register(subparsers)`, which adds its parser and sets `func`.
+The table holds every subcommand's name, help and arguments and is cheap to import, so `--help` is fast;
+`run_command` imports the chosen subcommand's module only when it runs.
 User mistakes print `FILE:LINE:COL: error: ...` or `ptxforge: error: ...` and exit 1; a kernel that faults
 prints `ptxforge: kernel fault: ...` and exits 2 (every family: `ptxforge.cli.errors`). No error of ptxforge's
 shows a Python traceback.
@@ -11,21 +12,20 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
+from ptxforge import __version__
+from ptxforge.cli.commands import COMMANDS, add_commands
 from ptxforge.cli.errors import UserError, report
 from ptxforge.errors import Error
 
-__all__ = ["COMMANDS", "UserError", "build_parser", "main"]
-
-# Subcommand modules, in the order `--help` lists them.
-COMMANDS = ("fmt", "check", "retarget", "run", "emit", "stats", "sass", "devices", "demo", "pipeline_cmd",
-            "plan", "cache_cmd")
+__all__ = ["COMMANDS", "UserError", "build_parser", "main", "run_command"]
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake exits 1 like every other user error (argparse's own default is 2)."""
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(1, f"{self.prog}: error: {message}\n")
 
@@ -35,23 +35,18 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ptxforge",
         description="PTX-level GPU programming from Python: format, check, retarget and run PTX.",
     )
-    parser.add_argument("--version", action="version", version=_version())
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        try:
-            mod = importlib.import_module(f"ptxforge.cli.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"ptxforge.cli.{name}":
-                continue  # a subcommand not built yet
-            raise
-        mod.register(sub)
+    parser.add_argument("--version", action="version", version=f"ptxforge {__version__}")
+    add_commands(parser.add_subparsers(dest="command", metavar="COMMAND"))
     return parser
 
 
-def _version() -> str:
-    from ptxforge import __version__
-
-    return f"ptxforge {__version__}"
+def run_command(args: argparse.Namespace) -> int:
+    """Run the subcommand `args` were parsed for (`args.entry`, "MODULE:FUNCTION"); its errors propagate."""
+    module, _, function = args.entry.partition(":")
+    # the one import of a subcommand's implementation, at run time: the emulator, numpy, the DSL kernels ...
+    # load only for the subcommands that use them, and `ptxforge --help` loads none of them
+    implementation = importlib.import_module(module)
+    return int(getattr(implementation, function)(args) or 0)
 
 
 def _tolerant_streams() -> None:
@@ -66,11 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     _tolerant_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
+    if getattr(args, "entry", None) is None:  # no subcommand (or `pipeline` without its own): the help
+        getattr(args, "help_of", parser).print_help()
         return 1
     try:
-        return int(args.func(args) or 0)
+        return run_command(args)
     except Error as e:
         return report(e)
     except BrokenPipeError:
@@ -81,8 +76,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # `python -m ptxforge.cli.main` runs this file as __main__; the subcommands raise the UserError of the
-    # imported module ptxforge.cli.main, so run that module's main for their errors to be caught
-    from ptxforge.cli.main import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())

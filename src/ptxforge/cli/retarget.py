@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+
 from ptxforge.cli.common import load_module, parse_version, print_error, write_output
-from ptxforge.cli.main import UserError
+from ptxforge.cli.errors import UserError
 from ptxforge.ptx.errors import PTXError
+from ptxforge.ptx.retarget import retarget
 
 
-def register(sub) -> None:
-    p = sub.add_parser("retarget", help="move PTX to another GPU target or PTX ISA version",
-                       description="Rewrite .target (and .version) of a PTX file. Every instruction the "
-                                   "new target or version lacks is reported with its line, and nothing is "
-                                   "written.")
-    p.add_argument("file", help="PTX file, or - for standard input")
-    p.add_argument("--arch", required=True, help="new target, e.g. sm_80, sm_90a, sm_100a")
-    p.add_argument("--ptx-version", help="new .version, e.g. 9.0 (default: keep the module's)")
-    p.add_argument("-o", "--output", help="write here instead of standard output")
-    p.set_defaults(func=run)
-
-
-def run(args) -> int:
-    from ptxforge.ptx.retarget import retarget
-
+def run(args: argparse.Namespace) -> int:
     version = parse_version(args.ptx_version) if args.ptx_version else None
     m = load_module(args.file)
     if m is None:

@@ -1,59 +1,26 @@
 """`ptxforge run`: launch one kernel of a PTX file on the emulator (or, with --device cuda, a GPU).
 
-Arguments, one `--arg` per kernel parameter in order:
-  a.npy                 a numpy array loaded from a.npy (an input: not written back unless named by --out)
-  out.npy=zeros:N:DTYPE a new zero array of N elements (DTYPE: float32, int32, uint8 ...) saved to out.npy
-  out.npy=empty-like:a.npy   zeros shaped and typed like another .npy file, saved to out.npy
-  null                  a null pointer
-  NUMBER                a scalar, converted to the parameter's type (int or float)
+The forms of `--arg` (a .npy file, `out.npy=zeros:N:DTYPE`, `null`, a number ...) are listed with the other
+arguments in commands.py (`RUN_ARGUMENTS`, the epilog of `ptxforge run --help`).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ptxforge.cli.common import atomic_path, check_writable, load_module
-from ptxforge.cli.errors import report
-from ptxforge.cli.main import UserError
+from ptxforge.cli.errors import UserError, report
+from ptxforge.emu.errors import EmulatorError
+from ptxforge.emu.sanitizer import SanitizerError, write_json
 from ptxforge.errors import KernelFault
-
-
-def register(sub) -> None:
-    p = sub.add_parser("run", help="run a kernel on the CPU emulator or a GPU",
-                       description="Launch a kernel of a PTX file on the SIMT emulator (default) or a GPU. "
-                                   "Arrays come from and go back to .npy files.",
-                       epilog=__doc__.split("\n\n", 1)[1], formatter_class=_raw())
-    p.add_argument("file", metavar="FILE", help="PTX file")
-    p.add_argument("--kernel", "-k", help="kernel name (default: the only kernel)")
-    p.add_argument("--grid", default="1", help="X[,Y[,Z]] blocks (default 1)")
-    p.add_argument("--block", default="1", help="X[,Y[,Z]] threads per block (default 1)")
-    p.add_argument("--arg", "-a", action="append", default=[], help="a kernel argument (see below)")
-    p.add_argument("--out", action="append", default=[], metavar="FILE.npy|PARAM",
-                   help="also write this input array back after the launch (its .npy path or parameter name)")
-    p.add_argument("--device", choices=("emu", "cuda", "auto"), default="emu",
-                   help="where to run: the CPU emulator (default), the GPU (cuda), or the GPU when there is one")
-    p.add_argument("--shared-mem", type=int, default=0, help="dynamic shared memory bytes per block")
-    p.add_argument("--sms", type=int, default=None, help="number of SMs to emulate (default 132)")
-    p.add_argument("--watchdog", type=float, default=60.0,
-                   help="seconds without progress (the machine's state repeating) before stopping (default 60)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S",
-                   help="stop the launch after S seconds of wall time, progress or not (default: no limit)")
-    p.add_argument("--sanitize", action="store_true", help="run under the memory/race sanitizer")
-    p.add_argument("--cooperative", action="store_true",
-                   help="a cooperative launch (every block resident at once; cooperative groups' grid.sync())")
-    p.add_argument("--report", metavar="FILE", help="write the sanitizer's findings as JSON to FILE (implies "
-                                                    "--sanitize; exit status 1 when it found errors)")
-    p.set_defaults(func=run)
-
-
-def _raw():
-    import argparse
-
-    return argparse.RawDescriptionHelpFormatter
+from ptxforge.ptx.ir import Param
 
 
 def parse_dims(text: str, what: str) -> tuple[int, ...]:
@@ -68,7 +35,7 @@ def parse_dims(text: str, what: str) -> tuple[int, ...]:
     return dims
 
 
-def parse_arg(text: str, param, index: int, outputs=()):
+def parse_arg(text: str, param: Param, index: int, outputs: Collection[str] = ()) -> tuple[Any, str | None]:
     """(value to pass, path to save the array to or None): arrays made here (`out.npy=zeros:...`) are saved,
     arrays read from a file only when `outputs` names the file or the parameter."""
     where = f"--arg {index} ({param.name}, {param.type})"
@@ -122,7 +89,7 @@ def _fits_in_memory(nbytes: int) -> None:
         raise MemoryError(f"{nbytes:,} bytes is more than this machine's {total / 2**30:.0f} GiB of memory")
 
 
-def _save(path: str, arr) -> None:
+def _save(path: str, arr: np.ndarray) -> None:
     with atomic_path(path) as tmp:
         np.save(tmp, arr)
 
@@ -134,10 +101,7 @@ def _load_npy(path: str, where: str) -> np.ndarray:
         raise UserError(f"{where}: cannot read {path}: {e}") from None
 
 
-def run(args) -> int:
-    from ptxforge.emu.errors import EmulatorError  # the emulator loads only for `run`
-    from ptxforge.emu.sanitizer import SanitizerError, write_json
-
+def run(args: argparse.Namespace) -> int:
     m = load_module(args.file)
     if m is None:
         return 1

@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
+
 from ptxforge.cli.common import print_error, read_text, write_output
-from ptxforge.cli.main import UserError
+from ptxforge.cli.errors import UserError
 from ptxforge.ptx.errors import PTXError
+from ptxforge.runtime.resources import target_arch
+from ptxforge.runtime.sass import DisassemblyError, sass
 from ptxforge.toolchain import ToolNotFound
 
 
-def register(sub) -> None:
-    p = sub.add_parser("sass", help="disassemble the SASS ptxas makes from PTX",
-                       description="Assemble PTX with ptxas (no GPU needed) and print the SASS of each "
-                                   "function, or of --kernel alone, as cuobjdump -sass lists it.")
-    p.add_argument("file", help="PTX file, or - for standard input")
-    p.add_argument("--arch", help="assemble for this target instead of the module's .target")
-    p.add_argument("--kernel", metavar="K", help="print only this function")
-    p.add_argument("--encodings", action="store_true", help="keep the hex instruction words")
-    p.add_argument("-o", "--output", help="write here instead of standard output")
-    p.set_defaults(func=run)
-
-
-def run(args) -> int:
-    from ptxforge.runtime.resources import target_arch
-    from ptxforge.runtime.sass import DisassemblyError, sass
-
+def run(args: argparse.Namespace) -> int:
     text = read_text(args.file)
     try:
         arch = args.arch or target_arch(text)

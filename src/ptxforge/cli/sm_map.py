@@ -6,22 +6,22 @@ used, node clock at its start and end). matplotlib is imported only here (the `p
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+
+from ptxforge.emu.node import Node
 
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
 
 
-def draw_sm_map(node, path: str | Path, *, gpu: int = 0, title: str | None = None, dpi: int = 110,
-                roles: dict | None = None) -> Path:
+def draw_sm_map(node: Node, path: str | Path, *, gpu: int = 0, title: str | None = None, dpi: int = 110,
+                roles: dict[tuple[str, int], str] | None = None) -> Path:
     """Write GPU `gpu`'s SM map to `path`; returns the path (ImportError naming matplotlib if absent).
     `roles` {(kernel, sm): label} draws those SMs of that kernel under `label`, with its own color (e.g. a
     communication kernel's senders and receivers)."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Patch
+        # matplotlib is optional (the `plot` extra) and slow to load: the demo draws without it, or says why not
+        from matplotlib import figure, patches
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("the SM map needs matplotlib (pip install 'ptxforge[plot]')") from e
     waves = [w for w in node.sm_map if w[0] == gpu]
@@ -39,7 +39,8 @@ def draw_sm_map(node, path: str | Path, *, gpu: int = 0, title: str | None = Non
     kernels = list(dict.fromkeys(f"{k} (stream {s})" for _, s, k, *_ in waves))
     color = {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(kernels)}
     t_end = max(w[5] for w in waves) or 1
-    fig, ax = plt.subplots(figsize=(10, 5.5))
+    fig = figure.Figure(figsize=(10, 5.5))  # drawn by Agg on savefig, without pyplot's global state
+    ax = fig.subplots()
     seen: dict = {}
     for _, s, k, sms, t0, t1 in waves:
         key = f"{k} (stream {s})"
@@ -52,16 +53,15 @@ def draw_sm_map(node, path: str | Path, *, gpu: int = 0, title: str | None = Non
     ax.set_ylabel("SM")
     ax.set_xlabel("node clock (emulator steps, all GPUs and streams together)")
     ax.set_title(title or f"GPU {gpu}: which SMs ran which kernel", fontsize=10)
-    ax.legend(handles=[Patch(facecolor=color[k], label=k) for k in kernels], loc="upper center",
+    ax.legend(handles=[patches.Patch(facecolor=color[k], label=k) for k in kernels], loc="upper center",
               bbox_to_anchor=(0.5, -0.12), ncol=min(3, len(kernels)), fontsize=8, frameon=False)
     fig.tight_layout()
     out = Path(path)
     fig.savefig(out, dpi=dpi)
-    plt.close(fig)
     return out
 
 
-def _runs(sms) -> list[tuple[int, int]]:
+def _runs(sms: Iterable[int]) -> list[tuple[int, int]]:
     """Consecutive SM indices merged into (first, last) runs."""
     out: list = []
     for sm in sorted(sms):

@@ -2,29 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 
+from ptxforge.cli.commands import DEFAULT_BLOCK
 from ptxforge.cli.common import load_module, print_error
-from ptxforge.cli.main import UserError
+from ptxforge.cli.errors import UserError
 from ptxforge.ptx.errors import PTXError
+from ptxforge.ptx.ir import Function
+from ptxforge.runtime.occupancy import occupancy, sm_limits
+from ptxforge.runtime.resources import resource_usage
 from ptxforge.toolchain import ToolNotFound
 
-DEFAULT_BLOCK = 256
 
-
-def register(sub) -> None:
-    p = sub.add_parser("stats", help="per-kernel registers, spills, shared memory and occupancy",
-                       description="Assemble PTX with ptxas -v (no GPU needed) and print, per function, "
-                                   "registers, barriers, stack, spill bytes, static shared memory, and the "
-                                   "theoretical occupancy at a block size: --block, else the kernel's "
-                                   f".reqntid/.maxntid, else {DEFAULT_BLOCK}.")
-    p.add_argument("file", help="PTX file, or - for standard input")
-    p.add_argument("--arch", help="assemble for this target instead of the module's .target")
-    p.add_argument("--block", type=int, metavar="N", help="threads per block for the occupancy column")
-    p.set_defaults(func=run)
-
-
-def block_size(function, override: int | None) -> tuple[int, str]:
+def block_size(function: Function | None, override: int | None) -> tuple[int, str]:
     """(threads per block, where it came from) for the occupancy column."""
     if override is not None:
         return override, "--block"
@@ -35,10 +26,7 @@ def block_size(function, override: int | None) -> tuple[int, str]:
     return DEFAULT_BLOCK, "default"
 
 
-def run(args) -> int:
-    from ptxforge.runtime.occupancy import occupancy, sm_limits
-    from ptxforge.runtime.resources import resource_usage
-
+def run(args: argparse.Namespace) -> int:
     if args.block is not None and not 1 <= args.block <= 1024:
         raise UserError(f"--block {args.block}: must be 1..1024")
     m = load_module(args.file)
