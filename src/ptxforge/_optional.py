@@ -2,7 +2,7 @@
 (the `plot` extra). cuda-bindings (the `cuda` extra) is loaded by `ptxforge.runtime.cuda_driver`.
 
 `import ptxforge` and its ptx, emu, dsl and runtime layers never import these; the functions that need one
-call `torch()` or `matplotlib()` and get the module, or a `MissingDependency` saying what to install.
+call `torch()`, `matplotlib()` or `pyplot()` and get the module, or a `MissingDependency` saying what to install.
 """
 
 from __future__ import annotations
@@ -35,13 +35,20 @@ def torch() -> ModuleType:
 
 @functools.cache
 def matplotlib() -> ModuleType:
-    """The `matplotlib` package on its file-only Agg backend, with `.pyplot` and `.patches` loaded."""
+    """The `matplotlib` package with `.figure` and `.patches` loaded (a Figure draws by Agg on savefig)."""
     try:
         import matplotlib  # optional dependency: the `plot` extra
-
-        matplotlib.use("Agg")
+        import matplotlib.figure  # optional dependency: the `plot` extra
         import matplotlib.patches  # optional dependency: the `plot` extra
-        import matplotlib.pyplot  # optional dependency: the `plot` extra
     except ImportError as e:
         raise _missing("matplotlib", "plot", e) from e
     return matplotlib
+
+
+@functools.cache
+def pyplot() -> ModuleType:
+    """`matplotlib.pyplot` on the file-only Agg backend."""
+    matplotlib().use("Agg")
+    import matplotlib.pyplot as plt  # optional dependency (the `plot` extra), there once matplotlib() succeeded
+
+    return plt

@@ -105,10 +105,10 @@ def to_svg(res: SimResult, path: str | Path | None = None, *, width: float | Non
 def to_png(res: SimResult, path: str | Path, *, dpi: int = 110, title: str | None = None) -> None:
     """Render the timeline to a PNG file with matplotlib (raises ImportError naming the package if absent)."""
     try:
-        mpl = _optional.matplotlib()
+        plt, mpl = _optional.pyplot(), _optional.matplotlib()
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("PNG output needs matplotlib (pip install matplotlib); SVG works without it") from e
-    plt, Patch, Rectangle = mpl.pyplot, mpl.patches.Patch, mpl.patches.Rectangle
+    Patch, Rectangle = mpl.patches.Patch, mpl.patches.Rectangle
     n = res.schedule.num_ranks
     span = res.makespan or 1.0
     fig_w = max(8.0, min(24.0, span * 0.22))

@@ -14,7 +14,7 @@ from ptxforge.plan.report import link_name
 def to_png(res: Plan, path: str | Path, title: str | None = None, dpi: int = 100) -> None:
     """Write the plot to `path` atomically (a temporary file in the same folder, then renamed)."""
     try:
-        plt = _optional.matplotlib().pyplot
+        plt = _optional.pyplot()
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("--png needs matplotlib (pip install matplotlib)") from e
     xs = [r.sms for r in res.rows]
