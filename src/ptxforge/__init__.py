@@ -4,8 +4,10 @@ Parse, print, validate and retarget real PTX; write kernels in a typed DSL; run 
 emulator (with a sanitizer) or a GPU.
 """
 
-from ptxforge import dsl
-from ptxforge.dsl import DSLArchError, DSLError, DSLTypeError, func, kernel, ptr
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
 from ptxforge.errors import DeviceUnavailable, Error, KernelFault, LaunchError
 from ptxforge.ptx.errors import PTXError, PTXSyntaxError, PTXValidationError
 from ptxforge.ptx.parser import parse, parse_file
@@ -13,8 +15,6 @@ from ptxforge.ptx.parser import parse, parse_file
 
 def _version() -> str:
     """The installed distribution's version (pyproject.toml is its one source)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("ptxforge")
     except PackageNotFoundError:  # run from a source tree that was never installed
@@ -31,7 +31,7 @@ __all__ = [
 
 def example_path(name: str = "vadd.ptx") -> str:
     """The path of a PTX file shipped with ptxforge (the README tour's `vadd.ptx`, the demo's kernels)."""
-    from importlib import resources
+    from importlib import resources  # ~50 ms to import, and only this function needs it
 
     path = resources.files("ptxforge") / "data" / name
     if not path.is_file():
@@ -41,14 +41,26 @@ def example_path(name: str = "vadd.ptx") -> str:
     return str(path)
 
 
-def __getattr__(name: str) -> type[Exception]:
-    # The sanitizer pulls in the emulator and numpy; load it only when asked for.
-    if name == "SanitizerError":
-        from ptxforge.emu.sanitizer import SanitizerError
+# Names from the heavier layers, loaded on first use: the DSL brings the runtime, the emulator and numpy,
+# which `pf.parse` and the PTX tools do not need.
+_LAZY = {
+    "dsl": "ptxforge.dsl", "kernel": "ptxforge.dsl", "func": "ptxforge.dsl", "ptr": "ptxforge.dsl",
+    "DSLError": "ptxforge.dsl", "DSLTypeError": "ptxforge.dsl", "DSLArchError": "ptxforge.dsl",
+    "SanitizerError": "ptxforge.emu.sanitizer", "EmulatorError": "ptxforge.emu.errors",
+}
 
-        return SanitizerError
-    if name == "EmulatorError":
-        from ptxforge.emu.errors import EmulatorError
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
+    from ptxforge import dsl
+    from ptxforge.dsl import DSLArchError, DSLError, DSLTypeError, func, ptr
+    from ptxforge.dsl.kernel import kernel
+    from ptxforge.emu.errors import EmulatorError
+    from ptxforge.emu.sanitizer import SanitizerError
 
-        return EmulatorError
-    raise AttributeError(f"module 'ptxforge' has no attribute {name!r}")
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'ptxforge' has no attribute {name!r}")
+    module = importlib.import_module(_LAZY[name])  # deferred on purpose: see _LAZY
+    value = module if name == "dsl" else getattr(module, name)
+    globals()[name] = value
+    return value

@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ptxforge import cache
 from ptxforge.errors import Error
 
 
@@ -116,8 +117,6 @@ def assemble(ptx: str, arch: str, flags: list[str] | tuple = (), ptxas: str | No
 
     Results are kept in the on-disk cache (see ptxforge.cache), keyed by the text, arch, flags and the ptxas
     binary (its path, size, mtime and version), so a second build of the same PTX costs a file read."""
-    from ptxforge import cache
-
     tool = find_tool("ptxas", ptxas)
     k = cache.key(ptx, arch, "\0".join(map(str, flags)), _tool_identity(str(tool)))
     hit = cache.get_json("ptxas", k)

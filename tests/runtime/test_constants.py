@@ -6,7 +6,8 @@ import pytest
 import ptxforge as pf
 from ptxforge.emu.errors import LaunchError
 from ptxforge.emu.launch import EmuDevice
-from ptxforge.runtime.constants import constant_bytes, global_copy_arguments, module_variable
+from ptxforge.runtime.constants import constant_bytes, module_variable
+from ptxforge.runtime.cuda_device import global_copy_arguments
 from ptxforge.runtime.kernel import cuda_available
 
 PTX = """.version 8.0

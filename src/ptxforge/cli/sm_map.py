@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from ptxforge import _optional
 from ptxforge.emu.node import Node
 
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
@@ -21,9 +22,10 @@ def draw_sm_map(node: Node, path: str | Path, *, gpu: int = 0, title: str | None
     communication kernel's senders and receivers)."""
     try:
         # matplotlib is optional (the `plot` extra) and slow to load: the demo draws without it, or says why not
-        from matplotlib import figure, patches
+        mpl = _optional.matplotlib()
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("the SM map needs matplotlib (pip install 'ptxforge[plot]')") from e
+    figure, patches = mpl.figure, mpl.patches
     waves = [w for w in node.sm_map if w[0] == gpu]
     if not waves:
         raise ValueError(f"GPU {gpu} of the node ran no stream launch yet: nothing to draw")

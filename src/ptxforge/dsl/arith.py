@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import ml_dtypes
+import numpy as np
+
 from ptxforge.dsl import types as T
 from ptxforge.dsl.builder import current
 from ptxforge.dsl.errors import DSLTypeError
@@ -79,13 +82,9 @@ def operand(v: object, t: DType, op: str = "") -> ir.Operand:
 
 
 def _bits_of(v: int | float, t: DType) -> int:
-    import numpy as np
-
     if t.name == ".f16":
         return int(np.array(v, np.float16).view(np.uint16))
     if t.name == ".bf16":
-        import ml_dtypes
-
         return int(np.array(v, ml_dtypes.bfloat16).view(np.uint16))
     raise DSLTypeError(f"no literal for {t}; build the value with cvt")
 

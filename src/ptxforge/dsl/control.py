@@ -18,11 +18,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ptxforge.dsl import types as T
-from ptxforge.dsl.arith import mov, setp, unify
+from ptxforge.dsl.arith import add, mov, setp, unify
 from ptxforge.dsl.builder import current
 from ptxforge.dsl.errors import DSLError, DSLTypeError, error_at, user_span
 from ptxforge.dsl.values import Pred, Reg, value_of
 from ptxforge.ptx import ir
+from ptxforge.ptx.errors import PTXError
+from ptxforge.ptx.parser import parse
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -110,7 +112,6 @@ def range_(start: Index, stop: Index | None = None, step: int = 1, *, type: DTyp
     b.depth += 1
     yield i
     b.depth = depth
-    from ptxforge.dsl.arith import add
 
     add(i, step, out=i)
     p = setp("lt" if step > 0 else "gt", i, stop)
@@ -187,9 +188,6 @@ def trap() -> None:
 def raw(text: str, **values: Reg | SReg | int | str) -> None:
     """Emit PTX written by hand. `{name}` placeholders take the registers passed as keywords. The text
     is parsed by the front end and every instruction is checked like the DSL's own."""
-    from ptxforge.ptx.errors import PTXError
-    from ptxforge.ptx.parser import parse
-
     b = current()
     names = {}
     for k, v in values.items():

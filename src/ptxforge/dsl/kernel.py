@@ -22,12 +22,19 @@ import sys
 from typing import TYPE_CHECKING, Any, overload
 
 from ptxforge.dsl import types as T
+from ptxforge.dsl.arith import operand
 from ptxforge.dsl.builder import Builder, current
 from ptxforge.dsl.errors import DSLError, DSLTypeError
 from ptxforge.dsl.memory import Pointer, _mem_type, param_pointer, param_scalar
 from ptxforge.dsl.types import DType, Ptr
 from ptxforge.dsl.values import Reg, new_reg, value_of
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import parse_target
+from ptxforge.ptx.retarget import target_min_ptx
+from ptxforge.ptx.validator import validate
+from ptxforge.runtime import gpu
+from ptxforge.runtime.kernel import Kernel as RuntimeKernel
+from ptxforge.runtime.params import PointeeType
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -43,10 +50,7 @@ DEFAULT_ARCH = "sm_90a"
 def resolve_arch(arch: str | None) -> str:
     """'auto' (or None): the current GPU's target when one is usable, else sm_90a."""
     if arch in (None, "auto"):
-        from ptxforge.runtime.gpu import gpu_arch
-
-        return gpu_arch() or DEFAULT_ARCH
-    from ptxforge.ptx.isa import parse_target
+        return gpu.gpu_arch() or DEFAULT_ARCH
 
     try:
         parse_target(arch)
@@ -152,14 +156,10 @@ class Kernel:
 
     def runtime_kernel(self, arch: str | None = None) -> RuntimeKernel:
         """The launchable runtime Kernel for `arch`, knowing its pointer parameters' element types."""
-        from ptxforge.runtime.kernel import Kernel as RuntimeKernel
-
         m = self.module(arch)
         return RuntimeKernel(m, m.function(self.name), pointee=[pointee_type(s) for _, s in self.params])
 
     def _build(self, arch: str) -> ir.Module:
-        from ptxforge.ptx.retarget import target_min_ptx
-
         b = Builder(self.name, arch, "entry")
         b.params = [_ptx_param(self.name, n, s) for n, s in self.params]
         with b:
@@ -183,8 +183,6 @@ class Kernel:
 
 def pointee_type(spec: Ptr | DType) -> PointeeType | None:
     """The runtime's PointeeType for a parameter annotation (None for scalars)."""
-    from ptxforge.runtime.params import PointeeType
-
     if not isinstance(spec, Ptr):
         return None
     label = repr(spec).split(",")[0] + ")"
@@ -286,8 +284,6 @@ def _prune(f: ir.Function) -> ir.Function:
 
 
 def _validate(m: ir.Module) -> None:
-    from ptxforge.ptx.validator import validate
-
     problems = validate(m)
     if problems:
         d = problems[0]
@@ -381,8 +377,6 @@ class DeviceFunction:
                 a = a.value()
                 mt = ".b64"
             else:
-                from ptxforge.dsl.arith import operand
-
                 if isinstance(a, Reg) and a.type != spec:
                     raise DSLTypeError(f"{self.name}: argument {pname} must be {spec}, got {a.type}")
                 mt = _mem_type(spec)
@@ -409,8 +403,6 @@ class DeviceFunction:
 def _store_return(df: DeviceFunction, value: object) -> None:
     """Store `value` (what the device function's Python body returned) in its return parameter; only called
     when `df` has a return type."""
-    from ptxforge.dsl.arith import operand
-
     b = current()
     value = value_of(value)
     if isinstance(value, Reg) and value.type != df.ret:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, overload
 
 from ptxforge.dsl import types as T
-from ptxforge.dsl.arith import operand, unify
+from ptxforge.dsl.arith import add, mad, mad_wide, mov, mul, operand, unify
 from ptxforge.dsl.builder import current
 from ptxforge.dsl.errors import DSLError, DSLTypeError
 from ptxforge.dsl.types import DType
@@ -78,7 +78,6 @@ class Pointer:
         base = self._base_reg()
         if self.offset == 0:
             return base
-        from ptxforge.dsl.arith import add
 
         return add(base, self.offset)
 
@@ -111,7 +110,6 @@ class Pointer:
         p = Pointer(self.elem, self.space, self.base, self.offset + const * self.elem.nbytes, False, None)
         if not terms:
             return p
-        from ptxforge.dsl.arith import mad
 
         (r, s), rest = terms[-1], terms[:-1]
         for r2, s2 in rest:  # fold the other register terms into one index in units of s
@@ -127,8 +125,6 @@ class Pointer:
                            f"(q = p.copy()) before moving it with +=")
         i = value_of(i)
         if isinstance(i, int):
-            from ptxforge.dsl.arith import add
-
             add(self.base, i * self.elem.nbytes, out=self.base)
         else:
             _scaled(self.base, i, self.elem.nbytes, self.addr_type, out=self.base)
@@ -144,7 +140,6 @@ def _mad_index(acc: Index, n: int, i: Index) -> Index:
     acc, i = value_of(acc), value_of(i)
     if isinstance(acc, int) and isinstance(i, int):
         return acc * n + i
-    from ptxforge.dsl.arith import mad, mul
 
     if isinstance(acc, int):
         return i + acc * n if acc else i
@@ -155,8 +150,6 @@ def _mad_index(acc: Index, n: int, i: Index) -> Index:
 
 def _scaled(base: Reg, i: Reg, size: int, addr_t: DType, out: Reg | None = None) -> Reg:
     """base + i*size in one instruction."""
-    from ptxforge.dsl.arith import add, mad, mad_wide
-
     if addr_t.bits == 64 and i.type.bits == 32:
         it = T.s32 if i.type.is_signed else T.u32
         return mad_wide(i.view(it), size, base, out=out)
@@ -276,8 +269,6 @@ def st(p: Pointer, value: Value | Sequence[Value], *, type: DTypeLike | None = N
     for x in vals:
         x = value_of(x)
         if isinstance(x, int | float):
-            from ptxforge.dsl.arith import mov
-
             x = mov(x, type=t)
         if not isinstance(x, Reg):
             raise DSLTypeError(f"st: cannot store {x!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ptxforge.dsl import types as T
-from ptxforge.dsl.arith import operand
+from ptxforge.dsl.arith import and_, cvt, mov, operand, or_, setp, shr
 from ptxforge.dsl.builder import current
 from ptxforge.dsl.errors import DSLError, DSLTypeError
 from ptxforge.dsl.memory import Pointer
@@ -102,8 +102,6 @@ def wgmma_wait(n: int = 0) -> None:
 def wgmma_descriptor(p: Pointer, *, lbo: int, sbo: int, swizzle: int = 0) -> Reg:
     """The 64-bit shared-memory matrix descriptor of `p` for wgmma: start address, leading and stride
     byte offsets (all >> 4) and the swizzle mode (0 none, 1 128B, 2 64B, 3 32B) in bits 62-63."""
-    from ptxforge.dsl.arith import and_, cvt, or_, shr
-
     if not (isinstance(p, Pointer) and p.space == "shared"):
         raise DSLTypeError(f"wgmma_descriptor: needs a shared-memory pointer, got {p!r}")
     addr = and_(shr(p.value(), 4), 0x3FFF)
@@ -132,8 +130,6 @@ def wgmma_mma_async(d: Sequence[Reg] | None, a_desc: Reg, b_desc: Reg, *, shape:
     if isinstance(sd, Pred):
         sd_op = sd.operand
     else:
-        from ptxforge.dsl.arith import mov, setp
-
         sd_op = setp("ne", mov(int(sd), type=T.u32), 0).operand
     mods = ["mma_async", "sync", "aligned", shape, "f32", atype.name, btype.name]
     imms = [ir.Immediate(v, str(v)) for v in (scale_a, scale_b, trans_a, trans_b)]

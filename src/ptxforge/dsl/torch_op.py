@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ptxforge import _optional
 from ptxforge.dsl.errors import DSLError
 
 if TYPE_CHECKING:
@@ -31,8 +32,7 @@ def torch_op(name: str, kernel: Kernel, *, inputs: Sequence[str], outputs: Mappi
              scalars: Mapping[str, Callable] | None = None, grid: Sequence[int] | Callable = (1,),
              block: Sequence[int] | Callable = (1,)) -> CustomOpDef:
     """Register `kernel` (a DSL `@kernel`) as the torch custom op `name` ("namespace::op"); returns the op."""
-    import torch
-
+    torch = _optional.torch()
     scalars = dict(scalars or {})
     params = [n for n, _ in kernel.params]
     named = [*inputs, *outputs, *scalars]

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
     DTypeLike: TypeAlias = "DType | str | npt.DTypeLike"  # a DType, its PTX name ('f32', '.f32') or a numpy dtype
 
+import numpy as np
+
 
 @dataclass(frozen=True, slots=True)
 class DType:
@@ -98,8 +100,6 @@ def dtype(t: DTypeLike) -> DType:
             return ALL[key]
         raise TypeError(f"unknown PTX type {t!r}; known: {', '.join(sorted(k[1:] for k in ALL))}")
     try:
-        import numpy as np
-
         name = np.dtype(t).name
     except TypeError:
         raise TypeError(f"not a PTX type: {t!r}") from None

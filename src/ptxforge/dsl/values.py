@@ -15,6 +15,7 @@ from ptxforge.dsl.builder import current
 from ptxforge.dsl.errors import DSLError, DSLTypeError
 from ptxforge.dsl.types import DType
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa.typerules import strict_ok
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def _ops() -> ModuleType:
-    from ptxforge.dsl import arith
+    from ptxforge.dsl import arith  # arith builds on Reg: a cycle, crossed here for the operator sugar
 
     return arith
 
@@ -62,8 +63,6 @@ class Reg:
 
     def view(self, t: DTypeLike) -> Reg:
         """The same register read as another type of equal width (no instruction): `r.view(u32)`."""
-        from ptxforge.ptx.isa.typerules import strict_ok
-
         t = T.dtype(t)
         declared = current().reg_types.get(self.name, self.type.storage)
         if t.bits != self.type.bits or not strict_ok(t.storage if t.storage != t.name else t.name, declared):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import ml_dtypes
 import numpy as np
 
 from ptxforge.emu.errors import UnsupportedInstruction
@@ -75,8 +76,6 @@ def immediate_bits(imm: ir.Immediate, ty: str):
             return np.float64(f).view(np.uint64)
         if ty == ".f16":
             return np.float16(f).view(np.uint16)
-        import ml_dtypes  # loaded on first use: it costs ~0.2 s to import (only bf16 immediates need it)
-
         return np.asarray(f, ml_dtypes.bfloat16).view(np.uint16)[()]
     if isinstance(val, float):
         val = int(val)

@@ -67,7 +67,7 @@ topk_idx_t = _torch.int64
 
 def __getattr__(name):  # NodeGroup brings the communication kernels (traced on import): only when asked for
     if name == "NodeGroup":
-        from ptxforge.ep.node_group import NodeGroup
+        from ptxforge.ep.node_group import NodeGroup  # heavy: the communication kernels, traced on import
 
         return NodeGroup
     raise AttributeError(f"module 'ptxforge.ep' has no attribute {name!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import torch
 import torch.distributed as dist
@@ -12,6 +12,7 @@ import torch.distributed as dist
 from ptxforge.ep import layout as torch_layout
 from ptxforge.ep.config import COMBINE_CONFIGS, DISPATCH_CONFIGS, Config, EventOverlap, recommended
 from ptxforge.ep.errors import EPInputError
+from ptxforge.ep.handle import DispatchHandle, pad_rows
 from ptxforge.ep.plan import Hop, reduce_back
 from ptxforge.ep.rows import Field, RowFormat
 from ptxforge.ep.stats import CallStats
@@ -27,35 +28,6 @@ DispatchOutput: TypeAlias = ("tuple[Received, torch.Tensor | None, torch.Tensor 
 
 _buffer_ids = itertools.count(1)
 MAX_STATS = 1000
-
-
-class DispatchHandle(tuple):
-    """DeepEP's intranode handle (rank_prefix_matrix, channel_prefix_matrix, recv_channel_prefix_matrix,
-    recv_src_idx, is_token_in_rank, send_head), plus what combine and cached dispatch need (private)."""
-
-    # what combine and cached dispatch read (set by the backend that made the handle; a kernels-backend
-    # handle has no _hops or _order, which only the torch backend reads)
-    _buffer_id: int
-    _serial: int
-    _hops: list[Hop]
-    _order: torch.Tensor
-    _num_tokens: int
-    _num_recv: int
-    _num_experts: int
-    _num_worst: int
-    _tunables: Any
-
-    def __new__(cls, fields: tuple[torch.Tensor, ...], **private: Any) -> DispatchHandle:
-        h = super().__new__(cls, fields)
-        h.__dict__.update(private)
-        return h
-
-    rank_prefix_matrix = property(lambda self: self[0])
-    channel_prefix_matrix = property(lambda self: self[1])
-    recv_channel_prefix_matrix = property(lambda self: self[2])
-    recv_src_idx = property(lambda self: self[3])
-    is_token_in_rank = property(lambda self: self[4])
-    send_head = property(lambda self: self[5])
 
 
 class Buffer:
@@ -116,14 +88,12 @@ class Buffer:
         ranks may share one GPU) and the kernels confined to `num_sms` persistent blocks; on CPU (gloo), an
         emulated GPU whose memory the other ranks' processes map through emulator IPC handles."""
         if self._comm_rank is None:
-            from ptxforge.ep import kernel_backend as KB
-            from ptxforge.ep.intranode import CommRank
-
+            KB = _kernel_backend()
             on_gpu = self.transport.device.type == "cuda" or (like is not None and like.device.type == "cuda")
             ordinal = like.device.index if like is not None and like.device.type == "cuda" else None
             dev = KB.comm_device(self.rank, self.group_size, "cuda" if on_gpu else "emu", ordinal)
-            self._comm_rank = CommRank(self.rank, self.group_size, dev, KB.IpcFabric(dev, self.group,
-                                                                                      self.group_size))
+            self._comm_rank = KB.CommRank(self.rank, self.group_size, dev,
+                                          KB.IpcFabric(dev, self.group, self.group_size))
         return self._comm_rank
 
     @staticmethod
@@ -187,7 +157,7 @@ class Buffer:
 
     def _layout(self, topk_idx, num_experts):
         if self.backend == "kernels":
-            from ptxforge.kernels import ops
+            from ptxforge.kernels import ops  # the DSL layout kernel: heavy, as _kernel_backend says
 
             return ops.get_dispatch_layout(topk_idx, num_experts, self.group_size, self.ranks_per_node)
         return torch_layout.dispatch_layout(topk_idx, num_experts, self.group_size, self.ranks_per_node)
@@ -247,8 +217,8 @@ class Buffer:
                                    x_payload.shape[0])
         handle.__dict__.update(_num_experts=num_experts, _num_worst=num_worst_tokens)
         if num_worst_tokens:
-            recv_x, recv_scales, recv_idx, recv_w = _pad_rows(num_worst_tokens, recv_x, recv_scales, recv_idx,
-                                                              recv_w)
+            recv_x, recv_scales, recv_idx, recv_w = pad_rows(num_worst_tokens, recv_x, recv_scales, recv_idx,
+                                                             recv_w)
             per_expert = []
         recv = (recv_x, recv_scales) if x_scales is not None else recv_x
         return recv, recv_idx, recv_w, per_expert, handle, EventOverlap()
@@ -403,8 +373,7 @@ class Buffer:
 
     def _dispatch_kernels(self, x, scales, handle, in_rank, per_expert, topk_idx, topk_weights, num_experts,
                           expert_alignment, num_worst_tokens, config, stats):
-        from ptxforge.ep import kernel_backend as KB
-
+        KB = _kernel_backend()
         comm = self._comm(x)
         cached = handle is not None
         if cached:
@@ -441,8 +410,7 @@ class Buffer:
         return recv, idx, w, per_expert_recv, handle, EventOverlap()
 
     def _combine_kernels(self, x, handle, topk_weights, bias, config, stats):
-        from ptxforge.ep import kernel_backend as KB
-
+        KB = _kernel_backend()
         comm = self._comm(x)
         tun = KB.tunables(config or self.get_combine_config(self.group_size), handle._tunables.num_sms)
         result = KB.drive(KB.start_combine(comm, x, topk_weights, bias, handle, tun), comm.device)
@@ -480,14 +448,10 @@ def _rank_unbits(bits: torch.Tensor, num_ranks: int) -> torch.Tensor:
     return (((bits.unsqueeze(-1) >> shifts) & 1).reshape(bits.shape[0], -1)[:, :num_ranks]).bool()
 
 
-def _pad_rows(n, *ts):
-    out = []
-    for t in ts:
-        if t is None:
-            out.append(None)
-            continue
-        pad = torch.zeros((n - t.shape[0], *t.shape[1:]), dtype=t.dtype, device=t.device)
-        if t.dtype == torch.int64:
-            pad.fill_(-1)
-        out.append(torch.cat([t, pad]))
-    return out
+def _kernel_backend():
+    """`ptxforge.ep.kernel_backend`, loaded at the first backend="kernels" call: it brings the DSL
+    communication kernels, the runtime and the emulator (over a second a process), which the torch backend
+    never needs."""
+    from ptxforge.ep import kernel_backend  # heavy, for backend="kernels" only (see the docstring)
+
+    return kernel_backend

@@ -23,13 +23,13 @@ import ml_dtypes
 import numpy as np
 
 from ptxforge.kernels import comm as K
+from ptxforge.runtime.buffers import DeviceBuffer
 from ptxforge.runtime.result import LaunchResult
 
 if TYPE_CHECKING:
     from ptxforge.dsl.kernel import Kernel
     from ptxforge.emu.node import PendingLaunch
     from ptxforge.ep.kernel_backend import IpcFabric, NodeFabric
-    from ptxforge.runtime.buffers import DeviceBuffer
     from ptxforge.runtime.device import Device
 
 _SPECIAL: dict = {}
@@ -96,8 +96,6 @@ class CommRank:
     # ------------------------------------------------------------------ plumbing
     def buf(self, array: np.ndarray, name: str) -> DeviceBuffer:
         """A device copy of `array` (an empty array gets one zero element: the kernel reads none of it)."""
-        from ptxforge.runtime.buffers import DeviceBuffer
-
         a = np.ascontiguousarray(array)
         if a.size == 0:
             a = np.zeros(1, a.dtype)
@@ -107,8 +105,6 @@ class CommRank:
 
     def empty(self, shape: tuple[int, ...], dtype: Any, name: str) -> DeviceBuffer:
         """A zeroed device array; `host(buf, shape)` reads it back (zero rows are allowed)."""
-        from ptxforge.runtime.buffers import DeviceBuffer
-
         shape = tuple(int(s) for s in shape)
         b = DeviceBuffer((max(1, int(np.prod(shape))),), dtype, device=self.device, name=name)
         b.logical_shape = shape  # type: ignore[attr-defined]  # read back by _host
@@ -130,8 +126,6 @@ class CommRank:
         return self._streams[num_sms]
 
     def launch(self, call: str, kern: Kernel, grid: int, block: int, args: list, num_sms: int) -> Launched:
-        from ptxforge.runtime.buffers import DeviceBuffer
-
         block_sm = DeviceBuffer((grid,), np.uint32, device=self.device, name="block_sm")
         s = self.stream(num_sms)
         kw = {"stream": s} if s is not None else {}

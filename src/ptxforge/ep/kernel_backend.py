@@ -21,7 +21,13 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ptxforge.emu import ipc
+from ptxforge.ep.handle import DispatchHandle, pad_rows
 from ptxforge.ep.intranode import CommRank, DispatchOut, Tunables
+from ptxforge.ep.rows import Field, RowFormat
+from ptxforge.runtime import cuda_ipc
+from ptxforge.runtime.buffers import DeviceBuffer
+from ptxforge.runtime.cuda_device import cuda_device
 
 if TYPE_CHECKING:
     from ptxforge.emu.node import Node
@@ -47,8 +53,6 @@ class NodeFabric:
 
     def ensure(self, rank: int, nbytes: int) -> int:
         if nbytes > self.size:
-            from ptxforge.runtime.buffers import DeviceBuffer
-
             for b in self.bufs:
                 if b is not None:
                     b.free()
@@ -72,12 +76,8 @@ def ipc_module(kind: str | None) -> ModuleType:
     """The IPC calls for a device of `kind` (`Device.kind`; the same names and shapes in both): CUDA IPC on a
     GPU (`ptxforge.runtime.cuda_ipc`), emulator IPC on an emulated GPU (`ptxforge.emu.ipc`)."""
     if kind == "cuda":
-        from ptxforge.runtime import cuda_ipc
-
         return cuda_ipc
     if kind == "emu":
-        from ptxforge.emu import ipc
-
         return ipc
     raise NotImplementedError(f"ptxforge.ep backend='kernels' shares buffers between processes by IPC on a CUDA "
                               f"GPU or an emulated one; a device of kind {kind!r} has no IPC")
@@ -100,8 +100,6 @@ class IpcFabric:
 
     def ensure(self, rank: int, nbytes: int) -> int:
         if nbytes > self.size:
-            from ptxforge.runtime.buffers import DeviceBuffer
-
             size = max(nbytes, 2 * self.size)
             self._drop()  # every rank is past the calls that used the old buffers (agreed)
             self.size = size
@@ -149,8 +147,6 @@ def comm_device(rank: int, world: int, kind: str, ordinal: int | None = None) ->
     if kind == "emu":
         return ipc_device_for(rank, world)
     if kind == "cuda":
-        from ptxforge.runtime.cuda_device import cuda_device
-
         if ordinal is None:
             ordinal = torch.cuda.current_device() if torch.cuda.is_available() else 0
         return cuda_device(int(ordinal))
@@ -160,8 +156,6 @@ def comm_device(rank: int, world: int, kind: str, ordinal: int | None = None) ->
 def dispatch_format(x: torch.Tensor, scales: torch.Tensor | None, topk_idx: torch.Tensor | None,
                     topk_weights: torch.Tensor | None) -> RowFormat:
     """What one token's ring slot carries, for `Buffer.stats()`."""
-    from ptxforge.ep.rows import Field, RowFormat
-
     k = topk_idx.shape[1] if topk_idx is not None else 0
     return RowFormat([Field("x", x.dtype, x.shape[1], "payload"),
                       Field("scales", scales.dtype if scales is not None else torch.float32,
@@ -271,20 +265,16 @@ def tunables(config: Config, num_sms: int | None = None) -> Tunables:
 
 def make_handle(fields: tuple[torch.Tensor, ...], n: int, t_: int, num_experts: int, num_worst: int, tun: Tunables,
                 buffer_id: int, serial: int) -> DispatchHandle:
-    from ptxforge.ep.buffer import DispatchHandle
-
     return DispatchHandle(fields, _buffer_id=buffer_id, _serial=serial, _hops=None, _order=None, _num_tokens=t_,
                           _num_recv=n, _num_experts=num_experts, _num_worst=num_worst, _tunables=tun)
 
 
 def pad_worst(num_worst: int, recv: Received, idx: torch.Tensor | None,
               w: torch.Tensor | None) -> tuple[Received, torch.Tensor | None, torch.Tensor | None]:
-    from ptxforge.ep.buffer import _pad_rows
-
     if isinstance(recv, tuple):
-        rx, rs, idx, w = _pad_rows(num_worst, recv[0], recv[1], idx, w)
+        rx, rs, idx, w = pad_rows(num_worst, recv[0], recv[1], idx, w)
         return (rx, rs), idx, w
-    rx, _, idx, w = _pad_rows(num_worst, recv, None, idx, w)
+    rx, _, idx, w = pad_rows(num_worst, recv, None, idx, w)
     return rx, idx, w
 
 

@@ -19,13 +19,12 @@ from datetime import timedelta
 from multiprocessing.context import BaseContext
 from typing import Any
 
+import torch
+import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
 def _entry(rank, world, store, fn, args, queue):
-    import torch
-    import torch.distributed as dist
-
     torch.set_num_threads(1)  # N ranks on a few cores: intra-op threads would only fight each other
     try:
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,

@@ -17,6 +17,8 @@ Schedules and the simulator need no torch; the executor names import torch on fi
 
 from __future__ import annotations
 
+import importlib
+
 from ptxforge.pipeline.engine import Costs, SimResult, check, run
 from ptxforge.pipeline.ops import Op, Schedule, ScheduleError
 from ptxforge.pipeline.schedules import SCHEDULES, build_schedule, dualpipe, dualpipev, one_f_one_b, zb1p
@@ -41,8 +43,6 @@ __all__ = ["Costs", "SimResult", "check", "run", "Op", "Schedule", "ScheduleErro
 
 def __getattr__(name: str):
     if name in _TORCH_NAMES:
-        import importlib
-
         value = getattr(importlib.import_module(_TORCH_NAMES[name]), name)
         globals()[name] = value
         return value

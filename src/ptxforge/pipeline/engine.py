@@ -15,6 +15,8 @@ message, so an idle slot can sit a few cells away from where DeepSeek's hand-dra
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -31,6 +33,7 @@ from ptxforge.pipeline.ops import (
     ScheduleError,
     W,
 )
+from ptxforge.pipeline.timeline import to_png, to_svg
 
 
 @dataclass(frozen=True)
@@ -107,17 +110,10 @@ class SimResult:
 
     def _repr_html_(self) -> str:
         """The timeline as inline SVG (notebooks show it in place of the repr)."""
-        from ptxforge.pipeline.timeline import to_svg
-
         return to_svg(self)
 
     def _repr_png_(self) -> bytes | None:
         """The timeline as PNG when matplotlib is installed (None otherwise: the notebook uses the SVG)."""
-        import os
-        import tempfile
-
-        from ptxforge.pipeline.timeline import to_png
-
         try:
             with tempfile.TemporaryDirectory() as d:
                 path = os.path.join(d, "timeline.png")

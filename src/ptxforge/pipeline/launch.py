@@ -5,6 +5,7 @@ Used to run pipelines on one machine: gloo for CPU ranks, NCCL when every rank h
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import queue as queue_mod
 import socket
@@ -13,6 +14,8 @@ import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
+
+from ptxforge import _optional
 
 
 def free_port() -> int:
@@ -25,9 +28,8 @@ def free_port() -> int:
 def _entry(rank: int, world: int, port: int, backend: str, threads: int, fn, args, results) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     try:
-        import torch
-        import torch.distributed as dist
-
+        torch = _optional.torch()
+        dist = torch.distributed
         torch.set_num_threads(threads)
         if "nccl" in backend:
             torch.cuda.set_device(rank % torch.cuda.device_count())
@@ -45,8 +47,6 @@ def spawn(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "g
     """Run `fn(rank, world_size, *args)` in `world_size` fresh processes that share an initialized default
     process group; return the per-rank results (picklable) in rank order. Raises RuntimeError with the
     failing ranks' tracebacks, or on timeout."""
-    import multiprocessing as mp
-
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = free_port()

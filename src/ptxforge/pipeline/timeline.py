@@ -9,10 +9,14 @@ SVG is written by hand (no dependency); PNG uses matplotlib, imported only when 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
-from ptxforge.pipeline.engine import SimResult, Span
+from ptxforge import _optional
 from ptxforge.pipeline.ops import FB, B, F, W
+
+if TYPE_CHECKING:  # annotations only: the engine draws its results with this module
+    from ptxforge.pipeline.engine import SimResult, Span
 
 # (light, dark) per kind: module 0 / module 1
 COLORS = {
@@ -101,13 +105,10 @@ def to_svg(res: SimResult, path: str | Path | None = None, *, width: float | Non
 def to_png(res: SimResult, path: str | Path, *, dpi: int = 110, title: str | None = None) -> None:
     """Render the timeline to a PNG file with matplotlib (raises ImportError naming the package if absent)."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Patch, Rectangle
+        plt, mpl = _optional.pyplot(), _optional.matplotlib()
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("PNG output needs matplotlib (pip install matplotlib); SVG works without it") from e
+    Patch, Rectangle = mpl.patches.Patch, mpl.patches.Rectangle
     n = res.schedule.num_ranks
     span = res.makespan or 1.0
     fig_w = max(8.0, min(24.0, span * 0.22))

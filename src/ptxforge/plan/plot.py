@@ -6,6 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from ptxforge import _optional
 from ptxforge.plan.model import Plan
 from ptxforge.plan.report import link_name
 
@@ -17,10 +18,7 @@ def to_png(res: Plan, path: str | Path, title: str | None = None, dpi: int = 100
     if res.best_sms is None or len(steps_us) != len(res.rows):
         raise ValueError("to_png plots the DualPipe step time per SM budget: make the plan with overlap=True")
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = _optional.pyplot()
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("--png needs matplotlib (pip install matplotlib)") from e
     xs = [r.sms for r in res.rows]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ptxforge.errors import Error
+from ptxforge.plan import calibration
 from ptxforge.plan.params import PARAM_TYPES, Params
 
 V3 = "DeepSeek-V3 technical report (arXiv 2412.19437)"
@@ -134,15 +135,11 @@ class UnknownPreset(Error, KeyError):
 
 def measured(name: str) -> dict:
     """Copy rates scripts/calibrate_copy.py recorded for preset `name` (empty if none)."""
-    from ptxforge.plan import calibration
-
     entry = calibration.MEASURED.get(name, {})
     return {k: v for k, v in entry.items() if k in PARAM_TYPES and v}
 
 
 def measured_source(name: str) -> str | None:
-    from ptxforge.plan import calibration
-
     e = calibration.MEASURED.get(name)
     return f"measured on {e['device']} on {e['date']} by {e['how']}" if e else None
 

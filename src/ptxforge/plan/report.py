@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from ptxforge.plan.model import Plan
 from ptxforge.plan.traffic import NVLINK, Phase
 
@@ -110,8 +112,6 @@ def table(res: Plan) -> str:
 
 def to_dict(res: Plan, preset: str | None = None) -> dict:
     """The JSON object of `ptxforge plan --json`."""
-    from dataclasses import asdict
-
     p = res.params
     row = res.row(res.sms)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ptxforge import _optional
 from ptxforge.kernels.routing import select_experts
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def load_topk_ids(path: str | Path) -> np.ndarray:
             raise ValueError(f"{path}: not a readable .npy array ({e})") from None
     elif path.suffix in (".pt", ".pth"):
         try:
-            import torch
+            torch = _optional.torch()
         except ImportError:
             raise ValueError(f"{path}: reading .pt files needs torch") from None
         try:

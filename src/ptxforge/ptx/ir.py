@@ -572,7 +572,7 @@ class Module:
         """The kernel `name`, ready to launch (see ptxforge.runtime); KeyError lists the kernels it has."""
         for f in self.kernels:
             if f.name == name:
-                from ptxforge.runtime.kernel import Kernel  # runtime sits above ptx; import lazily
+                from ptxforge.runtime.kernel import Kernel  # upward on purpose: the runtime sits above ptx (a cycle)
 
                 return Kernel(self, f)
         raise KeyError(f"no kernel {name!r} in {self.filename}; it has: "
@@ -581,7 +581,7 @@ class Module:
     def set_constant(self, name: str, values: Any, *, device: Any = None, offset: int = 0) -> None:
         """Fill the .const (or .global) variable `name` with `values` on `device` before a launch, as
         cudaMemcpyToSymbol does (see ptxforge.runtime.constants)."""
-        from ptxforge.runtime.constants import set_constant  # runtime sits above ptx; import lazily
+        from ptxforge.runtime.constants import set_constant  # upward on purpose: the runtime sits above ptx (a cycle)
 
         set_constant(self, name, values, device=device, offset=offset)
 
@@ -591,7 +591,7 @@ class Module:
         By default every node that came unchanged from the parser keeps its original text, so an
         unedited module prints back byte for byte; `canonical=True` lays everything out afresh.
         """
-        from ptxforge.ptx.printer import print_module
+        from ptxforge.ptx.printer import print_module  # the printer is built on this module's nodes (a cycle)
 
         return print_module(self, canonical=canonical)
 

@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any
 
 from ptxforge.ptx import ir
+from ptxforge.ptx.lexer import SourceText
 
 
 def print_module(m: ir.Module, canonical: bool = False) -> str:
@@ -144,8 +145,6 @@ def _line_faithful(m: ir.Module) -> str:
     With debug info (see `has_debug_info`) ptxas's code and line tables follow PTX line numbers, so a
     canonical print of such a module must not move statements between lines.
     """
-    from ptxforge.ptx.lexer import SourceText
-
     src, layout = SourceText(m.source or ""), m.layout or {}
     pieces: list[tuple[int | None, str]] = []
 

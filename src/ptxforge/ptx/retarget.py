@@ -6,6 +6,7 @@ import dataclasses
 
 from ptxforge.ptx import ir
 from ptxforge.ptx.errors import Diagnostic, PTXValidationError
+from ptxforge.ptx.isa import parse_target, requirements
 from ptxforge.ptx.lexer import SourceText
 from ptxforge.ptx.validator import DIRECTIVE_MIN_SM
 
@@ -20,8 +21,6 @@ SUFFIX_MIN_PTX = {"a": (8, 0), "f": (8, 8)}
 
 def target_min_ptx(arch: str) -> tuple[int, int]:
     """The oldest PTX ISA version that accepts `.target arch`."""
-    from ptxforge.ptx.isa import parse_target
-
     sm, suffix = parse_target(arch)
     if sm not in TARGET_MIN_PTX:
         known = ", ".join(f"sm_{n}" for n in sorted(TARGET_MIN_PTX))
@@ -35,8 +34,6 @@ def retarget(module: ir.Module, arch: str, ptx_version: tuple[int, int] | None =
     Raises PTXValidationError naming every instruction the new target or version lacks, and ValueError
     for a target name that is not one. The rest of the text keeps its layout.
     """
-    from ptxforge.ptx.isa import parse_target, requirements
-
     need = target_min_ptx(arch)  # ValueError for a target that is not one
     version: tuple[int, int] = (int(ptx_version[0]), int(ptx_version[1])) if ptx_version else module.version
     problems: list[Diagnostic] = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import ChainMap
 
-from ptxforge.ptx import ir
+from ptxforge.ptx import ir, isa
 from ptxforge.ptx.errors import Diagnostic, PTXValidationError
 from ptxforge.ptx.lexer import SourceText
 from ptxforge.ptx.limits import limit_problems
@@ -46,8 +46,6 @@ class _Validator:
         self.out.append(Diagnostic(span.file, span.line, span.col, message, source_line=line_text))
 
     def run(self) -> list[Diagnostic]:
-        from ptxforge.ptx import isa
-
         self.isa = isa
         self.check_target()
         seen: dict[str, ir.Span] = {}

@@ -19,8 +19,10 @@ import ctypes
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
+from ptxforge import _optional
 from ptxforge.emu.errors import LaunchError
 
 _NARROW_TORCH = {"bfloat16": ("int16", "bfloat16"), "float8_e4m3fn": ("uint8", "float8_e4m3fn"),
@@ -125,9 +127,7 @@ def _torch_host_view(t) -> np.ndarray:
     t = t.detach()
     name = torch_dtype_name(t.dtype)
     if name in _NARROW_TORCH:
-        import ml_dtypes
-        import torch
-
+        torch = _optional.torch()  # `t` is a tensor: torch is loaded already
         as_int, ml = _NARROW_TORCH[name]
         return t.view(getattr(torch, as_int)).numpy().view(getattr(ml_dtypes, ml))
     return t.numpy()

@@ -13,6 +13,8 @@ import numpy as np
 
 from ptxforge.emu.launch import emu_device
 from ptxforge.errors import LaunchError
+from ptxforge.runtime.cuda_device import cuda_device
+from ptxforge.runtime.cuda_driver import unavailable_reason
 from ptxforge.runtime.device import Device
 
 
@@ -29,14 +31,10 @@ def resolve_device(device: Any = None) -> Device:
     if not isinstance(device, str):
         return device
     if device == "auto":
-        from ptxforge.runtime.cuda_driver import unavailable_reason
-
         device = "emu" if unavailable_reason() is not None else "cuda"
     if device == "emu":
         return emu_device()
     if device == "cuda" or device.startswith("cuda:"):
-        from ptxforge.runtime.cuda_device import cuda_device
-
         ordinal = device.partition(":")[2] or "0"
         if not ordinal.isdigit():
             raise LaunchError(f"unknown device {device!r}; GPUs are named 'cuda' or 'cuda:N'")

@@ -9,6 +9,7 @@ import numpy as np
 
 from ptxforge.errors import LaunchError
 from ptxforge.ptx import ir
+from ptxforge.runtime.buffers import resolve_device
 
 
 def module_variable(module: ir.Module, name: str) -> ir.Variable:
@@ -39,13 +40,7 @@ def set_constant(module: ir.Module, name: str, values: Any, *, device: Any = Non
     """Copy `values` (a numpy array or scalar; its raw bytes) into the variable `name` of `module` as loaded
     on `device` ("emu", "cuda", "cuda:N", a device object; None: the default device), starting at byte
     `offset`. Later launches of the module's kernels on that device read the new contents."""
-    from ptxforge.runtime.buffers import resolve_device
-
     var = module_variable(module, name)
     raw = constant_bytes(var, values, int(offset))
     resolve_device(device).write_global(module, name, raw, int(offset))
 
-
-def global_copy_arguments(d: Any, pointer: int, offset: int, raw: np.ndarray) -> tuple[Any, int, int]:
-    """The cuMemcpyHtoD arguments that copy `raw` to a module global at `pointer` + `offset`."""
-    return d.CUdeviceptr(int(pointer) + int(offset)), raw.ctypes.data, int(raw.nbytes)

@@ -22,6 +22,8 @@ from ptxforge.ptx import ir
 from ptxforge.runtime import cuda_modules
 from ptxforge.runtime.cuda_driver import CudaError, check, driver
 from ptxforge.runtime.gpu import arch_for_capability
+from ptxforge.runtime.resources import ptxas_failure
+from ptxforge.toolchain import ToolNotFound, assemble, find_tool, ptxas_max_ptx_version
 
 # The driver refuses a cubin with these when it is older than the ptxas that built it.
 _CUBIN_REFUSED = frozenset({"CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_NO_BINARY_FOR_GPU",
@@ -196,8 +198,6 @@ class CudaDevice:
 
     def write_global(self, module: ir.Module, name: str, raw: np.ndarray, offset: int = 0) -> None:
         """Copy bytes into the module-scope variable `name` of `module` on this GPU (cuModuleGetGlobal)."""
-        from ptxforge.runtime.constants import global_copy_arguments
-
         d = driver()
         mod = self.load(module)
         ptr, size = check(d.cuModuleGetGlobal(mod, name.encode()), "cuModuleGetGlobal", f"(variable {name})")
@@ -260,9 +260,6 @@ class CudaDevice:
         check(driver().cuModuleUnload(loaded.handle), "cuModuleUnload")
 
     def _build(self, module: ir.Module, text: str):
-        from ptxforge.runtime.resources import ptxas_failure
-        from ptxforge.toolchain import ToolNotFound, assemble, find_tool, ptxas_max_ptx_version
-
         d = driver()
         arch = cuda_modules.cubin_arch(module.target.targets[0], self.arch)
         refused = None
@@ -310,3 +307,8 @@ def cuda_device(ordinal: int = 0) -> CudaDevice:
     if not 0 <= ordinal < count:
         raise LaunchError(f"there is no GPU {ordinal}; this machine has {count}")
     return CudaDevice(ordinal)
+
+
+def global_copy_arguments(d: Any, pointer: int, offset: int, raw: np.ndarray) -> tuple[Any, int, int]:
+    """The cuMemcpyHtoD arguments that copy `raw` to a module global at `pointer` + `offset`."""
+    return d.CUdeviceptr(int(pointer) + int(offset)), raw.ctypes.data, int(raw.nbytes)

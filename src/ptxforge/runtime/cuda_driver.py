@@ -83,7 +83,7 @@ class CudaContextLost(KernelFault):
 @functools.lru_cache(maxsize=1)
 def _load():
     try:
-        from cuda.bindings import driver as d
+        from cuda.bindings import driver as d  # optional dependency: the `cuda` extra
     except ImportError as e:
         return None, (f"device='cuda' needs NVIDIA's cuda-bindings ({e}); install it with "
                       f"pip install 'ptxforge[cuda]', or use device='emu'")

@@ -55,7 +55,7 @@ def handle_bytes(h: Any) -> bytes:
 
 def handle_from_bytes(raw: bytes) -> Any:
     """A cuda-bindings CUipcMemHandle holding `raw` (the inverse of `handle_bytes`)."""
-    from cuda.bindings import driver as d
+    from cuda.bindings import driver as d  # optional dependency: the `cuda` extra
 
     if len(raw) != HANDLE_BYTES:
         raise CudaIpcError(f"a CUDA IPC handle has {HANDLE_BYTES} bytes, not {len(raw)}")

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from ptxforge.errors import LaunchError
 from ptxforge.ptx import ir
+from ptxforge.ptx.errors import PTXValidationError
+from ptxforge.ptx.isa import parse_target
+from ptxforge.ptx.retarget import retarget
 
 # PTX ISA version each CUDA driver release JIT-compiles (CUDA toolkit release notes).
 _DRIVER_PTX_ISA = {
@@ -30,8 +33,6 @@ def cubin_arch(target: str, gpu_arch: str) -> str:
 
     Follows ptxas's rule: sm_XY code runs on sm_MN with MN >= XY; sm_XYf on the same family at or above
     XY; sm_XYa only on sm_XY. Raises LaunchError naming both when the code cannot run on this GPU."""
-    from ptxforge.ptx.isa import parse_target
-
     t_sm, t_suffix = parse_target(target)
     g_sm, _ = parse_target(gpu_arch)
     fix = (f"retarget it (ptxforge retarget FILE --arch sm_{g_sm}, or kernel.ptx(arch=...) in the DSL) or "
@@ -59,9 +60,6 @@ def lowered_text(module: ir.Module, newest: tuple[int, int] | None, who: str) ->
     that an older ptxas or driver refuses though nothing in the code needs them).
 
     Raises LaunchError naming every instruction that needs the newer version."""
-    from ptxforge.ptx.errors import PTXValidationError
-    from ptxforge.ptx.retarget import retarget
-
     if newest is None or module.version <= newest:
         return module.to_ptx()
     try:

@@ -11,6 +11,8 @@ import functools
 import shutil
 import subprocess
 
+from ptxforge.runtime.cuda_driver import driver, unavailable_reason
+
 # Targets whose arch-specific features (wgmma, setmaxnreg, tcgen05 ...) exist only with the 'a' suffix;
 # for these the GPU's own target is the 'a' one, which also runs all the portable code.
 _ARCH_SPECIFIC = frozenset({90, 100, 101, 103, 110, 120, 121})
@@ -30,8 +32,6 @@ def gpu_arch() -> str | None:
 
 
 def _capability_from_driver() -> tuple[int, int] | None:
-    from ptxforge.runtime.cuda_driver import driver, unavailable_reason
-
     if unavailable_reason() is not None:
         return None
     d = driver()

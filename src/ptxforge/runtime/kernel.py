@@ -14,14 +14,18 @@ from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 import numpy as np
 
+from ptxforge.emu import sanitizer as san
 from ptxforge.emu.errors import EmulatorError
 from ptxforge.emu.launch import EmuDevice, emulate
 from ptxforge.emu.launch_checks import check_launch
-from ptxforge.errors import DeviceUnavailable, KernelFault, LaunchError
+from ptxforge.errors import KernelFault, LaunchError
 from ptxforge.ptx import ir
 from ptxforge.runtime import params as P
 from ptxforge.runtime.arguments import DevicePointer, is_live_address, torch_copy_to_host
 from ptxforge.runtime.buffers import DeviceBuffer, default_device, resolve_device
+from ptxforge.runtime.copies import as_tuple, copy_back, copy_back_quietly, free_quietly
+from ptxforge.runtime.cuda_driver import unavailable_reason
+from ptxforge.runtime.cuda_launch import launch_on_gpu
 from ptxforge.runtime.device import Device, is_emulated
 from ptxforge.runtime.launch_config import EmulatorOptions, LaunchConfig
 from ptxforge.runtime.register_limit import check_register_limit
@@ -37,8 +41,6 @@ LaunchOutcome: TypeAlias = "LaunchResult | PendingLaunch[LaunchResult]"
 
 def cuda_available() -> bool:
     """True when a CUDA driver, cuda-bindings and a GPU can be used here."""
-    from ptxforge.runtime.cuda_driver import unavailable_reason
-
     return unavailable_reason() is None
 
 
@@ -185,10 +187,10 @@ class Kernel:
                                                   config.cooperative)
             copy_back(dev, copies)
         except (EmulatorError, LaunchError, KernelFault):  # a fault stops the launch: what completed still comes back
-            _copy_back_quietly(dev, copies)
+            copy_back_quietly(dev, copies)
             raise
         finally:
-            _free_quietly(dev, temps)
+            free_quietly(dev, temps)
         if sanitizer is not None:  # raises SanitizerError after the in-bounds results were copied back
             label_reports(sanitizer, dev)
             sanitizer.finish()
@@ -200,8 +202,6 @@ class Kernel:
         watchdog_s, time_limit_s = limits
         sanitizer = None
         if sanitize:
-            from ptxforge.emu import sanitizer as san
-
             sanitizer = sanitize if isinstance(sanitize, san.Sanitizer) else san.Sanitizer()
         lines: list[str] = []
 
@@ -221,16 +221,14 @@ class Kernel:
             if sanitizer is not None:  # keep what the sanitizer found before the launch stopped
                 sanitizer.finish(stopped=e)
             raise
-        return LaunchResult(self.name, "emu", _as_tuple(grid), _as_tuple(block), stats.thread_instructions,
+        return LaunchResult(self.name, "emu", as_tuple(grid), as_tuple(block), stats.thread_instructions,
                             stats.wall_s, stats.per_sm, stats.waves, lines), sanitizer
 
     def _run_gpu(self, dev: Any, packed: bytes, offsets: list[int], grid: Any, block: Any, shared_mem: int,
                  cluster: Any, cooperative: bool = False) -> LaunchResult:
-        from ptxforge.runtime.cuda_launch import launch_on_gpu
-
         seconds = launch_on_gpu(dev, self.module, self.function, packed, offsets, grid=grid, block=block,
                                 shared_mem=shared_mem, cluster=cluster, cooperative=cooperative)
-        return LaunchResult(self.name, "cuda", _as_tuple(grid), _as_tuple(block), 0, seconds,
+        return LaunchResult(self.name, "cuda", as_tuple(grid), as_tuple(block), 0, seconds,
                             np.zeros(0, np.int64), 0, [], gpu=dev.name)
 
     def _pack(self, plan, dev):
@@ -272,53 +270,13 @@ class Kernel:
         try:
             packed, offsets = P.pack(plan, pointer)
         except BaseException:
-            _free_quietly(dev, temps)
+            free_quietly(dev, temps)
             raise
         return packed, offsets, copies, temps
 
 
-def copy_back(dev: Device, copies: list) -> None:
-    """Copy each (HostArray, allocation) pair of a finished launch back to the host (and on to a torch
-    tensor that was copied from a GPU)."""
-    for host, alloc in copies:
-        _copy_one(dev, host, alloc)
-
-
-def _copy_back_quietly(dev, copies) -> None:
-    """Copy device memory back into the host arrays after a failed emulated launch."""
-    for host, alloc in copies:
-        try:
-            _copy_one(dev, host, alloc)
-        except Exception:  # noqa: BLE001 - the launch's own error is the one to report
-            pass
-
-
-def _copy_one(dev, host, alloc) -> None:
-    arr = host.array
-    mem = dev.memory  # the emulator's memory gives a view (copied once, into the host array); a GPU's a copy
-    data = (mem.view(alloc) if hasattr(mem, "view") else mem.read(alloc))[: arr.nbytes]
-    if arr.flags.c_contiguous:
-        arr.reshape(-1).view(np.uint8)[:] = data
-    else:
-        arr[...] = data.view(arr.dtype).reshape(arr.shape)
-    if host.after is not None:
-        host.after()
-
-
-def _free_quietly(dev, temps) -> None:
-    for a in temps:
-        try:
-            dev.memory.free(a)
-        except (LaunchError, KernelFault, DeviceUnavailable):  # a GPU context broken by the kernel refuses frees;
-            pass  # the kernel's error is the one to see
-
-
 def _device_name(dev: Device) -> str:
     return dev.description
-
-
-def _as_tuple(d) -> tuple:
-    return (int(d),) if isinstance(d, int | np.integer) else tuple(d)
 
 
 @overload

@@ -20,6 +20,7 @@ import numpy as np
 from ptxforge.emu.launch import sm_count
 from ptxforge.emu.launch_checks import MAX_CLUSTER, dims, grid_and_block, shared_bytes
 from ptxforge.emu.progress import check_time_options
+from ptxforge.emu.sanitizer import Sanitizer
 from ptxforge.errors import LaunchError
 
 Dim3 = tuple[int, int, int]
@@ -104,8 +105,6 @@ class EmulatorOptions:
         if isinstance(self.sanitize, np.bool_):
             object.__setattr__(self, "sanitize", bool(self.sanitize))
         if not isinstance(self.sanitize, bool):
-            from ptxforge.emu.sanitizer import Sanitizer  # the sanitizer pulls in the emulator's checks
-
             if not isinstance(self.sanitize, Sanitizer):
                 raise LaunchError(f"sanitize must be True, False or a Sanitizer, got {self.sanitize!r}")
 

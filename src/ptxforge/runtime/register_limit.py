@@ -9,6 +9,8 @@ from __future__ import annotations
 from ptxforge.emu.launch_checks import directive_where
 from ptxforge.errors import LaunchError
 from ptxforge.ptx import ir
+from ptxforge.runtime.resources import PtxasError, resource_usage
+from ptxforge.toolchain import ToolNotFound
 
 REGS_PER_SM = 65536
 REG_ALLOC_UNIT = 256
@@ -33,9 +35,6 @@ def check_register_limit(module: ir.Module, func: ir.Function, block: tuple[int,
     cap = int(limit[0] if isinstance(limit, list | tuple) else limit)
     if threads <= max_threads(cap):
         return  # whatever ptxas allocates up to the cap fits
-    from ptxforge.runtime.resources import PtxasError, resource_usage
-    from ptxforge.toolchain import ToolNotFound
-
     try:
         used = resource_usage(module)[func.name].registers
     except (ToolNotFound, PtxasError, KeyError):

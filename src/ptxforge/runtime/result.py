@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,8 +56,6 @@ class LaunchResult:
 
     def _repr_html_(self) -> str:
         """The summary and, on the emulator, a bar per SM of its thread-instructions (inline SVG)."""
-        import html
-
         head = f"<p><code>{html.escape(str(self))}</code></p>"
         counts = np.asarray(self.per_sm, dtype=np.float64)
         if counts.size == 0 or counts.max() <= 0:

@@ -8,21 +8,19 @@ pending on the node, and at its end the host arrays are copied back and its `Lau
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ptxforge.emu import sanitizer as san
 from ptxforge.emu.launch import emulate
+from ptxforge.emu.node import PendingLaunch, Stream
 from ptxforge.errors import LaunchError
+from ptxforge.runtime.buffers import resolve_device
+from ptxforge.runtime.copies import as_tuple, copy_back, free_quietly
 from ptxforge.runtime.result import LaunchResult
-
-if TYPE_CHECKING:
-    from ptxforge.emu.node import PendingLaunch
 
 
 def stream_device(stream: Any, device: Any) -> Any:
     """The device a launch on `stream` runs on; `device`, when given, must be the stream's."""
-    from ptxforge.emu.node import Stream
-    from ptxforge.runtime.buffers import resolve_device
-
     if not isinstance(stream, Stream):
         raise LaunchError(f"stream= takes a stream of an emulated node's GPU (node.devices[r].stream(sms=...)), "
                           f"got {type(stream).__name__}")
@@ -58,18 +56,13 @@ def launch_on_stream(kernel: Any, stream: Any, dev: Any, packed: bytes, copies: 
                      printf: Any, cluster: Any) -> PendingLaunch[LaunchResult]:
     """Queue a packed launch of `kernel` on `stream`; returns its `PendingLaunch`. The kernel's module stays
     loaded on `dev` until the launch finishes or is aborted (see `ptxforge.module_cache`)."""
-    from ptxforge.emu.node import PendingLaunch
-    from ptxforge.runtime.kernel import _as_tuple, _free_quietly, copy_back
-
     if num_sms is not None:
-        _free_quietly(dev, temps)
+        free_quietly(dev, temps)
         raise LaunchError(f"num_sms does not apply to a stream launch: {stream.name} runs on its own SMs "
                           f"(make the stream with device.stream(sms=...))")
 
     sanitizer = None
     if sanitize:
-        from ptxforge.emu import sanitizer as san
-
         sanitizer = sanitize if isinstance(sanitize, san.Sanitizer) else san.Sanitizer()
         if sanitize is dev.node.sanitize and isinstance(sanitize, san.Sanitizer):
             sanitizer = copy.copy(sanitize)  # the node's options, a report log of this launch's own
@@ -84,7 +77,7 @@ def launch_on_stream(kernel: Any, stream: Any, dev: Any, packed: bytes, copies: 
                           shared_mem=shared_mem, device=dev, watchdog_s=watchdog_s, printf=sink,
                           sanitizer=sanitizer, cluster=cluster, sm_ids=stream.sms, run=False)
     except BaseException:
-        _free_quietly(dev, temps)
+        free_quietly(dev, temps)
         raise
     release = dev.pin_module(kernel.module)  # its variables and compiled kernel until the launch ends
     if sanitizer is not None and sanitizer.check_races and dev.node.races is not None:  # with other launches
@@ -94,17 +87,17 @@ def launch_on_stream(kernel: Any, stream: Any, dev: Any, packed: bytes, copies: 
         try:
             copy_back(dev, copies)
         finally:
-            _free_quietly(dev, temps)
+            free_quietly(dev, temps)
             release()
         if sanitizer is not None:
             label_reports(sanitizer, dev)
             sanitizer.finish()
-        return LaunchResult(kernel.name, "emu", _as_tuple(grid), _as_tuple(block), stats["thread_instructions"],
+        return LaunchResult(kernel.name, "emu", as_tuple(grid), as_tuple(block), stats["thread_instructions"],
                             stats["wall_s"], stats["per_sm"], stats["waves"], lines,
                             gpu=f"GPU {dev.gpu}, {stream.name}")
 
     def abort(error: BaseException) -> BaseException | None:
-        _free_quietly(dev, temps)
+        free_quietly(dev, temps)
         release()
         if sanitizer is not None:  # keep what the sanitizer found before the node stopped
             label_reports(sanitizer, dev)

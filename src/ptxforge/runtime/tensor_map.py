@@ -15,6 +15,7 @@ import numpy as np
 
 from ptxforge.emu import tensormap as TM
 from ptxforge.runtime.buffers import DeviceBuffer
+from ptxforge.runtime.cuda_tensor_map import encode_im2col, encode_tiled
 from ptxforge.runtime.device import is_emulated
 
 
@@ -36,8 +37,6 @@ def tensor_map(buffer_or_array_address: Any, dtype: Any, global_dims: Any, globa
     raw = TM.encode(address, np.dtype(dtype).itemsize, global_dims, global_strides_bytes, box_dims,
                     element_strides, swizzle, oob_fill, TM.element_type(dtype))
     if buf is not None and _on_gpu(buf, raw):
-        from ptxforge.runtime.cuda_tensor_map import encode_tiled
-
         return encode_tiled(address, dtype, global_dims, global_strides_bytes, box_dims, element_strides,
                             swizzle, oob_fill)
     return raw
@@ -60,8 +59,6 @@ def tensor_map_im2col(buffer_or_array_address: Any, dtype: Any, global_dims: Any
                            upper_corner, channels_per_pixel, pixels_per_column, element_strides, swizzle, oob_fill,
                            TM.element_type(dtype))
     if buf is not None and _on_gpu(buf, raw):
-        from ptxforge.runtime.cuda_tensor_map import encode_im2col
-
         return encode_im2col(address, dtype, global_dims, global_strides_bytes, lower_corner, upper_corner,
                              channels_per_pixel, pixels_per_column, element_strides, swizzle, oob_fill)
     return raw

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from . import _types as T
@@ -254,8 +255,6 @@ _ML_SMALL = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2", "e2m1": "float4_e2m
 
 def _small_rn_satfinite(x, fmt):
     """.rn.satfinite into an fp8/fp6/fp4 format for float32-exact values, via ml_dtypes' cast."""
-    import ml_dtypes  # loaded on first use: it costs ~0.2 s to import (only fp8/fp6/fp4 .satfinite casts need it)
-
     dt = getattr(ml_dtypes, _ML_SMALL[fmt.name], None)
     if dt is None:
         return encode(x, fmt, "rn", satfinite=True)
