@@ -269,11 +269,20 @@ class Ctx:
         return w
 
     # ------------------------------------------------------------------ addresses
-    def address(self, op: ir.Operand, space: str) -> tuple[str, Reader] | tuple[tuple[str, int], int]:
+    def address(self, op: ir.Operand, space: str) -> tuple[str, Reader]:
+        """(space, reader of the address as uint64/int64) for a memory operand `[base+off]` of an instruction
+        that cannot access a function's .param variable (see `address_or_param_var`)."""
+        where, addr = self.address_or_param_var(op, space)
+        if isinstance(where, tuple) or isinstance(addr, int):
+            name = op.base.name if isinstance(op, ir.Address) and op.base is not None else _show(op)
+            raise self.error(f"{name} is a .param variable of the function: only ld and st access those")
+        return where, addr
+
+    def address_or_param_var(self, op: ir.Operand, space: str) -> tuple[str, Reader] | tuple[tuple[str, int], int]:
         """(space, reader of the address as uint64/int64) for a memory operand `[base+off]`.
 
         Symbols resolve to their state space: a kernel parameter gives space 'param', a function's
-        param variable gives ('pvar', index) handled by the caller.
+        param variable gives (('pvar', index), offset), handled by the caller.
         """
         if not isinstance(op, ir.Address):
             raise self.error(f"expected a memory operand, got {_show(op)}")

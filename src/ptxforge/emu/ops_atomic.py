@@ -76,7 +76,7 @@ def _build(ctx, has_dest: bool):
     bits = bits_of_type(ty)
     u = _U[bits]
     k = 1 if has_dest else 0
-    space, addr = ctx.address(ops[k], space0)
+    space, addr = ctx.address_or_param_var(ops[k], space0)
     if isinstance(space, tuple):
         raise ctx.error("atomics on .param variables are not supported")
     def elems(op):

@@ -139,7 +139,7 @@ def build_ld(ctx):
     bits = bits_of_type(ty)
     dt = _U[bits]
     writers = [ctx.write(e, ty) for e in elems]
-    space, addr = ctx.address(src, space_of(ins))
+    space, addr = ctx.address_or_param_var(src, space_of(ins))
     if isinstance(space, tuple):  # a function's .param variable: per-lane storage
         idx, off = space[1], addr
         nb = bits // 8
@@ -208,7 +208,7 @@ def build_st(ctx):
     bits = bits_of_type(ty)
     dt = _U[bits]
     readers = [None if isinstance(e, ir.Sink) else ctx.read(e, ty) for e in elems]
-    space, addr = ctx.address(dst, space_of(ins))
+    space, addr = ctx.address_or_param_var(dst, space_of(ins))
     strong = space in ("global", "generic") and any(s in STRONG for s in ins.suffixes)
     if isinstance(space, tuple):
         idx, off = space[1], addr
