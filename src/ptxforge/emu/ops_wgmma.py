@@ -131,6 +131,9 @@ class _Form:
         self.tnsp_b = bool(trans) and trans[-1] == 1
         self.d_bits = 16 if dt == ".f16" else 32
         nregs = self.n // 2 * self.d_bits // 32
+        if not isinstance(ops[0], ir.Vector):
+            got = f", got {ops[0].name}" if isinstance(ops[0], ir.Register) else ""
+            raise ctx.error(f"{form}: D needs a vector of {nregs} registers{got}")
         if len(ops[0].elements) != nregs:
             raise ctx.error(f"{form}: D needs {nregs} registers, got {len(ops[0].elements)}")
         if self.a_in_regs and len(ops[1].elements) != 4:
