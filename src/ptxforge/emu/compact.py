@@ -284,9 +284,10 @@ class Session:
             return False
         if probe.pcs is None or not self.parked_same:
             return True
+        # (the ignores: self.ppc, None when the probe has no pcs, is an array here)
         if self.upc is not None:
-            return not bool((self.ppc == self.upc).all())
-        return not np.array_equal(self.sp, self.ppc)
+            return not bool((self.ppc == self.upc).all())  # type: ignore[union-attr]
+        return not np.array_equal(self.sp, self.ppc)  # type: ignore[arg-type]
 
     def run(self, steps: int, div_steps: int, rot_last: int, dmask: int,
             rotate_every: int) -> tuple[int, int, int, int]:
