@@ -58,3 +58,46 @@ def test_printf(flavor):
     m.kernel("printf_divergent").launch(grid=1, block=4, args=[d, np.uint32(0b0101)], printf=lines.append)
     assert sorted(lines) == sorted(["lane 0: 1.5 0x00000000\n", "lane 1 idle\n", "lane 2: 0.001 0x02020202\n",
                                     "lane 3 idle\n"])
+
+
+_PARAM_VAR_OPERAND = """
+.version 8.0
+.target sm_90
+.address_size 64
+.func (.param .b32 r) f(.param .b64 p)
+{
+    .reg .b32 %r<2>;
+    OPERATION
+    mov.u32 %r1, 1;
+    st.param.b32 [r], %r1;
+    ret;
+}
+.visible .entry k(.param .u64 out)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<2>;
+    .param .b64 a;
+    .param .b32 b;
+    st.param.b64 [a], 0;
+    call (b), f, (a);
+    ld.param.b32 %r1, [b];
+    ld.param.u64 %rd1, [out];
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("operation", ["mbarrier.inval.shared.b64 [p];", "mbarrier.init.shared.b64 [p], 32;",
+                                       "mbarrier.arrive.shared.b64 _, [p];"])
+def test_a_memory_operand_naming_a_function_param_variable_is_an_error_naming_it(operation):
+    """Only ld, st (and atom, with its own message) read a function's .param variable as a memory operand; any
+    other instruction given one fails naming the variable, not with an internal error."""
+    import ptxforge as pf
+    from ptxforge.emu.errors import UnsupportedInstruction
+
+    k = pf.parse(_PARAM_VAR_OPERAND.replace("OPERATION", operation), filename="p.ptx").kernel("k")
+    out = np.zeros(1, np.uint32)
+    with pytest.raises(UnsupportedInstruction, match=r"p\.ptx:8: .*: p is a \.param variable of the function: "
+                                                     r"only ld and st access those"):
+        k.launch(grid=(1,), block=(1,), args=[out], device="emu")

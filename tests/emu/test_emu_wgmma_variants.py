@@ -255,6 +255,8 @@ HEAD = ".version 8.4\n.target sm_90a\n.address_size 64\n"
     ("wgmma.mma_async.sync.aligned.m64n8k16.f32.tf32.tf32 {%r0,%r1,%r2,%r3}, %rd0, %rd1, 1, 1, 1;", "K = 8"),
     ("wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 {%r0,%r1,%r2,%r3}, %rd0, %rd1, 1, 1, 1, 0, 1;",
      "expected 2 immediate"),
+    ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 %r0, %rd0, %rd1, 1, 1, 1, 0, 0;",
+     r"D needs a vector of 4 registers, got %r0"),
 ])
 def test_unsupported_forms_raise(body, message):
     src = HEAD + (".visible .entry k() {\n.reg .b32 %r<4>;\n.reg .b64 %rd<2>;\n"

@@ -6,11 +6,25 @@ Each reads its arguments from the caller's .param variables (per lane) and write
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ptxforge.emu import memory as M
 from ptxforge.emu.errors import KernelTrap
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, NoReturn
+
+    import numpy.typing as npt
+
+    from ptxforge.emu.machine import LaneState
+    from ptxforge.emu.op import OpFn
+    from ptxforge.emu.operands import Ctx
+
+    # builtin(st, lanes, the caller's argument pvars, its return pvars) -> the return value per lane, or None
+    Builtin = Callable[[LaneState, npt.NDArray[np.intp], list[int], list[int]], npt.NDArray[Any] | None]
 
 _FMT = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|z|j|t|L)?([diouxXeEfFgGaAcsp%])")
 
@@ -34,7 +48,7 @@ def _read(st, addr: int, lane: int, dt):
     return np.asarray(M.load(st.mem, "generic", np.uint64(addr), dt, 1, np.array([lane]))[0]).reshape(-1)[0]
 
 
-def format_printf(st, fmt: str, args_addr: int, lane: int) -> str:
+def format_printf(st: LaneState, fmt: str, args_addr: int, lane: int) -> str:
     """Render a printf format with arguments packed as nvcc lays them out (each aligned to its size)."""
     off = 0
     out = []
@@ -73,7 +87,7 @@ def format_printf(st, fmt: str, args_addr: int, lane: int) -> str:
     return "".join(out)
 
 
-def vprintf(st, lanes, args, rets):
+def vprintf(st: LaneState, lanes: npt.NDArray[np.intp], args: list[int], rets: list[int]) -> npt.NDArray[np.uint32]:
     fmt_ptr = _arg64(st, args[0], lanes)
     arg_ptr = _arg64(st, args[1], lanes)
     cache: dict[int, str] = {}
@@ -84,26 +98,26 @@ def vprintf(st, lanes, args, rets):
     return np.zeros(lanes.size, np.uint32)
 
 
-def malloc(st, lanes, args, rets):
+def malloc(st: LaneState, lanes: npt.NDArray[np.intp], args: list[int], rets: list[int]) -> npt.NDArray[np.uint64]:
     sizes = _arg64(st, args[0], lanes)
     out = np.zeros(lanes.size, np.uint64)
     for i, n in enumerate(sizes.tolist()):
-        a = st.mem.device.alloc(int(n), name="device malloc")
+        a = st.mem.device.alloc(int(n), name="device malloc")  # type: ignore[union-attr]  # st.mem: set before ops run
         st.device_mallocs.append(a)
         out[i] = a.base
     return out
 
 
-def free(st, lanes, args, rets):
+def free(st: LaneState, lanes: npt.NDArray[np.intp], args: list[int], rets: list[int]) -> None:
     ptrs = _arg64(st, args[0], lanes)
     for p in ptrs.tolist():
-        a = st.mem.device.find(int(p))
+        a = st.mem.device.find(int(p))  # type: ignore[union-attr]  # st.mem: set before ops run
         if a is not None and a.name == "device malloc":
-            st.mem.device.free(a)
+            st.mem.device.free(a)  # type: ignore[union-attr]  # st.mem: set before ops run
     return None
 
 
-def assertfail(st, lanes, args, rets):
+def assertfail(st: LaneState, lanes: npt.NDArray[np.intp], args: list[int], rets: list[int]) -> NoReturn:
     lane = int(lanes[0])
     msg = _read_cstring(st, int(_arg64(st, args[0], lanes)[0]), lane)
     file = _read_cstring(st, int(_arg64(st, args[1], lanes)[0]), lane)
@@ -111,14 +125,14 @@ def assertfail(st, lanes, args, rets):
     raise KernelTrap(f"device assertion failed: {msg} at {file}:{line} ({st.describe_lane(lane)})")
 
 
-_BUILTINS = {"vprintf": vprintf, "malloc": malloc, "free": free, "__assertfail": assertfail}
+_BUILTINS: dict[str, Builtin] = {"vprintf": vprintf, "malloc": malloc, "free": free, "__assertfail": assertfail}
 
 
-def lookup(name: str):
+def lookup(name: str) -> Builtin | None:
     return _BUILTINS.get(name)
 
 
-def bind(fn, ctx, arg_pvars, ret_pvars):
+def bind(fn: Builtin, ctx: Ctx, arg_pvars: list[int], ret_pvars: list[int]) -> OpFn:
     """An op running builtin `fn` for the active lanes."""
     def op(st, m):
         lanes = np.flatnonzero(st.live_mask() if m is None else m)

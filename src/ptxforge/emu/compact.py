@@ -27,6 +27,8 @@ state of the whole wave).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ptxforge.emu import op as C
@@ -34,6 +36,13 @@ from ptxforge.emu import ops_alu, ops_float, ops_video
 from ptxforge.emu.errors import InternalEmulatorError, MemoryFault
 from ptxforge.emu.progress import PROBE_STEPS, TICK_MASK
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ptxforge.emu.machine import LaneState, Machine
+    from ptxforge.emu.operands import Value
+    from ptxforge.emu.program import Layout
 
 # opcodes whose ops touch nothing but the registers (and static special registers) of their own lane
 LANEWISE_OPCODES = (frozenset(ops_alu.BUILDERS) | frozenset(ops_float.BUILDERS) | frozenset(ops_video.BUILDERS)
@@ -56,7 +65,7 @@ def steps_run() -> int:
 class Plan:
     """Per kernel layout: which pcs are lane-local, their regions, loops and registers."""
 
-    def __init__(self, layout, ops):
+    def __init__(self, layout: Layout, ops: list[C.Op]):
         n = len(ops)
         ok = np.zeros(n, bool)
         slots_at: list = [()] * n
@@ -101,7 +110,7 @@ class Plan:
         return hit
 
 
-def plan_for(machine) -> Plan | None:
+def plan_for(machine: Machine) -> Plan | None:
     """The kernel's plan (kept with its layout), or None where sessions must not run."""
     if not ENABLED or machine.sanitizer is not None:
         return None
@@ -181,7 +190,7 @@ class SubLanes:
     `laneid` and `warp_base` are those of whole warps in order: shfl runs here only when the gathered lanes
     are (see `Session._warps_ready`)."""
 
-    def __init__(self, st, idx: np.ndarray, slots):
+    def __init__(self, st: LaneState, idx: np.ndarray, slots: Iterable[int]):
         self.parent = st
         self.N = idx.size
         self.idx = idx
@@ -192,7 +201,7 @@ class SubLanes:
             self.regs[s] = r[idx] if np.ndim(r) else r
         self.sregs: dict = {}
 
-    def sreg(self, name: str):
+    def sreg(self, name: str) -> Value:
         v = self.sregs.get(name)
         if v is None:
             v = self.parent.sreg(name)
@@ -203,11 +212,11 @@ class SubLanes:
         return np.ones(self.N, bool)
 
     @property
-    def laneid(self):
+    def laneid(self) -> np.ndarray:
         return _warp_layout(self.N)[0]
 
     @property
-    def warp_base(self):
+    def warp_base(self) -> np.ndarray:
         return _warp_layout(self.N)[1]
 
 
@@ -217,7 +226,7 @@ class Session:
     The gathered lanes' registers live in `sub` (the region's slots only), their pcs in `sp` and their
     instruction counts since the start in `dic`; every other lane is parked, its state in the machine."""
 
-    def __init__(self, m, plan: Plan, lo: int, wait_bar: int, exited: int):
+    def __init__(self, m: Machine, plan: Plan, lo: int, wait_bar: int, exited: int):
         self.m = m
         self.plan = plan
         self.rid = int(plan.region[lo])
@@ -249,9 +258,10 @@ class Session:
         self.sp = pcs[self.idx]
         self.dic = np.zeros(self.idx.size, np.int64)
         self.top = m.top_ret[self.idx] if m.retstack is not None else None
-        self.upc = None  # the pc of every gathered lane, while they all stand at one
+        self.upc: int | None = None  # the pc of every gathered lane, while they all stand at one
         self.upend = 0  # steps they all ran in that mode, not yet in `dic`
-        self._ww_for = None  # the `idx` that `_ww` (gathered lanes are whole warps in order) was worked out for
+        # the `idx` that `_ww` (gathered lanes are whole warps in order) was worked out for
+        self._ww_for: np.ndarray | None = None
         self._ww = False
         probe = m.watch.probe
         self.ppc = probe.pcs[self.idx] if probe is not None and probe.pcs is not None else None
@@ -274,11 +284,13 @@ class Session:
             return False
         if probe.pcs is None or not self.parked_same:
             return True
+        # (the ignores: self.ppc, None when the probe has no pcs, is an array here)
         if self.upc is not None:
-            return not bool((self.ppc == self.upc).all())
-        return not np.array_equal(self.sp, self.ppc)
+            return not bool((self.ppc == self.upc).all())  # type: ignore[union-attr]
+        return not np.array_equal(self.sp, self.ppc)  # type: ignore[arg-type]
 
-    def run(self, steps: int, div_steps: int, rot_last: int, dmask: int, rotate_every: int):
+    def run(self, steps: int, div_steps: int, rot_last: int, dmask: int,
+            rotate_every: int) -> tuple[int, int, int, int]:
         """Take the machine's steps until it must take over; returns (steps, div_steps, rot_last, steps taken).
 
         While every gathered lane stands at one pc (`upc`; a loop all of them still run) the steps are the

@@ -6,6 +6,8 @@ is carried as data the machine interprets, so divergence stays in one place (`ma
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ptxforge.emu import (
@@ -41,6 +43,9 @@ from ptxforge.emu.registry import Registry
 from ptxforge.ptx import ir
 from ptxforge.ptx.printer import instruction_text
 
+if TYPE_CHECKING:
+    from ptxforge.emu.op import OpFn
+
 # family of the ISA table -> builder(ctx) returning an Op (without text/line filled); each ops module lists its
 # builders by family name (or a name covering several families: 'cp' for cp.async, cp.async.bulk, ...)
 REGISTRY = Registry()
@@ -49,7 +54,7 @@ for _mod in (ops_alu, ops_float, ops_memory, ops_atomic, ops_warp, ops_control, 
     REGISTRY.register_all(_mod.BUILDERS)
 
 
-def compile_layout(layout: Layout, consts: dict) -> list[Op]:
+def compile_layout(layout: Layout, consts: dict[str, Any]) -> list[Op]:
     """Ops for every placed instruction of a layout, in pc order."""
     ops: list[Op] = []
     for pc, placed in enumerate(layout.placed):
@@ -75,7 +80,7 @@ def compile_layout(layout: Layout, consts: dict) -> list[Op]:
     return ops
 
 
-def _guarded(fn, slot: int, negated: bool):
+def _guarded(fn: OpFn, slot: int, negated: bool) -> OpFn:
     def g(st, m):
         p = st.regs[slot]
         if negated:
@@ -90,7 +95,7 @@ def _guarded(fn, slot: int, negated: bool):
     return g
 
 
-def _unsupported(ctx: Ctx, msg: str):
+def _unsupported(ctx: Ctx, msg: str) -> OpFn:
     """Unsupported instructions fail when (and only when) a thread executes them."""
     err = msg if msg.startswith(ctx.ins.span.file) else \
         f"{ctx.ins.span.file}:{ctx.ins.span.line}: {ctx.ins.mnemonic}: {msg}"

@@ -23,8 +23,13 @@ class UnsupportedInstruction(EmulatorError):
 class MemoryFault(EmulatorError, KernelFault):
     """An out-of-bounds, misaligned or otherwise invalid memory access (never a host crash)."""
 
+    # set where an op raises it, before the machine fills in the thread, block and line (see machine._locate)
+    _lane: int  # the faulting lane
+    _pc: int  # the op, for a fault raised in a compacted session (compact.py)
+
     def __init__(self, message: str, *, kind: str = "out-of-bounds", address: int | None = None,
-                 size: int | None = None, thread=None, block=None, ptx_line=None, instruction: str = ""):
+                 size: int | None = None, thread: tuple[int, int, int] | None = None,
+                 block: tuple[int, int, int] | None = None, ptx_line: int | None = None, instruction: str = ""):
         super().__init__(message)
         self.kind = kind
         self.address = address

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,10 +30,17 @@ from ptxforge.emu.variable_limits import check_module_variables
 from ptxforge.module_cache import MAX_MODULES, ModuleCache
 from ptxforge.ptx import ir
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ptxforge.emu.memory import Allocation
+    from ptxforge.emu.node_memory import GpuMemory
+    from ptxforge.emu.op import Op
+
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
-def parse_initializer(var: ir.Variable, resolve=None) -> bytes:
+def parse_initializer(var: ir.Variable, resolve: Callable[[str], int | None] | None = None) -> bytes:
     """Bytes of a variable's `= {...}` initializer (numbers, 0f/0d floats; nested braces flattened)."""
     if var.init is None:
         return b""
@@ -79,9 +87,9 @@ class ModuleImage:
 
     module: ir.Module
     device: EmuDevice
-    symbols: dict = field(default_factory=dict)
-    allocations: list = field(default_factory=list)
-    kernels: dict = field(default_factory=dict)
+    symbols: dict[str, int] = field(default_factory=dict)
+    allocations: list[Allocation] = field(default_factory=list)
+    kernels: dict[str, tuple[Layout, list[Op]]] = field(default_factory=dict)
 
     def load(self) -> None:
         variables = [v for v in self.module.variables
@@ -112,7 +120,7 @@ class ModuleImage:
         self.symbols = {}
         self.kernels = {}  # a new dict: a Node's GPUs may share the old one
 
-    def compiled(self, func: ir.Function):
+    def compiled(self, func: ir.Function) -> tuple[Layout, list[Op]]:
         hit = self.kernels.get(func.name)
         if hit is None:
             layout = Layout(self.module, func, self.symbols)
@@ -136,10 +144,11 @@ class EmuDevice:
     A `ptxforge.runtime.device.Device`: `kind` "emu" sends launches to the emulator."""
 
     kind = "emu"
-    gpu = None  # the GPU's index in a `ptxforge.emu.Node`; None for a lone device
+    gpu: int | None = None  # the GPU's index in a `ptxforge.emu.Node`; None for a lone device
     max_shared_per_block = EMU_MAX_SHARED
 
-    def __init__(self, num_sms: int = 132, memory=None, max_images: int = MAX_IMAGES):
+    def __init__(self, num_sms: int = 132, memory: DeviceMemory | GpuMemory | None = None,
+                 max_images: int = MAX_IMAGES):
         self.memory = DeviceMemory() if memory is None else memory
         self.num_sms = num_sms
         if max_images < 1:
@@ -212,7 +221,7 @@ class EmuDevice:
 MAX_SMS = 1024  # far above any GPU (an H200 has 132); the emulator keeps per-SM state
 
 
-def sm_count(num_sms) -> int:
+def sm_count(num_sms: Any) -> int:
     """`num_sms` checked: a whole number of SMs, 1 to MAX_SMS."""
     if isinstance(num_sms, bool) or not isinstance(num_sms, int | np.integer) or not 1 <= num_sms <= MAX_SMS:
         raise LaunchError(f"num_sms must be a whole number from 1 to {MAX_SMS}, not {num_sms!r}")
@@ -287,7 +296,7 @@ def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes,
 COOP_WORKSPACE_BYTES = 8
 
 
-def cluster_shape(func: ir.Function, grid, option) -> tuple[int, int, int] | None:
+def cluster_shape(func: ir.Function, grid: tuple[int, int, int], option: Any) -> tuple[int, int, int] | None:
     """The cluster shape of a launch (see `launch_checks.cluster_shape`)."""
     return _cluster_shape(None, func, grid, option)
 

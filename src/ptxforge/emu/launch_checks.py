@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,8 +36,8 @@ class LaunchShape:
     cluster: tuple[int, int, int] | None
 
 
-def dims(d, what: str) -> tuple[int, int, int]:
-    """A grid/block/cluster shape as a 3-tuple of positive integers."""
+def dims(d: Any, what: str) -> tuple[int, int, int]:
+    """A grid/block/cluster shape (any value, checked) as a 3-tuple of positive integers."""
     if isinstance(d, int | np.integer):
         d = (int(d),)
     try:
@@ -108,7 +109,7 @@ def _variables(stmts):
             yield from _variables(s.body)
 
 
-def grid_and_block(grid, block) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+def grid_and_block(grid: Any, block: Any) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """`grid` and `block` as 3-tuples within the driver's limits (any kernel's); LaunchError otherwise."""
     grid, block = dims(grid, "grid"), dims(block, "block")
     threads = block[0] * block[1] * block[2]
@@ -124,14 +125,15 @@ def grid_and_block(grid, block) -> tuple[tuple[int, int, int], tuple[int, int, i
     return grid, block
 
 
-def shared_bytes(value, what: str = "shared_mem") -> int:
+def shared_bytes(value: Any, what: str = "shared_mem") -> int:
     """Dynamic shared memory bytes, checked to be a non-negative integer."""
     if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 0:
         raise LaunchError(f"{what} must be a non-negative integer, got {value!r}")
     return int(value)
 
 
-def check_launch(module: ir.Module | None, func: ir.Function, grid, block, cluster=None, *, shared_mem: int = 0,
+def check_launch(module: ir.Module | None, func: ir.Function, grid: Any, block: Any, cluster: Any = None, *,
+                 shared_mem: int = 0,
                  static_shared: int | None = None, max_shared: int | None = None) -> LaunchShape:
     """The launch's shape after every check the driver makes on it; LaunchError naming what it breaks."""
     grid, block = grid_and_block(grid, block)
@@ -160,7 +162,8 @@ def check_launch(module: ir.Module | None, func: ir.Function, grid, block, clust
     return LaunchShape(grid, block, cluster_shape(module, func, grid, cluster))
 
 
-def cluster_shape(module: ir.Module | None, func: ir.Function, grid, option) -> tuple[int, int, int] | None:
+def cluster_shape(module: ir.Module | None, func: ir.Function, grid: tuple[int, int, int],
+                  option: Any) -> tuple[int, int, int] | None:
     """The cluster shape of a launch: `.reqnctapercluster` or the launch option; None for no cluster.
 
     Checks that the grid is a whole number of clusters and that an `.explicitcluster` kernel has one."""
@@ -172,7 +175,7 @@ def cluster_shape(module: ir.Module | None, func: ir.Function, grid, option) -> 
         if want is not None and want != req:
             raise LaunchError(f"{directive_where(module, func, '.reqnctapercluster')}: {func.name} declares "
                               f".reqnctapercluster {req}; the launch asked for cluster {want}")
-        want = req
+        want = req  # type: ignore[assignment]  # padded to 3
     if want is None:
         if ".explicitcluster" in dirs:
             raise LaunchError(f"{directive_where(module, func, '.explicitcluster')}: {func.name} is "

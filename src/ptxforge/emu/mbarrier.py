@@ -10,10 +10,15 @@ arrivals and the tx-count are both zero. Arrivals from many lanes are applied in
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.rmw import atomic_apply
+
+if TYPE_CHECKING:
+    from ptxforge.emu.operands import Ctx
 
 F = np.uint64(0x1FFFFF)
 S_EXP, S_TX, S_PH = np.uint64(21), np.uint64(42), np.uint64(63)
@@ -84,7 +89,7 @@ def _mbar_update(st, m, space, addr, count=1, tx=None, drop=False, tx_lanes=Fals
     return atomic_apply(view, np.asarray(idx) >> 3, cnt.view(np.uint64), txv, step, None, np.uint64)
 
 
-def with_complete_tx(ctx, op, nbytes: int):
+def with_complete_tx(ctx: Ctx, op: Op, nbytes: int) -> Op:
     """st.async / red.async ...mbarrier::complete_tx::bytes: after the access, complete `nbytes`
     transaction bytes on the mbarrier of the last operand (often another CTA's, via mapa)."""
     ins = ctx.ins

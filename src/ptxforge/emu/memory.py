@@ -22,10 +22,24 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ptxforge.emu.errors import MemoryFault
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from contextlib import AbstractContextManager
+    from typing import Any
+
+    import numpy.typing as npt
+
+    from ptxforge.emu.ipc.memory import ProgressBoard
+
+    Lanes = npt.NDArray[np.intp] | None  # the active lanes' ids (None: every lane)
+    # LaneMemory.resolve's answer: (byte buffer, byte index), or per group of lanes (mask, buffer, index)
+    Resolved = tuple[np.ndarray, np.ndarray] | list[tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 PARAM_WINDOW = 0x7C00_0000_0000
 SHARED_WINDOW = 0x7D00_0000_0000
@@ -66,8 +80,8 @@ class DeviceMemory:
 
     # Memory other processes share (ptxforge.emu.ipc) sets these: the lock atomics hold, the progress
     # counters the watchdog reads. A lone device's memory is this process's alone.
-    atomic_lock = None
-    progress_board = None
+    atomic_lock: Callable[[npt.ArrayLike], AbstractContextManager[Any]] | None = None
+    progress_board: ProgressBoard | None = None
 
     def __init__(self, capacity: int = 1 << 20):
         self.arena = np.zeros(_round_up(capacity, PAD), np.uint8)
@@ -110,7 +124,7 @@ class DeviceMemory:
             return self._allocs[i]
         return None
 
-    def peer_blocked(self, indices):
+    def peer_blocked(self, indices: npt.ArrayLike) -> tuple[np.ndarray, str] | None:
         """Lanes whose allocation (index into `allocations`) this device may not access, with a note;
         None when all may (always, on a lone device: see `ptxforge.emu.node_memory`)."""
         return None
@@ -146,7 +160,7 @@ class LaneMemory:
     """
 
     def __init__(self, device: DeviceMemory, *, nlanes: int, lanes_per_slot: int, shared_size: int,
-                 local_size: int, params: np.ndarray, fault, cluster_size: int = 1):
+                 local_size: int, params: np.ndarray, fault: Callable[..., Exception], cluster_size: int = 1):
         self.device = device
         self.nlanes = nlanes
         self.lanes_per_slot = lanes_per_slot
@@ -189,7 +203,7 @@ class LaneMemory:
         self.local_stride = new
 
     # ------------------------------------------------------------------ the choke point
-    def resolve(self, space: str, addr, nbytes: int, lanes, write: bool = False):
+    def resolve(self, space: str, addr: Any, nbytes: int, lanes: Lanes, write: bool = False) -> Resolved:
         """Check an access of `nbytes` per lane and return (byte buffer, byte index).
 
         addr: scalar or array of addresses (one per active lane); lanes: global lane ids of the active
@@ -401,7 +415,7 @@ def _lane_arrays(nlanes: int, per: int, stride: int) -> np.ndarray:
     return a
 
 
-def describe_address(allocs, addr: int, nbytes: int) -> str:
+def describe_address(allocs: Sequence[Allocation], addr: int, nbytes: int) -> str:
     """Where a bad global address lies: null, inside an allocation but running past its end, below the
     first allocation, between two, past the last; addresses from 2^63 up also read as negative numbers."""
 
@@ -427,7 +441,7 @@ def describe_address(allocs, addr: int, nbytes: int) -> str:
     return past
 
 
-def gather(buf: np.ndarray, idx, dtype, count: int):
+def gather(buf: np.ndarray, idx: np.ndarray, dtype: npt.DTypeLike, count: int) -> list[np.ndarray]:
     """Values at byte indices `idx` (aligned to dtype.itemsize * count): a list of `count` arrays."""
     dtype = np.dtype(dtype)
     nb = dtype.itemsize * count
@@ -437,7 +451,7 @@ def gather(buf: np.ndarray, idx, dtype, count: int):
     return [arr[..., i] for i in range(count)]
 
 
-def scatter(buf: np.ndarray, idx, dtype, values) -> None:
+def scatter(buf: np.ndarray, idx: np.ndarray, dtype: npt.DTypeLike, values: Sequence[Any]) -> None:
     """Store `values` (a list, one array or scalar per vector element) at byte indices `idx`."""
     dtype = np.dtype(dtype)
     count = len(values)
@@ -459,7 +473,7 @@ def plain(mem: LaneMemory) -> bool:
         getattr(mem.resolve, "__func__", None) is LaneMemory.resolve
 
 
-def shared_elements(mem: LaneMemory, addr, nbytes: int, write: bool = False):
+def shared_elements(mem: LaneMemory, addr: Any, nbytes: int, write: bool = False) -> np.ndarray | None:
     """Element indices into `mem.shared.view(<nbytes-wide type>)` of a whole-wave shared access at the 32-bit
     offsets `addr` (one per lane), or None: take the checked path (which also raises the fault, if any).
 
@@ -477,7 +491,7 @@ def shared_elements(mem: LaneMemory, addr, nbytes: int, write: bool = False):
     return base + (a >> np.uint32(nbytes.bit_length() - 1))
 
 
-def run_start(mem: LaneMemory, space: str, base: int, n: int, nbytes: int, write: bool = False):
+def run_start(mem: LaneMemory, space: str, base: int, n: int, nbytes: int, write: bool = False) -> int | None:
     """The global arena's element index of `n` consecutive `nbytes`-byte elements from address `base` (a lane
     array of ascending consecutive addresses, see `ptxforge.emu.ramps`), or None: take the checked path.
 
@@ -493,7 +507,7 @@ def run_start(mem: LaneMemory, space: str, base: int, n: int, nbytes: int, write
     return (base - GLOBAL_BASE) // nbytes
 
 
-def load(mem: LaneMemory, space: str, addr, dtype, count: int, lanes):
+def load(mem: LaneMemory, space: str, addr: Any, dtype: npt.DTypeLike, count: int, lanes: Lanes) -> list[np.ndarray]:
     """Checked load of `count` consecutive elements per lane; returns a list of arrays (compact lanes)."""
     nb = np.dtype(dtype).itemsize * count
     r = mem.resolve(space, addr, nb, lanes)
@@ -506,7 +520,7 @@ def load(mem: LaneMemory, space: str, addr, dtype, count: int, lanes):
     return gather(r[0], r[1], dtype, count)
 
 
-def store(mem: LaneMemory, space: str, addr, dtype, values, lanes) -> None:
+def store(mem: LaneMemory, space: str, addr: Any, dtype: npt.DTypeLike, values: Sequence[Any], lanes: Lanes) -> None:
     """Checked store of a vector of values per lane (None elements are skipped)."""
     count = len(values)
     nb = np.dtype(dtype).itemsize * count

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import numpy as np
 
@@ -31,6 +31,13 @@ from ptxforge.emu.sanitizer.node_races import NodeRaces
 from ptxforge.emu.schedule import run_node
 from ptxforge.module_cache import ModuleCache
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ptxforge.emu.launch import ModuleImage
+    from ptxforge.emu.machine import Machine
+    from ptxforge.emu.sanitizer import Sanitizer
 
 MAX_GPUS = 64
 R = TypeVar("R")  # what a PendingLaunch's result() gives
@@ -48,7 +55,7 @@ class NodeClock:
         m = self.machine
         return self.total if m is None else self.total + m.steps + m.wave_steps() - self.mark
 
-    def resume(self, machine) -> None:
+    def resume(self, machine: Machine) -> None:
         self.machine = machine
         self.mark = machine.steps + machine.wave_steps()
 
@@ -62,7 +69,7 @@ class NodeClock:
 class Stream:
     """An ordered queue of launches on one GPU, whose blocks run only on the SMs `sms`."""
 
-    def __init__(self, device: NodeGpu, index: int, sms, priority: int):
+    def __init__(self, device: NodeGpu, index: int, sms: Iterable[int] | None, priority: int):
         self.device = device
         self.index = index
         self.sms = _sm_list(sms, device)
@@ -115,7 +122,7 @@ class NodeGpu(EmuDevice):
     def name(self) -> str:
         return f"GPU {self.gpu} of the emulated node"
 
-    def image(self, module):
+    def image(self, module: ir.Module) -> ModuleImage:
         img = super().image(module)
         if not img.symbols:  # no .global/.const variables: one compiled kernel serves every GPU of the node
             shared = self.node.compiled.get(id(module))
@@ -125,7 +132,7 @@ class NodeGpu(EmuDevice):
             img.kernels = shared[1]
         return img
 
-    def stream(self, sms=None, priority: int = 0) -> Stream:
+    def stream(self, sms: Iterable[int] | None = None, priority: int = 0) -> Stream:
         """A new stream whose launches run on the SMs `sms` (a range or list; default all), in order."""
         s = Stream(self, len(self.streams), sms, priority)
         self.streams.append(s)
@@ -199,7 +206,7 @@ class Node:
     `watchdog_s`: how long `synchronize` may go without progress (no global store, no launch ending)
     before it stops and says where every warp waits; 10 times that bounds it in all."""
 
-    def __init__(self, gpus: int = 8, sms: int = 132, sanitize=False, watchdog_s: float = 60.0):
+    def __init__(self, gpus: int = 8, sms: int = 132, sanitize: bool | Sanitizer = False, watchdog_s: float = 60.0):
         if not 1 <= int(gpus) <= MAX_GPUS:
             raise LaunchError(f"a node has 1 to {MAX_GPUS} GPUs, got {gpus}")
         if int(sms) < 1:
@@ -228,18 +235,18 @@ class Node:
             raise LaunchError(f"GPU {g} is not in this node of {len(self.devices)} GPUs")
         return g
 
-    def disable_peer_access(self, a, b) -> None:
+    def disable_peer_access(self, a: int | NodeGpu, b: int | NodeGpu) -> None:
         """GPU `a` may no longer access GPU `b`'s memory (one direction, as cudaDeviceDisablePeerAccess)."""
         a, b = self._gpu(a), self._gpu(b)
         if a == b:
             raise LaunchError(f"GPU {a} always accesses its own memory")
         self.peers[a, b] = False
 
-    def enable_peer_access(self, a, b) -> None:
+    def enable_peer_access(self, a: int | NodeGpu, b: int | NodeGpu) -> None:
         a, b = self._gpu(a), self._gpu(b)
         self.peers[a, b] = True
 
-    def can_access_peer(self, a, b) -> bool:
+    def can_access_peer(self, a: int | NodeGpu, b: int | NodeGpu) -> bool:
         return bool(self.peers[self._gpu(a), self._gpu(b)])
 
     @property
@@ -267,7 +274,7 @@ class SmRoom:
     def _need(self, m) -> tuple[int, int]:
         return m.lanes_per_block, (m.shared_size + 1024 if m.shared_size else 0)
 
-    def admit(self, m, n: int) -> np.ndarray:
+    def admit(self, m: Machine, n: int) -> np.ndarray:
         """The SMs (one per block, at most `n`) where `m`'s next wave fits now, reserved; may be empty."""
         max_threads, max_blocks, max_shared = m.sm_limits
         threads, smem = self._need(m)
@@ -285,7 +292,7 @@ class SmRoom:
             np.add.at(self.shared, sms, smem)
         return sms
 
-    def release(self, m, sms) -> None:
+    def release(self, m: Machine, sms: np.ndarray) -> None:
         threads, smem = self._need(m)
         np.subtract.at(self.threads, sms, threads)
         np.subtract.at(self.blocks, sms, 1)

@@ -9,9 +9,14 @@ allocations, and lanes touching a peer it may not access (`Node.disable_peer_acc
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ptxforge.emu.memory import Allocation, DeviceMemory
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 
 class GpuMemory:
@@ -54,7 +59,7 @@ class GpuMemory:
     def view(self, alloc: Allocation) -> np.ndarray:
         return self.shared.view(alloc)
 
-    def write(self, alloc: Allocation, data) -> None:
+    def write(self, alloc: Allocation, data: bytes | np.ndarray) -> None:
         self.shared.write(alloc, data)
 
     def read(self, alloc: Allocation) -> np.ndarray:
@@ -69,7 +74,7 @@ class GpuMemory:
     def own_allocations(self) -> tuple[Allocation, ...]:
         return tuple(a for a in self.shared.allocations if a.gpu == self.gpu)
 
-    def peer_blocked(self, indices):
+    def peer_blocked(self, indices: npt.ArrayLike) -> tuple[np.ndarray, str] | None:
         """(mask, note) of the lanes whose allocation (index into `allocations`) is on a GPU this one may
         not access; None when every lane may."""
         row = self.peers[self.gpu]

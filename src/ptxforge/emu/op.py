@@ -9,6 +9,18 @@ and the machine never import each other.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy as np
+    import numpy.typing as npt
+
+    from ptxforge.emu.machine import LaneState
+
+    Mask = npt.NDArray[np.bool_] | None  # the lanes an op runs for; None: every lane of the state
+    OpFn = Callable[[LaneState, Mask], None]  # a NORMAL / WARPSYNC op's body
 
 NORMAL, BRA, EXIT, RET, CALL, BAR, WARPSYNC, TRAP, NOP, BRX = range(10)
 
@@ -24,14 +36,15 @@ class Op:
     """One executable instruction."""
 
     kind: int
-    fn: object = None  # fn(st, mask) for NORMAL / WARPSYNC
+    fn: OpFn | None = None  # fn(st, mask) for NORMAL / WARPSYNC
     target: int = 0  # branch target pc
-    guard: tuple | None = None  # (pred slot, negated)
+    guard: tuple[int, bool] | None = None  # (pred slot, negated)
     text: str = ""  # the instruction as written, for messages
     line: int = 0
     file: str = ""
-    extra: object = None  # kind-specific data (barrier, call)
-    membermask: object = None  # reader of the warp member mask for WARPSYNC ops (None = all lanes)
+    extra: Any = None  # kind-specific data (barrier, call)
+    # reader of the warp member mask for WARPSYNC ops (None = all lanes)
+    membermask: Callable[[LaneState], Any] | None = None
 
     @property
     def where(self) -> str:

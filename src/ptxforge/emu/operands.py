@@ -8,6 +8,7 @@ widening or truncating to the register's declared width. Nothing here does strin
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
@@ -17,8 +18,20 @@ from ptxforge.emu.memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
 from ptxforge.emu.program import Layout, Placed, Symbol, storage_dtype
 from ptxforge.ptx import ir
 
-_U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
-_S = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ptxforge.emu.machine import LaneState
+    from ptxforge.emu.op import Mask
+
+    # raw bits over lanes (an array) or one numpy scalar when uniform: numpy's stubs cannot follow the mix of
+    # arrays, scalars and dtypes-by-width the emulator computes with, so it is Any to mypy
+    Value = Any
+    Reader = Callable[[LaneState], Value]
+    Writer = Callable[[LaneState, Value, Mask], None]
+
+_U: dict[int, type[np.unsignedinteger[Any]]] = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+_S: dict[int, type[np.signedinteger[Any]]] = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 FUNC_BASE = 0x7B00_0000_0000  # fake addresses of functions (for indirect calls)
 
 
@@ -31,7 +44,7 @@ def bits_of_type(ty: str) -> int:
     return 1 if ty == ".pred" else max(8, ir.type_bits(ty))
 
 
-def udt(ty: str):
+def udt(ty: str) -> type[np.generic]:
     return np.bool_ if ty == ".pred" else _U[bits_of_type(ty)]
 
 
@@ -39,7 +52,7 @@ def is_signed(ty: str) -> bool:
     return ty.startswith(".s")
 
 
-def convert_width(v, src_bits: int, dst_bits: int, signed: bool):
+def convert_width(v: Value, src_bits: int, dst_bits: int, signed: bool) -> Value:
     """Zero- or sign-extend / truncate raw bits between widths."""
     if src_bits == dst_bits:
         return v
@@ -50,7 +63,7 @@ def convert_width(v, src_bits: int, dst_bits: int, signed: bool):
         _U[dst_bits](int(sv) & ((1 << dst_bits) - 1))
 
 
-def immediate_bits(imm: ir.Immediate, ty: str):
+def immediate_bits(imm: ir.Immediate, ty: str) -> Value:
     """An immediate as a numpy scalar of `ty`'s raw bits."""
     text = imm.text.strip()
     if ty == ".pred":
@@ -85,7 +98,7 @@ def immediate_bits(imm: ir.Immediate, ty: str):
 class Ctx:
     """Compile context for one instruction: resolves names and builds readers/writers."""
 
-    def __init__(self, layout: Layout, placed: Placed, pc: int, consts: dict):
+    def __init__(self, layout: Layout, placed: Placed, pc: int, consts: dict[str, Any]):
         self.layout = layout
         self.placed = placed
         self.ins = placed.ins
@@ -96,10 +109,10 @@ class Ctx:
         span = self.ins.span
         return UnsupportedInstruction(f"{span.file}:{span.line}: {self.ins.mnemonic}: {msg}")
 
-    def lookup(self, name: str):
+    def lookup(self, name: str) -> tuple[str, int] | Symbol | None:
         return self.layout.lookup(self.placed, name)
 
-    def reg_slot(self, op) -> int:
+    def reg_slot(self, op: ir.Operand) -> int:
         if isinstance(op, ir.Register):
             hit = self.lookup(op.name)
             if isinstance(hit, tuple):
@@ -110,7 +123,7 @@ class Ctx:
         return self.layout.reg_types[slot]
 
     # ------------------------------------------------------------------ readers
-    def read(self, op, ty: str):
+    def read(self, op: ir.Operand, ty: str) -> Reader:
         """Reader of an operand as raw bits of type `ty` (predicates as bool)."""
         if isinstance(op, ir.Register):
             hit = self.lookup(op.name)
@@ -138,7 +151,7 @@ class Ctx:
             hit = self.lookup(op.name)
             if hit is None:
                 raise self.error(f"unknown symbol {op.name}")
-            return self._symbol_reader(hit, ty)
+            return self._symbol_reader(hit, ty)  # type: ignore[arg-type]  # the parser makes registers ir.Register
         if isinstance(op, ir.Expr):
             return self._expr_reader(op.text, ty)
         if isinstance(op, ir.Address) and op.base is None:
@@ -146,7 +159,7 @@ class Ctx:
             return lambda st: c
         raise self.error(f"cannot read operand {_show(op)}")
 
-    def _reg_reader(self, slot: int, ty: str):
+    def _reg_reader(self, slot: int, ty: str) -> Reader:
         rty = self.layout.reg_types[slot]
         if ty == ".pred" or rty == ".pred":
             if ty == ".pred" and rty == ".pred":
@@ -161,7 +174,7 @@ class Ctx:
         signed = is_signed(ty) or is_signed(rty)
         return lambda st: convert_width(st.regs[slot], rb, tb, signed and rb < tb)
 
-    def _special_reader(self, name: str, ty: str):
+    def _special_reader(self, name: str, ty: str) -> Reader:
         tb = bits_of_type(ty)
         if name in ("%clock", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"):
             def rd(st, name=name):
@@ -173,7 +186,7 @@ class Ctx:
             return lambda st: st.sreg(name)
         return lambda st: convert_width(st.sreg(name), sb, tb, False)
 
-    def _symbol_reader(self, sym: Symbol, ty: str):
+    def _symbol_reader(self, sym: Symbol, ty: str) -> Reader:
         """The address (or pc) a name stands for, as a value."""
         tb = bits_of_type(ty)
         dt = _U[tb]
@@ -206,11 +219,11 @@ class Ctx:
 
     _EXPR = re.compile(r"^\s*(generic\()?\s*([\w$.]+)\s*\)?\s*(?:\+\s*(\d+))?\s*$")
 
-    def _expr_reader(self, text: str, ty: str):
+    def _expr_reader(self, text: str, ty: str) -> Reader:
         m = self._EXPR.match(text)
         if not m:
             raise self.error(f"unsupported constant expression {text!r}")
-        sym = self.lookup(m.group(2))
+        sym: Symbol | None = self.lookup(m.group(2))  # type: ignore[assignment]  # _EXPR names no register
         if sym is None:
             raise self.error(f"unknown symbol in {text!r}")
         base = self._symbol_reader(sym, ty)
@@ -222,7 +235,7 @@ class Ctx:
         return lambda st: base(st) + c
 
     # ------------------------------------------------------------------ writers
-    def write(self, op, ty: str):
+    def write(self, op: ir.Operand, ty: str) -> Writer:
         """Writer `fn(st, value, mask)` for a destination operand; value holds `ty` bits."""
         if isinstance(op, ir.Sink):
             return lambda st, v, m: None
@@ -255,22 +268,33 @@ class Ctx:
         return w
 
     # ------------------------------------------------------------------ addresses
-    def address(self, op, space: str):
+    def address(self, op: ir.Operand, space: str) -> tuple[str, Reader]:
+        """(space, reader of the address as uint64/int64) for a memory operand `[base+off]` of an instruction
+        that cannot access a function's .param variable (see `address_or_param_var`)."""
+        where, addr = self.address_or_param_var(op, space)
+        if isinstance(where, tuple) or isinstance(addr, int):
+            name = op.base.name if isinstance(op, ir.Address) and op.base is not None else _show(op)
+            raise self.error(f"{name} is a .param variable of the function: only ld and st access those")
+        return where, addr
+
+    def address_or_param_var(self, op: ir.Operand, space: str) -> tuple[str, Reader] | tuple[tuple[str, int], int]:
         """(space, reader of the address as uint64/int64) for a memory operand `[base+off]`.
 
         Symbols resolve to their state space: a kernel parameter gives space 'param', a function's
-        param variable gives ('pvar', index) handled by the caller.
+        param variable gives (('pvar', index), offset), handled by the caller.
         """
         if not isinstance(op, ir.Address):
             raise self.error(f"expected a memory operand, got {_show(op)}")
         off = op.offset
         base = op.base
+        c: np.integer[Any]
         if base is None:
             c = np.uint64(off & (2 ** 64 - 1))
             return space, lambda st: c
         if isinstance(base, ir.Symbol) or (isinstance(base, ir.Register) and
                                             not isinstance(self.lookup(base.name), tuple)):
-            sym = self.lookup(base.name)
+            # not a register: an ir.Symbol never names one (the parser makes those ir.Register)
+            sym: Symbol | None = self.lookup(base.name)  # type: ignore[assignment]
             if sym is None:
                 raise self.error(f"unknown symbol {base.name}")
             if sym.kind == "pvar":
@@ -305,7 +329,7 @@ class Ctx:
         return space, lambda st: st.regs[slot] + c
 
 
-def _show(op) -> str:
+def _show(op: ir.Operand) -> str:
     if isinstance(op, ir.Register | ir.SpecialRegister | ir.Symbol):
         return op.name
     if isinstance(op, ir.Immediate):

@@ -6,6 +6,8 @@ goes to `ptxforge.emu.semantics.integer` (the bit-exact reference). Float types 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ptxforge.emu import ops_float
@@ -19,10 +21,17 @@ from ptxforge.emu.semantics import compare as sem_cmp
 from ptxforge.ptx import ir
 from ptxforge.ptx.isa import FAMILIES
 
-_U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ptxforge.emu.operands import Ctx, Value
+    from ptxforge.emu.registry import Builder
+
+_U: dict[int, type[np.unsignedinteger[Any]]] = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 _S = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 FLOATS = {".f16", ".f16x2", ".bf16", ".bf16x2", ".f32", ".f64", ".tf32"}
-PRMT_MODES = FAMILIES["prmt"].modifiers  # '.f4e' ... '.rc16', as the ISA table lists them
+# '.f4e' ... '.rc16', as the ISA table lists them (a family with modifiers: never the table's None)
+PRMT_MODES: frozenset[str] = FAMILIES["prmt"].modifiers  # type: ignore[assignment]
 
 
 def _op(kind_fn):
@@ -61,7 +70,7 @@ def _semantic_binary(ctx, name, ty, out_ty=None, **kw):
 # ---------------------------------------------------------------------------- add / sub / mul / mad
 
 
-def build_add(ctx, sub=False):
+def build_add(ctx: Ctx, sub: bool = False) -> Op:
     ty = _ty(ctx)
     if ty in FLOATS:
         return ops_float.build_arith(ctx, "sub" if sub else "add")
@@ -95,11 +104,11 @@ def _ramp_add(st, x, y, r) -> None:
         R.note(st, r, tag)
 
 
-def build_sub(ctx):
+def build_sub(ctx: Ctx) -> Op:
     return build_add(ctx, sub=True)
 
 
-def build_carry(ctx):
+def build_carry(ctx: Ctx) -> Op:
     """add.cc / addc[.cc] / sub.cc / subc[.cc]: the carry flag lives in st.cc (per lane); subtraction is
     a + ~b + (1 or CF), so one flag serves mixed add/sub chains as on the hardware."""
     ty = _ty(ctx, ".u32")
@@ -121,7 +130,7 @@ def build_carry(ctx):
     return _op(f)
 
 
-def build_mul(ctx):
+def build_mul(ctx: Ctx) -> Op:
     ty = _ty(ctx)
     if ty in FLOATS:
         return ops_float.build_arith(ctx, "mul")
@@ -172,7 +181,7 @@ def _ramp_wide(st, x, k: int, signed: bool):
     return R.affine(tag, k, 0, x.shape[0], 64)
 
 
-def build_mad(ctx):
+def build_mad(ctx: Ctx) -> Op:
     ty = _ty(ctx)
     if ty in FLOATS:
         return ops_float.build_fma(ctx)
@@ -230,7 +239,7 @@ def build_mad(ctx):
     return _op(f)
 
 
-def build_simple_int(name):
+def build_simple_int(name: str) -> Builder:
     def build(ctx):
         ty = _ty(ctx)
         if ty in FLOATS:
@@ -267,7 +276,7 @@ def build_simple_int(name):
 # ---------------------------------------------------------------------------- logic and shifts
 
 
-def build_logic(name):
+def build_logic(name: str) -> Builder:
     fns = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 
     def build(ctx):
@@ -279,14 +288,14 @@ def build_logic(name):
     return build
 
 
-def build_not(ctx):
+def build_not(ctx: Ctx) -> Op:
     ty = _ty(ctx)
     ops = ctx.ins.operands
     d, a = ctx.write(ops[0], ty), ctx.read(ops[1], ty)
     return _op(lambda st, m: d(st, ~a(st), m))
 
 
-def build_cnot(ctx):
+def build_cnot(ctx: Ctx) -> Op:
     ty = _ty(ctx)
     ops = ctx.ins.operands
     d, a = ctx.write(ops[0], ty), ctx.read(ops[1], ty)
@@ -294,7 +303,7 @@ def build_cnot(ctx):
     return _op(lambda st, m: d(st, (np.asarray(a(st)) == 0).astype(dt), m))
 
 
-def build_shift(ctx):
+def build_shift(ctx: Ctx) -> Op:
     ty = _ty(ctx)
     ins = ctx.ins
     ops = ins.operands
@@ -354,7 +363,7 @@ def _bits_sem():
     return bitops
 
 
-def build_bfe(ctx):
+def build_bfe(ctx: Ctx) -> Op:
     ty = _ty(ctx)
     ops = ctx.ins.operands
     d, a = ctx.write(ops[0], ty), ctx.read(ops[1], ty)
@@ -364,7 +373,7 @@ def build_bfe(ctx):
     return _op(lambda st, m: d(st, np.asarray(fn(*bc(a(st), b(st), c(st)), ty[1:])).astype(dt, copy=False), m))
 
 
-def build_bfi(ctx):
+def build_bfi(ctx: Ctx) -> Op:
     ty = _ty(ctx)
     ops = ctx.ins.operands
     d, a, b = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty)
@@ -375,7 +384,7 @@ def build_bfi(ctx):
                                m))
 
 
-def build_fns(ctx):
+def build_fns(ctx: Ctx) -> Op:
     """fns.b32 d, mask, base, offset: the offset-th set bit of mask from bit base (0xffffffff if none)."""
     ops = ctx.ins.operands
     d = ctx.write(ops[0], ".b32")
@@ -384,7 +393,7 @@ def build_fns(ctx):
     return _op(lambda st, m: d(st, np.asarray(fn(*bc(mask(st), base(st), off(st)))).astype(np.uint32), m))
 
 
-def build_bmsk_szext(ctx):
+def build_bmsk_szext(ctx: Ctx) -> Op:
     """bmsk.mode.b32 d, a, b and szext.mode.type d, a, b (mode clamp or wrap)."""
     ops = ctx.ins.operands
     d, a, b = ctx.write(ops[0], ".b32"), ctx.read(ops[1], ".b32"), ctx.read(ops[2], ".u32")
@@ -396,7 +405,7 @@ def build_bmsk_szext(ctx):
     return _op(lambda st, m: d(st, np.asarray(sem.szext(*bc(a(st), b(st)), ty, mode)).astype(np.uint32), m))
 
 
-def build_prmt(ctx):
+def build_prmt(ctx: Ctx) -> Op:
     ops = ctx.ins.operands
     d = ctx.write(ops[0], ".b32")
     a, b, c = (ctx.read(o, ".b32") for o in ops[1:4])
@@ -405,11 +414,11 @@ def build_prmt(ctx):
     return _op(lambda st, m: d(st, np.asarray(fn(*bc(a(st), b(st), c(st)), mode=mode)).astype(np.uint32), m))
 
 
-def build_lop3(ctx):
+def build_lop3(ctx: Ctx) -> Op:
     """lop3.b32 d, a, b, c, immLut and lop3.BoolOp.b32 d|p, a, b, c, immLut, q (p = (d != 0) BoolOp q)."""
     ops = ctx.ins.operands
     pair = isinstance(ops[0], ir.PredPair)
-    d = ctx.write(ops[0].first if pair else ops[0], ".b32")
+    d = ctx.write(ops[0].first if pair else ops[0], ".b32")  # type: ignore[union-attr]  # pair: a PredPair
     a, b, c = (ctx.read(o, ".b32") for o in ops[1:4])
     lut = int(ops[4].value) if isinstance(ops[4], ir.Immediate) else None
     if lut is None:
@@ -417,7 +426,8 @@ def build_lop3(ctx):
     bool_op = next((s for s in ctx.ins.suffixes if s in ("or", "and")), None)
     if bool_op is None:
         return _op(lambda st, m: d(st, bitops.lop3(a(st), b(st), c(st), lut), m))
-    p = ctx.write(ops[0].second, ".pred") if pair and not isinstance(ops[0].second, ir.Sink) else None
+    p = (ctx.write(ops[0].second, ".pred")  # type: ignore[union-attr]  # pair: a PredPair
+         if pair and not isinstance(ops[0].second, ir.Sink) else None)  # type: ignore[union-attr]
     q = ctx.read(ops[5], ".pred")
 
     def f(st, m):
@@ -428,7 +438,7 @@ def build_lop3(ctx):
     return _op(f)
 
 
-def build_shf(ctx):
+def build_shf(ctx: Ctx) -> Op:
     ops = ctx.ins.operands
     d = ctx.write(ops[0], ".b32")
     a, b, c = ctx.read(ops[1], ".b32"), ctx.read(ops[2], ".b32"), ctx.read(ops[3], ".u32")
@@ -452,7 +462,7 @@ def build_shf(ctx):
 # ---------------------------------------------------------------------------- mov / selp / setp
 
 
-def build_mov(ctx):
+def build_mov(ctx: Ctx) -> Op:
     ty = _ty(ctx)
     ops = ctx.ins.operands
     dst, src = ops[0], ops[1]
@@ -518,25 +528,27 @@ def _mov_vector_unpack(ctx, dst, src, ty):
     return _op(unpack)
 
 
-def build_selp(ctx):
+def build_selp(ctx: Ctx) -> Op:
     ty = _ty(ctx)
     ops = ctx.ins.operands
     d, a, b = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty)
     c = ctx.read(ops[3], ".pred")
     dt = _U[bits_of_type(ty)]
-    return _op(lambda st, m: d(st, np.where(c(st), a(st), b(st)).astype(dt, copy=False), m))
+    # (the ignores: numpy's stubs give where(c, x, y) with values of type Any the overload of where(c))
+    return _op(lambda st, m: d(st, np.where(c(st), a(st), b(st))  # type: ignore[attr-defined]
+                               .astype(dt, copy=False), m))
 
 
-def build_slct(ctx):
+def build_slct(ctx: Ctx) -> Op:
     ts = ctx.ins.types
     ty, cty = ts[0], ts[-1]
     ops = ctx.ins.operands
     d, a, b, c = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty), ctx.read(ops[3], cty)
     dt = _U[bits_of_type(ty)]
     if cty == ".f32":
-        return _op(lambda st, m: d(st, np.where(np.asarray(c(st)).view(np.float32) >= 0, a(st), b(st))
+        return _op(lambda st, m: d(st, np.where(np.asarray(c(st)).view(np.float32) >= 0, a(st), b(st))  # type: ignore[attr-defined]
                                    .astype(dt), m))
-    return _op(lambda st, m: d(st, np.where(np.asarray(c(st)).view(np.int32) >= 0, a(st), b(st))
+    return _op(lambda st, m: d(st, np.where(np.asarray(c(st)).view(np.int32) >= 0, a(st), b(st))  # type: ignore[attr-defined]
                                .astype(dt), m))
 
 
@@ -547,7 +559,7 @@ _INT_CMP = {
 _BOOL = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
 
 
-def compare_fn(ctx, cmp: str, ty: str):
+def compare_fn(ctx: Ctx, cmp: str, ty: str) -> Callable[[Value, Value], Value]:
     """fn(a_bits, b_bits) -> bool array for setp/set."""
     if ty in FLOATS:
         return ops_float.compare_fn(ctx, cmp, ty)
@@ -560,7 +572,7 @@ def compare_fn(ctx, cmp: str, ty: str):
     return fn
 
 
-def build_setp(ctx):
+def build_setp(ctx: Ctx) -> Op:
     ins = ctx.ins
     ty = _ty(ctx)
     cmp = next(s for s in ins.suffixes if s in _INT_CMP or s in ops_float.FLOAT_CMPS)
@@ -603,7 +615,7 @@ def build_setp(ctx):
     return _op(f)
 
 
-def build_set(ctx):
+def build_set(ctx: Ctx) -> Op:
     """set.cmp.dtype.stype d, a, b[, {and|or|xor} c]: all ones (or 1.0f) when true."""
     ins = ctx.ins
     dty, sty = ins.types[0], ins.types[-1]
@@ -630,7 +642,7 @@ def build_set(ctx):
     return _op(f)
 
 
-def build_dp(ctx):
+def build_dp(ctx: Ctx) -> Op:
     """dp4a.atype.btype / dp2a.{lo,hi}.atype.btype d, a, b, c."""
     ins = ctx.ins
     ts = ins.types
@@ -647,7 +659,7 @@ def build_dp(ctx):
                                .astype(np.uint32), m))
 
 
-def build_sad(ctx):
+def build_sad(ctx: Ctx) -> Op:
     ty = _ty(ctx)
     ops = ctx.ins.operands
     d = ctx.write(ops[0], ty)
@@ -667,7 +679,7 @@ def _cluster_split(ctx, a_read, ty):
     return off, win
 
 
-def build_mapa(ctx):
+def build_mapa(ctx: Ctx) -> Op:
     """mapa(.shared::cluster): the same offset in CTA rank r's shared memory (memory.py's encoding);
     rank bits are cleared when r is this CTA's own rank, so one-CTA clusters keep plain addresses."""
     ty = _ty(ctx, ".u32")
@@ -685,7 +697,7 @@ def build_mapa(ctx):
     return _op(f)
 
 
-def build_getctarank(ctx):
+def build_getctarank(ctx: Ctx) -> Op:
     """getctarank(.shared::cluster): the CTA rank whose shared memory a shared::cluster address names."""
     ty = _ty(ctx, ".u32")
     ops = ctx.ins.operands

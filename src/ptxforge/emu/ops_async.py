@@ -7,6 +7,8 @@ so commit/wait groups need no queue. An mbarrier's state word and its arrivals: 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ptxforge.emu import memory as M
@@ -26,6 +28,9 @@ from ptxforge.emu.ops_memory import space_of
 from ptxforge.emu.rmw import atomic_apply
 from ptxforge.ptx import ir
 
+if TYPE_CHECKING:
+    from ptxforge.emu.operands import Ctx
+
 
 def _op(fn):
     return Op(NORMAL, fn=fn)
@@ -38,7 +43,7 @@ def _compact(v, lanes, n, dt):
 # ---------------------------------------------------------------------------- cp.async
 
 
-def build_cp(ctx):
+def build_cp(ctx: Ctx) -> Op:
     ins = ctx.ins
     if not ins.has("async"):
         raise ctx.error(f"{ins.mnemonic} is not supported")
@@ -94,7 +99,7 @@ def build_cp(ctx):
     return _op(f)
 
 
-def _build_bulk(ctx):
+def _build_bulk(ctx: Ctx) -> Op:
     """cp{.reduce}.async.bulk: global or shared::cta to shared::cta/cluster completes transaction bytes on an
     mbarrier (a shared::cluster destination and its mbarrier may be another CTA's; .multicast::cluster
     writes several); the global destination form (bulk_group) may reduce. Tensor-map copies and L2
@@ -183,7 +188,7 @@ def _multicast(st, lanes, dst, src, size, masks, bars) -> None:
 # ---------------------------------------------------------------------------- mbarrier
 
 
-def build_mbarrier(ctx):
+def build_mbarrier(ctx: Ctx) -> Op:
     ins = ctx.ins
     ops = ins.operands
     sp = space_of(ins)

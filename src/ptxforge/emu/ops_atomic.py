@@ -8,6 +8,8 @@ costs one pass, and f32 sums round exactly as a sequential chain would).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ptxforge.emu import memory as M
@@ -19,7 +21,10 @@ from ptxforge.emu.rmw import SMALL_GROUP, atomic_apply  # noqa: F401 (SMALL_GROU
 from ptxforge.emu.semantics import half
 from ptxforge.ptx import ir
 
-_U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+if TYPE_CHECKING:
+    from ptxforge.emu.operands import Ctx
+
+_U: dict[int, type[np.unsignedinteger[Any]]] = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 _S = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 _F = {32: np.float32, 64: np.float64}
 OPS = ("and", "or", "xor", "exch", "add", "inc", "dec", "min", "max", "cas")
@@ -34,12 +39,13 @@ def _combine(opname: str, ty: str):
     bits = bits_of_type(ty)
     u = _U[bits]
     if opname in ("and", "or", "xor"):
-        uf = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[opname]
+        uf: np.ufunc = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[opname]
         return (lambda o, v, c: uf(o, v)), uf, u
     if opname == "exch":
         return (lambda o, v, c: v), None, u
     if opname == "cas":
-        return (lambda o, v, c: np.where(o == v, c, o).astype(u)), None, u
+        # (numpy's stubs give where(c, x, y) with values of type Any the overload of where(c))
+        return (lambda o, v, c: np.where(o == v, c, o).astype(u)), None, u  # type: ignore[attr-defined]
     if opname == "inc":
         return (lambda o, v, c: np.where(o >= v, u(0), o + u(1)).astype(u)), None, u
     if opname == "dec":
@@ -76,7 +82,7 @@ def _build(ctx, has_dest: bool):
     bits = bits_of_type(ty)
     u = _U[bits]
     k = 1 if has_dest else 0
-    space, addr = ctx.address(ops[k], space0)
+    space, addr = ctx.address_or_param_var(ops[k], space0)
     if isinstance(space, tuple):
         raise ctx.error("atomics on .param variables are not supported")
     def elems(op):
@@ -136,11 +142,11 @@ def _build(ctx, has_dest: bool):
     return _op(f)
 
 
-def build_atom(ctx):
+def build_atom(ctx: Ctx) -> Op:
     return _build(ctx, True)
 
 
-def build_red(ctx):
+def build_red(ctx: Ctx) -> Op:
     return _build(ctx, False)
 
 

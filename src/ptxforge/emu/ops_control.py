@@ -7,6 +7,7 @@ ordinary ops that read their arguments from the caller's .param variables.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,18 +18,22 @@ from ptxforge.emu.ops_warp import build_bar_warp
 from ptxforge.emu.program import Symbol
 from ptxforge.ptx import ir
 
+if TYPE_CHECKING:
+    from ptxforge.emu.operands import Ctx, Reader, Writer
+    from ptxforge.emu.program import FunctionLayout
+
 
 @dataclass
 class CallInfo:
-    callee: object  # FunctionLayout
+    callee: FunctionLayout | None  # None: an indirect call
     arg_pvars: list  # caller-side pvar indices, in order
     ret_pvars: list  # caller-side pvar indices receiving the results
-    caller: object  # FunctionLayout of the caller
-    indirect: object = None  # reader of a function address for indirect calls
+    caller: FunctionLayout
+    indirect: Reader | None = None  # reader of a function address for indirect calls
     # for a callee's `.reg` params / return values: per position a reader of the argument (or None) and a
     # writer of the caller's destination register (or None)
-    arg_readers: list = None
-    ret_writers: list = None
+    arg_readers: list[Reader | None] | None = None
+    ret_writers: list[Writer | None] | None = None
 
 
 @dataclass
@@ -43,7 +48,7 @@ class BarrierInfo:
     fixed_id: int | None = None  # the barrier id when it is an immediate (checked 0..15 at compile time)
 
 
-def build_bra(ctx):
+def build_bra(ctx: Ctx) -> c.Op:
     target = ctx.ins.operands[0]
     sym = ctx.lookup(target.name) if isinstance(target, ir.Symbol | ir.Register) else None
     if not isinstance(sym, Symbol) or sym.kind != "label":
@@ -51,7 +56,7 @@ def build_bra(ctx):
     return c.Op(c.BRA, target=sym.value)
 
 
-def build_brx(ctx):
+def build_brx(ctx: Ctx) -> c.Op:
     """brx.idx index, targets: jump to targets[index] (a .branchtargets list)."""
     idx_op, tl = ctx.ins.operands[:2]
     names = ctx.placed.func.target_lists.get(getattr(tl, "name", ""))
@@ -66,21 +71,21 @@ def build_brx(ctx):
     return c.Op(c.BRX, extra=(ctx.read(idx_op, ".u32"), np.asarray(pcs, np.int32)))
 
 
-def build_ret(ctx):
+def build_ret(ctx: Ctx) -> c.Op:
     if ctx.placed.func.func.is_kernel:
         return c.Op(c.EXIT)
     return c.Op(c.RET, extra=ctx.placed.func)
 
 
-def build_exit(ctx):
+def build_exit(ctx: Ctx) -> c.Op:
     return c.Op(c.EXIT)
 
 
-def build_trap(ctx):
+def build_trap(ctx: Ctx) -> c.Op:
     return c.Op(c.TRAP)
 
 
-def build_call(ctx):
+def build_call(ctx: Ctx) -> c.Op:
     ops = list(ctx.ins.operands)
     rets: list = []
     args: list = []
@@ -107,11 +112,11 @@ def build_call(ctx):
     if isinstance(hit, tuple):  # indirect call through a register
         return c.Op(c.CALL, extra=CallInfo(None, [pv(o) for o in args], [pv(o) for o in rets], ctx.placed.func,
                                           indirect=ctx.read(target, ".u64")))
-    callee = layout.functions.get(name)
+    callee = layout.functions.get(name)  # type: ignore[arg-type]  # None: no function, an error below
     if callee is None:
         raise ctx.error(f"call to unknown function {name}")
     if callee.func.body is None:
-        fn = builtins.lookup(name)
+        fn = builtins.lookup(name)  # type: ignore[arg-type]  # a function was found: name is a str
         if fn is None:
             raise ctx.error(f"call to external function {name}, which the emulator does not provide")
         return c.Op(c.NORMAL, fn=builtins.bind(fn, ctx, [pv(o) for o in args], [pv(o) for o in rets]))
@@ -134,7 +139,7 @@ def _is_pvar(ctx, o) -> bool:
     return isinstance(sym, Symbol) and sym.kind == "pvar"
 
 
-def build_bar(ctx):
+def build_bar(ctx: Ctx) -> c.Op:
     ins = ctx.ins
     if ins.has("warp"):
         return build_bar_warp(ctx)
@@ -167,7 +172,7 @@ def build_bar(ctx):
     return c.Op(c.BAR, extra=info)
 
 
-def _nop(ctx):
+def _nop(ctx: Ctx) -> c.Op:
     return c.Op(c.NORMAL, fn=lambda st, m: None)
 
 

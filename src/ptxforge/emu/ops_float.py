@@ -7,11 +7,18 @@ exactly numpy's); their NaN results are made canonical (0x7fffffff) as the hardw
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
 from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type, is_signed
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
+
+    from ptxforge.emu.operands import Ctx, Value
 
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 _S = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
@@ -23,7 +30,7 @@ FLOAT_CMPS = {"eq", "ne", "lt", "le", "gt", "ge", "equ", "neu", "ltu", "leu", "g
 HALF = {".f16", ".bf16", ".f16x2", ".bf16x2"}
 
 
-def sem(name: str):
+def sem(name: str) -> ModuleType:
     """A semantics module by name (imported lazily; it is written alongside the emulator)."""
     return importlib.import_module(f"ptxforge.emu.semantics.{name}")
 
@@ -41,7 +48,13 @@ def _rnd(ctx, default="rn"):
     return next((s for s in ctx.ins.suffixes if s in ROUNDINGS), default)
 
 
-def bc(*xs):
+@overload
+def bc(x: Value, y: Value, /) -> tuple[Value, Value]: ...
+@overload
+def bc(x: Value, y: Value, z: Value, /) -> tuple[Value, Value, Value]: ...
+@overload
+def bc(*xs: Value) -> tuple[Value, ...]: ...
+def bc(*xs: Value) -> tuple[Value, ...]:
     """Arguments broadcast to one shape (the semantics functions expect equal shapes)."""
     if all(np.ndim(x) == 0 for x in xs) or all(np.shape(x) == np.shape(xs[0]) for x in xs):
         return xs
@@ -60,7 +73,7 @@ def _finish(r, bits):
     return b
 
 
-def build_arith(ctx, name: str):
+def build_arith(ctx: Ctx, name: str) -> Op:
     """add/sub/mul on float types."""
     ty = _ty(ctx)
     ins = ctx.ins
@@ -88,7 +101,7 @@ def build_arith(ctx, name: str):
     return _op(lambda st, m: d(st, np.asarray(fn(*bc(a(st), b(st)), t, **kw)).astype(dt, copy=False), m))
 
 
-def build_fma(ctx):
+def build_fma(ctx: Ctx) -> Op:
     ty = _ty(ctx)
     ins = ctx.ins
     ops = ins.operands
@@ -110,7 +123,7 @@ def build_fma(ctx):
 _LOW28 = np.uint64((1 << 28) - 1)
 
 
-def fma_rn_f32(x, y, z, exact):
+def fma_rn_f32(x: Value, y: Value, z: Value, exact: Callable[..., Value]) -> Value:
     """fma.rn.f32 on raw bits, bit-identical to `exact` (semantics.floating.fma) and faster on whole arrays.
 
     x * y is exact in float64 (24 + 24 significand bits); s = fl64(x*y + z) rounded to float32 is the correctly
@@ -142,7 +155,7 @@ def fma_rn_f32(x, y, z, exact):
 _APPROX = {"ex2", "lg2", "sin", "cos", "tanh", "rsqrt"}
 
 
-def build_named(ctx, name: str):
+def build_named(ctx: Ctx, name: str) -> Op:
     """div, rcp, sqrt, rsqrt, ex2, lg2, sin, cos, tanh, abs, neg, min, max, copysign on floats."""
     ty = _ty(ctx)
     ins = ctx.ins
@@ -199,7 +212,7 @@ def _approx_module():
     return sem("approx")
 
 
-def compare_fn(ctx, cmp: str, ty: str):
+def compare_fn(ctx: Ctx, cmp: str, ty: str) -> Callable[[Value, Value], Value]:
     ftz = ctx.ins.has("ftz")
     if ty in (".f32", ".f64") and not ftz:
         fdt = _F[bits_of_type(ty)]
@@ -213,7 +226,7 @@ def compare_fn(ctx, cmp: str, ty: str):
     return lambda x, y: c.compare(x, y, cmp, t, ftz=ftz)
 
 
-def build_testp(ctx):
+def build_testp(ctx: Ctx) -> Op:
     ins = ctx.ins
     ty = _ty(ctx)
     op = next(s for s in ins.suffixes if s in ("finite", "infinite", "number", "notanumber", "normal",
@@ -226,7 +239,7 @@ def build_testp(ctx):
 # ---------------------------------------------------------------------------- cvt
 
 
-def build_cvt(ctx):
+def build_cvt(ctx: Ctx) -> Op:
     ins = ctx.ins
     ts = ins.types
     if len(ts) < 2:

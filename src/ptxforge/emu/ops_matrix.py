@@ -6,6 +6,8 @@ to `semantics.mma`, which owns the fragment layouts and the numerics.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ptxforge.emu import memory as M
@@ -13,6 +15,9 @@ from ptxforge.emu.op import WARPSYNC, Op
 from ptxforge.emu.ops_memory import space_of
 from ptxforge.emu.semantics import mma, wmma
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from ptxforge.emu.operands import Ctx
 
 
 def _op(fn):
@@ -52,7 +57,7 @@ def _scatter(st, writers, warps, values, m, dtype):
         w(st, full, m)
 
 
-def build_mma(ctx):
+def build_mma(ctx: Ctx) -> Op:
     ins = ctx.ins
     shape = next((s for s in ins.suffixes if s.startswith("m") and "n" in s and "k" in s), None)
     if shape is None or not ins.has("sync"):
@@ -97,7 +102,7 @@ def _num(ins) -> int:
     return 1
 
 
-def build_ldmatrix(ctx):
+def build_ldmatrix(ctx: Ctx) -> Op:
     ins = ctx.ins
     if not ins.has("m8n8") or not ins.has("b16"):
         raise ctx.error("only ldmatrix .m8n8 .b16 is supported")
@@ -120,7 +125,7 @@ def build_ldmatrix(ctx):
     return _op(f)
 
 
-def build_stmatrix(ctx):
+def build_stmatrix(ctx: Ctx) -> Op:
     ins = ctx.ins
     num = _num(ins)
     trans = ins.has("trans")
@@ -155,7 +160,7 @@ def _first_lanes(warps, m):
     return warps * 32 + np.argmax(m.reshape(-1, 32)[warps], axis=1)
 
 
-def build_wmma(ctx):
+def build_wmma(ctx: Ctx) -> Op:
     """wmma.load.{a,b,c} / wmma.store.d / wmma.mma (fragment layout: semantics.wmma)."""
     ins = ctx.ins
     shape = next((s for s in ins.suffixes if s.startswith("m") and "n" in s and "k" in s), None)
@@ -228,7 +233,7 @@ def build_wmma(ctx):
     return _op(f)
 
 
-def build_movmatrix(ctx):
+def build_movmatrix(ctx: Ctx) -> Op:
     """movmatrix.sync.aligned.m8n8.trans.b16 d, a: transpose the warp's 8x8 b16 matrix in registers.
 
     Fragment layout (both operands): lane l holds row l >> 2, columns 2 * (l % 4) and + 1 (low half first).

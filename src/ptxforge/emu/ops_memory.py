@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ptxforge.emu import memory as M
@@ -10,6 +12,14 @@ from ptxforge.emu.mbarrier import with_complete_tx
 from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type, convert_width, is_signed
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy.typing as npt
+
+    from ptxforge.emu.machine import LaneState
+    from ptxforge.emu.operands import Ctx, Reader, Value
 
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 SPACES = ("global", "shared", "local", "const", "param")
@@ -36,7 +46,7 @@ def vector_count(ins: ir.Instruction) -> int:
     return 1
 
 
-def expand(st, v, lanes, dt):
+def expand(st: LaneState, v: Value, lanes: npt.NDArray[np.intp] | None, dt: npt.DTypeLike) -> Value:
     """A compact per-active-lane array back to a full lane array (other lanes zero)."""
     if lanes is None or np.ndim(v) == 0:
         return v
@@ -49,7 +59,7 @@ def _elem_type(ty: str) -> str:
     return ty
 
 
-def ramp_reader(ctx, op, space: str, nbytes: int):
+def ramp_reader(ctx: Ctx, op: ir.Operand, space: str, nbytes: int) -> Reader | None:
     """fn(st) -> the arena element index of a whole-wave access `[reg+off]` whose lanes address consecutive
     `nbytes` elements (the register holds a ramp of step `nbytes`, see ramps.py), or None; None instead of
     a function when the operand cannot be one (not a register base, or not a global/generic space)."""
@@ -73,7 +83,7 @@ def ramp_reader(ctx, op, space: str, nbytes: int):
     return start
 
 
-def shared_index_reader(ctx, op, space: str, nbytes: int):
+def shared_index_reader(ctx: Ctx, op: ir.Operand, space: str, nbytes: int) -> Callable[..., Value] | None:
     """fn(st, write=False) -> (k, e): the whole-wave shared access `[reg+off]` (32-bit register) touches
     elements `mem.shared.view(<nbytes-wide type>)[k:][e]`; or None (see memory.shared_elements); None instead
     of a function when the operand is not of that form.
@@ -127,7 +137,7 @@ def shared_index_reader(ctx, op, space: str, nbytes: int):
 _SHARED_BASES: dict = {}
 
 
-def build_ld(ctx):
+def build_ld(ctx: Ctx) -> Op:
     ins = ctx.ins
     ty = ins.types[-1] if ins.types else ".b32"
     if ty == ".b128":
@@ -139,7 +149,7 @@ def build_ld(ctx):
     bits = bits_of_type(ty)
     dt = _U[bits]
     writers = [ctx.write(e, ty) for e in elems]
-    space, addr = ctx.address(src, space_of(ins))
+    space, addr = ctx.address_or_param_var(src, space_of(ins))
     if isinstance(space, tuple):  # a function's .param variable: per-lane storage
         idx, off = space[1], addr
         nb = bits // 8
@@ -198,7 +208,7 @@ def build_ld(ctx):
     return _op(ldv)
 
 
-def build_st(ctx):
+def build_st(ctx: Ctx) -> Op:
     ins = ctx.ins
     ty = ins.types[-1] if ins.types else ".b32"
     n = vector_count(ins)
@@ -208,7 +218,7 @@ def build_st(ctx):
     bits = bits_of_type(ty)
     dt = _U[bits]
     readers = [None if isinstance(e, ir.Sink) else ctx.read(e, ty) for e in elems]
-    space, addr = ctx.address(dst, space_of(ins))
+    space, addr = ctx.address_or_param_var(dst, space_of(ins))
     strong = space in ("global", "generic") and any(s in STRONG for s in ins.suffixes)
     if isinstance(space, tuple):
         idx, off = space[1], addr
@@ -298,7 +308,7 @@ def _async_tx(ctx, op, nbytes):
     return with_complete_tx(ctx, op, nbytes)
 
 
-def build_cvta(ctx):
+def build_cvta(ctx: Ctx) -> Op:
     ins = ctx.ins
     ty = ins.types[-1] if ins.types else ".u64"
     to = ins.has("to")
@@ -318,7 +328,7 @@ def build_cvta(ctx):
     return _op(lambda st, m: d(st, ((np.asarray(a(st)).astype(np.uint64) + w) & mask).astype(dt), m))
 
 
-def build_isspacep(ctx):
+def build_isspacep(ctx: Ctx) -> Op:
     ins = ctx.ins
     space = next((s.split("::")[0] for s in ins.suffixes if s.split("::")[0] in SPACES), "global")
     d, a = ctx.write(ins.operands[0], ".pred"), ctx.read(ins.operands[1], ".u64")
@@ -328,11 +338,11 @@ def build_isspacep(ctx):
     return _op(lambda st, m: d(st, (np.asarray(a(st)) >> np.uint64(M.WINDOW_BITS)) == k, m))
 
 
-def _nop(ctx):
+def _nop(ctx: Ctx) -> Op:
     return _op(lambda st, m: None)
 
 
-def build_ld_param_pvar_value(st, idx, off, nb, dt):
+def build_ld_param_pvar_value(st: LaneState, idx: int, off: int, nb: int, dt: npt.DTypeLike) -> Value:
     buf = st.pvars[idx]
     return np.ascontiguousarray(buf[:, off: off + nb]).view(dt)[:, 0]
 
@@ -346,7 +356,7 @@ _POLICY = {"L2::evict_normal": 0x1000000000000000, "L2::evict_first": 0x12F00000
            "L2::evict_last": 0x14F0000000000000, "L2::evict_unchanged": 0x1000000000000000}
 
 
-def build_createpolicy(ctx):
+def build_createpolicy(ctx: Ctx) -> Op:
     """createpolicy.{fractional,range,cvt}...b64 policy, ...: a fixed 64-bit policy value per eviction priority."""
     prio = next((s for s in ctx.ins.suffixes if s in _POLICY), "L2::evict_normal")
     d = ctx.write(ctx.ins.operands[0], ".b64")

@@ -14,6 +14,8 @@ are warp-collective (.sync.aligned) and run once per warp.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ptxforge.emu import memory as M
@@ -26,6 +28,9 @@ from ptxforge.emu.semantics import formats as F
 from ptxforge.emu.semantics.formats import F32
 from ptxforge.emu.semantics.mma import _dot_rn
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from ptxforge.emu.operands import Ctx
 
 # shared-memory descriptor bits 61-63 -> swizzle width in bytes (PTX ISA "Shared Memory Descriptor")
 _SWIZZLE = {0: 0, 2: 128, 4: 64, 6: 32}
@@ -86,7 +91,7 @@ def _check_cta_group(ctx):
         raise ctx.error(".cta_group::2 (a pair of CTAs sharing tensor memory) is not supported yet")
 
 
-def build_alloc(ctx):
+def build_alloc(ctx: Ctx) -> Op:
     _check_cta_group(ctx)
     ops = ctx.ins.operands
     space, dst = ctx.address(ops[0], "shared")
@@ -105,7 +110,7 @@ def build_alloc(ctx):
     return _op(alloc, "sync")
 
 
-def build_dealloc(ctx):
+def build_dealloc(ctx: Ctx) -> Op:
     _check_cta_group(ctx)
     ops = ctx.ins.operands
     taddr = ctx.read(ops[0], ".b32")
@@ -121,7 +126,7 @@ def build_dealloc(ctx):
     return _op(dealloc, "sync")
 
 
-def build_relinquish(ctx):
+def build_relinquish(ctx: Ctx) -> Op:
     _check_cta_group(ctx)
 
     def relinquish(st, m):
@@ -145,7 +150,7 @@ def _shape_and_count(ctx):
     return int(num[1:])
 
 
-def build_ld_st(ctx):
+def build_ld_st(ctx: Ctx) -> Op:
     ins = ctx.ins
     load = ins.has("ld")
     if load and ins.has("red"):
@@ -277,7 +282,7 @@ def _instruction(idesc: int, kind: str, lane: int):
                 neg_b=bool(idesc >> 14 & 1), tr_a=bool(idesc >> 15 & 1), tr_b=bool(idesc >> 16 & 1), m=mm, n=n)
 
 
-def build_mma(ctx):
+def build_mma(ctx: Ctx) -> Op:
     ins = ctx.ins
     _check_cta_group(ctx)
     kind = next((s.split("::")[1] for s in ins.suffixes if s.startswith("kind::")), None)
@@ -338,7 +343,7 @@ def build_mma(ctx):
 # ---------------------------------------------------------------------------- commit
 
 
-def build_commit(ctx):
+def build_commit(ctx: Ctx) -> Op:
     ins = ctx.ins
     _check_cta_group(ctx)
     if not ins.has("mbarrier::arrive::one"):
@@ -373,7 +378,7 @@ def _nothing(st, m):
     return None
 
 
-def build_tcgen05(ctx):
+def build_tcgen05(ctx: Ctx) -> Op:
     ins = ctx.ins
     head = ins.suffixes[0] if ins.suffixes else ""
     if head in ("fence::before_thread_sync", "fence::after_thread_sync"):

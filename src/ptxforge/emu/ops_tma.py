@@ -21,6 +21,8 @@ element by element as atomics (each has .relaxed.gpu semantics), in the element 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ptxforge.emu import memory as M
@@ -30,6 +32,12 @@ from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.ops_atomic import _combine
 from ptxforge.emu.rmw import atomic_apply
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ptxforge.emu.machine import LaneState
+    from ptxforge.emu.operands import Ctx, Value
 
 
 def _op(fn):
@@ -67,20 +75,20 @@ def _fault(msg: str, lane: int, kind: str = "out-of-bounds") -> M.MemoryFault:
     return e
 
 
-def read_map(st, space, addr: int, lane: int) -> TM.TensorMap:
+def read_map(st: LaneState, space: str, addr: int, lane: int) -> TM.TensorMap:
     """Decode the tensor map at `addr` as lane `lane` sees it; a bad map is a MemoryFault."""
     if addr % 64:
         raise _fault(f"tensor map address {addr:#x} is not 64-byte aligned", lane)
     offs = np.arange(0, TM.SIZE, 4)
     a = (np.uint64(addr) + offs.astype(np.uint64)) if space != "param" else np.int64(addr) + offs
-    words = M.load(st.mem, space, a, np.uint32, 1, np.full(offs.size, lane))[0]
+    words = M.load(st.mem, space, a, np.uint32, 1, np.full(offs.size, lane))[0]  # type: ignore[arg-type]  # st.mem: set before ops run
     try:
         return TM.decode(np.asarray(words, np.uint32).view(np.uint8))
     except ValueError as e:
         raise _fault(f"tensor map at {addr:#x}: {e}", lane) from None
 
 
-def box_elements(tm: TM.TensorMap, coords, store: bool = False):
+def box_elements(tm: TM.TensorMap, coords: Sequence[int], store: bool = False) -> tuple[Value, Value, Value]:
     """(global byte addresses, in-bounds mask, shared byte offsets before swizzle) of the box's elements,
     in shared-memory order (dimension 0 fastest).
 
@@ -102,7 +110,8 @@ def box_elements(tm: TM.TensorMap, coords, store: bool = False):
     return gaddr.reshape(-1), inb.reshape(-1), soff
 
 
-def im2col_elements(tm: TM.TensorMap, coords, offsets, lane: int):
+def im2col_elements(tm: TM.TensorMap, coords: Sequence[int], offsets: Sequence[int],
+                    lane: int) -> tuple[Value, Value, Value]:
     """(global byte addresses, in-bounds mask, shared byte offsets) of an .im2col load, in shared order:
     `pixels` rows of `channels` elements.
 
@@ -148,7 +157,7 @@ def im2col_elements(tm: TM.TensorMap, coords, offsets, lane: int):
             n += 1
     ch = coords[0] + np.arange(i2c.channels, dtype=np.int64)
     inb = ((ch >= 0) & (ch < tm.dims[0]))[None, :] & \
-        ((pix >= 0) & (pix < np.asarray(tm.dims[1:], np.int64))).all(1)[:, None]
+        ((pix >= 0) & (pix < np.asarray(tm.dims[1:], np.int64))).all(1)[:, None]  # type: ignore[index]  # an array
     gaddr = tm.address + ch[None, :] * tm.strides[0] + (pix * np.asarray(tm.strides[1:], np.int64)).sum(1)[:, None]
     soff = np.arange(inb.size, dtype=np.int64) * tm.esize
     return gaddr.reshape(-1), inb.reshape(-1), soff
@@ -166,11 +175,11 @@ REDUCE_TYPES = {
 }
 
 
-def cta_mask_ranks(st, lane: int, mask: int) -> list[int]:
+def cta_mask_ranks(st: LaneState, lane: int, mask: int) -> list[int]:
     """The %cluster_ctarank values a 16-bit ctaMask names; a rank outside the cluster is a fault."""
     mask &= 0xFFFF
     ranks = [r for r in range(16) if mask >> r & 1]
-    csize = st.mem.cluster_size
+    csize = st.mem.cluster_size  # type: ignore[union-attr]  # st.mem: set before ops run
     if not ranks:
         raise _fault("ctaMask is 0: a multicast copy needs at least one destination CTA", lane, "invalid-argument")
     if ranks[-1] >= csize:
@@ -186,9 +195,9 @@ def shared_offset(addr: int) -> int:
     return addr & M.CLUSTER_OFF_MASK
 
 
-def cluster_lane(st, lane: int, rank: int) -> int:
+def cluster_lane(st: LaneState, lane: int, rank: int) -> int:
     """The lane of the thread with `lane`'s thread index in CTA `rank` of `lane`'s cluster."""
-    lps, csize = st.mem.lanes_per_slot, st.mem.cluster_size
+    lps, csize = st.mem.lanes_per_slot, st.mem.cluster_size  # type: ignore[union-attr]  # st.mem: set before ops run
     slot = lane // lps
     return (slot // csize * csize + rank) * lps + lane % lps
 
@@ -213,7 +222,7 @@ def _check_reduce_type(tm: TM.TensorMap, op: str, lane: int) -> None:
                  f"type); the PTX ISA allows .{op} on {', '.join(REDUCE_TYPES[op])}", lane, "invalid-argument")
 
 
-def build_tensor(ctx):
+def build_tensor(ctx: Ctx) -> Op:
     ins = ctx.ins
     mode = next((s for s in ins.suffixes if s.startswith("im2col") or s.startswith("tile::")), None)
     im2col = mode == "im2col"
@@ -311,25 +320,25 @@ def build_tensor(ctx):
     return _op(f)
 
 
-def land(st, space, saddrs, vals, lane: int, bar: int, nbytes: int) -> None:
+def land(st: LaneState, space: str, saddrs: Value, vals: Value, lane: int, bar: int, nbytes: int) -> None:
     """Write a box into shared memory as `lane`, then complete `nbytes` on the mbarrier at shared `bar`."""
-    M.store(st.mem, space, saddrs, vals.dtype, [vals], np.full(vals.size, lane))
+    M.store(st.mem, space, saddrs, vals.dtype, [vals], np.full(vals.size, lane))  # type: ignore[arg-type]  # st.mem: set before ops run
     complete_tx(st, lane, "shared", bar, nbytes)
 
 
-def owner(st, lane: int, space: str, addr: int) -> tuple[int, int]:
+def owner(st: LaneState, lane: int, space: str, addr: int) -> tuple[int, int]:
     """(lane, address) that reach shared::cluster `addr` as the thread with `lane`'s index in the CTA owning
     it (the address then without rank bits), so the sanitizer sees that CTA's own access; other addresses,
     and ranks outside the cluster (left for memory.py to report), stay as they are."""
     if space != "shared" or addr < 0 or not addr >> M.CLUSTER_RANK_SHIFT:
         return lane, addr
     rank = (addr >> M.CLUSTER_RANK_SHIFT) - 1
-    if rank >= st.mem.cluster_size:
+    if rank >= st.mem.cluster_size:  # type: ignore[union-attr]  # st.mem: set before ops run
         return lane, addr
     return cluster_lane(st, lane, rank), addr & M.CLUSTER_OFF_MASK
 
 
-def complete_tx(st, lane: int, space: str, bar: int, nbytes: int) -> None:
+def complete_tx(st: LaneState, lane: int, space: str, bar: int, nbytes: int) -> None:
     """A complete-tx of `nbytes` on the mbarrier at `bar` (possibly another CTA's), on behalf of `lane`."""
     blane, b = owner(st, lane, space, bar)
     one = np.zeros(st.N, bool)
@@ -345,6 +354,6 @@ def _reduce_global(st, gaddr, vals, tm: TM.TensorMap, reducer, lane: int) -> Non
     atomic_apply(buf.view(edt), np.asarray(idx) // tm.esize, np.asarray(vals, edt), None, step, ufunc, vdtype)
 
 
-def build_prefetch(ctx):
+def build_prefetch(ctx: Ctx) -> Op:
     """cp.async.bulk.prefetch(.tensor).L2: a hint; the emulator has no L2, so nothing happens."""
     return _op(lambda st, m: None)

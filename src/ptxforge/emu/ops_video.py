@@ -8,11 +8,16 @@ types, `.sat`, the secondary operation (`.add`/`.min`/`.max`), shift mode, compa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.semantics import video
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from ptxforge.emu.operands import Ctx
 
 _SECOPS = ("add", "min", "max")
 _CMPS = ("eq", "ne", "lt", "le", "gt", "ge")
@@ -50,7 +55,7 @@ def _types(ins, n: int) -> list[str]:
     return ts
 
 
-def build_video(ctx):
+def build_video(ctx: Ctx) -> Op:
     ins = ctx.ins
     op = ins.opcode
     video = _sem()
@@ -114,7 +119,7 @@ def build_video(ctx):
         return _op(fn)
     dtype, atype, btype = _types(ins, 3)
 
-    def fn(st, m):
+    def fn(st, m):  # type: ignore[no-redef]  # (the vector form above returned its own fn)
         d(st, np.asarray(video.scalar(op, a(st), b(st), c(st) if has_c else None, dtype, atype, btype, sat, secop,
                                       dsel, **sel_kw())).astype(np.uint32), m)
     return _op(fn)

@@ -6,10 +6,17 @@ instruction when these run (lanes that arrive early wait), so each op sees whole
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ptxforge.emu.op import NORMAL, WARPSYNC, Op
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from ptxforge.emu.machine import LaneState
+    from ptxforge.emu.op import Mask
+    from ptxforge.emu.operands import Ctx, Value
 
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
@@ -18,7 +25,7 @@ def _op(fn, membermask=None, sync=True):
     return Op(WARPSYNC if sync else NORMAL, fn=fn, membermask=membermask)
 
 
-def active(st, m) -> np.ndarray:
+def active(st: LaneState, m: Mask) -> np.ndarray:
     return st.live_mask() if m is None else m
 
 
@@ -31,10 +38,10 @@ def per_lane(warp_values: np.ndarray) -> np.ndarray:
     return np.repeat(warp_values, 32)
 
 
-def member_bit(st, mm) -> np.ndarray:
+def member_bit(st: LaneState, mm: Value | None) -> np.ndarray:
     if mm is None:
         return np.ones(st.N, bool)
-    return ((np.asarray(mm, np.uint32) >> st.laneid) & np.uint32(1)).astype(bool)
+    return ((np.asarray(mm, np.uint32) >> st.laneid) & np.uint32(1)).astype(bool)  # type: ignore[operator]  # laneid: set
 
 
 def _mm_reader(ctx, op):
@@ -43,7 +50,7 @@ def _mm_reader(ctx, op):
     return ctx.read(op, ".b32")
 
 
-def build_shfl(ctx):
+def build_shfl(ctx: Ctx) -> Op:
     ins = ctx.ins
     mode = next(s for s in ins.suffixes if s in ("up", "down", "bfly", "idx"))
     ops = ins.operands
@@ -54,7 +61,7 @@ def build_shfl(ctx):
         d, p = ctx.write(ops[0], ".b32"), None
     a, b, c = ctx.read(ops[1], ".b32"), ctx.read(ops[2], ".b32"), ctx.read(ops[3], ".b32")
     mm = _mm_reader(ctx, ops[4]) if len(ops) > 4 else None
-    cache = {}
+    cache: dict[tuple[int, ...], tuple[Any, ...]] = {}
 
     def src_index(st, bv, cv):
         lane = st.laneid.astype(np.int64)
@@ -117,7 +124,7 @@ def _uniform_on(x, m):
     return x.dtype.type(lo) if lo == seen.max() else x
 
 
-def build_vote(ctx):
+def build_vote(ctx: Ctx) -> Op:
     ins = ctx.ins
     mode = next(s for s in ins.suffixes if s in ("all", "any", "uni", "ballot"))
     ops = ins.operands
@@ -139,7 +146,7 @@ def build_vote(ctx):
     return _op(f, mm)
 
 
-def build_match(ctx):
+def build_match(ctx: Ctx) -> Op:
     ins = ctx.ins
     mode = "all" if ins.has("all") else "any"
     ty = ins.types[-1] if ins.types else ".b32"
@@ -169,7 +176,7 @@ def build_match(ctx):
     return _op(f, mm)
 
 
-def build_redux(ctx):
+def build_redux(ctx: Ctx) -> Op:
     ins = ctx.ins
     opname = next(s for s in ins.suffixes if s in ("add", "min", "max", "and", "or", "xor"))
     ty = ins.types[-1] if ins.types else ".u32"
@@ -207,12 +214,12 @@ def build_redux(ctx):
     return _op(f, mm)
 
 
-def build_activemask(ctx):
+def build_activemask(ctx: Ctx) -> Op:
     d = ctx.write(ctx.ins.operands[0], ".b32")
     return _op(lambda st, m: d(st, per_lane(warp_bits(active(st, m))).astype(np.uint32), m), sync=False)
 
 
-def build_elect(ctx):
+def build_elect(ctx: Ctx) -> Op:
     ops = ctx.ins.operands
     if isinstance(ops[0], ir.PredPair):
         d = None if isinstance(ops[0].first, ir.Sink) else ctx.write(ops[0].first, ".b32")
@@ -231,7 +238,7 @@ def build_elect(ctx):
     return _op(f, mm)
 
 
-def build_bar_warp(ctx):
+def build_bar_warp(ctx: Ctx) -> Op:
     mm = _mm_reader(ctx, ctx.ins.operands[0]) if ctx.ins.operands else None
     return _op(lambda st, m: None, mm)
 

@@ -23,6 +23,7 @@ into .f32 or to nearest into .f16); .tf32 operands drop the low 13 bits of their
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from ptxforge.emu.errors import UnsupportedInstruction
 from ptxforge.emu.op import NORMAL, WARPSYNC, Op
 from ptxforge.emu.semantics import mma as S
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from ptxforge.emu.operands import Ctx
 
 _SWIZZLE = {0: 0, 1: 128, 2: 64, 3: 32}  # descriptor bits 62-63 -> swizzle width in bytes
 _ESIZE = {".f16": 2, ".bf16": 2, ".tf32": 4, ".e4m3": 1, ".e5m2": 1, ".s8": 1, ".u8": 1}
@@ -131,6 +135,9 @@ class _Form:
         self.tnsp_b = bool(trans) and trans[-1] == 1
         self.d_bits = 16 if dt == ".f16" else 32
         nregs = self.n // 2 * self.d_bits // 32
+        if not isinstance(ops[0], ir.Vector):
+            got = f", got {ops[0].name}" if isinstance(ops[0], ir.Register) else ""
+            raise ctx.error(f"{form}: D needs a vector of {nregs} registers{got}")
         if len(ops[0].elements) != nregs:
             raise ctx.error(f"{form}: D needs {nregs} registers, got {len(ops[0].elements)}")
         if self.a_in_regs and len(ops[1].elements) != 4:
@@ -140,7 +147,7 @@ class _Form:
             self.a_rows, self.a_cols = S.wgmma_a_coords(at)
 
 
-def build_wgmma(ctx):
+def build_wgmma(ctx: Ctx) -> Op:
     ins = ctx.ins
     if ins.has("fence") or ins.has("commit_group") or ins.has("wait_group"):
         return _op(lambda st, m: None, "normal")
@@ -148,10 +155,10 @@ def build_wgmma(ctx):
         raise ctx.error(f"{ins.mnemonic} is not supported")
     fm = _Form(ctx)
     ops = ins.operands
-    d_elems = list(ops[0].elements)
+    d_elems = list(ops[0].elements)  # type: ignore[union-attr]  # a Vector: _Form checked
     dregs = [ctx.write(e, ".b32") for e in d_elems]
     dread = [ctx.read(e, ".b32") for e in d_elems]
-    a_regs = [ctx.read(e, ".b32") for e in ops[1].elements] if fm.a_in_regs else None
+    a_regs = [ctx.read(e, ".b32") for e in ops[1].elements] if fm.a_in_regs else None  # type: ignore[union-attr]
     a_desc = None if fm.a_in_regs else ctx.read(ops[1], ".b64")
     b_desc = ctx.read(ops[2], ".b64")
     scale_d = ctx.read(ops[3], ".pred")

@@ -9,6 +9,7 @@ innermost enclosing block that declares it, as ptxas resolves it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from ptxforge.ptx import ir
 _UDT = {1: np.bool_, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
-def storage_dtype(ty: str):
+def storage_dtype(ty: str) -> np.dtype[Any]:
     """The numpy dtype that holds a register of PTX type `ty` as raw bits."""
     if ty == ".pred":
         return np.dtype(np.bool_)
@@ -303,7 +304,7 @@ class Layout:
         self.has_calls = any(p.ins.opcode == "call" for p in self.placed)
 
     # ------------------------------------------------------------------ lookups
-    def lookup(self, placed: Placed, name: str):
+    def lookup(self, placed: Placed, name: str) -> tuple[str, int] | Symbol | None:
         """What `name` means at an instruction: ('reg', slot) or a Symbol."""
         hit = placed.scope.get(name)
         if isinstance(hit, Symbol) and hit.kind == "shared":

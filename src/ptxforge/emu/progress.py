@@ -27,11 +27,15 @@ from __future__ import annotations
 import math
 import time
 import zlib
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ptxforge.emu.errors import LaunchError, TimeLimitExceeded, WatchdogTimeout
 from ptxforge.emu.op import BRA, WAIT_BAR
+
+if TYPE_CHECKING:
+    from ptxforge.emu.machine import Machine
 
 CHECK_S = 0.5  # seconds between progress checks (at most)
 TICK_MASK = 0xFF  # steps between clock reads
@@ -40,9 +44,9 @@ PROBE_STEPS = 1 << 14  # steps a probe waits for the warps to come back to where
 BOUND = 10  # an IPC launch whose state repeats this many watchdog_s is stuck, whatever other processes do
 
 
-def check_time_options(watchdog_s, time_limit_s) -> tuple[float, float | None]:
+def check_time_options(watchdog_s: Any, time_limit_s: Any) -> tuple[float, float | None]:
     """Validate the launch's `watchdog_s` (> 0; inf turns it off) and `time_limit_s` (None or > 0)."""
-    out = []
+    out: list[float | None] = []
     for name, v in (("watchdog_s", watchdog_s), ("time_limit_s", time_limit_s)):
         if v is None and name == "time_limit_s":
             out.append(None)
@@ -54,11 +58,11 @@ def check_time_options(watchdog_s, time_limit_s) -> tuple[float, float | None]:
         if math.isnan(f) or f <= 0:
             raise LaunchError(f"{name} must be a positive number of seconds (inf: no limit), got {v!r}")
         out.append(f)
-    return out[0], out[1]
+    return out[0], out[1]  # type: ignore[return-value]  # out[0], watchdog_s's, is never None
 
 
 def _crc(a) -> int:
-    return zlib.crc32(np.ascontiguousarray(a))
+    return zlib.crc32(np.ascontiguousarray(a))  # type: ignore[arg-type]  # an ndarray is a buffer
 
 
 def _arrays(m):
@@ -100,10 +104,11 @@ class Watch:
         self.interval = max(0.01, min(CHECK_S, watchdog_s / 2))
         self.next = now + self.interval
         self.probe: _Probe | None = None
-        self.stalled_since = None
+        self.stalled_since: float | None = None
         self.loop = ""
-        self.repeating_since = None  # first of an unbroken run of repeats (other processes' progress or not)
-        self.others = None  # the other processes' progress count when the stall began (an IPC device)
+        # first of an unbroken run of repeats (other processes' progress or not)
+        self.repeating_since: float | None = None
+        self.others: int | None = None  # the other processes' progress count when the stall began (an IPC device)
         self.watching = False
 
     def new_wave(self) -> None:
@@ -111,7 +116,7 @@ class Watch:
         self.probe = None
         self.stalled_since = None
 
-    def tick(self, m, pc, steps) -> bool:
+    def tick(self, m: Machine, pc: int | None, steps: int) -> bool:
         """Called every few steps with the converged pc (None when diverged); True while probing."""
         if self.probe is not None:
             return self._probe_step(m, pc, steps)
@@ -132,7 +137,7 @@ class Watch:
         return True
 
     def _probe_step(self, m, pc, steps) -> bool:
-        p = self.probe
+        p: _Probe = self.probe  # type: ignore[assignment]  # tick() probes: not None
         if pc is not None and p.pc is not None:
             p.lo, p.hi = min(p.lo, pc), max(p.hi, pc)
         if steps > p.steps and self._same_place(m, pc, p):
@@ -160,7 +165,7 @@ class Watch:
                     f"kernel made no progress for {self.watchdog_s:g} s (watchdog_s): its state repeats (every live "
                     f"warp back at the same instruction with the same registers, no memory written){self.loop}"
                     f"{'' if board is None else board.note()}; {m.where()}")
-            if now - self.repeating_since >= BOUND * self.watchdog_s:
+            if now - self.repeating_since >= BOUND * self.watchdog_s:  # type: ignore[operator]  # set with stalled_since
                 raise WatchdogTimeout(
                     f"kernel made no progress for {BOUND * self.watchdog_s:g} s ({BOUND} x watchdog_s): its state "
                     f"repeats{self.loop}, and what other processes wrote meanwhile was not what it waits for; "

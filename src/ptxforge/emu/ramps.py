@@ -12,7 +12,19 @@ expected values, after an O(1) test of its two ends that rejects nearly every ar
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    import numpy.typing as npt
+
+    from ptxforge.emu.machine import LaneState
+    from ptxforge.emu.operands import Value
+
+    Tag = tuple[int, int]  # (base, step) of a ramp
 
 MAX_TAGS = 16  # arrays a lane state remembers (the oldest forgotten first; each is held until then)
 _MIN_LANES = 1024  # below this a gather is cheap: not worth any test
@@ -26,7 +38,7 @@ def _table(st) -> dict:
     return t
 
 
-def known(st, v):
+def known(st: LaneState, v: Value) -> Tag | Literal[False] | None:
     """(base, step) when `v` is tagged as a ramp, False when known not to be one, None when unknown."""
     t = st.__dict__.get("_ramps")
     if t is None:
@@ -37,7 +49,7 @@ def known(st, v):
     return hit[1]
 
 
-def note(st, v, tag) -> None:
+def note(st: LaneState, v: Value, tag: Tag | Literal[False] | None) -> None:
     """Remember that `v` is the ramp `tag` = (base, step), or not a ramp (`tag` False)."""
     if not isinstance(v, np.ndarray) or v.ndim != 1:
         return
@@ -47,7 +59,7 @@ def note(st, v, tag) -> None:
     t[id(v)] = (v, tag)
 
 
-def iota(n: int, dtype, step: int = 1) -> np.ndarray:
+def iota(n: int, dtype: npt.DTypeLike, step: int = 1) -> np.ndarray:
     """step * [0, 1, ..., n - 1] (read-only, cached for a few shapes)."""
     key = (n, np.dtype(dtype), step)
     a = _IOTA.get(key)
@@ -62,7 +74,7 @@ def iota(n: int, dtype, step: int = 1) -> np.ndarray:
     return a
 
 
-def find(st, v, step: int | None = None):
+def find(st: LaneState, v: Value, step: int | None = None) -> Tag | None:
     """(base, step) when the unsigned integer array `v` is a ramp (with that `step`, if given), else None.
 
     Uses the tag when there is one; otherwise tests the ends, then every element, and tags the answer."""
@@ -107,7 +119,7 @@ def _detect(v: np.ndarray):
     return base, step
 
 
-def affine(tag, mul: int, add: int, n: int, bits: int):
+def affine(tag: Tag | Literal[False] | None, mul: int, add: int, n: int, bits: int) -> Tag | None:
     """The tag of `ramp * mul + add` (exact integers) over `n` elements when it ascends and every value
     fits in `bits` unsigned bits, else None."""
     if not tag:

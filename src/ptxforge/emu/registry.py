@@ -10,12 +10,19 @@ the table is exactly one of the two.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ptxforge.ptx import ir
 from ptxforge.ptx.isa import FAMILIES, InstrSpec, lookup
 
-Builder = Callable  # builder(ctx: operands.Ctx) -> op.Op
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ptxforge.emu.op import Op
+    from ptxforge.emu.operands import Ctx
+
+    Builder = Callable[[Ctx], Op]  # compiles one instruction (its Ctx) to an Op
 
 # family -> why the emulator does not run it (an instruction of it fails when executed, naming the reason)
 UNSUPPORTED: dict[str, str] = {
@@ -49,7 +56,8 @@ UNSUPPORTED: dict[str, str] = {
 class Registry:
     """family -> builder, bound against an ISA table."""
 
-    def __init__(self, table: Mapping[str, InstrSpec] = FAMILIES, unsupported: Mapping[str, str] = UNSUPPORTED):
+    def __init__(self, table: Mapping[str, InstrSpec] = FAMILIES,
+                 unsupported: Mapping[str, str] = UNSUPPORTED) -> None:
         unknown = sorted(set(unsupported) - set(table))
         if unknown:
             raise ValueError(f"UNSUPPORTED names families the ISA table does not have: {unknown}")

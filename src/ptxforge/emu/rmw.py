@@ -8,12 +8,23 @@ sequential `ufunc.accumulate` per group for large groups of associative ops.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy.typing as npt
+
+    from ptxforge.emu.operands import Value
 
 SMALL_GROUP = 32
 
 
-def atomic_apply(view: np.ndarray, ei: np.ndarray, vals, cvals, step, ufunc, vdtype):
+def atomic_apply(view: np.ndarray, ei: np.ndarray, vals: Value, cvals: Value | None,
+                 step: Callable[[Value, Value, Value], Value], ufunc: np.ufunc | None,
+                 vdtype: npt.DTypeLike) -> np.ndarray:
     """Apply an atomic to elements `ei` of `view` in lane order; returns the old values."""
     ei = np.asarray(ei)
     n = ei.size

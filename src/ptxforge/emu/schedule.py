@@ -24,11 +24,15 @@ warps wait where, what their last load read, and which launches never started.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ptxforge.emu.errors import EmulatorError, WatchdogTimeout
 from ptxforge.emu.machine import QUANTUM
+
+if TYPE_CHECKING:
+    from ptxforge.emu.node import Node
 
 SPIN_QUANTUM = 16  # steps for a launch whose last quantum stored nothing
 LIMIT_FACTOR = 10  # synchronize stops after this many watchdog periods even while launches store
@@ -38,7 +42,7 @@ class NodeStopped(EmulatorError):
     """A launch that did not complete because another launch of the node failed first."""
 
 
-def run_node(node) -> None:
+def run_node(node: Node) -> None:
     """Run every pending launch of `node` until all end; raise the first error."""
     streams = sorted((s for d in node.devices for s in d.streams if s.queue),
                      key=lambda s: (s.priority, s.device.gpu, s.index))

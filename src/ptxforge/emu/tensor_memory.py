@@ -119,7 +119,7 @@ class TensorMemory:
             for key in [k for k, done in mine.items() if done]:
                 del mine[key]
 
-    def inflight_overlap(self, slot: int, col0: int, ncols: int):
+    def inflight_overlap(self, slot: int, col0: int, ncols: int) -> tuple[int, int, int, bool] | None:
         """(issuing lane, first column, ncols, committed) of an MMA still in flight over these columns."""
         for (lane, c, n), done in self.inflight.get(slot, {}).items():
             if c < col0 + ncols and col0 < c + n:

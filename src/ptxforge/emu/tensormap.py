@@ -28,8 +28,14 @@ Layout (little-endian, 128 bytes, unused bytes zero):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import numpy.typing as npt
 
 MAGIC = 0x4D544650
 VERSION = 1
@@ -95,14 +101,15 @@ class Im2col:
     upper: tuple[int, ...]
 
 
-def element_type(dtype) -> str:
+def element_type(dtype: npt.DTypeLike) -> str:
     """The map's element type for a numpy dtype: its PTX name, or raw bytes (.u8/.u16/...) for the rest."""
     dt = np.dtype(dtype)
     return _BY_DTYPE.get(dt.name) or {1: ".u8", 2: ".u16", 4: ".u32", 8: ".u64"}[dt.itemsize]
 
 
-def encode(address: int, esize: int, dims, strides_bytes, box, estrides, swizzle: str = "none",
-           oob_fill: str = "zero", etype: str | None = None) -> np.ndarray:
+def encode(address: int, esize: int, dims: Sequence[int], strides_bytes: Sequence[int], box: Sequence[int],
+           estrides: Sequence[int], swizzle: str = "none", oob_fill: str = "zero",
+           etype: str | None = None) -> np.ndarray:
     """Check the arguments as cuTensorMapEncodeTiled does and return the map as uint8[128].
 
     `strides_bytes` has rank - 1 entries (dimensions 1 and up), like the driver's globalStrides.
@@ -129,8 +136,9 @@ def encode(address: int, esize: int, dims, strides_bytes, box, estrides, swizzle
 IM2COL_CORNER_BITS = {3: 16, 4: 8, 5: 5}
 
 
-def encode_im2col(address: int, esize: int, dims, strides_bytes, lower, upper, channels: int, pixels: int,
-                  estrides=None, swizzle: str = "none", oob_fill: str = "zero", etype: str | None = None) -> np.ndarray:
+def encode_im2col(address: int, esize: int, dims: Sequence[int], strides_bytes: Sequence[int], lower: Sequence[int],
+                  upper: Sequence[int], channels: int, pixels: int, estrides: Sequence[int] | None = None,
+                  swizzle: str = "none", oob_fill: str = "zero", etype: str | None = None) -> np.ndarray:
     """Check the arguments as cuTensorMapEncodeIm2col does and return an im2col map as uint8[128].
 
     dims are innermost first (C, W, H[, D], N); lower/upper are the bounding-box corners in W, H[, D]
@@ -212,7 +220,7 @@ def _record(address, esize, dims, strides_bytes, estrides, swizzle, oob_fill, et
     return rec
 
 
-def decode(raw) -> TensorMap:
+def decode(raw: npt.ArrayLike) -> TensorMap:
     """The map in 128 bytes; ValueError when they are not a map made by `encode`."""
     raw = np.ascontiguousarray(raw, np.uint8).reshape(-1)
     if raw.size != SIZE:

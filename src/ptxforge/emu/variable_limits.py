@@ -8,9 +8,15 @@ in device memory (one module variable, one wave's local memory).
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from ptxforge.emu.errors import LaunchError
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from ptxforge.emu.program import FunctionLayout
 
 CONST_BANK_BYTES = 64 * 1024  # ptxas: "File uses too much global constant data (..., 0x10000 max)"
 LOCAL_PER_THREAD = 512 * 1024  # CUDA's limit on local memory per thread
@@ -24,7 +30,7 @@ def _size(v: ir.Variable) -> int:
         return 1 << 64
 
 
-def check_module_variables(variables) -> None:
+def check_module_variables(variables: Iterable[ir.Variable]) -> None:
     """Raise LaunchError for a .const total over 64 KiB or a .global variable over the emulator's limit."""
     const = 0
     for v in variables:
@@ -40,7 +46,7 @@ def check_module_variables(variables) -> None:
                               f"host memory and takes at most {EMU_MAX_VARIABLE:,} (1 GiB) for one")
 
 
-def check_local(functions, lanes: int) -> None:
+def check_local(functions: Sequence[FunctionLayout], lanes: int) -> None:
     """Raise LaunchError when a function's .local frame or one wave's local memory is too large."""
     for f in functions:
         if f.frame_size > LOCAL_PER_THREAD:

@@ -32,6 +32,8 @@ _FINALIZERS: list[weakref.finalize] = []  # one per device: closes its memory on
 class IpcDevice(EmuDevice):
     """Rank `rank`'s emulated GPU in a job of `world` processes; its memory is an `IpcMemory`."""
 
+    memory: IpcMemory
+
     def __init__(self, rank: int, world: int, num_sms: int = 132, capacity: int = DEFAULT_CAPACITY):
         _check(rank, world, capacity)
         super().__init__(num_sms, memory=IpcMemory(int(rank), int(world), int(capacity)))
@@ -61,7 +63,7 @@ class IpcDevice(EmuDevice):
             return False
         alloc = mem.find(address)
         if alloc is not None and alloc.gpu != self.rank:
-            mp = mem.peers.get(alloc.gpu)
+            mp = mem.peers.get(alloc.gpu)  # type: ignore[arg-type]  # None: no peer's
             return mp is not None and not mp.closed
         return alloc is not None
 

@@ -16,12 +16,18 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ptxforge.emu.ipc import segment as S
 from ptxforge.emu.ipc.memory import STRIDE, IpcError, IpcMemory, Mapping
 from ptxforge.emu.memory import GLOBAL_BASE, Allocation
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ptxforge.emu.ipc import IpcDevice
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,7 @@ def _memory(device, what: str) -> IpcMemory:
     return mem
 
 
-def ipc_get_mem_handle(buf, device=None) -> EmuIpcHandle:
+def ipc_get_mem_handle(buf: Any, device: IpcDevice | None = None) -> EmuIpcHandle:
     """A handle to the allocation holding `buf` (a DeviceBuffer of an IPC device, or an address on `device`)."""
     address = getattr(buf, "address", buf)
     device = getattr(buf, "device", device)
@@ -77,7 +83,7 @@ def ipc_get_mem_handle(buf, device=None) -> EmuIpcHandle:
                         export, alloc.name)
 
 
-def ipc_open_mem_handle(handle: EmuIpcHandle, device) -> int:
+def ipc_open_mem_handle(handle: EmuIpcHandle, device: IpcDevice) -> int:
     """Map the peer allocation `handle` names into `device`; returns its address (valid in kernels on
     `device`, and accepted as an integer pointer argument). Open twice, close twice."""
     if not isinstance(handle, EmuIpcHandle):
@@ -159,7 +165,7 @@ def _map(mem: IpcMemory, h: EmuIpcHandle, what: str) -> Mapping:
     return mp
 
 
-def ipc_close_mem_handle(handle, device) -> None:
+def ipc_close_mem_handle(handle: EmuIpcHandle | int, device: IpcDevice) -> None:
     """Close one open of a peer allocation (by the address `ipc_open_mem_handle` returned, or its handle);
     the peer's segment is unmapped when nothing of it is open any more."""
     mem = _memory(device, "ipc_close_mem_handle")

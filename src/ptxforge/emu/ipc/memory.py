@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,6 +38,11 @@ from ptxforge.emu.errors import EmulatorError
 from ptxforge.emu.ipc import segment as S
 from ptxforge.emu.ipc.vm import Reservation
 from ptxforge.emu.memory import GLOBAL_BASE, PAD, REDZONE, WINDOW_BITS, Allocation, DeviceMemory, describe_address
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from ptxforge.emu.memory import LaneMemory
 
 STRIDE_BITS = 32
 STRIDE = 1 << STRIDE_BITS  # address space per rank: 4 GiB, so 256 ranks fill the 1 TiB global window
@@ -60,6 +66,8 @@ def rank_base(rank: int) -> int:
 class Mapping:
     """A segment mapped in this process: rank r's own or a peer's (with the handles open on it)."""
 
+    lock: _Locks  # its flock, made at the first atomic on it (IpcMemory._locks)
+
     def __init__(self, name: str, rank: int, fd: int, size: int, words: np.ndarray):
         self.name = name
         self.rank = rank
@@ -79,9 +87,9 @@ class ProgressBoard:
     def __init__(self, memory: IpcMemory):
         self.memory = memory
         self.rank = memory.rank
-        self._last = None
+        self._last: tuple[int, int] | None = None
 
-    def publish(self, lane_memory=None) -> None:
+    def publish(self, lane_memory: LaneMemory | None = None) -> None:
         """Tell the other ranks this process made progress, if `lane_memory` wrote since the last look
         (None: unconditionally, as after a host write)."""
         if lane_memory is not None:
@@ -127,6 +135,8 @@ _NO_LOCKS = _Locks(())
 
 class IpcMemory(DeviceMemory):
     """Rank `rank` of `world`: its heap in a new segment of `capacity` bytes, peers mapped on demand."""
+
+    progress_board: ProgressBoard
 
     def __init__(self, rank: int, world: int, capacity: int = DEFAULT_CAPACITY):
         super().__init__(PAD)
@@ -200,16 +210,16 @@ class IpcMemory(DeviceMemory):
         self._bases.insert(i, alloc.base)
 
     # ------------------------------------------------------------------ host access
-    def view(self, alloc):
+    def view(self, alloc: Allocation) -> np.ndarray:
         self._check_open()
         return super().view(alloc)
 
-    def write(self, alloc, data) -> None:
+    def write(self, alloc: Allocation, data: bytes | np.ndarray) -> None:
         self._check_open()
         super().write(alloc, data)
         self.progress_board.publish()
 
-    def read(self, alloc):
+    def read(self, alloc: Allocation) -> np.ndarray:
         self._check_open()
         return super().read(alloc)
 
@@ -228,7 +238,7 @@ class IpcMemory(DeviceMemory):
         r = (address - GLOBAL_BASE) >> STRIDE_BITS
         return r if r < self.world else None
 
-    def atomic_lock(self, addresses) -> _Locks:
+    def atomic_lock(self, addresses: npt.ArrayLike) -> _Locks:
         """The locks an atomic (or strong store) on `addresses` holds around its read-modify-write."""
         a = np.asarray(addresses)
         if a.size == 0:

@@ -59,7 +59,7 @@ def _alive(pid: int) -> bool:
 
 def sweep() -> list[str]:
     """Remove the segments of processes that no longer exist; returns their names."""
-    gone = []
+    gone: list[str] = []
     try:
         names = os.listdir(SHM_DIR)
     except OSError:

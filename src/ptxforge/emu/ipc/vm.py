@@ -54,7 +54,8 @@ class Reservation:
     def __init__(self, size: int):
         self.size = int(size)
         self.address = _mmap(None, self.size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
-        self.array = np.frombuffer((ctypes.c_uint8 * self.size).from_address(self.address), np.uint8)
+        self.array = np.frombuffer((ctypes.c_uint8 * self.size).from_address(self.address),  # type: ignore[call-overload]
+                                   np.uint8)  # (a ctypes array is a buffer)
 
     def map_file(self, offset: int, fd: int, size: int) -> None:
         """Map `size` bytes of file `fd` (MAP_SHARED: every process mapping it sees the same bytes) at
