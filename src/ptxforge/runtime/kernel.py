@@ -153,7 +153,7 @@ class Kernel:
         packed, offsets, copies, temps = self._pack(plan, dev)
         if stream is not None:
             return launch_on_stream(self, stream, dev, packed, copies, temps, grid, block, shared,
-                                    sanitize, opts.num_sms, opts.watchdog_s, opts.printf, cluster)
+                                    sanitize, opts.num_sms, opts.watchdog_s, opts.printf, cluster, opts.checks)
         sanitizer = None
         try:
             if on_gpu:
@@ -161,7 +161,7 @@ class Kernel:
             else:
                 result, sanitizer = self._run_emu(dev, packed, grid, block, shared, sanitize, opts.num_sms,
                                                   (opts.watchdog_s, opts.time_limit_s), opts.printf, cluster,
-                                                  config.cooperative)
+                                                  config.cooperative, opts.checks)
             copy_back(dev, copies)
         except (EmulatorError, LaunchError, KernelFault):  # a fault stops the launch: what completed still comes back
             _copy_back_quietly(dev, copies)
@@ -174,7 +174,7 @@ class Kernel:
         return result
 
     def _run_emu(self, dev, packed, grid, block, shared_mem, sanitize, num_sms, limits, printf, cluster,
-                 cooperative=False):
+                 cooperative=False, checks=()):
         watchdog_s, time_limit_s = limits
         sanitizer = None
         if sanitize:
@@ -193,7 +193,8 @@ class Kernel:
             stats = emulate(self.module, self.function, grid=grid, block=block, params=packed,
                             shared_mem=shared_mem, device=dev, num_sms=num_sms, watchdog_s=watchdog_s,
                             time_limit_s=time_limit_s,
-                            printf=sink, observers=[], sanitizer=sanitizer, cluster=cluster,
+                            printf=sink, checks=(sanitizer, *checks) if sanitizer is not None else checks,
+                            cluster=cluster,
                             cooperative=cooperative)
         except (EmulatorError, LaunchError) as e:
             if sanitizer is not None:  # keep what the sanitizer found before the launch stopped

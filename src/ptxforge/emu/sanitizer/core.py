@@ -1,12 +1,14 @@
 """`Sanitizer`: checks every access, barrier and warp-synchronous op of one emulated launch.
 
-How it hooks the emulator (no change to what a kernel computes):
+It is a `Check` (ptxforge.emu.hooks), like any other; its events (no change to what a kernel computes):
 - `instrument` wraps the ops of memory and warp instructions, so each knows its pc when it runs; a
   memory op whose access has bad lanes is re-run for the good lanes only (bad loads leave their
   destination unchanged, bad stores are dropped), so in-bounds work still reaches the user's arrays.
-- `on_wave` replaces the wave's `LaneMemory.resolve` (the single choke point every ld/st/atom goes
-  through) with a checking version that feeds the shadow memory.
-- `on_barrier_all` / `on_release` are called by the machine when blocks pass a barrier.
+- `on_resolved` feeds every access `LaneMemory.resolve` lets through (the single choke point every
+  ld/st/atom goes through) to the shadow memory; `on_fault` reports the bad lanes of one it refuses;
+  `on_store` sees the stored values (a write-write race of equal values is no race).
+- `on_wave`, `on_barrier_all`, `on_release`, `on_cluster_release`, `on_warp_wait`: blocks start, pass
+  barriers, warps wait; `on_tmem_load` / `on_tmem_mma_input`: tensor memory reads (tmem_checks.py).
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from dataclasses import replace
 import numpy as np
 
 from ptxforge.emu import memory as M
-from ptxforge.emu.errors import MemoryFault
+from ptxforge.emu.hooks import Check
 from ptxforge.emu.op import NORMAL, WARPSYNC
-from ptxforge.emu.sanitizer import bounds, sync
+from ptxforge.emu.sanitizer import bounds, sync, tmem_checks
 from ptxforge.emu.sanitizer.definedness import Undefined
 from ptxforge.emu.sanitizer.global_shadow import GlobalShadow, granule_part
 from ptxforge.emu.sanitizer.order import SCOPE_NAMES, HappensBefore, SyncOrder, cluster_of_block
@@ -40,7 +42,7 @@ class _Excluded(Exception):  # noqa: N818 - internal control flow, never escapes
         self.lanes = lanes
 
 
-class Sanitizer:
+class Sanitizer(Check):
     """Collects `SanitizerReport`s of a launch (or of several, when passed to each); `finish()` raises
     `SanitizerError` if any.
 
@@ -342,10 +344,6 @@ class Sanitizer:
                              "pend_group": (shadow_size, np.int64, 0)}
         for name in self._wave_arrays:
             self.__dict__.pop(name, None)
-        orig = mem.resolve
-        mem.resolve = lambda space, addr, nbytes, lanes, write=False: self._resolve(
-            orig, space, addr, nbytes, lanes, write)
-        mem.on_store = self._on_store
         self._deferred: list = []
         self._defer_mark = 0
 
@@ -385,22 +383,29 @@ class Sanitizer:
         self.clock = self.order.cluster_barrier(lanes, self.clock, self.ep_warp[lanes >> 5], self.who[lanes])
         self._new_intervals(slots)
 
+    def on_tmem_load(self, st, tm, slot: int, row: int, col: int, ncols: int, lanes, what: str) -> None:
+        tmem_checks.load(self, st, tm, slot, row, col, ncols, lanes, what)
+
+    def on_tmem_mma_input(self, st, tm, slot: int, col: int, ncols: int, lane: int, what: str) -> None:
+        tmem_checks.mma_input(self, tm, slot, col, ncols, lane, what)
+
     # ------------------------------------------------------------------ the access check
-    def _resolve(self, orig, space, addr, nbytes, lanes, write):
+    def on_fault(self, mem, space: str, addr, nbytes: int, lanes, write: bool) -> None:
+        """Report the bad lanes of a refused access and run the op again without them."""
         self._defer_mark = len(self._deferred)
         self._in_write = write
-        try:
-            r = orig(space, addr, nbytes, lanes, write)
-        except MemoryFault:
-            self._bad_access(space, addr, nbytes, lanes, write)
-            raise
+        self._bad_access(space, addr, nbytes, lanes, write)
+
+    def on_resolved(self, mem, space: str, addr, nbytes: int, lanes, write: bool, r) -> None:
+        """Check the access against the shadow memory and record it."""
+        self._defer_mark = len(self._deferred)
+        self._in_write = write
         if isinstance(r, list):
             for sel, buf, idx in r:
                 sub = np.flatnonzero(sel) if lanes is None else np.asarray(lanes)[sel]
                 self._track(buf, idx, nbytes, sub, write, space)
         else:
             self._track(r[0], r[1], nbytes, lanes, write, space)
-        return r
 
     def _bad_access(self, space, addr, nbytes, lanes, write) -> None:
         mem = self.mem
@@ -524,7 +529,7 @@ class Sanitizer:
         prev_read = None if ww is None else ~ww
         if ww is not None and site is not None and site.opcode == "st" and ww.any():
             # a write-write race where both store the same value is benign: decide once `store` shows
-            # the values (`_on_store`), after the op (`_flush_deferred`)
+            # the values (`on_store`), after the op (`_flush_deferred`)
             now = race & ~ww
             if now.any():
                 self._report_race(now, B, nb, L, region, write, pw, ppc, prev_read)
@@ -642,7 +647,7 @@ class Sanitizer:
             return
         self._report_lanes("uninitialized", uninit, B, nb, L, region, write)
 
-    def _on_store(self, dtype, values) -> None:
+    def on_store(self, mem, dtype, values) -> None:
         """`memory.store` shows the values of the store whose resolve just ran."""
         new = self._deferred[self._defer_mark:]
         if len(new) != 1 or any(v is None for v in values):

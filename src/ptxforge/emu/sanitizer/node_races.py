@@ -42,6 +42,7 @@ import itertools
 import numpy as np
 
 from ptxforge.emu import memory as M
+from ptxforge.emu.hooks import Check
 from ptxforge.emu.op import NORMAL
 from ptxforge.emu.sanitizer import bounds
 from ptxforge.emu.sanitizer.report import SanitizerReport
@@ -84,8 +85,11 @@ def access_facts(ins) -> tuple[int, int, int, bool]:
     return strength, release, acquire, atomic
 
 
-class _Launch:
-    def __init__(self, lid, machine, sanitizer, gpu, label, facts, stream):
+class _Launch(Check):
+    """One launch under the node's race check: the check (hooks.py) that wraps its ops and sees its accesses."""
+
+    def __init__(self, races, lid, machine, sanitizer, gpu, label, facts, stream):
+        self.races = races
         self.id = lid
         self.stream = stream  # launches of one stream are ordered: the later starts after the earlier ends
         self.machine = machine
@@ -97,6 +101,20 @@ class _Launch:
         self.pc = 0
         self.prior: list = []  # the earlier launches of its stream (it is ordered after all they did)
         self.base: dict | None = None  # what every block of it is ordered after from the start
+
+    def instrument(self, layout, ops: list) -> list:
+        out = []
+        for pc, op in enumerate(ops):
+            if op.kind == NORMAL and op.fn is not None:
+                new = copy.copy(op)
+                new.fn = self.races._wrap(op.fn, self, pc)
+                out.append(new)
+            else:
+                out.append(op)
+        return out
+
+    def on_access(self, mem, space: str, addr, nbytes: int, lanes, write: bool) -> None:
+        self.races._access(self, write, space, addr, nbytes, lanes)
 
 
 class _Pub:
@@ -182,21 +200,11 @@ class NodeRaces:
         """Watch `machine`'s global accesses, fences, releases and acquires (its ops are wrapped)."""
         layout = machine.layout
         facts = [access_facts(p.ins) for p in layout.placed]
-        launch = _Launch(len(self.launches), machine, sanitizer, gpu, label, facts, stream)
+        launch = _Launch(self, len(self.launches), machine, sanitizer, gpu, label, facts, stream)
         if stream is not None:
             launch.prior = [x for x in self.launches if x.stream is stream]
         self.launches.append(launch)
-        ops = []
-        for pc, op in enumerate(machine.ops):
-            if op.kind == NORMAL and op.fn is not None:
-                new = copy.copy(op)
-                new.fn = self._wrap(op.fn, launch, pc)
-                ops.append(new)
-            else:
-                ops.append(op)
-        machine.ops = ops
-        machine.observers.append(lambda kind, space, addr, nbytes, lanes: self._access(
-            launch, kind, space, addr, nbytes, lanes))
+        machine.add_check(launch)
 
     def _wrap(self, fn, launch: _Launch, pc: int):
         level = launch.facts[pc][1] if launch.fence[pc] else WEAK
@@ -393,7 +401,7 @@ class NodeRaces:
                 self.w_sync[Sb] = self._combine(NONE, pairs)
 
 
-    def _access(self, launch, kind, space, addr, nbytes, lanes) -> None:
+    def _access(self, launch, stored, space, addr, nbytes, lanes) -> None:
         if space not in ("global", "generic", "const"):
             return
         mach = launch.machine
@@ -411,7 +419,7 @@ class NodeRaces:
             if idx.size == 0:
                 return
         strength, release, acquire, atomic = launch.facts[launch.pc]
-        write = kind == "store" or atomic
+        write = stored or atomic
         B = (idx[:, None] + np.arange(nbytes)).reshape(-1)  # arena bytes
         S = self._slots(B)  # their shadow entries
         lane_of = np.repeat(L, nbytes)
