@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import time
 import weakref
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,13 +58,13 @@ class LazyLanes:
     frame bases, carry flags, call depths or barrier ids, and zeroing them cost a quarter of a large vector
     add. Assigning None drops the array (the next read makes a fresh one)."""
 
-    def __init__(self, dtype, fill=0, lanes=lambda obj: obj.N):
+    def __init__(self, dtype: Any, fill: Any = 0, lanes: Callable[[Any], int] = lambda obj: obj.N):
         self.dtype, self.fill, self.lanes = dtype, fill, lanes
 
-    def __set_name__(self, owner, name):
+    def __set_name__(self, owner: type, name: str) -> None:
         self.key = "_lazy_" + name
 
-    def __get__(self, obj, owner=None):
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
             return self
         v = obj.__dict__.get(self.key)
@@ -70,7 +72,7 @@ class LazyLanes:
             v = obj.__dict__[self.key] = np.full(self.lanes(obj), self.fill, self.dtype)
         return v
 
-    def __set__(self, obj, value):
+    def __set__(self, obj: Any, value: np.ndarray | None) -> None:
         obj.__dict__[self.key] = value
 
 
@@ -79,8 +81,9 @@ class LaneState:
 
     fb = LazyLanes(np.int64)  # frame base of each lane's local memory
     cc = LazyLanes(bool)  # carry flag
+    tmem: Any  # the wave's tensor memory (ops_tcgen05), set at the first tcgen05.alloc
 
-    def __init__(self, machine, nlanes: int):
+    def __init__(self, machine: Machine, nlanes: int):
         # weak: a machine and its lane state must not form a cycle, or every launch's lane arrays would
         # wait for the cyclic GC (and each launch fault in fresh pages) instead of being freed at its end
         self.machine = weakref.proxy(machine)
@@ -88,14 +91,14 @@ class LaneState:
         self.regs: list = []
         self.pvars: list = []
         self.live: np.ndarray | None = None
-        self.mem: LaneMemory | None = None
+        self.mem: Any = None  # the wave's LaneMemory (set by the machine's `_setup`)
         self.sregs: dict = {}
         self.lazy_sregs: dict = {}
         self.laneid = None  # set by the machine from its per-launch cache
         self.warp_base = None
         self.device_mallocs: list = []
 
-    def sreg(self, name: str):
+    def sreg(self, name: str) -> Any:
         try:
             return self.sregs[name]
         except KeyError:
@@ -105,7 +108,7 @@ class LaneState:
             v = self.sregs[name] = make()
             return v
 
-    def special_dynamic(self, name: str):
+    def special_dynamic(self, name: str) -> np.uint64:
         m = self.machine
         if name in ("%clock", "%clock64"):
             v = np.uint64(m.clock_base + m.clock_now() * 4)
@@ -137,6 +140,7 @@ class Machine:
 
     lane_bar = LazyLanes(np.int8, lanes=lambda m: m.st.N)  # the barrier each waiting lane waits at
     _uniform_steps = 0  # converged steps run by every lane of the wave, not yet added to the icount array
+    _icount: np.ndarray | None
 
     @property
     def icount(self) -> np.ndarray:
@@ -151,17 +155,24 @@ class Machine:
         return a
 
     @icount.setter
-    def icount(self, value) -> None:
+    def icount(self, value: np.ndarray | None) -> None:
         self._icount = value
         self._uniform_steps = 0
     depth = LazyLanes(np.int32, lanes=lambda m: m.st.N)  # call depth
     top_ret = LazyLanes(np.int32, -1, lanes=lambda m: m.st.N)  # return address on top of each lane's stack
 
-    def __init__(self, layout, ops, *, grid, block, params: np.ndarray, device, dynamic_shared: int,
-                 num_sms: int = 132, watchdog_s: float = 60.0, time_limit_s: float | None = None, printf=None,
-                 max_threads_per_sm: int = 2048,
-                 max_blocks_per_sm: int = 32, shared_per_sm: int = 228 * 1024, checks=(),
-                 cluster=None, sm_ids=None, gpu=None, envregs=None):
+    pcs: Any  # each lane's pc while the wave is diverged, None while converged
+    retstack: Any  # [call depth, lane] return addresses (None: the kernel makes no calls)
+    watch: Any  # the launch's progress.Watch, made when it starts running
+    st: LaneState  # the running wave's lanes
+
+    def __init__(self, layout: Any, ops: list[Any], *, grid: Sequence[int], block: Sequence[int],
+                 params: np.ndarray, device: Any, dynamic_shared: int, num_sms: int = 132,
+                 watchdog_s: float = 60.0, time_limit_s: float | None = None,
+                 printf: Callable[[str], Any] | None = None, max_threads_per_sm: int = 2048,
+                 max_blocks_per_sm: int = 32, shared_per_sm: int = 228 * 1024, checks: Iterable[Check] = (),
+                 cluster: Sequence[int] | None = None, sm_ids: Any = None, gpu: int | None = None,
+                 envregs: dict[int, int] | None = None):
         self.layout = layout
         self.hooks = Hooks(checks)  # what watches the launch (hooks.py: the sanitizer and the other checks)
         for check in self.hooks.checks:
@@ -252,7 +263,7 @@ class Machine:
             if clock is not None:
                 clock.pause()
 
-    def steps_iter(self):
+    def steps_iter(self) -> Generator[None, None, dict]:
         """The launch as a generator: with `concurrent` set it yields every few hundred steps, between
         instructions (so an atom or a store is never split), and returns the stats at the end."""
         t0 = time.perf_counter()
@@ -301,7 +312,7 @@ class Machine:
         gpu = "" if self.gpu is None else f" on GPU {self.gpu}"
         return f"thread ({tid[0]},{tid[1]},{tid[2]}) block ({cta[0]},{cta[1]},{cta[2]}){gpu}"
 
-    def lane_coords(self, lane: int):
+    def lane_coords(self, lane: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         slot, t = divmod(int(lane), self.lanes_per_block)
         t = int(self.lane_tid[t])
         bx, by, _ = self.block
@@ -481,7 +492,7 @@ class Machine:
                 "warp_base": np.arange(N, dtype=np.int64) & ~np.int64(31)}
 
     # ------------------------------------------------------------------ the loop
-    def _run_wave(self, first: int, nslots: int) -> None:
+    def _run_wave(self, first: int, nslots: int) -> Generator[None, None, None]:
         st = self._setup(first, nslots)
         ops = self.ops
         regs = st.regs

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +60,7 @@ _SHADOW = ("w_launch", "w_who", "w_time", "w_pc", "w_strength", "w_sync", "r_lau
            "r_strength")
 
 
-def access_facts(ins) -> tuple[int, int, int, bool]:
+def access_facts(ins: Any) -> tuple[int, int, int, bool]:
     """(strength, release, acquire, atomic) of an instruction: each a scope level 0-3 or WEAK (-1).
 
     Strength: the scope of a strong or atomic access (volatile counts as .sys, no scope as .gpu).
@@ -196,7 +197,7 @@ class NodeRaces:
         self._alloc(0)
 
     # ------------------------------------------------------------------ hooks
-    def attach(self, machine, sanitizer, gpu: int, label: str, stream=None) -> None:
+    def attach(self, machine: Any, sanitizer: Any, gpu: int, label: str, stream: Any = None) -> None:
         """Watch `machine`'s global accesses, fences, releases and acquires (its ops are wrapped)."""
         layout = machine.layout
         facts = [access_facts(p.ins) for p in layout.placed]
@@ -371,6 +372,7 @@ class NodeRaces:
         for b in blocks:
             Sb = S if one else S[block == b]
             pairs: list = []
+            agent: _Agent | None
             if release >= GPU:
                 agent = self._agent(launch, b)
                 pub = self._pub(launch, b, agent)

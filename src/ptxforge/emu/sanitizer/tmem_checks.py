@@ -45,8 +45,8 @@ def unwritten_read(san: Sanitizer, bad: np.ndarray, lanes: Any, tmem_lanes: np.n
     r = int(rows[0])
     lane = int(lanes[min(r, len(lanes) - 1)])
     c = col0 + int(np.flatnonzero(bad[r])[0])
-    more = int(bad.sum()) - 1
-    more = f" (and {more} more cells)" if more else ""
+    n = int(bad.sum()) - 1
+    more = f" (and {n} more cells)" if n else ""
     msg = (f"{what} reads tensor memory lane {int(tmem_lanes[r])}, column {c}{more} "
            "that no tcgen05.st or tcgen05.mma wrote since their tcgen05.alloc")
     san.log.add(san.report_at("uninitialized", lane, san.pc, message=msg, count=int(rows.size)), site)
