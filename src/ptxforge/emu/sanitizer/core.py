@@ -295,7 +295,7 @@ class Sanitizer(Check):
 
     # ------------------------------------------------------------------ machine hooks
     def on_wave(self, machine: Machine, st: LaneState) -> None:
-        """A new wave of blocks starts: hook its memory and give each block a fresh interval."""
+        """A new wave of blocks starts: fresh shadow state for its memory, a fresh interval for each block."""
         self.machine = machine
         self.kernel = machine.kernel.name
         mem = st.mem
@@ -419,16 +419,16 @@ class Sanitizer(Check):
         self._bad_access(space, addr, nbytes, lanes, write)
 
     def on_resolved(self, mem: M.LaneMemory, space: str, addr: Any, nbytes: int, lanes: np.ndarray | None,
-                    write: bool, r: Any) -> None:
+                    write: bool, found: Any) -> None:
         """Check the access against the shadow memory and record it."""
         self._defer_mark = len(self._deferred)
         self._in_write = write
-        if isinstance(r, list):
-            for sel, buf, idx in r:
+        if isinstance(found, list):
+            for sel, buf, idx in found:
                 sub = np.flatnonzero(sel) if lanes is None else np.asarray(lanes)[sel]
                 self._track(buf, idx, nbytes, sub, write, space)
         else:
-            self._track(r[0], r[1], nbytes, lanes, write, space)
+            self._track(found[0], found[1], nbytes, lanes, write, space)
 
     def _bad_access(self, space, addr, nbytes, lanes, write) -> None:
         mem = self.mem
