@@ -111,3 +111,17 @@ def test_a_check_that_watches_no_memory_keeps_the_fast_paths():
 def test_only_checks_are_accepted():
     with pytest.raises(pf.LaunchError, match="checks must be ptxforge.emu.hooks.Check"):
         EmulatorOptions(checks=[lambda *a: None])
+
+
+def test_a_check_on_a_node_stream_launch_beside_the_node_sanitizer():
+    from ptxforge.emu import Node
+
+    node = Node(gpus=2, sms=4, sanitize=True)  # the per-launch sanitizer and the node-wide race check are checks too
+    k = pf.parse(FILL, filename="fill.ptx").kernel("fill")
+    out = np.zeros(2560, np.uint32)
+    c = StoreCounter()
+    d = node.devices[1]
+    k.launch((10,), (256,), [out, np.uint32(2500)], device=d, stream=d.stream(), options=EmulatorOptions(checks=[c]))
+    node.synchronize()
+    assert out[:2500].tolist() == list(range(0, 5000, 2))
+    assert c.lanes == 2500 and c.barriers == 1 and c.waves == [list(range(10))]  # 4 SMs hold all 10 blocks

@@ -175,6 +175,3 @@ class Hooks:
     def stored(self, mem: LaneMemory, dtype: Any, values: Sequence[Any]) -> None:
         for f in self.on_store:
             f(mem, dtype, values)
-
-
-NO_HOOKS = Hooks()

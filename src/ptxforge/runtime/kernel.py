@@ -111,7 +111,8 @@ class Kernel:
         The emulator's own options come as keywords or as `options=EmulatorOptions(...)`: `sanitize` is False,
         True (every check) or a `ptxforge.emu.sanitizer.Sanitizer` with options; `num_sms`; `watchdog_s`:
         seconds the launch may go without progress (its state repeating) before it is stopped;
-        `time_limit_s`: a plain wall-clock limit on the launch (None: none); `printf` capture; `emu_device_`.
+        `time_limit_s`: a plain wall-clock limit on the launch (None: none); `printf` capture; `emu_device_`;
+        `EmulatorOptions(checks=[...])`: your own `ptxforge.emu.hooks.Check`s watching the launch.
         `stream`: a stream of a `ptxforge.emu.Node` GPU; the launch is queued there and a `PendingLaunch` is
         returned at once (`node.synchronize()` runs it; see `ptxforge.runtime.streams`). Without one, a
         launch runs now and returns its `LaunchResult`.
