@@ -125,3 +125,18 @@ def test_a_check_on_a_node_stream_launch_beside_the_node_sanitizer():
     node.synchronize()
     assert out[:2500].tolist() == list(range(0, 5000, 2))
     assert c.lanes == 2500 and c.barriers == 1 and c.waves == [list(range(10))]  # 4 SMs hold all 10 blocks
+
+
+def test_a_finished_sanitized_launch_leaves_no_wave_memory_to_the_cyclic_gc():
+    import gc
+
+    from ptxforge.emu.memory import LaneMemory
+
+    gc.collect()
+    gc.disable()
+    try:
+        _fill(2500, 10, [StoreCounter()], sanitize=True)
+        alive = sum(isinstance(o, LaneMemory) for o in gc.get_objects())
+    finally:
+        gc.enable()
+    assert alive == 0  # (a checking `resolve` bound into the memory kept every wave's memory in a cycle)
