@@ -30,6 +30,8 @@ import numpy as np
 from ptxforge.emu.errors import MemoryFault
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from ptxforge.emu.hooks import Hooks
 
 PARAM_WINDOW = 0x7C00_0000_0000
@@ -206,7 +208,7 @@ class LaneMemory:
             return self.hooks.resolve(self, space, addr, nbytes, lanes, write)
         return self.locate(space, addr, nbytes, lanes, write)
 
-    def locate(self, space: str, addr, nbytes: int, lanes, write: bool = False):
+    def locate(self, space: str, addr: Any, nbytes: int, lanes: Any, write: bool = False) -> Any:
         """`resolve` without telling the checks."""
         if space == "generic":
             return self._generic(addr, nbytes, lanes, write)
