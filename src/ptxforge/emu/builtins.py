@@ -102,7 +102,7 @@ def malloc(st: LaneState, lanes: npt.NDArray[np.intp], args: list[int], rets: li
     sizes = _arg64(st, args[0], lanes)
     out = np.zeros(lanes.size, np.uint64)
     for i, n in enumerate(sizes.tolist()):
-        a = st.mem.device.alloc(int(n), name="device malloc")  # type: ignore[union-attr]  # st.mem: set before ops run
+        a = st.mem.device.alloc(int(n), name="device malloc")
         st.device_mallocs.append(a)
         out[i] = a.base
     return out
@@ -111,9 +111,9 @@ def malloc(st: LaneState, lanes: npt.NDArray[np.intp], args: list[int], rets: li
 def free(st: LaneState, lanes: npt.NDArray[np.intp], args: list[int], rets: list[int]) -> None:
     ptrs = _arg64(st, args[0], lanes)
     for p in ptrs.tolist():
-        a = st.mem.device.find(int(p))  # type: ignore[union-attr]  # st.mem: set before ops run
+        a = st.mem.device.find(int(p))
         if a is not None and a.name == "device malloc":
-            st.mem.device.free(a)  # type: ignore[union-attr]  # st.mem: set before ops run
+            st.mem.device.free(a)
     return None
 
 

@@ -21,8 +21,8 @@ while the watchdog probes, the steps at which it could find the probe's state ag
 registers, pcs and instruction counts back. So every lane executes the same instructions in the same steps
 with the same companions as before: shfl, vote, bar.warp.sync, barriers, reconvergence, %clock and the
 watchdog see exactly the schedule they always saw (tests/emu/test_emu_compaction.py compares memory, counts
-and steps with sessions off). Only the cost changes. Not used with the sanitizer (its wrappers keep per-lane
-state of the whole wave).
+and steps with sessions off). Only the cost changes. Not used when a check instruments the ops (the sanitizer:
+its wrappers keep per-lane state of the whole wave; hooks.py).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class Plan:
 
 def plan_for(machine: Machine) -> Plan | None:
     """The kernel's plan (kept with its layout), or None where sessions must not run."""
-    if not ENABLED or machine.sanitizer is not None:
+    if not ENABLED or machine.hooks.instruments:
         return None
     lay = machine.layout
     plan = lay.__dict__.get("_compact_plan")

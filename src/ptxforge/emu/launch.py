@@ -240,13 +240,14 @@ def emu_device() -> EmuDevice:
 
 def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes, shared_mem: int = 0,
             device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
-            time_limit_s: float | None = None, printf=None, observers=(), sanitizer=None, cluster=None, sm_ids=None,
+            time_limit_s: float | None = None, printf=None, checks=(), cluster=None, sm_ids=None,
             run: bool = True, cooperative: bool = False):
     """Run one launch; `params` is the packed kernel parameter buffer. Returns its `EmulationStats`.
 
     `cooperative`: a cooperative launch (cuLaunchCooperativeKernel): every block must be resident at once, and
     the grid-barrier workspace cooperative groups' `grid.sync()` reads from %envreg1:%envreg2 is provided.
 
+    `checks`: what watches the launch (`ptxforge.emu.hooks.Check`s: a `Sanitizer`, your own).
     `cluster`: the thread-block cluster shape (x, y, z) for a kernel without `.reqnctapercluster`.
     `sm_ids`: the SMs the launch may use (a stream's partition; default all of the device's).
     `run=False` checks the launch and returns its `Machine` without running it (a Node's stream launch).
@@ -258,8 +259,6 @@ def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes,
     grid, block, cluster = shape.grid, shape.block, shape.cluster
     img = device.image(module)
     layout, ops = img.compiled(func)
-    if sanitizer is not None:
-        ops = sanitizer.instrument(layout, ops)
     if layout.shared_bytes + shared_mem > EMU_MAX_SHARED:
         check_launch(module, func, grid, block, cluster, shared_mem=shared_mem, static_shared=layout.shared_bytes)
     buf = np.zeros(max(PAD, (len(params) + PAD - 1) // PAD * PAD), np.uint8)
@@ -276,7 +275,7 @@ def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes,
         m = Machine(layout, ops, grid=grid, block=block, params=buf, device=device.memory,
                     dynamic_shared=shared_mem, num_sms=num_sms or device.num_sms, watchdog_s=watchdog_s,
                     time_limit_s=time_limit_s,
-                    printf=printf, observers=observers, sanitizer=sanitizer, cluster=cluster, sm_ids=sm_ids,
+                    printf=printf, checks=checks, cluster=cluster, sm_ids=sm_ids,
                     gpu=device.gpu, envregs=envregs)
         if cooperative and m.nblocks > m.resident:
             raise LaunchError(f"{func.name}: a cooperative launch needs every block resident at once, but "

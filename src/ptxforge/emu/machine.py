@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import time
 import weakref
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ptxforge.emu import op as C
 from ptxforge.emu.compact import ENTER_FRACTION, SHORT_SESSION, Session, plan_for
 from ptxforge.emu.errors import EmulatorError, InternalEmulatorError, KernelTrap, MemoryFault, WatchdogTimeout
+from ptxforge.emu.hooks import Check, Hooks
 from ptxforge.emu.memory import LaneMemory
 from ptxforge.emu.op import EXITED, PC_MASK, WAIT_BAR, WAIT_WARP
 from ptxforge.emu.operands import FUNC_BASE
@@ -29,7 +32,7 @@ from ptxforge.emu.ops_warp import warp_bits
 from ptxforge.emu.program import storage_dtype
 from ptxforge.emu.progress import TICK_MASK, Watch
 from ptxforge.emu.variable_limits import check_local
-from ptxforge.emu.waits import watch_loads, where
+from ptxforge.emu.waits import LoadWatch, where
 from ptxforge.ptx import ir
 
 NBARRIERS = 16
@@ -55,13 +58,13 @@ class LazyLanes:
     frame bases, carry flags, call depths or barrier ids, and zeroing them cost a quarter of a large vector
     add. Assigning None drops the array (the next read makes a fresh one)."""
 
-    def __init__(self, dtype, fill=0, lanes=lambda obj: obj.N):
+    def __init__(self, dtype: Any, fill: Any = 0, lanes: Callable[[Any], int] = lambda obj: obj.N):
         self.dtype, self.fill, self.lanes = dtype, fill, lanes
 
-    def __set_name__(self, owner, name):
+    def __set_name__(self, owner: type, name: str) -> None:
         self.key = "_lazy_" + name
 
-    def __get__(self, obj, owner=None):
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
             return self
         v = obj.__dict__.get(self.key)
@@ -69,7 +72,7 @@ class LazyLanes:
             v = obj.__dict__[self.key] = np.full(self.lanes(obj), self.fill, self.dtype)
         return v
 
-    def __set__(self, obj, value):
+    def __set__(self, obj: Any, value: np.ndarray | None) -> None:
         obj.__dict__[self.key] = value
 
 
@@ -78,8 +81,9 @@ class LaneState:
 
     fb = LazyLanes(np.int64)  # frame base of each lane's local memory
     cc = LazyLanes(bool)  # carry flag
+    tmem: Any  # the wave's tensor memory (ops_tcgen05), set at the first tcgen05.alloc
 
-    def __init__(self, machine, nlanes: int):
+    def __init__(self, machine: Machine, nlanes: int):
         # weak: a machine and its lane state must not form a cycle, or every launch's lane arrays would
         # wait for the cyclic GC (and each launch fault in fresh pages) instead of being freed at its end
         self.machine = weakref.proxy(machine)
@@ -87,14 +91,14 @@ class LaneState:
         self.regs: list = []
         self.pvars: list = []
         self.live: np.ndarray | None = None
-        self.mem: LaneMemory | None = None
+        self.mem: Any = None  # the wave's LaneMemory (set by the machine's `_setup`)
         self.sregs: dict = {}
         self.lazy_sregs: dict = {}
         self.laneid = None  # set by the machine from its per-launch cache
         self.warp_base = None
         self.device_mallocs: list = []
 
-    def sreg(self, name: str):
+    def sreg(self, name: str) -> Any:
         try:
             return self.sregs[name]
         except KeyError:
@@ -104,7 +108,7 @@ class LaneState:
             v = self.sregs[name] = make()
             return v
 
-    def special_dynamic(self, name: str):
+    def special_dynamic(self, name: str) -> np.uint64:
         m = self.machine
         if name in ("%clock", "%clock64"):
             v = np.uint64(m.clock_base + m.clock_now() * 4)
@@ -136,6 +140,7 @@ class Machine:
 
     lane_bar = LazyLanes(np.int8, lanes=lambda m: m.st.N)  # the barrier each waiting lane waits at
     _uniform_steps = 0  # converged steps run by every lane of the wave, not yet added to the icount array
+    _icount: np.ndarray | None
 
     @property
     def icount(self) -> np.ndarray:
@@ -150,18 +155,28 @@ class Machine:
         return a
 
     @icount.setter
-    def icount(self, value) -> None:
+    def icount(self, value: np.ndarray | None) -> None:
         self._icount = value
         self._uniform_steps = 0
     depth = LazyLanes(np.int32, lanes=lambda m: m.st.N)  # call depth
     top_ret = LazyLanes(np.int32, -1, lanes=lambda m: m.st.N)  # return address on top of each lane's stack
 
-    def __init__(self, layout, ops, *, grid, block, params: np.ndarray, device, dynamic_shared: int,
-                 num_sms: int = 132, watchdog_s: float = 60.0, time_limit_s: float | None = None, printf=None,
-                 max_threads_per_sm: int = 2048,
-                 max_blocks_per_sm: int = 32, shared_per_sm: int = 228 * 1024, observers=(), sanitizer=None,
-                 cluster=None, sm_ids=None, gpu=None, envregs=None):
+    pcs: Any  # each lane's pc while the wave is diverged, None while converged
+    retstack: Any  # [call depth, lane] return addresses (None: the kernel makes no calls)
+    watch: Any  # the launch's progress.Watch, made when it starts running
+    st: LaneState  # the running wave's lanes
+
+    def __init__(self, layout: Any, ops: list[Any], *, grid: Sequence[int], block: Sequence[int],
+                 params: np.ndarray, device: Any, dynamic_shared: int, num_sms: int = 132,
+                 watchdog_s: float = 60.0, time_limit_s: float | None = None,
+                 printf: Callable[[str], Any] | None = None, max_threads_per_sm: int = 2048,
+                 max_blocks_per_sm: int = 32, shared_per_sm: int = 228 * 1024, checks: Iterable[Check] = (),
+                 cluster: Sequence[int] | None = None, sm_ids: Any = None, gpu: int | None = None,
+                 envregs: dict[int, int] | None = None):
         self.layout = layout
+        self.hooks = Hooks(checks)  # what watches the launch (hooks.py: the sanitizer and the other checks)
+        for check in self.hooks.checks:
+            ops = check.instrument(layout, ops)
         self.ops = ops
         self.grid = tuple(grid)
         self.block = tuple(block)
@@ -186,21 +201,19 @@ class Machine:
         self.time_limit_s = time_limit_s  # a plain wall-clock limit on the launch, or None
         self.watch = None
         self.printf = printf or (lambda s: print(s, end=""))
-        self.observers = list(observers)
-        self.sanitizer = sanitizer  # ptxforge.emu.sanitizer.Sanitizer or None
         self.threads = block[0] * block[1] * block[2]
         self.lanes_per_block = (self.threads + 31) // 32 * 32
         self.nblocks = grid[0] * grid[1] * grid[2]
         self.cluster = tuple(cluster) if cluster is not None else (1, 1, 1)  # validated by launch
         self.explicit_cluster = cluster is not None
         self.csize = self.cluster[0] * self.cluster[1] * self.cluster[2]
-        self.block_order = sanitizer.block_order(self.nblocks) if sanitizer is not None else None
+        self.block_order = self.hooks.block_order(self.nblocks)
         if self.csize > 1:
-            self.block_order = self._cluster_order(sanitizer)
+            self.block_order = self._cluster_order()
         self.lane_tid = np.arange((self.threads + 31) // 32 * 32, dtype=np.int64)  # thread index of each lane
-        wp = sanitizer.warp_order(len(self.lane_tid) // 32) if sanitizer is not None else None
+        wp = self.hooks.warp_order(len(self.lane_tid) // 32)
         self.shuffled_warps = wp is not None
-        if wp is not None:  # warps of a block placed on lanes in a shuffled order (sanitizer option)
+        if wp is not None:  # warps of a block placed on lanes in a shuffled order (a check's choice)
             self.lane_tid = (np.asarray(wp, np.int64)[:, None] * 32 + np.arange(32)).ravel()
         self.reserved_smem = RESERVED_SMEM if _uses_reserved_smem(layout) else 0
         self.shared_size = layout.shared_bytes + dynamic_shared + self.reserved_smem
@@ -250,7 +263,7 @@ class Machine:
             if clock is not None:
                 clock.pause()
 
-    def steps_iter(self):
+    def steps_iter(self) -> Generator[None, None, dict]:
         """The launch as a generator: with `concurrent` set it yields every few hundred steps, between
         instructions (so an atom or a store is never split), and returns the stats at the end."""
         t0 = time.perf_counter()
@@ -299,7 +312,7 @@ class Machine:
         gpu = "" if self.gpu is None else f" on GPU {self.gpu}"
         return f"thread ({tid[0]},{tid[1]},{tid[2]}) block ({cta[0]},{cta[1]},{cta[2]}){gpu}"
 
-    def lane_coords(self, lane: int):
+    def lane_coords(self, lane: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         slot, t = divmod(int(lane), self.lanes_per_block)
         t = int(self.lane_tid[t])
         bx, by, _ = self.block
@@ -307,16 +320,25 @@ class Machine:
         gx, gy, _ = self.grid
         return (t % bx, (t // bx) % by, t // (bx * by)), (b % gx, (b // gx) % gy, b // (gx * gy))
 
-    def _cluster_order(self, sanitizer) -> np.ndarray:
+    def add_check(self, check: Check) -> None:
+        """Let `check` watch the launch too (after the checks it has). Its `instrument` applies to the waves that
+        start from now on; its memory events at once."""
+        self.hooks = self.hooks.added(check)
+        self.ops = check.instrument(self.layout, self.ops)
+        st = self.__dict__.get("st")
+        if st is not None and st.mem is not None:
+            st.mem.hooks = self.hooks if self.hooks.memory else None
+
+    def _cluster_order(self) -> np.ndarray:
         """Linear block ids in cluster order: cluster after cluster, the CTAs of each in rank order."""
         cx, cy, cz = self.cluster
         gx, gy, _ = self.grid
         ncx, ncy = gx // cx, gy // cy
         ncl = self.nblocks // self.csize
-        corder = sanitizer.block_order(ncl) if sanitizer is not None else None
+        corder = self.hooks.block_order(ncl)
         p = np.arange(self.nblocks, dtype=np.int64)
         c, r = p // self.csize, p % self.csize
-        if corder is not None:  # a shuffled cluster order (sanitizer option)
+        if corder is not None:  # a shuffled cluster order (a check's choice)
             c = np.asarray(corder, np.int64)[c]
         bx = c % ncx * cx + r % cx
         by = (c // ncx) % ncy * cy + (r // cx) % cy
@@ -341,11 +363,11 @@ class Machine:
         check_local(funcs, N)  # before the wave's local memory is allocated
         st.mem = LaneMemory(self.device, nlanes=N, lanes_per_slot=lpb, shared_size=self.shared_size,
                             local_size=local, params=self.params, fault=_weakly(self._fault), cluster_size=self.csize)
-        st.mem.observers.extend(self.observers)
+        st.mem.hooks = self.hooks if self.hooks.memory else None
         static = self._static(nslots)
         real = static["real_block"]
         blocks = first + np.arange(nslots, dtype=np.int64)
-        if self.block_order is not None:  # a shuffled block order (sanitizer option)
+        if self.block_order is not None:  # a shuffled block order (a check's choice)
             blocks = self.block_order[blocks]
         self.block_ids = blocks
         gx, gy, gz = self.grid
@@ -392,8 +414,8 @@ class Machine:
         self.retstack = np.zeros((8, N), np.int32) if lay.has_calls else None
         self.depth = self.top_ret = None  # LazyLanes: made at first use
         self.saves: dict = {}
-        if self.sanitizer is not None:
-            self.sanitizer.on_wave(self, st)
+        for f in self.hooks.on_wave:
+            f(self, st)
         return st
 
     def _static(self, nslots: int) -> dict:
@@ -470,7 +492,7 @@ class Machine:
                 "warp_base": np.arange(N, dtype=np.int64) & ~np.int64(31)}
 
     # ------------------------------------------------------------------ the loop
-    def _run_wave(self, first: int, nslots: int) -> None:
+    def _run_wave(self, first: int, nslots: int) -> Generator[None, None, None]:
         st = self._setup(first, nslots)
         ops = self.ops
         regs = st.regs
@@ -544,8 +566,8 @@ class Machine:
                             op.extra.count is None and not self.arrivals.any():
                         if op.extra.fixed_id is None:  # an id in a register: checked as on the slow path
                             self._check_bar_ids(op)
-                        if self.sanitizer is not None:
-                            self.sanitizer.on_barrier_all(self)
+                        for f in self.hooks.on_barrier_all:
+                            f(self)
                         pc += 1
                         pend += 1
                         steps += 1
@@ -815,8 +837,8 @@ class Machine:
         rel = (pcs >= WAIT_BAR) & (pcs < WAIT_WARP) & (self.lane_bar == NBARRIERS) & \
             done[self.slot // self.csize]
         pcs[rel] -= WAIT_BAR
-        if self.sanitizer is not None:
-            self.sanitizer.on_cluster_release(self, np.flatnonzero(np.repeat(done, self.csize)))
+        for f in self.hooks.on_cluster_release:
+            f(self, np.flatnonzero(np.repeat(done, self.csize)))
 
     def _try_release(self, bid: int) -> None:
         arr = self.arrivals[:, bid]
@@ -831,8 +853,8 @@ class Machine:
             rt, ar = self.redtrue[:, bid], arr
             val = {"popc": rt.astype(np.uint32), "and": rt == ar, "or": rt > 0}[red.red_op]
             red.red_dst(self.st, val[self.slot], rel)
-        if self.sanitizer is not None:
-            self.sanitizer.on_release(self, bid, done, rel)
+        for f in self.hooks.on_release:
+            f(self, bid, done, rel)
         pcs[rel] -= WAIT_BAR
         self.arrivals[done, bid] = 0
         self.expected[done, bid] = 0
@@ -848,8 +870,9 @@ class Machine:
         eb = np.repeat(warp_bits(elsewhere), 32)
         mm = np.uint32(0xFFFFFFFF) if op.membermask is None else np.asarray(op.membermask(self.st), np.uint32)
         bad = ex & ((mm & eb) != 0)
-        if self.sanitizer is not None and bad.any():
-            self.sanitizer.on_warp_wait(self, P, bad, elsewhere, mm)
+        if self.hooks.on_warp_wait and bad.any():
+            for f in self.hooks.on_warp_wait:
+                f(self, P, bad, elsewhere, mm)
         ready = ex & ~bad
         np.copyto(pcs, P | WAIT_WARP, where=bad)
         np.copyto(pcs, P, where=ready)
@@ -1008,7 +1031,7 @@ class Machine:
 
     def watch_loads(self) -> None:
         """Count stores and remember the last global load (the Node's scheduler turns this on)."""
-        watch_loads(self)
+        self.add_check(LoadWatch(self))
 
     def _where_summary(self, limit: int = 8) -> str:
         pcs = self.pcs

@@ -3,7 +3,8 @@
 Every load, store and atomic goes through `LaneMemory.resolve`, the single choke point that turns
 addresses into (byte buffer, byte index) pairs after checking bounds and alignment. A bad pointer raises
 `MemoryFault` naming the PTX line, the thread and the block; nothing ever touches host memory outside
-the buffers. A sanitizer can hook `LaneMemory.observers` to see every access.
+the buffers. Checks (hooks.py: the sanitizer, the watchdogs' load watch) see every access through
+`LaneMemory.hooks`.
 
 Address layout (64-bit generic space):
   0x7c00_0000_0000 + off   kernel parameters (cvta.param)
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
+    from ptxforge.emu.hooks import Hooks
     from ptxforge.emu.ipc.memory import ProgressBoard
 
     Lanes = npt.NDArray[np.intp] | None  # the active lanes' ids (None: every lane)
@@ -172,8 +174,7 @@ class LaneMemory:
         self.local = np.zeros(nlanes * self.local_stride, np.uint8)
         self.params = params  # kernel parameter bytes, padded to PAD
         self.fault = fault
-        self.observers: list = []  # callables(kind, space, addr, nbytes, lanes) for a sanitizer
-        self.on_store = None  # sanitizer: callable(dtype, values) told the values of each `store`
+        self.hooks: Hooks | None = None  # the launch's checks that watch memory (None: nothing watches it)
         self.writes = 0  # accesses that wrote (stores, atomics, mbarrier arrivals): the watchdog's progress sign
         self.cluster_size = cluster_size  # CTAs per cluster; a cluster fills consecutive slots
 
@@ -208,12 +209,16 @@ class LaneMemory:
 
         addr: scalar or array of addresses (one per active lane); lanes: global lane ids of the active
         lanes, or None for all lanes. The index is aligned to `nbytes`, so `buf.view(dtype)[idx >> k]`
-        reads the values.
+        reads the values. Watched memory (`hooks`) tells the checks before and after (hooks.Hooks.resolve).
         """
         if write:
             self.writes += 1
-        for obs in self.observers:
-            obs("store" if write else "load", space, addr, nbytes, lanes)
+        if self.hooks is not None:
+            return self.hooks.resolve(self, space, addr, nbytes, lanes, write)
+        return self.locate(space, addr, nbytes, lanes, write)
+
+    def locate(self, space: str, addr: Any, nbytes: int, lanes: Any, write: bool = False) -> Any:
+        """`resolve` without telling the checks."""
         if space == "generic":
             return self._generic(addr, nbytes, lanes, write)
         if space == "global" or space == "const":
@@ -467,10 +472,9 @@ def scatter(buf: np.ndarray, idx: np.ndarray, dtype: npt.DTypeLike, values: Sequ
 
 
 def plain(mem: LaneMemory) -> bool:
-    """No sanitizer watches `mem` (no observers, no store hook, `resolve` not replaced): the whole-wave fast
-    paths below may skip `resolve` when they find exactly what it would."""
-    return not mem.observers and mem.on_store is None and \
-        getattr(mem.resolve, "__func__", None) is LaneMemory.resolve
+    """No check watches `mem`: the whole-wave fast paths below may skip `resolve` when they find exactly what
+    it would."""
+    return mem.hooks is None
 
 
 def shared_elements(mem: LaneMemory, addr: Any, nbytes: int, write: bool = False) -> np.ndarray | None:
@@ -525,8 +529,8 @@ def store(mem: LaneMemory, space: str, addr: Any, dtype: npt.DTypeLike, values: 
     count = len(values)
     nb = np.dtype(dtype).itemsize * count
     r = mem.resolve(space, addr, nb, lanes, write=True)
-    if mem.on_store is not None:
-        mem.on_store(dtype, values)
+    if mem.hooks is not None:
+        mem.hooks.stored(mem, dtype, values)
     if isinstance(r, list):
         for sel, buf, idx in r:
             scatter(buf, idx, dtype, [None if v is None else (v[sel] if np.ndim(v) else v) for v in values])

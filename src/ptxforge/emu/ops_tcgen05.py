@@ -23,7 +23,6 @@ from ptxforge.emu import tensor_memory as TM
 from ptxforge.emu.mbarrier import _mbar_update
 from ptxforge.emu.op import NORMAL, WARPSYNC, Op
 from ptxforge.emu.ops_wgmma import canonical_addresses
-from ptxforge.emu.sanitizer import tmem_checks
 from ptxforge.emu.semantics import formats as F
 from ptxforge.emu.semantics.formats import F32
 from ptxforge.emu.semantics.mma import _dot_rn
@@ -189,9 +188,8 @@ def build_ld_st(ctx: Ctx) -> Op:
             cells = tm.check(slot, row, 32, col, ncols, first, a, what)
             t = lanes - lead  # thread i of the warp accesses lane row + i
             if load:
-                tmem_checks.inflight_read(st, tm, slot, col, ncols, first, what)
-                unwritten = TM.unwritten(tm, slot, row, 32, col, ncols)[t]
-                tmem_checks.unwritten_read(st, unwritten, lanes, row + t, col, what)
+                for hook in st.machine.hooks.on_tmem_load:
+                    hook(st, tm, slot, row, col, ncols, lanes, what)
                 got = cells[t]  # [threads, ncols]
                 if packed:  # two adjacent columns' low halves -> one register (manual: .pack::16b)
                     got = (got[:, 0::2] & 0xFFFF) | ((got[:, 1::2] & 0xFFFF) << 16)
@@ -325,8 +323,8 @@ def build_mma(ctx: Ctx) -> Op:
             en = enable_d(st)
             use_d = bool(en if np.ndim(en) == 0 else en[lane])
             if use_d:
-                tmem_checks.unwritten_read(st, TM.unwritten(tm, slot, 0, 128, col, f["n"]), [lane], np.arange(128), col,
-                                  "tcgen05.mma with enable-input-d")
+                for hook in st.machine.hooks.on_tmem_mma_input:
+                    hook(st, tm, slot, col, f["n"], lane, "tcgen05.mma with enable-input-d")
             TM.mark_written(tm, slot, 0, 128, col, f["n"])
             tm.mma_issued(slot, lane, col, f["n"])
             if kind == "i8":  # exact integer products and sums, wrapping (or clamped with saturate)

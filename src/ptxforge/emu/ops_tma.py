@@ -81,7 +81,7 @@ def read_map(st: LaneState, space: str, addr: int, lane: int) -> TM.TensorMap:
         raise _fault(f"tensor map address {addr:#x} is not 64-byte aligned", lane)
     offs = np.arange(0, TM.SIZE, 4)
     a = (np.uint64(addr) + offs.astype(np.uint64)) if space != "param" else np.int64(addr) + offs
-    words = M.load(st.mem, space, a, np.uint32, 1, np.full(offs.size, lane))[0]  # type: ignore[arg-type]  # st.mem: set before ops run
+    words = M.load(st.mem, space, a, np.uint32, 1, np.full(offs.size, lane))[0]
     try:
         return TM.decode(np.asarray(words, np.uint32).view(np.uint8))
     except ValueError as e:
@@ -179,7 +179,7 @@ def cta_mask_ranks(st: LaneState, lane: int, mask: int) -> list[int]:
     """The %cluster_ctarank values a 16-bit ctaMask names; a rank outside the cluster is a fault."""
     mask &= 0xFFFF
     ranks = [r for r in range(16) if mask >> r & 1]
-    csize = st.mem.cluster_size  # type: ignore[union-attr]  # st.mem: set before ops run
+    csize = st.mem.cluster_size
     if not ranks:
         raise _fault("ctaMask is 0: a multicast copy needs at least one destination CTA", lane, "invalid-argument")
     if ranks[-1] >= csize:
@@ -197,7 +197,7 @@ def shared_offset(addr: int) -> int:
 
 def cluster_lane(st: LaneState, lane: int, rank: int) -> int:
     """The lane of the thread with `lane`'s thread index in CTA `rank` of `lane`'s cluster."""
-    lps, csize = st.mem.lanes_per_slot, st.mem.cluster_size  # type: ignore[union-attr]  # st.mem: set before ops run
+    lps, csize = st.mem.lanes_per_slot, st.mem.cluster_size
     slot = lane // lps
     return (slot // csize * csize + rank) * lps + lane % lps
 
@@ -322,7 +322,7 @@ def build_tensor(ctx: Ctx) -> Op:
 
 def land(st: LaneState, space: str, saddrs: Value, vals: Value, lane: int, bar: int, nbytes: int) -> None:
     """Write a box into shared memory as `lane`, then complete `nbytes` on the mbarrier at shared `bar`."""
-    M.store(st.mem, space, saddrs, vals.dtype, [vals], np.full(vals.size, lane))  # type: ignore[arg-type]  # st.mem: set before ops run
+    M.store(st.mem, space, saddrs, vals.dtype, [vals], np.full(vals.size, lane))
     complete_tx(st, lane, "shared", bar, nbytes)
 
 
@@ -333,7 +333,7 @@ def owner(st: LaneState, lane: int, space: str, addr: int) -> tuple[int, int]:
     if space != "shared" or addr < 0 or not addr >> M.CLUSTER_RANK_SHIFT:
         return lane, addr
     rank = (addr >> M.CLUSTER_RANK_SHIFT) - 1
-    if rank >= st.mem.cluster_size:  # type: ignore[union-attr]  # st.mem: set before ops run
+    if rank >= st.mem.cluster_size:
         return lane, addr
     return cluster_lane(st, lane, rank), addr & M.CLUSTER_OFF_MASK
 

@@ -155,7 +155,6 @@ class Watch:
                 if board is not None and not self.watching:
                     self.watching = True
                     m.watch_loads()  # name the flag it polls, should it be stuck
-                    m.st.mem.observers.append(m.observers[-1])
                 self.stalled_since, self.others = p.t, others
                 self.repeating_since = self.repeating_since or p.t
             if p.pc is not None:

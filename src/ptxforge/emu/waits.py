@@ -1,16 +1,22 @@
 """What a launch is waiting on: the watchdogs' description of where its warps stand.
 
 `where` says where the warps of the running wave are (converged at one instruction, or per warp with
-barrier and warp waits), and, when the launch's global loads are watched (`watch_loads`, turned on by a
-Node's scheduler), the address, allocation and current value of the last one: the flag a spinning
-receiver polls.
+barrier and warp waits), and, when the launch's global loads are watched (`LoadWatch`, a check that
+`Machine.watch_loads` adds; a Node's scheduler turns it on), the address, allocation and current value of the
+last one: the flag a spinning receiver polls.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
-from ptxforge.emu.memory import GLOBAL_BASE, WINDOW_BITS
+from ptxforge.emu.hooks import Check
+from ptxforge.emu.memory import GLOBAL_BASE, WINDOW_BITS, LaneMemory
+
+if TYPE_CHECKING:
+    from ptxforge.emu.machine import Machine
 
 
 def where(m, limit: int = 8) -> str:
@@ -49,13 +55,17 @@ def polled(m) -> str:
             f"{alloc.name or 'an allocation'}), which hold {value}")
 
 
-def watch_loads(m) -> None:
-    """Count `m`'s global stores and atomics (`m.stores`) and remember its last global load."""
-    def seen(kind, space, addr, nbytes, lanes):
-        if kind == "store":
-            m.stores += 1
-        elif kind == "load" and space in ("global", "generic"):
+class LoadWatch(Check):
+    """Counts machine `m`'s stores and atomics (`m.stores`) and remembers its last global load (`m.last_load`)."""
+
+    def __init__(self, m: Machine):
+        self.m = m
+
+    def on_access(self, mem: LaneMemory, space: str, addr: Any, nbytes: int, lanes: np.ndarray | None,
+                  write: bool) -> None:
+        if write:
+            self.m.stores += 1
+        elif space in ("global", "generic"):
             a = np.asarray(addr).reshape(-1)
             if a.size and int(a[0]) >> WINDOW_BITS == GLOBAL_BASE >> WINDOW_BITS:
-                m.last_load = (int(a[0]), nbytes)
-    m.observers.append(seen)
+                self.m.last_load = (int(a[0]), nbytes)

@@ -133,7 +133,8 @@ class Kernel:
         The emulator's own options come as keywords or as `options=EmulatorOptions(...)`: `sanitize` is False,
         True (every check) or a `ptxforge.emu.sanitizer.Sanitizer` with options; `num_sms`; `watchdog_s`:
         seconds the launch may go without progress (its state repeating) before it is stopped;
-        `time_limit_s`: a plain wall-clock limit on the launch (None: none); `printf` capture; `emu_device_`.
+        `time_limit_s`: a plain wall-clock limit on the launch (None: none); `printf` capture; `emu_device_`;
+        `EmulatorOptions(checks=[...])`: your own `ptxforge.emu.hooks.Check`s watching the launch.
         `stream`: a stream of a `ptxforge.emu.Node` GPU; the launch is queued there and a `PendingLaunch` is
         returned at once (`node.synchronize()` runs it; its `result()` is the `LaunchResult`; see
         `ptxforge.runtime.streams`). Without one, a launch runs now and returns its `LaunchResult`, on every
@@ -176,7 +177,7 @@ class Kernel:
         packed, offsets, copies, temps = self._pack(plan, dev)
         if stream is not None:
             return launch_on_stream(self, stream, dev, packed, copies, temps, grid, block, shared,
-                                    sanitize, opts.num_sms, opts.watchdog_s, opts.printf, cluster)
+                                    sanitize, opts.num_sms, opts.watchdog_s, opts.printf, cluster, opts.checks)
         sanitizer = None
         try:
             if on_gpu:
@@ -184,7 +185,7 @@ class Kernel:
             else:
                 result, sanitizer = self._run_emu(dev, packed, grid, block, shared, sanitize, opts.num_sms,
                                                   (opts.watchdog_s, opts.time_limit_s), opts.printf, cluster,
-                                                  config.cooperative)
+                                                  config.cooperative, opts.checks)
             copy_back(dev, copies)
         except (EmulatorError, LaunchError, KernelFault):  # a fault stops the launch: what completed still comes back
             copy_back_quietly(dev, copies)
@@ -198,7 +199,8 @@ class Kernel:
 
     def _run_emu(self, dev: Any, packed: bytes, grid: Any, block: Any, shared_mem: int, sanitize: Any,
                  num_sms: int | None, limits: tuple[float, float | None], printf: Callable[[str], Any] | None,
-                 cluster: Any, cooperative: bool = False) -> tuple[LaunchResult, Any]:
+                 cluster: Any, cooperative: bool = False,
+                 checks: tuple = ()) -> tuple[LaunchResult, Any]:
         watchdog_s, time_limit_s = limits
         sanitizer = None
         if sanitize:
@@ -215,7 +217,8 @@ class Kernel:
             stats = emulate(self.module, self.function, grid=grid, block=block, params=packed,
                             shared_mem=shared_mem, device=dev, num_sms=num_sms, watchdog_s=watchdog_s,
                             time_limit_s=time_limit_s,
-                            printf=sink, observers=[], sanitizer=sanitizer, cluster=cluster,
+                            printf=sink, checks=(sanitizer, *checks) if sanitizer is not None else checks,
+                            cluster=cluster,
                             cooperative=cooperative)
         except (EmulatorError, LaunchError) as e:
             if sanitizer is not None:  # keep what the sanitizer found before the launch stopped

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ptxforge.emu.hooks import Check
 from ptxforge.emu.launch import sm_count
 from ptxforge.emu.launch_checks import MAX_CLUSTER, dims, grid_and_block, shared_bytes
 from ptxforge.emu.progress import check_time_options
@@ -86,13 +87,15 @@ class EmulatorOptions:
     """The launch options only the emulator has. sanitize: False, True (every check) or a
     `ptxforge.emu.sanitizer.Sanitizer`; num_sms: SMs to emulate (None: the device's); watchdog_s: seconds the
     launch may go without progress (inf: no limit); time_limit_s: a wall-clock limit (None: none); printf: a
-    callable given each line of device printf output (None: print it)."""
+    callable given each line of device printf output (None: print it); checks: `ptxforge.emu.hooks.Check`s that
+    watch the launch beside the sanitizer (see README, "Writing a check")."""
 
     sanitize: Any = False
     num_sms: int | None = None
     watchdog_s: float = 60.0
     time_limit_s: float | None = None
     printf: Callable[[str], Any] | None = None
+    checks: tuple[Check, ...] = ()
 
     def __post_init__(self) -> None:
         watchdog_s, time_limit_s = check_time_options(self.watchdog_s, self.time_limit_s)
@@ -102,6 +105,10 @@ class EmulatorOptions:
             object.__setattr__(self, "num_sms", sm_count(self.num_sms))
         if self.printf is not None and not callable(self.printf):
             raise LaunchError(f"printf must be a callable taking each line of output, got {self.printf!r}")
+        object.__setattr__(self, "checks", tuple(self.checks))
+        bad = [c for c in self.checks if not isinstance(c, Check)]
+        if bad:
+            raise LaunchError(f"checks must be ptxforge.emu.hooks.Check instances, got {bad[0]!r}")
         if isinstance(self.sanitize, np.bool_):
             object.__setattr__(self, "sanitize", bool(self.sanitize))
         if not isinstance(self.sanitize, bool):
@@ -111,4 +118,4 @@ class EmulatorOptions:
     def given(self) -> list[str]:
         """The options set to something a GPU cannot do (watchdog_s is not one: a GPU has no watchdog)."""
         return [f.name for f in fields(self)
-                if f.name != "watchdog_s" and getattr(self, f.name) not in (None, False)]
+                if f.name != "watchdog_s" and getattr(self, f.name) not in (None, False, ())]

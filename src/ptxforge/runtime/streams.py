@@ -53,7 +53,7 @@ def label_reports(sanitizer: Any, dev: Any) -> None:
 
 def launch_on_stream(kernel: Any, stream: Any, dev: Any, packed: bytes, copies: list, temps: list, grid: Any,
                      block: Any, shared_mem: int, sanitize: Any, num_sms: int | None, watchdog_s: float,
-                     printf: Any, cluster: Any) -> PendingLaunch[LaunchResult]:
+                     printf: Any, cluster: Any, checks: tuple = ()) -> PendingLaunch[LaunchResult]:
     """Queue a packed launch of `kernel` on `stream`; returns its `PendingLaunch`. The kernel's module stays
     loaded on `dev` until the launch finishes or is aborted (see `ptxforge.module_cache`)."""
     if num_sms is not None:
@@ -75,7 +75,8 @@ def launch_on_stream(kernel: Any, stream: Any, dev: Any, packed: bytes, copies: 
     try:
         machine = emulate(kernel.module, kernel.function, grid=grid, block=block, params=packed,
                           shared_mem=shared_mem, device=dev, watchdog_s=watchdog_s, printf=sink,
-                          sanitizer=sanitizer, cluster=cluster, sm_ids=stream.sms, run=False)
+                          checks=(sanitizer, *checks) if sanitizer is not None else checks, cluster=cluster,
+                          sm_ids=stream.sms, run=False)
     except BaseException:
         free_quietly(dev, temps)
         raise

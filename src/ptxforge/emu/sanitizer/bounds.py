@@ -8,6 +8,7 @@ instruction again for the good lanes.
 from __future__ import annotations
 
 import bisect
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,8 @@ _WIN = {M.SHARED_WINDOW >> M.WINDOW_BITS: "shared", M.LOCAL_WINDOW >> M.WINDOW_B
         M.PARAM_WINDOW >> M.WINDOW_BITS: "param", M.GLOBAL_BASE >> M.WINDOW_BITS: "global"}
 
 
-def classify(mem: M.LaneMemory, space: str, addr, nbytes: int, n: int, write: bool):
+def classify(mem: M.LaneMemory, space: str, addr: Any, nbytes: int, n: int,
+             write: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per lane: (kind code, effective space name, offset/address as int64-able uint64) for n lanes."""
     a = np.broadcast_to(np.asarray(addr), (n,))
     a = a.astype(np.uint64) if a.dtype != np.uint64 else a
@@ -75,7 +77,7 @@ def _check(mem, space, a, nbytes, write):
     return k
 
 
-def nearest_allocation(device: M.DeviceMemory, addr: int):
+def nearest_allocation(device: M.DeviceMemory, addr: int) -> tuple[str, int, int] | None:
     """(name, base, size) of the allocation closest to `addr` (before or after it), or None."""
     allocs = device.allocations
     if not allocs:
@@ -92,7 +94,7 @@ def nearest_allocation(device: M.DeviceMemory, addr: int):
     return (best.name or f"allocation at {best.base:#x}"), best.base, best.size
 
 
-def nearest_variable(variables: list[tuple[str, int, int]], off: int):
+def nearest_variable(variables: list[tuple[str, int, int]], off: int) -> tuple[str, int, int] | None:
     """(name, start, size) of the shared variable closest to shared offset `off`, or None."""
     if not variables:
         return None

@@ -1,26 +1,30 @@
 """`Sanitizer`: checks every access, barrier and warp-synchronous op of one emulated launch.
 
-How it hooks the emulator (no change to what a kernel computes):
+It is a `Check` (ptxforge.emu.hooks), like any other; its events (no change to what a kernel computes):
 - `instrument` wraps the ops of memory and warp instructions, so each knows its pc when it runs; a
   memory op whose access has bad lanes is re-run for the good lanes only (bad loads leave their
   destination unchanged, bad stores are dropped), so in-bounds work still reaches the user's arrays.
-- `on_wave` replaces the wave's `LaneMemory.resolve` (the single choke point every ld/st/atom goes
-  through) with a checking version that feeds the shadow memory.
-- `on_barrier_all` / `on_release` are called by the machine when blocks pass a barrier.
+- `on_resolved` feeds every access `LaneMemory.resolve` lets through (the single choke point every
+  ld/st/atom goes through) to the shadow memory; `on_fault` reports the bad lanes of one it refuses;
+  `on_store` sees the stored values (a write-write race of equal values is no race).
+- `on_wave`, `on_barrier_all`, `on_release`, `on_cluster_release`, `on_warp_wait`: blocks start, pass
+  barriers, warps wait; `on_tmem_load` / `on_tmem_mma_input`: tensor memory reads (tmem_checks.py).
 """
 
 from __future__ import annotations
 
 import copy
 import weakref
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ptxforge.emu import memory as M
-from ptxforge.emu.errors import MemoryFault
+from ptxforge.emu.hooks import Check
 from ptxforge.emu.op import NORMAL, WARPSYNC
-from ptxforge.emu.sanitizer import bounds, sync
+from ptxforge.emu.sanitizer import bounds, sync, tmem_checks
 from ptxforge.emu.sanitizer.definedness import Undefined
 from ptxforge.emu.sanitizer.global_shadow import GlobalShadow, granule_part
 from ptxforge.emu.sanitizer.order import SCOPE_NAMES, HappensBefore, SyncOrder, cluster_of_block
@@ -28,6 +32,11 @@ from ptxforge.emu.sanitizer.report import ReportLog, SanitizerError, SanitizerRe
 from ptxforge.emu.sanitizer.shadow import EP_SHIFT, INIT, PENDING, POISON, Shadow
 from ptxforge.emu.sanitizer.sites import SiteInfo, SourceMap, shared_valid_mask, shared_variables, site_info
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from ptxforge.emu.machine import LaneState, Machine
+    from ptxforge.emu.op import Op
+    from ptxforge.emu.tensor_memory import TensorMemory
 
 _INFOS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # layout -> [SiteInfo] (built once)
 
@@ -40,7 +49,7 @@ class _Excluded(Exception):  # noqa: N818 - internal control flow, never escapes
         self.lanes = lanes
 
 
-class Sanitizer:
+class Sanitizer(Check):
     """Collects `SanitizerReport`s of a launch (or of several, when passed to each); `finish()` raises
     `SanitizerError` if any.
 
@@ -52,6 +61,18 @@ class Sanitizer:
     machine asks `block_order` and `warp_order`), to shake out results that depend on the emulator's
     schedule: which block runs in which wave, which lane's store wins, the order atomics apply in.
     """
+
+    # a launch's and a wave's state, set by `instrument` and `on_wave` (`release` drops it)
+    machine: Any
+    global_sh: Any  # GlobalShadow
+    shared_sh: Any  # Shadow of the wave's shared memory, made at its first access
+    local_sh: Any
+    all_lanes: Any
+    ep_warp: Any
+    _ep_lane: Any
+    _shared_maps: Any
+    shared_valid_full: Any
+    _deferred: list
 
     def __init__(self, *, races: bool = True, init: bool = True, sync: bool = True, init_local: bool = False,
                  max_reports: int = 100, shuffle_seed: int | None = None, eager: bool = False):
@@ -65,7 +86,7 @@ class Sanitizer:
         self.log = ReportLog(max_reports)
         self.kernel = ""
         self.machine = None
-        self.global_sh: Shadow | None = None
+        self.global_sh = None
         self.clock = 0
         self.pc = 0
         self.site: SiteInfo | None = None
@@ -83,7 +104,7 @@ class Sanitizer:
         setattr(self, name, a)
         return a
 
-    def ep_of(self, L):
+    def ep_of(self, L: np.ndarray) -> np.ndarray:
         """The barrier interval (shadow.py's encoding) of each lane in L."""
         if L is self.all_lanes:
             if self._ep_lane is None:
@@ -125,20 +146,20 @@ class Sanitizer:
             self.__dict__.pop(name, None)
         self._deferred = []
 
-    def block_order(self, nblocks: int):
+    def block_order(self, nblocks: int) -> np.ndarray | None:
         """The order the machine should run blocks in (None: natural order)."""
         if self.shuffle_seed is None:
             return None
         return np.random.default_rng(self.shuffle_seed).permutation(nblocks)
 
-    def warp_order(self, warps_per_block: int):
+    def warp_order(self, warps_per_block: int) -> np.ndarray | None:
         """Which warp of a block each group of 32 lanes holds (None: in order)."""
         if self.shuffle_seed is None:
             return None
         return np.random.default_rng(self.shuffle_seed + 1).permutation(warps_per_block)
 
     # ------------------------------------------------------------------ instrumentation
-    def instrument(self, layout, ops: list) -> list:
+    def instrument(self, layout: Any, ops: list[Op]) -> list[Op]:
         """A copy of `ops` whose memory and warp ops report their pc and exclude bad lanes."""
         self.layout = layout
         self.sources = SourceMap(layout)
@@ -273,8 +294,8 @@ class Sanitizer:
         self.clock = self.order.on_op(lanes, info, self.clock, self.ep_warp[lanes >> 5], self.who[lanes])
 
     # ------------------------------------------------------------------ machine hooks
-    def on_wave(self, machine, st) -> None:
-        """A new wave of blocks starts: hook its memory and give each block a fresh interval."""
+    def on_wave(self, machine: Machine, st: LaneState) -> None:
+        """A new wave of blocks starts: fresh shadow state for its memory, a fresh interval for each block."""
         self.machine = machine
         self.kernel = machine.kernel.name
         mem = st.mem
@@ -342,11 +363,7 @@ class Sanitizer:
                              "pend_group": (shadow_size, np.int64, 0)}
         for name in self._wave_arrays:
             self.__dict__.pop(name, None)
-        orig = mem.resolve
-        mem.resolve = lambda space, addr, nbytes, lanes, write=False: self._resolve(
-            orig, space, addr, nbytes, lanes, write)
-        mem.on_store = self._on_store
-        self._deferred: list = []
+        self._deferred = []
         self._defer_mark = 0
 
     def _new_intervals(self, slots) -> None:
@@ -363,44 +380,55 @@ class Sanitizer:
         self.ep_warp[warps] = np.repeat(ids << EP_SHIFT, wps)
         self._ep_lane = None
 
-    def on_barrier_all(self, machine) -> None:
+    def on_barrier_all(self, machine: Machine) -> None:
         """Every block of the wave passed a converged bar.sync together."""
         self._new_intervals(np.arange(machine.nslots))
 
-    def on_warp_wait(self, machine, P: int, bad, elsewhere, mm) -> None:
+    def on_warp_wait(self, machine: Machine, P: int, bad: np.ndarray, elsewhere: np.ndarray, mm: Any) -> None:
         """Lanes `bad` wait at warp-synchronous op P for the lanes of their mask that are elsewhere."""
         if self.check_sync:
             sync.check_warp_wait(self, machine, P, bad, elsewhere, mm)
 
-    def on_release(self, machine, bid: int, done, rel) -> None:
+    def on_release(self, machine: Machine, bid: int, done: np.ndarray, rel: np.ndarray) -> None:
         """Blocks `done` release barrier `bid`; `rel` are the lanes leaving it (pcs still flagged)."""
         if self.check_sync:
             sync.check_barrier_release(self, machine, bid, done, rel)
         self._new_intervals(np.flatnonzero(done))
 
-    def on_cluster_release(self, machine, slots) -> None:
+    def on_cluster_release(self, machine: Machine, slots: np.ndarray) -> None:
         """The CTAs in `slots` (whole clusters) completed a barrier.cluster phase together."""
         slots = np.asarray(slots, np.int64)
         lanes = (slots[:, None] * self.lpb + np.arange(self.lpb)).ravel()
         self.clock = self.order.cluster_barrier(lanes, self.clock, self.ep_warp[lanes >> 5], self.who[lanes])
         self._new_intervals(slots)
 
+    def on_tmem_load(self, st: LaneState, tm: TensorMemory, slot: int, row: int, col: int, ncols: int,
+                     lanes: np.ndarray, what: str) -> None:
+        tmem_checks.load(self, st, tm, slot, row, col, ncols, lanes, what)
+
+    def on_tmem_mma_input(self, st: LaneState, tm: TensorMemory, slot: int, col: int, ncols: int, lane: int,
+                          what: str) -> None:
+        tmem_checks.mma_input(self, tm, slot, col, ncols, lane, what)
+
     # ------------------------------------------------------------------ the access check
-    def _resolve(self, orig, space, addr, nbytes, lanes, write):
+    def on_fault(self, mem: M.LaneMemory, space: str, addr: Any, nbytes: int, lanes: np.ndarray | None,
+                 write: bool) -> None:
+        """Report the bad lanes of a refused access and run the op again without them."""
         self._defer_mark = len(self._deferred)
         self._in_write = write
-        try:
-            r = orig(space, addr, nbytes, lanes, write)
-        except MemoryFault:
-            self._bad_access(space, addr, nbytes, lanes, write)
-            raise
-        if isinstance(r, list):
-            for sel, buf, idx in r:
+        self._bad_access(space, addr, nbytes, lanes, write)
+
+    def on_resolved(self, mem: M.LaneMemory, space: str, addr: Any, nbytes: int, lanes: np.ndarray | None,
+                    write: bool, found: Any) -> None:
+        """Check the access against the shadow memory and record it."""
+        self._defer_mark = len(self._deferred)
+        self._in_write = write
+        if isinstance(found, list):
+            for sel, buf, idx in found:
                 sub = np.flatnonzero(sel) if lanes is None else np.asarray(lanes)[sel]
                 self._track(buf, idx, nbytes, sub, write, space)
         else:
-            self._track(r[0], r[1], nbytes, lanes, write, space)
-        return r
+            self._track(found[0], found[1], nbytes, lanes, write, space)
 
     def _bad_access(self, space, addr, nbytes, lanes, write) -> None:
         mem = self.mem
@@ -524,7 +552,7 @@ class Sanitizer:
         prev_read = None if ww is None else ~ww
         if ww is not None and site is not None and site.opcode == "st" and ww.any():
             # a write-write race where both store the same value is benign: decide once `store` shows
-            # the values (`_on_store`), after the op (`_flush_deferred`)
+            # the values (`on_store`), after the op (`_flush_deferred`)
             now = race & ~ww
             if now.any():
                 self._report_race(now, B, nb, L, region, write, pw, ppc, prev_read)
@@ -642,7 +670,7 @@ class Sanitizer:
             return
         self._report_lanes("uninitialized", uninit, B, nb, L, region, write)
 
-    def _on_store(self, dtype, values) -> None:
+    def on_store(self, mem: M.LaneMemory, dtype: Any, values: Sequence[Any]) -> None:
         """`memory.store` shows the values of the store whose resolve just ran."""
         new = self._deferred[self._defer_mark:]
         if len(new) != 1 or any(v is None for v in values):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -73,7 +74,7 @@ def _regs(layout, placed, operands, out: list, addr: list) -> None:
             _regs(layout, placed, (o.first, o.second), out, addr)
 
 
-def reg_use(layout, pc: int, warpsync: bool) -> RegUse:
+def reg_use(layout: Any, pc: int, warpsync: bool) -> RegUse:
     placed = layout.placed[pc]
     ins = placed.ins
     op = ins.opcode
@@ -99,12 +100,13 @@ def reg_use(layout, pc: int, warpsync: bool) -> RegUse:
                   cross_lane=op in CROSS_LANE, tracked_load=op in TRACKED_LOADS, opcode=op)
 
 
-def tables(layout, ops) -> tuple[list, dict]:
+def tables(layout: Any, ops: list[Any]) -> tuple[list, dict]:
     """Per pc its `RegUse`, and the slots that guard a branch (slot -> first such branch pc)."""
     hit = _TABLES.get(layout)
     if hit is not None and len(hit[0]) == len(ops):
         return hit
-    uses, branch = [], {}
+    uses: list[RegUse | None] = []
+    branch: dict[int, list[int]] = {}
     for pc, op in enumerate(ops):
         if op.kind in (NORMAL, WARPSYNC):
             uses.append(reg_use(layout, pc, op.kind == WARPSYNC))
@@ -119,7 +121,7 @@ def tables(layout, ops) -> tuple[list, dict]:
 class Undefined:
     """Per register slot, the lanes holding an undefined value and where each came from."""
 
-    def __init__(self, san, layout, ops, nlanes: int):
+    def __init__(self, san: Any, layout: Any, ops: list[Any], nlanes: int):
         self.san = san
         self.uses, self.branch_slots = tables(layout, ops)
         self.N = nlanes
@@ -134,7 +136,7 @@ class Undefined:
         return bool(self.marks)
 
     # ------------------------------------------------------------------ loads
-    def on_load(self, L, uninit, B, nb, region) -> bool:
+    def on_load(self, L: np.ndarray, uninit: np.ndarray, B: np.ndarray, nb: int, region: str) -> bool:
         """Undefined bytes were read by the current op; False: not a tracked load (report it now)."""
         use = self.uses[self.san.pc]
         if use is None or not use.tracked_load or not use.dst:
@@ -143,7 +145,7 @@ class Undefined:
         return True
 
     # ------------------------------------------------------------------ around each op
-    def before(self, st, m, info) -> None:
+    def before(self, st: Any, m: np.ndarray | None, info: Any) -> None:
         """Report the uses of undefined values by the op about to run (mask `m`, site `info`)."""
         pc = info.pc
         use = self.uses[pc]
@@ -167,7 +169,7 @@ class Undefined:
                 self._use("store", use.values, act, pc)
                 self.store_vals = None
 
-    def after(self, st, m, info) -> None:
+    def after(self, st: Any, m: np.ndarray | None, info: Any) -> None:
         """Pass the marks of the op's sources to its destinations (loads: from the bytes they read)."""
         pc = info.pc
         use = self.uses[pc]
@@ -264,7 +266,7 @@ class Undefined:
         return out
 
     # ------------------------------------------------------------------ reports
-    def on_store_bytes(self, L, B, nb, region):
+    def on_store_bytes(self, L: np.ndarray, B: np.ndarray, nb: int, region: str) -> np.ndarray | None:
         """A plain store of the current op writes bytes B for lanes L: undefined values stored anywhere
         but back where they came from are a use; to local memory (the stack) they are no use but poison
         the bytes: the per-byte mask of undefined bytes is returned for the local shadow."""

@@ -14,6 +14,8 @@ indices) per allocation, granule indices as a slice where the lanes touch consec
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ptxforge.emu import memory as M
@@ -27,7 +29,7 @@ def _lowbit(x: int) -> int:
 class GlobalShadow:
     """Per-allocation shadows of one launch's global memory."""
 
-    def __init__(self, device, races: bool):
+    def __init__(self, device: M.DeviceMemory, races: bool):
         self.device = device
         self.races = races
         self.held = {id(a): a for a in device.allocations}  # allocations that existed at launch start
@@ -49,7 +51,7 @@ class GlobalShadow:
         """Bytes of shadow state held now (for measurements)."""
         return sum(sh.flags.nbytes + sum(a.nbytes for a in sh.cols.values()) for _, sh in self.by_offset.values())
 
-    def shadow(self, alloc, granule: int) -> Shadow:
+    def shadow(self, alloc: M.Allocation, granule: int) -> Shadow:
         """The shadow of `alloc`, made on first use with granules of `granule` bytes, or refined to them."""
         hit = self.by_offset.get(alloc.offset)
         if hit is not None and hit[0] is alloc:
@@ -69,7 +71,7 @@ class GlobalShadow:
         find = getattr(dev, "owner", None) or dev.find
         return find(M.GLOBAL_BASE + off)
 
-    def split(self, idx, nb: int):
+    def split(self, idx: np.ndarray, nb: int) -> list[tuple]:
         """[(shadow, positions of the lanes or None for all, granule index array or slice, granules per
         lane)] for an access of `nb` bytes per lane at arena offsets `idx` (every lane inside an
         allocation, aligned to nb: the emulator checked)."""
@@ -102,7 +104,7 @@ def _consecutive(idx, nb: int) -> bool:
     return bool((np.diff(idx) == nb).all())
 
 
-def granule_part(shadow_for, pos, idx, nb: int, origin: int = 0):
+def granule_part(shadow_for: Any, pos: np.ndarray | None, idx: np.ndarray, nb: int, origin: int = 0) -> tuple:
     """(shadow, pos, granule indices, granules per lane) of an access of nb bytes per lane at byte offsets
     `idx - origin` of one region; `shadow_for(granule)` gives the region's shadow at that granule or finer."""
     g = min(MAX_GRANULE, _lowbit(nb))

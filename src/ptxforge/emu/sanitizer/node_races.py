@@ -38,10 +38,12 @@ from __future__ import annotations
 
 import copy
 import itertools
+from typing import Any
 
 import numpy as np
 
 from ptxforge.emu import memory as M
+from ptxforge.emu.hooks import Check
 from ptxforge.emu.op import NORMAL
 from ptxforge.emu.sanitizer import bounds
 from ptxforge.emu.sanitizer.report import SanitizerReport
@@ -58,7 +60,7 @@ _SHADOW = ("w_launch", "w_who", "w_time", "w_pc", "w_strength", "w_sync", "r_lau
            "r_strength")
 
 
-def access_facts(ins) -> tuple[int, int, int, bool]:
+def access_facts(ins: Any) -> tuple[int, int, int, bool]:
     """(strength, release, acquire, atomic) of an instruction: each a scope level 0-3 or WEAK (-1).
 
     Strength: the scope of a strong or atomic access (volatile counts as .sys, no scope as .gpu).
@@ -84,8 +86,11 @@ def access_facts(ins) -> tuple[int, int, int, bool]:
     return strength, release, acquire, atomic
 
 
-class _Launch:
-    def __init__(self, lid, machine, sanitizer, gpu, label, facts, stream):
+class _Launch(Check):
+    """One launch under the node's race check: the check (hooks.py) that wraps its ops and sees its accesses."""
+
+    def __init__(self, races, lid, machine, sanitizer, gpu, label, facts, stream):
+        self.races = races
         self.id = lid
         self.stream = stream  # launches of one stream are ordered: the later starts after the earlier ends
         self.machine = machine
@@ -97,6 +102,20 @@ class _Launch:
         self.pc = 0
         self.prior: list = []  # the earlier launches of its stream (it is ordered after all they did)
         self.base: dict | None = None  # what every block of it is ordered after from the start
+
+    def instrument(self, layout, ops: list) -> list:
+        out = []
+        for pc, op in enumerate(ops):
+            if op.kind == NORMAL and op.fn is not None:
+                new = copy.copy(op)
+                new.fn = self.races._wrap(op.fn, self, pc)
+                out.append(new)
+            else:
+                out.append(op)
+        return out
+
+    def on_access(self, mem, space: str, addr, nbytes: int, lanes, write: bool) -> None:
+        self.races._access(self, write, space, addr, nbytes, lanes)
 
 
 class _Pub:
@@ -178,25 +197,15 @@ class NodeRaces:
         self._alloc(0)
 
     # ------------------------------------------------------------------ hooks
-    def attach(self, machine, sanitizer, gpu: int, label: str, stream=None) -> None:
+    def attach(self, machine: Any, sanitizer: Any, gpu: int, label: str, stream: Any = None) -> None:
         """Watch `machine`'s global accesses, fences, releases and acquires (its ops are wrapped)."""
         layout = machine.layout
         facts = [access_facts(p.ins) for p in layout.placed]
-        launch = _Launch(len(self.launches), machine, sanitizer, gpu, label, facts, stream)
+        launch = _Launch(self, len(self.launches), machine, sanitizer, gpu, label, facts, stream)
         if stream is not None:
             launch.prior = [x for x in self.launches if x.stream is stream]
         self.launches.append(launch)
-        ops = []
-        for pc, op in enumerate(machine.ops):
-            if op.kind == NORMAL and op.fn is not None:
-                new = copy.copy(op)
-                new.fn = self._wrap(op.fn, launch, pc)
-                ops.append(new)
-            else:
-                ops.append(op)
-        machine.ops = ops
-        machine.observers.append(lambda kind, space, addr, nbytes, lanes: self._access(
-            launch, kind, space, addr, nbytes, lanes))
+        machine.add_check(launch)
 
     def _wrap(self, fn, launch: _Launch, pc: int):
         level = launch.facts[pc][1] if launch.fence[pc] else WEAK
@@ -363,6 +372,7 @@ class NodeRaces:
         for b in blocks:
             Sb = S if one else S[block == b]
             pairs: list = []
+            agent: _Agent | None
             if release >= GPU:
                 agent = self._agent(launch, b)
                 pub = self._pub(launch, b, agent)
@@ -393,7 +403,7 @@ class NodeRaces:
                 self.w_sync[Sb] = self._combine(NONE, pairs)
 
 
-    def _access(self, launch, kind, space, addr, nbytes, lanes) -> None:
+    def _access(self, launch, stored, space, addr, nbytes, lanes) -> None:
         if space not in ("global", "generic", "const"):
             return
         mach = launch.machine
@@ -411,7 +421,7 @@ class NodeRaces:
             if idx.size == 0:
                 return
         strength, release, acquire, atomic = launch.facts[launch.pc]
-        write = kind == "store" or atomic
+        write = stored or atomic
         B = (idx[:, None] + np.arange(nbytes)).reshape(-1)  # arena bytes
         S = self._slots(B)  # their shadow entries
         lane_of = np.repeat(L, nbytes)

@@ -34,6 +34,8 @@ release for it without a __syncwarp, as cuda::pipeline's teardown does).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ptxforge.emu.sanitizer.shadow import EP_SHIFT
@@ -54,7 +56,7 @@ class _SegmentIndex:
         self.parts: list = []  # (keys, visible) arrays not yet merged
         self.keys = np.zeros(0, np.int64)
         self.vis = np.zeros(0, np.int64)
-        self._sufmin = None
+        self._sufmin: np.ndarray | None = None
 
     def add(self, seg, pos, visible) -> None:
         keys = np.unique((np.asarray(seg, np.int64) << self.bits) | np.asarray(pos, np.int64))
@@ -94,11 +96,11 @@ class Publications:
         self.by_interval = _SegmentIndex(40)  # (block, interval of the release)
         self.by_warp = _SegmentIndex(38)  # (warp, cover time)
 
-    def add(self, block, interval, warp, cover, visible) -> None:
+    def add(self, block: Any, interval: Any, warp: Any, cover: Any, visible: Any) -> None:
         self.by_interval.add(block, interval, visible)
         self.by_warp.add(warp, cover, visible)
 
-    def first_visible(self, block, interval, warp, when):
+    def first_visible(self, block: Any, interval: Any, warp: Any, when: Any) -> Any:
         """Per access (its block, barrier interval, warp and time): the earliest time a release covering
         it became visible."""
         a = self.by_interval.first_visible(block, interval)
@@ -108,7 +110,8 @@ class Publications:
 class SyncOrder:
     """Release/acquire state of one launch: publications per scope level, acquisitions per lane and block."""
 
-    def __init__(self, nblocks: int, lanes_per_block: int, cluster_of_block, gpu_of_block=None):
+    def __init__(self, nblocks: int, lanes_per_block: int, cluster_of_block: np.ndarray,
+                 gpu_of_block: np.ndarray | None = None):
         self.lpb = lanes_per_block
         self.cluster_of_block = np.asarray(cluster_of_block, np.int64)
         self.gpu_of_block = None if gpu_of_block is None else np.asarray(gpu_of_block, np.int64)
@@ -122,7 +125,7 @@ class SyncOrder:
         # precedes every release (unstamped bytes keep time 0), which keeps fence-free kernels fast
         self.stamping = False
 
-    def level(self, a, b):
+    def level(self, a: Any, b: Any) -> Any:
         """The narrowest scope level that contains both blocks (elementwise)."""
         lv = np.where(a == b, CTA, np.where(self.cluster_of_block[a] == self.cluster_of_block[b], CLUSTER, GPU))
         if self.gpu_of_block is not None:
@@ -132,10 +135,11 @@ class SyncOrder:
     # ------------------------------------------------------------------ per wave
     # per lane of a wave, made (all -1) on first use: the latest acquire per level; the time and scope of the
     # lane's last fence (arms a release); the widest scope of strong reads since it; the latest acquire's pc
+    t_lane: np.ndarray  # (and the others: made by __getattr__)
     _LANE_STATE = {"t_lane": ((4,), np.int64), "fence_t": ((), np.int64), "fence_s": ((), np.int8),
                    "read_s": ((), np.int8), "acq_pc": ((), np.int64)}
 
-    def new_wave(self, nlanes: int, block_of_lane) -> None:
+    def new_wave(self, nlanes: int, block_of_lane: np.ndarray) -> None:
         self.block_of_lane = block_of_lane
         self.nlanes = nlanes
         for name in self._LANE_STATE:
@@ -149,7 +153,7 @@ class SyncOrder:
         setattr(self, name, a)
         return a
 
-    def barrier(self, lanes) -> None:
+    def barrier(self, lanes: np.ndarray) -> None:
         """Lanes passed a barrier of their block: the block inherits what they acquired."""
         if not self.any_acquire or lanes.size == 0:
             return
@@ -157,7 +161,7 @@ class SyncOrder:
         got = lanes[self.acq_pc[lanes] >= 0]
         self.acq_pc_block[self.block_of_lane[got]] = self.acq_pc[got]
 
-    def cluster_barrier(self, lanes, clock: int, ep, who) -> int:
+    def cluster_barrier(self, lanes: np.ndarray, clock: int, ep: np.ndarray, who: np.ndarray) -> int:
         """A barrier.cluster phase completed for `lanes` (whole clusters): its arrive releases and its wait
         acquires at cluster scope (the defaults; a .relaxed arrive is treated the same). Returns the clock."""
         self.stamping = True
@@ -165,7 +169,7 @@ class SyncOrder:
         self.acquire(lanes, CLUSTER, clock + 2)
         return clock + 2
 
-    def warp_sync(self, act) -> None:
+    def warp_sync(self, act: np.ndarray) -> None:
         """bar.warp.sync: the lanes that took part share what each of them acquired."""
         if not self.any_acquire:
             return
@@ -176,7 +180,8 @@ class SyncOrder:
         self.t_lane = np.where(A, np.maximum(T, best), T).reshape(-1, 4)
 
     # ------------------------------------------------------------------ events
-    def publish(self, lanes, cover, visible: int, scope, ep, who, pc: int = -1) -> None:
+    def publish(self, lanes: np.ndarray, cover: Any, visible: int, scope: Any, ep: Any, who: Any,
+                pc: int = -1) -> None:
         """Lanes release: what each did (and what its block and warp did before it, by barrier and warp
         sync) before `cover` becomes visible from time `visible`. `ep`/`who`: the lanes' intervals and
         thread ids (shadow.py's encoding)."""
@@ -194,7 +199,7 @@ class SyncOrder:
         for b in np.unique(blocks).tolist():
             self.rel_pc[b] = pc
 
-    def acquire(self, lanes, scope, now: int, pc: int = -1) -> None:
+    def acquire(self, lanes: np.ndarray, scope: Any, now: int, pc: int = -1) -> None:
         scope = np.broadcast_to(np.asarray(scope, np.int64), lanes.shape)
         for lv in range(4):
             sel = lanes[scope >= lv]
@@ -203,7 +208,7 @@ class SyncOrder:
         self.acq_pc[lanes] = pc
         self.any_acquire = True
 
-    def on_op(self, lanes, info, clock: int, ep, who) -> int:
+    def on_op(self, lanes: np.ndarray, info: Any, clock: int, ep: np.ndarray, who: np.ndarray) -> int:
         """Apply one executed sync instruction to `lanes` (their intervals `ep`, thread ids `who`);
         returns the advanced clock."""
         s = info.scope
@@ -236,7 +241,7 @@ class SyncOrder:
         return clock
 
     # ------------------------------------------------------------------ the check
-    def ordered(self, writer, wep, when, acc_lane, wide: bool = False):
+    def ordered(self, writer: Any, wep: Any, when: Any, acc_lane: Any, wide: bool = False) -> Any:
         """Elementwise: is an access by thread `writer` (global id, shadow.py's encoding) in interval `wep`
         at time `when` ordered before the current access of lane `acc_lane`? `wide`: ignore scopes (every
         pair counts as if its scope were sufficient)."""
@@ -261,7 +266,7 @@ class HappensBefore:
     """What the shadow asks the sanitizer `san` about candidate races: from different blocks? ordered by a
     release/acquire pair? (It also notes, for the report, pairs that only too narrow a scope ordered.)"""
 
-    def __init__(self, san, global_: bool):
+    def __init__(self, san: Any, global_: bool):
         self.san = san
         self.global_ = global_  # the global arena: pairs of different blocks are candidates too
 
@@ -270,11 +275,11 @@ class HappensBefore:
         order = self.san.order
         return order.any_release and order.any_acquire
 
-    def other(self, pw, who):
+    def other(self, pw: Any, who: Any) -> Any:
         lpb = self.san.lpb
         return (pw >= 0) & (pw // lpb != who // lpb)
 
-    def ordered(self, mask, pw, pe, when):
+    def ordered(self, mask: Any, pw: Any, pe: Any, when: Any) -> Any:
         san = self.san
         out = np.zeros(mask.shape, bool)
         order = san.order
@@ -297,7 +302,7 @@ class HappensBefore:
         return out
 
 
-def cluster_of_block(machine) -> np.ndarray:
+def cluster_of_block(machine: Any) -> np.ndarray:
     """The cluster index of every block (linear id) of the grid."""
     b = np.arange(machine.nblocks, dtype=np.int64)
     gx, gy, _ = machine.grid

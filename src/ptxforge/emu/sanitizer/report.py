@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from ptxforge.emu.errors import EmulatorError
 
@@ -186,7 +187,7 @@ class SanitizerError(EmulatorError):
         return out
 
 
-def report_json(reports, *, kernel: str = "", suppressed: int = 0) -> dict:
+def report_json(reports: list[SanitizerReport], *, kernel: str = "", suppressed: int = 0) -> dict:
     """The machine-readable form written by `ptxforge run --sanitize --report FILE`."""
     return {"tool": "ptxforge-sanitizer", "version": 1, "kernel": kernel,
             "error_sites": len(reports), "suppressed": suppressed,
@@ -194,7 +195,7 @@ def report_json(reports, *, kernel: str = "", suppressed: int = 0) -> dict:
             "reports": [r.to_dict() for r in reports]}
 
 
-def write_json(path, reports, *, kernel: str = "", suppressed: int = 0) -> None:
+def write_json(path: Any, reports: list[SanitizerReport], *, kernel: str = "", suppressed: int = 0) -> None:
     with open(path, "w") as f:
         json.dump(report_json(reports, kernel=kernel, suppressed=suppressed), f, indent=2)
         f.write("\n")

@@ -25,6 +25,8 @@ and, for the global arena, which pairs come from different blocks (`hb.other(who
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 INIT, W_SYNC, R_SYNC, R_MULTI, PENDING = 1, 2, 4, 8, 16
@@ -37,7 +39,7 @@ COLUMNS = {"w_who": (np.int32, -1), "w_ep": (np.int64, -1), "w_pc": (np.int32, 0
            "r_who": (np.int32, -1), "r_ep": (np.int64, -1), "r_pc": (np.int32, 0), "r_t": (np.int64, 0)}
 
 
-def same_interval(pe, pw, ep, who, exact: bool = False):
+def same_interval(pe: Any, pw: Any, ep: Any, who: Any, exact: bool = False) -> Any:
     """Elementwise: the earlier access (pe, pw) and this one (ep, who) share a barrier interval.
 
     `exact`: no warp has passed a bar.warp.sync yet, so intervals are equal exactly when ep is.
@@ -102,8 +104,8 @@ class Shadow:
         self.granule = granule
 
     # ------------------------------------------------------------------ accesses
-    def read(self, B, who, ep, pc: int, sync: bool, check_init: bool, hb=None, t: int | None = None,
-             distinct: bool = False):
+    def read(self, B: Any, who: Any, ep: Any, pc: int, sync: bool, check_init: bool, hb: Any = None,
+             t: int | None = None, distinct: bool = False) -> tuple:
         """Record a read of granules B by threads `who` in intervals `ep`.
 
         Returns (uninitialized, pending, race, prev_who, prev_pc): bool arrays over B (None: none can be
@@ -165,8 +167,8 @@ class Shadow:
             self.r_bits = True
         return uninit, pending, race, pw, ppc
 
-    def write(self, B, who, ep, pc: int, sync: bool, hb=None, check_init: bool = False, t: int | None = None,
-              distinct: bool = False):
+    def write(self, B: Any, who: Any, ep: Any, pc: int, sync: bool, hb: Any = None, check_init: bool = False,
+              t: int | None = None, distinct: bool = False) -> tuple:
         """Record a write (or atomic, `sync`) of granules B. Returns (uninit, pending, race, prev_who,
         prev_pc, ww, dup): ww marks write-write races, dup those with another thread of this instruction
         (race and ww None: no race; dup None: no such thread)."""
@@ -179,13 +181,15 @@ class Shadow:
         w_who, w_ep, w_pc = self.col("w_who"), self.col("w_ep"), self.col("w_pc")
         pw = w_who[B]
         pe = w_ep[B]
-        ww = None  # None: no write-write race
+        ww: Any = None  # None: no write-write race
         if _touched(pw):  # else nobody wrote these granules yet
             ww = (pw >= 0) & (pw != who) & same_interval(pe, pw, ep, who, self.exact)
             if hb is not None and hb.global_:
                 ww |= hb.other(pw, who)
         r_who = self.cols.get("r_who")
-        rw = pr = pre = None
+        rw: Any = None
+        pr: Any = None
+        pre: Any = None
         if r_who is not None and not sync:  # atomics race only with plain stores, not with loads
             pr = r_who[B]
             if _touched(pr):  # else nobody read these granules since they were last written
@@ -203,7 +207,8 @@ class Shadow:
         if ww is None and rw is not None:
             ww = np.zeros(rw.shape, bool)
         race = None if ww is None else ww.copy() if rw is None else ww | rw
-        prev_who = prev_pc = None
+        prev_who: Any = None
+        prev_pc: Any = None
         if race is not None and race.any():  # the other side of each race, read before this write overwrites it
             if rw is None:
                 prev_who = np.where(ww, pw, -1)
@@ -285,8 +290,8 @@ class WindowShadow(Shadow):
         self._cover(int(B.min()), int(B.max()) + 1)
         return B - self.base if self.base else B
 
-    def read(self, B, *args, **kw):
+    def read(self, B: Any, *args: Any, **kw: Any) -> tuple:
         return super().read(self._local(B), *args, **kw)
 
-    def write(self, B, *args, **kw):
+    def write(self, B: Any, *args: Any, **kw: Any) -> tuple:
         return super().write(self._local(B), *args, **kw)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ class SiteInfo:
     guard: tuple | None = None  # (register slot, negated) of a guard predicate
 
 
-def site_info(pc: int, ins: ir.Instruction, guard_slot, wait_slot=None) -> SiteInfo:
+def site_info(pc: int, ins: ir.Instruction, guard_slot: Any, wait_slot: int | None = None) -> SiteInfo:
     op = ins.opcode
     sx = set(ins.suffixes)
     mbar = op == "mbarrier" or any(s.startswith("mbarrier") for s in sx)
@@ -84,7 +85,7 @@ def _scope(op: str, sx: set) -> int:
 class SourceMap:
     """pc -> "file.cu:LINE" from the nearest `.loc` before each instruction (where the PTX has them)."""
 
-    def __init__(self, layout):
+    def __init__(self, layout: Any):
         self.layout = layout
         self._by_ins: dict | None = None
 
@@ -138,7 +139,7 @@ def _names(ops, out: set) -> None:
             out.update(re.findall(r"[A-Za-z_$%][\w$]*", o.text))
 
 
-def kernel_symbols(layout) -> set[str]:
+def kernel_symbols(layout: Any) -> set[str]:
     """Names the kernel and the functions it can reach mention (all functions when a .global table holds
     function addresses), plus the shared variables those functions declare."""
     module = layout.module
@@ -169,7 +170,7 @@ def kernel_symbols(layout) -> set[str]:
     return names
 
 
-def shared_variables(layout, dynamic_shared: int) -> list[tuple[str, int, int]]:
+def shared_variables(layout: Any, dynamic_shared: int) -> list[tuple[str, int, int]]:
     """(name, offset, size) of the shared variables the kernel uses (extern ones: the dynamic size).
 
     The emulator lays out every shared variable of the module; a kernel owns only those it names, so
@@ -204,7 +205,8 @@ def shared_variables(layout, dynamic_shared: int) -> list[tuple[str, int, int]]:
     return out
 
 
-def shared_valid_mask(variables, dynamic_offset: int, dynamic_shared: int, size: int):
+def shared_valid_mask(variables: list[tuple[str, int, int]], dynamic_offset: int, dynamic_shared: int,
+                      size: int) -> np.ndarray:
     """Per byte of a block's shared window: does it belong to a variable the kernel uses?"""
     valid = np.zeros(max(size, 1), bool)
     for _, off, n in variables:

@@ -13,6 +13,8 @@ execute the instruction with it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ptxforge.emu.op import EXIT, EXITED, PC_MASK
@@ -33,7 +35,7 @@ def _lanes_text(bits: int) -> str:
     return ",".join(runs)
 
 
-def check_member_mask(san, st, m, mm_reader, info) -> None:
+def check_member_mask(san: Any, st: Any, m: np.ndarray | None, mm_reader: Any, info: Any) -> None:
     act = san._executing(st, m, info)
     if not act.any():
         return
@@ -88,7 +90,7 @@ def check_member_mask(san, st, m, mm_reader, info) -> None:
         _absent(san, info.pc, lane, int(w_mm[w]), int(missing[w]), name, ws.size)
 
 
-def check_warp_wait(san, machine, P: int, bad, elsewhere, mm) -> None:
+def check_warp_wait(san: Any, machine: Any, P: int, bad: np.ndarray, elsewhere: np.ndarray, mm: Any) -> None:
     """Lanes `bad` wait at warp-synchronous op P for named lanes that are elsewhere. Remember those lanes
     (unless they are about to exit, which the PTX rules allow): if they exit without executing P, the
     mask named lanes that never took part (checked when P finally runs, in `check_member_mask`)."""
@@ -119,7 +121,7 @@ def _absent(san, pc, lane, mask, bits, name, count) -> None:
     _add(san, ("invalid-member-mask", "absent", pc), lane, pc, msg, count)
 
 
-def check_barrier_release(san, machine, bid: int, done, rel) -> None:
+def check_barrier_release(san: Any, machine: Any, bid: int, done: np.ndarray, rel: np.ndarray) -> None:
     rl = np.flatnonzero(rel)
     if rl.size == 0:
         return
@@ -149,7 +151,7 @@ def check_barrier_release(san, machine, bid: int, done, rel) -> None:
     check_exited_in_warp(san, machine, bid, rl, bpc)
 
 
-def check_exited_in_warp(san, machine, bid: int, rl, bpc) -> None:
+def check_exited_in_warp(san: Any, machine: Any, bid: int, rl: np.ndarray, bpc: Any) -> None:
     """Released lanes whose warp also holds threads that exited without reaching this aligned barrier."""
     lpb = machine.lanes_per_block
     warps = np.unique(rl // 32)
