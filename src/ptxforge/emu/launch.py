@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
@@ -31,8 +31,9 @@ from ptxforge.module_cache import MAX_MODULES, ModuleCache
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Sequence
 
+    from ptxforge.emu.hooks import Check
     from ptxforge.emu.memory import Allocation
     from ptxforge.emu.node_memory import GpuMemory
     from ptxforge.emu.op import Op
@@ -238,10 +239,23 @@ def emu_device() -> EmuDevice:
     return _DEVICE
 
 
-def emulate(module: ir.Module, func: ir.Function, *, grid, block, params: bytes, shared_mem: int = 0,
+@overload
+def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, params: bytes, shared_mem: int = 0,
             device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
-            time_limit_s: float | None = None, printf=None, checks=(), cluster=None, sm_ids=None,
-            run: bool = True, cooperative: bool = False):
+            time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
+            checks: Sequence[Check] = (), cluster: Any = None, sm_ids: Any = None,
+            run: Literal[True] = True, cooperative: bool = False) -> EmulationStats: ...
+@overload
+def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, params: bytes, shared_mem: int = 0,
+            device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
+            time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
+            checks: Sequence[Check] = (), cluster: Any = None, sm_ids: Any = None,
+            run: Literal[False], cooperative: bool = False) -> Machine: ...
+def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, params: bytes, shared_mem: int = 0,
+            device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
+            time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
+            checks: Sequence[Check] = (), cluster: Any = None, sm_ids: Any = None,
+            run: bool = True, cooperative: bool = False) -> EmulationStats | Machine:
     """Run one launch; `params` is the packed kernel parameter buffer. Returns its `EmulationStats`.
 
     `cooperative`: a cooperative launch (cuLaunchCooperativeKernel): every block must be resident at once, and

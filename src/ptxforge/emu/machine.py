@@ -191,6 +191,7 @@ class Machine:
         self.concurrent = False  # set by the Node's scheduler: yield every few steps (see `steps_iter`)
         self.quantum = QUANTUM  # steps between yields (a power of two; the scheduler may change it)
         self.stores = 0  # global stores and atomics seen by `watch_loads` (the scheduler's spin test)
+        self.last_load: tuple[int, int] | None = None  # the last global load (address, bytes) `watch_loads` saw
         self.pc = None  # the converged pc when the machine last yielded (for the node's watchdog)
         self.wave_log: list = []  # (first block, slots, clock at start, clock at end, SMs) per wave
         self.sm_room = None  # a Node's SM occupancy shared by concurrent launches (None: all SMs ours)

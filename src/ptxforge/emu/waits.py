@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ptxforge.emu.machine import Machine
 
 
-def where(m, limit: int = 8) -> str:
+def where(m: Machine, limit: int = 8) -> str:
     """Where machine `m`'s warps stand, plus what its last global load read (if watched)."""
     st = getattr(m, "st", None)
     if m.waiting_for_sms:
@@ -39,7 +39,7 @@ def where(m, limit: int = 8) -> str:
     return text + polled(m)
 
 
-def polled(m) -> str:
+def polled(m: Machine) -> str:
     """What the last global load of the launch read: the flag a spinning warp waits on."""
     last = getattr(m, "last_load", None)
     if last is None:
