@@ -38,6 +38,26 @@ def test_broadcast_and_row_runs_are_found_and_gather_like_take():
     np.testing.assert_array_equal(index_runs.find(e).take(wide[3:]), np.take(wide[3:], e))
 
 
+def test_a_store_through_distinct_rows_writes_what_a_scatter_writes():
+    blk, ty, tx = lanes()
+    values = rng.integers(0, 1 << 32, N, dtype=np.uint64).astype(np.uint32)
+    for e, distinct in ((blk * 512 + ty * 16 + tx, True), (np.arange(N, dtype=np.int64) + 64, True),
+                        (blk * 512 + 256 + tx, False), (blk * 512 + ty * 16, False)):
+        runs = index_runs.find(e)
+        assert runs.distinct == distinct
+        if not distinct:
+            continue  # two lanes store to one element: the caller scatters (the last lane wins)
+        for k in (0, 3):
+            want = np.zeros(16 * 512 + 64, np.uint32)
+            want[k:][e] = values
+            got = np.zeros_like(want)
+            runs.put(got[k:], values)
+            np.testing.assert_array_equal(got, want)
+            runs.put(got[k:], np.uint32(7))  # a uniform value
+            want[k:][e] = 7
+            np.testing.assert_array_equal(got, want)
+
+
 def test_arrays_without_runs_are_left_to_take():
     blk, ty, tx = lanes()
     assert index_runs.find(blk * 512 + (tx ^ 1)) is None  # rows out of order
@@ -124,16 +144,18 @@ def tiled_reference(blocks: int) -> np.ndarray:
 @pytest.mark.parametrize("sanitize", [False, True])
 def test_a_tiled_loop_reads_broadcast_rows_and_scattered_offsets_exactly(sanitize, monkeypatch):
     used = []
-    take = index_runs.Runs.take
+    take, put = index_runs.Runs.take, index_runs.Runs.put
     monkeypatch.setattr(index_runs.Runs, "take", lambda self, view: used.append(self.broadcast) or take(self, view))
+    monkeypatch.setattr(index_runs.Runs, "put", lambda self, view, v: used.append("put") or put(self, view, v))
     k = pf.parse(TILED).kernel("k")
     blocks = 16  # 4096 lanes in one wave: the runs are looked for
     out = np.zeros(blocks * 256, np.uint32)
     r = k.launch(grid=blocks, block=256, args=[out], device="emu", sanitize=sanitize)
     np.testing.assert_array_equal(out, tiled_reference(blocks))
     assert r.thread_instructions == blocks * 256 * (17 + 3 * 22 + 6)
-    # three broadcast and three row loads per turn; under the sanitizer every access takes the checked path
-    assert sorted(used) == ([] if sanitize else [False] * 9 + [True] * 9)
+    # per turn three broadcast and three row loads and a store of one row per group; under the sanitizer every
+    # access takes the checked path
+    assert sorted(used, key=str) == ([] if sanitize else [False] * 9 + [True] * 9 + ["put"] * 3)
 
 
 def test_a_later_offset_from_a_cached_register_still_faults():

@@ -5,6 +5,7 @@ group (`As[ty][k]`: the 16 threads of a row read the same value) or G consecutiv
 multiple of G (`Bs[k][tx]`). Such an index array is found once (its register array is kept across the
 loop's turns, see ops_memory.shared_index_reader), and the gather then takes one element per group and
 repeats it, or copies whole rows of a 2-D view of memory: same values, a fraction of `np.take`'s work.
+A store through rows that no two groups share writes whole rows the same way.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class Runs:
     group: int
     broadcast: bool
     rows: np.ndarray
+    distinct: bool = False  # rows strictly ascending: every element e names is named by one lane only
 
     def take(self, view: np.ndarray) -> np.ndarray:
         """A new array equal to `np.take(view, e)`, for a 1-D `view` holding every element e names."""
@@ -33,6 +35,13 @@ class Runs:
             return np.repeat(np.take(view, self.rows), g)
         m = view.shape[0] // g  # every row e names ends inside view, so below m * g
         return np.take(view[: m * g].reshape(m, g), self.rows, axis=0).reshape(-1)
+
+    def put(self, view: np.ndarray, values) -> None:
+        """`view[e] = values` for distinct rows (so no two lanes store to one element); `view` as in take."""
+        g = self.group
+        m = view.shape[0] // g
+        v = np.asarray(values)
+        view[: m * g].reshape(m, g)[self.rows] = v.reshape(-1, g) if v.ndim else v
 
 
 def find(e: np.ndarray) -> Runs | None:
@@ -60,7 +69,7 @@ def find(e: np.ndarray) -> Runs | None:
                     np.array_equal(r - heads[:, None], np.broadcast_to(_iota(g, e.dtype), r.shape)):
                 rows = heads // g
                 rows.flags.writeable = False
-                return Runs(g, False, rows)
+                return Runs(g, False, rows, bool(np.all(rows[1:] > rows[:-1])))
     return None
 
 
@@ -74,7 +83,7 @@ def of(e: np.ndarray) -> Runs | None:
     if hit is not None and hit[0] is e:
         return hit[1]
     runs = find(e)
-    if len(_FOUND) >= 16:
+    if len(_FOUND) >= 8:
         del _FOUND[next(iter(_FOUND))]
     _FOUND[id(e)] = (e, runs)
     return runs

@@ -244,8 +244,12 @@ def build_st(ctx):
         def st1(st, m):
             if m is None and sidx is not None:
                 ke = sidx(st, write=True)
-                if ke is not None:  # as `scatter`: of lanes storing to one address, the last wins
-                    st.mem.shared.view(dt)[ke[0]:][ke[1]] = r0(st)
+                if ke is not None:
+                    view, runs = st.mem.shared.view(dt)[ke[0]:], IR.of(ke[1])
+                    if runs is not None and runs.distinct:
+                        runs.put(view, r0(st))
+                    else:  # as `scatter`: of lanes storing to one address, the last wins
+                        view[ke[1]] = r0(st)
                     return
             if m is None and ramp is not None:
                 base = ramp(st)
