@@ -73,20 +73,25 @@ def find(e: np.ndarray) -> Runs | None:
     return None
 
 
-_FOUND: dict = {}  # id(index array) -> (that array, its Runs or None): a few entries
+_FOUND: dict = {}  # id(index array) -> (that array, its Runs, None, or _ONCE): a few entries
+_ONCE = object()  # seen once: an index array used once is not worth the test, so it is made at the second use
 _IOTA: dict = {}
 
 
 def of(e: np.ndarray) -> Runs | None:
-    """`find(e)`, remembered for a few arrays (callers pass read-only index arrays they keep)."""
+    """`find(e)` from the second call with `e` on, remembered for a few arrays (callers pass read-only index
+    arrays they keep, such as a tiled loop's shared indices)."""
     hit = _FOUND.get(id(e))
     if hit is not None and hit[0] is e:
-        return hit[1]
-    runs = find(e)
+        if hit[1] is not _ONCE:
+            return hit[1]
+        runs = find(e)
+        _FOUND[id(e)] = (e, runs)
+        return runs
     if len(_FOUND) >= 8:
         del _FOUND[next(iter(_FOUND))]
-    _FOUND[id(e)] = (e, runs)
-    return runs
+    _FOUND[id(e)] = (e, _ONCE)
+    return None
 
 
 def _iota(g: int, dtype) -> np.ndarray:
