@@ -11,8 +11,10 @@ A store through rows that no two groups share writes whole rows the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 GROUPS = (32, 16, 8)  # group sizes tried, largest first
 MIN_LANES = 1024  # below this a plain take is cheap: not worth the test
@@ -25,7 +27,7 @@ class Runs:
 
     group: int
     broadcast: bool
-    rows: np.ndarray
+    rows: npt.NDArray[np.integer[Any]]
     distinct: bool = False  # rows strictly ascending: every element e names is named by one lane only
 
     def take(self, view: np.ndarray) -> np.ndarray:
@@ -36,7 +38,7 @@ class Runs:
         m = view.shape[0] // g  # every row e names ends inside view, so below m * g
         return np.take(view[: m * g].reshape(m, g), self.rows, axis=0).reshape(-1)
 
-    def put(self, view: np.ndarray, values) -> None:
+    def put(self, view: np.ndarray, values: Any) -> None:
         """`view[e] = values` for distinct rows (so no two lanes store to one element); `view` as in take."""
         g = self.group
         m = view.shape[0] // g
@@ -73,9 +75,10 @@ def find(e: np.ndarray) -> Runs | None:
     return None
 
 
-_FOUND: dict = {}  # id(index array) -> (that array, its Runs, None, or _ONCE): a few entries
+# id(index array) -> (that array, its Runs, None, or _ONCE): a few entries
+_FOUND: dict[int, tuple[np.ndarray, Any]] = {}
 _ONCE = object()  # seen once: an index array used once is not worth the test, so it is made at the second use
-_IOTA: dict = {}
+_IOTA: dict[tuple[int, np.dtype[Any]], np.ndarray] = {}
 
 
 def of(e: np.ndarray) -> Runs | None:
@@ -94,7 +97,7 @@ def of(e: np.ndarray) -> Runs | None:
     return None
 
 
-def _iota(g: int, dtype) -> np.ndarray:
+def _iota(g: int, dtype: npt.DTypeLike) -> np.ndarray:
     key = (g, np.dtype(dtype))
     a = _IOTA.get(key)
     if a is None:
