@@ -130,11 +130,15 @@ def fma_rn_f32(x: Value, y: Value, z: Value, exact: Callable[..., Value]) -> Val
     rounded result unless s is inexact and lies on a float32 rounding boundary (double rounding). Such an s has
     its 28 low significand bits zero (a boundary of the coarser subnormal grid too), as have 0, inf and NaN:
     only the lanes whose s does go to `exact`, typically none."""
-    xs, ys, zs = np.asarray(x), np.asarray(y), np.asarray(z)
-    arr = next((v for v in (xs, ys, zs) if v.ndim == 1), None)
-    if arr is None or any(v.ndim not in (0, 1) or (v.ndim and v.shape != arr.shape) or v.dtype.itemsize != 4
-                          for v in (xs, ys, zs)):
-        return np.asarray(exact(*bc(x, y, z), "f32", rnd="rn")).astype(np.uint32, copy=False)
+    if type(x) is np.ndarray and type(y) is np.ndarray and type(z) is np.ndarray and x.ndim == 1 and \
+            x.shape == y.shape == z.shape and x.itemsize == y.itemsize == z.itemsize == 4:
+        xs, ys, zs = x, y, z  # three lane arrays, the usual case: no further tests
+    else:
+        xs, ys, zs = np.asarray(x), np.asarray(y), np.asarray(z)
+        arr = next((v for v in (xs, ys, zs) if v.ndim == 1), None)
+        if arr is None or any(v.ndim not in (0, 1) or (v.ndim and v.shape != arr.shape) or v.dtype.itemsize != 4
+                              for v in (xs, ys, zs)):
+            return np.asarray(exact(*bc(x, y, z), "f32", rnd="rn")).astype(np.uint32, copy=False)
     if xs.ndim or ys.ndim:
         first, other = (xs, ys) if xs.ndim else (ys, xs)
         s = first.view(np.float32).astype(np.float64)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ptxforge.emu import index_runs as IR
 from ptxforge.emu import memory as M
 from ptxforge.emu import ramps as R
 from ptxforge.emu.mbarrier import with_complete_tx
@@ -112,28 +113,34 @@ def shared_index_reader(ctx: Ctx, op: ir.Operand, space: str, nbytes: int) -> Ca
             if write:
                 mem.writes += 1
             return last[2]
+        hit = _SHARED_BASES.get(id(v)) if k is not None else None
+        if hit is not None and hit[0] is v and hit[1] == (key, nbytes) and hit[3] + int(c) <= \
+                mem.shared_size - nbytes and M.plain(mem):
+            # another offset from v was found in range and aligned: so is this one (v + c does not wrap)
+            if write:
+                mem.writes += 1
+            memo[0] = (v, key, (k, hit[2]))
+            return memo[0][2]
         e = M.shared_elements(mem, v + c if c else v, nbytes, write)
         if e is None:
             return None
         e.flags.writeable = False
         ke = (0, e)
-        if k is not None and int(v.max()) <= mem.shared_size:  # v + c does not wrap: e == base indices + k
-            hit = _SHARED_BASES.get(id(v))
-            if hit is not None and hit[0] is v and hit[1] == (key, nbytes):
-                ke = (k, hit[2])
-            else:
-                b = e - k if k else e
-                b.flags.writeable = False
-                if len(_SHARED_BASES) >= 8:
-                    del _SHARED_BASES[next(iter(_SHARED_BASES))]
-                _SHARED_BASES[id(v)] = (v, (key, nbytes), b)
-                ke = (k, b)
+        vmax = int(v.max()) if k is not None else None
+        if k is not None and vmax <= mem.shared_size:  # v + c does not wrap: e == base indices + k
+            b = e - k if k else e
+            b.flags.writeable = False
+            if len(_SHARED_BASES) >= 8:
+                del _SHARED_BASES[next(iter(_SHARED_BASES))]
+            _SHARED_BASES[id(v)] = (v, (key, nbytes), b, vmax)
+            ke = (k, b)
         memo[0] = (v, key, ke)
         return ke
     return elements
 
 
-# id(register array) -> (that array, (shared layout, nbytes), its element indices at offset 0): a few entries
+# id(register array) -> (that array, (shared layout, nbytes), its element indices at offset 0, its maximum):
+# a few entries
 _SHARED_BASES: dict = {}
 
 
@@ -171,7 +178,8 @@ def build_ld(ctx: Ctx) -> Op:
             if m is None and sidx is not None:
                 ke = sidx(st)
                 if ke is not None:
-                    w(st, np.take(st.mem.shared.view(dt)[ke[0]:], ke[1]), None)
+                    view, runs = st.mem.shared.view(dt)[ke[0]:], IR.of(ke[1])
+                    w(st, np.take(view, ke[1]) if runs is None else runs.take(view), None)
                     return
             if m is None and ramp is not None:
                 base = ramp(st)
@@ -246,8 +254,12 @@ def build_st(ctx: Ctx) -> Op:
         def st1(st, m):
             if m is None and sidx is not None:
                 ke = sidx(st, write=True)
-                if ke is not None:  # as `scatter`: of lanes storing to one address, the last wins
-                    st.mem.shared.view(dt)[ke[0]:][ke[1]] = r0(st)
+                if ke is not None:
+                    view, runs = st.mem.shared.view(dt)[ke[0]:], IR.of(ke[1])
+                    if runs is not None and runs.distinct:
+                        runs.put(view, r0(st))
+                    else:  # as `scatter`: of lanes storing to one address, the last wins
+                        view[ke[1]] = r0(st)
                     return
             if m is None and ramp is not None:
                 base = ramp(st)
