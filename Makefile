@@ -29,7 +29,7 @@ demo: $(DEMO_STAMP)
 	$(BIN)/ptxforge demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
