@@ -44,7 +44,7 @@ def _no_internal_emulator_errors(monkeypatch, request):
 # --------------------------------------------------------------------------- markers
 # `gpu`: every test under tests/gpu (collected only where a GPU can be used) and every case parametrized
 # with device="cuda" (the DSL examples, kernels/...); `pytest -m gpu` runs exactly what needs the GPU.
-# `slow`: the long corpus checks and the 8-process pipeline world mark themselves (pytestmark);
+# `slow`: the long corpus checks mark themselves (pytestmark);
 # `make test` runs everything, `pytest -m "not slow"` the quick part.
 GPU_TESTS = TESTS / "gpu"
 
