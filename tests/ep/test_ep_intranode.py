@@ -9,7 +9,7 @@ each test below passes or fails on its own."""
 
 import traceback
 
-import ep_warm  # noqa: F401 - builds the emulator kernels once, before the ranks are forked
+import ep_warm
 import pytest
 from ep_checks import CHECKS, Ctx, check_timeout, suite
 
@@ -59,6 +59,8 @@ def every_case(rank, world) -> dict:
 
 @pytest.fixture(scope="module")
 def results():
+    ep_warm.warm()  # the kernels every rank launches, built once here before the fork
+    ep_warm.warm_comm()
     return run_ranks(every_case, WORLD, timeout_s=600)
 
 
