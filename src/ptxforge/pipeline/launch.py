@@ -12,6 +12,7 @@ import time
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
+from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
 from typing import Any
 
 
@@ -50,9 +51,15 @@ def spawn(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "g
     from a process that has initialized neither CUDA nor a process group of its own)."""
     import multiprocessing as mp
 
-    if start not in ("spawn", "fork", "forkserver"):
+    ctx: SpawnContext | ForkContext | ForkServerContext
+    if start == "spawn":
+        ctx = mp.get_context("spawn")
+    elif start == "fork":
+        ctx = mp.get_context("fork")
+    elif start == "forkserver":
+        ctx = mp.get_context("forkserver")
+    else:
         raise ValueError(f"start must be 'spawn', 'fork' or 'forkserver', got {start!r}")
-    ctx = mp.get_context(start)
     results = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=_entry, args=(r, world_size, port, backend, threads, fn, args, results),
