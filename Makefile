@@ -28,8 +28,10 @@ $(DEMO_STAMP): pyproject.toml
 demo: $(DEMO_STAMP)
 	$(BIN)/ptxforge demo
 
+# PYTHONDONTWRITEBYTECODE is cleared for the suite: with it set, each worker and each process a test starts
+# compiles every module (and pytest re-rewrites every test file) again, on every run (~5 s of CPU a worker)
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

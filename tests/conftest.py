@@ -44,13 +44,43 @@ def _no_internal_emulator_errors(monkeypatch, request):
 # --------------------------------------------------------------------------- markers
 # `gpu`: every test under tests/gpu (collected only where a GPU can be used) and every case parametrized
 # with device="cuda" (the DSL examples, kernels/...); `pytest -m gpu` runs exactly what needs the GPU.
-# `slow`: the long corpus checks and the 8-process pipeline world mark themselves (pytestmark);
+# `slow`: the long corpus checks mark themselves (pytestmark);
 # `make test` runs everything, `pytest -m "not slow"` the quick part.
 GPU_TESTS = TESTS / "gpu"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks added here
 def pytest_collection_modifyitems(config, items):
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if GPU_TESTS in Path(str(item.fspath)).parents or params.get("device") == "cuda":
             item.add_marker(pytest.mark.gpu)
+    _group_shared_fixtures(items)
+    items[:] = _long_modules_first(items)
+
+
+# --------------------------------------------------------------------------- spreading over xdist workers
+# `make test` runs `pytest -n 2 --dist loadgroup`: each test is a unit of its own that either worker may take,
+# so the two workers end together, except the tests that share a fixture wider than a function (a world of
+# rank processes, a table computed once): those carry xdist_group(<that fixture>) and run on one worker,
+# which builds the fixture once. The long modules start first; the short ones fill in at the end.
+
+def _group_shared_fixtures(items) -> None:
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        for name in item.fixturenames if info is not None else ():
+            defs = info.name2fixturedefs.get(name)
+            # fixtures of the suite only (a plugin's, e.g. tmp_path_factory, has no baseid)
+            if defs and defs[-1].scope != "function" and defs[-1].baseid:
+                item.add_marker(pytest.mark.xdist_group(f"{defs[-1].baseid}::{name}"))
+                break
+
+
+def _long_modules_first(items) -> list:
+    """The modules holding a `slow` test first, each module's tests kept together and in their order (so a
+    module-scoped fixture is set up once also without xdist)."""
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    slow = [m for m, its in modules.items() if any(it.get_closest_marker("slow") for it in its)]
+    return [it for m in slow + [m for m in modules if m not in slow] for it in modules[m]]

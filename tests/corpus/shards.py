@@ -1,5 +1,5 @@
-"""Split a long check over the corpus into shards kept in separate test files, so that
-`pytest -n 2 --dist loadfile` (which sends each file to one worker) runs them side by side.
+"""Split a long check over the corpus into shards kept in separate test files, so that `pytest -n 2` runs
+them side by side (also with `--dist loadfile`, which sends each file to one worker).
 
 `shard(items, k, n, size)` is deterministic: largest items first, each to the shard with the least total
 size so far; the n shards are disjoint and together hold every item (tests/ptx/test_corpus_shards.py

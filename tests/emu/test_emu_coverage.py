@@ -3,10 +3,12 @@ every instruction in them (TMA tensor copies included). Files with a declared ga
 (tests/corpus/known_gaps.py) are strict xfails of their own."""
 
 import glob
+import json
 from pathlib import Path
 
 import pytest
 from corpus.known_gaps import known_gap
+from corpus.shards import shard
 
 import ptxforge as pf
 from ptxforge.emu.launch import EmuDevice
@@ -39,13 +41,36 @@ def _unsupported(paths, dev) -> tuple[set[str], int]:
     return unsupported, kernels
 
 
+CLEAN_PATHS = [p for p in PATHS if not _gap(p)]
+SHARDS = 4  # the check is split so that `make test`'s two workers share it (shards balanced by line count)
+MANIFEST_KERNELS = {e["path"]: e["kernels"] for e in json.loads((CORPUS.parent / "manifest.json").read_text())["files"]}
+
+
+def _lines(path: str) -> int:
+    return Path(path).read_text().count("\n")
+
+
+def _manifest_kernels(path: str) -> list[str]:
+    return MANIFEST_KERNELS[Path(path).relative_to(CORPUS.parent).as_posix()]
+
+
+def test_corpus_is_generated():
+    assert len(CLEAN_PATHS) > 100, "tests/corpus/ptx is not generated (tests/corpus/generate.py)"
+    assert sum(len(_manifest_kernels(p)) for p in CLEAN_PATHS) > 100
+
+
 @pytest.mark.slow
-def test_corpus_kernels_compile():
-    paths = [p for p in PATHS if not _gap(p)]
-    assert len(paths) > 100, "tests/corpus/ptx is not generated (tests/corpus/generate.py)"
+@pytest.mark.parametrize("k", range(SHARDS))
+def test_corpus_kernels_compile(k):
+    paths = shard(CLEAN_PATHS, k, SHARDS, size=_lines)
     unsupported, kernels = _unsupported(paths, EmuDevice())
-    assert kernels > 100
+    assert kernels == sum(len(_manifest_kernels(p)) for p in paths)  # every kernel of every file compiled
     assert unsupported <= NOT_YET, unsupported - NOT_YET
+
+
+def test_the_shards_cover_the_corpus_once():
+    shards = [shard(CLEAN_PATHS, k, SHARDS, size=_lines) for k in range(SHARDS)]
+    assert sorted(p for s in shards for p in s) == sorted(CLEAN_PATHS) and all(shards)
 
 
 GAP_PATHS = [p for p in PATHS if _gap(p)]

@@ -4,7 +4,10 @@ and the few imports left inside functions each say on their line why they wait (
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
+
+import pytest
 
 import ptxforge.emu
 
@@ -13,6 +16,7 @@ ROOT = "ptxforge.emu"
 LIMIT = 30
 
 
+@functools.cache  # parsed when a test first needs it, not at collection (2 s of every worker's start)
 def _modules() -> dict[str, tuple[Path, ast.Module, list[str]]]:
     mods = {}
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -45,10 +49,12 @@ def _resolve(module: str, node: ast.ImportFrom) -> str:
 
 
 def _packages() -> set[str]:
-    return {name for name, (path, _, _) in _MODS.items() if path.name == "__init__.py"}
+    return {name for name, (path, _, _) in _modules().items() if path.name == "__init__.py"}
 
 
-_MODS = _modules()
+@pytest.fixture(scope="module")  # module-scoped: `make test` runs this file's tests on one worker, parsing once
+def mods():
+    return _modules()
 
 
 def _module_level_edges(name: str, tree: ast.Module) -> set[str]:
@@ -72,14 +78,14 @@ def _edges(name: str, nodes: list[ast.stmt]) -> set[str]:
             base = _resolve(name, node)
             targets = [base] + [f"{base}.{a.name}" for a in node.names]
         for t in targets:
-            if t in _MODS and t != name and not name.startswith(t + "."):  # a parent package is initialising
+            if t in _modules() and t != name and not name.startswith(t + "."):  # a parent package is initialising
                 out.add(t)
     return out
 
 
-def test_function_local_imports_are_few_and_each_says_why():
+def test_function_local_imports_are_few_and_each_says_why(mods):
     where = []
-    for _, (path, tree, lines) in _MODS.items():
+    for _, (path, tree, lines) in mods.items():
         for node in _function_local_imports(tree):
             line = lines[node.lineno - 1]
             where.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {line.strip()}")
@@ -87,9 +93,9 @@ def test_function_local_imports_are_few_and_each_says_why():
     assert len(where) < LIMIT, "\n".join(where)
 
 
-def test_imports_form_no_cycle():
+def test_imports_form_no_cycle(mods):
     """Counting function-local imports too: a loop held together by imports inside functions is still a loop."""
-    graph = {name: _all_edges(name, tree, lines) for name, (_, tree, lines) in _MODS.items()}
+    graph = {name: _all_edges(name, tree, lines) for name, (_, tree, lines) in mods.items()}
     _assert_acyclic(graph)
 
 
@@ -112,8 +118,8 @@ def _assert_acyclic(graph: dict[str, set[str]]) -> None:
             walk(n)
 
 
-def test_builders_and_the_machine_take_the_op_kinds_from_emu_op():
+def test_builders_and_the_machine_take_the_op_kinds_from_emu_op(mods):
     """No ops module, nor the machine, imports the compiler that collects the builders."""
-    for name, (_, tree, lines) in _MODS.items():
+    for name, (_, tree, lines) in mods.items():
         if name.rsplit(".", 1)[-1].startswith("ops_") or name == f"{ROOT}.machine":
             assert f"{ROOT}.compiler" not in _all_edges(name, tree, lines), name

@@ -1,12 +1,14 @@
-"""Imported by the rank tests before they fork the ranks (see ptxforge.ep.spawn): builds and runs, once, the kernels
-the checks launch on the emulator, so every rank inherits them compiled instead of compiling its own."""
+"""Called by the rank tests' world fixtures just before they fork the ranks (see ptxforge.ep.spawn): builds and
+runs, once, the kernels the checks launch on the emulator, so every rank inherits them compiled instead of
+compiling its own. Nothing runs at import: collecting the tests (on every xdist worker) costs nothing here."""
 
 import torch
 
-from ptxforge.kernels import ops
-
 
 def warm() -> None:
+    """The DSL kernels every backend's checks launch with device="emu" (quantization, routing, layout)."""
+    from ptxforge.kernels import ops
+
     x = torch.ones((1, 256), dtype=torch.bfloat16)
     for packed in (False, True):
         q, s = ops.per_token_cast_to_fp8(x, packed_ue8m0=packed)
@@ -16,9 +18,6 @@ def warm() -> None:
     for ranks, groups in ((4, 4), (8, 2)):
         ops.route(torch.zeros((1, 32)), torch.zeros(32), n_group=groups, topk_group=2, topk=4)
         ops.get_dispatch_layout(idx, 32, ranks, 4)
-
-
-warm()
 
 
 def warm_comm() -> None:
@@ -33,6 +32,3 @@ def warm_comm() -> None:
     for bias in (0, 2):
         for w in (False, True):
             _special(comm.intranode_combine, R=4, UNIT=16, NUM_BIAS=bias, HAS_W=w).module()
-
-
-warm_comm()

@@ -1,7 +1,7 @@
 """ptxforge.ep on 8 real gloo processes as 2 nodes x 4 ranks: two-hop node-limited dispatch, in the style of
 DeepEP's test_internode.py."""
 
-import ep_warm  # noqa: F401 - builds the emulator kernels once, before the ranks are forked
+import ep_warm
 import pytest
 from ep_checks import CHECKS, suite
 
@@ -12,6 +12,7 @@ WORLD, PER_NODE = 8, 4
 
 @pytest.fixture(scope="module")
 def results():
+    ep_warm.warm()  # the kernels every rank launches, built once here before the fork (torch backend: no comm ones)
     return run_ranks(suite, WORLD, PER_NODE, False, timeout_s=300)
 
 

@@ -1,43 +1,33 @@
 """ptxforge.ep on 4 real gloo processes (one node), in the style of DeepEP's test_intranode.py: the torch
 backend, and backend="kernels" (the communication kernels on 4 emulated GPUs sharing memory through emulator
-IPC) with 2, 4 and 20 SMs."""
+IPC) with 2, 4 and 20 SMs.
 
-import ep_warm  # noqa: F401 - builds the emulator kernels once, before the ranks are forked
+One world of 4 ranks runs every case of this module in turn (as DeepEP's test loops over its configs in one
+process): the checks of ep_checks.py for each backend, the SM map of a kernels Buffer, and last the timeout
+check (it leaves a dispatch unanswered on purpose). Each case comes back with its own result or traceback, so
+each test below passes or fails on its own."""
+
+import traceback
+
+import ep_warm
 import pytest
-from ep_checks import CHECKS, suite
+from ep_checks import CHECKS, Ctx, check_timeout, suite
 
 from ptxforge.ep.spawn import run_ranks
 
 WORLD = 4
-
-
 BACKENDS = [("torch", None), ("kernels", 2), ("kernels", 4), ("kernels", 20)]
 
 
-@pytest.fixture(scope="module", params=BACKENDS, ids=lambda b: b[0] if b[1] is None else f"{b[0]}-{b[1]}sms")
-def results(request):
-    backend, num_sms = request.param
-    return run_ranks(suite, WORLD, WORLD, True, backend, num_sms, timeout_s=300)
+def _name(backend, num_sms):
+    return backend if num_sms is None else f"{backend}-{num_sms}sms"
 
 
-def _passed(results, name):
-    failed = {r: res[name]["error"] for r, res in enumerate(results) if not res[name]["ok"]}
-    assert not failed, "\n".join(f"--- rank {r} ---\n{e}" for r, e in failed.items())
-    return [res[name].get("value") for res in results]
-
-
-@pytest.mark.parametrize("check", [c.__name__ for c in CHECKS] + ["check_timeout"])
-def test_on_4_ranks(results, check):
-    values = _passed(results, check)
-    if check == "check_moe_matches_reference":
-        assert all(v["bf16"] < 5e-6 and v["fp8"] < 2e-3 for v in values)
-    if check == "check_stats":
-        assert all(v["ratio"] <= 0.53 for v in values)
-    if check == "check_bad_input":  # every rank raised, with the same text
-        for key in values[0]:
-            assert len({v[key] for v in values}) == 1, key
-    if check == "check_timeout":
-        assert values[-1] is None and all("ptxforge.ep dispatch" in v for v in values[:-1])
+def _case(fn, *args) -> dict:
+    try:
+        return {"ok": True, "value": fn(*args)}
+    except BaseException:  # noqa: BLE001 - reported by the test that reads this case
+        return {"ok": False, "error": traceback.format_exc()}
 
 
 def sm_map_rank(rank, world):
@@ -57,8 +47,51 @@ def sm_map_rank(rank, world):
             for row in buf.sm_map()]
 
 
-def test_sm_map_of_a_kernels_buffer_on_4_ranks():
-    for rows in run_ranks(sm_map_rank, WORLD, timeout_s=120):
+def every_case(rank, world) -> dict:
+    import torch.distributed as dist
+
+    out = {_name(*b): suite(rank, world, world, False, *b) for b in BACKENDS}
+    out["sm_map"] = _case(sm_map_rank, rank, world)
+    dist.barrier()
+    out["check_timeout"] = _case(lambda: check_timeout(Ctx(rank, world, world)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def results():
+    ep_warm.warm()  # the kernels every rank launches, built once here before the fork
+    ep_warm.warm_comm()
+    return run_ranks(every_case, WORLD, timeout_s=600)
+
+
+def _passed(cases):
+    failed = {r: case["error"] for r, case in enumerate(cases) if not case["ok"]}
+    assert not failed, "\n".join(f"--- rank {r} ---\n{e}" for r, e in failed.items())
+    return [case.get("value") for case in cases]
+
+
+@pytest.mark.parametrize("backend, check", [(_name(*b), c.__name__) for b in BACKENDS for c in CHECKS],
+                         ids=[f"{_name(*b)}-{c.__name__}" for b in BACKENDS for c in CHECKS])
+def test_on_4_ranks(results, backend, check):
+    values = _passed([res[backend][check] for res in results])
+    if check == "check_moe_matches_reference":
+        assert all(v["bf16"] < 5e-6 and v["fp8"] < 2e-3 for v in values)
+    if check == "check_stats":
+        assert all(v["ratio"] <= 0.53 for v in values)
+    if check == "check_bad_input":  # every rank raised, with the same text
+        for key in values[0]:
+            assert len({v[key] for v in values}) == 1, key
+
+
+def test_timeout_on_4_ranks(results):
+    """check_timeout's Buffer is a torch-backend one whatever the world's backend (the timeout comes from the
+    ranks' agreement before a call), so it runs once, not once per backend."""
+    values = _passed([res["check_timeout"] for res in results])
+    assert values[-1] is None and all("ptxforge.ep dispatch" in v for v in values[:-1])
+
+
+def test_sm_map_of_a_kernels_buffer_on_4_ranks(results):
+    for rows in _passed([res["sm_map"] for res in results]):
         for call in ("dispatch", "combine"):
             blocks = [r for r in rows if r[0] == call and r[1] != "notify"]
             assert [(r[1], r[2], r[3]) for r in blocks] == [("sender", 0, 0), ("receiver", 0, 1), ("sender", 1, 2),

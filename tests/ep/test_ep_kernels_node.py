@@ -1,7 +1,6 @@
 """backend="kernels" in one process: every rank of a 4-GPU emulated Node runs the communication kernels
 (ptxforge.ep.NodeGroup), and each result is bit-identical to the torch backend's on 4 gloo ranks."""
 
-import ep_warm  # noqa: F401 - builds the emulator kernels once, before the ranks are forked
 import pytest
 import torch
 from ep_checks import E

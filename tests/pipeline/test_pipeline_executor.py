@@ -1,7 +1,9 @@
 """The executor on real gloo processes against a single-process reference (DeepSeek's own acceptance check,
 with float64): DualPipe on 2, 4 and 8 ranks, DualPipeV on 1 to 4 ranks, plus 1F1B and ZB1P baselines.
 
-One 8-process world runs every scenario (tests/pipeline/pipeline_world.py); each test reads its reports.
+One 8-process world runs every scenario (tests/pipeline/pipeline_world.py); each test reads its reports. The
+ranks are forked from the test process (start="fork": torch is imported once, not once per rank, which was
+most of this file's minute); test_pipeline_launch.py keeps the default, spawned start under test.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.slow  # one world of 8 spawned processes: most of its minute is their start-up
 
 import pipeline_world  # noqa: E402  (tests/pipeline is on sys.path under pytest)
 
@@ -20,7 +21,7 @@ WORLD = 8
 
 @pytest.fixture(scope="module")
 def reports():
-    per_rank = spawn(pipeline_world.run_all, WORLD, timeout=240)
+    per_rank = spawn(pipeline_world.run_all, WORLD, timeout=240, start="fork")
     by_scenario: dict[int, list[dict]] = {}
     for reps in per_rank:
         for rep in reps:

@@ -15,7 +15,7 @@ from ptxforge.pipeline.launch import spawn  # noqa: E402
 @pytest.fixture(scope="module")
 def reports():
     out: dict = {}
-    for reps in spawn(W.run_all, 4, timeout=240):
+    for reps in spawn(W.run_all, 4, timeout=240, start="fork"):
         for rep in reps:
             out.setdefault((rep["size"], rep["case"]), []).append(rep)
     return out

@@ -1,6 +1,6 @@
 """The no-false-positive check of test_no_false_positives*.py: a correct corpus kernel gives no report
 under the sanitizer and computes exactly what it computes without it. The cases are split over two files
-(-O3 and Triton; -G) so that `pytest -n --dist loadfile` runs them side by side.
+(-O3 and Triton; -G) so that `pytest -n 2` runs them side by side.
 
 Every case runs: a kernel the emulator or the sanitizer cannot handle yet must be declared in
 tests/corpus/known_gaps.py, which makes it a strict xfail (so its fix shows up as an XPASS); nothing is

@@ -13,6 +13,7 @@ import time
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
+from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
 from typing import Any
 
 from ptxforge import _optional
@@ -43,11 +44,22 @@ def _entry(rank: int, world: int, port: int, backend: str, threads: int, fn, arg
 
 
 def spawn(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "gloo", threads: int = 1,
-          timeout: float = 300.0) -> list[Any]:
+          timeout: float = 300.0, start: str = "spawn") -> list[Any]:
     """Run `fn(rank, world_size, *args)` in `world_size` fresh processes that share an initialized default
     process group; return the per-rank results (picklable) in rank order. Raises RuntimeError with the
-    failing ranks' tracebacks, or on timeout."""
-    ctx = mp.get_context("spawn")
+    failing ranks' tracebacks, or on timeout.
+
+    start="fork" starts the ranks as copies of this process instead (no torch import per rank; gloo only,
+    from a process that has initialized neither CUDA nor a process group of its own)."""
+    ctx: SpawnContext | ForkContext | ForkServerContext
+    if start == "spawn":
+        ctx = mp.get_context("spawn")
+    elif start == "fork":
+        ctx = mp.get_context("fork")
+    elif start == "forkserver":
+        ctx = mp.get_context("forkserver")
+    else:
+        raise ValueError(f"start must be 'spawn', 'fork' or 'forkserver', got {start!r}")
     results = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=_entry, args=(r, world_size, port, backend, threads, fn, args, results),
