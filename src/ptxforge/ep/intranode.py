@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
+from ptxforge.ep.errors import CommTimeout
 from ptxforge.kernels import comm as K
 from ptxforge.runtime.buffers import DeviceBuffer
 from ptxforge.runtime.result import LaunchResult
@@ -86,8 +87,10 @@ class DispatchOut:
 class CommRank:
     """Rank `rank` of `world`: launches on `device` (an emulated GPU: a Node's, or a process's own)."""
 
-    def __init__(self, rank: int, world: int, device: Device, fabric: NodeFabric | IpcFabric) -> None:
+    def __init__(self, rank: int, world: int, device: Device, fabric: NodeFabric | IpcFabric,
+                 timeout_s: float = K.DEFAULT_TIMEOUT_S) -> None:
         self.rank, self.world, self.device, self.fabric = rank, world, device, fabric
+        self.timeout_s = timeout_s  # each wait of the kernels (a spin on a peer's counter) is bounded by it
         self.epoch = 0  # notify barriers passed with the current buffer
         self._streams: dict = {}
         self._temps: list = []  # device arrays of the call in progress
@@ -134,6 +137,29 @@ class CommRank:
         self.launches.append(got)
         return got
 
+    def _timeout_ns(self) -> np.uint64:
+        t = float(self.timeout_s)
+        if not t > 0:
+            raise ValueError(f"timeout_s must be a positive number of seconds, got {self.timeout_s!r}")
+        return np.uint64(min(int(t * 1e9), 2**64 - 1))
+
+    def timeout_error(self) -> CommTimeout | None:
+        """After a kernel fault: the `CommTimeout` this rank's timeout record describes, or None (no wait of
+        this rank timed out, or its memory cannot be read, as on a GPU after a trap)."""
+        own = self.fabric.own(self.rank)
+        if own is None:
+            return None
+        try:
+            words = own.to_host().view(np.uint8)[K.ERROR_OFF:K.ERROR_OFF + 4 * len(K.TIMEOUT_FIELDS)]
+        except Exception:  # noqa: BLE001  # a GPU context lost with the trap: nothing to read
+            return None
+        rec = dict(zip(K.TIMEOUT_FIELDS, words.copy().view(np.uint32).tolist(), strict=True))
+        if not 1 <= rec["kernel"] <= len(K.KERNELS):
+            return None
+        return CommTimeout(f"{describe_timeout(self.rank, rec, self.timeout_s)}; the kernel trapped (a peer that "
+                           f"stopped, or a protocol error). Buffer(timeout_s=...) / NodeGroup(timeout_s=...) set the "
+                           f"bound")
+
     def ensure(self, layout: K.CommLayout) -> None:
         """Every rank's buffer holds `layout` (a collective: every rank calls it with the same layout)."""
         generation = self.fabric.ensure(self.rank, layout.nbytes)
@@ -153,7 +179,7 @@ class CommRank:
                 self.peers, out["rank_prefix"], out["chan_prefix"], out["recv_chan"], out["expert_recv"],
                 np.uint32(in_rank.shape[0]), np.uint32(per_channel), np.uint32(self.rank), np.uint32(r),
                 np.uint32(c), np.uint32(e), np.uint32(e // r), np.uint32(self.epoch), np.uint32(layout.notify_off),
-                np.uint32(layout.counters_off), np.uint32(layout.counters_bytes // 4)]
+                np.uint32(layout.counters_off), np.uint32(layout.counters_bytes // 4), self._timeout_ns()]
         self.launch(call, K.intranode_notify, 1, K.NOTIFY_THREADS, args, tun.num_sms)
         return out
 
@@ -207,7 +233,7 @@ class CommRank:
                 np.uint32(k_), np.uint32(tun.ring), np.uint32(tun.chunk), np.uint32(slot.nbytes),
                 np.uint32(slot.scales_off), np.uint32(slot.idx_off), np.uint32(slot.w_off), np.uint32(slot.src_off),
                 np.uint32(layout.counters_off), np.uint32(layout.ring_off), np.int64(self.rank * epr),
-                np.int64((self.rank + 1) * epr)]
+                np.int64((self.rank + 1) * epr), self._timeout_ns()]
         self.launch("dispatch", kern, tun.num_sms, 32 * self.world, args, tun.num_sms)
         yield
         host = {k: _host(v) for k, v in out.items()}
@@ -249,7 +275,7 @@ class CommRank:
                 self.buf(recv_chan.astype(np.int32), "recv_channel_prefix_matrix"), self.peers, out, out_w,
                 np.uint32(t_), np.uint32(per_channel), np.uint32(self.rank), np.uint32(h), np.uint32(k_),
                 np.uint32(tun.ring), np.uint32(tun.chunk), np.uint32(slot_bytes), np.uint32(K._align(2 * h)),
-                np.uint32(layout.counters_off), np.uint32(layout.ring_off)]
+                np.uint32(layout.counters_off), np.uint32(layout.ring_off), self._timeout_ns()]
         self.launch("combine", kern, tun.num_sms, 32 * self.world, args, tun.num_sms)
         yield
         result = _host(out), (_host(out_w)[:, :k_].copy() if w is not None else None)
@@ -272,6 +298,22 @@ class CommRank:
                 rows.append({"call": la.call, "kernel": la.kernel, "block": b, "sm": int(sm), "role": role,
                              "channel": channel, "thread_instructions": int(per_sm[sm]) if sm < per_sm.size else 0})
         return rows
+
+
+def describe_timeout(rank: int, rec: dict, timeout_s: float) -> str:
+    """One line for a timeout record (comm.TIMEOUT_FIELDS): who waited, for what, and what it saw."""
+    kernel, role = K.KERNELS[rec["kernel"] - 1], K.ROLES[rec["role"]] if rec["role"] < len(K.ROLES) else "?"
+    head = f"rank {rank}'s {kernel} kernel timed out after {timeout_s:g} s: "
+    at = f"(block {rec['block']}, thread {rec['thread']})"
+    if role == "barrier":
+        return head + (f"the notify barrier waited for {rec['target']} arrivals and saw {rec['seen']} (a rank "
+                       f"did not reach it) {at}")
+    ch, peer = rec["channel"], rec["peer"]
+    if role == "sender":
+        return head + (f"the sender of channel {ch} waited for room in rank {peer}'s ring: rank {peer}'s "
+                       f"receiver released head {rec['seen']}, the sender needs {rec['target']} {at}")
+    return head + (f"the receiver of channel {ch} waited for rank {peer}'s sender to publish tail "
+                   f"{rec['target']}; it saw tail {rec['seen']} {at}")
 
 
 def _host(b: DeviceBuffer) -> np.ndarray:

@@ -1,0 +1,60 @@
+"""Every wait of the communication kernels is bounded: a peer that never publishes its tail (the planted
+"no_tail" bug) turns the hang into a `CommTimeout` naming the rank, kernel, role, channel and counters, well
+before the emulator's own watchdog would stop it; the group works again at the next call."""
+
+import time
+
+import ep_warm  # noqa: F401 - builds the emulator kernels once
+import pytest
+import torch
+from ep_checks import E
+from kernel_cases import inputs
+
+from ptxforge.emu import Node
+from ptxforge.ep import CommTimeout, Config
+from ptxforge.ep.intranode import describe_timeout
+from ptxforge.ep.node_group import NodeGroup
+from ptxforge.errors import KernelFault
+from ptxforge.kernels import comm as K
+
+
+def _dispatch(group, ins, **kw):
+    return group.dispatch([i[0] for i in ins], topk_idx=[i[1] for i in ins], topk_weights=[i[2] for i in ins],
+                          num_experts=E, config=Config(2, 6, 16), **kw)
+
+
+def test_a_stopped_peer_times_out_with_a_named_error():
+    node = Node(gpus=2, sms=132, watchdog_s=60)  # the node's watchdog would take 60 s
+    group = NodeGroup(node, timeout_s=0.5)
+    ins = [inputs(r, "bf16") for r in range(2)]
+    t0 = time.perf_counter()
+    with pytest.raises(CommTimeout) as err:
+        _dispatch(group, ins, bug="no_tail")
+    assert time.perf_counter() - t0 < 20
+    msg = str(err.value)
+    assert isinstance(err.value, KernelFault)
+    assert "dispatch kernel timed out after 0.5 s" in msg and "channel 0" in msg, msg
+    assert "tail" in msg or "head" in msg, msg  # a receiver waiting on tail, or a sender on head
+    assert err.value.__cause__ is None and err.value.__suppress_context__  # no emulator traceback chained
+    # the next call starts from a fresh record and completes; its rows match a group that never failed
+    again = _dispatch(group, ins)
+    fresh = _dispatch(NodeGroup(Node(gpus=2, sms=132, watchdog_s=60)), ins)
+    for r in range(2):
+        assert torch.equal(again[r][0], fresh[r][0])
+
+
+def test_the_record_reads_as_one_line_per_role():
+    rec = dict.fromkeys(K.TIMEOUT_FIELDS, 0)
+    rec.update(kernel=K.KERNELS.index("combine") + 1, role=K.ROLES.index("receiver"), channel=3, peer=1, seen=4,
+               target=5, block=7, thread=32)
+    line = describe_timeout(2, rec, 1.5)
+    assert line == ("rank 2's combine kernel timed out after 1.5 s: the receiver of channel 3 waited for rank 1's "
+                    "sender to publish tail 5; it saw tail 4 (block 7, thread 32)")
+    rec.update(kernel=1, role=K.ROLES.index("barrier"), seen=3, target=4)
+    assert "notify barrier waited for 4 arrivals and saw 3" in describe_timeout(0, rec, 1)
+
+
+def test_a_bad_timeout_is_refused():
+    group = NodeGroup(Node(gpus=2, sms=8), timeout_s=0)
+    with pytest.raises(ValueError, match="timeout_s must be a positive"):
+        _dispatch(group, [inputs(r, "bf16") for r in range(2)])
