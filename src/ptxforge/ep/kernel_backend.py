@@ -22,11 +22,11 @@ import torch
 import torch.distributed as dist
 
 from ptxforge.emu import ipc
-from ptxforge.ep.handle import DispatchHandle, pad_rows
 from ptxforge.ep.errors import CommTimeout
+from ptxforge.ep.handle import DispatchHandle, pad_rows
 from ptxforge.ep.intranode import CommRank, DispatchOut, Tunables
-from ptxforge.errors import KernelFault
 from ptxforge.ep.rows import Field, RowFormat
+from ptxforge.errors import KernelFault
 from ptxforge.runtime import cuda_ipc
 from ptxforge.runtime.buffers import DeviceBuffer
 from ptxforge.runtime.cuda_device import cuda_device
