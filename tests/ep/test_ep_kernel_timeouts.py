@@ -58,3 +58,41 @@ def test_a_bad_timeout_is_refused():
     group = NodeGroup(Node(gpus=2, sms=8), timeout_s=0)
     with pytest.raises(ValueError, match="timeout_s must be a positive"):
         _dispatch(group, [inputs(r, "bf16") for r in range(2)])
+
+
+def _lost_peer_rank(rank: int, world: int) -> str:
+    """Real gloo processes on emulated IPC GPUs: rank 1 runs the notify step, then stops (it never launches
+    its dispatch kernel); rank 0's kernel waits on it and times out."""
+    import torch.distributed as dist
+
+    from ptxforge.ep import Buffer, layout
+    from ptxforge.ep import kernel_backend as KB
+
+    buf = Buffer(None, backend="kernels", timeout_s=1.0)
+    x, idx, w, _ = inputs(rank, "bf16")
+    comm = buf._comm(x)
+    _, _, per_expert, in_rank = layout.dispatch_layout(idx, E, world, world)
+    gen = KB.start_dispatch(comm, x, None, idx, w, in_rank, per_expert, E, KB.tunables(Config(2, 6, 16)))
+    said = "finished"
+    if rank == 1:
+        next(gen)  # the notify step only
+        said = "stopped"
+    else:
+        t0 = time.perf_counter()
+        try:
+            KB.drive(gen, comm.device, comm)
+        except CommTimeout as e:
+            said = f"{time.perf_counter() - t0:.1f} s: {e}"
+    dist.barrier()  # rank 1's memory stays mapped until rank 0 is done with it
+    buf.destroy()
+    return said
+
+
+def test_a_lost_peer_process_times_out_on_gloo():
+    from ptxforge.ep.spawn import run_ranks
+
+    said = run_ranks(_lost_peer_rank, 2, timeout_s=120)
+    assert said[1] == "stopped"
+    assert "rank 0's dispatch kernel timed out after 1 s" in said[0], said[0]
+    assert "rank 1" in said[0], said[0]  # the peer it waited for
+    assert float(said[0].split(" s:")[0]) < 30, said[0]
