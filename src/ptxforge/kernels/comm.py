@@ -236,7 +236,7 @@ class _Bound:
 
     timeout_ns: Reg
     peers: Pointer
-    rank: Value
+    rank: Index
     kernel: int
 
 
@@ -244,7 +244,7 @@ _LATE: list[list] = []  # wait loops of the kernel being traced, placed after it
 _BOUND: list[_Bound] = []  # the kernel being traced's (set by `_bound_waits`)
 
 
-def _bound_waits(timeout_ns: Reg, peers: Pointer, rank: Value, kernel: str) -> None:
+def _bound_waits(timeout_ns: Reg, peers: Pointer, rank: Index, kernel: str) -> None:
     """Declare the kernel's wait bound (called first in each kernel's body)."""
     _BOUND[-1] = _Bound(timeout_ns, peers, rank, KERNELS.index(kernel) + 1)
 
@@ -327,7 +327,7 @@ def _spin_until_gt(counter: Pointer, than: Value, lane: Reg, channel: Value, pee
     Timing out records (receiver, channel, peer, tail seen, `than` + 1)."""
     seen = reg.u32(0)
     _wait(_lane0_poll(counter, seen, lane), lambda: seen <= than,
-          lambda: (ROLES.index("receiver"), channel, peer, seen, than + 1))  # type: ignore[operator]
+          lambda: (ROLES.index("receiver"), channel, peer, seen, than + 1))
     _syncwarp()  # the other lanes read what lane 0's acquire made visible
     return seen
 
@@ -338,7 +338,7 @@ def _wait_room(head: Pointer, sent: Reg, ring: Value, chunk: Value, lane: Reg, c
     sent - head <= ring - chunk. Timing out records (sender, channel, peer, head seen, head needed)."""
     seen = reg.u32(0)
     _wait(_lane0_poll(head, seen, lane), lambda: (sent - seen) > (ring - chunk),
-          lambda: (ROLES.index("sender"), channel, peer, seen, sent - (ring - chunk)))  # type: ignore[operator]
+          lambda: (ROLES.index("sender"), channel, peer, seen, sent - (ring - chunk)))
     _syncwarp()
 
 
@@ -595,7 +595,8 @@ def intranode_combine(x: ptr(u8), w: ANY_F32, bias0: ANY_BF16, bias1: ANY_BF16, 
                     with if_(tails[r] <= consumed[r]):
                         _wait(lambda r=r: ld(ctrs[r][1], sem="acquire", scope="sys", out=tails[r]),
                               lambda r=r: tails[r] <= consumed[r],
-                              lambda r=r: (ROLES.index("receiver"), channel, r, tails[r], consumed[r] + 1))
+                              lambda r=r: (ROLES.index("receiver"), channel, r, tails[r],  # type: ignore[misc]
+                                           consumed[r] + 1))
             syncthreads()
             slots = [_gptr(rings[r] + mul_wide(consumed[r] % ring, slot_bytes)) for r in range(R)]
             vec = UNIT // 2              # bf16 elements per thread per step
