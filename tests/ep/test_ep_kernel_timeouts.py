@@ -23,7 +23,7 @@ def _dispatch(group, ins, **kw):
                           num_experts=E, config=Config(2, 6, 16), **kw)
 
 
-def test_a_stopped_peer_times_out_with_a_named_error():
+def test_a_stopped_peer_times_out_with_a_named_error(capsys):
     node = Node(gpus=2, sms=132, watchdog_s=60)  # the node's watchdog would take 60 s
     group = NodeGroup(node, timeout_s=0.5)
     ins = [inputs(r, "bf16") for r in range(2)]
@@ -33,9 +33,11 @@ def test_a_stopped_peer_times_out_with_a_named_error():
     assert time.perf_counter() - t0 < 20
     msg = str(err.value)
     assert isinstance(err.value, KernelFault)
-    assert "dispatch kernel timed out after 0.5 s" in msg and "channel 0" in msg, msg
+    assert "dispatch kernel timed out" in msg and "channel 0" in msg and "timeout_s = 0.5 s" in msg, msg
     assert "tail" in msg or "head" in msg, msg  # a receiver waiting on tail, or a sender on head
     assert err.value.__cause__ is None and err.value.__suppress_context__  # no emulator traceback chained
+    printed = capsys.readouterr().out  # the kernel's own printf (what a GPU prints before its trap)
+    assert msg.split(";")[0] + "\n" in printed, printed
     # the next call starts from a fresh record and completes; its rows match a group that never failed
     again = _dispatch(group, ins)
     fresh = _dispatch(NodeGroup(Node(gpus=2, sms=132, watchdog_s=60)), ins)
@@ -43,15 +45,18 @@ def test_a_stopped_peer_times_out_with_a_named_error():
         assert torch.equal(again[r][0], fresh[r][0])
 
 
-def test_the_record_reads_as_one_line_per_role():
-    rec = dict.fromkeys(K.TIMEOUT_FIELDS, 0)
-    rec.update(kernel=K.KERNELS.index("combine") + 1, role=K.ROLES.index("receiver"), channel=3, peer=1, seen=4,
-               target=5, block=7, thread=32)
-    line = describe_timeout(2, rec, 1.5)
-    assert line == ("rank 2's combine kernel timed out after 1.5 s: the receiver of channel 3 waited for rank 1's "
-                    "sender to publish tail 5; it saw tail 4 (block 7, thread 32)")
-    rec.update(kernel=1, role=K.ROLES.index("barrier"), seen=3, target=4)
-    assert "notify barrier waited for 4 arrivals and saw 3" in describe_timeout(0, rec, 1)
+def test_the_record_reads_as_the_kernels_printf_line():
+    combine_receiver = [K.KERNELS.index("combine") + 1, K.ROLES.index("receiver"), 2, 3, 1, 4, 5, 7, 32]
+    assert describe_timeout(combine_receiver) == (
+        "ptxforge.ep: rank 2's combine kernel timed out: the receiver of channel 3 waited for rank 1's sender: "
+        "tail 4 published, tail 5 needed (block 7, thread 32)")
+    barrier = [K.KERNELS.index("notify") + 1, K.ROLES.index("barrier"), 0, 3, 4, 0, 5, 0, 0]
+    assert "rank 0's notify kernel timed out at the barrier: 3 of 4 arrivals" in describe_timeout(barrier)
+    assert describe_timeout([0] * K.TIMEOUT_WORDS) is None  # no wait timed out
+    # every format's conversions are the record's u32 arguments, one per field
+    for (kernel, role), fmt in K.TIMEOUT_FORMATS.items():
+        assert fmt.count("%") == fmt.count("%u") == len(K.TIMEOUT_ARGS[role]), (kernel, role)
+    assert 2 + max(len(a) for a in K.TIMEOUT_ARGS.values()) <= (K.BARRIER_BYTES - K.ERROR_OFF) // 4
 
 
 def test_a_bad_timeout_is_refused():
@@ -93,6 +98,6 @@ def test_a_lost_peer_process_times_out_on_gloo():
 
     said = run_ranks(_lost_peer_rank, 2, timeout_s=120)
     assert said[1] == "stopped"
-    assert "rank 0's dispatch kernel timed out after 1 s" in said[0], said[0]
+    assert "rank 0's dispatch kernel timed out" in said[0] and "timeout_s = 1 s" in said[0], said[0]
     assert "rank 1" in said[0], said[0]  # the peer it waited for
     assert float(said[0].split(" s:")[0]) < 30, said[0]

@@ -143,6 +143,13 @@ class CommRank:
             raise ValueError(f"timeout_s must be a positive number of seconds, got {self.timeout_s!r}")
         return np.uint64(min(int(t * 1e9), 2**64 - 1))
 
+    def formats(self) -> DeviceBuffer:
+        """The timeout messages' printf formats on this rank's device (made once)."""
+        if getattr(self, "_formats", None) is None:
+            self._formats = DeviceBuffer.from_array(np.frombuffer(K.FORMAT_BYTES, np.uint8), device=self.device,
+                                                    name="timeout formats")
+        return self._formats
+
     def timeout_error(self) -> CommTimeout | None:
         """After a kernel fault: the `CommTimeout` this rank's timeout record describes, or None (no wait of
         this rank timed out, or its memory cannot be read, as on a GPU after a trap)."""
@@ -150,15 +157,14 @@ class CommRank:
         if own is None:
             return None
         try:
-            words = own.to_host().view(np.uint8)[K.ERROR_OFF:K.ERROR_OFF + 4 * len(K.TIMEOUT_FIELDS)]
+            raw = own.to_host().view(np.uint8)[K.ERROR_OFF:K.ERROR_OFF + 4 * K.TIMEOUT_WORDS]
         except Exception:  # noqa: BLE001  # a GPU context lost with the trap: nothing to read
             return None
-        rec = dict(zip(K.TIMEOUT_FIELDS, words.copy().view(np.uint32).tolist(), strict=True))
-        if not 1 <= rec["kernel"] <= len(K.KERNELS):
+        line = describe_timeout(raw.copy().view(np.uint32).tolist())
+        if line is None:
             return None
-        return CommTimeout(f"{describe_timeout(self.rank, rec, self.timeout_s)}; the kernel trapped (a peer that "
-                           f"stopped, or a protocol error). Buffer(timeout_s=...) / NodeGroup(timeout_s=...) set the "
-                           f"bound")
+        return CommTimeout(f"{line}; each wait is bounded by timeout_s = {self.timeout_s:g} s (Buffer(timeout_s=...), "
+                           f"NodeGroup(timeout_s=...)); the kernel trapped: a peer that stopped, or a protocol error")
 
     def ensure(self, layout: K.CommLayout) -> None:
         """Every rank's buffer holds `layout` (a collective: every rank calls it with the same layout)."""
@@ -177,7 +183,7 @@ class CommRank:
         args = [self.buf(in_rank.astype(np.uint8), "is_token_in_rank"), self.buf(per_expert.astype(np.int32),
                                                                                  "tokens per expert"),
                 self.peers, out["rank_prefix"], out["chan_prefix"], out["recv_chan"], out["expert_recv"],
-                np.uint32(in_rank.shape[0]), np.uint32(per_channel), np.uint32(self.rank), np.uint32(r),
+                self.formats(), np.uint32(in_rank.shape[0]), np.uint32(per_channel), np.uint32(self.rank), np.uint32(r),
                 np.uint32(c), np.uint32(e), np.uint32(e // r), np.uint32(self.epoch), np.uint32(layout.notify_off),
                 np.uint32(layout.counters_off), np.uint32(layout.counters_bytes // 4), self._timeout_ns()]
         self.launch(call, K.intranode_notify, 1, K.NOTIFY_THREADS, args, tun.num_sms)
@@ -228,7 +234,7 @@ class CommRank:
                 self.buf(topk_w, "topk_weights") if topk_w is not None else dummy,
                 self.buf(in_rank.astype(np.uint8), "is_token_in_rank"), notified["rank_prefix"],
                 notified["chan_prefix"], notified["recv_chan"], self.peers, out["recv_x"], out["recv_scales"],
-                out["recv_idx"], out["recv_w"], out["recv_src"], out["send_head"],
+                out["recv_idx"], out["recv_w"], out["recv_src"], out["send_head"], self.formats(),
                 np.uint32(t_), np.uint32(per_channel), np.uint32(self.rank), np.uint32(xb), np.uint32(sw),
                 np.uint32(k_), np.uint32(tun.ring), np.uint32(tun.chunk), np.uint32(slot.nbytes),
                 np.uint32(slot.scales_off), np.uint32(slot.idx_off), np.uint32(slot.w_off), np.uint32(slot.src_off),
@@ -273,7 +279,8 @@ class CommRank:
                 self.buf(in_rank.astype(np.uint8), "is_token_in_rank"), self.buf(rank_prefix.astype(np.int32),
                                                                                  "rank_prefix_matrix"),
                 self.buf(recv_chan.astype(np.int32), "recv_channel_prefix_matrix"), self.peers, out, out_w,
-                np.uint32(t_), np.uint32(per_channel), np.uint32(self.rank), np.uint32(h), np.uint32(k_),
+                self.formats(), np.uint32(t_), np.uint32(per_channel), np.uint32(self.rank), np.uint32(h),
+                np.uint32(k_),
                 np.uint32(tun.ring), np.uint32(tun.chunk), np.uint32(slot_bytes), np.uint32(K._align(2 * h)),
                 np.uint32(layout.counters_off), np.uint32(layout.ring_off), self._timeout_ns()]
         self.launch("combine", kern, tun.num_sms, 32 * self.world, args, tun.num_sms)
@@ -300,20 +307,16 @@ class CommRank:
         return rows
 
 
-def describe_timeout(rank: int, rec: dict, timeout_s: float) -> str:
-    """One line for a timeout record (comm.TIMEOUT_FIELDS): who waited, for what, and what it saw."""
-    kernel, role = K.KERNELS[rec["kernel"] - 1], K.ROLES[rec["role"]] if rec["role"] < len(K.ROLES) else "?"
-    head = f"rank {rank}'s {kernel} kernel timed out after {timeout_s:g} s: "
-    at = f"(block {rec['block']}, thread {rec['thread']})"
-    if role == "barrier":
-        return head + (f"the notify barrier waited for {rec['target']} arrivals and saw {rec['seen']} (a rank "
-                       f"did not reach it) {at}")
-    ch, peer = rec["channel"], rec["peer"]
-    if role == "sender":
-        return head + (f"the sender of channel {ch} waited for room in rank {peer}'s ring: rank {peer}'s "
-                       f"receiver released head {rec['seen']}, the sender needs {rec['target']} {at}")
-    return head + (f"the receiver of channel {ch} waited for rank {peer}'s sender to publish tail "
-                   f"{rec['target']}; it saw tail {rec['seen']} {at}")
+def describe_timeout(record: list[int]) -> str | None:
+    """The line a timeout record (comm.py's TIMEOUT_WORDS u32) stands for, the kernel's printf format filled
+    in; None for an empty or unreadable record."""
+    kernel, role = record[0] - 1, record[1]
+    if not (0 <= kernel < len(K.KERNELS) and 0 <= role < len(K.ROLES)):
+        return None
+    fmt = K.TIMEOUT_FORMATS.get((K.KERNELS[kernel], K.ROLES[role]))
+    if fmt is None:
+        return None
+    return (fmt % tuple(record[2:2 + len(K.TIMEOUT_ARGS[K.ROLES[role]])])).rstrip("\n")
 
 
 def _host(b: DeviceBuffer) -> np.ndarray:
