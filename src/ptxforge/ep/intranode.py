@@ -183,9 +183,10 @@ class CommRank:
         args = [self.buf(in_rank.astype(np.uint8), "is_token_in_rank"), self.buf(per_expert.astype(np.int32),
                                                                                  "tokens per expert"),
                 self.peers, out["rank_prefix"], out["chan_prefix"], out["recv_chan"], out["expert_recv"],
-                self.formats(), np.uint32(in_rank.shape[0]), np.uint32(per_channel), np.uint32(self.rank), np.uint32(r),
-                np.uint32(c), np.uint32(e), np.uint32(e // r), np.uint32(self.epoch), np.uint32(layout.notify_off),
-                np.uint32(layout.counters_off), np.uint32(layout.counters_bytes // 4), self._timeout_ns()]
+                self.formats(), np.uint32(in_rank.shape[0]), np.uint32(per_channel), np.uint32(self.rank),
+                np.uint32(r), np.uint32(c), np.uint32(e), np.uint32(e // r), np.uint32(self.epoch),
+                np.uint32(layout.notify_off), np.uint32(layout.counters_off), np.uint32(layout.counters_bytes // 4),
+                self._timeout_ns()]
         self.launch(call, K.intranode_notify, 1, K.NOTIFY_THREADS, args, tun.num_sms)
         return out
 
@@ -280,8 +281,8 @@ class CommRank:
                                                                                  "rank_prefix_matrix"),
                 self.buf(recv_chan.astype(np.int32), "recv_channel_prefix_matrix"), self.peers, out, out_w,
                 self.formats(), np.uint32(t_), np.uint32(per_channel), np.uint32(self.rank), np.uint32(h),
-                np.uint32(k_),
-                np.uint32(tun.ring), np.uint32(tun.chunk), np.uint32(slot_bytes), np.uint32(K._align(2 * h)),
+                np.uint32(k_), np.uint32(tun.ring), np.uint32(tun.chunk), np.uint32(slot_bytes),
+                np.uint32(K._align(2 * h)),
                 np.uint32(layout.counters_off), np.uint32(layout.ring_off), self._timeout_ns()]
         self.launch("combine", kern, tun.num_sms, 32 * self.world, args, tun.num_sms)
         yield

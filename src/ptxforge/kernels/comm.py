@@ -385,9 +385,8 @@ def _wait_room(head: Pointer, sent: Reg, ring: Value, chunk: Value, lane: Reg, c
 def intranode_notify(in_rank: ptr(u8), per_expert: ptr(s32), peers: ptr(u64), rank_prefix: ptr(s32),
                      chan_prefix: ptr(s32), recv_chan_prefix: ptr(s32), expert_recv: ptr(s32),
                      formats: ptr(u8), block_sm: ptr(u32), tokens: u32, per_channel: u32, rank: u32, ranks: u32,
-                     channels: u32,
-                     experts: u32, experts_per_rank: u32, epoch: u32, notify_off: u32, counters_off: u32,
-                     counters_words: u32, timeout_ns: u64) -> None:
+                     channels: u32, experts: u32, experts_per_rank: u32, epoch: u32, notify_off: u32,
+                     counters_off: u32, counters_words: u32, timeout_ns: u64) -> None:
     """One block: zero this rank's ring counters, count tokens per (rank, channel), send every peer the
     counts, meet the others at the barrier (release/acquire .sys), then sum what they sent: the rank prefix
     matrix [R, R], this rank's receive counts per local expert, and the receive channel prefix [R, C]."""
