@@ -6,7 +6,8 @@
     ├── LaunchError          a launch refused before anything ran: its configuration or arguments (a ValueError)
     ├── KernelFault          the kernel failed while running, on a GPU or on the emulator
     │   ├── CudaError        a CUDA driver call failed (ptxforge.runtime.cuda_driver); CudaContextLost after it
-    │   └── MemoryFault, KernelTrap, WatchdogTimeout > TimeLimitExceeded   (also EmulatorErrors)
+    │   ├── MemoryFault, KernelTrap, WatchdogTimeout > TimeLimitExceeded   (also EmulatorErrors)
+    │   └── CommTimeout      a communication kernel's wait passed timeout_s (ptxforge.ep; also an EPError)
     ├── DeviceUnavailable    the device asked for cannot be used on this machine (CudaUnavailable)
     ├── EmulatorError        the emulator's own (ptxforge.emu.errors): UnsupportedInstruction,
     │   │                    InternalEmulatorError, NodeStopped, and the emulator's kernel faults above

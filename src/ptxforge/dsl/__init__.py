@@ -88,7 +88,7 @@ from ptxforge.dsl.control import (
     while_,
 )
 from ptxforge.dsl.errors import DSLArchError, DSLError, DSLTypeError
-from ptxforge.dsl.kernel import DeviceFunction, Kernel, func, kernel, link
+from ptxforge.dsl.kernel import DeviceFunction, ExternFunction, Kernel, func, kernel, link, vprintf
 from ptxforge.dsl.memory import Pointer, atom, atom_cas, dynamic_shared, ld, red, shared, st
 from ptxforge.dsl.mma import (
     ldmatrix,
@@ -192,7 +192,8 @@ __all__ = [
     "lg2", "lop3", "mad", "mad_wide", "max_", "min_", "mov", "mul", "mul_hi", "mul_wide", "neg", "not_", "or_",
     "pack", "popc", "prmt", "rcp", "rem", "rsqrt", "selp", "setp", "shl", "shr", "sin", "sqrt", "sub", "tanh",
     "unpack", "xor", "bra", "else_", "exit_", "guard", "if_", "new_label", "place_label", "range_", "raw", "ret",
-    "trap", "while_", "DSLArchError", "DSLError", "DSLTypeError", "DeviceFunction", "Kernel", "func", "kernel", "link",
+    "trap", "while_", "DSLArchError", "DSLError", "DSLTypeError", "DeviceFunction", "ExternFunction", "Kernel",
+    "func", "kernel", "link", "vprintf",
     "Pointer", "atom", "atom_cas", "dynamic_shared", "ld", "red", "shared", "st", "ldmatrix", "mma_sync",
     "setmaxnreg", "wgmma_commit", "wgmma_descriptor", "wgmma_fence", "wgmma_mma_async", "wgmma_wait", "bar_arrive",
     "bar_sync", "cp_async", "cp_async_bulk", "cp_async_commit", "cp_async_mbarrier_arrive", "cp_async_wait",

@@ -400,6 +400,33 @@ class DeviceFunction:
         return result
 
 
+class ExternFunction(DeviceFunction):
+    """A function the device runtime provides (`.extern .func`, declared in the module, no body), called
+    like a `DeviceFunction`: `vprintf(format, args)`."""
+
+    def __init__(self, name: str, params: Sequence[tuple[str, DType]], ret: DType | None) -> None:
+        self.fn = None  # type: ignore[assignment]  # nothing to trace
+        self.name, self.params, self.ret = name, list(params), ret
+        self._types = [t for _, t in params]
+        self._built = {}
+
+    def built(self, arch: str) -> _Built:
+        got = self._built.get(arch)
+        if got is None:
+            params = tuple(ir.Param(".param", _mem_type(t), f"{self.name}_param_{i}")
+                           for i, t in enumerate(self._types))
+            returns = (ir.Param(".param", _mem_type(self.ret), "func_retval0"),) if self.ret is not None else ()
+            got = _Built(ir.Function("func", self.name, params, returns, ".extern", (), None), (1, 0), [], {})
+            self._built[arch] = got
+        return got
+
+
+vprintf = ExternFunction("vprintf", [("format", T.u64), ("args", T.u64)], T.s32)
+vprintf.__doc__ = """`vprintf(format, args)`: the device runtime's printf. `format`: the generic address of a
+NUL-terminated format string; `args`: the address of the arguments, packed as nvcc packs them (each aligned to
+its size), or 0."""
+
+
 def _store_return(df: DeviceFunction, value: object) -> None:
     """Store `value` (what the device function's Python body returned) in its return parameter; only called
     when `df` has a return type."""

@@ -59,7 +59,7 @@ import torch as _torch
 
 from ptxforge.ep.buffer import Buffer, DispatchHandle
 from ptxforge.ep.config import Config, EventOverlap
-from ptxforge.ep.errors import EPError, EPInputError, EPTimeoutError
+from ptxforge.ep.errors import CommTimeout, EPError, EPInputError, EPTimeoutError
 from ptxforge.ep.stats import CallStats, Traffic
 
 topk_idx_t = _torch.int64
@@ -72,5 +72,5 @@ def __getattr__(name):  # NodeGroup brings the communication kernels (traced on 
         return NodeGroup
     raise AttributeError(f"module 'ptxforge.ep' has no attribute {name!r}")
 
-__all__ = ["Buffer", "CallStats", "Config", "DispatchHandle", "EPError", "EPInputError", "EPTimeoutError",
-           "EventOverlap", "NodeGroup", "Traffic", "topk_idx_t"]
+__all__ = ["Buffer", "CallStats", "CommTimeout", "Config", "DispatchHandle", "EPError", "EPInputError",
+           "EPTimeoutError", "EventOverlap", "NodeGroup", "Traffic", "topk_idx_t"]

@@ -31,7 +31,11 @@ MAX_STATS = 1000
 
 
 class Buffer:
-    """Expert-parallel dispatch and combine for the ranks of `group` (DeepEP V1 normal mode)."""
+    """Expert-parallel dispatch and combine for the ranks of `group` (DeepEP V1 normal mode).
+
+    `timeout_s` bounds every wait: the transport's collectives (an `EPTimeoutError`) and, with
+    `backend="kernels"`, each spin of the communication kernels on a peer's counter (the kernel traps and
+    the call raises a `CommTimeout` naming the rank, kernel, role, channel and counters)."""
 
     num_sms: int = 20
 
@@ -93,7 +97,8 @@ class Buffer:
             ordinal = like.device.index if like is not None and like.device.type == "cuda" else None
             dev = KB.comm_device(self.rank, self.group_size, "cuda" if on_gpu else "emu", ordinal)
             self._comm_rank = KB.CommRank(self.rank, self.group_size, dev,
-                                          KB.IpcFabric(dev, self.group, self.group_size))
+                                          KB.IpcFabric(dev, self.group, self.group_size),
+                                          timeout_s=self.transport.timeout_s)
         return self._comm_rank
 
     @staticmethod
@@ -394,7 +399,7 @@ class Buffer:
 
         gen = KB.start_dispatch(comm, x, scales, topk_idx, topk_weights, in_rank, per_expert, num_experts, tun,
                                 on_counts=counts)
-        out = KB.drive(gen, comm.device)
+        out = KB.drive(gen, comm.device, comm)
         fmt = KB.dispatch_format(x, scales, topk_idx, topk_weights)
         for peer in range(self.group_size):
             stats.record("sent", peer, int(matrix[0][self.rank, peer]), fmt, True)
@@ -413,7 +418,7 @@ class Buffer:
         KB = _kernel_backend()
         comm = self._comm(x)
         tun = KB.tunables(config or self.get_combine_config(self.group_size), handle._tunables.num_sms)
-        result = KB.drive(KB.start_combine(comm, x, topk_weights, bias, handle, tun), comm.device)
+        result = KB.drive(KB.start_combine(comm, x, topk_weights, bias, handle, tun), comm.device, comm)
         fmt = RowFormat([Field("x", torch.bfloat16, x.shape[1], "payload"),
                          Field("w", torch.float32, topk_weights.shape[1] if topk_weights is not None else 0, "meta")])
         rank_prefix = handle.rank_prefix_matrix.cpu().to(torch.int64)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
+from ptxforge.ep.errors import CommTimeout
 from ptxforge.kernels import comm as K
 from ptxforge.runtime.buffers import DeviceBuffer
 from ptxforge.runtime.result import LaunchResult
@@ -86,8 +87,10 @@ class DispatchOut:
 class CommRank:
     """Rank `rank` of `world`: launches on `device` (an emulated GPU: a Node's, or a process's own)."""
 
-    def __init__(self, rank: int, world: int, device: Device, fabric: NodeFabric | IpcFabric) -> None:
+    def __init__(self, rank: int, world: int, device: Device, fabric: NodeFabric | IpcFabric,
+                 timeout_s: float = K.DEFAULT_TIMEOUT_S) -> None:
         self.rank, self.world, self.device, self.fabric = rank, world, device, fabric
+        self.timeout_s = timeout_s  # each wait of the kernels (a spin on a peer's counter) is bounded by it
         self.epoch = 0  # notify barriers passed with the current buffer
         self._streams: dict = {}
         self._temps: list = []  # device arrays of the call in progress
@@ -134,6 +137,35 @@ class CommRank:
         self.launches.append(got)
         return got
 
+    def _timeout_ns(self) -> np.uint64:
+        t = float(self.timeout_s)
+        if not t > 0:
+            raise ValueError(f"timeout_s must be a positive number of seconds, got {self.timeout_s!r}")
+        return np.uint64(min(int(t * 1e9), 2**64 - 1))
+
+    def formats(self) -> DeviceBuffer:
+        """The timeout messages' printf formats on this rank's device (made once)."""
+        if getattr(self, "_formats", None) is None:
+            self._formats = DeviceBuffer.from_array(np.frombuffer(K.FORMAT_BYTES, np.uint8), device=self.device,
+                                                    name="timeout formats")
+        return self._formats
+
+    def timeout_error(self) -> CommTimeout | None:
+        """After a kernel fault: the `CommTimeout` this rank's timeout record describes, or None (no wait of
+        this rank timed out, or its memory cannot be read, as on a GPU after a trap)."""
+        own = self.fabric.own(self.rank)
+        if own is None:
+            return None
+        try:
+            raw = own.to_host().view(np.uint8)[K.ERROR_OFF:K.ERROR_OFF + 4 * K.TIMEOUT_WORDS]
+        except Exception:  # noqa: BLE001  # a GPU context lost with the trap: nothing to read
+            return None
+        line = describe_timeout(raw.copy().view(np.uint32).tolist())
+        if line is None:
+            return None
+        return CommTimeout(f"{line}; each wait is bounded by timeout_s = {self.timeout_s:g} s (Buffer(timeout_s=...), "
+                           f"NodeGroup(timeout_s=...)); the kernel trapped: a peer that stopped, or a protocol error")
+
     def ensure(self, layout: K.CommLayout) -> None:
         """Every rank's buffer holds `layout` (a collective: every rank calls it with the same layout)."""
         generation = self.fabric.ensure(self.rank, layout.nbytes)
@@ -151,9 +183,10 @@ class CommRank:
         args = [self.buf(in_rank.astype(np.uint8), "is_token_in_rank"), self.buf(per_expert.astype(np.int32),
                                                                                  "tokens per expert"),
                 self.peers, out["rank_prefix"], out["chan_prefix"], out["recv_chan"], out["expert_recv"],
-                np.uint32(in_rank.shape[0]), np.uint32(per_channel), np.uint32(self.rank), np.uint32(r),
-                np.uint32(c), np.uint32(e), np.uint32(e // r), np.uint32(self.epoch), np.uint32(layout.notify_off),
-                np.uint32(layout.counters_off), np.uint32(layout.counters_bytes // 4)]
+                self.formats(), np.uint32(in_rank.shape[0]), np.uint32(per_channel), np.uint32(self.rank),
+                np.uint32(r), np.uint32(c), np.uint32(e), np.uint32(e // r), np.uint32(self.epoch),
+                np.uint32(layout.notify_off), np.uint32(layout.counters_off), np.uint32(layout.counters_bytes // 4),
+                self._timeout_ns()]
         self.launch(call, K.intranode_notify, 1, K.NOTIFY_THREADS, args, tun.num_sms)
         return out
 
@@ -202,12 +235,12 @@ class CommRank:
                 self.buf(topk_w, "topk_weights") if topk_w is not None else dummy,
                 self.buf(in_rank.astype(np.uint8), "is_token_in_rank"), notified["rank_prefix"],
                 notified["chan_prefix"], notified["recv_chan"], self.peers, out["recv_x"], out["recv_scales"],
-                out["recv_idx"], out["recv_w"], out["recv_src"], out["send_head"],
+                out["recv_idx"], out["recv_w"], out["recv_src"], out["send_head"], self.formats(),
                 np.uint32(t_), np.uint32(per_channel), np.uint32(self.rank), np.uint32(xb), np.uint32(sw),
                 np.uint32(k_), np.uint32(tun.ring), np.uint32(tun.chunk), np.uint32(slot.nbytes),
                 np.uint32(slot.scales_off), np.uint32(slot.idx_off), np.uint32(slot.w_off), np.uint32(slot.src_off),
                 np.uint32(layout.counters_off), np.uint32(layout.ring_off), np.int64(self.rank * epr),
-                np.int64((self.rank + 1) * epr)]
+                np.int64((self.rank + 1) * epr), self._timeout_ns()]
         self.launch("dispatch", kern, tun.num_sms, 32 * self.world, args, tun.num_sms)
         yield
         host = {k: _host(v) for k, v in out.items()}
@@ -247,9 +280,10 @@ class CommRank:
                 self.buf(in_rank.astype(np.uint8), "is_token_in_rank"), self.buf(rank_prefix.astype(np.int32),
                                                                                  "rank_prefix_matrix"),
                 self.buf(recv_chan.astype(np.int32), "recv_channel_prefix_matrix"), self.peers, out, out_w,
-                np.uint32(t_), np.uint32(per_channel), np.uint32(self.rank), np.uint32(h), np.uint32(k_),
-                np.uint32(tun.ring), np.uint32(tun.chunk), np.uint32(slot_bytes), np.uint32(K._align(2 * h)),
-                np.uint32(layout.counters_off), np.uint32(layout.ring_off)]
+                self.formats(), np.uint32(t_), np.uint32(per_channel), np.uint32(self.rank), np.uint32(h),
+                np.uint32(k_), np.uint32(tun.ring), np.uint32(tun.chunk), np.uint32(slot_bytes),
+                np.uint32(K._align(2 * h)),
+                np.uint32(layout.counters_off), np.uint32(layout.ring_off), self._timeout_ns()]
         self.launch("combine", kern, tun.num_sms, 32 * self.world, args, tun.num_sms)
         yield
         result = _host(out), (_host(out_w)[:, :k_].copy() if w is not None else None)
@@ -272,6 +306,18 @@ class CommRank:
                 rows.append({"call": la.call, "kernel": la.kernel, "block": b, "sm": int(sm), "role": role,
                              "channel": channel, "thread_instructions": int(per_sm[sm]) if sm < per_sm.size else 0})
         return rows
+
+
+def describe_timeout(record: list[int]) -> str | None:
+    """The line a timeout record (comm.py's TIMEOUT_WORDS u32) stands for, the kernel's printf format filled
+    in; None for an empty or unreadable record."""
+    kernel, role = record[0] - 1, record[1]
+    if not (0 <= kernel < len(K.KERNELS) and 0 <= role < len(K.ROLES)):
+        return None
+    fmt = K.TIMEOUT_FORMATS.get((K.KERNELS[kernel], K.ROLES[role]))
+    if fmt is None:
+        return None
+    return (fmt % tuple(record[2:2 + len(K.TIMEOUT_ARGS[K.ROLES[role]])])).rstrip("\n")
 
 
 def _host(b: DeviceBuffer) -> np.ndarray:

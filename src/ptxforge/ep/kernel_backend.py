@@ -22,9 +22,11 @@ import torch
 import torch.distributed as dist
 
 from ptxforge.emu import ipc
+from ptxforge.ep.errors import CommTimeout
 from ptxforge.ep.handle import DispatchHandle, pad_rows
 from ptxforge.ep.intranode import CommRank, DispatchOut, Tunables
 from ptxforge.ep.rows import Field, RowFormat
+from ptxforge.errors import KernelFault
 from ptxforge.runtime import cuda_ipc
 from ptxforge.runtime.buffers import DeviceBuffer
 from ptxforge.runtime.cuda_device import cuda_device
@@ -64,6 +66,10 @@ class NodeFabric:
 
     def addresses(self) -> list[int]:
         return [b.address for b in self.bufs]
+
+    def own(self, rank: int) -> DeviceBuffer | None:
+        """Rank `rank`'s buffer (None before the first call)."""
+        return self.bufs[rank]
 
     def release(self) -> None:
         for b in self.bufs:
@@ -114,6 +120,10 @@ class IpcFabric:
 
     def addresses(self) -> list[int]:
         return self._addresses
+
+    def own(self, rank: int) -> DeviceBuffer | None:
+        """This process's buffer (rank `rank` is this process's; None before the first call)."""
+        return self.buf
 
     def _drop(self) -> None:
         if self.buf is None:
@@ -241,9 +251,11 @@ def finish_combine(result: tuple[np.ndarray, np.ndarray | None],
     return _bf16_torch(out, like.device), (torch.from_numpy(w).to(like.device) if w is not None else None)
 
 
-def drive(gen: Generator[None, None, R], device: Device) -> R:
+def drive(gen: Generator[None, None, R], device: Device, comm: CommRank | None = None) -> R:
     """Run one rank's generator alone: after each phase, wait for its launches (an emulated node's
-    `synchronize`, when the rank's device is a GPU of one; other devices run each launch to completion)."""
+    `synchronize`, when the rank's device is a GPU of one; other devices run each launch to completion).
+    A kernel fault that a wait's timeout caused (`comm`'s timeout record says so) is raised as the
+    `CommTimeout` that names it."""
     node = getattr(device, "node", None)
     try:
         while True:
@@ -252,6 +264,9 @@ def drive(gen: Generator[None, None, R], device: Device) -> R:
                 node.synchronize()
     except StopIteration as stop:
         return stop.value
+    except KernelFault as e:
+        timed_out = _timeouts([comm] if comm is not None else [], e)
+    raise timed_out from None
 
 
 def tunables(config: Config, num_sms: int | None = None) -> Tunables:
@@ -279,10 +294,11 @@ def pad_worst(num_worst: int, recv: Received, idx: torch.Tensor | None,
 
 
 def drive_all(node: Node, gens: list[Generator[None, None, Any]],
-              alongside: Callable[[int], object] | None = None) -> list[Any]:
+              alongside: Callable[[int], object] | None = None, comms: list[CommRank] | None = None) -> list[Any]:
     """Run every rank's generator of one `Node`: each phase queues all ranks' launches, then one
     `node.synchronize()` runs them together. `alongside(phase)` may queue other launches (say a GEMM on the
-    SMs the communication leaves free) before phase `phase` (0, 1, ...) runs."""
+    SMs the communication leaves free) before phase `phase` (0, 1, ...) runs. A kernel fault that waits'
+    timeouts caused (the `comms`' timeout records say so) is raised as the `CommTimeout` naming them."""
     results: list = [None] * len(gens)
     live = list(range(len(gens)))
     phase = 0
@@ -297,7 +313,22 @@ def drive_all(node: Node, gens: list[Generator[None, None, Any]],
         if still:
             if alongside is not None:
                 alongside(phase)
-            node.synchronize()
+            try:
+                node.synchronize()
+            except KernelFault as e:
+                timed_out = _timeouts(comms or [], e)
+                raise timed_out from None
             phase += 1
         live = still
     return results
+
+
+def _timeouts(comms: list[CommRank], fault: KernelFault) -> BaseException:
+    """The error to raise for `fault`: a `CommTimeout` naming every rank whose wait timed out (their
+    records), else the fault itself."""
+    found = [t for t in (c.timeout_error() for c in comms) if t is not None]
+    if not found:
+        return fault
+    if len(found) == 1:
+        return found[0]
+    return CommTimeout("; ".join(str(t) for t in found))

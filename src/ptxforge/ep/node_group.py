@@ -25,6 +25,7 @@ from ptxforge.ep import kernel_backend as KB
 from ptxforge.ep import layout as torch_layout
 from ptxforge.ep.config import COMBINE_CONFIGS, DISPATCH_CONFIGS, Config, EventOverlap, recommended
 from ptxforge.ep.intranode import CommRank
+from ptxforge.kernels.comm import DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
     from ptxforge.emu.node import Node
@@ -34,11 +35,15 @@ _ids = itertools.count(1_000_000)
 
 
 class NodeGroup:
-    def __init__(self, node: Node, num_ranks: int | None = None, num_sms: int = 20) -> None:
+    def __init__(self, node: Node, num_ranks: int | None = None, num_sms: int = 20,
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        """`timeout_s` bounds each wait of the kernels on a peer's counter (a `CommTimeout` past it). On the
+        emulator the node's own watchdog (`Node(watchdog_s=...)`, no global store for that long) may stop a
+        hang first; a shorter timeout_s names the wait instead."""
         self.node = node
         self.world = num_ranks or len(node.devices)
         self.fabric = KB.NodeFabric(node, self.world)
-        self.ranks = [CommRank(r, self.world, node.devices[r], self.fabric) for r in range(self.world)]
+        self.ranks = [CommRank(r, self.world, node.devices[r], self.fabric, timeout_s) for r in range(self.world)]
         self.num_sms = num_sms
         self.id = next(_ids)
         self._serial = 0
@@ -75,7 +80,7 @@ class NodeGroup:
                 _, _, per_expert, in_rank = torch_layout.dispatch_layout(idx, e, self.world, self.world)
             lay.append((payload, scales, in_rank, e))
             gens.append(KB.start_dispatch(comm, payload, scales, idx, w, in_rank, per_expert, e, tun, bug))
-        outs = KB.drive_all(self.node, gens, alongside)
+        outs = KB.drive_all(self.node, gens, alongside, self.ranks)
         results: list[DispatchOutput] = []
         for r, out in enumerate(outs):
             payload, scales, in_rank, e = lay[r]
@@ -99,7 +104,7 @@ class NodeGroup:
             tun = KB.tunables(config, handles[r]._tunables.num_sms)
             gens.append(KB.start_combine(comm, x[r], topk_weights[r] if topk_weights is not None else None,
                                          bias[r] if bias is not None else None, handles[r], tun))
-        outs = KB.drive_all(self.node, gens, alongside)
+        outs = KB.drive_all(self.node, gens, alongside, self.ranks)
         return [(*KB.finish_combine(o, x[r]), EventOverlap()) for r, o in enumerate(outs)]
 
     def sm_map(self, rank: int = 0) -> list[dict]:

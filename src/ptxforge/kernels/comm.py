@@ -6,7 +6,8 @@
 Each rank owns one communication buffer in its GPU's memory, which every peer reaches through a plain
 pointer (peer memory on an emulated node, an IPC mapping across processes). Its layout (`CommLayout`):
 
-    barrier   u32 counter the notify step's ranks add to (never reset: each call waits for R more)
+    barrier   u32 counter the notify step's ranks add to (never reset: each call waits for R more), then at
+              ERROR_OFF the timeout record (TIMEOUT_WORDS u32) a wait that timed out leaves
     notify    R slots, slot s written by rank s: its tokens per rank [R], per expert [E], and its
               channel prefix counts towards this rank [C]
     counters  (head, tail) u32 per (channel, source rank): tail is written by the sender (release, .sys),
@@ -26,8 +27,17 @@ Received rows land at rank_prefix[src - 1][me] + channel offset + position: orde
 source token, as `ptxforge.ep`'s torch backend orders them. Combine sums each token's copies in f32 in rank
 order (then the biases) and writes BF16, as the torch backend does, so both are bit-identical.
 
-`BUG` plants a defect for the sanitizer tests: "early_tail" publishes tail before the payload is written,
-"gpu_scope" releases tail at .gpu scope only.
+Every wait is bounded: a wait whose first poll fails reads %globaltimer, and on each further failed poll
+compares the time waited with the kernel's `timeout_ns`; past it, the first waiting thread of the rank
+claims the record at ERROR_OFF of the rank's own buffer (atom.cas), writes which kernel, role, channel and
+peer waited and the counter values it saw, prints it with vprintf (`TIMEOUT_FORMATS`, passed in the `formats`
+argument; the record is the argument block) and traps (the others exit). The host reads the record after the
+trap where the memory survives it (`ptxforge.ep.intranode.CommRank.timeout_error`; on the emulator). A wait
+that succeeds at its first poll reads no clock.
+
+`BUG` plants a defect: "early_tail" publishes tail before the payload is written, "gpu_scope" releases tail
+at .gpu scope only (both for the sanitizer tests), "no_tail" never publishes tail (a peer that stops: the
+receivers' waits time out).
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ from typing import TYPE_CHECKING
 
 from ptxforge.dsl import (
     add,
+    atom_cas,
     bf16,
     bra,
     ctaid,
@@ -70,15 +81,18 @@ from ptxforge.dsl import (
     st,
     syncthreads,
     tid,
+    trap,
     u8,
     u16,
     u32,
     u64,
     unpack,
+    vprintf,
     while_,
 )
 from ptxforge.dsl.memory import Pointer
 from ptxforge.dsl.types import dtype
+from ptxforge.dsl.values import new_reg
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -97,6 +111,37 @@ if TYPE_CHECKING:
 NC: LoadHints = dict(nc=True, L1="no_allocate", L2="256B")  # DeepEP's read-only path for inputs
 BARRIER_BYTES = 64
 NOTIFY_THREADS = 128
+ERROR_OFF = 16  # the timeout record, inside the barrier bytes
+KERNELS = ("notify", "dispatch", "combine")  # record word 0: 1 + the kernel's index
+ROLES = ("barrier", "sender", "receiver")    # record word 1
+# the rest of the record: the arguments of the role's format, in order (u32 each, as printf packs them)
+TIMEOUT_ARGS = {"barrier": ("rank", "seen", "target", "block", "thread"),
+                "sender": ("rank", "channel", "peer", "seen", "target", "block", "thread"),
+                "receiver": ("rank", "channel", "peer", "seen", "target", "block", "thread")}
+TIMEOUT_WORDS = 2 + max(len(a) for a in TIMEOUT_ARGS.values())
+TIMEOUT_FORMATS = {
+    ("notify", "barrier"): "ptxforge.ep: rank %u's notify kernel timed out at the barrier: %u of %u arrivals "
+                           "(a rank did not reach it) (block %u, thread %u)\n",
+    **{(k, "sender"): f"ptxforge.ep: rank %u's {k} kernel timed out: the sender of channel %u waited for room in "
+                      f"rank %u's ring: head %u released, head %u needed (block %u, thread %u)\n"
+       for k in ("dispatch", "combine")},
+    **{(k, "receiver"): f"ptxforge.ep: rank %u's {k} kernel timed out: the receiver of channel %u waited for rank "
+                        f"%u's sender: tail %u published, tail %u needed (block %u, thread %u)\n"
+       for k in ("dispatch", "combine")},
+}
+
+
+def _format_table() -> tuple[bytes, dict[tuple[str, str], int]]:
+    """The formats as one NUL-separated byte string (the kernels' `formats` argument) and their offsets."""
+    data, offsets = b"", {}
+    for key, text in TIMEOUT_FORMATS.items():
+        offsets[key] = len(data)
+        data += text.encode() + b"\0"
+    return data, offsets
+
+
+FORMAT_BYTES, FORMAT_OFFSETS = _format_table()
+DEFAULT_TIMEOUT_S = 100.0  # DeepEP bounds its waits at 200G cycles, about 100 s
 # optional arrays (a 1-element placeholder when absent) are passed without the element-type check
 if TYPE_CHECKING:  # to mypy, a pointer parameter is the Pointer the kernel's body receives
     ANY_U32: TypeAlias = Pointer
@@ -213,25 +258,76 @@ def _prev(arr: Pointer, index: Index, cond: Pred) -> Reg:
     return v
 
 
+@dataclass
+class _Bound:
+    """What a kernel's waits need to time out: its bound, where its rank's record is, which kernel it is."""
+
+    timeout_ns: Reg
+    peers: Pointer
+    rank: Index
+    formats: Pointer
+    kernel: str
+
+
 _LATE: list[list] = []  # wait loops of the kernel being traced, placed after its last instruction
+_BOUND: list[_Bound] = []  # the kernel being traced's (set by `_bound_waits`)
+
+
+def _bound_waits(timeout_ns: Reg, peers: Pointer, rank: Index, formats: Pointer, kernel: str) -> None:
+    """Declare the kernel's wait bound (called first in each kernel's body)."""
+    _BOUND[-1] = _Bound(timeout_ns, peers, rank, formats, kernel)
+
+
+def _now() -> Reg:
+    """A fresh read of %globaltimer (ns); the DSL's special registers are read once per function."""
+    r = new_reg(u64)
+    raw("mov.u64 {r}, %globaltimer;", r=r)
+    return r
+
+
+def _timed_out(role: str, seen: Value, target: Value, channel: Value = 0, peer: Value = 0) -> None:
+    """Claim this rank's timeout record (the first thread to get here), fill it, printf it and trap; the
+    others exit."""
+    b = _BOUND[-1]
+    base = ld(b.peers[b.rank]) + ERROR_OFF
+    slot = _gptr(base).cast(u32)
+    values = {"rank": b.rank, "channel": channel, "peer": peer, "seen": seen, "target": target,
+              "block": ctaid.x, "thread": tid.x}
+    with if_(atom_cas(slot[0], 0, KERNELS.index(b.kernel) + 1) == 0):
+        st(slot[1], ROLES.index(role))
+        for i, name in enumerate(TIMEOUT_ARGS[role], start=2):
+            st(slot[i], values[name])
+        vprintf(b.formats.value() + FORMAT_OFFSETS[b.kernel, role], base + 8)
+        trap()
+    ret()
 
 
 @contextmanager
 def _waits_at_end() -> Iterator[None]:
     """Collect the kernel's wait loops and place them after its main code (ending it with `ret`): the
     emulator steps the lowest pc of a diverged block first, so a warp waiting there lets working warps go
-    first instead of taking their steps (on a GPU the placement makes no difference)."""
+    first instead of taking their steps (on a GPU the placement makes no difference). Each loop times out
+    (see the module's docstring): the clock is read once on entry and once per failed poll."""
     _LATE.append([])
+    _BOUND.append(None)  # type: ignore[arg-type]  # set by the body's _bound_waits
     try:
         yield
         ret()
-        for go, back, load, not_ready in _LATE[-1]:
+        for go, back, load, not_ready, record in _LATE[-1]:
+            poll, check = new_label("poll"), new_label("waited")
             place_label(go)
+            t0 = _now()
+            place_label(poll)
             load()
-            bra(go, when=not_ready())
+            bra(check, when=not_ready())
             bra(back)
+            place_label(check)
+            bra(poll, when=(_now() - t0) <= _BOUND[-1].timeout_ns)
+            role, *values = record()
+            _timed_out(str(role), *values)
     finally:
         _LATE.pop()
+        _BOUND.pop()
 
 
 def _late_waits(fn: Callable[..., None]) -> Callable[..., None]:
@@ -243,13 +339,15 @@ def _late_waits(fn: Callable[..., None]) -> Callable[..., None]:
     return body
 
 
-def _wait(load: Callable[..., object], not_ready: Callable[..., Pred]) -> None:
-    """Poll once here; while `not_ready()`, poll again in a loop placed at the kernel's end."""
+def _wait(load: Callable[..., object], not_ready: Callable[..., Pred],
+          record: Callable[[], tuple[str | Value, ...]]) -> None:
+    """Poll once here; while `not_ready()`, poll again in a loop placed at the kernel's end, which times out
+    with `record()`: (role, seen, target[, channel, peer]) for the rank's timeout record."""
     load()
     go, back = new_label("wait"), new_label("resume")
     bra(go, when=not_ready())
     place_label(back)
-    _LATE[-1].append((go, back, load, not_ready))
+    _LATE[-1].append((go, back, load, not_ready, record))
 
 
 def _lane0_poll(counter: Pointer, seen: Reg, lane: Reg) -> Callable[[], None]:
@@ -260,19 +358,23 @@ def _lane0_poll(counter: Pointer, seen: Reg, lane: Reg) -> Callable[[], None]:
     return load
 
 
-def _spin_until_gt(counter: Pointer, than: Value, lane: Reg) -> Reg:
-    """Lane 0 polls *counter (ld.acquire.sys) until it exceeds `than` (u32); every lane gets the value."""
+def _spin_until_gt(counter: Pointer, than: Value, lane: Reg, channel: Value, peer: Value) -> Reg:
+    """Lane 0 polls *counter (ld.acquire.sys) until it exceeds `than` (u32); every lane gets the value.
+    Timing out records (receiver, channel, peer, tail seen, `than` + 1)."""
     seen = reg.u32(0)
-    _wait(_lane0_poll(counter, seen, lane), lambda: seen <= than)
+    _wait(_lane0_poll(counter, seen, lane), lambda: seen <= than,
+          lambda: ("receiver", seen, than + 1, channel, peer))
     _syncwarp()  # the other lanes read what lane 0's acquire made visible
     return seen
 
 
-def _wait_room(head: Pointer, sent: Reg, ring: Value, chunk: Value, lane: Reg) -> None:
+def _wait_room(head: Pointer, sent: Reg, ring: Value, chunk: Value, lane: Reg, channel: Value,
+               peer: Value) -> None:
     """Lane 0 polls the receiver's head (ld.acquire.sys) until the ring has room for a chunk:
-    sent - head <= ring - chunk."""
+    sent - head <= ring - chunk. Timing out records (sender, channel, peer, head seen, head needed)."""
     seen = reg.u32(0)
-    _wait(_lane0_poll(head, seen, lane), lambda: (sent - seen) > (ring - chunk))
+    _wait(_lane0_poll(head, seen, lane), lambda: (sent - seen) > (ring - chunk),
+          lambda: ("sender", seen, sent - (ring - chunk), channel, peer))
     _syncwarp()
 
 
@@ -282,12 +384,13 @@ def _wait_room(head: Pointer, sent: Reg, ring: Value, chunk: Value, lane: Reg) -
 @_late_waits
 def intranode_notify(in_rank: ptr(u8), per_expert: ptr(s32), peers: ptr(u64), rank_prefix: ptr(s32),
                      chan_prefix: ptr(s32), recv_chan_prefix: ptr(s32), expert_recv: ptr(s32),
-                     block_sm: ptr(u32), tokens: u32, per_channel: u32, rank: u32, ranks: u32, channels: u32,
-                     experts: u32, experts_per_rank: u32, epoch: u32, notify_off: u32, counters_off: u32,
-                     counters_words: u32) -> None:
+                     formats: ptr(u8), block_sm: ptr(u32), tokens: u32, per_channel: u32, rank: u32, ranks: u32,
+                     channels: u32, experts: u32, experts_per_rank: u32, epoch: u32, notify_off: u32,
+                     counters_off: u32, counters_words: u32, timeout_ns: u64) -> None:
     """One block: zero this rank's ring counters, count tokens per (rank, channel), send every peer the
     counts, meet the others at the barrier (release/acquire .sys), then sum what they sent: the rank prefix
     matrix [R, R], this rank's receive counts per local expert, and the receive channel prefix [R, C]."""
+    _bound_waits(timeout_ns, peers, rank, formats, "notify")
     t = tid.x
     nt = NOTIFY_THREADS
     with if_(t == 0):
@@ -295,6 +398,8 @@ def intranode_notify(in_rank: ptr(u8), per_expert: ptr(s32), peers: ptr(u64), ra
     me = _gptr(ld(peers[rank]))
     for i in range_(t, counters_words, nt):
         st(me.byte_offset(0)[counters_off + (i << 2)].cast(u32), 0)
+    with if_(t < TIMEOUT_WORDS):  # a fresh timeout record for this call's kernels
+        st(me.byte_offset(0)[ERROR_OFF].cast(u32)[t], 0)
     # channel counts per destination rank, then inclusive prefix over channels (in chan_prefix, [R, C])
     for j in range_(t, ranks * channels, nt):  # type: ignore[operator]
         r, c = j // channels, j % channels
@@ -330,7 +435,8 @@ def intranode_notify(in_rank: ptr(u8), per_expert: ptr(s32), peers: ptr(u64), ra
     with if_(t == 0):
         target = epoch * ranks  # type: ignore[operator]
         seen = reg.u32(0)
-        _wait(lambda: ld(me.cast(u32)[0], sem="acquire", scope="sys", out=seen), lambda: seen < target)
+        _wait(lambda: ld(me.cast(u32)[0], sem="acquire", scope="sys", out=seen), lambda: seen < target,
+              lambda: ("barrier", seen, target))
     syncthreads()
     mine = me.cast(s32)[notify_off >> 2]
     for d in range_(t, ranks, nt):
@@ -355,12 +461,13 @@ def intranode_notify(in_rank: ptr(u8), per_expert: ptr(s32), peers: ptr(u64), ra
 def intranode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: ANY_F32, in_rank: ptr(u8),
                        rank_prefix: ptr(s32), chan_prefix: ptr(s32), recv_chan_prefix: ptr(s32), peers: ptr(u64),
                        recv_x: ptr(u8), recv_scales: ANY_U32, recv_idx: ANY_S64, recv_w: ANY_F32,
-                       recv_src: ptr(s32), send_head: ptr(s32), block_sm: ptr(u32),
+                       recv_src: ptr(s32), send_head: ptr(s32), formats: ptr(u8), block_sm: ptr(u32),
                        tokens: u32, per_channel: u32, rank: u32, x_bytes: u32, scale_words: u32, topk: u32,
                        ring: u32, chunk: u32, slot_bytes: u32, scales_off: u32, idx_off: u32, w_off: u32,
                        src_off: u32, counters_off: u32, ring_off: u32, expert_lo: s64, expert_hi: s64,
-                       R: int = 4, UNIT: int = 16, HAS_SCALES: bool = False, HAS_TOPK: bool = True,
+                       timeout_ns: u64, R: int = 4, UNIT: int = 16, HAS_SCALES: bool = False, HAS_TOPK: bool = True,
                        HAS_W: bool = True, BUG: str = "") -> None:
+    _bound_waits(timeout_ns, peers, rank, formats, "dispatch")
     lane = tid.x & 31
     peer = tid.x >> 5                     # the rank this warp sends to / receives from
     ranks = R
@@ -380,7 +487,7 @@ def intranode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
         sent = reg.u32(0)
         tok = start.copy()
         with while_(lambda: tok < end):
-            _wait_room(ctr, sent, ring, chunk, lane)
+            _wait_room(ctr, sent, ring, chunk, lane, channel, peer)
             n = reg.u32(0)
             with while_(lambda: (tok < end) & (n < chunk)):
                 flag = cvt(ld(in_rank[tok * ranks + peer], **NC), u32)
@@ -407,7 +514,7 @@ def intranode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
                     with guard(lane == 0):
                         st(send_head[tok * ranks + peer], -1)
                 add(tok, 1, out=tok)
-            if BUG != "early_tail":
+            if BUG not in ("early_tail", "no_tail"):
                 _syncwarp()
                 with guard(lane == 0):
                     st(ctr[1], sent, sem="release", scope="gpu" if BUG == "gpu_scope" else "sys")
@@ -420,7 +527,7 @@ def intranode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
         ctr = _gptr(base + cvt(counters_off + ((pair + peer) << 3), u64)).cast(u32)
         got = reg.u32(0)
         with while_(lambda: got < expected):
-            tail = _spin_until_gt(ctr[1], got, lane)
+            tail = _spin_until_gt(ctr[1], got, lane, channel, peer)
             for i in range_(got, tail):
                 slot = _gptr(ring_at + mul_wide(i % ring, slot_bytes))
                 row = (row0.view(u32) + i)
@@ -473,10 +580,12 @@ def _store_bf16(p: Pointer, acc: Sequence[Reg]) -> None:
 @_late_waits
 def intranode_combine(x: ptr(u8), w: ANY_F32, bias0: ANY_BF16, bias1: ANY_BF16, in_rank: ptr(u8),
                       rank_prefix: ptr(s32), recv_chan_prefix: ptr(s32), peers: ptr(u64), out: ptr(bf16),
-                      out_w: ANY_F32, block_sm: ptr(u32), tokens: u32, per_channel: u32, rank: u32, hidden: u32,
+                      out_w: ANY_F32, formats: ptr(u8), block_sm: ptr(u32), tokens: u32, per_channel: u32,
+                      rank: u32, hidden: u32,
                       topk: u32, ring: u32, chunk: u32, slot_bytes: u32, w_off: u32, counters_off: u32,
-                      ring_off: u32, R: int = 4, UNIT: int = 16, NUM_BIAS: int = 0,
+                      ring_off: u32, timeout_ns: u64, R: int = 4, UNIT: int = 16, NUM_BIAS: int = 0,
                       HAS_W: bool = False) -> None:
+    _bound_waits(timeout_ns, peers, rank, formats, "combine")
     lane = tid.x & 31
     peer = tid.x >> 5
     channel = ctaid.x >> 1
@@ -494,7 +603,7 @@ def intranode_combine(x: ptr(u8), w: ANY_F32, bias0: ANY_BF16, bias1: ANY_BF16, 
         ctr = _gptr(base + cvt(counters_off + ((pair + rank) << 3), u64)).cast(u32)
         sent = reg.u32(0)
         with while_(lambda: sent < count):
-            _wait_room(ctr, sent, ring, chunk, lane)
+            _wait_room(ctr, sent, ring, chunk, lane, channel, peer)
             n = min_(chunk, count - sent)
             for i in range_(sent, sent + n):
                 slot = _gptr(ring_at + mul_wide(i % ring, slot_bytes))
@@ -522,7 +631,8 @@ def intranode_combine(x: ptr(u8), w: ANY_F32, bias0: ANY_BF16, bias1: ANY_BF16, 
                 with if_((t == r) & flags[r]):
                     with if_(tails[r] <= consumed[r]):
                         _wait(lambda r=r: ld(ctrs[r][1], sem="acquire", scope="sys", out=tails[r]),
-                              lambda r=r: tails[r] <= consumed[r])
+                              lambda r=r: tails[r] <= consumed[r],
+                              lambda r=r: ("receiver", tails[r], consumed[r] + 1, channel, r))  # type: ignore[misc]
             syncthreads()
             slots = [_gptr(rings[r] + mul_wide(consumed[r] % ring, slot_bytes)) for r in range(R)]
             vec = UNIT // 2              # bf16 elements per thread per step
