@@ -12,6 +12,7 @@ from ptxforge.emu.registry import UNSUPPORTED, Registry
 from ptxforge.emu.semantics import bitops
 from ptxforge.ptx.isa import FAMILIES
 from ptxforge.ptx.validator import validate
+from ptxforge.runtime.sass import disassemble, nvdisasm_dir
 from ptxforge.toolchain import ToolNotFound, assemble, find_tool
 
 try:
@@ -19,6 +20,12 @@ try:
     HAVE_PTXAS = True
 except ToolNotFound:
     HAVE_PTXAS = False
+try:  # decided up front, so that a disassembly failure is a failure, not a skip
+    find_tool("cuobjdump")
+    nvdisasm_dir()
+    HAVE_DISASM = True
+except ToolNotFound:
+    HAVE_DISASM = False
 
 
 def test_every_isa_family_has_a_builder_or_a_declared_reason():
@@ -197,18 +204,13 @@ def test_lop3_predicate_form_runs():
     assert [(int(out[2 * i]), int(out[2 * i + 1])) for i in range(5)] == LOP3_WANT
 
 
-@pytest.mark.skipif(not HAVE_PTXAS, reason="needs ptxas")
+@pytest.mark.skipif(not (HAVE_PTXAS and HAVE_DISASM), reason="needs ptxas, cuobjdump and nvdisasm")
 def test_lop3_predicate_form_is_what_ptxas_compiles():
     """ptxas 13.0 compiles lop3.BoolOp to one LOP3.LUT writing the register and a predicate, .PAND for .and,
     with q as the predicate input (folded to PT / !PT here): the emulator's p = (d != 0) BoolOp q."""
-    from ptxforge.runtime.sass import disassemble
-
     res = assemble(LOP3, "sm_90a")
     assert res.ok, res.stderr
-    try:
-        sass = disassemble(res.cubin)
-    except ToolNotFound as e:
-        pytest.skip(str(e))
+    sass = disassemble(res.cubin)
     lop3 = [line.split("*/")[1].split(";")[0].split() for line in sass.splitlines() if "LOP3.LUT" in line]
     forms = [(w[0], w[-1]) for w in lop3]  # (opcode with its predicate mode, the predicate input)
     assert sorted(forms) == sorted([("LOP3.LUT", "!PT"), ("LOP3.LUT", "!PT"), ("LOP3.LUT.PAND", "!PT"),
