@@ -161,6 +161,24 @@ def test_paired_destination_runs(family):
     assert out[1::2].tolist() == [int(x) for x in want_p]
 
 
+@pytest.mark.parametrize("ins, shown", [("add.u32 %r1|%p1, %r2, %r3;", "%r1|%p1 is not a register"),
+                                        ("add.u32 %r1, [%rd1+8], %r3;", "cannot read operand \\[%rd1\\+8\\]")])
+def test_an_operand_form_a_builder_does_not_take_is_named_as_written(ins, shown):
+    """The message shows the operand as the PTX printer writes it (it used to say 'PredPair', 'Address')."""
+    text = _head() + f""".visible .entry k(.param .u64 p)
+{{
+  .reg .b32 %r<4>;
+  .reg .pred %p<2>;
+  .reg .b64 %rd<2>;
+  {ins}
+  ret;
+}}
+"""
+    m = pf.parse(text, "o.ptx")
+    with pytest.raises(UnsupportedInstruction, match=r"o\.ptx:9: add\.u32: " + shown):
+        m.kernel("k").launch(grid=(1,), block=(1,), args=[np.zeros(1, np.uint64)], device="emu")
+
+
 # ---------------------------------------------------------------------------- lop3.BoolOp against ptxas
 
 LOP3 = _head("8.2") + """.visible .entry k(.param .u64 p)

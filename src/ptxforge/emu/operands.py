@@ -18,6 +18,7 @@ from ptxforge.emu.memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
 from ptxforge.emu.program import Layout, Placed, Symbol, storage_dtype
 from ptxforge.ptx import ir
 from ptxforge.ptx.isa.data_sreg import special_register
+from ptxforge.ptx.printer import operand_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -339,8 +340,5 @@ class Ctx:
 
 
 def _show(op: ir.Operand) -> str:
-    if isinstance(op, ir.Register | ir.SpecialRegister | ir.Symbol):
-        return op.name
-    if isinstance(op, ir.Immediate):
-        return op.text
-    return type(op).__name__
+    """An operand as the PTX printer writes it (`%r3|%p1`, `[%rd1+8]`), for messages."""
+    return operand_text(op)
