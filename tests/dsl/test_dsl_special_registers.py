@@ -5,7 +5,7 @@ where the kernel names it."""
 import numpy as np
 import pytest
 
-from ptxforge.dsl import DSLError, SReg, clock64, kernel, ptr, st, u32, u64
+from ptxforge.dsl import DSLError, SReg, clock64, kernel, ptr, selp, st, u32, u64
 from ptxforge.dsl import types as T
 from ptxforge.ptx.isa.data_sreg import SPECIAL_REGISTERS
 from ptxforge.ptx.validator import validate
@@ -38,3 +38,17 @@ def test_64_bit_registers_read_whole():
     a, b = np.zeros(2, np.uint64), np.zeros(1, np.uint32)
     k.launch(grid=(1,), block=(1,), args=[a, b], device="emu", num_sms=7)
     assert a[0] > 10**18 and a[1] == 1 and b[0] == 7  # ns since 1970; the emulator's grid id; num_sms
+
+
+def test_the_predicate_register_reads_as_a_predicate():
+    explicit = SReg("%is_explicit_cluster")
+
+    @kernel(arch="sm_90a")
+    def k(a: ptr(u32)):
+        st(a[0], selp(1, 0, explicit.get(), type=u32))
+
+    assert "mov.pred" in k.ptx()
+    for cluster, want in ((None, 0), ((1, 1, 1), 1)):
+        a = np.zeros(1, np.uint32)
+        k.launch(grid=(1,), block=(1,), args=[a], device="emu", cluster=cluster)
+        assert a[0] == want

@@ -232,7 +232,8 @@ class SReg:
         key = ("sreg", self.name)
         r = b.cache.get(key)
         if r is None:
-            r = ReadOnlyReg(new_reg(self.type).name, self.type, self.name)
+            reg = new_reg(self.type)  # a Pred for %is_explicit_cluster, so selp/guards take it
+            r = reg if isinstance(reg, Pred) else ReadOnlyReg(reg.name, self.type, self.name)
             b.emit("mov", [self.type.storage.replace(".b", ".u")], [r.operand, ir.SpecialRegister(self.name)],
                    prologue=True)
             b.cache[key] = r
