@@ -140,3 +140,30 @@ def test_a_finished_sanitized_launch_leaves_no_wave_memory_to_the_cyclic_gc():
     finally:
         gc.enable()
     assert alive == 0  # (a checking `resolve` bound into the memory kept every wave's memory in a cycle)
+
+
+def test_no_emulator_module_calls_into_the_sanitizer():
+    """The sanitizer enters only as a Check through hooks.py: outside emu/sanitizer/ no module of the emulator
+    imports it, but node.py, which makes the node-wide race check for a sanitized Node (that one attaches a
+    Check to each launch's machine, `machine.add_check`)."""
+    import ast
+    from pathlib import Path
+
+    import ptxforge.emu
+
+    root = Path(ptxforge.emu.__file__).parent
+    importers = set()
+    for path in sorted(root.rglob("*.py")):
+        if path.parent.name == "sanitizer":
+            continue
+        for n in ast.walk(ast.parse(path.read_text())):
+            names = [n.module or ""] if isinstance(n, ast.ImportFrom) else \
+                [a.name for a in n.names] if isinstance(n, ast.Import) else []
+            if any(x.startswith("ptxforge.emu.sanitizer") for x in names) or \
+                    isinstance(n, ast.ImportFrom) and n.module == "ptxforge.emu" and \
+                    any(a.name == "sanitizer" for a in n.names):
+                importers.add(str(path.relative_to(root)))
+    assert importers == {"node.py"}
+    from ptxforge.emu.sanitizer import node_races
+
+    assert issubclass(node_races._Launch, hooks.Check)

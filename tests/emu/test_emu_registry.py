@@ -12,6 +12,7 @@ from ptxforge.emu.registry import UNSUPPORTED, Registry
 from ptxforge.emu.semantics import bitops
 from ptxforge.ptx.isa import FAMILIES
 from ptxforge.ptx.validator import validate
+from ptxforge.runtime.sass import disassemble, nvdisasm_dir
 from ptxforge.toolchain import ToolNotFound, assemble, find_tool
 
 try:
@@ -19,6 +20,12 @@ try:
     HAVE_PTXAS = True
 except ToolNotFound:
     HAVE_PTXAS = False
+try:  # decided up front, so that a disassembly failure is a failure, not a skip
+    find_tool("cuobjdump")
+    nvdisasm_dir()
+    HAVE_DISASM = True
+except ToolNotFound:
+    HAVE_DISASM = False
 
 
 def test_every_isa_family_has_a_builder_or_a_declared_reason():
@@ -154,6 +161,24 @@ def test_paired_destination_runs(family):
     assert out[1::2].tolist() == [int(x) for x in want_p]
 
 
+@pytest.mark.parametrize("ins, shown", [("add.u32 %r1|%p1, %r2, %r3;", "%r1|%p1 is not a register"),
+                                        ("add.u32 %r1, [%rd1+8], %r3;", "cannot read operand \\[%rd1\\+8\\]")])
+def test_an_operand_form_a_builder_does_not_take_is_named_as_written(ins, shown):
+    """The message shows the operand as the PTX printer writes it (it used to say 'PredPair', 'Address')."""
+    text = _head() + f""".visible .entry k(.param .u64 p)
+{{
+  .reg .b32 %r<4>;
+  .reg .pred %p<2>;
+  .reg .b64 %rd<2>;
+  {ins}
+  ret;
+}}
+"""
+    m = pf.parse(text, "o.ptx")
+    with pytest.raises(UnsupportedInstruction, match=r"o\.ptx:9: add\.u32: " + shown):
+        m.kernel("k").launch(grid=(1,), block=(1,), args=[np.zeros(1, np.uint64)], device="emu")
+
+
 # ---------------------------------------------------------------------------- lop3.BoolOp against ptxas
 
 LOP3 = _head("8.2") + """.visible .entry k(.param .u64 p)
@@ -197,18 +222,13 @@ def test_lop3_predicate_form_runs():
     assert [(int(out[2 * i]), int(out[2 * i + 1])) for i in range(5)] == LOP3_WANT
 
 
-@pytest.mark.skipif(not HAVE_PTXAS, reason="needs ptxas")
+@pytest.mark.skipif(not (HAVE_PTXAS and HAVE_DISASM), reason="needs ptxas, cuobjdump and nvdisasm")
 def test_lop3_predicate_form_is_what_ptxas_compiles():
     """ptxas 13.0 compiles lop3.BoolOp to one LOP3.LUT writing the register and a predicate, .PAND for .and,
     with q as the predicate input (folded to PT / !PT here): the emulator's p = (d != 0) BoolOp q."""
-    from ptxforge.runtime.sass import disassemble
-
     res = assemble(LOP3, "sm_90a")
     assert res.ok, res.stderr
-    try:
-        sass = disassemble(res.cubin)
-    except ToolNotFound as e:
-        pytest.skip(str(e))
+    sass = disassemble(res.cubin)
     lop3 = [line.split("*/")[1].split(";")[0].split() for line in sass.splitlines() if "LOP3.LUT" in line]
     forms = [(w[0], w[-1]) for w in lop3]  # (opcode with its predicate mode, the predicate input)
     assert sorted(forms) == sorted([("LOP3.LUT", "!PT"), ("LOP3.LUT", "!PT"), ("LOP3.LUT.PAND", "!PT"),
@@ -222,8 +242,31 @@ def test_lop3_predicate_form_is_what_ptxas_compiles():
 OPEN_MODIFIERS = {
     "multicast::cluster": "cp.async.bulk", "col": "wmma.load", "cta_group::2": "tcgen05.alloc",
     "pack::16b": "tcgen05.ld", "unpack::16b": "tcgen05.st", "mbarrier::arrive::one": "tcgen05.commit",
-    "po": "vmad", "sp": "wgmma.mma_async",
+    "po": "vmad", "sp": "wgmma.mma_async", "shr7": "vmad", "shr15": "vmad",
+    "a": "wmma.load", "b": "wmma.load", "c": "wmma.load", "d": "wmma.load",
+    "fence::before_thread_sync": "tcgen05.fence", "fence::after_thread_sync": "tcgen05.fence",
+    "wait::ld": "tcgen05.wait", "wait::st": "tcgen05.wait",
 }
+
+
+def _known_spellings() -> set[str]:
+    """Every modifier, type and family name part the ISA table lists, without the dot."""
+    from ptxforge.ptx.ir import ALL_TYPES
+
+    known = {t.lstrip(".") for t in ALL_TYPES}
+    for spec in FAMILIES.values():
+        known |= set(spec.family.split(".")) | {m.lstrip(".") for m in spec.modifiers or ()}
+    return known
+
+
+def _ops_trees():
+    import ast
+    from pathlib import Path
+
+    import ptxforge.emu
+
+    for path in sorted(Path(ptxforge.emu.__file__).parent.glob("ops_*.py")):
+        yield path.name, ast.parse(path.read_text())
 
 
 def test_every_modifier_a_builder_tests_for_is_one_the_table_knows():
@@ -231,21 +274,47 @@ def test_every_modifier_a_builder_tests_for_is_one_the_table_knows():
     cannot dispatch on a spelling the validator would refuse; the few on families whose entry leaves the
     modifiers open are listed above."""
     import ast
-    from pathlib import Path
-
-    import ptxforge.emu
-    from ptxforge.ptx.ir import ALL_TYPES
 
     assert all(FAMILIES[f].modifiers is None for f in OPEN_MODIFIERS.values())
-    known = {t.lstrip(".") for t in ALL_TYPES}
-    for spec in FAMILIES.values():
-        known |= set(spec.family.split(".")) | {m.lstrip(".") for m in spec.modifiers or ()}
+    known = _known_spellings()
     bad, seen = [], 0
-    for path in sorted(Path(ptxforge.emu.__file__).parent.glob("ops_*.py")):
-        for n in ast.walk(ast.parse(path.read_text())):
+    for name, tree in _ops_trees():
+        for n in ast.walk(tree):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "has" and n.args \
                     and isinstance(n.args[0], ast.Constant):
                 seen += 1
                 if n.args[0].value not in known and n.args[0].value not in OPEN_MODIFIERS:
-                    bad.append(f"{path.name}:{n.lineno}: {n.args[0].value!r}")
+                    bad.append(f"{name}:{n.lineno}: {n.args[0].value!r}")
+    assert seen > 100 and bad == []
+
+
+# spellings the ops modules compare with that are not PTX modifiers: the state space of an address without one
+NOT_MODIFIERS = {"generic"}
+
+
+def test_every_modifier_list_in_the_builders_is_spelled_as_the_table():
+    """The lists builders pick a modifier from (`s in ("up", "down", "bfly", "idx")`, `ROUNDINGS = (...)`) are
+    still typed in the ops modules; each spelling in them is one the ISA table lists (or an open family's,
+    above), so a list cannot drift from the table unseen."""
+    import ast
+
+    def strings(node: ast.AST) -> list[str]:
+        if isinstance(node, ast.Tuple | ast.Set | ast.List):
+            return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("frozenset", "set") and node.args:
+            return strings(node.args[0])
+        return []
+
+    known = _known_spellings() | set(OPEN_MODIFIERS) | NOT_MODIFIERS
+    bad, seen = [], 0
+    for name, tree in _ops_trees():
+        for n in ast.walk(tree):
+            spellings = []
+            if isinstance(n, ast.Compare) and any(isinstance(o, ast.In | ast.NotIn) for o in n.ops):
+                spellings = [v for c in n.comparators for v in strings(c)]
+            elif isinstance(n, ast.Assign) and n in tree.body and not any(
+                    isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets):
+                spellings = strings(n.value)
+            seen += len(spellings)
+            bad += [f"{name}:{n.lineno}: {v!r}" for v in spellings if v.lstrip(".") not in known]
     assert seen > 100 and bad == []

@@ -22,15 +22,19 @@ def cache_dir(tmp_path, monkeypatch):
     return tmp_path / "c"
 
 
-def _ptxas():
+def _have_ptxas() -> bool:
     try:
-        return find_tool("ptxas")
+        find_tool("ptxas")
     except ToolNotFound:
-        pytest.skip("ptxas is not installed")
+        return False
+    return True
 
 
+needs_ptxas = pytest.mark.skipif(not _have_ptxas(), reason="ptxas is not installed")  # decided up front
+
+
+@needs_ptxas
 def test_second_build_comes_from_the_cache(cache_dir, monkeypatch):
-    _ptxas()
     first = assemble(PTX, "sm_80")
     assert first.ok and cache.info()["entries"] == 1
     import ptxforge.toolchain as tc
@@ -58,8 +62,8 @@ def test_damaged_entries_are_misses_and_put_is_atomic(cache_dir):
     assert not [f for f in cache_dir.rglob(".tmp-*")]  # no temporary file left behind
 
 
+@needs_ptxas
 def test_concurrent_processes_write_one_whole_entry(cache_dir):
-    _ptxas()
     src = str(Path(__file__).parents[2] / "src")
     code = (f"import sys; sys.path.insert(0, {src!r}); from ptxforge.toolchain import assemble; "
             f"r = assemble({PTX!r}, 'sm_80'); print(len(r.cubin))")

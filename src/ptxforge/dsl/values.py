@@ -15,6 +15,7 @@ from ptxforge.dsl.builder import current
 from ptxforge.dsl.errors import DSLError, DSLTypeError
 from ptxforge.dsl.types import DType
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa.data_sreg import special_register
 from ptxforge.ptx.isa.typerules import strict_ok
 
 if TYPE_CHECKING:
@@ -203,13 +204,20 @@ class ReadOnlyReg(Reg):
     __iadd__ = __isub__ = __imul__ = __iand__ = __ior__ = __ixor__ = __ilshift__ = __irshift__ = _refuse
 
 
+_SREG_TYPES = {1: T.pred, 32: T.u32, 64: T.u64}  # a special register's width -> its DSL type
+
+
 class SReg:
     """A special register (%tid.x, %laneid ...); read into a register once, at the top of the function."""
 
     __slots__ = ("name", "type")
 
-    def __init__(self, name: str, type: DType = T.u32) -> None:
-        self.name, self.type = name, type
+    def __init__(self, name: str, type: DType | None = None) -> None:
+        """`type` defaults to the register's width in the ISA table (ptx/isa/data_sreg.py): .u32, .u64, .pred."""
+        spec = special_register(name)
+        if spec is None:
+            raise DSLError(f"{name} is not a special register of the PTX ISA (ptxforge.ptx.isa.data_sreg)")
+        self.name, self.type = name, type or _SREG_TYPES[spec.bits]
 
     def __repr__(self) -> str:
         return self.name
@@ -224,7 +232,8 @@ class SReg:
         key = ("sreg", self.name)
         r = b.cache.get(key)
         if r is None:
-            r = ReadOnlyReg(new_reg(self.type).name, self.type, self.name)
+            reg = new_reg(self.type)  # a Pred for %is_explicit_cluster, so selp/guards take it
+            r = reg if isinstance(reg, Pred) else ReadOnlyReg(reg.name, self.type, self.name)
             b.emit("mov", [self.type.storage.replace(".b", ".u")], [r.operand, ir.SpecialRegister(self.name)],
                    prologue=True)
             b.cache[key] = r
@@ -269,7 +278,7 @@ class _Dim3:
 
 tid, ntid, ctaid, nctaid = _Dim3("%tid"), _Dim3("%ntid"), _Dim3("%ctaid"), _Dim3("%nctaid")
 laneid, warpid, nwarpid, smid = SReg("%laneid"), SReg("%warpid"), SReg("%nwarpid"), SReg("%smid")
-clock64 = SReg("%clock64", T.u64)
+clock64 = SReg("%clock64")
 lanemask_lt, lanemask_le, lanemask_eq = SReg("%lanemask_lt"), SReg("%lanemask_le"), SReg("%lanemask_eq")
 dynamic_smem_size = SReg("%dynamic_smem_size")
 

@@ -34,6 +34,7 @@ import numpy as np
 from ptxforge.emu import op as C
 from ptxforge.emu import ops_alu, ops_float, ops_video
 from ptxforge.emu.errors import InternalEmulatorError, MemoryFault
+from ptxforge.emu.operands import DYNAMIC_SREGS
 from ptxforge.emu.progress import PROBE_STEPS, TICK_MASK
 from ptxforge.ptx import ir
 
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 # opcodes whose ops touch nothing but the registers (and static special registers) of their own lane
 LANEWISE_OPCODES = (frozenset(ops_alu.BUILDERS) | frozenset(ops_float.BUILDERS) | frozenset(ops_video.BUILDERS)
                     | {"cvta"}) - {"mapa", "getctarank", "addc", "subc", "madc"}
-DYNAMIC_SREGS = frozenset({"%clock", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"})
 ENABLED = True  # off: the machine steps every lane itself (tests compare the two)
 ENTER_FRACTION = 1.0  # a session starts when the lanes it would gather are at most this share of the wave (any)
 MIN_LANES = 32  # below this many lanes a session compacts only when the rest then stand together

@@ -113,6 +113,8 @@ class LaneState:
         if name in ("%clock", "%clock64"):
             v = np.uint64(m.clock_base + m.clock_now() * 4)
             return v if name == "%clock64" else np.uint64(int(v) & 0xFFFFFFFF)
+        if name == "%clock_hi":  # the upper half of %clock64
+            return np.uint64((m.clock_base + m.clock_now() * 4) >> 32)
         ns = time.perf_counter_ns() - m.t0_ns + m.time_base_ns
         if name == "%globaltimer_lo":
             return np.uint64(ns & 0xFFFFFFFF)
@@ -486,8 +488,9 @@ class Machine:
             s[f"%cluster_nctaid.{d}"] = u(self.cluster[i])
         for i in range(32):
             s[f"%envreg{i}"] = u(self.envregs.get(i, 0))
-        for i in range(8):
+        for i in range(8):  # performance monitoring counters: not modelled, they read 0
             s[f"%pm{i}"] = u(0)
+            s[f"%pm{i}_64"] = np.uint64(0)
         return {"nslots": nslots, "sms": self.wave_sms, "sregs": s, "real_block": real,
                 "real": np.tile(real, nslots), "slot": np.repeat(np.arange(nslots, dtype=np.int64), lpb),
                 "warp_base": np.arange(N, dtype=np.int64) & ~np.int64(31)}

@@ -17,6 +17,8 @@ from ptxforge.emu.errors import UnsupportedInstruction
 from ptxforge.emu.memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
 from ptxforge.emu.program import Layout, Placed, Symbol, storage_dtype
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa.data_sreg import special_register
+from ptxforge.ptx.printer import operand_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,6 +35,9 @@ if TYPE_CHECKING:
 _U: dict[int, type[np.unsignedinteger[Any]]] = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 _S: dict[int, type[np.signedinteger[Any]]] = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 FUNC_BASE = 0x7B00_0000_0000  # fake addresses of functions (for indirect calls)
+
+# special registers read anew at every read (time passes); the rest are fixed for a launch
+DYNAMIC_SREGS = frozenset({"%clock", "%clock_hi", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"})
 
 
 def function_index(module: ir.Module, name: str) -> int:
@@ -175,13 +180,18 @@ class Ctx:
         return lambda st: convert_width(st.regs[slot], rb, tb, signed and rb < tb)
 
     def _special_reader(self, name: str, ty: str) -> Reader:
+        """A special register's value: its width is the ISA table's (data_sreg.py); a predicate one
+        (%is_explicit_cluster) is kept as a 32-bit 0/1."""
+        if ty == ".pred":
+            return lambda st: st.sreg(name) != 0
         tb = bits_of_type(ty)
-        if name in ("%clock", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"):
+        if name in DYNAMIC_SREGS:
             def rd(st, name=name):
                 v = st.special_dynamic(name)
                 return convert_width(v, 64, tb, False)
             return rd
-        sb = 64 if name in ("%gridid",) else 32
+        spec = special_register(name)
+        sb = 64 if spec is not None and spec.bits == 64 else 32
         if tb == sb:
             return lambda st: st.sreg(name)
         return lambda st: convert_width(st.sreg(name), sb, tb, False)
@@ -330,8 +340,5 @@ class Ctx:
 
 
 def _show(op: ir.Operand) -> str:
-    if isinstance(op, ir.Register | ir.SpecialRegister | ir.Symbol):
-        return op.name
-    if isinstance(op, ir.Immediate):
-        return op.text
-    return type(op).__name__
+    """An operand as the PTX printer writes it (`%r3|%p1`, `[%rd1+8]`), for messages."""
+    return operand_text(op)

@@ -143,8 +143,6 @@ def encode(v: ArrayLike, fmt: FloatFormat, rnd: str = "rn", *, satfinite: bool =
     if fmt is F64:
         return _nan_fix(v, fmt, nan_bits)
     if rnd == "rn" and not satfinite and fmt is BF16 and nan_bits is None:
-        from .half import f64_to_bf16_rn  # half.py builds on this module (encode, BF16): a cycle at import time
-
         return f64_to_bf16_rn(v)
     if rnd == "rn" and not satfinite and fmt in (F32, F16):
         with np.errstate(over="ignore", invalid="ignore"):
@@ -353,6 +351,35 @@ def round_fraction(x: Fraction, fmt: FloatFormat, rnd: str = "rn") -> int:
         else:
             code = mc
     return (sign | code) << fmt.shift
+
+
+NAN16 = np.uint16(0x7FFF)  # the canonical f16/bf16 NaN
+
+
+def f64_to_bf16_rn(v: np.ndarray) -> np.ndarray:
+    """Correctly rounded float64 -> bf16 bits.
+
+    The float32 cast can only mislead the final rounding when it lands exactly on a bf16 halfway point
+    (low 16 bits 0x8000) without being exact; those lanes are nudged one float32 ulp towards v first.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = np.asarray(v, np.float64).astype(np.float32)
+        fb = f.view(np.uint32)
+        cand = (fb & np.uint32(0xFFFF)) == np.uint32(0x8000)
+        if cand.any():
+            back = f.astype(np.float64)
+            above = np.abs(v) > np.abs(back)
+            below = np.abs(v) < np.abs(back)
+            fb = np.where(cand & above, fb + np.uint32(1), np.where(cand & below, fb - np.uint32(1), fb))
+    return f32_to_bf16_rn(fb)
+
+
+def f32_to_bf16_rn(bits: T.Bits) -> np.ndarray:
+    """float32 bits -> bf16 bits, round to nearest even; NaN -> 0x7fff."""
+    b = T.raw(bits, 32)
+    r = ((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+    nan = (b & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    return np.where(nan, NAN16, r).astype(np.uint16)
 
 
 T.quiet_functions(globals())

@@ -13,9 +13,17 @@ import numpy as np
 from . import _types as T
 from .float_misc import minmax_bits
 from .floating import _sum_rn_to, sum_for_rounding
-from .formats import BF16, F16, FloatFormat, encode, round_to_odd, two_sum
-
-NAN16 = np.uint16(0x7FFF)
+from .formats import (  # the bf16 roundings live in formats.py, which encode() uses too
+    BF16,
+    F16,
+    NAN16,
+    FloatFormat,
+    encode,
+    f32_to_bf16_rn,
+    f64_to_bf16_rn,
+    round_to_odd,
+    two_sum,
+)
 
 
 def _fmt(ty):
@@ -59,32 +67,6 @@ def _round16(v, fmt, rnd):
                 return v.astype(np.float16).view(np.uint16)
         return f64_to_bf16_rn(v)
     return encode(v, fmt, rnd)
-
-
-def f64_to_bf16_rn(v: np.ndarray) -> np.ndarray:
-    """Correctly rounded float64 -> bf16 bits.
-
-    The float32 cast can only mislead the final rounding when it lands exactly on a bf16 halfway point
-    (low 16 bits 0x8000) without being exact; those lanes are nudged one float32 ulp towards v first.
-    """
-    with np.errstate(over="ignore", invalid="ignore"):
-        f = np.asarray(v, np.float64).astype(np.float32)
-        fb = f.view(np.uint32)
-        cand = (fb & np.uint32(0xFFFF)) == np.uint32(0x8000)
-        if cand.any():
-            back = f.astype(np.float64)
-            above = np.abs(v) > np.abs(back)
-            below = np.abs(v) < np.abs(back)
-            fb = np.where(cand & above, fb + np.uint32(1), np.where(cand & below, fb - np.uint32(1), fb))
-    return f32_to_bf16_rn(fb)
-
-
-def f32_to_bf16_rn(bits: T.Bits) -> np.ndarray:
-    """float32 bits -> bf16 bits, round to nearest even; NaN -> 0x7fff."""
-    b = T.raw(bits, 32)
-    r = ((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
-    nan = (b & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
-    return np.where(nan, NAN16, r).astype(np.uint16)
 
 
 def _post(r, fmt, ftz, sat, relu):
