@@ -318,3 +318,34 @@ def test_every_modifier_list_in_the_builders_is_spelled_as_the_table():
             seen += len(spellings)
             bad += [f"{name}:{n.lineno}: {v!r}" for v in spellings if v.lstrip(".") not in known]
     assert seen > 100 and bad == []
+
+
+# ---------------------------------------------------------------------------- modifier groups read from the table
+
+def _floats_pair():
+    one, nan = np.float32(1.0).view(np.uint32), np.uint32(0x7FC00000)
+    return np.array([one, nan, one], np.uint32), np.array([one, one, nan], np.uint32)
+
+
+def test_float_builders_pick_their_modifiers_from_the_table():
+    """ops_float's groups are the table's (adding a rounding or a comparison there is what makes the emulator
+    take it), and every value of each has its semantics: no table value falls through unseen."""
+    from ptxforge.emu import ops_alu, ops_float
+    from ptxforge.emu.semantics import compare, float_misc
+    from ptxforge.ptx.isa import modifier_slot
+
+    rnd_families = {f for f, s in FAMILIES.items() if any(n == "rnd" for n, _ in s.slots)}
+    assert {"add", "sub", "mul", "mad", "fma", "div", "rcp", "sqrt", "cvt"} <= rnd_families
+    assert ops_float.ROUNDINGS == frozenset().union(*(modifier_slot(f, "rnd") for f in rnd_families))
+    assert ops_float.IROUND == modifier_slot("cvt", "irnd") == set(ops_float.IROUND_NUMPY)
+    assert ops_float.FLOAT_CMPS == modifier_slot("setp", "cmp_float") == modifier_slot("set", "cmp_float")
+    assert set(ops_alu._INT_CMP) == modifier_slot("setp", "cmp_int") == modifier_slot("set", "cmp_int")
+    assert set(ops_alu._BOOL) == modifier_slot("setp", "boolop") == modifier_slot("set", "boolop")
+    a, b = _floats_pair()
+    for cmp in ops_float.FLOAT_CMPS:  # each float comparison has its semantics (an unknown one raises)
+        assert compare.compare(a, b, cmp, "f32").shape == (3,)
+    assert ops_float.TESTP_CLASSES == modifier_slot("testp", "class")
+    for cls in ops_float.TESTP_CLASSES:
+        assert float_misc.testp(a, cls, "f32").shape == (3,)
+    for rnd in modifier_slot("add", "rnd"):  # the float arithmetic's roundings all have semantics
+        assert ops_float.sem("floating").add(a, b, "f32", rnd=rnd).shape == (3,)

@@ -29,6 +29,7 @@ from ptxforge.ptx.isa import (
     Requirement,
     check_instruction,
     lookup,
+    modifier_slot,
     parse_target,
     requirements,
 )
@@ -99,6 +100,23 @@ def test_table_covers_the_instruction_set():
     for spec in FAMILIES.values():
         assert spec.signatures, spec.family
         assert spec.requirement.what == spec.family
+
+
+def test_modifier_slots_are_among_the_familys_modifiers():
+    """A named modifier group (what a builder picks one of) lists only modifiers its family allows, each
+    with its dot; families whose modifiers the table leaves open may still name their groups."""
+    named = 0
+    for spec in FAMILIES.values():
+        names = [n for n, _ in spec.slots]
+        assert len(names) == len(set(names)), spec.family
+        for name, values in spec.slots:
+            named += 1
+            assert values and all(v.startswith(".") for v in values), (spec.family, name)
+            assert spec.modifiers is None or values <= spec.modifiers, (spec.family, name, values - spec.modifiers)
+    assert named >= 10
+    assert modifier_slot("cvt", "irnd") == {"rni", "rzi", "rmi", "rpi"}
+    with pytest.raises(KeyError, match="cvt has no modifier slot 'mode'; its slots: \\['rnd', 'irnd'\\]"):
+        modifier_slot("cvt", "mode")
 
 
 # --------------------------------------------------------------------------- targets

@@ -13,6 +13,7 @@ import numpy as np
 
 from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type, is_signed
+from ptxforge.ptx.isa import FAMILIES, modifier_slot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -24,9 +25,13 @@ _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 _S = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 _F = {32: np.float32, 64: np.float64}
 _CANON = {32: np.uint32(0x7FFFFFFF), 64: np.uint64(0x7FFFFFFFFFFFFFFF)}
-ROUNDINGS = ("rn", "rz", "rm", "rp", "rna", "rs")
-IROUND = ("rni", "rzi", "rmi", "rpi")
-FLOAT_CMPS = {"eq", "ne", "lt", "le", "gt", "ge", "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan"}
+# the modifier groups builders pick from, read from the ISA table (no dots): a rounding any float family lists
+# ('rn' ... 'rna', 'rs'), cvt's rounding to an integer, setp/set's comparisons on floats, testp's classes
+ROUNDINGS = frozenset().union(*(modifier_slot(f, "rnd") for f, spec in FAMILIES.items()
+                                if any(name == "rnd" for name, _ in spec.slots)))
+IROUND = modifier_slot("cvt", "irnd")
+FLOAT_CMPS = modifier_slot("setp", "cmp_float")
+TESTP_CLASSES = modifier_slot("testp", "class")
 HALF = {".f16", ".bf16", ".f16x2", ".bf16x2"}
 
 
@@ -233,8 +238,7 @@ def compare_fn(ctx: Ctx, cmp: str, ty: str) -> Callable[[Value, Value], Value]:
 def build_testp(ctx: Ctx) -> Op:
     ins = ctx.ins
     ty = _ty(ctx)
-    op = next(s for s in ins.suffixes if s in ("finite", "infinite", "number", "notanumber", "normal",
-                                                "subnormal"))
+    op = next(s for s in ins.suffixes if s in TESTP_CLASSES)
     d, a = ctx.write(ins.operands[0], ".pred"), ctx.read(ins.operands[1], ty)
     fn = sem("float_misc").testp
     return _op(lambda st, m: d(st, np.asarray(fn(a(st), op, ty[1:])).astype(bool), m))
@@ -289,6 +293,8 @@ def _conv2(conv, a, b, rb, kw):
     return conv(a, b=b, rbits=rb, **kw)
 
 
+# cvt's roundings to an integer as numpy functions, keyed by the table's values (tests/emu/test_emu_registry.py)
+IROUND_NUMPY = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
 _INTS = {".u8", ".u16", ".u32", ".u64", ".s8", ".s16", ".s32", ".s64", ".b8", ".b16", ".b32", ".b64"}
 
 
@@ -319,7 +325,7 @@ def _fast_cvt(dty, sty, rnd, ftz, sat):
         return f
     if dty in _INTS and sty == ".f32" and rnd in IROUND:  # (NaN from .f64 gives MININT: semantics)
         fdt = _F[sb]
-        op = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}[rnd]
+        op = IROUND_NUMPY[rnd]
         signed = is_signed(dty)
         lo = -(2 ** (db - 1)) if signed else 0
         hi = 2 ** (db - 1) - 1 if signed else 2 ** db - 1

@@ -52,9 +52,10 @@ def removed(when: str, ptx: Any, sm: int, message: str) -> Removal:
 def fam(name: str, ops: Any, *, types: Any = None, ntypes: Any = None, mods: Any = None, ptx: Any = (1, 0),
         sm: int = 0, sfx: str = "", also: Any = (), gates: Any = (), relaxed: bool = False, gone: Any = (),
         needs: Any = (), group: str = "", summary: str = "", arith: bool = False, rule: str = "",
-        mod_types: Any = None, combos: Any = None) -> InstrSpec:
+        mod_types: Any = None, combos: Any = None, slots: Any = None) -> InstrSpec:
     """Build one InstrSpec. `ops` is a signature string or a list of (condition, signature) pairs
-    tried in order (the first whose condition holds and whose operand count fits is used)."""
+    tried in order (the first whose condition holds and whose operand count fits is used). `slots` maps
+    a modifier group's name to its values ({'rnd': RND}); where `mods` is given they are among them."""
     if isinstance(ops, str):
         ops = [("", ops)]
     sigs = tuple(parse_signature(text, when) for when, text in ops)
@@ -70,4 +71,5 @@ def fam(name: str, ops: Any, *, types: Any = None, ntypes: Any = None, mods: Any
         needs=tuple((c, tuple(sorted(a))) for c, a in needs), group=group, summary=summary, extra=extra,
         mod_types=tuple((m, frozenset(t)) for m, t in (mod_types or {}).items()),
         combos=frozenset(tuple(c.split()) for c in combos) if combos is not None else None,
+        slots=tuple((n, frozenset(v)) for n, v in (slots or {}).items()),
     )

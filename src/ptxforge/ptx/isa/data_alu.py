@@ -35,40 +35,46 @@ MINMAX_TYPES = {".ftz": _set(".f32 .f16 .f16x2"), ".NaN": _set(".f32") | HALF, "
                 ".abs": _set(".f32") | HALF, ".relu": _set(".s32 .s16x2")}
 HALF_MODS = _set(".rn .ftz .sat .relu .oob")
 INT_TYPE = "T0=u16|T0=s16|T0=u32|T0=s32|T0=u64|T0=s64"  # integer mul/mad need .lo, .hi or .wide
-COMPARISONS = _set(".eq .ne .lt .le .gt .ge .lo .ls .hi .hs .equ .neu .ltu .leu .gtu .geu .num .nan")
+INT_CMPS = _set(".eq .ne .lt .le .gt .ge .lo .ls .hi .hs")  # setp/set's CmpOp on integer and bit types
+FLOAT_CMPS = _set(".eq .ne .lt .le .gt .ge .equ .neu .ltu .leu .gtu .geu .num .nan")  # ... on float types
+COMPARISONS = INT_CMPS | FLOAT_CMPS
+BOOL_OPS = _set(".and .or .xor")
+CMP_SLOTS = {"cmp_int": INT_CMPS, "cmp_float": FLOAT_CMPS, "boolop": BOOL_OPS}
+RND_SLOT = {"rnd": RND}  # the rounding group of the float arithmetic
+TESTP_CLASSES = _set(".finite .infinite .number .notanumber .normal .subnormal")
 
 SPECS = [
     # ------------------------------------------------------------------ integer + float + half arithmetic
     fam("add", [("T1=f16|T1=bf16", "T0, T1, T0"), ("", "T, T, T")], arith=True,
         types=INT | _set(".u16x2 .s16x2") | F | _set(".f32x2") | HALF, ntypes=(1, 2),
-        mods=RND | FTZ_SAT | _set(".cc"), mod_types=ADD_MOD_TYPES, combos=MIXED_COMBOS,
+        mods=RND | FTZ_SAT | _set(".cc"), mod_types=ADD_MOD_TYPES, combos=MIXED_COMBOS, slots=RND_SLOT,
         group="arith", summary="addition",
         gates=(gate("u16x2|s16x2", "type .u16x2/.s16x2", (8, 0), 90), *F16_GATES, F32X2, MIXED, RM_RP,
                gate("cc", "add.cc", (1, 2)),
                gate("cc&T0=u64|cc&T0=s64", "64-bit add.cc", (4, 3), 20))),
     fam("sub", [("T1=f16|T1=bf16", "T0, T1, T0"), ("", "T, T, T")], arith=True,
         types=INT | F | _set(".f32x2") | HALF, ntypes=(1, 2), mods=RND | FTZ_SAT | _set(".cc"),
-        mod_types=ADD_MOD_TYPES, combos=MIXED_COMBOS,
+        mod_types=ADD_MOD_TYPES, combos=MIXED_COMBOS, slots=RND_SLOT,
         group="arith", summary="subtraction",
         gates=(*F16_GATES, F32X2, MIXED, RM_RP, gate("cc", "sub.cc", (1, 2)),
                gate("cc&T0=u64|cc&T0=s64", "64-bit sub.cc", (4, 3), 20))),
     fam("mul", [("wide", "W, T, T"), ("", "T, T, T")], arith=True,
         types=INT | F | _set(".f32x2") | HALF, ntypes=(1,), mods=_set(".hi .lo .wide") | RND | FTZ_SAT,
         needs=[(INT_TYPE, _set(".hi .lo .wide"))],
-        mod_types={".sat": F32ISH, ".ftz": F32ISH, ".wide": WIDE},
+        mod_types={".sat": F32ISH, ".ftz": F32ISH, ".wide": WIDE}, slots=RND_SLOT,
         group="arith", summary="multiplication",
         gates=(*F16_GATES, F32X2, RM_RP)),
     fam("mad", [("wide", "W, T, T, W"), ("", "T, T, T, T")], arith=True,
         types=INT | F, ntypes=(1,), mods=_set(".hi .lo .wide .sat .cc") | RND | FTZ_SAT,
         needs=[("T0=f32|T0=f64", RND), (INT_TYPE, _set(".hi .lo .wide"))],
-        mod_types={".sat": _set(".s32 .f32"), ".ftz": _set(".f32"), ".wide": WIDE},
+        mod_types={".sat": _set(".s32 .f32"), ".ftz": _set(".f32"), ".wide": WIDE}, slots=RND_SLOT,
         group="arith", summary="multiply-add",
         gates=(gate("cc", "mad.cc", (3, 0), 20), gate("cc&T0=u64|cc&T0=s64", "64-bit mad.cc", (4, 3), 20),
                gate("T0=f32&rn|T0=f32&rz|T0=f32&rm|T0=f32&rp", "mad.f32 with rounding", (2, 0), 20))),
     fam("fma", [("T1=f16|T1=bf16", "T0, T1, T1, T0"), ("", "T, T, T, T")], arith=True,
         types=F | _set(".f32x2") | HALF, ntypes=(1, 2), mods=RND | HALF_MODS,
         needs=[("T0=f32|T0=f64|T0=f32x2", RND)], combos=MIXED_COMBOS,
-        mod_types={".sat": F32ISH, ".ftz": F32ISH, ".relu": HALF, ".oob": HALF},
+        mod_types={".sat": F32ISH, ".ftz": F32ISH, ".relu": HALF, ".oob": HALF}, slots=RND_SLOT,
         group="float", summary="fused multiply-add",
         gates=(gate("T0=f32", "fma.f32", (2, 0), 20), gate("T0=f64", "fma.f64", (1, 4), 13),
                gate("f16|f16x2", "type .f16/.f16x2", (4, 2), 53),
@@ -82,7 +88,7 @@ SPECS = [
         summary="sum of absolute differences"),
     fam("div", "T, T, T", arith=True, types=INT | F, ntypes=(1,), mods=_set(".approx .full .ftz") | RND,
         needs=[("T0=f32|T0=f64", _set(".approx .full") | RND)],
-        mod_types={".approx": _set(".f32"), ".full": _set(".f32"), ".ftz": _set(".f32")},
+        mod_types={".approx": _set(".f32"), ".full": _set(".f32"), ".ftz": _set(".f32")}, slots=RND_SLOT,
         group="arith", summary="division",
         gates=(gate("T0=f32&rn|T0=f32&rz|T0=f32&rm|T0=f32&rp", "div.rnd.f32", (1, 4), 20),
                gate("T0=f64&rz|T0=f64&rm|T0=f64&rp", "div.{rz,rm,rp}.f64", (1, 4), 20))),
@@ -137,19 +143,19 @@ SPECS = [
         ptx=(3, 0), sm=20, group="int", summary="multiply-add with carry-in",
         gates=(gate("T0=u64|T0=s64", "64-bit madc", (4, 3), 20),)),
     # ------------------------------------------------------------------ floating point only
-    fam("testp", "P, T", types=F, ntypes=(1,),
-        mods=_set(".finite .infinite .number .notanumber .normal .subnormal"), ptx=(2, 0), sm=20,
+    fam("testp", "P, T", types=F, ntypes=(1,), mods=TESTP_CLASSES, slots={"class": TESTP_CLASSES}, ptx=(2, 0),
+        sm=20,
         group="float", summary="test a floating-point property"),
     fam("copysign", "T, T, T", types=F, ntypes=(1,), mods=_set(""), ptx=(2, 0), sm=20, group="float",
         summary="copy sign"),
     fam("rcp", "T, T", types=F, ntypes=(1,), mods=_set(".approx .ftz") | RND,
         needs=[("", _set(".approx") | RND), ("T0=f64&approx", (".ftz",))], mod_types={".ftz": F},
-        group="float", summary="reciprocal",
+        slots=RND_SLOT, group="float", summary="reciprocal",
         gates=(gate("T0=f32&rn|T0=f32&rz|T0=f32&rm|T0=f32&rp", "rcp.rnd.f32", (2, 0), 20),
                gate("T0=f64&approx", "rcp.approx.ftz.f64", (2, 1), 20))),
     fam("sqrt", "T, T", types=F, ntypes=(1,), mods=_set(".approx .ftz") | RND,
         needs=[("", _set(".approx") | RND)], mod_types={".approx": _set(".f32"), ".ftz": _set(".f32")},
-        group="float", summary="square root",
+        slots=RND_SLOT, group="float", summary="square root",
         gates=(gate("T0=f32&rn|T0=f32&rz|T0=f32&rm|T0=f32&rp", "sqrt.rnd.f32", (2, 0), 20),)),
     fam("rsqrt", "T, T", types=F, ntypes=(1,), mods=_set(".approx .ftz"), needs=[("", _set(".approx"))],
         group="float", summary="reciprocal square root",
@@ -170,13 +176,13 @@ SPECS = [
         gates=(gate("bf16|bf16x2", "tanh.approx.bf16", (7, 8), 90),)),
     # ------------------------------------------------------------------ comparison and selection
     fam("set", "T0, T1, T1, P?", types=INT | B | F | HALF | _set(".u16 .s16 .f32"), ntypes=(2,),
-        group="compare", summary="compare and set a value",
+        slots=CMP_SLOTS, group="compare", summary="compare and set a value",
         gates=(gate("T1=f16|T1=f16x2", "set on .f16/.f16x2", (4, 2), 53),
                gate("T1=f16&!T0=f16|T1=f16x2&!T0=f16x2", "set with an integer result from .f16", (6, 5), 53),
                gate("T1=bf16|T1=bf16x2|T0=bf16", "set on .bf16", (7, 8), 90))),
     fam("setp", "PP, T, T, P?", types=INT | B | F | HALF, ntypes=(1,), group="compare",
-        needs=[("", COMPARISONS), ("#4", _set(".and .or .xor"))], mod_types={".ftz": _set(".f32 .f16 .f16x2")},
-        mods=COMPARISONS | _set(".and .or .xor .ftz"),
+        needs=[("", COMPARISONS), ("#4", BOOL_OPS)], mod_types={".ftz": _set(".f32 .f16 .f16x2")},
+        mods=COMPARISONS | BOOL_OPS | _set(".ftz"), slots=CMP_SLOTS,
         summary="compare and set predicates",
         gates=(gate("f16|f16x2", "setp on .f16/.f16x2", (4, 2), 53),
                gate("bf16|bf16x2", "setp on .bf16/.bf16x2", (7, 8), 90))),

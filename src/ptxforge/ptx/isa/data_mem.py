@@ -136,6 +136,7 @@ SPECS = [
                 , ("", "T0, T1")],
         types=CVT_TYPES, ntypes=(2,), relaxed=True, rule="cvt",
         mods=IRND | RND | _set(".rna .rs .ftz .sat .satfinite .relu .scaled::n2::ue8m0"), group="data",
+        slots={"rnd": RND | _set(".rna .rs"), "irnd": IRND},  # to a float / to an integer
         summary="convert between types",
         gates=(
             gate("relu|T0=f16x2|T0=bf16|T0=bf16x2|T0=tf32", ".relu / .f16x2, .bf16, .bf16x2, .tf32 results",

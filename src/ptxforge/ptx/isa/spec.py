@@ -93,7 +93,8 @@ class InstrSpec:
     `needs` lists (condition, alternatives): when the condition holds, one of the alternatives
     must be present (e.g. div.f32 needs one of .approx/.full/.rn/...). `mod_types` restricts
     modifiers to some types (.approx only on div.f32); `combos` lists the allowed type tuples when
-    an instruction has several type suffixes (add.f32.bf16).
+    an instruction has several type suffixes (add.f32.bf16). `slots` names the manual's modifier groups
+    (('rnd', {'.rn', '.rz', ...}), ('cmp_float', ...)): the values a builder picks one of; `slot(name)` reads one.
     """
 
     family: str
@@ -111,6 +112,14 @@ class InstrSpec:
     group: str = ""
     summary: str = ""
     extra: dict = field(default_factory=dict, compare=False, hash=False)
+    slots: tuple[tuple[str, frozenset[str]], ...] = ()
+
+    def slot(self, name: str) -> frozenset[str]:
+        """The values (with dots) of the modifier group `name` of this family."""
+        for slot_name, values in self.slots:
+            if slot_name == name:
+                return values
+        raise KeyError(f"{self.family} has no modifier slot {name!r}; its slots: {[n for n, _ in self.slots]}")
 
 
 # --------------------------------------------------------------------------- parsing the mini-languages

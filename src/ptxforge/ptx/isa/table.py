@@ -17,3 +17,9 @@ def _collect() -> dict[str, InstrSpec]:
 
 
 FAMILIES: dict[str, InstrSpec] = _collect()
+
+
+def modifier_slot(family: str, slot: str) -> frozenset[str]:
+    """The values of modifier group `slot` of `family`, spelled as `Instruction.suffixes` spells them
+    (no dot): modifier_slot('shfl.sync', 'mode') == {'up', 'down', 'bfly', 'idx'}. KeyError names what exists."""
+    return frozenset(v.lstrip(".") for v in FAMILIES[family].slot(slot))
