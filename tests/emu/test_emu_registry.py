@@ -349,3 +349,25 @@ def test_float_builders_pick_their_modifiers_from_the_table():
         assert float_misc.testp(a, cls, "f32").shape == (3,)
     for rnd in modifier_slot("add", "rnd"):  # the float arithmetic's roundings all have semantics
         assert ops_float.sem("floating").add(a, b, "f32", rnd=rnd).shape == (3,)
+
+
+def test_atomic_ops_are_the_tables_and_each_has_its_combine_on_every_type_the_table_allows():
+    from ptxforge.emu import ops_atomic
+    from ptxforge.ptx.isa import modifier_slot
+
+    assert ops_atomic.OPS == modifier_slot("atom", "op") == modifier_slot("red", "op")
+    allowed = dict(FAMILIES["atom"].mod_types)  # '.add' -> the types atom.add takes
+    old, v, c = np.array([5, 0, 9], np.uint32), np.array([3, 3, 9], np.uint32), np.array([7, 7, 1], np.uint32)
+    want = {"and": old & v, "or": old | v, "xor": old ^ v, "exch": v, "add": old + v,
+            "inc": np.where(old >= v, 0, old + 1), "dec": np.where((old == 0) | (old > v), v, old - 1),
+            "min": np.minimum(old, v), "max": np.maximum(old, v), "cas": np.where(old == v, c, old)}
+    assert set(want) == ops_atomic.OPS
+    for op in ops_atomic.OPS:
+        for ty in sorted(allowed["." + op] - set(ATOMIC_TYPES_REFUSED)):
+            step, _, _ = ops_atomic._combine(op, ty)  # a KeyError here is an op the emulator lost
+            if ty in (".u32", ".s32", ".b32"):
+                assert step(old, v, c).astype(np.uint32).tolist() == want[op].astype(np.uint32).tolist(), (op, ty)
+
+
+# types the table allows an atomic on that the emulator refuses before any atomic is built, and why
+ATOMIC_TYPES_REFUSED = {".b128": "the register file refuses .b128 registers ('.b128 registers are not supported')"}

@@ -20,6 +20,7 @@ from ptxforge.emu.ops_memory import space_of
 from ptxforge.emu.rmw import SMALL_GROUP, atomic_apply  # noqa: F401 (SMALL_GROUP: imported from here)
 from ptxforge.emu.semantics import half
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import modifier_slot
 
 if TYPE_CHECKING:
     from ptxforge.emu.operands import Ctx
@@ -27,7 +28,12 @@ if TYPE_CHECKING:
 _U: dict[int, type[np.unsignedinteger[Any]]] = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 _S = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 _F = {32: np.float32, 64: np.float64}
-OPS = ("and", "or", "xor", "exch", "add", "inc", "dec", "min", "max", "cas")
+OPS = modifier_slot("atom", "op")  # 'and' ... 'cas', as the ISA table lists them (red's are the same)
+# the ops as numpy ufuncs, keyed by the table's values; exch, cas, inc and dec are steps of their own in _combine
+# (tests/emu/test_emu_registry.py checks that every op of the table, on every type it allows, has its combine)
+_BITWISE: dict[str, np.ufunc] = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+_FLOAT_ORDER: dict[str, np.ufunc] = {"min": np.fmin, "max": np.fmax}
+_INT_ORDER: dict[str, np.ufunc] = {"min": np.minimum, "max": np.maximum}
 
 
 def _op(fn):
@@ -38,8 +44,8 @@ def _combine(opname: str, ty: str):
     """(step(old, v, c) -> new on raw bits, ufunc working on the value view or None, value view dtype)."""
     bits = bits_of_type(ty)
     u = _U[bits]
-    if opname in ("and", "or", "xor"):
-        uf: np.ufunc = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[opname]
+    if opname in _BITWISE:
+        uf = _BITWISE[opname]
         return (lambda o, v, c: uf(o, v)), uf, u
     if opname == "exch":
         return (lambda o, v, c: v), None, u
@@ -54,7 +60,7 @@ def _combine(opname: str, ty: str):
         f = _F[bits]
         if opname == "add":
             return (lambda o, v, c: (o.view(f) + v.view(f)).view(u)), np.add, f
-        uf = np.fmin if opname == "min" else np.fmax
+        uf = _FLOAT_ORDER[opname]
         return (lambda o, v, c: uf(o.view(f), v.view(f)).view(u)), uf, f
     if ty in (".f16", ".bf16", ".f16x2", ".bf16x2"):
         fn = getattr(half, opname)
@@ -64,7 +70,7 @@ def _combine(opname: str, ty: str):
         return (lambda o, v, c: o + v), np.add, u
     signed = ty.startswith(".s")
     vd = _S[bits] if signed else u
-    uf = np.minimum if opname == "min" else np.maximum
+    uf = _INT_ORDER[opname]
     return (lambda o, v, c: uf(o.view(vd), v.view(vd)).view(u)), uf, vd
 
 

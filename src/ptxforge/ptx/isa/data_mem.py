@@ -70,8 +70,9 @@ ATOM_GATES = (
     gate("b128", "type .b128", (8, 3), 90),
     gate("b128&sys", ".sys scope with .b128", (8, 4), 90),
 )
-ATOM_MODS = (_set(".global .shared .shared::cta .shared::cluster .relaxed .acquire .release .acq_rel .and .or "
-                  ".xor .cas .exch .add .inc .dec .min .max .noftz .L2::cache_hint") | SCOPE | VEC)
+ATOM_OP = _set(".and .or .xor .cas .exch .add .inc .dec .min .max")  # atom/red's .op
+ATOM_MODS = (_set(".global .shared .shared::cta .shared::cluster .relaxed .acquire .release .acq_rel .noftz "
+                  ".L2::cache_hint") | ATOM_OP | SCOPE | VEC)
 SCOPED = "cta|cluster|gpu|sys"  # a scope on ld/st needs a memory order ("requires memory order")
 ATOM_OPS = {
     ".inc": _set(".u32"), ".dec": _set(".u32"), ".and": _set(".b32 .b64"), ".or": _set(".b32 .b64"),
@@ -228,8 +229,10 @@ SPECS = [
     fam("atom", [("cas", "Tv, A, T, T"), ("!cas", "Tv, A, Tv, .b64?")], types=ATOM_TYPES, ntypes=(1,),
         mod_types=ATOM_OPS, needs=[(HALF_ADD, (".noftz",)), ("", tuple(ATOM_OPS)),
                                    ("!cas&#4|cas&#5", (".L2::cache_hint",))],
-        mods=ATOM_MODS, ptx=(1, 1), group="atomic", summary="atomic read-modify-write", gates=ATOM_GATES),
-    fam("red", "A, Tv, .b64?", types=ATOM_TYPES, ntypes=(1,), mods=ATOM_MODS, ptx=(1, 2), group="atomic",
+        mods=ATOM_MODS, slots={"op": ATOM_OP}, ptx=(1, 1), group="atomic", summary="atomic read-modify-write",
+        gates=ATOM_GATES),
+    fam("red", "A, Tv, .b64?", types=ATOM_TYPES, ntypes=(1,), mods=ATOM_MODS, slots={"op": ATOM_OP}, ptx=(1, 2),
+        group="atomic",
         mod_types=ATOM_OPS, needs=[(HALF_ADD, (".noftz",)), ("", tuple(ATOM_OPS)), ("#3", (".L2::cache_hint",))],
         summary="reduction in memory", gates=ATOM_GATES),
     fam("red.async", "A, T, A?", types=_set(".u32 .s32 .u64 .s64 .b32"), ntypes=(1,), ptx=(8, 1), sm=90,
