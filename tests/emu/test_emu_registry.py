@@ -371,3 +371,38 @@ def test_atomic_ops_are_the_tables_and_each_has_its_combine_on_every_type_the_ta
 
 # types the table allows an atomic on that the emulator refuses before any atomic is built, and why
 ATOMIC_TYPES_REFUSED = {".b128": "the register file refuses .b128 registers ('.b128 registers are not supported')"}
+
+
+def test_warp_builders_pick_their_modes_from_the_table_and_each_has_its_entry():
+    from ptxforge.emu import ops_warp
+    from ptxforge.ptx.isa import modifier_slot
+
+    assert ops_warp.SHFL_MODES == modifier_slot("shfl.sync", "mode") == modifier_slot("shfl", "mode") \
+        == set(ops_warp._SHFL_SOURCE)
+    assert ops_warp.VOTE_MODES == modifier_slot("vote.sync", "mode") == modifier_slot("vote", "mode") \
+        == set(ops_warp._VOTE_RESULT)
+    assert ops_warp.REDUX_OPS == set(ops_warp.REDUX_BITWISE) | set(ops_warp.REDUX_ARITH)
+    assert set(ops_warp.REDUX_TYPES) >= ops_warp.REDUX_OPS
+
+
+REDUX = _head("8.6", "sm_100a") + """.visible .entry k(.param .u64 p)
+{{
+  .reg .{ty} %x<3>;
+  mov.{ty} %x1, 1;
+  redux.sync.{op}.{ty} %x2, %x1, 0xffffffff;
+  ret;
+}}
+"""
+
+
+@pytest.mark.parametrize("op, ty", [("add", "f32"), ("and", "u32"), ("min", "b32")])
+def test_a_redux_type_the_table_refuses_for_its_op_is_refused_not_run_as_another_op(op, ty):
+    """ptxas: "Incorrect type '.f32' for operation '.add' in instruction 'redux'"; the emulator ran add.f32 as
+    max."""
+    text = REDUX.format(op=op, ty=ty).replace("mov.f32 %x1, 1;", "mov.f32 %x1, 0f3F800000;")
+    m = pf.parse(text, "r.ptx")
+    assert [d for d in validate(m) if d.severity == "error"]
+    if HAVE_PTXAS:
+        assert not assemble(text, "sm_100a").ok
+    with pytest.raises(UnsupportedInstruction, match=f"redux.sync.{op} does not take .{ty}"):
+        m.kernel("k").launch(grid=(1,), block=(32,), args=[np.zeros(1, np.uint64)], device="emu")

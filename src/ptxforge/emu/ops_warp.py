@@ -12,13 +12,42 @@ import numpy as np
 
 from ptxforge.emu.op import NORMAL, WARPSYNC, Op
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import FAMILIES, modifier_slot
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ptxforge.emu.machine import LaneState
     from ptxforge.emu.op import Mask
     from ptxforge.emu.operands import Ctx, Value
 
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+# the modes and ops builders pick from, read from the ISA table (shfl's and vote's are their .sync forms')
+SHFL_MODES = modifier_slot("shfl.sync", "mode")
+VOTE_MODES = modifier_slot("vote.sync", "mode")
+REDUX_OPS = modifier_slot("redux.sync", "op")
+REDUX_TYPES = {m[1:]: types for m, types in FAMILIES["redux.sync"].mod_types}  # 'add' -> {'.u32', '.s32'}
+
+# per mode, keyed by the table's values (tests/emu/test_emu_registry.py checks each has its entry):
+# shfl: (lane, b, seg) -> source lane j, and whether j is in range given max_lane
+_SHFL_SOURCE: dict[str, Callable[[Any, Any, Any], Any]] = {
+    "up": lambda lane, b, seg: lane - b,
+    "down": lambda lane, b, seg: lane + b,
+    "bfly": lambda lane, b, seg: lane ^ b,
+    "idx": lambda lane, b, seg: (lane & seg) | (b & ~seg),
+}
+# vote: (lanes voting yes, lanes voting no) as warp masks -> the result; ballot's is the yes mask itself
+_VOTE_RESULT: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray] | None] = {
+    "all": lambda yes, no: no == 0, "any": lambda yes, no: yes != 0, "uni": lambda yes, no: (yes == 0) | (no == 0),
+    "ballot": None,
+}
+# redux on .u32/.s32/.b32: the bitwise ops as (ufunc, identity); add, min and max are worked out in build_redux
+REDUX_BITWISE: dict[str, tuple[np.ufunc, np.uint32]] = {
+    "and": (np.bitwise_and, np.uint32(0xFFFFFFFF)), "or": (np.bitwise_or, np.uint32(0)),
+    "xor": (np.bitwise_xor, np.uint32(0)),
+}
+REDUX_ARITH = ("add", "min", "max")
 
 
 def _op(fn, membermask=None, sync=True):
@@ -52,7 +81,9 @@ def _mm_reader(ctx, op):
 
 def build_shfl(ctx: Ctx) -> Op:
     ins = ctx.ins
-    mode = next(s for s in ins.suffixes if s in ("up", "down", "bfly", "idx"))
+    mode = next(s for s in ins.suffixes if s in SHFL_MODES)
+    source = _SHFL_SOURCE[mode]
+    up = mode == "up"  # the one mode whose source lane counts down, in range from max_lane upwards
     ops = ins.operands
     if isinstance(ops[0], ir.PredPair):
         d = ctx.write(ops[0].first, ".b32")
@@ -70,18 +101,8 @@ def build_shfl(ctx: Ctx) -> Op:
         seg = (cval >> 8) & 31
         clamp = cval & 31
         max_lane = (lane & seg) | (clamp & ~seg)
-        if mode == "up":
-            j = lane - bval
-            ok = j >= max_lane
-        elif mode == "down":
-            j = lane + bval
-            ok = j <= max_lane
-        elif mode == "bfly":
-            j = lane ^ bval
-            ok = j <= max_lane
-        else:
-            j = (lane & seg) | (bval & ~seg)
-            ok = j <= max_lane
+        j = source(lane, bval, seg)
+        ok = j >= max_lane if up else j <= max_lane
         j = np.where(ok, j, lane)
         return st.warp_base + j, ok
 
@@ -126,7 +147,8 @@ def _uniform_on(x, m):
 
 def build_vote(ctx: Ctx) -> Op:
     ins = ctx.ins
-    mode = next(s for s in ins.suffixes if s in ("all", "any", "uni", "ballot"))
+    mode = next(s for s in ins.suffixes if s in VOTE_MODES)
+    result = _VOTE_RESULT[mode]
     ops = ins.operands
     ty = ".b32" if mode == "ballot" else ".pred"
     d = ctx.write(ops[0], ty)
@@ -137,12 +159,10 @@ def build_vote(ctx: Ctx) -> Op:
         act = active(st, m) & member_bit(st, None if mm is None else mm(st))
         pa = np.broadcast_to(np.asarray(a(st), bool), (st.N,))
         yes = warp_bits(act & pa)
-        if mode == "ballot":
+        if result is None:  # ballot
             d(st, per_lane(yes).astype(np.uint32), m)
             return
-        no = warp_bits(act & ~pa)
-        r = {"all": no == 0, "any": yes != 0, "uni": (yes == 0) | (no == 0)}[mode]
-        d(st, per_lane(r), m)
+        d(st, per_lane(result(yes, warp_bits(act & ~pa))), m)
     return _op(f, mm)
 
 
@@ -178,8 +198,12 @@ def build_match(ctx: Ctx) -> Op:
 
 def build_redux(ctx: Ctx) -> Op:
     ins = ctx.ins
-    opname = next(s for s in ins.suffixes if s in ("add", "min", "max", "and", "or", "xor"))
+    opname = next(s for s in ins.suffixes if s in REDUX_OPS)
+    if opname not in REDUX_BITWISE and opname not in REDUX_ARITH:
+        raise ctx.error(f"redux.sync.{opname} is not implemented")
     ty = ins.types[-1] if ins.types else ".u32"
+    if opname in REDUX_TYPES and ty not in REDUX_TYPES[opname]:  # ptxas refuses these (add.f32 ran as max)
+        raise ctx.error(f"redux.sync.{opname} does not take {ty} (only {', '.join(sorted(REDUX_TYPES[opname]))})")
     ops = ins.operands
     d = ctx.write(ops[0], ty)
     a = ctx.read(ops[1], ty)
@@ -207,8 +231,7 @@ def build_redux(ctx: Ctx) -> Op:
                 r = np.where(act, x, info.min).max(1)
             r = r.astype(x.dtype).view(np.uint32)
         else:
-            uf = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[opname]
-            ident = np.uint32(0xFFFFFFFF) if opname == "and" else np.uint32(0)
+            uf, ident = REDUX_BITWISE[opname]
             r = uf.reduce(np.where(act, v, ident), axis=1).astype(np.uint32)
         d(st, per_lane(r), m)
     return _op(f, mm)

@@ -85,6 +85,8 @@ ATOM_OPS = {
 HALF_ADD = "add&T0=f16|add&T0=f16x2|add&T0=bf16|add&T0=bf16x2"
 ATOM_TYPES = _set(".b16 .b32 .b64 .b128 .u32 .u64 .s32 .s64 .f32 .f64 .f16 .f16x2 .bf16 .bf16x2")
 
+SHFL_MODES = _set(".up .down .bfly .idx")
+
 # cp.async.bulk{.tensor}.shared::cta.global...: a .shared::cta destination (the source is then .global)
 DST_CTA = gate("shared::cta&global&mbarrier::complete_tx::bytes", "destination .shared::cta", (8, 6), 90)
 
@@ -165,9 +167,9 @@ SPECS = [
         gates=(gate("u4|s4|u2|s2", "sub-byte types", (6, 5), 75),)),
     # ------------------------------------------------------------------ warp data exchange
     fam("shfl.sync", "TP, T, .b32, .b32, .b32", types=_set(".b32"), ntypes=(1,),
-        mods=_set(".up .down .bfly .idx"), needs=[("", _set(".up .down .bfly .idx"))],
+        mods=SHFL_MODES, needs=[("", SHFL_MODES)], slots={"mode": SHFL_MODES},
         ptx=(6, 0), sm=30, group="data", summary="warp shuffle"),
-    fam("shfl", "TP, T, .b32, .b32", types=_set(".b32"), ntypes=(1,), mods=_set(".up .down .bfly .idx"),
+    fam("shfl", "TP, T, .b32, .b32", types=_set(".b32"), ntypes=(1,), mods=SHFL_MODES, slots={"mode": SHFL_MODES},
         ptx=(3, 0), sm=30, group="data", summary="warp shuffle (deprecated; use shfl.sync)",
         gone=(removed("", (6, 4), 70, "shfl without .sync is not supported on sm_70 or higher from PTX "
                                        "ISA 6.4; use shfl.sync"),)),

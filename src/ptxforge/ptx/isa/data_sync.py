@@ -13,6 +13,12 @@ MBAR_GATES = (
     gate("release|acquire|cta", ".sem/.scope qualifiers", (8, 0), 80),
     gate("relaxed", "modifier .relaxed", (8, 6), 90),
 )
+VOTE_MODES = _set(".all .any .uni .ballot")
+REDUX_OPS = _set(".add .min .max .and .or .xor")
+# the types each redux op takes (ptxas 13.0: "Incorrect type '.f32' for operation '.add' in instruction 'redux'")
+REDUX_TYPES = {".add": _set(".u32 .s32"), ".min": _set(".u32 .s32 .f32"), ".max": _set(".u32 .s32 .f32"),
+               ".and": _set(".b32"), ".or": _set(".b32"), ".xor": _set(".b32"), ".abs": _set(".f32"),
+               ".NaN": _set(".f32")}
 MBAR_MODS = _set(".shared .shared::cta .shared::cluster .release .acquire .relaxed .cta .cluster")
 
 SPECS = [
@@ -88,17 +94,19 @@ SPECS = [
     fam("mbarrier.pending_count", ".u32, T", types=_set(".b64"), ntypes=(1,), mods=_set(""), ptx=(7, 0),
         sm=80, group="mbarrier"),
     # ------------------------------------------------------------------ warp-level
-    fam("vote.sync", "T, P, .u32", types=_set(".pred .b32"), ntypes=(1,), mods=_set(".all .any .uni .ballot"),
-        ptx=(6, 0), sm=30, group="warp", summary="warp vote"),
-    fam("vote", "T, P", types=_set(".pred .b32"), ntypes=(1,), mods=_set(".all .any .uni .ballot"), ptx=(1, 2),
+    fam("vote.sync", "T, P, .u32", types=_set(".pred .b32"), ntypes=(1,), mods=VOTE_MODES,
+        slots={"mode": VOTE_MODES}, ptx=(6, 0), sm=30, group="warp", summary="warp vote"),
+    fam("vote", "T, P", types=_set(".pred .b32"), ntypes=(1,), mods=VOTE_MODES, slots={"mode": VOTE_MODES},
+        ptx=(1, 2),
         group="warp", summary="warp vote (deprecated; use vote.sync)",
         gone=(removed("", (6, 4), 70, "vote without .sync is not supported on sm_70 or higher from PTX ISA "
                                       "6.4; use vote.sync"),)),
     fam("match", ".b32|, T, .u32", types=_set(".b32 .b64"), ntypes=(1,), mods=_set(".any .all .sync"),
+        slots={"mode": _set(".any .all")},
         ptx=(6, 0), sm=70, group="warp", summary="match values across a warp"),
     fam("redux.sync", "T, T, .u32", types=_set(".u32 .s32 .b32 .f32"), ntypes=(1,),
-        mods=_set(".add .min .max .and .or .xor .abs .NaN"), ptx=(7, 0), sm=80, group="warp",
-        needs=[("", _set(".add .min .max .and .or .xor"))],
+        mods=REDUX_OPS | _set(".abs .NaN"), ptx=(7, 0), sm=80, group="warp",
+        needs=[("", REDUX_OPS)], slots={"op": REDUX_OPS}, mod_types=REDUX_TYPES,
         summary="warp reduction",
         gates=(gate("T0=f32", "redux.sync.f32", (8, 6), 100, "a", ("sm_100f",)),
                gate("abs|NaN", "modifiers .abs/.NaN", (8, 6), 100, "a", ("sm_100f",)))),
