@@ -242,7 +242,7 @@ def test_lop3_predicate_form_is_what_ptxas_compiles():
 OPEN_MODIFIERS = {
     "multicast::cluster": "cp.async.bulk", "col": "wmma.load", "cta_group::2": "tcgen05.alloc",
     "pack::16b": "tcgen05.ld", "unpack::16b": "tcgen05.st", "mbarrier::arrive::one": "tcgen05.commit",
-    "po": "vmad", "sp": "wgmma.mma_async", "shr7": "vmad", "shr15": "vmad",
+    "po": "vmad", "sp": "wgmma.mma_async",
     "a": "wmma.load", "b": "wmma.load", "c": "wmma.load", "d": "wmma.load",
     "fence::before_thread_sync": "tcgen05.fence", "fence::after_thread_sync": "tcgen05.fence",
     "wait::ld": "tcgen05.wait", "wait::st": "tcgen05.wait",
@@ -250,12 +250,14 @@ OPEN_MODIFIERS = {
 
 
 def _known_spellings() -> set[str]:
-    """Every modifier, type and family name part the ISA table lists, without the dot."""
+    """Every modifier (of a family's list or a named group), type and family name part the ISA table lists,
+    without the dot."""
     from ptxforge.ptx.ir import ALL_TYPES
 
     known = {t.lstrip(".") for t in ALL_TYPES}
     for spec in FAMILIES.values():
         known |= set(spec.family.split(".")) | {m.lstrip(".") for m in spec.modifiers or ()}
+        known |= {m.lstrip(".") for _, values in spec.slots for m in values}
     return known
 
 
@@ -406,3 +408,23 @@ def test_a_redux_type_the_table_refuses_for_its_op_is_refused_not_run_as_another
         assert not assemble(text, "sm_100a").ok
     with pytest.raises(UnsupportedInstruction, match=f"redux.sync.{op} does not take .{ty}"):
         m.kernel("k").launch(grid=(1,), block=(32,), args=[np.zeros(1, np.uint64)], device="emu")
+
+
+def test_video_builders_pick_their_groups_from_the_table_and_each_has_its_semantics():
+    from ptxforge.emu import ops_video
+    from ptxforge.emu.semantics import video
+    from ptxforge.ptx.isa import modifier_slot
+
+    scalar = "vadd vsub vabsdiff vmin vmax vshl vshr vset".split()
+    assert all(modifier_slot(f, "secop") == ops_video._SECOPS for f in scalar)
+    assert all(modifier_slot(f, "cmp") == ops_video._CMPS for f in ("vset", "vset2", "vset4"))
+    assert ops_video._SCALES == modifier_slot("vmad", "scale")
+    a, b, c = (np.array([x], np.uint32) for x in (0x01020304, 0x05060708, 7))
+    for secop in ops_video._SECOPS:
+        assert np.asarray(video.scalar("vadd", a, b, c, "u32", "u32", "u32", False, secop, None)).shape == (1,)
+    for cmp in ops_video._CMPS:
+        assert np.asarray(video.vset(a, b, cmp, None, "u32", "u32", None, None)).shape == (1,)
+        assert np.asarray(video.simd("vset", a, b, c, 4, dtype="u32", atype="u32", btype="u32", cmp=cmp)).shape \
+            == (1,)
+    for scale in ops_video._SCALES:
+        assert np.asarray(video.vmad(a, b, c, "u32", "u32", "u32", False, scale, False, False, False)).shape == (1,)

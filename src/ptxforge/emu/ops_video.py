@@ -15,12 +15,16 @@ import numpy as np
 from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.semantics import video
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import modifier_slot
 
 if TYPE_CHECKING:
     from ptxforge.emu.operands import Ctx
 
-_SECOPS = ("add", "min", "max")
-_CMPS = ("eq", "ne", "lt", "le", "gt", "ge")
+# the modifier groups read from the ISA table (every scalar op's secondary operations are vadd's; the SIMD vset2/4
+# compare as vset does)
+_SECOPS = modifier_slot("vadd", "secop")
+_CMPS = modifier_slot("vset", "cmp")
+_SCALES = modifier_slot("vmad", "scale")
 
 
 def _op(fn):
@@ -110,7 +114,7 @@ def build_video(ctx: Ctx) -> Op:
             raise ctx.error("vmad: negate either a or b (or c), not both a and b")
         if (neg_a or neg_b) and neg_c:
             raise ctx.error("vmad: operand negation is limited to either (a xor b) or c")
-        scale = next((s for s in ins.suffixes if s in ("shr7", "shr15")), None)
+        scale = next((s for s in ins.suffixes if s in _SCALES), None)
         po = ins.has("po")
 
         def fn(st, m):

@@ -208,10 +208,17 @@ SPECS = [
         ptx=(2, 0), sm=20, group="logic", summary="permute bytes"),
 ]
 
-# video instructions: operands take optional byte/half selectors and are not checked in detail
-SPECS += [fam(name, "*, ...", ptx=(2, 0), sm=20, group="video")
+# video instructions: operands take optional byte/half selectors and are not checked in detail; the modifiers are
+# left open, their groups named: the secondary operation, vset's comparison, the shift mode, vmad's scaling
+VIDEO_SECOP = _set(".add .min .max")
+VIDEO_CMP = _set(".eq .ne .lt .le .gt .ge")
+VIDEO_SLOTS = {"vshl": {"mode": _set(".clamp .wrap")}, "vshr": {"mode": _set(".clamp .wrap")},
+               "vset": {"cmp": VIDEO_CMP}, "vmad": {"scale": _set(".shr7 .shr15")}}
+SPECS += [fam(name, "*, ...", ptx=(2, 0), sm=20, group="video",
+              slots=({"secop": VIDEO_SECOP} if name != "vmad" else {}) | VIDEO_SLOTS.get(name, {}))
           for name in "vadd vsub vabsdiff vmin vmax vshl vshr vmad vset".split()]
-SPECS += [fam(name, "*, ...", ptx=(3, 0), sm=30, group="video")
+SPECS += [fam(name, "*, ...", ptx=(3, 0), sm=30, group="video",
+              slots={"cmp": VIDEO_CMP} if name.startswith("vset") else {})
           for name in ("vadd2 vsub2 vavrg2 vabsdiff2 vmin2 vmax2 vset2 "
                        "vadd4 vsub4 vavrg4 vabsdiff4 vmin4 vmax4 vset4").split()]
 
