@@ -428,3 +428,38 @@ def test_video_builders_pick_their_groups_from_the_table_and_each_has_its_semant
             == (1,)
     for scale in ops_video._SCALES:
         assert np.asarray(video.vmad(a, b, c, "u32", "u32", "u32", False, scale, False, False, False)).shape == (1,)
+
+
+BAR_RED = _head() + """.visible .entry k(.param .u64 out)
+{{
+  .reg .b32 %t, %r1, %s;
+  .reg .pred %p1, %q;
+  .reg .b64 %rd<3>;
+  mov.u32 %t, %tid.x;
+  setp.lt.u32 %q, %t, 40;
+  {ins}
+  ld.param.u64 %rd0, [out];
+  mul.wide.u32 %rd1, %t, 4;
+  add.s64 %rd0, %rd0, %rd1;
+  st.global.u32 [%rd0], %s;
+  ret;
+}}
+"""
+# bar.red's ops, keyed by the table's values: the instruction and what every thread gets when 40 of 64 vote true
+BAR_RED_WANT = {"popc": ("bar.red.popc.u32 %s, 0, %q;", 40),
+                "and": ("bar.red.and.pred %p1, 0, %q; selp.u32 %s, 1, 0, %p1;", 0),
+                "or": ("bar.red.or.pred %p1, 0, %q; selp.u32 %s, 1, 0, %p1;", 1)}
+
+
+def test_bar_red_ops_are_the_tables_and_each_runs():
+    from ptxforge.emu import ops_control
+    from ptxforge.ptx.isa import modifier_slot
+
+    assert ops_control.BAR_RED_OPS == modifier_slot("bar", "redop") == modifier_slot("barrier", "redop")
+    for op in sorted(ops_control.BAR_RED_OPS):
+        ins, want = BAR_RED_WANT[op]
+        m = pf.parse(BAR_RED.format(ins=ins), f"bar_{op}.ptx")
+        assert not [str(d) for d in validate(m) if d.severity == "error"]
+        out = np.zeros(64, np.uint32)
+        m.kernel("k").launch(grid=(1,), block=(64,), args=[out], device="emu")
+        assert out.tolist() == [want] * 64, op

@@ -17,10 +17,14 @@ from ptxforge.emu.errors import EmulatorError
 from ptxforge.emu.ops_warp import build_bar_warp
 from ptxforge.emu.program import Symbol
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import modifier_slot
 
 if TYPE_CHECKING:
     from ptxforge.emu.operands import Ctx, Reader, Writer
     from ptxforge.emu.program import FunctionLayout
+
+
+BAR_RED_OPS = modifier_slot("bar", "redop")  # 'popc', 'and', 'or' (barrier's are the same); machine.py reduces
 
 
 @dataclass
@@ -158,7 +162,7 @@ def build_bar(ctx: Ctx) -> c.Op:
         raise EmulatorError(f"{ins.span.file}:{ins.span.line}: {ins.mnemonic}: barrier id {fixed_id} is out of "
                             f"range 0..15")
     if mode == "red":
-        red_op = next(s for s in ins.suffixes if s in ("popc", "and", "or"))
+        red_op = next(s for s in ins.suffixes if s in BAR_RED_OPS)
         ty = ".u32" if red_op == "popc" else ".pred"
         dst = ctx.write(ops[0], ty)
         bar_id = ctx.read(ops[1], ".u32")

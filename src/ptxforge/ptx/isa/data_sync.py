@@ -13,6 +13,7 @@ MBAR_GATES = (
     gate("release|acquire|cta", ".sem/.scope qualifiers", (8, 0), 80),
     gate("relaxed", "modifier .relaxed", (8, 6), 90),
 )
+BAR_RED_OPS = _set(".popc .and .or")  # bar.red's reductions
 VOTE_MODES = _set(".all .any .uni .ballot")
 REDUX_OPS = _set(".add .min .max .and .or .xor")
 # the types each redux op takes (ptxas 13.0: "Incorrect type '.f32' for operation '.add' in instruction 'redux'")
@@ -42,12 +43,13 @@ SPECS = [
     fam("alloca", "T, T, .u32?", types=_set(".u32 .u64"), ntypes=(1,), ptx=(7, 3), sm=52, group="misc"),
     # ------------------------------------------------------------------ barriers and fences
     fam("bar", [("red", "T, .u32, ..."), ("", ".u32, .u32?")], types=_set(".u32 .pred"),
-        mods=_set(".cta .sync .arrive .red .popc .and .or .aligned"), group="sync",
+        mods=_set(".cta .sync .arrive .red .aligned") | BAR_RED_OPS, slots={"redop": BAR_RED_OPS}, group="sync",
         needs=[("", _set(".sync .arrive .red"))],
         summary="CTA barrier (bar.sync / bar.arrive / bar.red)",
         gates=(gate("arrive|red", "bar.arrive / bar.red", (2, 0), 20), gate("cta", "modifier .cta", (7, 8), 20))),
     fam("barrier", [("red", "T, .u32, ..."), ("", ".u32, .u32?")], types=_set(".u32 .pred"),
-        mods=_set(".cta .sync .arrive .red .popc .and .or .aligned"), ptx=(6, 0), sm=30, group="sync",
+        mods=_set(".cta .sync .arrive .red .aligned") | BAR_RED_OPS, slots={"redop": BAR_RED_OPS}, ptx=(6, 0),
+        sm=30, group="sync",
         summary="CTA barrier", gates=(gate("cta", "modifier .cta", (7, 8), 30),)),
     fam("bar.warp.sync", ".u32", mods=_set(""), ptx=(6, 0), sm=30, group="sync", summary="warp barrier"),
     fam("barrier.cluster", "", mods=_set(".arrive .wait .release .relaxed .acquire .aligned"), ptx=(7, 8),
