@@ -463,3 +463,42 @@ def test_bar_red_ops_are_the_tables_and_each_runs():
         out = np.zeros(64, np.uint32)
         m.kernel("k").launch(grid=(1,), block=(64,), args=[out], device="emu")
         assert out.tolist() == [want] * 64, op
+
+
+def test_bulk_reductions_are_the_tables_and_each_has_its_combine():
+    from ptxforge.emu import ops_async, ops_atomic, ops_tma
+    from ptxforge.ptx.isa import modifier_slot
+
+    assert ops_async.BULK_RED_OPS == modifier_slot("cp.reduce.async.bulk", "redop") \
+        == modifier_slot("cp.reduce.async.bulk.tensor", "redop") == set(ops_tma.REDUCE_TYPES)
+    for op, types in ops_tma.REDUCE_TYPES.items():
+        for ty in types:
+            ops_atomic._combine(op, ".b" + ty[2:] if op in ("and", "or", "xor") else ty)
+
+
+BULK_RED = _head() + """.visible .entry k(.param .u64 p)
+{{
+  .reg .b64 %rd<2>;
+  .reg .b32 %r<2>;
+  .shared .align 16 .b8 buf[64];
+  ld.param.u64 %rd1, [p];
+  mov.u32 %r1, buf;
+  cp.reduce.async.bulk.global.shared::cta.bulk_group.{op}.u32 [%rd1], [%r1], 64;
+  cp.async.bulk.commit_group;
+  cp.async.bulk.wait_group 0;
+  ret;
+}}
+"""
+
+
+def test_a_bulk_reduction_takes_only_the_tables_ops():
+    """ptxas: "Illegal reduction operation for instruction 'cp.reduce.async.bulk'" for .exch; the emulator took
+    atom's ops and ran it as an exchange."""
+    out = np.zeros(16, np.uint32)
+    pf.parse(BULK_RED.format(op="add"), "a.ptx").kernel("k").launch(grid=(1,), block=(1,), args=[out], device="emu")
+    m = pf.parse(BULK_RED.format(op="exch"), "x.ptx")
+    assert [d for d in validate(m) if d.severity == "error"]
+    if HAVE_PTXAS:
+        assert not assemble(BULK_RED.format(op="exch"), "sm_90a").ok
+    with pytest.raises(UnsupportedInstruction, match="needs one reduction of add, and, dec"):
+        m.kernel("k").launch(grid=(1,), block=(1,), args=[out], device="emu")

@@ -23,13 +23,16 @@ from ptxforge.emu.mbarrier import (
 )
 from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type
-from ptxforge.emu.ops_atomic import OPS, _combine
+from ptxforge.emu.ops_atomic import _combine
 from ptxforge.emu.ops_memory import space_of
 from ptxforge.emu.rmw import atomic_apply
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import modifier_slot
 
 if TYPE_CHECKING:
     from ptxforge.emu.operands import Ctx
+
+BULK_RED_OPS = modifier_slot("cp.reduce.async.bulk", "redop")  # 'add' ... 'xor'; atom's combines compute them
 
 
 def _op(fn):
@@ -127,7 +130,9 @@ def _build_bulk(ctx: Ctx) -> Op:
             mask = ctx.read(ops[4], ".b16")
     reduce_op = None
     if ins.has("reduce"):
-        reduce_op = next(s for s in ins.suffixes if s in OPS)
+        reduce_op = next((s for s in ins.suffixes if s in BULK_RED_OPS), None)
+        if reduce_op is None:  # (atom's .exch/.cas are no reductions: ptxas refuses them here)
+            raise ctx.error(f"{ins.mnemonic}: needs one reduction of {', '.join(sorted(BULK_RED_OPS))}")
         rty = ins.types[-1]
         step, ufunc, vdtype = _combine(reduce_op, rty)
         ebytes = bits_of_type(rty) // 8

@@ -86,6 +86,7 @@ HALF_ADD = "add&T0=f16|add&T0=f16x2|add&T0=bf16|add&T0=bf16x2"
 ATOM_TYPES = _set(".b16 .b32 .b64 .b128 .u32 .u64 .s32 .s64 .f32 .f64 .f16 .f16x2 .bf16 .bf16x2")
 
 SHFL_MODES = _set(".up .down .bfly .idx")
+BULK_RED_OPS = _set(".add .min .max .inc .dec .and .or .xor")  # cp.reduce.async.bulk{.tensor}'s .redOp
 
 # cp.async.bulk{.tensor}.shared::cta.global...: a .shared::cta destination (the source is then .global)
 DST_CTA = gate("shared::cta&global&mbarrier::complete_tx::bytes", "destination .shared::cta", (8, 6), 90)
@@ -193,7 +194,7 @@ SPECS = [
     fam("cp.async.bulk", "A, A, *, ...", ptx=(8, 0), sm=90, group="async", summary="bulk asynchronous copy",
         gates=(gate("cp_mask", "modifier .cp_mask", (8, 6), 100), DST_CTA)),
     fam("cp.reduce.async.bulk", "A, A, *, ...", ptx=(8, 0), sm=90, group="async",
-        needs=[("", _set(".add .min .max .inc .dec .and .or .xor"))],
+        needs=[("", BULK_RED_OPS)], slots={"redop": BULK_RED_OPS},
         summary="bulk asynchronous copy with reduction"),
     fam("cp.async.bulk.prefetch", "A, *, ...", ptx=(8, 0), sm=90, group="async"),
     fam("cp.async.bulk.tensor", "*, *, ...", ptx=(8, 0), sm=90, group="async",
@@ -204,7 +205,7 @@ SPECS = [
                gate("tile::scatter4", "modifier .tile::scatter4", (8, 6), 100, "a", BLACKWELL_DC),
                gate("im2col::w::128", "modifier .im2col::w::128", (8, 6), 100, "a", BLACKWELL_DC),
                gate("cta_group*", "modifier .cta_group", (8, 6), 100, "a", BLACKWELL_DC))),
-    fam("cp.reduce.async.bulk.tensor", "*, *, ...", ptx=(8, 0), sm=90, group="async"),
+    fam("cp.reduce.async.bulk.tensor", "*, *, ...", ptx=(8, 0), sm=90, group="async", slots={"redop": BULK_RED_OPS}),
     fam("cp.async.bulk.prefetch.tensor", "*, ...", ptx=(8, 0), sm=90, group="async",
         gates=(gate("tile::gather4|im2col::w|im2col::w::128", "gather4/im2col::w", (8, 6), 100, "a",
                     BLACKWELL_DC),)),
