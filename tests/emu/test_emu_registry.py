@@ -466,10 +466,10 @@ def test_bar_red_ops_are_the_tables_and_each_runs():
 
 
 def test_bulk_reductions_are_the_tables_and_each_has_its_combine():
-    from ptxforge.emu import ops_async, ops_atomic, ops_tma
+    from ptxforge.emu import ops_atomic, ops_tma
     from ptxforge.ptx.isa import modifier_slot
 
-    assert ops_async.BULK_RED_OPS == modifier_slot("cp.reduce.async.bulk", "redop") \
+    assert ops_tma.BULK_RED_OPS == modifier_slot("cp.reduce.async.bulk", "redop") \
         == modifier_slot("cp.reduce.async.bulk.tensor", "redop") == set(ops_tma.REDUCE_TYPES)
     for op, types in ops_tma.REDUCE_TYPES.items():
         for ty in types:

@@ -27,12 +27,9 @@ from ptxforge.emu.ops_atomic import _combine
 from ptxforge.emu.ops_memory import space_of
 from ptxforge.emu.rmw import atomic_apply
 from ptxforge.ptx import ir
-from ptxforge.ptx.isa import modifier_slot
 
 if TYPE_CHECKING:
     from ptxforge.emu.operands import Ctx
-
-BULK_RED_OPS = modifier_slot("cp.reduce.async.bulk", "redop")  # 'add' ... 'xor'; atom's combines compute them
 
 
 def _op(fn):
@@ -130,9 +127,9 @@ def _build_bulk(ctx: Ctx) -> Op:
             mask = ctx.read(ops[4], ".b16")
     reduce_op = None
     if ins.has("reduce"):
-        reduce_op = next((s for s in ins.suffixes if s in BULK_RED_OPS), None)
+        reduce_op = next((s for s in ins.suffixes if s in ops_tma.BULK_RED_OPS), None)
         if reduce_op is None:  # (atom's .exch/.cas are no reductions: ptxas refuses them here)
-            raise ctx.error(f"{ins.mnemonic}: needs one reduction of {', '.join(sorted(BULK_RED_OPS))}")
+            raise ctx.error(f"{ins.mnemonic}: needs one reduction of {', '.join(sorted(ops_tma.BULK_RED_OPS))}")
         rty = ins.types[-1]
         step, ufunc, vdtype = _combine(reduce_op, rty)
         ebytes = bits_of_type(rty) // 8

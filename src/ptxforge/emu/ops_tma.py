@@ -32,6 +32,7 @@ from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.ops_atomic import _combine
 from ptxforge.emu.rmw import atomic_apply
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import modifier_slot
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -163,8 +164,10 @@ def im2col_elements(tm: TM.TensorMap, coords: Sequence[int], offsets: Sequence[i
     return gaddr.reshape(-1), inb.reshape(-1), soff
 
 
-# The PTX ISA's valid (.redOp, element type) pairs for cp.reduce.async.bulk.tensor. The bitwise ops take
-# .b32/.b64: here any 32- or 64-bit integer map type (the manual names no float type for them).
+# cp.reduce.async.bulk{.tensor}'s .redOp, read from the ISA table ('add' ... 'xor'; atom's combines compute them)
+BULK_RED_OPS = modifier_slot("cp.reduce.async.bulk", "redop")
+# The PTX ISA's valid (.redOp, element type) pairs for cp.reduce.async.bulk.tensor, keyed by BULK_RED_OPS. The
+# bitwise ops take .b32/.b64: here any 32- or 64-bit integer map type (the manual names no float type for them).
 REDUCE_TYPES = {
     "add": (".u32", ".s32", ".u64", ".f32", ".f16", ".bf16"),
     "min": (".u32", ".s32", ".u64", ".s64", ".f16", ".bf16"),

@@ -70,6 +70,8 @@ ATOM_GATES = (
     gate("b128", "type .b128", (8, 3), 90),
     gate("b128&sys", ".sys scope with .b128", (8, 4), 90),
 )
+SHFL_MODES = _set(".up .down .bfly .idx")
+BULK_RED_OPS = _set(".add .min .max .inc .dec .and .or .xor")  # cp.reduce.async.bulk{.tensor}'s .redOp
 ATOM_OP = _set(".and .or .xor .cas .exch .add .inc .dec .min .max")  # atom/red's .op
 ATOM_MODS = (_set(".global .shared .shared::cta .shared::cluster .relaxed .acquire .release .acq_rel .noftz "
                   ".L2::cache_hint") | ATOM_OP | SCOPE | VEC)
@@ -84,9 +86,6 @@ ATOM_OPS = {
 }
 HALF_ADD = "add&T0=f16|add&T0=f16x2|add&T0=bf16|add&T0=bf16x2"
 ATOM_TYPES = _set(".b16 .b32 .b64 .b128 .u32 .u64 .s32 .s64 .f32 .f64 .f16 .f16x2 .bf16 .bf16x2")
-
-SHFL_MODES = _set(".up .down .bfly .idx")
-BULK_RED_OPS = _set(".add .min .max .inc .dec .and .or .xor")  # cp.reduce.async.bulk{.tensor}'s .redOp
 
 # cp.async.bulk{.tensor}.shared::cta.global...: a .shared::cta destination (the source is then .global)
 DST_CTA = gate("shared::cta&global&mbarrier::complete_tx::bytes", "destination .shared::cta", (8, 6), 90)
