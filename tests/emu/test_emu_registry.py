@@ -500,5 +500,5 @@ def test_a_bulk_reduction_takes_only_the_tables_ops():
     assert [d for d in validate(m) if d.severity == "error"]
     if HAVE_PTXAS:
         assert not assemble(BULK_RED.format(op="exch"), "sm_90a").ok
-    with pytest.raises(UnsupportedInstruction, match="needs one reduction of add, and, dec"):
+    with pytest.raises(UnsupportedInstruction, match=r"exch.u32: \.exch is no reduction; needs one of add, and, dec"):
         m.kernel("k").launch(grid=(1,), block=(1,), args=[out], device="emu")

@@ -23,7 +23,7 @@ from ptxforge.emu.mbarrier import (
 )
 from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type
-from ptxforge.emu.ops_atomic import _combine
+from ptxforge.emu.ops_atomic import OPS, _combine
 from ptxforge.emu.ops_memory import space_of
 from ptxforge.emu.rmw import atomic_apply
 from ptxforge.ptx import ir
@@ -128,8 +128,9 @@ def _build_bulk(ctx: Ctx) -> Op:
     reduce_op = None
     if ins.has("reduce"):
         reduce_op = next((s for s in ins.suffixes if s in ops_tma.BULK_RED_OPS), None)
-        if reduce_op is None:  # (atom's .exch/.cas are no reductions: ptxas refuses them here)
-            raise ctx.error(f"{ins.mnemonic}: needs one reduction of {', '.join(sorted(ops_tma.BULK_RED_OPS))}")
+        if reduce_op is None:  # atom's .exch/.cas are no reductions: ptxas refuses them here
+            atom_op = next((f".{s} is no reduction; " for s in ins.suffixes if s in OPS), "")
+            raise ctx.error(f"{ins.mnemonic}: {atom_op}needs one of {', '.join(sorted(ops_tma.BULK_RED_OPS))}")
         rty = ins.types[-1]
         step, ufunc, vdtype = _combine(reduce_op, rty)
         ebytes = bits_of_type(rty) // 8
