@@ -214,6 +214,16 @@ LOP3 = _head("8.2") + """.visible .entry k(.param .u64 p)
 LOP3_WANT = [(0, 0), (0xFFF0FFF0, 1), (0xFFF0FFF0, 0), (0xFFF0FFF0, 1), (0, 1)]
 
 
+def test_lop3_bool_ops_are_the_tables_and_each_has_its_semantics():
+    from ptxforge.emu import ops_alu
+    from ptxforge.ptx.isa import modifier_slot
+
+    assert ops_alu.LOP3_BOOL_OPS == modifier_slot("lop3", "boolop")
+    x = np.array([0, 1], np.uint32)
+    for op in ops_alu.LOP3_BOOL_OPS:
+        assert len(bitops.lop3(x, x, x, 0xF0, bool_op=op, q=np.array([False, True]))) == 2
+
+
 def test_lop3_predicate_form_runs():
     m = pf.parse(LOP3, "lop3.ptx")
     assert not [d for d in validate(m) if d.severity == "error"]
@@ -502,3 +512,13 @@ def test_a_bulk_reduction_takes_only_the_tables_ops():
         assert not assemble(BULK_RED.format(op="exch"), "sm_90a").ok
     with pytest.raises(UnsupportedInstruction, match=r"exch.u32: \.exch is no reduction; needs one of add, and, dec"):
         m.kernel("k").launch(grid=(1,), block=(1,), args=[out], device="emu")
+
+
+def test_vector_and_matrix_counts_and_store_orders_are_the_tables():
+    from ptxforge.emu import ops_matrix, ops_memory
+    from ptxforge.ptx.isa import modifier_slot
+
+    assert set(ops_memory.VECTOR_COUNTS) == modifier_slot("ld", "vec") == modifier_slot("st", "vec")
+    assert all(ops_memory.VECTOR_COUNTS[v] == int(v[1:]) for v in ops_memory.VECTOR_COUNTS)
+    assert set(ops_matrix.MATRIX_COUNTS) == modifier_slot("ldmatrix", "num") == modifier_slot("stmatrix", "num")
+    assert ops_memory.STRONG == modifier_slot("st", "sem") - {"weak"} and "weak" in modifier_slot("st", "sem")

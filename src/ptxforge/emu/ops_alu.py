@@ -19,7 +19,7 @@ from ptxforge.emu.ops_float import bc
 from ptxforge.emu.semantics import bitops, integer
 from ptxforge.emu.semantics import compare as sem_cmp
 from ptxforge.ptx import ir
-from ptxforge.ptx.isa import FAMILIES
+from ptxforge.ptx.isa import FAMILIES, modifier_slot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,6 +32,7 @@ _S = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 FLOATS = {".f16", ".f16x2", ".bf16", ".bf16x2", ".f32", ".f64", ".tf32"}
 # '.f4e' ... '.rc16', as the ISA table lists them (a family with modifiers: never the table's None)
 PRMT_MODES: frozenset[str] = FAMILIES["prmt"].modifiers  # type: ignore[assignment]
+LOP3_BOOL_OPS = modifier_slot("lop3", "boolop")  # 'or', 'and': p = (d != 0) BoolOp q (semantics.bitops.lop3)
 
 
 def _op(kind_fn):
@@ -423,7 +424,7 @@ def build_lop3(ctx: Ctx) -> Op:
     lut = int(ops[4].value) if isinstance(ops[4], ir.Immediate) else None
     if lut is None:
         raise ctx.error("lop3 needs an immediate truth table")
-    bool_op = next((s for s in ctx.ins.suffixes if s in ("or", "and")), None)
+    bool_op = next((s for s in ctx.ins.suffixes if s in LOP3_BOOL_OPS), None)
     if bool_op is None:
         return _op(lambda st, m: d(st, bitops.lop3(a(st), b(st), c(st), lut), m))
     p = (ctx.write(ops[0].second, ".pred")  # type: ignore[union-attr]  # pair: a PredPair

@@ -15,6 +15,7 @@ from ptxforge.emu.op import WARPSYNC, Op
 from ptxforge.emu.ops_memory import space_of
 from ptxforge.emu.semantics import mma, wmma
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import modifier_slot
 
 if TYPE_CHECKING:
     from ptxforge.emu.operands import Ctx
@@ -95,10 +96,14 @@ def build_mma(ctx: Ctx) -> Op:
     return _op(f)
 
 
+# ldmatrix/stmatrix's matrix counts, keyed by the ISA table's (same for both): 'x1' -> 1 ...
+MATRIX_COUNTS = {x: int(x[1:]) for x in modifier_slot("ldmatrix", "num")}
+
+
 def _num(ins) -> int:
     for s in ins.suffixes:
-        if s in ("x1", "x2", "x4"):
-            return int(s[1])
+        if s in MATRIX_COUNTS:
+            return MATRIX_COUNTS[s]
     return 1
 
 

@@ -13,6 +13,7 @@ from ptxforge.emu.mbarrier import with_complete_tx
 from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type, convert_width, is_signed
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import modifier_slot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -40,10 +41,14 @@ def space_of(ins: ir.Instruction) -> str:
     return "generic"
 
 
+# ld/st's vector sizes, keyed by the ISA table's (same for both): 'v2' -> 2 ...
+VECTOR_COUNTS = {v: int(v[1:]) for v in modifier_slot("ld", "vec")}
+
+
 def vector_count(ins: ir.Instruction) -> int:
     for s in ins.suffixes:
-        if s in ("v2", "v4", "v8"):
-            return int(s[1])
+        if s in VECTOR_COUNTS:
+            return VECTOR_COUNTS[s]
     return 1
 
 
@@ -301,7 +306,8 @@ def build_st(ctx: Ctx) -> Op:
     return _async_tx(ctx, _op(_locked(stv, addr) if strong else stv), bits // 8 * n)
 
 
-STRONG = ("relaxed", "release", "volatile", "mmio")  # st forms that may race with atomics by design
+# st forms that may race with atomics by design: every memory order of the table's but .weak
+STRONG = modifier_slot("st", "sem") - {"weak"}
 
 
 def _locked(fn, addr):

@@ -197,7 +197,7 @@ SPECS = [
     fam("not", "T, T", types=B | _set(".pred"), ntypes=(1,), mods=_set(""), group="logic"),
     fam("cnot", "T, T", types=B, ntypes=(1,), mods=_set(""), group="logic"),
     fam("lop3", [("or|and", "TP, T, T, T, I, P"), ("", "T, T, T, T, I")], types=_set(".b32"),
-        ntypes=(1,), mods=_set(".or .and"), ptx=(4, 3), sm=50, group="logic",
+        ntypes=(1,), mods=_set(".or .and"), slots={"boolop": _set(".or .and")}, ptx=(4, 3), sm=50, group="logic",
         summary="arbitrary three-input logic",
         gates=(gate("or|and", "lop3 with .BoolOp", (8, 2), 70),)),
     fam("shf", "T, T, T, .u32", types=_set(".b32"), ntypes=(1,), mods=_set(".l .r .clamp .wrap"), ptx=(3, 1),

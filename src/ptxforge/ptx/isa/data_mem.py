@@ -98,6 +98,7 @@ SPECS = [
         summary="move, or pack/unpack with braces; .v2/.v4 move vector registers element by element",
         gates=(gate("b128", "type .b128", (8, 3), 70),)),
     fam("ld", "Tv, A, .b64?", types=LDST_TYPES, ntypes=(1,), mods=LDST_MODS, relaxed=True, group="data",
+        slots={"vec": VEC, "sem": _set(".weak .volatile .relaxed .acquire .mmio")},
         needs=[(EVICT_L2, (".v4", ".v8")), ("#3", (".L2::cache_hint",)), (SCOPED, _set(".relaxed .acquire .mmio")),
                ("nc", (".global",))],  # the non-coherent path reads global memory only
         summary="load", gates=(gate("nc", "ld.global.nc", (3, 1), 32), *LDST_GATES,
@@ -106,7 +107,8 @@ SPECS = [
         group="data", summary="load read-only uniform data",
         gates=(gate("b128", "type .b128", (8, 3), 70),)),
     fam("st", "A, Tv, .b64?", types=LDST_TYPES, ntypes=(1,), mods=LDST_MODS - {".const"}, relaxed=True,
-        group="data",  # constant memory is read-only: ptxas refuses st.const
+        group="data", slots={"vec": VEC, "sem": _set(".weak .volatile .relaxed .release .mmio")},
+        # (constant memory is read-only: ptxas refuses st.const)
         needs=[(EVICT_L2, (".v4", ".v8")), ("#3", (".L2::cache_hint",)), (SCOPED, _set(".relaxed .release .mmio"))],
         summary="store", gates=LDST_GATES),
     fam("st.async", "A, Tv, A?", types=LDST_TYPES, ntypes=(1,), ptx=(8, 1), sm=90, group="data",
