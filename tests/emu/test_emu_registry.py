@@ -253,7 +253,6 @@ OPEN_MODIFIERS = {
     "multicast::cluster": "cp.async.bulk", "col": "wmma.load", "cta_group::2": "tcgen05.alloc",
     "pack::16b": "tcgen05.ld", "unpack::16b": "tcgen05.st", "mbarrier::arrive::one": "tcgen05.commit",
     "po": "vmad", "sp": "wgmma.mma_async",
-    "a": "wmma.load", "b": "wmma.load", "c": "wmma.load", "d": "wmma.load",
     "fence::before_thread_sync": "tcgen05.fence", "fence::after_thread_sync": "tcgen05.fence",
     "wait::ld": "tcgen05.wait", "wait::st": "tcgen05.wait",
 }
@@ -522,3 +521,5 @@ def test_vector_and_matrix_counts_and_store_orders_are_the_tables():
     assert all(ops_memory.VECTOR_COUNTS[v] == int(v[1:]) for v in ops_memory.VECTOR_COUNTS)
     assert set(ops_matrix.MATRIX_COUNTS) == modifier_slot("ldmatrix", "num") == modifier_slot("stmatrix", "num")
     assert ops_memory.STRONG == modifier_slot("st", "sem") - {"weak"} and "weak" in modifier_slot("st", "sem")
+    assert ops_memory.SPACES == {s.split("::")[0] for s in modifier_slot("ld", "space")}
+    assert ops_matrix.WMMA_MATRICES == {"a", "b", "c", "d"}  # the fragments wmma.load / wmma.store name

@@ -98,6 +98,8 @@ def build_mma(ctx: Ctx) -> Op:
 
 # ldmatrix/stmatrix's matrix counts, keyed by the ISA table's (same for both): 'x1' -> 1 ...
 MATRIX_COUNTS = {x: int(x[1:]) for x in modifier_slot("ldmatrix", "num")}
+# the fragment wmma.load / wmma.store name: 'a', 'b', 'c' / 'd'
+WMMA_MATRICES = modifier_slot("wmma.load", "matrix") | modifier_slot("wmma.store", "matrix")
 
 
 def _num(ins) -> int:
@@ -198,7 +200,7 @@ def build_wmma(ctx: Ctx) -> Op:
             _scatter(st, dw, warps, np.asarray(D).astype(rt(dt)[1]), m, rt(dt)[1])
         return _op(mma)
     load = ins.has("load")
-    operand = next((s for s in ins.suffixes if s in ("a", "b", "c", "d")), "d")
+    operand = next((s for s in ins.suffixes if s in WMMA_MATRICES), "d")
     layout = "col" if ins.has("col") else "row"
     ty = ins.types[-1]
     esize = _ESIZE[ty]

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from ptxforge.emu.operands import Ctx, Reader, Value
 
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
-SPACES = ("global", "shared", "local", "const", "param")
+# the state spaces, as the ISA table lists ld's, without their sub-spaces ('shared::cta' is 'shared')
+SPACES = frozenset(s.split("::")[0] for s in modifier_slot("ld", "space"))
 
 
 def _op(fn):

@@ -29,7 +29,7 @@ from ptxforge.emu import memory as M
 from ptxforge.emu import tensormap as TM
 from ptxforge.emu.mbarrier import _mbar_update
 from ptxforge.emu.op import NORMAL, Op
-from ptxforge.emu.ops_atomic import _combine
+from ptxforge.emu.ops_atomic import _BITWISE, _combine
 from ptxforge.emu.rmw import atomic_apply
 from ptxforge.ptx import ir
 from ptxforge.ptx.isa import modifier_slot
@@ -211,7 +211,7 @@ def _reducer(ins, ctx):
     if len(ops) != 1:
         raise ctx.error(f"{ins.mnemonic}: expected one reduction operation of {', '.join(REDUCE_TYPES)}")
     op = ops[0]
-    bitwise = op in ("and", "or", "xor")
+    bitwise = op in _BITWISE
     return op, {t: _combine(op, (".b" + t[2:]) if bitwise else t) for t in REDUCE_TYPES[op]}
 
 

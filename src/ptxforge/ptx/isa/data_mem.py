@@ -12,6 +12,7 @@ from ptxforge.ptx.isa.build import (
     RND,
     S8,
     SCOPE,
+    SPACES,
     U8,
     VEC,
     _set,
@@ -98,7 +99,7 @@ SPECS = [
         summary="move, or pack/unpack with braces; .v2/.v4 move vector registers element by element",
         gates=(gate("b128", "type .b128", (8, 3), 70),)),
     fam("ld", "Tv, A, .b64?", types=LDST_TYPES, ntypes=(1,), mods=LDST_MODS, relaxed=True, group="data",
-        slots={"vec": VEC, "sem": _set(".weak .volatile .relaxed .acquire .mmio")},
+        slots={"vec": VEC, "sem": _set(".weak .volatile .relaxed .acquire .mmio"), "space": SPACES},
         needs=[(EVICT_L2, (".v4", ".v8")), ("#3", (".L2::cache_hint",)), (SCOPED, _set(".relaxed .acquire .mmio")),
                ("nc", (".global",))],  # the non-coherent path reads global memory only
         summary="load", gates=(gate("nc", "ld.global.nc", (3, 1), 32), *LDST_GATES,

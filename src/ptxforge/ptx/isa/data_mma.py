@@ -21,9 +21,9 @@ WMMA_GATES = (
 
 SPECS = [
     fam("wmma.load", "*, A, *?", ptx=(6, 0), sm=70, group="mma", summary="load a wmma fragment",
-        gates=WMMA_GATES),
+        gates=WMMA_GATES, slots={"matrix": _set(".a .b .c")}),
     fam("wmma.store", "A, *, *?", ptx=(6, 0), sm=70, group="mma", summary="store a wmma fragment",
-        gates=WMMA_GATES),
+        gates=WMMA_GATES, slots={"matrix": _set(".d")}),
     fam("wmma.mma", "*, *, *, *", ptx=(6, 0), sm=70, group="mma", summary="warp-level matrix multiply-add",
         gates=(*WMMA_GATES, gate("and", "single-bit .and", (7, 1), 80))),
     fam("mma", "*, *, *, *, ...", ptx=(6, 4), sm=70, group="mma", summary="warp-level matrix multiply-add",
