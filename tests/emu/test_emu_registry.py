@@ -523,3 +523,49 @@ def test_vector_and_matrix_counts_and_store_orders_are_the_tables():
     assert ops_memory.STRONG == modifier_slot("st", "sem") - {"weak"} and "weak" in modifier_slot("st", "sem")
     assert ops_memory.SPACES == {s.split("::")[0] for s in modifier_slot("ld", "space")}
     assert ops_matrix.WMMA_MATRICES == {"a", "b", "c", "d"}  # the fragments wmma.load / wmma.store name
+
+
+def _f32_bits(*xs):
+    return np.array([np.float32(x).view(np.uint32) for x in xs] + [0x7FC00000] * (32 - len(xs)), np.uint32)
+
+
+REDUX_F32 = _head("8.6", "sm_100a") + """.visible .entry k(.param .u64 inp, .param .u64 out)
+{{
+  .reg .b32 %t, %x, %r;
+  .reg .b64 %rd<4>;
+  mov.u32 %t, %tid.x;
+  ld.param.u64 %rd0, [inp];
+  ld.param.u64 %rd2, [out];
+  mul.wide.u32 %rd1, %t, 4;
+  add.s64 %rd0, %rd0, %rd1;
+  add.s64 %rd2, %rd2, %rd1;
+  ld.global.u32 %x, [%rd0];
+  redux.sync.{mods}.f32 %r, %x, 0xffffffff;
+  st.global.u32 [%rd2], %r;
+  ret;
+}}
+"""
+CANON = 0x7FFFFFFF
+
+
+@pytest.mark.parametrize("mods, lanes, want", [
+    ("min", _f32_bits(-3.0, 2.0, -0.0, 0.0), np.float32(-3.0).view(np.uint32)),  # NaN lanes are skipped
+    ("max", _f32_bits(-3.0, 2.0, -0.0, 0.0), np.float32(2.0).view(np.uint32)),
+    ("min.abs", _f32_bits(-3.0, 2.0, -0.0, 0.5), 0),  # |-0.0| = +0.0
+    ("max.abs", _f32_bits(-3.0, 2.0, -0.0, 0.5), np.float32(3.0).view(np.uint32)),
+    ("min.NaN", _f32_bits(-3.0, 2.0), CANON), ("max.abs.NaN", _f32_bits(-3.0, 2.0), CANON),
+    ("min", _f32_bits(0.0, -0.0, 0.0), 0x80000000), ("max", _f32_bits(-0.0, 0.0, -0.0), 0),  # -0.0 < +0.0
+    ("max", _f32_bits(), CANON),  # every input NaN
+    ("min", np.array([np.float32(x).view(np.uint32) for x in range(1, 33)], np.uint32), 0x3F800000),
+])
+def test_redux_f32_takes_abs_and_nan_as_the_table_lists_them(mods, lanes, want):
+    """PTX ISA 9.7.13.x redux.sync: .abs reduces |x|, -0.0 < +0.0, NaN inputs are skipped (canonical NaN when all
+    are NaN) and with .NaN any NaN input makes the result canonical NaN; the emulator ignored .abs and .NaN."""
+    text = REDUX_F32.format(mods=mods)
+    m = pf.parse(text, "r.ptx")
+    assert not [str(d) for d in validate(m) if d.severity == "error"]
+    if HAVE_PTXAS:
+        assert assemble(text, "sm_100a").ok
+    out = np.zeros(32, np.uint32)
+    m.kernel("k").launch(grid=(1,), block=(32,), args=[lanes, out], device="emu")
+    assert out.tolist() == [int(want)] * 32

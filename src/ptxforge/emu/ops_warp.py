@@ -210,16 +210,13 @@ def build_redux(ctx: Ctx) -> Op:
     mm = _mm_reader(ctx, ops[2]) if len(ops) > 2 else None
     signed = ty == ".s32"
     is_float = ty == ".f32"
+    absolute, nan = ins.has("abs"), ins.has("NaN")
 
     def f(st, m):
         act = (active(st, m) & member_bit(st, None if mm is None else mm(st))).reshape(-1, 32)
         v = np.broadcast_to(np.asarray(a(st), np.uint32), (st.N,)).reshape(-1, 32)
         if is_float:
-            x = v.view(np.float32)
-            if opname == "min":
-                r = np.where(act, x, np.inf).min(1).astype(np.float32).view(np.uint32)
-            else:
-                r = np.where(act, x, -np.inf).max(1).astype(np.float32).view(np.uint32)
+            r = redux_f32(v, act, opname == "min", absolute, nan)
         elif opname == "add":
             r = (np.where(act, v, 0).astype(np.uint64).sum(1) & 0xFFFFFFFF).astype(np.uint32)
         elif opname in ("min", "max"):
@@ -235,6 +232,23 @@ def build_redux(ctx: Ctx) -> Op:
             r = uf.reduce(np.where(act, v, ident), axis=1).astype(np.uint32)
         d(st, per_lane(r), m)
     return _op(f, mm)
+
+
+def redux_f32(v: np.ndarray, act: np.ndarray, is_min: bool, absolute: bool, nan: bool) -> np.ndarray:
+    """redux.sync.{min,max}{.abs}{.NaN}.f32 of each warp (rows of raw bits, `act` the lanes taking part): .abs
+    reduces |x|; -0.0 < +0.0; NaN inputs are skipped (the result is the canonical NaN when all are NaN), or with
+    .NaN make the result the canonical NaN."""
+    bits = v & np.uint32(0x7FFFFFFF) if absolute else v
+    x = bits.view(np.float32)
+    isnan = np.isnan(x) & act
+    take = act & ~isnan
+    # order on an integer key where -0.0 < +0.0: non-negative floats keep their bits, negative ones are flipped
+    key = np.where(bits >> 31, ~bits & np.uint32(0x7FFFFFFF), bits | np.uint32(0x80000000)).astype(np.uint32)
+    key = np.where(take, key, np.uint32(0xFFFFFFFF) if is_min else np.uint32(0))
+    pick = key.argmin(1) if is_min else key.argmax(1)
+    r = bits[np.arange(bits.shape[0]), pick]
+    none = ~take.any(1) | (isnan.any(1) if nan else False)
+    return np.where(none, np.uint32(0x7FFFFFFF), r).astype(np.uint32)
 
 
 def build_activemask(ctx: Ctx) -> Op:
