@@ -253,8 +253,6 @@ OPEN_MODIFIERS = {
     "multicast::cluster": "cp.async.bulk", "col": "wmma.load", "cta_group::2": "tcgen05.alloc",
     "pack::16b": "tcgen05.ld", "unpack::16b": "tcgen05.st", "mbarrier::arrive::one": "tcgen05.commit",
     "po": "vmad", "sp": "wgmma.mma_async",
-    "fence::before_thread_sync": "tcgen05.fence", "fence::after_thread_sync": "tcgen05.fence",
-    "wait::ld": "tcgen05.wait", "wait::st": "tcgen05.wait",
 }
 
 
@@ -523,6 +521,16 @@ def test_vector_and_matrix_counts_and_store_orders_are_the_tables():
     assert ops_memory.STRONG == modifier_slot("st", "sem") - {"weak"} and "weak" in modifier_slot("st", "sem")
     assert ops_memory.SPACES == {s.split("::")[0] for s in modifier_slot("ld", "space")}
     assert ops_matrix.WMMA_MATRICES == {"a", "b", "c", "d"}  # the fragments wmma.load / wmma.store name
+
+
+def test_tcgen05_fence_and_wait_forms_are_the_tables():
+    from ptxforge.emu import ops_tcgen05
+    from ptxforge.ptx.isa import lookup
+
+    assert ops_tcgen05.FENCE_FORMS == {"fence::before_thread_sync", "fence::after_thread_sync"}
+    assert ops_tcgen05.WAIT_FORMS == {"wait::ld", "wait::st"}
+    for form in ops_tcgen05.FENCE_FORMS | ops_tcgen05.WAIT_FORMS:  # each form names its family
+        assert lookup(f"tcgen05.{form}").family == "tcgen05." + form.split("::")[0]
 
 
 def _f32_bits(*xs):

@@ -27,11 +27,15 @@ from ptxforge.emu.semantics import formats as F
 from ptxforge.emu.semantics.formats import F32
 from ptxforge.emu.semantics.mma import _dot_rn
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import modifier_slot
 
 if TYPE_CHECKING:
     from ptxforge.emu.operands import Ctx
 
 # shared-memory descriptor bits 61-63 -> swizzle width in bytes (PTX ISA "Shared Memory Descriptor")
+# tcgen05.fence's and tcgen05.wait's forms, as the ISA table spells them ('fence::before_thread_sync', 'wait::ld')
+FENCE_FORMS = modifier_slot("tcgen05.fence", "form")
+WAIT_FORMS = modifier_slot("tcgen05.wait", "form")
 _SWIZZLE = {0: 0, 2: 128, 4: 64, 6: 32}
 # instruction descriptor atype/btype codes per kind -> (format name, element bytes)
 _FORMATS = {"f16": {0: ("f16", 2), 1: ("bf16", 2)},
@@ -379,9 +383,9 @@ def _nothing(st, m):
 def build_tcgen05(ctx: Ctx) -> Op:
     ins = ctx.ins
     head = ins.suffixes[0] if ins.suffixes else ""
-    if head in ("fence::before_thread_sync", "fence::after_thread_sync"):
+    if head in FENCE_FORMS:
         return _op(_nothing)  # operations complete at issue: nothing to order
-    if head in ("wait::ld", "wait::st"):
+    if head in WAIT_FORMS:
         return _op(_nothing, "sync")
     builder = {"alloc": build_alloc, "dealloc": build_dealloc, "relinquish_alloc_permit": build_relinquish,
                "ld": build_ld_st, "st": build_ld_st, "mma": build_mma, "commit": build_commit}.get(head)

@@ -76,7 +76,7 @@ SPECS = [
     fam("tcgen05.ld", "*, *, *?, *?", **TCGEN, summary="load from tensor memory",
         gates=(gate("red", "tcgen05.ld.red", (8, 8), 103, "f", ("sm_110a", "sm_110f")),)),
     fam("tcgen05.st", "A, *, *?", **TCGEN, summary="store to tensor memory"),
-    fam("tcgen05.wait", "", **TCGEN),
+    fam("tcgen05.wait", "", **TCGEN, slots={"form": _set(".wait::ld .wait::st")}),  # spelled with the name part
     fam("tcgen05.cp", "A, *", **TCGEN, summary="copy shared memory to tensor memory"),
     fam("tcgen05.shift", "A", ptx=(8, 6), sm=100, sfx="a", also=("sm_103a", "sm_110a"), group="tcgen05"),
     fam("tcgen05.mma", "*, *, *, ...", **TCGEN, summary="5th-generation tensor core multiply-add",
@@ -84,7 +84,7 @@ SPECS = [
                gate("kind::mxf4nvf4", "modifier .kind::mxf4nvf4", (8, 7), 100, "a", BLACKWELL_DC),
                gate("block16|block32", "modifiers .block16/.block32", (8, 8), 100, "f", ("sm_110f",)))),
     fam("tcgen05.commit", "A, *?", **TCGEN),
-    fam("tcgen05.fence", "", **TCGEN),
+    fam("tcgen05.fence", "", **TCGEN, slots={"form": _set(".fence::before_thread_sync .fence::after_thread_sync")}),
 ]
 
 __all__ = ["SPECS"]
