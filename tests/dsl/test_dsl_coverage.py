@@ -84,3 +84,14 @@ def test_the_scan_sees_what_the_dsl_emits():
     """A few families the DSL is known to emit, through each kind of call site the scan reads."""
     found, _ = emitted_families()
     assert {"add", "and", "sqrt", "popc", "cp.async.mbarrier.arrive", "wgmma.mma_async", "bra"} <= set(found)
+
+
+def test_the_dsls_roundings_and_comparisons_are_the_tables():
+    """The DSL's early errors accept exactly the ISA table's spellings (ROUNDINGS is typed out, as the `Rounding`
+    type beside it must be)."""
+    from ptxforge.dsl import arith
+    from ptxforge.ptx.isa import modifier_slot
+
+    assert set(arith.ROUNDINGS) == modifier_slot("add", "rnd")
+    assert set(arith.INT_ROUNDINGS) == modifier_slot("cvt", "irnd")
+    assert arith._CMPS == modifier_slot("setp", "cmp_int") | modifier_slot("setp", "cmp_float")

@@ -18,6 +18,7 @@ from ptxforge.dsl.errors import DSLTypeError
 from ptxforge.dsl.types import DType
 from ptxforge.dsl.values import Pred, ReadOnlyReg, Reg, SReg, immediate, new_reg, value_of
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import modifier_slot
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
     Rounding: TypeAlias = Literal["rn", "rz", "rm", "rp"]  # float rounding: nearest even, zero, -inf, +inf
 
-ROUNDINGS = ("rn", "rz", "rm", "rp")
+ROUNDINGS = ("rn", "rz", "rm", "rp")  # (typed out as the `Rounding` type is; tests/dsl checks it against the table)
 INT_ROUNDINGS = ("rni", "rzi", "rmi", "rpi")
 
 
@@ -426,8 +427,7 @@ def _typed(v: Value, t: DType, op: str) -> ir.Operand:
 # --------------------------------------------------------------------------- compare, select, move
 
 
-_CMPS = {"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu", "ltu", "leu", "gtu", "geu",
-         "num", "nan"}
+_CMPS = modifier_slot("setp", "cmp_int") | modifier_slot("setp", "cmp_float")  # setp's CmpOp, from the ISA table
 
 
 def setp(cmp: str, a: Value, b: Value, *, ftz: bool = False, out: Reg | None = None,
