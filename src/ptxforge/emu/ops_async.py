@@ -25,7 +25,7 @@ from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type
 from ptxforge.emu.ops_atomic import OPS, _combine
 from ptxforge.emu.ops_memory import space_of
-from ptxforge.emu.rmw import atomic_apply
+from ptxforge.emu.rmw import atomic_apply, atomic_apply_global
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
@@ -160,11 +160,14 @@ def _build_bulk(ctx: Ctx) -> Op:
             else:
                 offs = np.arange(0, k, ebytes)
                 v = M.load(st.mem, src_space, s_[i] + offs.astype(s_.dtype), edt, 1, np.full(offs.size, lane))[0]
-                r = st.mem.resolve(dst_space, np.asarray(d0 + offs).astype(d.dtype), ebytes, np.full(offs.size, dlane),
-                                   write=True)
+                da = np.asarray(d0 + offs).astype(d.dtype)
+                r = st.mem.resolve(dst_space, da, ebytes, np.full(offs.size, dlane), write=True)
                 buf, idx = r if not isinstance(r, list) else (r[0][1], r[0][2])
-                atomic_apply(buf.view(edt), np.asarray(idx) >> (ebytes.bit_length() - 1), np.asarray(v, edt), None,
-                             step, ufunc, vdtype)
+                ei, ev = np.asarray(idx) >> (ebytes.bit_length() - 1), np.asarray(v, edt)
+                if to_global:  # element-wise atomics, also against other processes sharing the memory
+                    atomic_apply_global(st, da, buf.view(edt), ei, ev, step, ufunc, vdtype)
+                else:
+                    atomic_apply(buf.view(edt), ei, ev, None, step, ufunc, vdtype)
             if mbar is not None:
                 ops_tma.complete_tx(st, lane, mbar[0], int(bars[i]), k)
     return _op(f)
