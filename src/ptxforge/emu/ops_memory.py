@@ -284,7 +284,7 @@ def build_st(ctx: Ctx) -> Op:
             if np.ndim(v):
                 v = v[lanes]
             M.store(st.mem, space, a, dt, [v], lanes)
-        return _async_tx(ctx, _op(locked(st1, addr) if strong else st1), bits // 8)
+        return _async_tx(ctx, _op(locked(st1, addr) if strong and callable(addr) else st1), bits // 8)
 
     def stv(st, m):
         a = addr(st)
@@ -299,7 +299,7 @@ def build_st(ctx: Ctx) -> Op:
             full = M.load(st.mem, space, a, dt, n, lanes)
             vals = [f if v is None else v for f, v in zip(full, vals, strict=False)]
         M.store(st.mem, space, a, dt, vals, lanes)
-    return _async_tx(ctx, _op(locked(stv, addr) if strong else stv), bits // 8 * n)
+    return _async_tx(ctx, _op(locked(stv, addr) if strong and callable(addr) else stv), bits // 8 * n)
 
 
 # st forms that may race with atomics by design: on memory other processes share they hold the atomics' lock
