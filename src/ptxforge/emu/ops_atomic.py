@@ -96,7 +96,7 @@ def _build(ctx, has_dest: bool):
     count = len(readers)
 
     def f(st, m):
-        lock = getattr(st.mem.device, "atomic_lock", None)  # memory other processes share: ipc/memory.py
+        lock = st.mem.device.atomic_lock  # set on memory other processes share: ipc/memory.py
         if lock is None:
             return rmw(st, m)
         with lock(addr(st)):

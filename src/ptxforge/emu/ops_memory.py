@@ -308,7 +308,7 @@ def _locked(fn, addr):
     """A strong store that holds the atomics' lock on memory other processes share (ipc/memory.py), so it
     never lands between the read and the write of another process's atomic; a plain call elsewhere."""
     def f(st, m):
-        lock = getattr(st.mem.device, "atomic_lock", None)
+        lock = st.mem.device.atomic_lock
         if lock is None:
             return fn(st, m)
         with lock(addr(st)):

@@ -87,6 +87,10 @@ class CudaMemory:
             check(driver().cuMemcpyDtoH(out.ctypes.data, alloc.handle, alloc.size), "cuMemcpyDtoH")
         return out
 
+    def view(self, alloc: CudaAllocation) -> np.ndarray:
+        """The allocation's bytes: a copy (`read`), GPU memory not being host memory."""
+        return self.read(alloc)
+
 
 class CudaDevice:
     """GPU `ordinal` through its primary context. Get one with `cuda_device()`.

@@ -36,6 +36,11 @@ class DeviceMemory(Protocol):
 
     def read(self, alloc: Any) -> np.ndarray: ...
 
+    def view(self, alloc: Any) -> np.ndarray:
+        """The allocation's bytes to read now: a view of them where device memory is host memory (the
+        emulator's; valid until the next allocation), a copy on a GPU."""
+        ...
+
 
 @runtime_checkable
 class Device(Protocol):
