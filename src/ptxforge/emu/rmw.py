@@ -30,8 +30,8 @@ SMALL_GROUP = 32
 
 def cross_process_lock(st: LaneState) -> Callable[[npt.ArrayLike], AbstractContextManager[object]] | None:
     """The lock atomics hold on the memory `st` runs on when other processes share it (ipc/memory.py), else
-    None (a lone device's or a Node's memory: `GpuMemory` has no such attribute)."""
-    return getattr(st.mem.device, "atomic_lock", None)
+    None (a lone device's or a Node's memory, whose `atomic_lock` is None)."""
+    return st.mem.device.atomic_lock
 
 
 def locked(fn: Callable[[LaneState, object], object],
