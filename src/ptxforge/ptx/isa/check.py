@@ -124,7 +124,7 @@ def check_instruction(instr: ir.Instruction, reg_types: Mapping[str, str],
         for i, (op, role) in enumerate(zip(instr.operands, sig.roles, strict=False)):
             problems += ctx.check(op, role, i + 1)
     if spec is not None and spec.extra.get("rule") == "st.bulk":
-        problems += st_bulk_problems(instr, reg_types, tuple(version) if version is not None else None, symbols)
+        problems += st_bulk_problems(instr, reg_types, version, symbols)
     return problems
 
 
