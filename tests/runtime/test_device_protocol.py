@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
 import re
 from pathlib import Path
@@ -11,13 +12,16 @@ import pytest
 
 import ptxforge as pf
 from ptxforge.emu import Node
+from ptxforge.emu.ipc import IpcDevice, ipc_device, rank_base
 from ptxforge.emu.launch import MAX_IMAGES, EmuDevice, emu_device
+from ptxforge.emu.node import NodeGpu
 from ptxforge.runtime.constants import set_constant
 from ptxforge.runtime.cuda_device import CudaDevice
-from ptxforge.runtime.device import Device, DeviceMemory, is_emulated
+from ptxforge.runtime.device import DEVICE_KINDS, Device, DeviceMemory, is_emulated
 
 SRC = Path(pf.__file__).parent
 MEMBERS = [n for n in vars(Device) if not n.startswith("_")]
+DEVICE_CLASSES = (EmuDevice, NodeGpu, IpcDevice, CudaDevice)  # every class in src a device is made of
 
 TABLE = """.version 8.0
 .target sm_80
@@ -36,8 +40,90 @@ TABLE = """.version 8.0
 
 
 def test_the_protocol_lists_what_the_runtime_uses():
-    assert MEMBERS == ["kind", "name", "description", "num_sms", "max_shared_per_block", "memory",
-                       "owns_address", "write_global", "synchronize"]
+    assert MEMBERS == ["kind", "name", "description", "num_sms", "max_shared_per_block", "memory", "node", "gpu",
+                       "streams_supported", "stream", "owns_address", "address_note", "write_global",
+                       "synchronize"]
+    for name in MEMBERS:  # each member says what it is
+        assert inspect.getdoc(inspect.getattr_static(Device, name)) or name in ("num_sms", "memory"), name
+
+
+_MISSING = object()
+
+
+def _declared(cls: type) -> dict[str, object]:
+    """Attributes `cls` (or a base) declares with an annotation and leaves to `__init__` to set."""
+    out: dict[str, object] = {}
+    for c in reversed(cls.__mro__):
+        out.update(vars(c).get("__annotations__", {}))
+    return out
+
+
+def _unmet(cls: type) -> list[str]:
+    """The protocol members `cls` does not implement, checked on the class (the CUDA one has no GPU here):
+    each must be a class attribute, a property, a method taking the protocol's parameters, or an attribute an
+    `__init__` of the class (or a base) sets; what the class only declares, an `__init__` must set."""
+    inits = "".join(inspect.getsource(c.__init__) for c in cls.__mro__
+                    if c is not object and isinstance(vars(c).get("__init__"), type(_unmet)))
+
+    def set_by_init(name: str) -> bool:
+        return re.search(rf"self\.{name}(, self\.\w+)* = ", inits) is not None
+    unmet = []
+    for name in MEMBERS:
+        want = inspect.getattr_static(Device, name)
+        have = inspect.getattr_static(cls, name, _MISSING)
+        if inspect.isfunction(want):
+            if not inspect.isfunction(have) or (list(inspect.signature(have).parameters)
+                                                != list(inspect.signature(want).parameters)):
+                unmet.append(f"{name}()")
+        elif have is _MISSING and not set_by_init(name):
+            unmet.append(name)
+    return unmet + [f"{name} (declared, never set)" for name in _declared(cls)
+                    if inspect.getattr_static(cls, name, _MISSING) is _MISSING and not set_by_init(name)]
+
+
+@pytest.mark.parametrize("cls", DEVICE_CLASSES, ids=lambda c: c.__name__)
+def test_every_device_class_implements_every_member(cls):
+    assert _unmet(cls) == []
+
+
+def test_the_member_check_sees_what_a_class_lacks():
+    class Partial:
+        kind = "emu"
+        gpu: int | None
+
+        def __init__(self) -> None:
+            self.num_sms = 1
+
+        def stream(self, sms=None) -> None:  # no priority
+            pass
+
+    unmet = _unmet(Partial)
+    assert "num_sms" not in unmet and "kind" not in unmet
+    assert {"node", "stream()", "address_note()", "gpu", "gpu (declared, never set)"} <= set(unmet)
+
+
+def _device_classes_in_src() -> set[str]:
+    """Classes of the package that are devices: those whose body sets `kind` to a device kind ("emu",
+    "cuda"), and their subclasses."""
+    classes: dict[str, tuple[list[str], bool]] = {}
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                sets_kind = any(isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)
+                                and s.value.value in DEVICE_KINDS
+                                and any(isinstance(t, ast.Name) and t.id == "kind" for t in s.targets)
+                                for s in node.body)
+                classes[node.name] = ([b.id for b in node.bases if isinstance(b, ast.Name)], sets_kind)
+    found = {name for name, (_, kind) in classes.items() if kind}
+    grew = True
+    while grew:
+        more = {name for name, (bases, _) in classes.items() if set(bases) & found} - found
+        grew, found = bool(more), found | more
+    return found
+
+
+def test_the_member_check_covers_every_device_class():
+    assert _device_classes_in_src() == {c.__name__ for c in DEVICE_CLASSES}
 
 
 def test_emulated_devices_satisfy_it():
@@ -51,29 +137,51 @@ def test_emulated_devices_satisfy_it():
         dev.synchronize()
 
 
-def test_the_cuda_device_satisfies_it_structurally():
-    """Checked on the class (no GPU here): every member is a class attribute, a property, a method with the
-    protocol's parameters, or an attribute `__init__` sets (declared on the class)."""
-    declared = CudaDevice.__annotations__
-    for name in MEMBERS:
-        want = inspect.getattr_static(Device, name)
-        have = inspect.getattr_static(CudaDevice, name, None)
-        if inspect.isfunction(want):
-            assert inspect.isfunction(have), name
-            assert list(inspect.signature(have).parameters) == list(inspect.signature(want).parameters), name
-        else:
-            assert have is not None or name in declared, name
-    assert CudaDevice.kind == "cuda"
-    init = inspect.getsource(CudaDevice.__init__)
-    for name in declared:
-        assert re.search(rf"self\.{name} = ", init), name  # what the class declares, __init__ sets
+def test_what_differs_between_devices_is_a_member_each_answers():
+    node = Node(gpus=2, sms=4)
+    lone, gpu = EmuDevice(num_sms=2), node.devices[1]
+    assert (lone.node, lone.gpu, lone.streams_supported, lone.address_note(0x1234)) == (None, None, False, "")
+    with pytest.raises(pf.LaunchError, match="the emulator has no streams: .*node.devices"):
+        lone.stream()
+    assert (gpu.node, gpu.gpu, gpu.streams_supported, gpu.address_note(0x1234)) == (node, 1, True, "")
+    s = gpu.stream(sms=range(0, 2))
+    assert s.device is gpu and s.sms == (0, 1)
+    buf = pf.runtime.empty(4, np.uint32, device=node.devices[0])
+    node.disable_peer_access(1, 0)  # still passed as it is: the kernel's access is the fault that names both
+    assert gpu.owns_address(buf.address) and not lone.owns_address(buf.address)
+    with ipc_device(1, 2, capacity=1 << 20) as ipc:  # rank 0's process need not exist: nothing is opened
+        assert isinstance(ipc, Device)
+        assert (ipc.node, ipc.gpu, ipc.streams_supported) == (None, 1, False)
+        assert ipc.address_note(rank_base(0) + 4096) == (" (it is rank 0's memory, not open on rank 1: open the "
+                                                         "buffer's handle first)")
+        assert ipc.address_note(rank_base(1) + 4096) == ""
+    assert CudaDevice.node is None and CudaDevice.gpu is None and CudaDevice.streams_supported is False
+
+
+PROBE = re.compile(r"\b(getattr|hasattr)\(\s*([A-Za-z_][\w.]*\.)?(dev|device|_device|other|gpu|mem|memory)\s*,")
+
+
+def test_no_code_probes_a_device_for_an_attribute():
+    """What tells devices apart is a protocol member every device answers: no getattr/hasattr on a device (or
+    its memory) anywhere in the package."""
+    found = [f"{path.relative_to(SRC)}:{i}: {line.strip()}" for path in sorted(SRC.rglob("*.py"))
+             for i, line in enumerate(path.read_text().splitlines(), 1) if PROBE.search(line)]
+    assert not found, "\n".join(found)
+
+
+def test_the_probe_check_sees_the_probes_it_forbids():
+    for probe in ('getattr(device, "node", None)', 'hasattr(self.device, "stream")', 'getattr(dev, "gpu", None)',
+                  'getattr(st.mem.device, "atomic_lock", None)', 'hasattr(mem, "view")'):
+        assert PROBE.search(probe), probe
+    for fine in ('getattr(buf, "device", device)', 'getattr(self, "_formats", None)', 'device.node'):
+        assert not PROBE.search(fine), fine
 
 
 def test_no_launch_path_tells_devices_apart_by_class():
-    for folder in ("runtime", "cli"):
+    for folder in ("runtime", "cli", "ep"):
         for path in (SRC / folder).glob("*.py"):
             text = path.read_text()
-            assert not re.search(r"isinstance\([^)]*(EmuDevice|NodeGpu|CudaDevice)", text), path
+            assert not re.search(r"isinstance\([^)]*(EmuDevice|NodeGpu|IpcDevice|CudaDevice)", text), path
 
 
 def test_set_constant_through_the_protocol_on_every_emulated_device():

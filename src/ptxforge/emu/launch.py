@@ -31,10 +31,11 @@ from ptxforge.module_cache import MAX_MODULES, ModuleCache
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from ptxforge.emu.hooks import Check
     from ptxforge.emu.memory import Allocation
+    from ptxforge.emu.node import Node, Stream
     from ptxforge.emu.node_memory import GpuMemory
     from ptxforge.emu.op import Op
 
@@ -145,7 +146,9 @@ class EmuDevice:
     A `ptxforge.runtime.device.Device`: `kind` "emu" sends launches to the emulator."""
 
     kind = "emu"
-    gpu: int | None = None  # the GPU's index in a `ptxforge.emu.Node`; None for a lone device
+    node: Node | None = None  # the `ptxforge.emu.Node` a NodeGpu belongs to; None for a lone device
+    gpu: int | None = None  # the GPU's index in a `ptxforge.emu.Node` (an IpcDevice: its rank); None for a lone one
+    streams_supported = False  # a NodeGpu's are; a lone device runs each launch to its end at once
     max_shared_per_block = EMU_MAX_SHARED
 
     def __init__(self, num_sms: int = 132, memory: DeviceMemory | GpuMemory | None = None,
@@ -171,6 +174,15 @@ class EmuDevice:
     def owns_address(self, address: int) -> bool:
         """Whether `address` lies inside a live allocation of this device's global memory."""
         return self.memory.find(address) is not None
+
+    def address_note(self, address: int) -> str:
+        """Nothing more to say of an address outside this device's allocations (an IpcDevice says more)."""
+        return ""
+
+    def stream(self, sms: Iterable[int] | None = None, priority: int = 0) -> Stream:
+        """A lone emulated device has no streams (`streams_supported` is False): a LaunchError."""
+        raise LaunchError(f"{self.description} has no streams: a launch here runs to its end before it returns; "
+                          f"streams are on the GPUs of a ptxforge.emu.Node (node.devices[r].stream(sms=...))")
 
     def synchronize(self) -> None:
         """Nothing to wait for: a launch on a lone emulated device runs to its end before it returns."""
@@ -296,7 +308,7 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
                               f"{m.nblocks} blocks of {m.threads} threads exceed the {m.resident} that fit on "
                               f"{len(m.sm_ids)} SMs ({m.blocks_per_sm} per SM); the driver refuses it "
                               f"(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)")
-        node = getattr(device, "node", None)
+        node = device.node
         if node is not None:  # one clock and one timer for the whole node
             m.node_clock, m.t0_ns = node.clock, node.t0_ns
         return EmulationStats.from_dict(m.run()) if run else m

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from ptxforge.emu.progress import TICK_MASK, Watch
 from ptxforge.emu.variable_limits import check_local
 from ptxforge.emu.waits import LoadWatch, where
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from ptxforge.emu.node import NodeClock
 
 NBARRIERS = 16
 ROTATE_EVERY = 64
@@ -233,7 +236,7 @@ class Machine:
         self.t0_ns = time.perf_counter_ns()
         self.total = 0
         self.per_sm = np.zeros(num_sms, np.int64)
-        self.node_clock = None  # a Node's shared step clock (%clock64 monotonic across its GPUs)
+        self.node_clock: NodeClock | None = None  # a Node's shared step clock (%clock64 monotonic across its GPUs)
         self.wave_steps = lambda: 0  # steps of the running wave (a closure over the loop's counter)
         self.kernel = layout.functions[layout.kernel_func.name]
         self.frame_of_pc = None

@@ -126,6 +126,16 @@ class DeviceMemory:
             return self._allocs[i]
         return None
 
+    def owner(self, addr: int) -> Allocation | None:
+        """The allocation containing `addr` whoever may access it: here the same as `find` (a node GPU's
+        memory also finds the peers' it may not access, `ptxforge.emu.node_memory`)."""
+        return self.find(addr)
+
+    def describe(self, address: int, nbytes: int) -> str | None:
+        """What a fault's message should say of a bad address beyond the nearest allocations; None here (memory
+        other processes share names another rank's memory: ipc/memory.py)."""
+        return None
+
     def peer_blocked(self, indices: npt.ArrayLike) -> tuple[np.ndarray, str] | None:
         """Lanes whose allocation (index into `allocations`) this device may not access, with a note;
         None when all may (always, on a lone device: see `ptxforge.emu.node_memory`)."""
@@ -396,8 +406,7 @@ class LaneMemory:
         else:
             lane = j
         if note is None and space in ("global", "generic", "const"):
-            describe = getattr(self.device, "describe", None)  # an IPC device: another rank's memory
-            note = describe(addr & (1 << 64) - 1, nbytes) if describe is not None else None
+            note = self.device.describe(addr & (1 << 64) - 1, nbytes)  # an IPC device: another rank's memory
             note = note or describe_address(self.device.allocations, addr & (1 << 64) - 1, nbytes)
         raise self.fault(kind, space, addr, nbytes, lane, note)
 

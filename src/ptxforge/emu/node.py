@@ -112,6 +112,11 @@ def _sm_list(sms, device) -> tuple[int, ...]:
 class NodeGpu(EmuDevice):
     """One GPU of a node: its memory, its loaded modules, its streams."""
 
+    node: Node
+    gpu: int
+    memory: GpuMemory
+    streams_supported = True
+
     def __init__(self, node: Node, gpu: int, num_sms: int):
         super().__init__(num_sms, memory=GpuMemory(node.memory, gpu, node.peers))
         self.node = node
@@ -121,6 +126,11 @@ class NodeGpu(EmuDevice):
     @property
     def name(self) -> str:
         return f"GPU {self.gpu} of the emulated node"
+
+    def owns_address(self, address: int) -> bool:
+        """Whether `address` lies inside a live allocation of any GPU of the node: a kernel here takes it as it
+        is (a peer whose access is disabled included: the kernel's access to it faults, naming both GPUs)."""
+        return self.memory.owner(address) is not None
 
     def image(self, module: ir.Module) -> ModuleImage:
         img = super().image(module)

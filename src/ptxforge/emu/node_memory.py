@@ -9,7 +9,9 @@ allocations, and lanes touching a peer it may not access (`Node.disable_peer_acc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,9 +20,15 @@ from ptxforge.emu.memory import Allocation, DeviceMemory
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from ptxforge.emu.ipc.memory import ProgressBoard
+
 
 class GpuMemory:
     """The memory of GPU `gpu` of a node: allocates from the node's arena, sees peers it may access."""
+
+    # as on `DeviceMemory`: a node lives in one process, so no lock for atomics and no board for other processes
+    atomic_lock: Callable[[npt.ArrayLike], AbstractContextManager[Any]] | None = None
+    progress_board: ProgressBoard | None = None
 
     def __init__(self, shared: DeviceMemory, gpu: int, peers: np.ndarray):
         self.shared = shared
@@ -52,6 +60,10 @@ class GpuMemory:
     def owner(self, addr: int) -> Allocation | None:
         """The allocation containing `addr` on any GPU of the node (access rights not considered)."""
         return self.shared.find(addr)
+
+    def describe(self, address: int, nbytes: int) -> str | None:
+        """Nothing beyond the nearest allocations (as `DeviceMemory.describe`)."""
+        return None
 
     def nearest(self, addr: int) -> Allocation | None:
         return self.shared.nearest(addr)

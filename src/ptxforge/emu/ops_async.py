@@ -1,5 +1,5 @@
 """Asynchronous copies and mbarriers: cp.async (+ commit/wait groups), cp.async.bulk, mbarrier.*
-(cp.async.bulk.tensor and cp.async.bulk.prefetch: ops_tma).
+(cp.async.bulk.tensor and cp.async.bulk.prefetch: ops_tma); st.bulk, the bulk initialisation of shared memory.
 
 Copies complete at issue (a legal schedule: the program may only rely on the data after the wait),
 so commit/wait groups need no queue. An mbarrier's state word and its arrivals: mbarrier.py.
@@ -22,14 +22,15 @@ from ptxforge.emu.mbarrier import (
     with_complete_tx,  # noqa: F401 (imported from here by other code)
 )
 from ptxforge.emu.op import NORMAL, Op
-from ptxforge.emu.operands import bits_of_type
+from ptxforge.emu.operands import bits_of_type, is_signed
 from ptxforge.emu.ops_atomic import OPS, _combine
 from ptxforge.emu.ops_memory import space_of
-from ptxforge.emu.rmw import atomic_apply
+from ptxforge.emu.rmw import atomic_apply, atomic_apply_global
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa.data_mem import ST_BULK_GRANULE, ST_BULK_MAX_SIZE
 
 if TYPE_CHECKING:
-    from ptxforge.emu.operands import Ctx
+    from ptxforge.emu.operands import Ctx, Reader
 
 
 def _op(fn):
@@ -163,11 +164,14 @@ def _build_bulk(ctx: Ctx) -> Op:
             else:
                 offs = np.arange(0, k, ebytes)
                 v = M.load(st.mem, src_space, s_[i] + offs.astype(s_.dtype), edt, 1, np.full(offs.size, lane))[0]
-                r = st.mem.resolve(dst_space, np.asarray(d0 + offs).astype(d.dtype), ebytes, np.full(offs.size, dlane),
-                                   write=True)
+                da = np.asarray(d0 + offs).astype(d.dtype)
+                r = st.mem.resolve(dst_space, da, ebytes, np.full(offs.size, dlane), write=True)
                 buf, idx = r if not isinstance(r, list) else (r[0][1], r[0][2])
-                atomic_apply(buf.view(edt), np.asarray(idx) >> (ebytes.bit_length() - 1), np.asarray(v, edt), None,
-                             step, ufunc, vdtype)
+                ei, ev = np.asarray(idx) >> (ebytes.bit_length() - 1), np.asarray(v, edt)
+                if to_global:  # element-wise atomics, also against other processes sharing the memory
+                    atomic_apply_global(st, da, buf.view(edt), ei, ev, step, ufunc, vdtype)
+                else:
+                    atomic_apply(buf.view(edt), ei, ev, None, step, ufunc, vdtype)
             if mbar is not None:
                 ops_tma.complete_tx(st, lane, mbar[0], int(bars[i]), k)
     return _op(f)
@@ -258,4 +262,73 @@ def build_mbarrier(ctx: Ctx) -> Op:
     raise ctx.error(f"{ins.mnemonic} is not supported")
 
 
-BUILDERS = {"cp": build_cp, "mbarrier": build_mbarrier}
+# ---------------------------------------------------------------------------- st.bulk
+
+
+def build_st_bulk(ctx: Ctx) -> Op:
+    """st.bulk{.weak}{.shared::cta} [a], size, 0: each thread sets `size` bytes of shared memory from `a` to 0.
+
+    The bytes are stored through the memory choke point as 8-byte words (ptxas 13.0 lowers st.bulk to
+    UMEMSETS.64, which clears 8-byte granules), so a range running past the block's shared memory, or an
+    address that is not a multiple of 8, faults as an 8-byte st.shared would, and checks see every byte
+    written. What the PTX ISA leaves undefined faults too: a size that is not a multiple of 8 or is above
+    16777216, and a generic address outside the shared window."""
+    ins = ctx.ins
+    ops = ins.operands
+    if len(ops) != 3:
+        raise ctx.error("expected 3 operands: [a], size, initval")
+    init = ops[2]
+    if not (isinstance(init, ir.Immediate) and not init.is_float and init.value == 0):
+        raise ctx.error("initval must be the constant 0, the only value the PTX ISA allows")
+    space, addr = ctx.address(ops[0], "shared" if ins.has("shared::cta") else "generic")
+    size, signed = _st_bulk_size(ctx, ops[1])
+    adt = np.int64 if space == "shared" else np.uint64
+    window = np.uint64(M.SHARED_WINDOW >> M.WINDOW_BITS)
+
+    def f(st, m):
+        lanes = _lanes(st, m)
+        if lanes.size == 0:
+            return
+        a = _compact(addr(st), lanes, st.N, adt)
+        sz = _compact(size(st), lanes, st.N, np.int64)
+        bad = (sz < 0) | (sz > ST_BULK_MAX_SIZE) | (sz % ST_BULK_GRANULE != 0)
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            k = int(sz[j]) if signed or sz[j] >= 0 else int(sz[j]) + (1 << 64)  # as the register holds it
+            why = f"not a multiple of {ST_BULK_GRANULE}" if 0 <= k <= ST_BULK_MAX_SIZE else \
+                f"outside [0, {ST_BULK_MAX_SIZE}]"
+            raise ops_tma._fault(f"st.bulk size {k} is {why} (undefined in the PTX ISA)", int(lanes[j]),
+                                 "misaligned" if 0 <= k <= ST_BULK_MAX_SIZE else "out-of-bounds")
+        if space == "generic" and ((a >> np.uint64(M.WINDOW_BITS)) != window).any():
+            j = int(np.flatnonzero((a >> np.uint64(M.WINDOW_BITS)) != window)[0])
+            raise ops_tma._fault(f"st.bulk generic address {int(a[j]):#x} is not in the shared window (st.bulk "
+                                 f"initializes shared memory; the PTX ISA leaves other addresses undefined)",
+                                 int(lanes[j]))
+        # words per lane; past the end of the window one word is enough to fault, so no more are made
+        counts = np.minimum(sz // ST_BULK_GRANULE, st.mem.shared_size // ST_BULK_GRANULE + 1)
+        total = int(counts.sum())
+        if total == 0:
+            return
+        first = np.repeat(np.cumsum(counts) - counts, counts)
+        offs = (np.arange(total, dtype=np.int64) - first) * ST_BULK_GRANULE
+        words = np.repeat(a, counts) + offs.astype(adt)
+        M.store(st.mem, space, words, np.uint64, [np.zeros(total, np.uint64)], np.repeat(lanes, counts))
+    return _op(f)
+
+
+def _st_bulk_size(ctx: Ctx, op: ir.Operand) -> tuple[Reader, bool]:
+    """(reader of st.bulk's size as int64 per lane, whether the operand is signed): a 32-bit register (or
+    register+offset, added in 32 bits) extends by its signedness, anything else is read as 64 bits."""
+    reg = op.register if isinstance(op, ir.RegisterOffset) else op
+    hit = ctx.lookup(reg.name) if isinstance(reg, ir.Register) else None
+    rty = ctx.reg_type(hit[1]) if isinstance(hit, tuple) else ".u64"
+    signed = is_signed(rty)
+    if bits_of_type(rty) != 32:
+        r64 = ctx.read(op, ".u64")
+        return (lambda st: np.asarray(r64(st)).astype(np.uint64).view(np.int64)), signed
+    r32 = ctx.read(op, ".s32" if signed else ".u32")
+    dt = np.int32 if signed else np.uint32
+    return (lambda st: np.asarray(r32(st)).astype(np.uint32).view(dt).astype(np.int64)), signed
+
+
+BUILDERS = {"cp": build_cp, "mbarrier": build_mbarrier, "st.bulk": build_st_bulk}

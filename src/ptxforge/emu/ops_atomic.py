@@ -17,7 +17,7 @@ from ptxforge.emu.mbarrier import with_complete_tx
 from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type
 from ptxforge.emu.ops_memory import space_of
-from ptxforge.emu.rmw import SMALL_GROUP, atomic_apply  # noqa: F401 (SMALL_GROUP: imported from here)
+from ptxforge.emu.rmw import SMALL_GROUP, atomic_apply, locked  # noqa: F401 (SMALL_GROUP: imported from here)
 from ptxforge.emu.semantics import half
 from ptxforge.ptx import ir
 from ptxforge.ptx.isa import modifier_slot
@@ -101,13 +101,6 @@ def _build(ctx, has_dest: bool):
     shift = nb.bit_length() - 1
     count = len(readers)
 
-    def f(st, m):
-        lock = getattr(st.mem.device, "atomic_lock", None)  # memory other processes share: ipc/memory.py
-        if lock is None:
-            return rmw(st, m)
-        with lock(addr(st)):
-            return rmw(st, m)
-
     def rmw(st, m):
         a = addr(st)
         lanes = None if m is None else np.flatnonzero(m)
@@ -143,6 +136,7 @@ def _build(ctx, has_dest: bool):
                     full = np.zeros(st.N, u)
                     full[lanes] = old
                     d(st, full, m)
+    f = locked(rmw, addr)  # atomic against other processes on memory they share (ipc/memory.py)
     if not has_dest:  # red.async ...mbarrier::complete_tx::bytes
         return with_complete_tx(ctx, _op(f), nb * count)
     return _op(f)

@@ -12,6 +12,7 @@ from ptxforge.emu import ramps as R
 from ptxforge.emu.mbarrier import with_complete_tx
 from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.operands import bits_of_type, convert_width, is_signed
+from ptxforge.emu.rmw import locked
 from ptxforge.ptx import ir
 from ptxforge.ptx.isa import modifier_slot
 
@@ -289,7 +290,7 @@ def build_st(ctx: Ctx) -> Op:
             if np.ndim(v):
                 v = v[lanes]
             M.store(st.mem, space, a, dt, [v], lanes)
-        return _async_tx(ctx, _op(_locked(st1, addr) if strong else st1), bits // 8)
+        return _async_tx(ctx, _op(locked(st1, addr) if strong and callable(addr) else st1), bits // 8)
 
     def stv(st, m):
         a = addr(st)
@@ -304,23 +305,13 @@ def build_st(ctx: Ctx) -> Op:
             full = M.load(st.mem, space, a, dt, n, lanes)
             vals = [f if v is None else v for f, v in zip(full, vals, strict=False)]
         M.store(st.mem, space, a, dt, vals, lanes)
-    return _async_tx(ctx, _op(_locked(stv, addr) if strong else stv), bits // 8 * n)
+    return _async_tx(ctx, _op(locked(stv, addr) if strong and callable(addr) else stv), bits // 8 * n)
 
 
-# st forms that may race with atomics by design: every memory order of the table's but .weak
+# st forms that may race with atomics by design: on memory other processes share they hold the atomics' lock
+# (rmw.locked), so they never land between the read and the write of another process's atomic. Every memory
+# order of the table's but .weak
 STRONG = modifier_slot("st", "sem") - {"weak"}
-
-
-def _locked(fn, addr):
-    """A strong store that holds the atomics' lock on memory other processes share (ipc/memory.py), so it
-    never lands between the read and the write of another process's atomic; a plain call elsewhere."""
-    def f(st, m):
-        lock = getattr(st.mem.device, "atomic_lock", None)
-        if lock is None:
-            return fn(st, m)
-        with lock(addr(st)):
-            return fn(st, m)
-    return f
 
 
 def _async_tx(ctx, op, nbytes):

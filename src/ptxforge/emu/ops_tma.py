@@ -16,7 +16,8 @@ sanitizer see a plain shared access of that CTA, ordered by that CTA's own mbarr
 
 cp.reduce.async.bulk.tensor combines each in-bounds box element into global memory with .redOp,
 element by element as atomics (each has .relaxed.gpu semantics), in the element type the map records
-(`REDUCE_TYPES` is the PTX ISA's table of valid combinations).
+(`REDUCE_TYPES` is the PTX ISA's table of valid combinations); on memory other processes share it holds
+their atomics' lock (rmw.atomic_apply_global).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ptxforge.emu import tensormap as TM
 from ptxforge.emu.mbarrier import _mbar_update
 from ptxforge.emu.op import NORMAL, Op
 from ptxforge.emu.ops_atomic import _BITWISE, _combine
-from ptxforge.emu.rmw import atomic_apply
+from ptxforge.emu.rmw import atomic_apply_global
 from ptxforge.ptx import ir
 from ptxforge.ptx.isa import modifier_slot
 
@@ -350,11 +351,13 @@ def complete_tx(st: LaneState, lane: int, space: str, bar: int, nbytes: int) -> 
 
 
 def _reduce_global(st, gaddr, vals, tm: TM.TensorMap, reducer, lane: int) -> None:
-    """Combine `vals` into the global elements at `gaddr` (atomically, in box order)."""
+    """Combine `vals` into the global elements at `gaddr` (atomically, also against other processes sharing
+    the memory, in box order)."""
     step, ufunc, vdtype = reducer
     edt = np.dtype(f"u{tm.esize}")
     buf, idx = st.mem.resolve("global", gaddr, tm.esize, np.full(gaddr.size, lane), write=True)
-    atomic_apply(buf.view(edt), np.asarray(idx) // tm.esize, np.asarray(vals, edt), None, step, ufunc, vdtype)
+    atomic_apply_global(st, gaddr, buf.view(edt), np.asarray(idx) // tm.esize, np.asarray(vals, edt), step, ufunc,
+                        vdtype)
 
 
 def build_prefetch(ctx: Ctx) -> Op:

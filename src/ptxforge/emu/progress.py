@@ -120,7 +120,7 @@ class Watch:
         """Called every few steps with the converged pc (None when diverged); True while probing."""
         if self.probe is not None:
             return self._probe_step(m, pc, steps)
-        board = getattr(m.device, "progress_board", None)  # memory other processes share: ipc/memory.py
+        board = m.device.progress_board  # set on memory other processes share: ipc/memory.py
         if board is not None:  # every tick, not every interval: a peer's watchdog_s may be shorter than ours
             board.publish(m.st.mem)
         now = time.monotonic()
@@ -149,7 +149,7 @@ class Watch:
             if not same:
                 self.stalled_since = self.repeating_since = None
                 return False
-            board = getattr(m.device, "progress_board", None)
+            board = m.device.progress_board
             others = None if board is None else board.others()
             if self.stalled_since is None or others != self.others:  # another process wrote: not stuck yet
                 if board is not None and not self.watching:

@@ -1,7 +1,8 @@
 """Which builder compiles each instruction family of the ISA table (`ptxforge.ptx.isa.FAMILIES`).
 
 Builders register against the table: `register('cp', build_cp)` binds every family named `cp` or
-`cp.<more>` ('cp.async', 'cp.async.bulk.tensor', ...), and a name that is no table family is an error, so
+`cp.<more>` ('cp.async', 'cp.async.bulk.tensor', ...) that no longer name binds ('st.bulk' keeps its own
+builder whatever the order), and a name that is no table family is an error, so
 the emulator cannot grow an instruction the validator does not know. A family the emulator does not run
 is listed in `UNSUPPORTED` with the reason; the registry never binds it, and an instruction of it fails
 with that reason when a thread executes it. tests/emu/test_emu_registry.py checks that every family of
@@ -47,7 +48,6 @@ UNSUPPORTED: dict[str, str] = {
     "tensormap.replace": "tensor maps are built on the host only; editing one in device memory is not modelled",
     "clusterlaunchcontrol.try_cancel": "cluster launch control (work stealing, sm_100) is not modelled",
     "clusterlaunchcontrol.query_cancel": "cluster launch control (work stealing, sm_100) is not modelled",
-    "st.bulk": "bulk initialisation of shared memory (sm_100) is not implemented yet",
     "tcgen05.cp": "shared-memory to tensor-memory copies are not implemented yet",
     "tcgen05.shift": "tensor-memory row shifts are not implemented yet",
 }
@@ -64,19 +64,23 @@ class Registry:
         self.table = table
         self.unsupported = unsupported
         self.builders: dict[str, Builder] = {}
+        self._bound_by: dict[str, str] = {}  # family -> the name its builder was registered under
 
     def register(self, name: str, builder: Builder) -> None:
         """Bind `builder` to the family `name` and every family below it (`name.<more>`), but the
-        UNSUPPORTED ones."""
+        UNSUPPORTED ones and those a longer name binds."""
         families = [f for f in self.table if f == name or f.startswith(name + ".")]
         if not families:
             raise ValueError(f"a builder for {name!r}, which names no instruction family of the ISA table")
         for family in families:
             if family in self.unsupported:
                 continue
-            if family in self.builders:
+            held = self._bound_by.get(family)
+            if held == name:
                 raise ValueError(f"two builders for {family!r}")
-            self.builders[family] = builder
+            if held is None or len(name) > len(held):
+                self.builders[family] = builder
+                self._bound_by[family] = name
 
     def register_all(self, builders: Mapping[str, Builder]) -> None:
         for name, builder in builders.items():

@@ -1,9 +1,13 @@
 """Read-modify-write of memory words in lane order: the one primitive atom/red, mbarrier arrivals and TMA
-reductions share.
+reductions share; and the cross-process lock they hold on memory other processes share.
 
 Lanes hitting distinct addresses update in one vector step. Lanes sharing an address are applied in
 lane order: by rank rounds (k-th lane of every address group at once) for small groups, and by a
 sequential `ufunc.accumulate` per group for large groups of associative ops.
+
+The lock: `DeviceMemory.atomic_lock` (set by ptxforge.emu.ipc's memory only) around every read-modify-write
+of global memory that must be atomic against other processes: atom/red, strong stores, and the element-wise
+reductions of cp.reduce.async.bulk{.tensor}. Memory this process has alone has no lock, and pays nothing.
 """
 
 from __future__ import annotations
@@ -14,12 +18,45 @@ import numpy as np
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from contextlib import AbstractContextManager
 
     import numpy.typing as npt
 
+    from ptxforge.emu.machine import LaneState
     from ptxforge.emu.operands import Value
 
 SMALL_GROUP = 32
+
+
+def cross_process_lock(st: LaneState) -> Callable[[npt.ArrayLike], AbstractContextManager[object]] | None:
+    """The lock atomics hold on the memory `st` runs on when other processes share it (ipc/memory.py), else
+    None (a lone device's or a Node's memory, whose `atomic_lock` is None)."""
+    return st.mem.device.atomic_lock
+
+
+def locked(fn: Callable[[LaneState, object], object],
+           addr: Callable[[LaneState], Value]) -> Callable[[LaneState, object], object]:
+    """An op function `fn(st, m)` that holds the cross-process lock on the addresses `addr(st)` where there
+    is one (so another process's atomic never interleaves with it); elsewhere `fn` runs as it is."""
+    def f(st, m):
+        lock = cross_process_lock(st)
+        if lock is None:
+            return fn(st, m)
+        with lock(addr(st)):
+            return fn(st, m)
+    return f
+
+
+def atomic_apply_global(st: LaneState, addresses: Value, view: np.ndarray, ei: np.ndarray, vals: Value,
+                        step: Callable[[Value, Value, Value], Value], ufunc: np.ufunc | None,
+                        vdtype: npt.DTypeLike) -> np.ndarray:
+    """`atomic_apply` on global memory at byte `addresses` (elements `ei` of `view`), holding the
+    cross-process lock where there is one: the element-wise atomics of bulk and tensor reductions."""
+    lock = cross_process_lock(st)
+    if lock is None:
+        return atomic_apply(view, ei, vals, None, step, ufunc, vdtype)
+    with lock(addresses):
+        return atomic_apply(view, ei, vals, None, step, ufunc, vdtype)
 
 
 def atomic_apply(view: np.ndarray, ei: np.ndarray, vals: Value, cvals: Value | None,

@@ -45,7 +45,7 @@ def polled(m: Machine) -> str:
     if last is None:
         return ""
     addr, nbytes = last
-    alloc = m.device.find(addr) or getattr(m.device, "owner", lambda a: None)(addr)
+    alloc = m.device.find(addr) or m.device.owner(addr)
     if alloc is None or nbytes not in (1, 2, 4, 8):
         return f"; its last global load read {nbytes} bytes at {addr:#x}"
     off = addr - alloc.base

@@ -122,7 +122,7 @@ class CommRank:
 
     def stream(self, num_sms: int) -> Any:
         """A stream on SMs 0..num_sms-1 (emulated node GPUs), or None (a launch runs at once)."""
-        if not hasattr(self.device, "stream"):
+        if not self.device.streams_supported:
             return None
         if num_sms not in self._streams:
             self._streams[num_sms] = self.device.stream(sms=range(0, min(num_sms, self.device.num_sms)))

@@ -97,7 +97,7 @@ class IpcFabric:
 
     def __init__(self, device: Device, group: dist.ProcessGroup | None, world: int) -> None:
         self.device, self.group, self.world = device, group, world
-        self.ipc = ipc_module(getattr(device, "kind", None))
+        self.ipc = ipc_module(device.kind)
         self.buf: DeviceBuffer | None = None
         self.size = 0
         self.generation = 0
@@ -256,7 +256,7 @@ def drive(gen: Generator[None, None, R], device: Device, comm: CommRank | None =
     `synchronize`, when the rank's device is a GPU of one; other devices run each launch to completion).
     A kernel fault that a wait's timeout caused (`comm`'s timeout record says so) is raised as the
     `CommTimeout` that names it."""
-    node = getattr(device, "node", None)
+    node = device.node
     try:
         while True:
             next(gen)

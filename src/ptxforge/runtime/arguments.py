@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
 
 from ptxforge import _optional
 from ptxforge.emu.errors import LaunchError
+
+if TYPE_CHECKING:
+    from ptxforge.runtime.device import Device
 
 _NARROW_TORCH = {"bfloat16": ("int16", "bfloat16"), "float8_e4m3fn": ("uint8", "float8_e4m3fn"),
                  "float8_e5m2": ("uint8", "float8_e5m2"), "float8_e4m3fnuz": ("uint8", "float8_e4m3fnuz"),
@@ -55,14 +58,11 @@ class DevicePointer:
     owner: object = None  # kept alive until the launch returns
 
 
-def is_live_address(device: Any, address: int) -> bool:
+def is_live_address(device: Device, address: int) -> bool:
     """Whether `address` lies inside a live allocation of `device` or of a GPU of its node (a peer whose
-    access is disabled included: the kernel's access to it is then a fault naming both GPUs)."""
-    owns = getattr(device, "owns_address", None)
-    if owns is not None and owns(int(address)):
-        return True
-    owner = getattr(getattr(device, "memory", None), "owner", None)  # a node GPU's memory knows its peers'
-    return owner is not None and owner(int(address)) is not None
+    access is disabled included: the kernel's access to it is then a fault naming both GPUs); see
+    `Device.owns_address`."""
+    return device.owns_address(int(address))
 
 
 def is_array_like(a: Any) -> bool:

@@ -31,8 +31,7 @@ def copy_back_quietly(dev: Device, copies: list) -> None:
 
 def _copy_one(dev: Device, host: Any, alloc: Any) -> None:
     arr = host.array
-    mem = dev.memory  # the emulator's memory gives a view (copied once, into the host array); a GPU's a copy
-    data = (mem.view(alloc) if hasattr(mem, "view") else mem.read(alloc))[: arr.nbytes]
+    data = dev.memory.view(alloc)[: arr.nbytes]  # the emulator's: a view (copied once, into the host array)
     if arr.flags.c_contiguous:
         arr.reshape(-1).view(np.uint8)[:] = data
     else:

@@ -12,7 +12,7 @@ import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,11 @@ from ptxforge.runtime.cuda_driver import CudaError, check, driver
 from ptxforge.runtime.gpu import arch_for_capability
 from ptxforge.runtime.resources import ptxas_failure
 from ptxforge.toolchain import ToolNotFound, assemble, find_tool, ptxas_max_ptx_version
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ptxforge.emu.node import Node, Stream
 
 # The driver refuses a cubin with these when it is older than the ptxas that built it.
 _CUBIN_REFUSED = frozenset({"CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_NO_BINARY_FOR_GPU",
@@ -82,13 +87,21 @@ class CudaMemory:
             check(driver().cuMemcpyDtoH(out.ctypes.data, alloc.handle, alloc.size), "cuMemcpyDtoH")
         return out
 
+    def view(self, alloc: CudaAllocation) -> np.ndarray:
+        """The allocation's bytes: a copy (`read`), GPU memory not being host memory."""
+        return self.read(alloc)
+
 
 class CudaDevice:
     """GPU `ordinal` through its primary context. Get one with `cuda_device()`.
 
-    A `ptxforge.runtime.device.Device`: `kind` "cuda" sends launches to the driver."""
+    A `ptxforge.runtime.device.Device`: `kind` "cuda" sends launches to the driver. The members that only
+    emulated GPUs give a value are constants here (no driver call): no node, no emulated GPU index, no streams."""
 
     kind = "cuda"
+    node: Node | None = None  # a GPU is no emulated node's
+    gpu: int | None = None  # the emulated GPU index; a CUDA GPU is named by `ordinal` (see `description`)
+    streams_supported = False
     ordinal: int
     name: str  # the GPU's own name, e.g. "NVIDIA H200"
     arch: str
@@ -144,6 +157,15 @@ class CudaDevice:
         except Exception:  # an address the bindings cannot take is no allocation of ours
             return False
         return err == d.CUresult.CUDA_SUCCESS and int(ordinal) == self.ordinal
+
+    def address_note(self, address: int) -> str:
+        """Nothing to add to "not a live allocation" (`owns_address` asked the driver already)."""
+        return ""
+
+    def stream(self, sms: Iterable[int] | None = None, priority: int = 0) -> Stream:
+        """Streams are not supported on a CUDA GPU yet (`streams_supported` is False): a LaunchError."""
+        raise LaunchError(f"streams on {self.description} are not supported yet: a launch on a GPU returns once "
+                          f"its kernel has finished; stream= takes a stream of an emulated node's GPU")
 
     def make_current(self) -> None:
         check(driver().cuCtxSetCurrent(self.context), "cuCtxSetCurrent")

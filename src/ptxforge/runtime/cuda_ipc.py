@@ -20,6 +20,7 @@ from typing import Any
 
 from ptxforge.errors import LaunchError
 from ptxforge.runtime.cuda_driver import check, driver
+from ptxforge.runtime.device import Device
 
 HANDLE_BYTES = 64  # CU_IPC_HANDLE_SIZE
 
@@ -65,7 +66,7 @@ def handle_from_bytes(raw: bytes) -> Any:
 
 
 def _cuda(device: Any, what: str) -> Any:
-    if getattr(device, "kind", None) != "cuda":
+    if not isinstance(device, Device) or device.kind != "cuda":  # any object may come: check it is a GPU
         raise CudaIpcError(f"{what} needs a CUDA device (ptxforge.runtime.cuda_device.cuda_device()), "
                            f"not {device!r}")
     return device

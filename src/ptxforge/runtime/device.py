@@ -1,9 +1,11 @@
 """`Device`: what the runtime asks of a device, so that no launch path tells devices apart by their class.
 
-Three classes satisfy it structurally (none inherits from it): the emulator's `ptxforge.emu.EmuDevice`, a
-`ptxforge.emu.Node`'s `NodeGpu`, and a GPU's `ptxforge.runtime.cuda_device.CudaDevice`. `kind` says which
-launch path runs ("emu": the SIMT emulator, with its options: sanitize, num_sms, printf capture,
-time_limit_s; "cuda": the driver), the rest is the same on every device.
+Four classes satisfy it structurally (none inherits from it): the emulator's `ptxforge.emu.EmuDevice`, a
+`ptxforge.emu.Node`'s `NodeGpu`, an emulator IPC rank's `ptxforge.emu.ipc.IpcDevice`, and a GPU's
+`ptxforge.runtime.cuda_device.CudaDevice`. `kind` says which launch path runs ("emu": the SIMT emulator, with
+its options: sanitize, num_sms, printf capture, time_limit_s; "cuda": the driver), the rest is the same on
+every device: what differs between devices (a node to synchronize, streams, a GPU index for reports, a note on
+a foreign address) is a member every device answers, never an attribute a caller probes for.
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ptxforge.emu.node import Node, Stream
 
 DEVICE_KINDS = ("emu", "cuda")
 
@@ -28,6 +35,11 @@ class DeviceMemory(Protocol):
     def write(self, alloc: Any, data: Any) -> None: ...
 
     def read(self, alloc: Any) -> np.ndarray: ...
+
+    def view(self, alloc: Any) -> np.ndarray:
+        """The allocation's bytes to read now: a view of them where device memory is host memory (the
+        emulator's; valid until the next allocation), a copy on a GPU."""
+        ...
 
 
 @runtime_checkable
@@ -60,8 +72,36 @@ class Device(Protocol):
     @property
     def memory(self) -> DeviceMemory: ...
 
+    @property
+    def node(self) -> Node | None:
+        """The emulated `ptxforge.emu.Node` this device is a GPU of (its stream launches run when the node
+        synchronizes; its peers' buffers are reachable from its kernels); None for every other device."""
+        ...
+
+    @property
+    def gpu(self) -> int | None:
+        """Its index among the emulated GPUs it works with (a node GPU's index, an IPC device's rank), which
+        errors and sanitizer reports name; None for a lone emulated device and a CUDA GPU."""
+        ...
+
+    @property
+    def streams_supported(self) -> bool:
+        """Whether `stream()` gives a stream `Kernel.launch(stream=...)` queues on (a GPU of an emulated node)."""
+        ...
+
+    def stream(self, sms: Iterable[int] | None = None, priority: int = 0) -> Stream:
+        """A new stream whose launches run in order on the SMs `sms` (default all); a LaunchError naming the
+        device where `streams_supported` is False."""
+        ...
+
     def owns_address(self, address: int) -> bool:
-        """Whether `address` lies in live device memory this device's kernels may use as it is."""
+        """Whether `address` lies in live device memory a kernel launched here may take as it is (a node GPU:
+        any GPU's of its node, a peer whose access is disabled included: the kernel's access then faults)."""
+        ...
+
+    def address_note(self, address: int) -> str:
+        """Why `address` is not live memory here when the device knows more than "no allocation" (an IPC
+        device: a peer's memory not opened, or a closed peer), as a clause for an error message; else ""."""
         ...
 
     def write_global(self, module: ir.Module, name: str, raw: np.ndarray, offset: int = 0) -> None:
@@ -79,9 +119,11 @@ def is_emulated(device: Device) -> bool:
 
 
 if TYPE_CHECKING:  # checked by mypy (`make lint`): each device class satisfies the protocol
+    from ptxforge.emu.ipc import IpcDevice
     from ptxforge.emu.launch import EmuDevice
     from ptxforge.emu.node import NodeGpu
     from ptxforge.runtime.cuda_device import CudaDevice
 
-    def _conforms(emu: EmuDevice, node_gpu: NodeGpu, gpu: CudaDevice) -> tuple[Device, Device, Device]:
-        return emu, node_gpu, gpu
+    def _conforms(emu: EmuDevice, node_gpu: NodeGpu, ipc: IpcDevice,
+                  gpu: CudaDevice) -> tuple[Device, Device, Device, Device]:
+        return emu, node_gpu, ipc, gpu

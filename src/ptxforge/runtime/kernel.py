@@ -250,7 +250,7 @@ class Kernel:
                 return a.address
             if isinstance(a, int):
                 if not is_live_address(dev, a):
-                    note = getattr(dev, "address_note", lambda a: "")(a)  # an IPC device: a peer's memory
+                    note = dev.address_note(a)  # an IPC device: a peer's memory
                     raise LaunchError(f"{self.name} argument {p.name}: {a:#x} is not inside a live allocation of "
                                       f"{_device_name(dev)}{note}; pass an array, a tensor or a DeviceBuffer")
                 return a

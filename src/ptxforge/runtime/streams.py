@@ -16,6 +16,7 @@ from ptxforge.emu.node import PendingLaunch, Stream
 from ptxforge.errors import LaunchError
 from ptxforge.runtime.buffers import resolve_device
 from ptxforge.runtime.copies import as_tuple, copy_back, free_quietly
+from ptxforge.runtime.device import Device
 from ptxforge.runtime.result import LaunchResult
 
 
@@ -29,26 +30,29 @@ def stream_device(stream: Any, device: Any) -> Any:
     raise LaunchError(f"{stream.name} belongs to GPU {stream.device.gpu}, but the launch names device={device!r}")
 
 
-def node_sanitize(dev: Any) -> Any:
+def node_sanitize(dev: Device) -> Any:
     """The `sanitize` of `dev`'s node (True, or a Sanitizer whose options every launch there takes),
     False for a device outside a node."""
-    node = getattr(dev, "node", None)
+    node = dev.node
     return node.sanitize if node is not None and node.sanitize else False
 
 
-def peer_reachable(dev: Any, other: Any) -> bool:
+def peer_reachable(dev: Device, other: Device) -> bool:
     """Whether a kernel on `dev` may take a buffer of `other`: a peer of the same node with access on."""
-    node: Any = getattr(dev, "node", None)
-    theirs: Any = getattr(other, "node", None)
-    return node is not None and theirs is node and node.can_access_peer(dev, other)
+    node, a, b = dev.node, dev.gpu, other.gpu
+    if node is None or other.node is not node or a is None or b is None:  # a node's GPUs all have an index
+        return False
+    return node.can_access_peer(a, b)
 
 
-def label_reports(sanitizer: Any, dev: Any) -> None:
-    """Name the GPU in the sanitizer's reports of a launch on a node's GPU."""
-    if getattr(dev, "gpu", None) is not None:
+def label_reports(sanitizer: Any, dev: Device) -> None:
+    """Name the GPU in the sanitizer's reports of a launch on an emulated GPU that has an index (a node's GPU,
+    an IPC rank's)."""
+    gpu = dev.gpu
+    if gpu is not None:
         for r in sanitizer.reports:
             if r.gpu is None:
-                r.gpu = dev.gpu
+                r.gpu = gpu
 
 
 def launch_on_stream(kernel: Any, stream: Any, dev: Any, packed: bytes, copies: list, temps: list, grid: Any,

@@ -22,6 +22,7 @@ import numpy as np
 
 from ptxforge.emu.ipc import segment as S
 from ptxforge.emu.ipc.memory import STRIDE, IpcError, IpcMemory, Mapping
+from ptxforge.emu.launch import EmuDevice
 from ptxforge.emu.memory import GLOBAL_BASE, Allocation
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ class EmuIpcHandle:
 
 
 def _memory(device, what: str) -> IpcMemory:
-    mem = getattr(device, "memory", None)
+    mem = device.memory if isinstance(device, EmuDevice) else None  # any object may come: an IPC device's is IPC
     if not isinstance(mem, IpcMemory):
         raise IpcError(f"{what} needs an IPC device (ptxforge.emu.ipc.ipc_device(rank, world)), not {device!r}")
     mem._check_open()

@@ -4,8 +4,8 @@ A load of bytes no thread initialized does not report by itself: it marks the de
 each such lane *undefined*, remembering where the value came from. Every instruction the lane executes
 passes the mark from its source registers to its destination registers (mov, arithmetic, cvt, selp, a
 store back to the very bytes it came from: none of these reports). The value is reported when it is
-*used*: as an address, as a guard predicate or the condition of a branch, as an operand of a
-warp-collective (shfl, vote, match, redux), or when it is stored to other shared or global memory (st,
+*used*: as an address, as st.bulk's byte count, as a guard predicate or the condition of a branch, as an
+operand of a warp-collective (shfl, vote, match, redux), or when it is stored to other shared or global memory (st,
 atom, red). Stored to local memory (a -G build spills every register to the stack) it poisons the bytes,
 and loading them back gives an undefined value again.
 `Sanitizer(eager=True)` reports at the load instead (the old behaviour).
@@ -30,7 +30,8 @@ CROSS_LANE = {"mma", "wmma", "wgmma", "ldmatrix", "movmatrix", "stmatrix"}
 NO_DEST = {"st", "red", "prefetch", "prefetchu", "bar", "barrier", "membar", "fence", "cp", "st.async",
            "multimem", "tensormap", "discard", "applypriority", "wgmma", "tcgen05", "griddepcontrol"}
 USES = {"address": "an address", "guard": "a guard predicate", "branch": "a branch condition",
-        "collective": "an operand of a warp-collective", "store": "a store to other memory"}
+        "collective": "an operand of a warp-collective", "store": "a store to other memory",
+        "size": "the byte count of st.bulk"}
 _TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -42,6 +43,7 @@ class RegUse:
     src: tuple = ()  # value sources
     addr: tuple = ()  # address base registers
     values: tuple = ()  # store values (st, atom, red): a "store" use
+    size: tuple = ()  # st.bulk's byte count: a "size" use (what it stores is the constant 0)
     guard: int | None = None
     collective: bool = False
     cross_lane: bool = False
@@ -96,7 +98,10 @@ def reg_use(layout: Any, pc: int, warpsync: bool) -> RegUse:
     addr: list = []
     _regs(layout, placed, rest, src, addr)
     values = tuple(src) if op in ("st", "atom", "red") else ()
-    return RegUse(tuple(dst), tuple(src), tuple(addr), values, guard, collective=warpsync,
+    size: tuple = ()
+    if op == "st" and "bulk" in ins.suffixes:
+        values, size = (), tuple(src)
+    return RegUse(tuple(dst), tuple(src), tuple(addr), values, size, guard, collective=warpsync,
                   cross_lane=op in CROSS_LANE, tracked_load=op in TRACKED_LOADS, opcode=op)
 
 
@@ -153,7 +158,7 @@ class Undefined:
         if use is None or not marks:
             return
         hot = (use.guard is not None and use.guard in marks) or any(s in marks for s in use.addr) or \
-            ((use.collective or use.values) and any(s in marks for s in use.src))
+            ((use.collective or use.values or use.size) and any(s in marks for s in use.src))
         if not hot:
             return
         act = self.san._executing(st, m, info)
@@ -161,6 +166,8 @@ class Undefined:
             self._use("guard", (use.guard,), act, pc)
         if use.addr:
             self._use("address", use.addr, act, pc)
+        if use.size:
+            self._use("size", use.size, act, pc)
         if use.collective and use.src:
             self._use("collective", use.src, act, pc)
         if use.values:

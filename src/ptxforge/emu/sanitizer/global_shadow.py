@@ -67,9 +67,7 @@ class GlobalShadow:
         return sh
 
     def _owner(self, off: int):
-        dev = self.device
-        find = getattr(dev, "owner", None) or dev.find
-        return find(M.GLOBAL_BASE + off)
+        return self.device.owner(M.GLOBAL_BASE + off)  # a node GPU's memory: any GPU's allocation
 
     def split(self, idx: np.ndarray, nb: int) -> list[tuple]:
         """[(shadow, positions of the lanes or None for all, granule index array or slice, granules per

@@ -10,6 +10,7 @@ from ptxforge.ptx import ir
 from ptxforge.ptx.ir import ALL_TYPES
 from ptxforge.ptx.isa.data_sreg import special_register
 from ptxforge.ptx.isa.spec import InstrSpec, Role, Signature, holds
+from ptxforge.ptx.isa.st_bulk import st_bulk_problems
 from ptxforge.ptx.isa.table import FAMILIES
 from ptxforge.ptx.isa.targets import Requirement, format_version, parse_target
 from ptxforge.ptx.isa.typerules import (
@@ -122,6 +123,8 @@ def check_instruction(instr: ir.Instruction, reg_types: Mapping[str, str],
         ctx = _Ctx(instr.mnemonic, types, reg_types, symbols, relaxed, vec)
         for i, (op, role) in enumerate(zip(instr.operands, sig.roles, strict=False)):
             problems += ctx.check(op, role, i + 1)
+    if spec is not None and spec.extra.get("rule") == "st.bulk":
+        problems += st_bulk_problems(instr, reg_types, version, symbols)
     return problems
 
 
@@ -421,6 +424,8 @@ _NARROW_SPACES = frozenset({"shared", "local", "param", "const"})
 def _wide_address(mnemonic: str) -> bool:
     """Whether a load/store/atomic addresses generic or global memory, where addresses are 64-bit."""
     parts = mnemonic.split(".")
+    if parts[:2] == ["st", "bulk"]:  # ptxas takes a 32-bit generic st.bulk address (zero-extended)
+        return False
     return parts[0] in ("ld", "st", "atom", "red", "ldu") and not any(
         p.split("::")[0] in _NARROW_SPACES for p in parts[1:])
 

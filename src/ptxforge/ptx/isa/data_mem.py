@@ -88,6 +88,12 @@ ATOM_OPS = {
 HALF_ADD = "add&T0=f16|add&T0=f16x2|add&T0=bf16|add&T0=bf16x2"
 ATOM_TYPES = _set(".b16 .b32 .b64 .b128 .u32 .u64 .s32 .s64 .f32 .f64 .f16 .f16x2 .bf16 .bf16x2")
 
+# st.bulk (PTX ISA 9.7.9.13): `size` bytes, a multiple of 8 up to 16777216, all set to `initval`, which must be 0;
+# a 32-bit size operand needs PTX ISA 9.0 (a 64-bit one: 8.6)
+ST_BULK_GRANULE = 8
+ST_BULK_MAX_SIZE = 16777216
+ST_BULK_SIZE32_PTX = (9, 0)
+
 # cp.async.bulk{.tensor}.shared::cta.global...: a .shared::cta destination (the source is then .global)
 DST_CTA = gate("shared::cta&global&mbarrier::complete_tx::bytes", "destination .shared::cta", (8, 6), 90)
 
@@ -115,7 +121,10 @@ SPECS = [
     fam("st.async", "A, Tv, A?", types=LDST_TYPES, ntypes=(1,), ptx=(8, 1), sm=90, group="data",
         summary="asynchronous store to distributed shared memory",
         gates=(gate("mmio|release|global|gpu|sys", ".mmio/.release/.global/.gpu/.sys", (8, 7), 100),)),
-    fam("st.bulk", "A, *, *", ptx=(8, 6), sm=100, group="data", summary="bulk initialize memory"),
+    # st.bulk{.weak}{.shared::cta} [a], size, initval: the operand rules (size, initval, the address form) are
+    # in check.py's `st_bulk_problems`, reading the ST_BULK_* facts below
+    fam("st.bulk", "A, *, I", mods=_set(".weak .shared::cta"), ntypes=(0,), ptx=(8, 6), sm=100, group="data",
+        rule="st.bulk", summary="initialize `size` bytes of shared memory to zero"),
     fam("prefetch", "A", mods=_set(".global .local .L1 .L2 .L2::evict_last .L2::evict_normal .tensormap "
                                    ".const .param"),
         ptx=(2, 0), sm=20, group="data", summary="prefetch to a cache level",
