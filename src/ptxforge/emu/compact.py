@@ -17,8 +17,9 @@ whole warps with nobody waiting (the machine's step would run exactly them; `Ses
 A session stops, before changing anything, where its own lanes reach an instruction that is not lane-local
 (memory, other warp-synchronous ops, or a shfl not run by whole warps standing together, barriers, calls),
 where the wave reconverges, and at the watchdog's ticks and a Node's yields (they read the machine's arrays;
-while the watchdog probes, the steps at which it could find the probe's state again). It then writes its
-registers, pcs and instruction counts back. So every lane executes the same instructions in the same steps
+while the watchdog probes, the steps at which it could find the probe's state again). It then writes back
+its pcs, instruction counts and the registers some lane can still read (liveness.py; a value no lane reads
+again stays stale in the machine's arrays, which the watchdog's fingerprint does not look at). So every lane executes the same instructions in the same steps
 with the same companions as before: shfl, vote, bar.warp.sync, barriers, reconvergence, %clock and the
 watchdog see exactly the schedule they always saw (tests/emu/test_emu_compaction.py compares memory, counts
 and steps with sessions off). Only the cost changes. Not used when a check instruments the ops (the sanitizer:
@@ -32,8 +33,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ptxforge.emu import op as C
-from ptxforge.emu import ops_alu, ops_float, ops_video
 from ptxforge.emu.errors import InternalEmulatorError, MemoryFault
+from ptxforge.emu.liveness import LANEWISE_OPCODES, Liveness, liveness_for
 from ptxforge.emu.operands import DYNAMIC_SREGS
 from ptxforge.emu.progress import PROBE_STEPS, TICK_MASK
 from ptxforge.ptx import ir
@@ -45,21 +46,24 @@ if TYPE_CHECKING:
     from ptxforge.emu.operands import Value
     from ptxforge.emu.program import Layout
 
-# opcodes whose ops touch nothing but the registers (and static special registers) of their own lane
-LANEWISE_OPCODES = (frozenset(ops_alu.BUILDERS) | frozenset(ops_float.BUILDERS) | frozenset(ops_video.BUILDERS)
-                    | {"cvta"}) - {"mapa", "getctarank", "addc", "subc", "madc"}
 ENABLED = True  # off: the machine steps every lane itself (tests compare the two)
 ENTER_FRACTION = 1.0  # a session starts when the lanes it would gather are at most this share of the wave (any)
 MIN_LANES = 32  # below this many lanes a session compacts only when the rest then stand together
-SHORT_SESSION = 8  # sessions of a region that end sooner than this many steps, on average, are not worth it
+SHORT_SESSION = 3  # sessions of a region that end sooner than this many steps, on average, are not worth it
 
 
 _STEPS_RUN = 0
+_SKIPPED = 0
 
 
 def steps_run() -> int:
     """Machine steps taken by sessions in this process so far (for tests and benchmarks)."""
     return _STEPS_RUN
+
+
+def writebacks_skipped() -> int:
+    """Register write-backs sessions left out in this process so far, the values being dead (for tests)."""
+    return _SKIPPED
 
 
 class Plan:
@@ -272,6 +276,7 @@ class Session:
         m = self.m
         pk = m.pcs[self.parked]
         self.parked_min = int(pk.min()) if pk.size else self.exited
+        self.parked_low = Liveness.lowest_pc(pk)  # with the lanes that wait (liveness.py's view of them)
         probe = m.watch.probe
         self.parked_same = probe is not None and probe.pcs is not None and \
             bool(np.array_equal(pk, probe.pcs[self.parked]))
@@ -383,18 +388,17 @@ class Session:
                     elif self._branch_uniform(op, P):
                         self._compact(eager=True)
                     continue
-                np.add(self.dic, 1, out=self.dic, where=ex)
+                np.add(self.dic, ex, out=self.dic)
                 if op.kind == C.BRA:
                     g = ex
                     if op.guard is not None:
                         p = sub.regs[op.guard[0]]
                         g = ex & (~p if op.guard[1] else p)
-                    np.copyto(sp, P + 1, where=ex)
-                    np.copyto(sp, op.target, where=g)
+                    C.advance(sp, ex, P, op.target, g)
                     self._compact(eager=True)
                 else:
                     op.fn(sub, None if nex == sp.size else ex)
-                    np.copyto(sp, P + 1, where=ex)
+                    C.advance(sp, ex, P)
                 if taken >= check_at:
                     check_at = taken + 16
                     self._compact()
@@ -448,10 +452,10 @@ class Session:
             kmin = keys.min()
             if keys.max() != kmin:
                 ex = ex & (m.top_ret == kmin)
-        np.add(m.icount, 1, out=m.icount, where=ex)
+        np.add(m.icount, ex, out=m.icount)
         if op.kind == C.NORMAL:
             op.fn(m.st, ex)
-            np.copyto(pcs, P + 1, where=ex)
+            C.advance(pcs, ex, P)
         else:
             g = m._guard(op, ex)
             np.copyto(pcs, P + 1, where=ex)
@@ -551,6 +555,7 @@ class Session:
         self._scatter(out)
         self.parked[self.idx[out]] = True
         self.parked_min = min(self.parked_min, int(sp[out].min()))
+        self.parked_low = min(self.parked_low, self.parked_min)
         keep = ~idle
         if self.ppc is not None:
             self.parked_same = self.parked_same and bool(np.array_equal(sp[out], self.ppc[out]))
@@ -563,10 +568,14 @@ class Session:
         sub = self.sub
         self._note_writes()
         need = self.plan.span_slots(lo)
+        if not self.written <= need:  # written registers the loop does not use and no lane left reads again
+            alive = self._needed(None)
+            for s in [s for s in self.written if s not in need and not alive >> s & 1]:
+                self.written.discard(s)
         for s in self.slots:
             if s in self.dormant:
                 continue
-            if s not in need and s not in self.written:  # unchanged: the machine's copy is current
+            if s not in need and s not in self.written:  # unchanged (or dead): the machine's copy will do
                 sub.regs[s] = self.gathered[s] = None
                 self.dormant.add(s)
                 continue
@@ -593,7 +602,12 @@ class Session:
         st = m.st
         lanes = self.idx[pos]
         self._note_writes()
+        need = self._needed(pos) if self.written else 0
+        global _SKIPPED
         for s in self.written:
+            if not need >> s & 1:
+                _SKIPPED += 1
+                continue  # no lane reads it again (liveness.py): the machine's stale copy is never seen
             v = sub.regs[s]
             a = st.regs[s]
             if self.owned.get(s) is not a:  # a private full copy: register arrays may be shared (mov, caches);
@@ -604,3 +618,14 @@ class Session:
         m.pcs[lanes] = self.sp[pos]
         m.icount[lanes] += self.dic[pos]
 
+    def _needed(self, pos: np.ndarray | None) -> int:
+        """The registers gathered lanes `pos` (None: all) must have written back (a bit set over slots,
+        liveness.py)."""
+        lv = liveness_for(self.m)
+        if not lv.enabled:
+            return lv.all
+        q = self.sp if pos is None else self.sp[pos]
+        a, b = int(q.min()), int(q.max())
+        pcs = (a,) if a == b else (np.flatnonzero(np.bincount(q - a)) + a).tolist()
+        low = min(self.parked_low, int(self.sp.min()))  # the wave's lowest pc
+        return lv.needed(pcs, low)

@@ -656,14 +656,15 @@ class Machine:
                     kmin = keys.min()
                     if keys.max() != kmin:
                         ex = ex & (self.top_ret == kmin)
-                np.add(self.icount, 1, out=self.icount, where=ex)
-                if k == C.NORMAL or k == C.WARPSYNC:
+                np.add(self.icount, ex, out=self.icount)
+                if k == C.NORMAL:
                     op.fn(st, ex)
-                    np.copyto(pcs, P + 1, where=ex)
+                    C.advance(pcs, ex, P)
+                elif k == C.WARPSYNC:
+                    op.fn(st, ex)
+                    np.copyto(pcs, P + 1, where=ex)  # (with the lanes that waited for their warp: flagged)
                 elif k == C.BRA:
-                    g = self._guard(op, ex)
-                    np.copyto(pcs, P + 1, where=ex)
-                    np.copyto(pcs, op.target, where=g)
+                    C.advance(pcs, ex, P, op.target, self._guard(op, ex))
                 elif k == C.EXIT:
                     g = self._guard(op, ex)
                     np.copyto(pcs, P + 1, where=ex)

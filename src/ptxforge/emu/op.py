@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    import numpy as np
     import numpy.typing as npt
 
     from ptxforge.emu.machine import LaneState
@@ -49,3 +50,13 @@ class Op:
     @property
     def where(self) -> str:
         return f"{self.file}:{self.line}" if self.line else self.file or "<ir>"
+
+
+def advance(pcs: np.ndarray, ex: np.ndarray, P: int, target: int | None = None,
+            taken: np.ndarray | None = None) -> None:
+    """Move the lanes `ex` (all standing at pc P, no flag set) on: to P + 1, or to `target` where `taken`.
+
+    Adding the masks is the same as `copyto(pcs, P + 1, where=ex)` on such lanes, at a quarter of its cost."""
+    np.add(pcs, ex, out=pcs)
+    if taken is not None and target is not None and target != P + 1:
+        np.add(pcs, np.multiply(taken, pcs.dtype.type(target - P - 1)), out=pcs)

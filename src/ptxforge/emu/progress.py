@@ -1,8 +1,9 @@
 """The single-device watchdog: it tells a hang from slow work by whether the machine's state repeats.
 
 Every CHECK_S seconds of wall time (sooner for a small `watchdog_s`) the machine takes a fingerprint of
-its state: the converged pc or every lane's pc, a CRC of each register, .param variable and frame base,
-the barrier arrivals, tensor memory, and the count of memory writes. It then looks at every step until
+its state: the converged pc or every lane's pc, a CRC of each register (on the lanes that can still read
+it: liveness.py), .param variable and frame base, the barrier arrivals, tensor memory, and the count of
+memory writes. It then looks at every step until
 the warps stand at the same pcs again, every runnable lane having run since, and compares. The same
 fingerprint with no memory written in between is a cycle the launch cannot leave (during a launch
 nothing but its own threads writes a lone device's memory): no progress. A different one is progress.
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ptxforge.emu.errors import LaunchError, TimeLimitExceeded, WatchdogTimeout
+from ptxforge.emu.liveness import liveness_for
 from ptxforge.emu.op import BRA, WAIT_BAR
 
 if TYPE_CHECKING:
@@ -65,10 +67,11 @@ def _crc(a) -> int:
     return zlib.crc32(np.ascontiguousarray(a))  # type: ignore[arg-type]  # an ndarray is a buffer
 
 
-def _arrays(m):
-    """The parts of machine `m`'s state a fingerprint covers, besides the pcs and the write count."""
+def _arrays(m, pc):
+    """The parts of machine `m`'s state a fingerprint covers, besides the pcs and the write count (`pc`: the
+    converged pc, or None when the wave's pcs are per lane)."""
     st = m.st
-    yield from st.regs
+    yield from _registers(m, pc)
     yield from st.pvars
     yield st.fb
     if m.pcs is not None:
@@ -80,6 +83,24 @@ def _arrays(m):
         yield from tmem.cells.values()
 
 
+_NOTHING = np.zeros(0, np.uint8)
+
+
+def _registers(m, pc):
+    """Each register as far as its value can still matter (liveness.py): a value no lane reads again is no
+    part of the state, so a loop that only rewrites such a value repeats, and a value a compacted session
+    did not write back (compact.py) reads the same as one it did. Uniform registers read as full arrays."""
+    st = m.st
+    masks = liveness_for(m).masks(m.pcs if pc is None else pc)
+    for r, mk in zip(st.regs, masks, strict=True):
+        if mk is False:
+            yield _NOTHING
+        elif mk is True:
+            yield np.broadcast_to(r, (st.N,))
+        else:
+            yield np.where(mk, r, np.zeros((), np.asarray(r).dtype))
+
+
 class _Probe:
     def __init__(self, m, pc, steps, now):
         self.t = now
@@ -89,7 +110,7 @@ class _Probe:
         self.icount = None if pc is not None else m.icount.copy()
         self.lane = 0 if pc is not None else int(np.argmin(self.pcs))  # a running lane: a cheap first test
         self.writes = m.st.mem.writes
-        self.crcs = [_crc(a) for a in _arrays(m)]
+        self.crcs = [_crc(a) for a in _arrays(m, pc)]
         self.lo = self.hi = pc  # the lines the converged warps pass through before the state repeats
 
 
@@ -143,7 +164,7 @@ class Watch:
         if steps > p.steps and self._same_place(m, pc, p):
             t = time.monotonic()
             same = m.st.mem.writes == p.writes and all(
-                _crc(a) == c for a, c in zip(_arrays(m), p.crcs, strict=True))
+                _crc(a) == c for a, c in zip(_arrays(m, pc), p.crcs, strict=True))
             now = time.monotonic()
             self._end(now, (now - t) + self._cost)
             if not same:
