@@ -287,3 +287,47 @@ def test_directed_fma_of_a_sum_that_float64_rounds_onto_a_float32_value():
     want = {"rz": 0x3F7FFFFF, "rm": 0x3F7FFFFF, "rp": 0x3F800000, "rn": 0x3F800000}
     for rnd, bits_ in want.items():
         assert int(np.asarray(floating.fma(np.full(8, x), y, z, "f32", rnd=rnd)).astype(np.uint32)[0]) == bits_, rnd
+
+
+SHFL_ALL = H + """.visible .entry k(.param .u64 out, .param .u32 b, .param .u32 c)
+{
+.reg .b32 %r<8>;
+.reg .b64 %rd<4>;
+.reg .pred %p<2>;
+ld.param.u64 %rd1, [out];
+ld.param.u32 %r2, [b];
+ld.param.u32 %r3, [c];
+mov.u32 %r1, %tid.x;
+mov.u32 %r4, %ctaid.x;
+mad.lo.u32 %r1, %r4, 1024, %r1;
+mul.lo.u32 %r5, %r1, 2654435761;
+shfl.sync.MODE.b32 %r6|%p1, %r5, %r2, %r3, -1;
+selp.u32 %r7, 1, 0, %p1;
+mul.wide.u32 %rd2, %r1, 8;
+add.s64 %rd3, %rd1, %rd2;
+st.global.v2.u32 [%rd3], {%r6, %r7};
+ret;
+}
+"""
+
+
+@pytest.mark.parametrize("mode", ["up", "down", "bfly", "idx"])
+def test_whole_warp_shuffles_match_the_per_lane_rule(mode):
+    """Large whole-warp waves take `ops_warp._gather_rows` (a shifted copy instead of a gather) when every
+    warp moves its lanes the same way; each mode, offset and clamp gives the manual's per-lane rule."""
+    k = pf.parse(SHFL_ALL.replace("MODE", mode)).kernel("k")
+    n = 4 * 1024
+    gid = np.arange(n, dtype=np.uint64)
+    val = (gid * 2654435761 % 2**32).astype(np.uint32)
+    lane, base = gid.astype(np.int64) % 32, gid.astype(np.int64) // 32 * 32
+    for b in (0, 1, 2, 5, 16, 31):
+        for c in (0x1F, 0x0, 0x07, 0x181F, 0x1C03):
+            out = np.zeros((n, 2), np.uint32)
+            k.launch(grid=4, block=1024, args=[out, np.uint32(b), np.uint32(c)], device="emu")
+            seg, clamp = (c >> 8) & 31, c & 31
+            max_lane = (lane & seg) | (clamp & ~seg)
+            j = {"up": lane - b, "down": lane + b, "bfly": lane ^ b, "idx": (lane & seg) | (b & ~seg)}[mode]
+            ok = j >= max_lane if mode == "up" else j <= max_lane
+            want = val[base + np.where(ok, j, lane)]
+            np.testing.assert_array_equal(out[:, 0], want, err_msg=f"{mode} b={b} c={c:#x}")
+            np.testing.assert_array_equal(out[:, 1], ok.astype(np.uint32), err_msg=f"{mode} b={b} c={c:#x}")

@@ -119,15 +119,68 @@ def build_shfl(ctx: Ctx) -> Op:
                     del cache[next(iter(cache))]
                 src, ok = src_index(st, bv, cv)
                 src.flags.writeable = ok.flags.writeable = False  # shared by the waves (a register may hold ok)
-                hit = cache[key] = (src, ok, st.laneid, st.warp_base)  # laneid, warp_base held: ids stay unique
-            src, ok = hit[0], hit[1]
+                # laneid, warp_base held: their ids stay unique
+                hit = cache[key] = (src, ok, st.laneid, st.warp_base, _row_pattern(src))
+            src, ok, pattern = hit[0], hit[1], hit[4]
         else:
             src, ok = src_index(st, bv, cv)
+            pattern = None
         v = a(st)
-        d(st, np.take(np.asarray(v), src) if np.ndim(v) else v, m)
+        if np.ndim(v) == 0:
+            x = v
+        elif pattern is not None:
+            x = _gather_rows(np.asarray(v), pattern)
+        else:
+            x = np.take(np.asarray(v), src)
+        d(st, x, m)
         if p is not None:
             p(st, ok, m)
     return _op(f, mm)
+
+
+def _row_pattern(src: np.ndarray) -> tuple[int, int, int] | None:
+    """How `take(v, src)` moves lanes, when the source lanes `src` are whole warps in lane order with the same
+    pattern in every warp: (shift, a, b) when lanes a..b-1 read lane + shift and the others their own lane
+    (shfl.down/up with uniform operands), (0, -1 - j, 0) when every lane reads lane j (shfl.idx); else None."""
+    n = src.shape[0]
+    if n < 1024 or n % 32:
+        return None
+    rows = src.reshape(-1, 32) - np.arange(0, n, 32, dtype=src.dtype)[:, None]
+    j = rows[0]
+    if not (rows == j).all():
+        return None
+    lane = np.arange(32)
+    if (j == j[0]).all():
+        return 0, -1 - int(j[0]), 0
+    moved = np.flatnonzero(j != lane)
+    if moved.size == 0:
+        return 0, 0, 32
+    a, b = int(moved[0]), int(moved[-1]) + 1
+    shift = int(j[a]) - a
+    if not (j[a:b] == lane[a:b] + shift).all():
+        return None
+    return shift, a, b
+
+
+def _gather_rows(v: np.ndarray, pattern: tuple[int, int, int]) -> np.ndarray:
+    """`v` gathered by a `_row_pattern`: one shifted copy of the whole array, then the lanes that keep their
+    own value row by row (about half a `take`'s cost: no index array to read)."""
+    shift, a, b = pattern
+    if a < 0:  # every lane of a warp reads one lane
+        j = -1 - a
+        return np.repeat(v[j::32], 32)
+    n = v.shape[0]
+    out = np.empty_like(v)
+    if shift > 0:
+        out[:n - shift] = v[shift:]
+    else:
+        out[-shift:] = v[:n + shift]
+    o2, v2 = out.reshape(-1, 32), v.reshape(-1, 32)
+    if a > 0:
+        o2[:, :a] = v2[:, :a]
+    if b < 32:
+        o2[:, b:] = v2[:, b:]
+    return out
 
 
 def _uniform_on(x, m):
