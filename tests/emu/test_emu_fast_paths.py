@@ -331,3 +331,56 @@ def test_whole_warp_shuffles_match_the_per_lane_rule(mode):
             want = val[base + np.where(ok, j, lane)]
             np.testing.assert_array_equal(out[:, 0], want, err_msg=f"{mode} b={b} c={c:#x}")
             np.testing.assert_array_equal(out[:, 1], ok.astype(np.uint32), err_msg=f"{mode} b={b} c={c:#x}")
+
+
+GID = H + """.visible .entry k(.param .u64 out, .param .u32 n)
+{
+.reg .b32 %r<8>;
+.reg .b64 %rd<4>;
+.reg .pred %p<2>;
+ld.param.u64 %rd1, [out];
+ld.param.u32 %r6, [n];
+mov.u32 %r1, %ctaid.x;
+mov.u32 %r2, %ntid.x;
+mov.u32 %r3, %tid.x;
+mad.lo.s32 %r4, ORDER, %r3;
+setp.ge.u32 %p1, %r4, %r6;
+@%p1 bra DONE;
+mul.wide.u32 %rd2, %r4, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r4;
+DONE:
+ret;
+}
+"""
+
+
+@pytest.mark.parametrize("order", ["%r1, %r2", "%r2, %r1"])
+@pytest.mark.parametrize("grid, block, fast", [(40, 256, True), (3000, 128, True), (12, 96, True), (6, 96, False),
+                                               (5, 40, False), ((4, 2), 64, False), (2, (32, 2), False)])
+def test_global_thread_index_is_a_ramp_when_blocks_are_consecutive(monkeypatch, order, grid, block, fast):
+    """`mad.lo %ctaid.x, %ntid.x, %tid.x` over a wave of whole consecutive 1-D blocks is made from the cached
+    iota and tagged (ramps.global_index); padding lanes, a 2-D grid or a 2-D block take the arithmetic."""
+    hits = []
+    orig = ramps.global_index
+
+    def spy(*a):
+        r = orig(*a)
+        hits.append(r is not None)
+        return r
+    monkeypatch.setattr(ramps, "global_index", spy)
+    k = pf.parse(GID.replace("ORDER", order)).kernel("k")
+    g = np.prod(grid) if isinstance(grid, tuple) else grid
+    b = np.prod(block) if isinstance(block, tuple) else block
+    total = int(g * b)
+    out = np.zeros(total + 7, np.uint32)
+    k.launch(grid=grid, block=block, args=[out, np.uint32(total - 5)], device="emu")
+    gx = grid[0] if isinstance(grid, tuple) else grid
+    bx = block[0] if isinstance(block, tuple) else block
+    # lane (ctaid.x, tid.x) of every thread: the index the kernel computes, stored at that index when in range
+    idx = (np.arange(gx)[:, None] * bx + np.arange(bx)[None, :]).reshape(-1)
+    want = np.zeros_like(out)
+    keep = idx[idx < total - 5]
+    want[keep] = keep
+    np.testing.assert_array_equal(out, want)
+    assert any(hits) == fast and (all(hits) or not fast)

@@ -195,6 +195,8 @@ class SubLanes:
     `laneid` and `warp_base` are those of whole warps in order: shfl runs here only when the gathered lanes
     are (see `Session._warps_ready`)."""
 
+    machine = None  # (a LaneState's: these lanes are no whole wave)
+
     def __init__(self, st: LaneState, idx: np.ndarray, slots: Iterable[int]):
         self.parent = st
         self.N = idx.size

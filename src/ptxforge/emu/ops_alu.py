@@ -195,8 +195,13 @@ def build_mad(ctx: Ctx) -> Op:
         a, b, c = (ctx.read(o, ty) for o in ops[1:4])
 
         def madlo(st, m):
-            r = a(st) * b(st)
-            z = c(st)
+            x, k, z = a(st), b(st), c(st)
+            if m is None and bits == 32:
+                r = R.global_index(st, x, k, z) if np.ndim(k) == 0 else R.global_index(st, k, x, z)
+                if r is not None:
+                    d(st, r, m)
+                    return
+            r = x * k
             if type(r) is np.ndarray and r.ndim == 1 and np.ndim(z) <= 1 and np.asarray(z).dtype == r.dtype:
                 np.add(r, z, out=r)  # r is a fresh product: added in place
             else:

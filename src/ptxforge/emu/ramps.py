@@ -119,6 +119,33 @@ def _detect(v: np.ndarray):
     return base, step
 
 
+def global_index(st: LaneState, x: Value, k: Value, y: Value) -> np.ndarray | None:
+    """`x * k + y` (32 bits) when it is the global thread index `%ctaid.x * %ntid.x + %tid.x` of a wave of
+    consecutive one-dimensional blocks with no padding lanes (x the wave's own %ctaid.x array, k %ntid.x, y
+    its %tid.x): the cached iota plus the wave's first index, tagged as a ramp (so the `mul.wide` that scales
+    it to a byte offset need not test it); None for any other operands."""
+    m = st.machine
+    if m is None:  # gathered lanes (compact.SubLanes): not a wave of whole blocks
+        return None
+    sr = st.sregs
+    tid = sr.get("%tid.x")
+    if y is not tid or tid is None:
+        return None
+    ctaid = sr.get("%ctaid.x")
+    if ctaid is None or x is not ctaid:
+        return None
+    bx, by, bz = m.block
+    if np.ndim(k) or int(k) != bx or by != 1 or bz != 1 or bx % 32 or m.grid[1:] != (1, 1) or \
+            m.block_order is not None:
+        return None
+    base, n = m.first_block * bx, st.N
+    if n < _MIN_LANES or base + n > 1 << 32:
+        return None
+    r = iota(n, np.uint32) + np.uint32(base)
+    note(st, r, (base, 1))
+    return r
+
+
 def affine(tag: Tag | Literal[False] | None, mul: int, add: int, n: int, bits: int) -> Tag | None:
     """The tag of `ramp * mul + add` (exact integers) over `n` elements when it ascends and every value
     fits in `bits` unsigned bits, else None."""
