@@ -384,3 +384,78 @@ def test_global_thread_index_is_a_ramp_when_blocks_are_consecutive(monkeypatch, 
     want[keep] = keep
     np.testing.assert_array_equal(out, want)
     assert any(hits) == fast and (all(hits) or not fast)
+
+
+RAMP_USES = H + """.visible .entry k(.param .u64 a, .param .u64 b, .param .u64 c, .param .u64 d)
+{
+.reg .b32 %r<12>;
+.reg .f32 %f<8>;
+.reg .b64 %rd<16>;
+.reg .pred %p<4>;
+ld.param.u64 %rd1, [a];
+ld.param.u64 %rd2, [b];
+ld.param.u64 %rd3, [c];
+ld.param.u64 %rd4, [d];
+mov.u32 %r3, %ctaid.x;
+mov.u32 %r4, %ntid.x;
+mov.u32 %r5, %tid.x;
+mad.lo.s32 %r1, %r3, %r4, %r5;
+mul.wide.u32 %rd5, %r1, 4;
+add.s64 %rd6, %rd1, %rd5;
+ld.global.f32 %f1, [%rd6];
+ld.global.u8 %r6, [%rd6+1];
+mul.wide.u32 %rd10, %r1, 8;
+add.s64 %rd9, %rd2, %rd10;
+ld.global.v2.f32 {%f2, %f3}, [%rd9];
+shr.u32 %r8, %r5, 5;
+and.b32 %r8, %r8, 1;
+setp.eq.u32 %p2, %r8, 0;
+@%p2 bra ALT;
+add.s64 %rd11, %rd3, %rd5;
+bra JOIN;
+ALT:
+add.s64 %rd11, %rd4, %rd5;
+JOIN:
+add.f32 %f4, %f1, %f2;
+add.f32 %f4, %f4, %f3;
+cvt.rn.f32.u32 %f5, %r6;
+add.f32 %f4, %f4, %f5;
+st.global.f32 [%rd11], %f4;
+ret;
+}
+"""
+
+
+@pytest.mark.parametrize("sanitize", [False, True])
+def test_addresses_kept_as_ramps_read_like_arrays_everywhere_else(sanitize, monkeypatch):
+    """Address registers only adds and ld/st use are kept as `ramps.Ramp` rules (never made into arrays for
+    a slice); a byte load at a ramp of step 4, a vector load, masked adds under divergence and the sanitizer
+    read them as the arrays they stand for."""
+    made = []
+    orig = ramps.Ramp.__init__
+
+    def spy(self, tag, n):
+        made.append(tag)
+        orig(self, tag, n)
+    monkeypatch.setattr(ramps.Ramp, "__init__", spy)
+    n = 64 * 256
+    a = rng.random(n, np.float32)
+    b = rng.random(2 * n, np.float32)
+    c, d = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    k = pf.parse(RAMP_USES).kernel("k")
+    k.launch(grid=64, block=256, args=[a, b, c, d], device="emu", sanitize=sanitize)
+    byte1 = a.view(np.uint8).reshape(n, 4)[:, 1].astype(np.float32)
+    want = ((a + b[0::2]) + b[1::2]) + byte1
+    odd = (np.arange(n) // 32) % 2 == 1
+    np.testing.assert_array_equal(c[odd], want[odd])
+    np.testing.assert_array_equal(d[~odd], want[~odd])
+    assert not c[~odd].any() and not d[odd].any()
+    assert len(made) >= 3  # %rd5, %rd6, %rd10, %rd9 (the adds under divergence are masked: arrays)
+
+
+def test_only_registers_used_by_adds_and_addresses_may_hold_ramps():
+    k = pf.parse(RAMP_USES).kernel("k")
+    layout, _ = EmuDevice().image(k.module).compiled(k.function)
+    scope = layout.placed[0].scope
+    names = {n for n, v in scope.items() if isinstance(v, tuple) and v[1] in ramps.ramp_only(layout)}
+    assert names == {"%rd5", "%rd6", "%rd9", "%rd10", "%rd11"}  # not %rd1..4 (ld.param, a parameter's base)

@@ -405,12 +405,12 @@ class Machine:
         st.sregs = s
         self.real = static["real"]
         st.live = None if real.all() else self.real.copy()
-        self.nlive = int(self.real.sum())
+        self.nlive = int(np.count_nonzero(self.real))
         self.nslots = nslots
         self.arrivals = np.zeros((nslots, NBARRIERS), np.int64)
         self.expected = np.zeros((nslots, NBARRIERS), np.int64)
         self.redtrue = np.zeros((nslots, NBARRIERS), np.int64)
-        self.nonexited = np.full(nslots, int(real.sum()), np.int64)
+        self.nonexited = np.full(nslots, int(np.count_nonzero(real)), np.int64)
         if self.csize > 1:  # barrier.cluster: arrivals and completed phases per cluster of the wave
             self.c_arrivals = np.zeros(nslots // self.csize, np.int64)
             self.c_phase = np.zeros(nslots // self.csize, np.int64)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
+from ptxforge.emu import ramps as R
 from ptxforge.emu.errors import UnsupportedInstruction
 from ptxforge.emu.memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
 from ptxforge.emu.program import Layout, Placed, Symbol, storage_dtype
@@ -128,11 +129,15 @@ class Ctx:
         return self.layout.reg_types[slot]
 
     # ------------------------------------------------------------------ readers
-    def read(self, op: ir.Operand, ty: str) -> Reader:
-        """Reader of an operand as raw bits of type `ty` (predicates as bool)."""
+    def read(self, op: ir.Operand, ty: str, keep_ramps: bool = False) -> Reader:
+        """Reader of an operand as raw bits of type `ty` (predicates as bool). A register that may hold a
+        `ramps.Ramp` reads as its array, or (`keep_ramps`, for ops that make ramps of ramps) as it is."""
         if isinstance(op, ir.Register):
             hit = self.lookup(op.name)
             if isinstance(hit, tuple):
+                if hit[1] in R.ramp_only(self.layout):
+                    raw = self._reg_reader(hit[1], ty)
+                    return raw if keep_ramps else (lambda st: R.value(st, raw(st)))
                 return self._reg_reader(hit[1], ty)
             if isinstance(hit, Symbol):
                 return self._symbol_reader(hit, ty)
@@ -331,11 +336,15 @@ class Ctx:
                 return "local", lambda st: st.fb + o
             raise self.error(f"cannot address {base.name} ({sym.kind})")
         slot = self.reg_slot(base)
-        if off == 0:
-            return space, lambda st: st.regs[slot]
         rb = bits_of_type(self.layout.reg_types[slot])
         dt = _U[rb]
         c = dt(off & ((1 << rb) - 1))
+        if slot in R.ramp_only(self.layout):  # (ld/st take its slice from the Ramp itself: ramp_reader)
+            if off == 0:
+                return space, lambda st: R.value(st, st.regs[slot])
+            return space, lambda st: R.value(st, st.regs[slot]) + c
+        if off == 0:
+            return space, lambda st: st.regs[slot]
         return space, lambda st: st.regs[slot] + c
 
 

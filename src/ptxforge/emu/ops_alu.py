@@ -84,8 +84,19 @@ def build_add(ctx: Ctx, sub: bool = False) -> Op:
     if sub:
         return _op(lambda st, m: d(st, a(st) - b(st), m))
     if bits_of_type(ty) == 64:  # address arithmetic: a ramp plus a uniform value stays a ramp
+        lazy = isinstance(ops[0], ir.Register) and ctx.reg_slot(ops[0]) in R.ramp_only(ctx.layout)
+        if lazy:
+            a, b = ctx.read(ops[1], ty, keep_ramps=True), ctx.read(ops[2], ty, keep_ramps=True)
+
         def add64(st, m):
             x, y = a(st), b(st)
+            if lazy:
+                if m is None:
+                    lz = R.lazy_add(st, x, y)
+                    if lz is not None:  # kept as the rule: the ld/st after it take one slice
+                        d(st, lz, m)
+                        return
+                x, y = R.value(st, x), R.value(st, y)
             r = x + y
             if m is None and np.ndim(r) == 1:
                 _ramp_add(st, x, y, r)
@@ -149,6 +160,7 @@ def build_mul(ctx: Ctx) -> Op:
         signed = is_signed(ty)
         sd, wd = (_S if signed else _U)[bits], (_S if signed else _U)[bits * 2]
         ud = _U[bits * 2]
+        lazy = isinstance(ops[0], ir.Register) and ctx.reg_slot(ops[0]) in R.ramp_only(ctx.layout)
 
         def wide(st, m):
             x, y = np.asarray(a(st)), np.asarray(b(st))
@@ -156,6 +168,9 @@ def build_mul(ctx: Ctx) -> Op:
                 x, y = y, x
             if m is None and y.ndim == 0 and x.ndim == 1 and bits == 32:
                 tag = _ramp_wide(st, x, int(y.view(sd)), signed)
+                if tag and lazy and st.machine is not None and x.shape[0] == st.N:
+                    d(st, R.Ramp(tag, st.N), m)  # only adds and ld/st read it: kept as the rule
+                    return
                 if tag:  # an index ramp scaled to a byte offset: made from the cached iota in one pass
                     r = R.iota(x.shape[0], np.uint64, tag[1]) + np.uint64(tag[0])
                     R.note(st, r, tag)

@@ -12,9 +12,12 @@ expected values, after an O(1) test of its two ends that rejects nearly every ar
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
+
+from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
 
     from ptxforge.emu.machine import LaneState
     from ptxforge.emu.operands import Value
+    from ptxforge.emu.program import Layout
 
     Tag = tuple[int, int]  # (base, step) of a ramp
 
@@ -38,8 +42,129 @@ def _table(st) -> dict:
     return t
 
 
+class Ramp(NDArrayOperatorsMixin):
+    """A 64-bit register's value over a wave's `n` lanes known to be `base + step * i`, kept as that rule.
+
+    A whole-wave ld/st reads one slice from it and an add of a uniform value makes another, so a vector
+    add's addresses are never made; anything else that reads it (through `value`, numpy's protocols or an
+    attribute) gets the array, made once and read-only. Only registers that every instruction naming them
+    uses that way (`ramp_only`) are given one."""
+
+    __slots__ = ("tag", "n", "_a")
+    ndim = 1
+    dtype = np.dtype(np.uint64)
+
+    def __init__(self, tag: Tag, n: int):
+        self.tag, self.n = tag, n
+        self._a: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self.n,)
+
+    @property
+    def size(self) -> int:
+        return self.n
+
+    def array(self) -> np.ndarray:
+        a = self._a
+        if a is None:
+            a = self._a = iota(self.n, np.uint64, self.tag[1]) + np.uint64(self.tag[0])
+            a.flags.writeable = False  # registers are never changed in place
+        return a
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        a = self.array()
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        inputs = tuple(x.array() if type(x) is Ramp else x for x in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __getitem__(self, key):
+        return self.array()[key]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getattr__(self, name: str):
+        return getattr(self.array(), name)
+
+
+def value(st: LaneState, v: Value) -> Value:
+    """`v` as an array when it is a `Ramp` (tagged, so ramp-aware ops still see a ramp), else `v`."""
+    if type(v) is not Ramp:
+        return v
+    a = v.array()
+    note(st, a, v.tag)
+    return a
+
+
+def ramp_only(layout: Layout) -> frozenset[int]:
+    """The 64-bit register slots that may hold a `Ramp`: every instruction naming one is a 64-bit add, a
+    mul.wide writing it, or a ld/st using it as the base of its address and nowhere else (kept with the
+    layout). None in a module with calls (calls save and pass registers wholesale)."""
+    hit = layout.__dict__.get("_ramp_only")
+    if hit is not None:
+        return hit
+    ok: set[int] = set()
+    bad: set[int] = set()
+    if not layout.has_calls:
+        for placed in layout.placed:
+            ins = placed.ins
+            op = ins.opcode
+            add = op == "add" and ins.types[-1:] in ((".s64",), (".u64",)) and not ins.has("cc") and \
+                not ins.has("sat")
+            for i, o in enumerate(ins.operands):
+                slots = _slots(layout, placed, o)
+                base = o.base if isinstance(o, ir.Address) and isinstance(o.base, ir.Register) else None
+                if add or (i == 0 and op == "mul" and ins.has("wide")):
+                    ok.update(slots)
+                elif base is not None and op in ("ld", "st"):
+                    ok.update(slots)
+                else:
+                    bad.update(slots)
+    wide = {s for s in ok - bad if ir.type_bits(layout.reg_types[s]) == 64}
+    hit = layout.__dict__["_ramp_only"] = frozenset(wide)
+    return hit
+
+
+def _slots(layout: Layout, placed, o) -> list[int]:
+    """The register slots operand `o` names."""
+    if isinstance(o, ir.Register):
+        hit = layout.lookup(placed, o.name)
+        return [hit[1]] if isinstance(hit, tuple) else []
+    if isinstance(o, ir.Address):
+        return _slots(layout, placed, o.base) if isinstance(o.base, ir.Register) else []
+    if isinstance(o, ir.Negated | ir.Minus):
+        return _slots(layout, placed, o.operand)
+    if isinstance(o, ir.RegisterOffset):
+        return _slots(layout, placed, o.register)
+    if isinstance(o, ir.PredPair):
+        return _slots(layout, placed, o.first) + _slots(layout, placed, o.second)
+    if isinstance(o, ir.Vector | ir.AddressList | ir.ParenList):
+        return [s for e in (o.elements if isinstance(o, ir.Vector) else o.items) for s in _slots(layout, placed, e)]
+    return []
+
+
+def lazy_add(st: LaneState, x: Value, y: Value) -> Ramp | None:
+    """`x + y` (64 bits) as a `Ramp` when one side is a ramp over the wave and the other uniform, else None."""
+    if st.machine is None:
+        return None
+    if np.ndim(x) == 0:
+        x, y = y, x
+    if np.ndim(y) != 0 or np.ndim(x) != 1 or x.shape[0] != st.N:
+        return None
+    tag = affine(x.tag if type(x) is Ramp else known(st, x), 1, int(y), st.N, 64)
+    return Ramp(tag, st.N) if tag else None
+
+
 def known(st: LaneState, v: Value) -> Tag | Literal[False] | None:
     """(base, step) when `v` is tagged as a ramp, False when known not to be one, None when unknown."""
+    if type(v) is Ramp:
+        return v.tag
     t = st.__dict__.get("_ramps")
     if t is None:
         return None
@@ -78,6 +203,8 @@ def find(st: LaneState, v: Value, step: int | None = None) -> Tag | None:
     """(base, step) when the unsigned integer array `v` is a ramp (with that `step`, if given), else None.
 
     Uses the tag when there is one; otherwise tests the ends, then every element, and tags the answer."""
+    if type(v) is Ramp:
+        return v.tag if step is None or v.tag[1] == step else None
     if not isinstance(v, np.ndarray) or v.ndim != 1 or v.dtype.kind != "u":
         return None
     tag = known(st, v)
