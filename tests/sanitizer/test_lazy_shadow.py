@@ -234,3 +234,45 @@ def test_the_window_of_an_allocation_grows_to_cover_later_accesses():
     (sh, _, S, _), = gs.split(x.offset + (1 << 16) + 4 * np.arange(32, dtype=np.int64), 4)
     _, _, race, pw, ppc = sh.read(S, who[::-1].copy(), ep, 9, False, True)  # the first writes were kept
     assert race.sum() == 32 and pw.tolist() == list(range(32)) and set(ppc.tolist()) == {7}
+
+
+RAMP_RACE = """.version 8.5
+.target sm_90
+.address_size 64
+.visible .entry ramprace(.param .u64 p)
+{
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [p];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %ntid.x;
+    mov.u32 %r3, %tid.x;
+    mad.lo.s32 %r4, %r1, %r2, %r3;
+    mul.wide.u32 %rd3, %r4, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4], %r4;
+    st.global.u32 [%rd4+128], %r4;
+    ret;
+}
+"""
+
+
+def test_races_between_two_stores_at_consecutive_addresses_are_found(monkeypatch):
+    """Both stores write one run of consecutive words (their addresses a ramps.Ramp, checked from its ends in
+    memory.py and the shadow): the second store's words were the first store's of the warp 32 threads on,
+    with no barrier between: a write-write race, found and named as on the gathering path."""
+    from ptxforge.emu import ramps
+
+    made = []
+    orig = ramps.Ramp.__init__
+    monkeypatch.setattr(ramps.Ramp, "__init__", lambda self, tag, n: (made.append(tag), orig(self, tag, n))[1])
+    p = np.zeros(64 * 256 + 32, np.uint32)
+    err = _launch(RAMP_RACE, "ramprace", (64,), (256,), [p])
+    assert made, "no Ramp was made: the test would prove nothing"
+    assert err is not None
+    races = [r for r in err.reports if r.kind == "race"]
+    assert races and races[0].other["race"] == "write-write", str(err)
+    r = races[0]
+    assert r.instruction.startswith("st.global.u32 [%rd4+128]")
+    assert r.thread[0] + 32 == r.other["thread"][0] or r.thread[0] == r.other["thread"][0] + 32 - 256, str(err)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ptxforge.emu import ramps as R
 from ptxforge.emu.errors import MemoryFault
 
 if TYPE_CHECKING:
@@ -245,6 +246,16 @@ class LaneMemory:
         raise MemoryFault(f"unknown state space {space!r}")
 
     def _global(self, addr, nbytes, lanes, write, space):
+        if type(addr) is R.Ramp:  # consecutive addresses kept as the rule: checked from its ends
+            first, step = addr.tag
+            alloc = self.device.find(first)
+            if alloc is not None and first + step * (addr.n - 1) + nbytes <= alloc.base + alloc.size and \
+                    not (write and alloc.readonly) and not (first | step) & (nbytes - 1):
+                idx = R.iota(addr.n, np.int64, step) + np.int64(first - GLOBAL_BASE)
+                idx.flags.writeable = False
+                R.note_run(idx, (first - GLOBAL_BASE, step))
+                return self.device.arena, idx
+            addr = addr.array()  # anything else: the checks on the addresses, as for any array
         a = np.asarray(addr)
         if a.dtype != np.uint64:
             a = a.astype(np.uint64)
@@ -253,7 +264,8 @@ class LaneMemory:
             if a.size == 0:
                 return self.device.arena, np.zeros(0, np.int64)
         else:
-            lo, hi = int(a.min()), int(a.max())
+            run = R.run_of(a)  # addresses made from a ramp (ramps.Ramp): its ends and step say it all
+            lo, hi = (run[0], run[0] + run[1] * (a.size - 1)) if run else (int(a.min()), int(a.max()))
         alloc = self.device.find(lo)
         if alloc is not None and hi + nbytes <= alloc.base + alloc.size:
             if write and alloc.readonly:
@@ -261,7 +273,13 @@ class LaneMemory:
                             np.ones(a.shape, bool), f"{alloc.name or 'allocation'} is read-only")
             idx = (a - np.uint64(GLOBAL_BASE)).view(np.int64) if a.ndim else \
                 np.int64(int(a) - GLOBAL_BASE)
-            if nbytes > 1 and ((lo | hi) & (nbytes - 1) or (a.ndim and int(np.bitwise_or.reduce(idx)) & (nbytes - 1))):
+            if a.ndim and run:
+                if nbytes > 1 and (lo | run[1]) & (nbytes - 1):
+                    self._check_align(a, nbytes, lanes, space)
+                idx.flags.writeable = False
+                R.note_run(idx, (lo - GLOBAL_BASE, run[1]))
+            elif nbytes > 1 and ((lo | hi) & (nbytes - 1) or
+                                 (a.ndim and int(np.bitwise_or.reduce(idx)) & (nbytes - 1))):
                 self._check_align(a, nbytes, lanes, space)
             return self.device.arena, idx
         # slow path: lanes in several allocations, or a bad pointer somewhere
@@ -344,6 +362,12 @@ class LaneMemory:
         return self.shared, (first + rank) * self.shared_stride + off
 
     def _generic(self, addr, nbytes, lanes, write):
+        if type(addr) is R.Ramp:
+            first, step = addr.tag
+            k = GLOBAL_BASE >> WINDOW_BITS
+            if first >> WINDOW_BITS == k and (first + step * (addr.n - 1)) >> WINDOW_BITS == k:
+                return self._global(addr, nbytes, lanes, write, "generic")
+            addr = addr.array()
         a = np.asarray(addr, np.uint64)
         win = a >> np.uint64(WINDOW_BITS)
         if a.ndim == 0 or a.size == 0:
@@ -460,6 +484,9 @@ def gather(buf: np.ndarray, idx: np.ndarray, dtype: npt.DTypeLike, count: int) -
     dtype = np.dtype(dtype)
     nb = dtype.itemsize * count
     if count == 1:
+        k = _run_start(idx, nb)
+        if k is not None:  # consecutive elements (a ramp's addresses): one slice
+            return [buf.view(dtype)[k: k + idx.size].copy()]
         return [np.take(buf.view(dtype), idx >> (nb.bit_length() - 1))]  # take: faster than [] on 1-D indices
     arr = buf.view(dtype).reshape(-1, count)[idx // nb]
     return [arr[..., i] for i in range(count)]
@@ -471,6 +498,10 @@ def scatter(buf: np.ndarray, idx: np.ndarray, dtype: npt.DTypeLike, values: Sequ
     count = len(values)
     nb = dtype.itemsize * count
     if count == 1:
+        k = _run_start(idx, nb)
+        if k is not None:  # consecutive elements (a ramp's addresses): one slice
+            buf.view(dtype)[k: k + idx.size] = values[0]
+            return
         buf.view(dtype)[idx >> (nb.bit_length() - 1)] = values[0]
         return
     view = buf.view(dtype).reshape(-1, count)
@@ -478,6 +509,15 @@ def scatter(buf: np.ndarray, idx: np.ndarray, dtype: npt.DTypeLike, values: Sequ
     for i, v in enumerate(values):
         if v is not None:
             view[ei, i] = v
+
+
+def _run_start(idx: Any, nb: int) -> int | None:
+    """The element index where byte indices `idx` start, when they are a known run (ramps.note_run) of
+    consecutive nb-byte elements; else None."""
+    run = R.run_of(idx)
+    if run is None or run[1] != nb or run[0] % nb:
+        return None
+    return run[0] // nb
 
 
 def plain(mem: LaneMemory) -> bool:

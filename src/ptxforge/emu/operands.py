@@ -292,11 +292,13 @@ class Ctx:
             raise self.error(f"{name} is a .param variable of the function: only ld and st access those")
         return where, addr
 
-    def address_or_param_var(self, op: ir.Operand, space: str) -> tuple[str, Reader] | tuple[tuple[str, int], int]:
+    def address_or_param_var(self, op: ir.Operand, space: str, keep_ramps: bool = False
+                             ) -> tuple[str, Reader] | tuple[tuple[str, int], int]:
         """(space, reader of the address as uint64/int64) for a memory operand `[base+off]`.
 
         Symbols resolve to their state space: a kernel parameter gives space 'param', a function's
-        param variable gives (('pvar', index), offset), handled by the caller.
+        param variable gives (('pvar', index), offset), handled by the caller. `keep_ramps`: a register
+        holding a `ramps.Ramp` reads as one (memory.py's checked path takes it as it is).
         """
         if not isinstance(op, ir.Address):
             raise self.error(f"expected a memory operand, got {_show(op)}")
@@ -340,9 +342,13 @@ class Ctx:
         dt = _U[rb]
         c = dt(off & ((1 << rb) - 1))
         if slot in R.ramp_only(self.layout):  # (ld/st take its slice from the Ramp itself: ramp_reader)
+            if keep_ramps:
+                if off == 0:
+                    return space, lambda st: st.regs[slot]
+                return space, lambda st: R.shifted(st.regs[slot], c)
             if off == 0:
                 return space, lambda st: R.value(st, st.regs[slot])
-            return space, lambda st: R.value(st, st.regs[slot]) + c
+            return space, lambda st: R.value_plus(st, st.regs[slot], c)
         if off == 0:
             return space, lambda st: st.regs[slot]
         return space, lambda st: st.regs[slot] + c

@@ -163,7 +163,7 @@ def build_ld(ctx: Ctx) -> Op:
     bits = bits_of_type(ty)
     dt = _U[bits]
     writers = [ctx.write(e, ty) for e in elems]
-    space, addr = ctx.address_or_param_var(src, space_of(ins))
+    space, addr = ctx.address_or_param_var(src, space_of(ins), keep_ramps=True)
     if isinstance(space, tuple):  # a function's .param variable: per-lane storage
         idx, off = space[1], addr
         nb = bits // 8
@@ -233,7 +233,7 @@ def build_st(ctx: Ctx) -> Op:
     bits = bits_of_type(ty)
     dt = _U[bits]
     readers = [None if isinstance(e, ir.Sink) else ctx.read(e, ty) for e in elems]
-    space, addr = ctx.address_or_param_var(dst, space_of(ins))
+    space, addr = ctx.address_or_param_var(dst, space_of(ins), keep_ramps=True)
     strong = space in ("global", "generic") and any(s in STRONG for s in ins.suffixes)
     if isinstance(space, tuple):
         idx, off = space[1], addr

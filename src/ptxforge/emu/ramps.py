@@ -71,6 +71,7 @@ class Ramp(NDArrayOperatorsMixin):
         if a is None:
             a = self._a = iota(self.n, np.uint64, self.tag[1]) + np.uint64(self.tag[0])
             a.flags.writeable = False  # registers are never changed in place
+            note_run(a, self.tag)
         return a
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
@@ -91,6 +92,42 @@ class Ramp(NDArrayOperatorsMixin):
 
     def __getattr__(self, name: str):
         return getattr(self.array(), name)
+
+
+_RUNS: dict[int, tuple[np.ndarray, Tag]] = {}  # id -> (array, (first, step)): read-only arrays known to be ramps
+MAX_RUNS = 8
+
+
+def note_run(a: np.ndarray, tag: Tag) -> None:
+    """Remember that the read-only array `a` is the ramp `tag`, for code that has no lane state (memory.py and
+    the sanitizer's shadow: an access at a ramp's addresses is one run of bytes)."""
+    if len(_RUNS) >= MAX_RUNS:
+        del _RUNS[next(iter(_RUNS))]
+    _RUNS[id(a)] = (a, tag)
+
+
+def run_of(a: Any) -> Tag | None:
+    """The (first, step) of an array `note_run` was told of, else None."""
+    hit = _RUNS.get(id(a))
+    return hit[1] if hit is not None and hit[0] is a else None
+
+
+def value_plus(st: LaneState, v: Value, c: np.generic) -> Value:
+    """`v + c` for an address operand `[reg+c]`: a `Ramp`'s shifted array is made as a known run."""
+    if type(v) is Ramp:
+        tag = affine(v.tag, 1, int(c), v.n, 64)
+        if tag is not None:
+            return value(st, Ramp(tag, v.n))
+        v = value(st, v)
+    return v + c
+
+
+def shifted(v: Value, c: np.generic) -> Value:
+    """`v + c` for an address operand `[reg+c]` read as it is (`keep_ramps`): a `Ramp` stays one."""
+    if type(v) is Ramp:
+        tag = affine(v.tag, 1, int(c), v.n, 64)
+        return Ramp(tag, v.n) if tag is not None else v.array() + c
+    return v + c
 
 
 def value(st: LaneState, v: Value) -> Value:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ptxforge.emu import memory as M
+from ptxforge.emu import ramps as R
 from ptxforge.emu.sanitizer.shadow import MAX_GRANULE, Shadow, WindowShadow
 
 
@@ -73,7 +74,8 @@ class GlobalShadow:
         """[(shadow, positions of the lanes or None for all, granule index array or slice, granules per
         lane)] for an access of `nb` bytes per lane at arena offsets `idx` (every lane inside an
         allocation, aligned to nb: the emulator checked)."""
-        lo, hi = int(idx.min()), int(idx.max())
+        run = R.run_of(idx)  # an access at a ramp's addresses (memory.py): its ends say where it lies
+        lo, hi = (run[0], run[0] + run[1] * (idx.size - 1)) if run else (int(idx.min()), int(idx.max()))
         a = self._owner(lo)
         if a is not None and hi + nb <= a.offset + a.size:
             return [self._part(a, None, idx, nb)]
@@ -97,6 +99,9 @@ def _consecutive(idx, nb: int) -> bool:
     k = idx.size
     if k == 1:
         return True
+    run = R.run_of(idx)
+    if run is not None:
+        return run[1] == nb
     if int(idx[-1]) - int(idx[0]) != (k - 1) * nb:
         return False
     return bool((np.diff(idx) == nb).all())
