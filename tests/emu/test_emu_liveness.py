@@ -180,3 +180,39 @@ def test_watchdog_does_not_stop_a_loop_whose_live_values_change():
     k = pf.parse(text, filename="count.ptx").kernel("k")
     with pytest.raises(pf.emu.TimeLimitExceeded):
         k.launch(grid=(1,), block=(32,), args=[None], watchdog_s=0.1, time_limit_s=1.5)
+
+
+# The lowest lane of a wave goes back down when it loops: a shfl inside the loop's pcs that the loop never
+# runs (here unreachable, as code placed between a loop's blocks may be) counts from $B on too, or a
+# session at $B would leave %r5 stale while the watchdog compares it once the lanes stand at $SPIN again.
+LOOP_AROUND_A_SHFL = """
+    mov.u32 %r1, %tid.x;
+    add.u32 %r12, %r12, 0;
+    add.u32 %r12, %r12, 0;
+    setp.lt.u32 %p1, %r1, 8;
+    @%p1 bra $SPIN;
+    bra $END;
+$SPIN:
+    mov.u32 %r6, %clock;
+    add.u32 %r5, %r6, 1;
+    xor.b32 %r7, %r5, 3;
+    add.u32 %r2, %r2, 0;
+    add.u32 %r3, %r3, 0;
+    bra $B;
+$DEAD:
+    shfl.sync.idx.b32 %r8, %r5, 0, 31, -1;
+    ret;
+$B:
+    add.u32 %r4, %r4, 0;
+    bra $SPIN;
+$END:
+    bar.sync 0;
+    ret;
+"""
+
+
+def test_a_branch_back_keeps_the_cross_lane_registers_of_the_pcs_it_returns_to():
+    lv, live, cross, pc, slot = analysed(LOOP_AROUND_A_SHFL)
+    assert cross("mov.u32 %r6", "%r5")
+    assert cross("add.u32 %r4", "%r5") and cross("bra $SPIN", "%r5")  # $SPIN can follow
+    assert not cross("bar.sync", "%r5")  # nothing branches back from the end

@@ -47,8 +47,8 @@ class Liveness:
     """Live registers per pc of one kernel, as Python-int bit sets over register slots.
 
     `live_in[pc]`: registers a lane standing at pc may read itself. `cross_from[pc]`: registers some
-    lane standing at pc or later (by pc) may read in another lane. `enabled` is False when the kernel
-    could not be analysed; then `needed` answers every register."""
+    lane standing at pc or later (by pc, or where a branch back from there leads) may read in another
+    lane. `enabled` is False when the kernel could not be analysed; then `needed` answers every register."""
 
     def __init__(self, layout: Layout, ops: list[C.Op]):
         kf = layout.functions[layout.kernel_func.name]
@@ -83,11 +83,22 @@ class Liveness:
                         if not queued[p]:
                             queued[p] = True
                             work.append(p)
-        suffix = 0
-        self.cross_from = [0] * (n + 1)
+        suffix = [0] * (n + 1)
         for i in range(n - 1, -1, -1):
-            suffix |= cross[i]
-            self.cross_from[i] = suffix
+            suffix[i] = suffix[i + 1] | cross[i]
+        # The wave's lowest pc falls when a lane branches back, and the set must not grow then (a value a
+        # session left stale would count again): take the suffix from the lowest pc that pcs >= i can reach,
+        # `close[i]`, the start of the smallest suffix holding i that no branch leaves downwards.
+        close = list(range(n))
+        low = n
+        for i in range(n - 1, -1, -1):
+            low = min([low, i, *succ[i]])  # the lowest successor of any pc >= i
+            if low < i:
+                close[i] = low
+        for i in range(n):  # [low, n) holds [i, n): its closed suffix is i's too (lower pcs are done first)
+            if close[i] < i:
+                close[i] = close[close[i]]
+        self.cross_from = [suffix[close[i]] for i in range(n)] + [0]
         self.live_in = live
         self.enabled = True
 
