@@ -19,8 +19,9 @@ A session stops, before changing anything, where its own lanes reach an instruct
 where the wave reconverges, and at the watchdog's ticks and a Node's yields (they read the machine's arrays;
 while the watchdog probes, the steps at which it could find the probe's state again). It then writes back
 its pcs, instruction counts and the registers some lane can still read (liveness.py; a value no lane reads
-again stays stale in the machine's arrays, which the watchdog's fingerprint does not look at). So every lane executes the same instructions in the same steps
-with the same companions as before: shfl, vote, bar.warp.sync, barriers, reconvergence, %clock and the
+again stays stale in the machine's arrays, which the watchdog's fingerprint does not look at). So every
+lane executes the same instructions in the same steps with the same companions as before: shfl, vote,
+bar.warp.sync, barriers, reconvergence, %clock and the
 watchdog see exactly the schedule they always saw (tests/emu/test_emu_compaction.py compares memory, counts
 and steps with sessions off). Only the cost changes. Not used when a check instruments the ops (the sanitizer:
 its wrappers keep per-lane state of the whole wave; hooks.py).
