@@ -535,3 +535,20 @@ def test_registers_another_lane_can_still_read_are_written_back(blocks, threads,
     assert compact.writebacks_skipped() > skipped, "no write-back was skipped: the test would prove nothing"
     (mem, *_), _ = res
     assert (mem[0][0::2] != init[0::2]).all()  # the even lanes stored what they read
+
+
+def test_watchdog_verdict_is_the_same_when_the_lowest_lane_loops_back(monkeypatch):
+    """Eight lanes loop over a shfl they never run (test_emu_liveness.LOOP_AROUND_A_SHFL); the probes land at
+    $SPIN, where %r5, which another lane's shfl could read, holds a new %clock value every turn. Sessions that
+    left it stale there made the watchdog see a repeat the machine alone never sees."""
+    from test_emu_liveness import LOOP_AROUND_A_SHFL
+
+    k = kernel(LOOP_AROUND_A_SHFL, ".param .u64 out")
+    seen = []
+    for enabled in (False, True):
+        monkeypatch.setattr(compact, "ENABLED", enabled)
+        before = compact.steps_run()
+        with pytest.raises((WatchdogTimeout, pf.emu.TimeLimitExceeded)) as e:
+            k.launch(grid=(1,), block=(64,), args=[None], watchdog_s=0.3, time_limit_s=1.5)
+        seen.append((type(e.value).__name__, compact.steps_run() - before > 0))
+    assert seen == [("TimeLimitExceeded", False), ("TimeLimitExceeded", True)]

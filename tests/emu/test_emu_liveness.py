@@ -180,3 +180,74 @@ def test_watchdog_does_not_stop_a_loop_whose_live_values_change():
     k = pf.parse(text, filename="count.ptx").kernel("k")
     with pytest.raises(pf.emu.TimeLimitExceeded):
         k.launch(grid=(1,), block=(32,), args=[None], watchdog_s=0.1, time_limit_s=1.5)
+
+
+# The lowest lane of a wave goes back down when it loops: a shfl inside the loop's pcs that the loop never
+# runs (here unreachable, as code placed between a loop's blocks may be) counts from $B on too, or a
+# session at $B would leave %r5 stale while the watchdog compares it once the lanes stand at $SPIN again.
+LOOP_AROUND_A_SHFL = """
+    mov.u32 %r1, %tid.x;
+    add.u32 %r12, %r12, 0;
+    add.u32 %r12, %r12, 0;
+    setp.lt.u32 %p1, %r1, 8;
+    @%p1 bra $SPIN;
+    bra $END;
+$SPIN:
+    mov.u32 %r6, %clock;
+    add.u32 %r5, %r6, 1;
+    xor.b32 %r7, %r5, 3;
+    add.u32 %r2, %r2, 0;
+    add.u32 %r3, %r3, 0;
+    bra $B;
+$DEAD:
+    shfl.sync.idx.b32 %r8, %r5, 0, 31, -1;
+    ret;
+$B:
+    add.u32 %r4, %r4, 0;
+    bra $SPIN;
+$END:
+    bar.sync 0;
+    ret;
+"""
+
+
+def test_a_branch_back_keeps_the_cross_lane_registers_of_the_pcs_it_returns_to():
+    lv, live, cross, pc, slot = analysed(LOOP_AROUND_A_SHFL)
+    assert cross("mov.u32 %r6", "%r5")
+    assert cross("add.u32 %r4", "%r5") and cross("bra $SPIN", "%r5")  # $SPIN can follow
+    assert not cross("bar.sync", "%r5")  # nothing branches back from the end
+
+
+# A delay loop: the clock value it compares is dead where the loop's turn starts, and nothing else changes.
+# Comparing live registers only, the watchdog saw the same state at most pcs and stopped a launch that ends.
+DELAY = """
+    ld.param.u64 %rd5, [out];
+    mov.u64 %rd1, %clock64;
+$W:
+    mov.u64 %rd2, %clock64;
+    sub.u64 %rd3, %rd2, %rd1;
+    setp.lt.u64 %p1, %rd3, 16000000;
+""" + "    add.u32 %r2, %r2, 0;\n" * 11 + """    @%p1 bra $W;
+    mov.u32 %r1, 7;
+    st.global.u32 [%rd5], %r1;
+    ret;
+"""
+
+
+def test_a_clock_value_that_steers_the_kernel_counts_everywhere():
+    lv, live, cross, pc, slot = analysed(DELAY)
+    assert not live("mov.u64 %rd2", "%rd2") and cross("mov.u64 %rd2", "%rd2") and cross("@%p1 bra", "%rd2")
+    assert not cross("mov.u64 %rd2", "%rd3")  # (the value read from the clock is enough)
+    text = HEAD + f".visible .entry k(.param .u64 out)\n{{\n.reg .pred %p<4>;\n.reg .b32 %r<8>;\n{SPIN_ON_CLOCK}\n}}\n"
+    mod = pf.parse(text, filename="spin.ptx")
+    layout, ops = emu_device().image(mod).compiled(mod.kernel("k").function)
+    assert Liveness(layout, ops).cross_from[0] == 0  # what it reads from the clock steers nothing
+
+
+def test_watchdog_lets_a_delay_loop_run_to_its_end():
+    text = HEAD + f".visible .entry k(.param .u64 out)\n{{\n.reg .pred %p<4>;\n.reg .b32 %r<8>;\n" \
+                  f".reg .b64 %rd<8>;\n{DELAY}\n}}\n"
+    out = np.zeros(1, np.uint32)
+    pf.parse(text, filename="delay.ptx").kernel("k").launch(grid=(1,), block=(32,), args=[out], watchdog_s=0.1,
+                                                            time_limit_s=60)
+    assert out[0] == 7

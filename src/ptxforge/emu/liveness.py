@@ -8,6 +8,9 @@ when it ends; a register no lane will read again need not be written. Two kinds 
   another lane, which may have left the code long ago; vote, bar.red, mma and anything not known to be
   lane-local count too). Such a register must be written back while any lane of the wave still stands
   where such a read can follow (`cross`).
+A register that takes a %clock or %globaltimer value counts on every lane at every pc when such a value can
+steer the kernel (a branch, an address, a store): time is no part of the state, so a delay loop whose
+registers repeat at the probe's pc while the clock value it compares moves on is not a hang.
 The watchdog's fingerprint (progress.py) covers exactly the registers counted here, so a register a
 session did not write back looks the same as one it did.
 
@@ -24,6 +27,7 @@ import numpy as np
 from ptxforge.emu import op as C
 from ptxforge.emu import ops_alu, ops_float, ops_video
 from ptxforge.emu.op import EXITED, PC_MASK
+from ptxforge.emu.operands import DYNAMIC_SREGS
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
@@ -47,8 +51,8 @@ class Liveness:
     """Live registers per pc of one kernel, as Python-int bit sets over register slots.
 
     `live_in[pc]`: registers a lane standing at pc may read itself. `cross_from[pc]`: registers some
-    lane standing at pc or later (by pc) may read in another lane. `enabled` is False when the kernel
-    could not be analysed; then `needed` answers every register."""
+    lane standing at pc or later (by pc, or where a branch back from there leads) may read in another
+    lane. `enabled` is False when the kernel could not be analysed; then `needed` answers every register."""
 
     def __init__(self, layout: Layout, ops: list[C.Op]):
         kf = layout.functions[layout.kernel_func.name]
@@ -59,7 +63,7 @@ class Liveness:
         facts = _facts(layout, ops, self.lo, self.hi)
         if facts is None:
             return
-        gen, kill, xgen, succ = facts
+        gen, kill, xgen, succ, clocked = facts
         n = self.hi - self.lo
         live = [0] * n
         cross = [0] * n
@@ -83,11 +87,22 @@ class Liveness:
                         if not queued[p]:
                             queued[p] = True
                             work.append(p)
-        suffix = 0
-        self.cross_from = [0] * (n + 1)
+        suffix = [0] * (n + 1)
         for i in range(n - 1, -1, -1):
-            suffix |= cross[i]
-            self.cross_from[i] = suffix
+            suffix[i] = suffix[i + 1] | cross[i]
+        # The wave's lowest pc falls when a lane branches back, and the set must not grow then (a value a
+        # session left stale would count again): take the suffix from the lowest pc that pcs >= i can reach,
+        # `close[i]`, the start of the smallest suffix holding i that no branch leaves downwards.
+        close = list(range(n))
+        low = n
+        for i in range(n - 1, -1, -1):
+            low = min([low, i, *succ[i]])  # the lowest successor of any pc >= i
+            if low < i:
+                close[i] = low
+        for i in range(n):  # [low, n) holds [i, n): its closed suffix is i's too (lower pcs are done first)
+            if close[i] < i:
+                close[i] = close[close[i]]
+        self.cross_from = [suffix[close[i]] | clocked for i in range(n)] + [0]
         self.live_in = live
         self.enabled = True
 
@@ -143,20 +158,23 @@ def liveness_for(machine: Machine) -> Liveness:
 
 
 def _facts(layout, ops, lo: int, hi: int):
-    """(gen, kill, cross gen, successors) per kernel pc, pcs counted from `lo`; None where the kernel cannot
-    be analysed (a call, an operand of a kind not known here)."""
+    """(gen, kill, cross gen, successors) per kernel pc, pcs counted from `lo`, and the registers holding
+    clock values that count everywhere (`_clocked`); None where the kernel cannot be analysed (a call, an
+    operand of a kind not known here)."""
     gen, kill, xgen, succ = [], [], [], []
+    flow = []  # per pc: (guard, sources, destinations when lane-local, reads a clock)
     for pc in range(lo, hi):
         op, placed = ops[pc], layout.placed[pc]
         ins = placed.ins
         if op.kind == C.CALL:
             return None
-        g = k = x = 0
+        g = k = x = d = 0
         if ins.guard is not None:
             hit = placed.scope.get(ins.guard.predicate)
             if not isinstance(hit, tuple):
                 return None
             g |= 1 << hit[1]
+        guard = g
         operands = ins.operands
         dest_first = ins.opcode in _DEST_FIRST and op.kind in (C.NORMAL, C.WARPSYNC) and bool(operands) \
             and not ins.has("cc")
@@ -168,6 +186,7 @@ def _facts(layout, ops, lo: int, hi: int):
             for s in slots:
                 bits |= 1 << s
             if i == 0 and dest_first:
+                d = bits
                 if ins.guard is None and not _has_selector(o):
                     k |= bits
                 continue
@@ -191,7 +210,29 @@ def _facts(layout, ops, lo: int, hi: int):
         kill.append(k)
         xgen.append(x)
         succ.append([j for j in ss if j < hi - lo])
-    return gen, kill, xgen, succ
+        lanewise = dest_first and ins.opcode in LANEWISE_OPCODES
+        clock = any(isinstance(e, ir.SpecialRegister) and e.name in DYNAMIC_SREGS
+                    for o in operands for e in (o.elements if isinstance(o, ir.Vector) else (o,)))
+        flow.append((guard, g & ~guard, d if lanewise else None, clock))
+    return gen, kill, xgen, succ, _clocked(flow)
+
+
+def _clocked(flow) -> int:
+    """The registers a clock value is read into, when some value worked out from one (through lane-local
+    instructions, anywhere in the kernel) reaches a guard or an instruction that is not lane-local; else 0."""
+    first = 0
+    for guard, src, dst, clock in flow:
+        if clock:
+            first |= dst if dst is not None else guard | src  # (not lane-local: every register it names)
+    taint, grown = first, bool(first)
+    while grown:
+        grown = False
+        for _guard, src, dst, _clock in flow:
+            if dst is not None and src & taint and dst & ~taint:
+                taint |= dst
+                grown = True
+    steers = any(guard & taint or (dst is None and src & taint) for guard, src, dst, _clock in flow)
+    return first if steers else 0
 
 
 def _has_selector(o) -> bool:
