@@ -50,7 +50,9 @@ if TYPE_CHECKING:
 ENABLED = True  # off: the machine steps every lane itself (tests compare the two)
 ENTER_FRACTION = 1.0  # a session starts when the lanes it would gather are at most this share of the wave (any)
 MIN_LANES = 32  # below this many lanes a session compacts only when the rest then stand together
-SHORT_SESSION = 3  # sessions of a region that end sooner than this many steps, on average, are not worth it
+SHORT_SESSION = 8  # sessions of a region that end sooner than this many steps, on average, are not worth it
+# ... in a wave of at least LARGE_WAVE lanes, where a machine step costs more than gathering does
+LARGE_WAVE, SHORT_SESSION_LARGE = 1 << 14, 3
 
 
 _STEPS_RUN = 0

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ptxforge.emu import op as C
-from ptxforge.emu.compact import ENTER_FRACTION, SHORT_SESSION, Session, plan_for
+from ptxforge.emu.compact import ENTER_FRACTION, LARGE_WAVE, SHORT_SESSION, SHORT_SESSION_LARGE, Session, plan_for
 from ptxforge.emu.errors import EmulatorError, InternalEmulatorError, KernelTrap, MemoryFault, WatchdogTimeout
 from ptxforge.emu.hooks import Check, Hooks
 from ptxforge.emu.memory import LaneMemory
@@ -513,6 +513,7 @@ class Machine:
         rot_last = -1
         steps = 0
         plan = plan_for(self)  # compacted stepping of lane-local code (compact.py), or None
+        short = SHORT_SESSION_LARGE if st.N >= LARGE_WAVE else SHORT_SESSION
         self.watch.new_wave()
         self.wave_steps = lambda: steps  # a closure: sees the live count (for %clock)
         # how often to check the watchdog (and, under a Node's scheduler, to yield to other launches)
@@ -620,7 +621,7 @@ class Machine:
                 if plan is not None and nex <= ENTER_FRACTION * st.N and (div_steps + 1) % ROTATE_EVERY:
                     rid = plan.region[lo]
                     if rid >= 0:
-                        if plan.score[rid] < SHORT_SESSION:
+                        if plan.score[rid] < short:
                             plan.score[rid] += 0.05  # sessions here were short: try again now and then
                         else:
                             session = Session(self, plan, lo, WAIT_BAR, EXITED)
