@@ -434,9 +434,9 @@ def test_addresses_kept_as_ramps_read_like_arrays_everywhere_else(sanitize, monk
     made = []
     orig = ramps.Ramp.__init__
 
-    def spy(self, tag, n):
+    def spy(self, tag, n, *dtype):
         made.append(tag)
-        orig(self, tag, n)
+        orig(self, tag, n, *dtype)
     monkeypatch.setattr(ramps.Ramp, "__init__", spy)
     n = 64 * 256
     a = rng.random(n, np.float32)

@@ -266,7 +266,8 @@ def test_races_between_two_stores_at_consecutive_addresses_are_found(monkeypatch
 
     made = []
     orig = ramps.Ramp.__init__
-    monkeypatch.setattr(ramps.Ramp, "__init__", lambda self, tag, n: (made.append(tag), orig(self, tag, n))[1])
+    monkeypatch.setattr(ramps.Ramp, "__init__",
+                        lambda self, tag, n, *dt: (made.append(tag), orig(self, tag, n, *dt))[1])
     p = np.zeros(64 * 256 + 32, np.uint32)
     err = _launch(RAMP_RACE, "ramprace", (64,), (256,), [p])
     assert made, "no Ramp was made: the test would prove nothing"

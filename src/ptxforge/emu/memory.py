@@ -251,10 +251,9 @@ class LaneMemory:
             alloc = self.device.find(first)
             if alloc is not None and first + step * (addr.n - 1) + nbytes <= alloc.base + alloc.size and \
                     not (write and alloc.readonly) and not (first | step) & (nbytes - 1):
-                idx = R.iota(addr.n, np.int64, step) + np.int64(first - GLOBAL_BASE)
-                idx.flags.writeable = False
-                R.note_run(idx, (first - GLOBAL_BASE, step))
-                return self.device.arena, idx
+                # (only watched memory gets here: `run_start` takes the rest) the byte indices as the rule too:
+                # gather/scatter and the sanitizer's shadow need only its ends
+                return self.device.arena, R.Ramp((first - GLOBAL_BASE, step), addr.n, np.int64)
             addr = addr.array()  # anything else: the checks on the addresses, as for any array
         a = np.asarray(addr)
         if a.dtype != np.uint64:

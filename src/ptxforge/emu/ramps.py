@@ -50,12 +50,11 @@ class Ramp(NDArrayOperatorsMixin):
     attribute) gets the array, made once and read-only. Only registers that every instruction naming them
     uses that way (`ramp_only`) are given one."""
 
-    __slots__ = ("tag", "n", "_a")
+    __slots__ = ("tag", "n", "dtype", "_a")
     ndim = 1
-    dtype = np.dtype(np.uint64)
 
-    def __init__(self, tag: Tag, n: int):
-        self.tag, self.n = tag, n
+    def __init__(self, tag: Tag, n: int, dtype: npt.DTypeLike = np.uint64):
+        self.tag, self.n, self.dtype = tag, n, np.dtype(dtype)
         self._a: np.ndarray | None = None
 
     @property
@@ -69,7 +68,7 @@ class Ramp(NDArrayOperatorsMixin):
     def array(self) -> np.ndarray:
         a = self._a
         if a is None:
-            a = self._a = iota(self.n, np.uint64, self.tag[1]) + np.uint64(self.tag[0])
+            a = self._a = iota(self.n, self.dtype, self.tag[1]) + self.dtype.type(self.tag[0])
             a.flags.writeable = False  # registers are never changed in place
             note_run(a, self.tag)
         return a
@@ -85,6 +84,11 @@ class Ramp(NDArrayOperatorsMixin):
         return getattr(ufunc, method)(*inputs, **kwargs)
 
     def __getitem__(self, key):
+        if isinstance(key, int | np.integer):  # one element: no array needed
+            k = int(key) + (self.n if key < 0 else 0)
+            if not 0 <= k < self.n:
+                raise IndexError(f"index {int(key)} is out of bounds for {self.n} lanes")
+            return self.dtype.type(self.tag[0] + self.tag[1] * k)
         return self.array()[key]
 
     def __len__(self) -> int:
@@ -107,7 +111,9 @@ def note_run(a: np.ndarray, tag: Tag) -> None:
 
 
 def run_of(a: Any) -> Tag | None:
-    """The (first, step) of an array `note_run` was told of, else None."""
+    """The (first, step) of a `Ramp` or of an array `note_run` was told of, else None."""
+    if type(a) is Ramp:
+        return a.tag
     hit = _RUNS.get(id(a))
     return hit[1] if hit is not None and hit[0] is a else None
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ptxforge.emu import memory as M
+from ptxforge.emu import ramps as R
 from ptxforge.emu.hooks import Check
 from ptxforge.emu.op import NORMAL, WARPSYNC
 from ptxforge.emu.sanitizer import bounds, sync, tmem_checks
@@ -477,8 +478,9 @@ class Sanitizer(Check):
         k = L.size
         if k == 0:
             return
-        idx = np.asarray(idx)
-        idx = np.full(k, int(idx), np.int64) if idx.ndim == 0 else idx.astype(np.int64, copy=False)
+        if type(idx) is not R.Ramp:  # (a run at a ramp's addresses, memory.py: kept as the rule)
+            idx = np.asarray(idx)
+            idx = np.full(k, int(idx), np.int64) if idx.ndim == 0 else idx.astype(np.int64, copy=False)
         if region == "shared" and self.shared_valid_full is not None:
             self._check_shared_variables(idx, nb, L)
         site = self.site
