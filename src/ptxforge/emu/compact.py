@@ -51,8 +51,10 @@ ENABLED = True  # off: the machine steps every lane itself (tests compare the tw
 ENTER_FRACTION = 1.0  # a session starts when the lanes it would gather are at most this share of the wave (any)
 MIN_LANES = 32  # below this many lanes a session compacts only when the rest then stand together
 SHORT_SESSION = 8  # sessions of a region that end sooner than this many steps, on average, are not worth it
-# ... in a wave of at least LARGE_WAVE lanes, where a machine step costs more than gathering does
-LARGE_WAVE, SHORT_SESSION_LARGE = 1 << 14, 3
+# ... in a wave of LARGE_WAVE lanes or more, where a machine step costs about the whole wave's lanes, the
+# score is the steps times the share of the wave's lanes a session leaves out, and this is its bar (a session
+# costs about four passes over the wave: gathering, parking, writing back)
+LARGE_WAVE, SHORT_SESSION_LARGE = 1 << 14, 4
 
 
 _STEPS_RUN = 0
@@ -86,7 +88,7 @@ class Plan:
         self.region = np.full(n, -1, np.int64)  # region id of each lane-local pc (-1: not lane-local)
         self.hi = np.zeros(n, np.int64)  # the last pc a session started here gathers lanes up to
         self.slots: list = []  # register slots each region's ops use
-        self.score: list = []  # running mean of each region's session lengths
+        self.score: list = []  # running mean of each region's session lengths (weighted: see LARGE_WAVE)
         self.steps_taken = 0  # steps run by sessions, all launches (for tests and benchmarks)
         pc = 0
         while pc < n:
@@ -255,6 +257,7 @@ class Session:
         n = int(np.count_nonzero(inside))
         if n > ENTER_FRACTION * pcs.size:
             return False
+        self.n0 = n
         self.idx = np.flatnonzero(inside)
         self.parked = ~inside  # lanes the session leaves where they stand
         self.slots = self.plan.slots[self.rid]
@@ -419,7 +422,9 @@ class Session:
             raise
         self._scatter_all()
         sc = plan.score
-        sc[rid] = 0.5 * sc[rid] + 0.5 * taken
+        N = m.st.N
+        # in a large wave what a session saves is the steps it took over the lanes it left out
+        sc[rid] = 0.5 * sc[rid] + 0.5 * (taken * (1 - self.n0 / N) if N >= LARGE_WAVE else taken)
         plan.steps_taken += taken
         global _STEPS_RUN
         _STEPS_RUN += taken

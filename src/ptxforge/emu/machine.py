@@ -513,7 +513,8 @@ class Machine:
         rot_last = -1
         steps = 0
         plan = plan_for(self)  # compacted stepping of lane-local code (compact.py), or None
-        short = SHORT_SESSION_LARGE if st.N >= LARGE_WAVE else SHORT_SESSION
+        # the score a region's sessions need (compact.py), and how fast a region found short earns a new try
+        short, retry = (SHORT_SESSION_LARGE, 0.01) if st.N >= LARGE_WAVE else (SHORT_SESSION, 0.05)
         self.watch.new_wave()
         self.wave_steps = lambda: steps  # a closure: sees the live count (for %clock)
         # how often to check the watchdog (and, under a Node's scheduler, to yield to other launches)
@@ -622,7 +623,7 @@ class Machine:
                     rid = plan.region[lo]
                     if rid >= 0:
                         if plan.score[rid] < short:
-                            plan.score[rid] += 0.05  # sessions here were short: try again now and then
+                            plan.score[rid] += retry  # sessions here were short: try again now and then
                         else:
                             session = Session(self, plan, lo, WAIT_BAR, EXITED)
                             if session.start(lo, steps, dmask):
@@ -657,15 +658,16 @@ class Machine:
                     kmin = keys.min()
                     if keys.max() != kmin:
                         ex = ex & (self.top_ret == kmin)
-                np.add(self.icount, ex, out=self.icount)
-                if k == C.NORMAL:
+                # (where=: the masks here are mostly runs of lanes, which it skips fast; compact.py's data-
+                # dependent ones take op.advance)
+                np.add(self.icount, 1, out=self.icount, where=ex)
+                if k == C.NORMAL or k == C.WARPSYNC:
                     op.fn(st, ex)
-                    C.advance(pcs, ex, P)
-                elif k == C.WARPSYNC:
-                    op.fn(st, ex)
-                    np.copyto(pcs, P + 1, where=ex)  # (with the lanes that waited for their warp: flagged)
+                    np.copyto(pcs, P + 1, where=ex)
                 elif k == C.BRA:
-                    C.advance(pcs, ex, P, op.target, self._guard(op, ex))
+                    g = self._guard(op, ex)
+                    np.copyto(pcs, P + 1, where=ex)
+                    np.copyto(pcs, op.target, where=g)
                 elif k == C.EXIT:
                     g = self._guard(op, ex)
                     np.copyto(pcs, P + 1, where=ex)

@@ -8,6 +8,15 @@ table on the lane state: registers are never modified in place (every write make
 tagged array keeps its value for as long as the tag exists. Ops that propagate ramps (mul.wide, add with a
 uniform operand) call `note`; `find` recognises an untagged array with one exact comparison against the
 expected values, after an O(1) test of its two ends that rejects nearly every array that is not a ramp.
+
+Three steps further:
+- `global_index`: `%ctaid.x * %ntid.x + %tid.x` over consecutive 1-D blocks is made from the cached iota,
+  tagged, without a test.
+- `Ramp`: a 64-bit register that only adds and ld/st addresses use (`ramp_only`, per layout) holds the rule
+  itself, not an array: a vector add's address arithmetic makes no array at all, and anything unexpected
+  that reads such a register gets the array it stands for (numpy's protocols), made once.
+- `note_run` / `run_of`: code without a lane state (memory.py, the sanitizer's shadow) learns that an
+  address or byte-index array is a run, so a checked access at a ramp's addresses is one slice too.
 """
 
 from __future__ import annotations
