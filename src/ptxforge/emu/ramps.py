@@ -21,6 +21,7 @@ Three steps further:
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -107,7 +108,9 @@ class Ramp(NDArrayOperatorsMixin):
         return getattr(self.array(), name)
 
 
-_RUNS: dict[int, tuple[np.ndarray, Tag]] = {}  # id -> (array, (first, step)): read-only arrays known to be ramps
+# id -> (weak reference to the array, (first, step)): read-only arrays known to be ramps (weak: a finished
+# launch's arrays are not kept; a dead one's id, reused, finds a dead reference)
+_RUNS: dict[int, tuple[weakref.ref, Tag]] = {}
 MAX_RUNS = 8
 
 
@@ -116,7 +119,7 @@ def note_run(a: np.ndarray, tag: Tag) -> None:
     the sanitizer's shadow: an access at a ramp's addresses is one run of bytes)."""
     if len(_RUNS) >= MAX_RUNS:
         del _RUNS[next(iter(_RUNS))]
-    _RUNS[id(a)] = (a, tag)
+    _RUNS[id(a)] = (weakref.ref(a), tag)
 
 
 def run_of(a: Any) -> Tag | None:
@@ -124,7 +127,7 @@ def run_of(a: Any) -> Tag | None:
     if type(a) is Ramp:
         return a.tag
     hit = _RUNS.get(id(a))
-    return hit[1] if hit is not None and hit[0] is a else None
+    return hit[1] if hit is not None and hit[0]() is a else None
 
 
 def value_plus(st: LaneState, v: Value, c: np.generic) -> Value:
