@@ -179,7 +179,7 @@ def _facts(layout, ops, lo: int, hi: int):
         dest_first = ins.opcode in _DEST_FIRST and op.kind in (C.NORMAL, C.WARPSYNC) and bool(operands) \
             and not ins.has("cc")
         for i, o in enumerate(operands):
-            slots = _slots(layout, placed, o)
+            slots = layout.operand_slots(placed, o)
             if slots is None:
                 return None
             bits = 0
@@ -238,35 +238,3 @@ def _clocked(flow) -> int:
 def _has_selector(o) -> bool:
     return isinstance(o, ir.Register) and ir.split_selector(o.name)[1] is not None
 
-
-def _slots(layout, placed, o) -> list[int] | None:
-    """The register slots operand `o` names; None for an operand this analysis does not know."""
-    if isinstance(o, ir.Immediate | ir.Sink | ir.SpecialRegister | ir.Expr):
-        return []
-    if isinstance(o, ir.Negated | ir.Minus):
-        return _slots(layout, placed, o.operand)
-    if isinstance(o, ir.RegisterOffset):
-        return _slots(layout, placed, o.register)
-    if isinstance(o, ir.Address):
-        return [] if o.base is None else _slots(layout, placed, o.base)
-    if isinstance(o, ir.Vector | ir.AddressList | ir.ParenList):
-        out: list[int] = []
-        for e in (o.elements if isinstance(o, ir.Vector) else o.items):
-            s = _slots(layout, placed, e)
-            if s is None:
-                return None
-            out += s
-        return out
-    if isinstance(o, ir.PredPair):
-        a, b = _slots(layout, placed, o.first), _slots(layout, placed, o.second)
-        return None if a is None or b is None else a + b
-    if isinstance(o, ir.Register | ir.Symbol):
-        hit = layout.lookup(placed, o.name)
-        if hit is None and isinstance(o, ir.Register):
-            hit = layout.lookup(placed, ir.split_selector(o.name)[0])  # a video operand's %r1.b0
-        if isinstance(hit, tuple):
-            return [hit[1]]
-        if hit is None or getattr(hit, "kind", None) == "vreg":
-            return None
-        return []  # an address, a label, a parameter: not a register
-    return None

@@ -304,6 +304,38 @@ class Layout:
         self.has_calls = any(p.ins.opcode == "call" for p in self.placed)
 
     # ------------------------------------------------------------------ lookups
+    def operand_slots(self, placed: Placed, o: Any) -> list[int] | None:
+        """The register slots operand `o` of an instruction names (a video operand's %r1.b0 names %r1); None
+        for an operand whose registers cannot be told (an unknown name, a whole vector register)."""
+        if isinstance(o, ir.Immediate | ir.Sink | ir.SpecialRegister | ir.Expr):
+            return []
+        if isinstance(o, ir.Negated | ir.Minus):
+            return self.operand_slots(placed, o.operand)
+        if isinstance(o, ir.RegisterOffset):
+            return self.operand_slots(placed, o.register)
+        if isinstance(o, ir.Address):
+            return [] if o.base is None else self.operand_slots(placed, o.base)
+        if isinstance(o, ir.Vector | ir.AddressList | ir.ParenList | ir.PredPair):
+            parts = o.elements if isinstance(o, ir.Vector) else (o.first, o.second) if isinstance(o, ir.PredPair) \
+                else o.items
+            out: list[int] = []
+            for e in parts:
+                got = self.operand_slots(placed, e)
+                if got is None:
+                    return None
+                out += got
+            return out
+        if isinstance(o, ir.Register | ir.Symbol):
+            hit = self.lookup(placed, o.name)
+            if hit is None and isinstance(o, ir.Register):
+                hit = self.lookup(placed, ir.split_selector(o.name)[0])
+            if isinstance(hit, tuple):
+                return [hit[1]]
+            if hit is None or hit.kind == "vreg":
+                return None
+            return []  # an address, a label, a parameter: not a register
+        return None
+
     def lookup(self, placed: Placed, name: str) -> tuple[str, int] | Symbol | None:
         """What `name` means at an instruction: ('reg', slot) or a Symbol."""
         hit = placed.scope.get(name)

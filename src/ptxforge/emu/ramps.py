@@ -173,7 +173,10 @@ def ramp_only(layout: Layout) -> frozenset[int]:
             add = op == "add" and ins.types[-1:] in ((".s64",), (".u64",)) and not ins.has("cc") and \
                 not ins.has("sat")
             for i, o in enumerate(ins.operands):
-                slots = _slots(layout, placed, o)
+                slots = layout.operand_slots(placed, o)
+                if slots is None:  # registers this cannot tell: no register of the module holds a Ramp
+                    layout.__dict__["_ramp_only"] = frozenset()
+                    return frozenset()
                 base = o.base if isinstance(o, ir.Address) and isinstance(o.base, ir.Register) else None
                 if add or (i == 0 and op == "mul" and ins.has("wide")):
                     ok.update(slots)
@@ -184,24 +187,6 @@ def ramp_only(layout: Layout) -> frozenset[int]:
     wide = {s for s in ok - bad if ir.type_bits(layout.reg_types[s]) == 64}
     hit = layout.__dict__["_ramp_only"] = frozenset(wide)
     return hit
-
-
-def _slots(layout: Layout, placed, o) -> list[int]:
-    """The register slots operand `o` names."""
-    if isinstance(o, ir.Register):
-        hit = layout.lookup(placed, o.name)
-        return [hit[1]] if isinstance(hit, tuple) else []
-    if isinstance(o, ir.Address):
-        return _slots(layout, placed, o.base) if isinstance(o.base, ir.Register) else []
-    if isinstance(o, ir.Negated | ir.Minus):
-        return _slots(layout, placed, o.operand)
-    if isinstance(o, ir.RegisterOffset):
-        return _slots(layout, placed, o.register)
-    if isinstance(o, ir.PredPair):
-        return _slots(layout, placed, o.first) + _slots(layout, placed, o.second)
-    if isinstance(o, ir.Vector | ir.AddressList | ir.ParenList):
-        return [s for e in (o.elements if isinstance(o, ir.Vector) else o.items) for s in _slots(layout, placed, e)]
-    return []
 
 
 def lazy_add(st: LaneState, x: Value, y: Value) -> Ramp | None:
