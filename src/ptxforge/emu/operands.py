@@ -348,7 +348,7 @@ class Ctx:
                 return space, lambda st: R.shifted(st.regs[slot], c)
             if off == 0:
                 return space, lambda st: R.value(st, st.regs[slot])
-            return space, lambda st: R.value_plus(st, st.regs[slot], c)
+            return space, lambda st: R.value(st, R.shifted(st.regs[slot], c))
         if off == 0:
             return space, lambda st: st.regs[slot]
         return space, lambda st: st.regs[slot] + c

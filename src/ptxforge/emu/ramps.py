@@ -130,16 +130,6 @@ def run_of(a: Any) -> Tag | None:
     return hit[1] if hit is not None and hit[0]() is a else None
 
 
-def value_plus(st: LaneState, v: Value, c: np.generic) -> Value:
-    """`v + c` for an address operand `[reg+c]`: a `Ramp`'s shifted array is made as a known run."""
-    if type(v) is Ramp:
-        tag = affine(v.tag, 1, int(c), v.n, 64)
-        if tag is not None:
-            return value(st, Ramp(tag, v.n))
-        v = value(st, v)
-    return v + c
-
-
 def shifted(v: Value, c: np.generic) -> Value:
     """`v + c` for an address operand `[reg+c]` read as it is (`keep_ramps`): a `Ramp` stays one."""
     if type(v) is Ramp:
