@@ -75,6 +75,7 @@ class Buffer:
     def destroy(self) -> None:
         self._stats.clear()
         if self._comm_rank is not None:  # the communication buffer (the IPC device stays for other Buffers)
+            self._comm_rank.close_streams()  # a GPU's green contexts
             self._comm_rank.fabric.release()
             self._comm_rank = None
 
@@ -86,10 +87,22 @@ class Buffer:
                                "(backend='kernels' on one node)")
         return self._comm_rank.sm_map()
 
+    def sm_budget(self) -> dict:
+        """backend="kernels": how this rank's last communication kernels were held to `num_sms` SMs:
+        {"num_sms", "how", "sms", "why"} with "how" one of "green context" (a CUDA GPU whose driver has
+        them; "sms" is what the green context got, the driver's granularity rounding num_sms up),
+        "persistent grid" (a grid of num_sms persistent blocks, the only budget; on a GPU "why" says why no
+        green context) or "SM partition" (an emulated node's stream on SMs 0..num_sms-1)."""
+        if self._comm_rank is None or self._comm_rank.sm_budget is None:
+            raise RuntimeError("Buffer.sm_budget: no dispatch or combine has run the communication kernels yet "
+                               "(backend='kernels' on one node)")
+        return dict(self._comm_rank.sm_budget)
+
     def _comm(self, like=None):
         """This rank's `CommRank`, made at the first dispatch: on GPUs (an NCCL group, or CUDA inputs `like`),
         the rank's CUDA GPU, its buffer shared with the other ranks' processes by CUDA IPC handles (several
-        ranks may share one GPU) and the kernels confined to `num_sms` persistent blocks; on CPU (gloo), an
+        ranks may share one GPU) and the kernels confined to `num_sms` SMs (a green context where the driver
+        has them, else a grid of `num_sms` persistent blocks: `sm_budget()`); on CPU (gloo), an
         emulated GPU whose memory the other ranks' processes map through emulator IPC handles."""
         if self._comm_rank is None:
             KB = _kernel_backend()

@@ -92,7 +92,8 @@ class CommRank:
         self.rank, self.world, self.device, self.fabric = rank, world, device, fabric
         self.timeout_s = timeout_s  # each wait of the kernels (a spin on a peer's counter) is bounded by it
         self.epoch = 0  # notify barriers passed with the current buffer
-        self._streams: dict = {}
+        self._streams: dict = {}  # num_sms -> (stream or None, its SM budget record)
+        self.sm_budget: dict | None = None  # how the last launch was held to its SM budget (see `stream`)
         self._temps: list = []  # device arrays of the call in progress
         self.launches: list[Launched] = []  # the kernels of the last dispatch and the last combine
 
@@ -121,12 +122,37 @@ class CommRank:
         self._temps = []
 
     def stream(self, num_sms: int) -> Any:
-        """A stream on SMs 0..num_sms-1 (emulated node GPUs), or None (a launch runs at once)."""
-        if not self.device.streams_supported:
-            return None
+        """Where the kernels of an SM budget of `num_sms` run, made once per budget: a stream on SMs
+        0..num_sms-1 (emulated node GPUs); on a CUDA GPU, the stream of a green context of at least num_sms
+        SMs where the driver has them (`ptxforge.runtime.cuda_green`); else None (each launch runs at once
+        and its grid of num_sms persistent blocks is the budget). `sm_budget` records which was used:
+        {"num_sms", "how": "SM partition" | "green context" | "persistent grid", "sms": SMs the kernels
+        may use (None: not confined beyond the grid), "why": why not a green context on a GPU}."""
         if num_sms not in self._streams:
-            self._streams[num_sms] = self.device.stream(sms=range(0, min(num_sms, self.device.num_sms)))
-        return self._streams[num_sms]
+            self._streams[num_sms] = self._budget(num_sms)
+        s, self.sm_budget = self._streams[num_sms]
+        return s
+
+    def _budget(self, num_sms: int) -> tuple[Any, dict]:
+        dev = self.device
+        if dev.streams_supported:
+            sms = min(num_sms, dev.num_sms)
+            return dev.stream(sms=range(0, sms)), {"num_sms": num_sms, "how": "SM partition", "sms": sms, "why": ""}
+        if dev.kind == "cuda":
+            from ptxforge.runtime.cuda_green import green_stream_or_none  # the GPU path only
+
+            gs, why = green_stream_or_none(dev, num_sms)  # type: ignore[arg-type]  # kind "cuda": a CudaDevice
+            if gs is not None:
+                return gs, {"num_sms": num_sms, "how": "green context", "sms": gs.sms, "why": ""}
+            return None, {"num_sms": num_sms, "how": "persistent grid", "sms": None, "why": why}
+        return None, {"num_sms": num_sms, "how": "persistent grid", "sms": None, "why": ""}
+
+    def close_streams(self) -> None:
+        """Destroy the green contexts made for this rank's SM budgets (the emulator's streams need nothing)."""
+        streams, self._streams = self._streams, {}
+        for s, _ in streams.values():
+            if s is not None and hasattr(s, "close"):
+                s.close()
 
     def launch(self, call: str, kern: Kernel, grid: int, block: int, args: list, num_sms: int) -> Launched:
         block_sm = DeviceBuffer((grid,), np.uint32, device=self.device, name="block_sm")

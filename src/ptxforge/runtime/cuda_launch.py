@@ -64,12 +64,37 @@ def check_dims(grid: Any, block: Any) -> tuple[tuple[int, int, int], tuple[int, 
 
 def launch_on_gpu(device: CudaDevice, module: ir.Module, func: ir.Function, params: bytes, offsets: list[int],
                   *, grid: Any, block: Any, shared_mem: int = 0, cluster: Any = None,
-                  cooperative: bool = False) -> float:
+                  cooperative: bool = False, stream: Any = None) -> float:
     """Run `func` once on `device`; returns the kernel's time in seconds (CUDA events). Its module stays
-    loaded (pinned in the device's module cache) until the kernel has ended."""
+    loaded (pinned in the device's module cache) until the kernel has ended.
+
+    `stream`: a `ptxforge.runtime.cuda_green.GreenStream` of `device`: the kernel runs on its SMs, its module
+    loaded in the green context (see that module); the primary context is current again afterwards (torch
+    and the other users of the CUDA runtime on this thread keep running on the whole GPU). None: the
+    primary context's null stream."""
+    if stream is None:
+        return _pinned_launch(device, module, func, params, offsets, grid, block, shared_mem, cluster, cooperative)
+    if getattr(stream, "device", None) is not device:
+        raise LaunchError(f"the stream {stream!r} is not one of {device.description}")
+    if stream.closed:
+        raise LaunchError(f"{stream!r} was closed: make a new one (ptxforge.runtime.cuda_green.green_stream)")
+    try:  # stream.view: the green context's modules, events and current context
+        return _pinned_launch(stream.view, module, func, params, offsets, grid, block, shared_mem, cluster,
+                              cooperative, stream.handle)
+    finally:
+        try:
+            device.make_current()
+        except (KernelFault, DeviceUnavailable):
+            pass  # a context the kernel broke refuses; the kernel's own error is the one to see
+
+
+def _pinned_launch(device: CudaDevice, module: ir.Module, func: ir.Function, params: bytes, offsets: list[int],
+                   grid: Any, block: Any, shared_mem: int, cluster: Any, cooperative: bool,
+                   stream: Any = None) -> float:
     release = device.pin_module(module)
     try:
-        seconds = _launch(device, module, func, params, offsets, grid, block, shared_mem, cluster, cooperative)
+        seconds = _launch(device, module, func, params, offsets, grid, block, shared_mem, cluster, cooperative,
+                          stream)
     except BaseException:
         try:
             release()  # may unload another module, which a context the kernel broke refuses
@@ -81,7 +106,7 @@ def launch_on_gpu(device: CudaDevice, module: ir.Module, func: ir.Function, para
 
 
 def _launch(device: CudaDevice, module: ir.Module, func: ir.Function, params: bytes, offsets: list[int],
-            grid: Any, block: Any, shared_mem: int, cluster: Any, cooperative: bool) -> float:
+            grid: Any, block: Any, shared_mem: int, cluster: Any, cooperative: bool, stream: Any = None) -> float:
     d = driver()
     attrs = device.kernel_attributes(module, func.name)
     shape = check_launch(module, func, grid, block, cluster, shared_mem=shared_mem,
@@ -105,7 +130,7 @@ def _launch(device: CudaDevice, module: ir.Module, func: ir.Function, params: by
         check(d.cuFuncSetAttribute(f, FA.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
               "cuFuncSetAttribute", "(non-portable cluster size)")
     storage, pointers = param_pointers(params, offsets)
-    cfg = launch_config(d, grid, block, shared_mem, explicit, cooperative=cooperative)
+    cfg = launch_config(d, grid, block, shared_mem, explicit, stream, cooperative=cooperative)
     device.make_current()
     start, end = device.timing_events()
     check(d.cuEventRecord(start, cfg.hStream), "cuEventRecord")

@@ -25,6 +25,7 @@ from ptxforge.runtime.arguments import DevicePointer, is_live_address, torch_cop
 from ptxforge.runtime.buffers import DeviceBuffer, default_device, resolve_device
 from ptxforge.runtime.copies import as_tuple, copy_back, copy_back_quietly, free_quietly
 from ptxforge.runtime.cuda_driver import unavailable_reason
+from ptxforge.runtime.cuda_green import GreenStream
 from ptxforge.runtime.cuda_launch import launch_on_gpu
 from ptxforge.runtime.device import Device, is_emulated
 from ptxforge.runtime.launch_config import EmulatorOptions, LaunchConfig
@@ -114,11 +115,19 @@ class Kernel:
                emu_device_: EmuDevice | None = ..., cluster: Any = ..., stream: Stream,
                cooperative: bool = ..., options: EmulatorOptions | None = ...) -> PendingLaunch[LaunchResult]: ...
 
+    @overload
+    def launch(self, grid: Any = ..., block: Any = ..., args: Any = ..., *, device: Any = ...,
+               shared_mem: int = ..., sanitize: Any = ..., num_sms: int | None = ..., watchdog_s: float = ...,
+               time_limit_s: float | None = ..., printf: Callable[[str], Any] | None = ...,
+               emu_device_: EmuDevice | None = ..., cluster: Any = ..., stream: GreenStream,
+               cooperative: bool = ..., options: EmulatorOptions | None = ...) -> LaunchResult: ...
+
     def launch(self, grid: Any = (1,), block: Any = _UNSET, args: Any = (), *, device: Any = None,
                shared_mem: int = 0, sanitize: Any = False, num_sms: int | None = None, watchdog_s: float = 60.0,
                time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
-               emu_device_: EmuDevice | None = None, cluster: Any = None, stream: Stream | None = None,
-               cooperative: bool = False, options: EmulatorOptions | None = None) -> LaunchOutcome:
+               emu_device_: EmuDevice | None = None, cluster: Any = None,
+               stream: Stream | GreenStream | None = None, cooperative: bool = False,
+               options: EmulatorOptions | None = None) -> LaunchOutcome:
         """Run the kernel on `device`: "emu", "cuda" or "cuda:N"; or "auto": where its DeviceBuffer arguments
         live, else the emulator when an emulator-only option is given, else a GPU when one can be used, else the
         emulator. None is like "auto" with $PTXFORGE_DEVICE (when set) in place of the GPU-or-emulator choice.
@@ -137,11 +146,20 @@ class Kernel:
         `EmulatorOptions(checks=[...])`: your own `ptxforge.emu.hooks.Check`s watching the launch.
         `stream`: a stream of a `ptxforge.emu.Node` GPU; the launch is queued there and a `PendingLaunch` is
         returned at once (`node.synchronize()` runs it; its `result()` is the `LaunchResult`; see
-        `ptxforge.runtime.streams`). Without one, a launch runs now and returns its `LaunchResult`, on every
-        device (typed so: the overloads above say which a call gets).
+        `ptxforge.runtime.streams`). Or a `ptxforge.runtime.cuda_green.GreenStream` of a GPU: the kernel runs
+        on the green context's SMs only, now, and its `LaunchResult` is returned. Without one, a launch runs
+        now and returns its `LaunchResult`, on every device (typed so: the overloads above say which a call
+        gets).
         """
         config, args = _config(grid, block, args, shared_mem, cluster, cooperative)
         opts = _options(options, sanitize, num_sms, watchdog_s, time_limit_s, printf)
+        gpu_stream = None
+        if isinstance(stream, GreenStream):  # a GPU launch on the green context's SMs
+            gpu_stream, stream = stream, None
+            if device not in (None, "auto", "cuda") and device is not gpu_stream.device:
+                raise LaunchError(f"stream= is a stream of {gpu_stream.device.description}; this launch names "
+                                  f"device={device!r}")
+            device = gpu_stream.device
         if stream is not None and config.cooperative:
             raise LaunchError("cooperative launches on a stream are not supported yet: launch without stream=")
         if stream is not None:
@@ -181,7 +199,8 @@ class Kernel:
         sanitizer = None
         try:
             if on_gpu:
-                result = self._run_gpu(dev, packed, offsets, grid, block, shared, cluster, config.cooperative)
+                result = self._run_gpu(dev, packed, offsets, grid, block, shared, cluster, config.cooperative,
+                                       gpu_stream)
             else:
                 result, sanitizer = self._run_emu(dev, packed, grid, block, shared, sanitize, opts.num_sms,
                                                   (opts.watchdog_s, opts.time_limit_s), opts.printf, cluster,
@@ -228,9 +247,9 @@ class Kernel:
                             stats.wall_s, stats.per_sm, stats.waves, lines), sanitizer
 
     def _run_gpu(self, dev: Any, packed: bytes, offsets: list[int], grid: Any, block: Any, shared_mem: int,
-                 cluster: Any, cooperative: bool = False) -> LaunchResult:
+                 cluster: Any, cooperative: bool = False, stream: GreenStream | None = None) -> LaunchResult:
         seconds = launch_on_gpu(dev, self.module, self.function, packed, offsets, grid=grid, block=block,
-                                shared_mem=shared_mem, cluster=cluster, cooperative=cooperative)
+                                shared_mem=shared_mem, cluster=cluster, cooperative=cooperative, stream=stream)
         return LaunchResult(self.name, "cuda", as_tuple(grid), as_tuple(block), 0, seconds,
                             np.zeros(0, np.int64), 0, [], gpu=dev.name)
 
@@ -292,8 +311,13 @@ def launch(kernel: Kernel, grid: Any, block: Any = ..., args: Any = ..., *, stre
            **kwargs: Any) -> PendingLaunch[LaunchResult]: ...
 
 
-def launch(kernel: Kernel, grid: Any, block: Any = _UNSET, args: Any = (), *, stream: Stream | None = None,
-           **kwargs: Any) -> LaunchOutcome:
+@overload
+def launch(kernel: Kernel, grid: Any, block: Any = ..., args: Any = ..., *, stream: GreenStream,
+           **kwargs: Any) -> LaunchResult: ...
+
+
+def launch(kernel: Kernel, grid: Any, block: Any = _UNSET, args: Any = (), *,
+           stream: Stream | GreenStream | None = None, **kwargs: Any) -> LaunchOutcome:
     """Function form of `Kernel.launch`."""
     return kernel.launch(grid, block, args, stream=stream, **kwargs)
 
@@ -302,3 +326,6 @@ if TYPE_CHECKING:  # checked by mypy (`make lint`): which result each form of la
     def _typed_results(k: Kernel, s: Stream) -> tuple[LaunchResult, PendingLaunch[LaunchResult], LaunchResult]:
         return k.launch((1,), (32,), [], device="cuda"), k.launch((1,), (32,), [], stream=s), \
             launch(k, (1,), (32,), [], device="emu")
+
+    def _typed_green(k: Kernel, g: GreenStream) -> tuple[LaunchResult, LaunchResult]:
+        return k.launch((1,), (32,), [], stream=g), launch(k, (1,), (32,), [], stream=g)
