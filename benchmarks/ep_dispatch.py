@@ -165,7 +165,9 @@ def kernel_rows(tokens, hidden, experts, topk, sms_list):
             return np.mean(v) if v else 0, max(v) if v else 0
         ti = {call: sum(row["thread_instructions"] for mm in maps for row in mm if row["call"] == call)
               for call in ("dispatch", "combine")}
-        rows.append({"sms": sms, "t_dispatch": t_d, "t_combine": t_c, "ti": ti, "exact": exact,
+        budget = group.ranks[0].sm_budget  # how the kernels were held to num_sms (Buffer.sm_budget() on a rank)
+        rows.append({"sms": sms, "budget": f"{budget['how']}, {budget['sms']} SMs", "t_dispatch": t_d,
+                     "t_combine": t_c, "ti": ti, "exact": exact,
                      "recv": sum(o[0][0].shape[0] for o in outs),
                      "load": {(call, role): load(call, role, disp if call == "dispatch" else maps)
                               for call in ("dispatch", "combine") for role in ("notify", "sender", "receiver")}})
@@ -186,10 +188,11 @@ def kernel_table(args, rows) -> list[str]:
         "per SM by role, mean / max over SMs and ranks. Wall time is the emulator's (a CPU running every "
         "GPU's lanes), not a GPU estimate.",
         "",
-        "| num_sms | channels | dispatch thread-instr. | combine thread-instr. | dispatch sender SM mean / max | "
+        "| num_sms | SM budget | channels | dispatch thread-instr. | combine thread-instr. | "
+        "dispatch sender SM mean / max | "
         "dispatch receiver SM mean / max | combine sender SM mean / max | combine receiver SM mean / max | "
         "notify SM | emulator s (dispatch + combine) | combine exact |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ld = r["load"]
@@ -198,16 +201,19 @@ def kernel_table(args, rows) -> list[str]:
             return f"{ld[k][0]:,.0f} / {ld[k][1]:,.0f}"
         roles = " | ".join(f(k) for k in (("dispatch", "sender"), ("dispatch", "receiver"), ("combine", "sender"),
                                          ("combine", "receiver")))
-        lines.append(f"| {r['sms']} | {r['sms'] // 2} | {r['ti']['dispatch']:,} | {r['ti']['combine']:,} | {roles} | "
+        lines.append(f"| {r['sms']} | {r['budget']} | {r['sms'] // 2} | {r['ti']['dispatch']:,} | "
+                     f"{r['ti']['combine']:,} | {roles} | "
                      f"{ld[('dispatch', 'notify')][1]:,.0f} | {r['t_dispatch']:.1f} + {r['t_combine']:.1f} | "
                      f"{r['exact']} |")
     lines += [
-        "| DeepEP V1 on H800 (published, EP8, 4096 tokens, not measured here) | 10 | | | | | | | | "
+        "| DeepEP V1 on H800 (published, EP8, 4096 tokens, not measured here) | 20 SMs | 10 | | | | | | | | "
         "153 GB/s dispatch (FP8), 158 GB/s combine (BF16), NVLink | |",
         "",
         f"Rows received over all ranks: {rows[0]['recv']:,}. No GPU was lent to this task, so there is no GB/s "
-        "figure of ours and no NCCL all_to_all beside it: the GPU path (CUDA IPC handles, a green context of "
-        "num_sms SMs) is not implemented.",
+        "figure of ours and no NCCL all_to_all beside it. On a GPU the same kernels share CUDA IPC buffers and "
+        "run on a green context of at least num_sms SMs where the driver has them (else their grid of num_sms "
+        "persistent blocks is the budget); `Buffer.sm_budget()` reports which, for the GB/s rows a GPU run "
+        "would add (not written: no GPU to measure them on).",
     ]
     return lines
 

@@ -14,8 +14,9 @@ def _cuda(obj):
     return obj.cuda() if isinstance(obj, torch.Tensor) else obj
 
 
-def kernels_cuda_rank(rank: int, world: int) -> dict:
-    """run_case's calls on a backend="kernels" Buffer with CUDA inputs, for every form and num_sms."""
+def kernels_cuda_rank(rank: int, world: int) -> tuple[dict, dict]:
+    """run_case's calls on a backend="kernels" Buffer with CUDA inputs, for every form and num_sms; and per
+    num_sms how the kernels were held to it (`Buffer.sm_budget()`: a green context, or the persistent grid)."""
     import ptxforge.ep as deep_ep
 
     torch.cuda.set_device(0)  # several ranks on one GPU: CUDA IPC between processes of one device
@@ -33,10 +34,12 @@ def kernels_cuda_rank(rank: int, world: int) -> dict:
     def combine(x, handle, **kw):
         return buf.combine(_cuda(x), handle, **{k: _cuda(v) for k, v in kw.items()})
 
-    out = {}
+    out, budgets = {}, {}
     for form in FORMS:
         for num_sms in NUM_SMS:
             res = run_case(dispatch, combine, rank, form, num_sms)
             assert buf._comm_rank.device.kind == "cuda", "the CUDA path did not run"
             out[(form, num_sms)] = plain(res)
-    return out
+            budgets[num_sms] = buf.sm_budget()
+    buf.destroy()  # closes the green contexts
+    return out, budgets

@@ -1,7 +1,8 @@
 """backend="kernels" on a GPU: 2 and 4 real processes share the one GPU (CUDA IPC between processes of one
 device), run the communication kernels on their CUDA buffers with grids of num_sms = 2, 4 and 20 persistent
-blocks, and every result (BF16 and FP8 dispatch, cached dispatch, combine with and without weights and bias,
-the handle's fields) is bit-identical to the torch backend's on the same inputs."""
+blocks (on a green context of at least num_sms SMs where the driver has them: Buffer.sm_budget()), and every
+result (BF16 and FP8 dispatch, cached dispatch, combine with and without weights and bias, the handle's
+fields) is bit-identical to the torch backend's on the same inputs."""
 
 import sys
 from pathlib import Path
@@ -29,6 +30,11 @@ def test_kernels_backend_on_one_gpu_is_bit_identical_to_torch(world):
     ref = run_ranks(torch_rank, world, timeout_s=60, start="forkserver", preload=PRELOAD)
     got = run_ranks(ep_cuda_ranks.kernels_cuda_rank, world, timeout_s=90, start="forkserver", preload=PRELOAD)
     for r in range(world):
-        assert set(got[r]) == set(ref[r])
+        results, budgets = got[r]
+        assert set(results) == set(ref[r])
         for key in ref[r]:
-            same(ref[r][key], got[r][key], f"rank {r} of {world}, {key}")
+            same(ref[r][key], results[key], f"rank {r} of {world}, {key}")
+        for num_sms, b in budgets.items():  # a green context where the driver has them, else it says why not
+            print(f"rank {r} of {world}, num_sms {num_sms}: {b}")
+            assert b["num_sms"] == num_sms and b["how"] in ("green context", "persistent grid"), b
+            assert b["sms"] >= num_sms if b["how"] == "green context" else b["why"], b

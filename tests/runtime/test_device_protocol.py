@@ -17,11 +17,13 @@ from ptxforge.emu.launch import MAX_IMAGES, EmuDevice, emu_device
 from ptxforge.emu.node import NodeGpu
 from ptxforge.runtime.constants import set_constant
 from ptxforge.runtime.cuda_device import CudaDevice
+from ptxforge.runtime.cuda_green import _GreenContextDevice
 from ptxforge.runtime.device import DEVICE_KINDS, Device, DeviceMemory, is_emulated
 
 SRC = Path(pf.__file__).parent
 MEMBERS = [n for n in vars(Device) if not n.startswith("_")]
-DEVICE_CLASSES = (EmuDevice, NodeGpu, IpcDevice, CudaDevice)  # every class in src a device is made of
+# every class in src a device is made of (_GreenContextDevice: a GPU seen through a green context)
+DEVICE_CLASSES = (EmuDevice, NodeGpu, IpcDevice, CudaDevice, _GreenContextDevice)
 
 TABLE = """.version 8.0
 .target sm_80

@@ -35,10 +35,12 @@ Differences from DeepEP (V1 normal mode):
   receiver block, per (channel, peer) rings with .sys head/tail) on an emulated GPU per process whose memory
   the other processes map through emulator IPC handles (ptxforge.emu.ipc). Its results are bit-identical to
   the torch backend's; `Buffer.sm_map()` tells which SM ran which role. Across nodes it uses the torch
-  transport for the data; on NCCL groups (GPUs) it raises NotImplementedError (the CUDA IPC + green-context
-  path is not written). Config's chunk size and ring depth are the kernels' (a combine keeps the channels of
-  the dispatch that made its handle). `NodeGroup(node)` (ptxforge.ep.node_group) drives every rank of an
-  emulated `Node` from one process with the same kernels, for the node-wide sanitizer.
+  transport for the data; on GPUs (NCCL groups, or CUDA inputs) the buffers are shared by CUDA IPC and the
+  kernels run on a green context of num_sms SMs where the driver has them, else on their grid of num_sms
+  persistent blocks (`Buffer.sm_budget()` says which; not yet run on a GPU). Config's chunk size and ring
+  depth are the kernels' (a combine keeps the channels of the dispatch that made its handle).
+  `NodeGroup(node)` (ptxforge.ep.node_group) drives every rank of an emulated `Node` from one process with
+  the same kernels, for the node-wide sanitizer.
 - `dispatch` computes the layout itself when only `topk_idx` is given (after a `get_dispatch_layout` call has
   fixed num_experts); DeepEP requires the layout arguments.
 - Received tokens are ordered by source rank, then source token index, on one node and across nodes (DeepEP's

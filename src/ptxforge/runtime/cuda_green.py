@@ -127,8 +127,6 @@ class GreenStream:
     """A non-blocking stream of a green context of `sms` SMs on `device` (`requested` were asked for).
     Pass it as `Kernel.launch(..., stream=gs)`; launches on it run synchronously, as every GPU launch here."""
 
-    kind = "cuda"
-
     def __init__(self, device: CudaDevice, requested: int, green: Any, context: Any, handle: Any, sms: int):
         self.device, self.requested, self.sms = device, requested, sms
         self.green, self.context, self.handle = green, context, handle
