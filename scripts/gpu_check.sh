@@ -5,8 +5,9 @@
 # Uses the machine's python3 (numpy, ml_dtypes, cuda-bindings, pytest, torch) with src/ on PYTHONPATH;
 # nothing is installed. Runs: the GPU tests (tests/gpu), the DSL examples on emu and cuda, the runtime
 # tests, the emulator's corpus tests with the GPU as default device, `ptxforge demo` (GPU section included),
-# the vector-add benchmark against torch, and ptxforge.ep's backend="kernels" over CUDA IPC (ep-cuda-ipc).
-# Prints a short table last. Each step has a time limit; the limits add up to about 12 minutes (the worst
+# the vector-add benchmark against torch, a green context of 16 SMs (green-ctx), and ptxforge.ep's
+# backend="kernels" over CUDA IPC (ep-cuda-ipc, on green contexts where the driver has them).
+# Prints a short table last. Each step has a time limit; the limits add up to about 13 minutes (the worst
 # case; pass step names to run fewer).
 set -uo pipefail
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -36,8 +37,12 @@ command -v ptxas >/dev/null && ptxas --version | tail -1 || echo "no ptxas on PA
 rm -f "$OUT/approx_vs_gpu.tsv"
 # One pytest process per GPU test file: a kernel fault (illegal address or instruction) ends the CUDA
 # context of its process, so it must not take the other files' tests down with it.
-step gpu-tests 200 bash -c 'rc=0; for f in tests/gpu/test_*.py; do [ "$f" = tests/gpu/test_ep_kernels_cuda_ipc.py ] && continue
+step gpu-tests 200 bash -c 'rc=0; for f in tests/gpu/test_*.py; do case "$f" in
+  tests/gpu/test_ep_kernels_cuda_ipc.py|tests/gpu/test_green_context.py) continue;; esac
   "$0" -m pytest -p no:cacheprovider "$f" || rc=1; done; exit $rc' "$PY"
+# A green context of 16 SMs (ptxforge.runtime.cuda_green): a kernel's blocks record %smid, at most the green
+# context's SMs may appear (the primary context's launch spreads wider); -s prints the counts
+step green-ctx 40 "$PY" -m pytest -p no:cacheprovider -s tests/gpu/test_green_context.py
 # backend="kernels" on the GPU: 2 and 4 processes on the one GPU share buffers by CUDA IPC, BF16 and FP8 at
 # num_sms 2, 4, 20, bit-identical to the torch backend
 step ep-cuda-ipc 150 "$PY" -m pytest -p no:cacheprovider tests/gpu/test_ep_kernels_cuda_ipc.py
@@ -60,7 +65,8 @@ echo
 echo "== summary ($(cat "$LOGS/gpu.txt"))"
 printf '%s\n' "${status[@]}"
 echo "gpu-tests: $(grep -h -E "^=+ .*[0-9]+ (passed|failed)" "$LOGS/gpu-tests.log" | sed 's/=//g' | paste -sd';')"
-for f in ep-cuda-ipc dsl-both runtime corpus-gpu; do echo "$f: $(grep -h -E "[0-9]+ (passed|failed)" "$LOGS/$f.log" | tail -1)"; done
+grep -h "green context of" "$LOGS/green-ctx.log" 2>/dev/null | head -2
+for f in green-ctx ep-cuda-ipc dsl-both runtime corpus-gpu; do echo "$f: $(grep -h -E "[0-9]+ (passed|failed)" "$LOGS/$f.log" | tail -1)"; done
 grep -E "GB/s|torch.add|overhead|DSL vadd|nvcc vadd" "$LOGS/bench.log" | tail -12
 [ -f "$OUT/approx_vs_gpu.tsv" ] && (column -t -s $'\t' "$OUT/approx_vs_gpu.tsv" 2>/dev/null || cat "$OUT/approx_vs_gpu.tsv")
 grep -h "^FAILED" "$LOGS"/*.log | head -30

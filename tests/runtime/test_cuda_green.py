@@ -258,7 +258,7 @@ def test_comm_rank_takes_a_green_stream_on_a_gpu(fake):
 
 
 @no_gpu
-def test_comm_rank_falls_back_to_the_persistent_grid(fake):
+def test_comm_rank_falls_back_to_the_persistent_grid(fake, monkeypatch):
     from ptxforge.ep.intranode import CommRank
 
     d, dev = fake.setup(driver_version=12020)
@@ -266,6 +266,11 @@ def test_comm_rank_falls_back_to_the_persistent_grid(fake):
     assert comm.stream(4) is None
     assert comm.sm_budget["how"] == "persistent grid" and comm.sm_budget["sms"] is None
     assert "the CUDA driver is 12.2" in comm.sm_budget["why"]
+    d, dev = fake.setup()  # a driver with green contexts, switched off
+    monkeypatch.setenv("PTXFORGE_GREEN_CONTEXTS", "0")
+    comm = CommRank(0, 2, dev, fabric=None)
+    assert comm.stream(4) is None and comm.sm_budget["why"] == "PTXFORGE_GREEN_CONTEXTS=0"
+    assert "cuGreenCtxCreate" not in d.names()
 
 
 def test_comm_rank_budgets_on_the_emulator():

@@ -15,6 +15,7 @@ barrier of all ranks) then `intranode_combine` on the same stream.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -127,7 +128,8 @@ class CommRank:
         SMs where the driver has them (`ptxforge.runtime.cuda_green`); else None (each launch runs at once
         and its grid of num_sms persistent blocks is the budget). `sm_budget` records which was used:
         {"num_sms", "how": "SM partition" | "green context" | "persistent grid", "sms": SMs the kernels
-        may use (None: not confined beyond the grid), "why": why not a green context on a GPU}."""
+        may use (None: not confined beyond the grid), "why": why not a green context on a GPU}.
+        PTXFORGE_GREEN_CONTEXTS=0 in the environment keeps a GPU on the persistent grid."""
         if num_sms not in self._streams:
             self._streams[num_sms] = self._budget(num_sms)
         s, self.sm_budget = self._streams[num_sms]
@@ -141,6 +143,9 @@ class CommRank:
         if dev.kind == "cuda":
             from ptxforge.runtime.cuda_green import green_stream_or_none  # the GPU path only
 
+            if os.environ.get("PTXFORGE_GREEN_CONTEXTS", "1") == "0":
+                return None, {"num_sms": num_sms, "how": "persistent grid", "sms": None,
+                              "why": "PTXFORGE_GREEN_CONTEXTS=0"}
             gs, why = green_stream_or_none(dev, num_sms)  # type: ignore[arg-type]  # kind "cuda": a CudaDevice
             if gs is not None:
                 return gs, {"num_sms": num_sms, "how": "green context", "sms": gs.sms, "why": ""}

@@ -16,12 +16,14 @@ group__CUDA__GREEN__CONTEXTS.html, and the cuda-bindings 13.5 docstrings of the 
    first (from the fields when the driver fills them, else from that table), so what is asked is what the
    driver can give; what it did give is read back in step 6.
 3. cuDevResourceGenerateDesc([group], 1): the descriptor.
-4. cuGreenCtxCreate(desc, dev, CU_GREEN_CTX_DEFAULT_STREAM): the green context. The flag was documented as
-   required in the 12.4 docs ("Creates a default stream to use inside the green context. Required."); later
-   drivers accept it. The call retains the primary context (released at cuGreenCtxDestroy), and the docs
-   advise making the primary context active first: `CudaDevice` does at its creation.
-5. cuCtxFromGreenCtx(green): its CUcontext, "treated as if it were a primary context, while still honoring
-   the resources" of the green context; the docs' way to make it current is this handle and cuCtxSetCurrent.
+4. cuGreenCtxCreate(desc, dev, CU_GREEN_CTX_DEFAULT_STREAM): the green context. The 12.4 to 13.1 driver
+   API references call that flag required ("CU_GREEN_CTX_DEFAULT_STREAM is required"); the 13.5 bindings
+   list it as a supported flag. The call retains the primary context (released at cuGreenCtxDestroy), and
+   the docs advise making the primary context active first: `CudaDevice` does at its creation.
+5. cuCtxFromGreenCtx(green): its CUcontext ("a normal primary context but with the resources of the
+   specified green context" in the 12.x docs; "treated as if it were a primary context, while still
+   honoring the resources" in 13.x); the docs' way to make a green context current is this handle and
+   cuCtxSetCurrent.
 6. cuGreenCtxStreamCreate(green, CU_STREAM_NON_BLOCKING, 0): the stream (the flag "must be specified"), and
    cuGreenCtxGetDevResource(green, SM): the SMs the green context really has (`GreenStream.sms`).
 
