@@ -243,10 +243,10 @@ def _check_store_start(tm: TM.TensorMap, c0: int, reduce_op: str | None, lane: i
     if offset % STORE_START_ALIGN == 0:
         return
     what = f"cp.reduce.async.bulk.tensor .{reduce_op}" if reduce_op else "cp.async.bulk.tensor shared::cta -> global"
-    etype = tm.etype or f"{tm.esize}-byte"
+    etype = f"{tm.etype} elements (the tensor map's type)" if tm.etype else f"{tm.esize}-byte elements"
     step = STORE_START_ALIGN // tm.esize
-    raise _fault(f"{what}: the box starts at dimension-0 coordinate {c0}, byte {offset} of a row of {etype} "
-                 f"elements (the tensor map's type), not a multiple of {STORE_START_ALIGN} bytes; a GPU writes "
+    raise _fault(f"{what}: the box starts at dimension-0 coordinate {c0}, byte {offset} of a row of {etype}, "
+                 f"not a multiple of {STORE_START_ALIGN} bytes; a GPU writes "
                  f"dimension 0 in {STORE_START_ALIGN}-byte pieces and stops such a copy with "
                  f"CUDA_ERROR_ILLEGAL_INSTRUCTION (ptxas and the driver accept it): start the box at a multiple "
                  f"of {step} elements", lane, "misaligned")
