@@ -7,8 +7,9 @@
 # tests, the emulator's corpus tests with the GPU as default device, `ptxforge demo` (GPU section included),
 # the vector-add benchmark against torch, a green context of 16 SMs (green-ctx), and ptxforge.ep's
 # backend="kernels" over CUDA IPC (ep-cuda-ipc, on green contexts where the driver has them).
-# Prints a short table last. Each step has a time limit; the limits add up to about 13 minutes (the worst
-# case; pass step names to run fewer).
+# Prints a short table last. Each step has a time limit; the limits add up to about 15 minutes (the worst
+# case; pass step names to run fewer). Test cases that run in a process of their own (the TMA reductions and
+# im2col loads) append their outcomes to $OUT/gpu_cases.tsv, printed with the summary.
 set -uo pipefail
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
@@ -34,10 +35,12 @@ nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv
 'cuda-bindings', cuda.bindings.__version__, 'numpy', numpy.__version__)"
 command -v ptxas >/dev/null && ptxas --version | tail -1 || echo "no ptxas on PATH: modules go through the driver JIT"
 
-rm -f "$OUT/approx_vs_gpu.tsv"
+rm -f "$OUT/approx_vs_gpu.tsv" "$OUT/gpu_cases.tsv"
+export PTXFORGE_GPU_CASES="$OUT/gpu_cases.tsv"
 # One pytest process per GPU test file: a kernel fault (illegal address or instruction) ends the CUDA
-# context of its process, so it must not take the other files' tests down with it.
-step gpu-tests 200 bash -c 'rc=0; for f in tests/gpu/test_*.py; do case "$f" in
+# context of its process, so it must not take the other files' tests down with it (and the TMA reduction and
+# im2col cases each run in a process of their own: about 3 s each).
+step gpu-tests 300 bash -c 'rc=0; for f in tests/gpu/test_*.py; do case "$f" in
   tests/gpu/test_ep_kernels_cuda_ipc.py|tests/gpu/test_green_context.py) continue;; esac
   "$0" -m pytest -p no:cacheprovider "$f" || rc=1; done; exit $rc' "$PY"
 # A green context of 16 SMs (ptxforge.runtime.cuda_green): a kernel's blocks record %smid, at most the green
@@ -69,4 +72,5 @@ grep -h "green context of" "$LOGS/green-ctx.log" 2>/dev/null | head -2
 for f in green-ctx ep-cuda-ipc dsl-both runtime corpus-gpu; do echo "$f: $(grep -h -E "[0-9]+ (passed|failed)" "$LOGS/$f.log" | tail -1)"; done
 grep -E "GB/s|torch.add|overhead|DSL vadd|nvcc vadd" "$LOGS/bench.log" | tail -12
 [ -f "$OUT/approx_vs_gpu.tsv" ] && (column -t -s $'\t' "$OUT/approx_vs_gpu.tsv" 2>/dev/null || cat "$OUT/approx_vs_gpu.tsv")
+[ -f "$OUT/gpu_cases.tsv" ] && { echo "cases in processes of their own:"; cut -f1-3 "$OUT/gpu_cases.tsv"; }
 grep -h "^FAILED" "$LOGS"/*.log | head -30

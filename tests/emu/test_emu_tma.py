@@ -6,7 +6,7 @@ from emu_corpus import corpus_module
 
 import ptxforge as pf
 from ptxforge.emu import tensormap as TM
-from ptxforge.emu.errors import EmulatorError
+from ptxforge.emu.errors import EmulatorError, MemoryFault
 from ptxforge.runtime import tensor_map
 from ptxforge.runtime import to_device as _to_device
 
@@ -145,6 +145,26 @@ def test_negative_coords_element_strides_and_1d_5d():
     got = _run_box_kernel(tensor_map(to_device(z), np.uint32, dims, strides, (4, 2, 2, 1, 2)), 32,
                           (4, 0, 2, 1, 1), 5, 128)
     np.testing.assert_array_equal(got.reshape(2, 1, 2, 2, 4), _ref_box(z, (4, 0, 2, 1, 1), (4, 2, 2, 1, 2)))
+
+
+def test_store_box_must_start_on_16_bytes():
+    """A tile store (shared::cta -> global) whose box starts at u32 coordinate -3 (byte -12 of the row) is refused,
+    as a GPU stops it with an illegal instruction; the load from the same coordinates is fine, and a store
+    starting at -4 (byte -16) writes the in-bounds part of its box."""
+    x = rng.integers(1, 1 << 30, (6, 24)).astype(np.uint32)
+    tm = tensor_map(to_device(x), np.uint32, (24, 6), (96,), (8, 4))
+    dst = to_device(np.zeros((6, 24), np.uint32))
+    back = tensor_map(dst, np.uint32, (24, 6), (96,), (8, 4))
+    with pytest.raises(MemoryFault, match=r"^tma_box\.ptx:\d+: cp\.async\.bulk\.tensor\.2d\.global\.shared::cta.*: "
+                                          r"cp\.async\.bulk\.tensor shared::cta -> global: the box starts at "
+                                          r"dimension-0 coordinate -3, byte -12 of a row of \.u32 elements .*"
+                                          r"CUDA_ERROR_ILLEGAL_INSTRUCTION.*multiple of 4 elements"):
+        _run_box_kernel(tm, 32, (-3, -2), 2, 128, store_map=back)
+    got = _run_box_kernel(tm, 32, (-4, -2), 2, 128, store_map=back)
+    np.testing.assert_array_equal(got.reshape(4, 8), _ref_box(x, (-4, -2), (8, 4)))
+    want = np.zeros_like(x)
+    want[:2, :4] = x[:2, :4]
+    np.testing.assert_array_equal(dst.to_host(), want)
 
 
 def test_swizzle_128b_and_store_roundtrip():

@@ -1,6 +1,8 @@
 """TMA multicast across a cluster and TMA tensor reductions on the emulator (corpus
 tma_multicast_reduce_sm90.cu), with maps from ptxforge.runtime.tensor_map, checked against numpy."""
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -69,8 +71,12 @@ def test_multicast_mask_outside_the_cluster_is_a_fault():
 
 # ------------------------------------------------------------------------------------------ reductions
 
-W, H, BOX = 40, 10, (16, 4)  # the tensor is H x W elements, the box 4 rows of 16
-K, X0, Y0, DX, DY = 4, -5, -1, 7, 2  # block b reduces at (X0 + b DX, Y0 + b DY): overlapping, partly outside
+W, H, BOX = 32, 8, (16, 4)  # the tensor is H x W elements, the box 4 rows of 16
+# Block b reduces at (X0 + b DX, Y0 + b DY): overlapping boxes, the last one partly past the right and bottom
+# edges. x * element size stays a multiple of 16 bytes for every element type, as a shared::cta -> global
+# tensor copy needs on a GPU. BEFORE: boxes that start before the tensor (negative coordinates) as well.
+K, X0, Y0, DX, DY = 4, 0, 0, 8, 2
+BEFORE = dict(x0=-8, y0=-1)
 
 REDUCE_CASES = [("add", t) for t in ("float32", "float16", "bfloat16", "int32", "uint32", "uint64")] + \
     [(op, t) for op in ("min", "max") for t in ("int32", "uint32", "uint64", "int64", "float16", "bfloat16")] + \
@@ -105,10 +111,10 @@ def _apply(op, t, s):
     return {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op](t, s)
 
 
-def _reference(op, init, src):
+def _reference(op, init, src, x0=X0, y0=Y0, dx=DX, dy=DY):
     out = init.copy()
     for b in range(K):
-        x, y = X0 + b * DX, Y0 + b * DY
+        x, y = x0 + b * dx, y0 + b * dy
         for r in range(BOX[1]):
             for c in range(BOX[0]):
                 if 0 <= y + r < H and 0 <= x + c < W:
@@ -121,12 +127,12 @@ def _u32(v):
     return np.uint32(v & 0xFFFFFFFF)
 
 
-def _run_reduce(op, dt, init, src, sanitize=False, flavor="sm_90a.O3"):
+def _run_reduce(op, dt, init, src, sanitize=False, flavor="sm_90a.O3", x0=X0, y0=Y0, dx=DX, dy=DY):
     m = corpus_module(NAME, flavor)
     buf = to_device(init)
     tmap = tensor_map(buf, dt, (W, H), (W * dt.itemsize,), BOX)
     nbytes = BOX[0] * BOX[1] * dt.itemsize
-    args = [tmap, src.view(np.uint8).reshape(-1)] + [_u32(v) for v in (nbytes, X0, Y0, DX, DY)]
+    args = [tmap, src.view(np.uint8).reshape(-1)] + [_u32(v) for v in (nbytes, x0, y0, dx, dy)]
     m.kernel(f"tma_reduce_{op}").launch(grid=(K,), block=(128,), args=args, sanitize=sanitize, watchdog_s=60)
     return buf.to_host()
 
@@ -141,6 +147,17 @@ def test_tensor_reduce_matches_numpy(op, type_name):
     u = f"u{dt.itemsize}"
     assert (want.view(u) != init.view(u)).any()  # the reduction changes the tensor
     np.testing.assert_array_equal(got.view(u), want.view(u))
+
+
+@pytest.mark.parametrize("op, type_name", [("add", "float32"), ("min", "int64")])
+def test_tensor_reduce_boxes_starting_before_the_tensor(op, type_name):
+    """Negative coordinates (x = -8 is 16-byte aligned for every type): the elements before the tensor are skipped."""
+    dt = _dtype(type_name)
+    init = _values(op, dt, (H, W))
+    src = _values(op, dt, (K, BOX[1], BOX[0]))
+    got = _run_reduce(op, dt, init, src, **BEFORE)
+    u = f"u{dt.itemsize}"
+    np.testing.assert_array_equal(got.view(u), _reference(op, init, src, **BEFORE).view(u))
 
 
 @pytest.mark.parametrize("flavor", ["sm_90a.O3", "sm_90a.G"])
@@ -167,6 +184,30 @@ def test_tensor_reduce_rejects_types_the_isa_forbids(op, type_name, allowed):
     with pytest.raises(MemoryFault, match=rf"\.{op} is not defined on \{ptx_type} elements .*allows "
                                           rf"\.{op} on {allowed.replace('.', chr(92) + '.')}"):
         _run_reduce(op, dt, init, src)
+
+
+@pytest.mark.parametrize("op, type_name, x0, dx, ptx_type", [
+    ("add", "float32", -5, 7, ".f32"),  # the geometry the H200 stopped with an illegal instruction
+    ("max", "float16", 4, 8, ".f16"),  # every box starts 8 bytes into a 16-byte piece
+    ("xor", "uint64", 1, 0, ".u64"),
+])
+def test_tensor_reduce_box_must_start_on_16_bytes(op, type_name, x0, dx, ptx_type):
+    """A reduction box whose dimension-0 start is not a multiple of 16 bytes is refused, as a GPU refuses it:
+    naming the PTX line, the operation, the coordinate and the map's element type."""
+    dt = _dtype(type_name)
+    init = np.zeros((H, W), dt)
+    src = np.zeros((K, BOX[1], BOX[0]), dt)
+    with pytest.raises(MemoryFault) as ei:
+        _run_reduce(op, dt, init, src, x0=x0, dx=dx)
+    msg = str(ei.value)
+    assert msg.startswith(f"{NAME}.sm_90a.O3.ptx:"), msg
+    got = re.search(rf"cp\.reduce\.async\.bulk\.tensor \.{op}: the box starts at dimension-0 coordinate (-?\d+), "
+                    rf"byte (-?\d+) of a row of \{ptx_type} elements", msg)
+    assert got, msg
+    x, offset = int(got[1]), int(got[2])
+    assert x in {x0 + b * dx for b in range(K)} and offset == x * dt.itemsize and offset % 16
+    assert "CUDA_ERROR_ILLEGAL_INSTRUCTION" in msg and f"multiple of {16 // dt.itemsize} elements" in msg
+    assert ei.value.kind == "misaligned"
 
 
 def test_tensor_map_records_the_element_type():

@@ -18,6 +18,9 @@ cp.reduce.async.bulk.tensor combines each in-bounds box element into global memo
 element by element as atomics (each has .relaxed.gpu semantics), in the element type the map records
 (`REDUCE_TYPES` is the PTX ISA's table of valid combinations); on memory other processes share it holds
 their atomics' lock (rmw.atomic_apply_global).
+
+A shared::cta -> global copy (store or reduction) whose box does not start on a 16-byte boundary of dimension
+0 is a fault (`STORE_START_ALIGN`), as on a GPU.
 """
 
 from __future__ import annotations
@@ -226,6 +229,29 @@ def _check_reduce_type(tm: TM.TensorMap, op: str, lane: int) -> None:
                  f"type); the PTX ISA allows .{op} on {', '.join(REDUCE_TYPES[op])}", lane, "invalid-argument")
 
 
+# A shared::cta -> global tensor copy (a tile store or a reduction) writes dimension 0 of the tensor in 16-byte
+# pieces, so its box must start on a 16-byte boundary of the row. ptxas and cuTensorMapEncodeTiled accept any
+# coordinate (it is a register, the element size is in the map); a Hopper GPU stops the kernel with
+# CUDA_ERROR_ILLEGAL_INSTRUCTION (reported on an H100 for a TMA store at column 1 of an int32 tensor, TileLang
+# issue #2527, and for Triton's TMA tail stores, #8657; the H200's fault in the tma_reduce_* GPU tests, whose
+# boxes started at x = -5 + 7b, fits it). Loads get no such rule here: that they need one is not established.
+STORE_START_ALIGN = 16
+
+
+def _check_store_start(tm: TM.TensorMap, c0: int, reduce_op: str | None, lane: int) -> None:
+    offset = c0 * tm.esize
+    if offset % STORE_START_ALIGN == 0:
+        return
+    what = f"cp.reduce.async.bulk.tensor .{reduce_op}" if reduce_op else "cp.async.bulk.tensor shared::cta -> global"
+    etype = f"{tm.etype} elements (the tensor map's type)" if tm.etype else f"{tm.esize}-byte elements"
+    step = STORE_START_ALIGN // tm.esize
+    raise _fault(f"{what}: the box starts at dimension-0 coordinate {c0}, byte {offset} of a row of {etype}, "
+                 f"not a multiple of {STORE_START_ALIGN} bytes; a GPU writes "
+                 f"dimension 0 in {STORE_START_ALIGN}-byte pieces and stops such a copy with "
+                 f"CUDA_ERROR_ILLEGAL_INSTRUCTION (ptxas and the driver accept it): start the box at a multiple "
+                 f"of {step} elements", lane, "misaligned")
+
+
 def build_tensor(ctx: Ctx) -> Op:
     ins = ctx.ins
     mode = next((s for s in ins.suffixes if s.startswith("im2col") or s.startswith("tile::")), None)
@@ -290,6 +316,8 @@ def build_tensor(ctx: Ctx) -> Op:
             tm = read_map(st, tspace, int(ta[i]), lane)
             if reduce_op is not None:
                 _check_reduce_type(tm, reduce_op, lane)
+            if to_global:
+                _check_store_start(tm, int(cs[0][i]), reduce_op, lane)
             s0 = int(sa[i])
             if s0 % 128:
                 raise _fault(f"tensor copy shared address {s0:#x} is not 128-byte aligned", lane)

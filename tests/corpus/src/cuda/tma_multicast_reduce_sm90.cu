@@ -159,7 +159,7 @@ extern "C" __global__ void dsmem_bulk_ring(const unsigned* in, unsigned* out) {
 // block b copies its `nbytes` of `src` (bytes 16 * (nbytes / 16) * b ...) into shared memory as they are,
 // then one thread reduces that box into the tensor of `map` at coordinates (x0 + b * dx, y0 + b * dy)
 // with cp.reduce.async.bulk.tensor.2d ... .OP; the map says the element type and box (nbytes = box bytes,
-// at most 4096). Launch: grid (k), blockDim.x = 128.
+// at most 4096; (x0 + b * dx) * element size a multiple of 16, as a GPU needs). Launch: grid (k), blockDim.x = 128.
 // Reference: for b = 0..k-1 in any order, T[box at those coordinates] = T OP src box b, elementwise,
 // elements outside the tensor skipped (inc: t >= s ? 0 : t + 1; dec: t == 0 || t > s ? s : t - 1).
 #define TMA_REDUCE_KERNEL(OP)                                                                               \
