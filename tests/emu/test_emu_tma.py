@@ -173,6 +173,19 @@ def test_bad_map_is_a_clear_launch_error():
     del x
 
 
+def test_size_one_dimension_may_have_stride_zero():
+    """cuTensorMapEncodeTiled asks of each stride only a multiple of 16 below 2**40, and a dimension of size 1
+    never applies its stride: DeepGEMM's sm90_fp8_mqa_logits encodes its KV-scales map as dims (N, 1) with
+    stride 0 and runs so on H800s. A 0 stride of a longer dimension is still refused."""
+    x = rng.standard_normal(64).astype(np.float32)
+    buf = to_device(x)
+    tmap = tensor_map(buf, np.float32, (64, 1), (0,), (32, 1))
+    out = _run_box_kernel(tmap, 32, (32, 0), 2, 128)
+    np.testing.assert_array_equal(out.view(np.float32), x[32:])
+    with pytest.raises(ValueError, match="0 only for a dimension of size 1"):
+        tensor_map(buf, np.float32, (16, 4), (0,), (16, 1))
+
+
 @pytest.mark.parametrize("kwargs, msg", [
     (dict(global_dims=(), global_strides_bytes=()), "rank 1..5"),
     (dict(global_dims=(8, 4, 2, 2, 2, 2), global_strides_bytes=(32,) * 5), "rank 1..5"),
