@@ -334,4 +334,5 @@ def _st_bulk_size(ctx: Ctx, op: ir.Operand) -> tuple[Reader, bool]:
     return (lambda st: np.asarray(r32(st)).astype(np.uint32).view(dt).astype(np.int64)), signed
 
 
-BUILDERS = {"cp": build_cp, "mbarrier": build_mbarrier, "st.bulk": build_st_bulk}
+BUILDERS = {"cp": build_cp, "mbarrier": build_mbarrier, "st.bulk": build_st_bulk,
+            "tensormap.replace": ops_tma.build_tensormap_replace}
