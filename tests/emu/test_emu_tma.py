@@ -186,6 +186,20 @@ def test_size_one_dimension_may_have_stride_zero():
         tensor_map(buf, np.float32, (16, 4), (0,), (16, 1))
 
 
+def test_strides_may_come_in_any_order():
+    """A [B][H][R] tensor mapped as (R, B, H), so that one box is B rows of one head: the outer strides
+    decrease (H*R*4, then R*4), which the driver accepts (DeepGEMM's bhr,hdr->bhd einsum and FP8 batched
+    GEMM map their operands so). Rows overlap only if a stride, taken by size, is below the span under it."""
+    B, H, R = 6, 3, 16
+    x = rng.standard_normal((B, H, R)).astype(np.float32)
+    buf = to_device(x)
+    tmap = tensor_map(buf, np.float32, (R, B, H), (H * R * 4, R * 4), (16, 4, 1))
+    out = _run_box_kernel(tmap, 64, (0, 1, 2), 3, 256)
+    np.testing.assert_array_equal(out.view(np.float32).reshape(4, 16), x[1:5, 2, :])
+    with pytest.raises(ValueError, match="dimension 2 stride 48 bytes is smaller than dimension 0 spans"):
+        tensor_map(buf, np.float32, (R, B, H), (H * R * 4, 48), (16, 4, 1))
+
+
 @pytest.mark.parametrize("kwargs, msg", [
     (dict(global_dims=(), global_strides_bytes=()), "rank 1..5"),
     (dict(global_dims=(8, 4, 2, 2, 2, 2), global_strides_bytes=(32,) * 5), "rank 1..5"),

@@ -187,10 +187,14 @@ def _record(address, esize, dims, strides_bytes, estrides, swizzle, oob_fill, et
             raise ValueError(f"global_strides_bytes[{i - 1}] = {s} (dimension {i}) must be a positive "
                              f"multiple of 16 below 2**40" + (" (0 only for a dimension of size 1)" if s == 0 else ""))
     full = (esize, *strides)
-    for i in range(1, rank):
-        if dims[i] != 1 and full[i] < dims[i - 1] * full[i - 1]:
-            raise ValueError(f"dimension {i} stride {full[i]} bytes is smaller than dimension {i - 1} "
-                             f"spans ({dims[i - 1]} x {full[i - 1]} bytes): rows would overlap")
+    # no two elements may share bytes: taken by increasing stride (the driver lets the strides come in any
+    # order: DeepGEMM maps a [b][h][r] tensor as (r, b, h) for its batched GEMMs), each dimension's stride
+    # must clear the span of the one below it; a size-1 dimension never applies its stride
+    order = sorted((i for i in range(1, rank) if dims[i] != 1), key=lambda i: full[i])
+    for below, i in zip([0, *order[:-1]], order, strict=True):
+        if full[i] < dims[below] * full[below]:
+            raise ValueError(f"dimension {i} stride {full[i]} bytes is smaller than dimension {below} "
+                             f"spans ({dims[below]} x {full[below]} bytes): rows would overlap")
     est = (1,) * rank if estrides is None else _ints("element_strides", estrides)
     if len(est) != rank:
         raise ValueError(f"element_strides needs {rank} entries, got {len(est)}")
