@@ -27,6 +27,7 @@ Layout (little-endian, 128 bytes, unused bytes zero):
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -191,7 +192,7 @@ def _record(address, esize, dims, strides_bytes, estrides, swizzle, oob_fill, et
     # order: DeepGEMM maps a [b][h][r] tensor as (r, b, h) for its batched GEMMs), each dimension's stride
     # must clear the span of the one below it; a size-1 dimension never applies its stride
     order = sorted((i for i in range(1, rank) if dims[i] != 1), key=lambda i: full[i])
-    for below, i in zip([0, *order[:-1]], order, strict=True):
+    for below, i in itertools.pairwise([0, *order]):
         if full[i] < dims[below] * full[below]:
             raise ValueError(f"dimension {i} stride {full[i]} bytes is smaller than dimension {below} "
                              f"spans ({dims[below]} x {full[below]} bytes): rows would overlap")
