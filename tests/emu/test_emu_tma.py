@@ -193,6 +193,33 @@ def test_bad_map_is_a_clear_launch_error():
     del x
 
 
+def test_size_one_dimension_may_have_stride_zero():
+    """cuTensorMapEncodeTiled asks of each stride only a multiple of 16 below 2**40, and a dimension of size 1
+    never applies its stride: DeepGEMM's sm90_fp8_mqa_logits encodes its KV-scales map as dims (N, 1) with
+    stride 0 and runs so on H800s. A 0 stride of a longer dimension is still refused."""
+    x = rng.standard_normal(64).astype(np.float32)
+    buf = to_device(x)
+    tmap = tensor_map(buf, np.float32, (64, 1), (0,), (32, 1))
+    out = _run_box_kernel(tmap, 32, (32, 0), 2, 128)
+    np.testing.assert_array_equal(out.view(np.float32), x[32:])
+    with pytest.raises(ValueError, match="0 only for a dimension of size 1"):
+        tensor_map(buf, np.float32, (16, 4), (0,), (16, 1))
+
+
+def test_strides_may_come_in_any_order():
+    """A [B][H][R] tensor mapped as (R, B, H), so that one box is B rows of one head: the outer strides
+    decrease (H*R*4, then R*4), which the driver accepts (DeepGEMM's bhr,hdr->bhd einsum and FP8 batched
+    GEMM map their operands so). Rows overlap only if a stride, taken by size, is below the span under it."""
+    B, H, R = 6, 3, 16
+    x = rng.standard_normal((B, H, R)).astype(np.float32)
+    buf = to_device(x)
+    tmap = tensor_map(buf, np.float32, (R, B, H), (H * R * 4, R * 4), (16, 4, 1))
+    out = _run_box_kernel(tmap, 64, (0, 1, 2), 3, 256)
+    np.testing.assert_array_equal(out.view(np.float32).reshape(4, 16), x[1:5, 2, :])
+    with pytest.raises(ValueError, match="dimension 2 stride 48 bytes is smaller than dimension 0 spans"):
+        tensor_map(buf, np.float32, (R, B, H), (H * R * 4, 48), (16, 4, 1))
+
+
 @pytest.mark.parametrize("kwargs, msg", [
     (dict(global_dims=(), global_strides_bytes=()), "rank 1..5"),
     (dict(global_dims=(8, 4, 2, 2, 2, 2), global_strides_bytes=(32,) * 5), "rank 1..5"),
@@ -289,3 +316,108 @@ def test_unsupported_tensor_variants_say_so(ins, msg):
     k = _one_instruction_kernel(ins)
     with pytest.raises(EmulatorError, match=msg):
         k.launch(grid=(1,), block=(1,), args=[np.zeros(32, np.uint32)])
+
+
+def _replace_kernel(space: str, field_lines: str) -> str:
+    """One thread: copy the map parameter to `space` (shared, or the global slot itself), edit it with
+    tensormap.replace, publish it to the global slot (fence.proxy.tensormap), TMA-load an 8 x 2 float box at
+    (16, 1) through the slot and copy the box out."""
+    copy_in = "".join(f"    ld.param.v4.u32 {{%r1, %r2, %r3, %r4}}, [k_param_0+{16 * i}];\n"
+                      f"    st.{'shared' if space == 'shared::cta' else 'global'}.v4.u32 "
+                      f"[{'smap' if space == 'shared::cta' else '%rd1'}+{16 * i}], {{%r1, %r2, %r3, %r4}};\n"
+                      for i in range(8))
+    target = "smap" if space == "shared::cta" else "%rd1"
+    publish = "".join(f"    ld.shared.v4.u32 {{%r1, %r2, %r3, %r4}}, [smap+{16 * i}];\n"
+                      f"    st.global.v4.u32 [%rd1+{16 * i}], {{%r1, %r2, %r3, %r4}};\n"
+                      for i in range(8)) if space == "shared::cta" else ""
+    return f"""
+.version 8.3
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .align 64 .b8 k_param_0[128], .param .u64 k_param_1, .param .u64 k_param_2,
+                  .param .u64 k_param_3)
+{{
+    .shared .align 128 .b8 smap[128];
+    .shared .align 1024 .b8 box[64];
+    .shared .align 8 .b64 bar;
+    .reg .pred %p<2>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [k_param_1];
+    ld.param.u64 %rd2, [k_param_2];
+{copy_in}{field_lines.format(map=target)}{publish}    fence.proxy.tensormap::generic.release.gpu;
+    fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;
+    mbarrier.init.shared::cta.b64 [bar], 1;
+    mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], 64;
+    mov.u32 %r5, 16;
+    mov.u32 %r6, 1;
+    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [box], [%rd1, {{%r5, %r6}}], [bar];
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [bar], 0;
+    @!%p1 bra WAIT;
+    ld.param.u64 %rd3, [k_param_3];
+    mov.u32 %r7, 0;
+LOOP:
+    shl.b32 %r8, %r7, 2;
+    mov.u32 %r9, box;
+    add.s32 %r9, %r9, %r8;
+    ld.shared.u32 %r10, [%r9];
+    mul.wide.u32 %rd4, %r7, 4;
+    add.s64 %rd5, %rd3, %rd4;
+    st.global.u32 [%rd5], %r10;
+    add.s32 %r7, %r7, 1;
+    setp.lt.u32 %p1, %r7, 16;
+    @%p1 bra LOOP;
+    ret;
+}}
+"""
+
+
+_RETARGET = """    tensormap.replace.tile.global_address.{sp}.b1024.b64 [{{map}}], %rd2;
+    mov.u32 %r11, 24;
+    tensormap.replace.tile.global_dim.{sp}.b1024.b32 [{{map}}], 0, %r11;
+    mov.u64 %rd6, 96;
+    tensormap.replace.tile.global_stride.{sp}.b1024.b64 [{{map}}], 0, %rd6;
+"""
+
+
+@pytest.mark.parametrize("space", ["shared::cta", "global"])
+def test_tensormap_replace_retargets_a_map_in_device_memory(space):
+    """DeepGEMM's k-grouped FP8 GEMM (and CUTLASS's grouped GEMMs) copy a map parameter to shared memory,
+    point it at the next group's tensor with tensormap.replace (address, inner size, row stride) and publish
+    it to global memory for TMA. The box at (16, 1) lies outside the old 16-wide tensor, inside the new
+    24-wide one with 96-byte rows."""
+    old = to_device(np.zeros((4, 16), np.float32))
+    y = rng.standard_normal((4, 24)).astype(np.float32)
+    new = to_device(y)
+    tmap = tensor_map(old, np.float32, (16, 4), (64,), (8, 2))
+    slot = to_device(np.zeros(128 + 64, np.uint8))  # the published map: 64-byte aligned inside
+    at = -slot.address % 64
+    out = np.zeros(16, np.float32)
+    src = _replace_kernel(space, _RETARGET.format(sp=space))
+    pf.parse(src, filename="replace.ptx").kernel("k").launch(
+        grid=(1,), block=(1,), args=[tmap, np.uint64(slot.address + at), np.uint64(new.address), out],
+        watchdog_s=30, sanitize=True)
+    np.testing.assert_array_equal(out.reshape(2, 8), y[1:3, 16:24])
+    tm = TM.decode(slot.to_host()[at:at + 128])
+    assert (tm.address, tm.dims, tm.strides) == (new.address, (24, 4), (4, 96))
+
+
+@pytest.mark.parametrize("lines, msg", [
+    ("    tensormap.replace.tile.box_dim.global.b1024.b32 [{map}], 0, 8;\n", "box_dim is not supported yet"),
+    ("    mov.u64 %rd6, 40;\n    tensormap.replace.tile.global_stride.global.b1024.b64 [{map}], 0, %rd6;\n",
+     "strides are multiples of 16"),
+    ("    mov.u32 %r11, 24;\n    tensormap.replace.tile.global_dim.global.b1024.b32 [{map}], 2, %r11;\n",
+     "the map has rank 2"),
+])
+def test_tensormap_replace_errors(lines, msg):
+    buf = to_device(np.zeros((4, 16), np.float32))
+    slot = to_device(np.zeros(128 + 64, np.uint8))
+    at = -slot.address % 64
+    src = _replace_kernel("global", lines)
+    with pytest.raises(EmulatorError, match=msg):
+        pf.parse(src, filename="replace.ptx").kernel("k").launch(
+            grid=(1,), block=(1,), args=[tensor_map(buf, np.float32, (16, 4), (64,), (8, 2)),
+                                         np.uint64(slot.address + at), np.uint64(buf.address),
+                                         np.zeros(16, np.float32)],
+            watchdog_s=30)

@@ -100,6 +100,9 @@ class LaneState:
         self.laneid = None  # set by the machine from its per-launch cache
         self.warp_base = None
         self.device_mallocs: list = []
+        # set by an mbarrier.try_wait/test_wait that found the phase incomplete for every lane it ran:
+        # the diverged loop then rotates at once, so pollers cannot starve the lanes that would complete it
+        self.spun = False
 
     def sreg(self, name: str) -> Any:
         try:
@@ -664,6 +667,9 @@ class Machine:
                 if k == C.NORMAL or k == C.WARPSYNC:
                     op.fn(st, ex)
                     np.copyto(pcs, P + 1, where=ex)
+                    if st.spun:  # a poll in vain: the next step is the rotation's (a try_wait suspends)
+                        st.spun = False
+                        div_steps = ROTATE_EVERY - 1
                 elif k == C.BRA:
                     g = self._guard(op, ex)
                     np.copyto(pcs, P + 1, where=ex)

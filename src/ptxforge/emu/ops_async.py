@@ -256,7 +256,10 @@ def build_mbarrier(ctx: Ctx) -> Op:
             t = np.broadcast_to(np.asarray(tok(st)), (st.N,))[lanes]
             want = (np.asarray(t, np.uint64) & np.uint64(1)) if parity else (np.asarray(t, np.uint64) >> S_PH)
             full = np.zeros(st.N, bool)
-            full[lanes] = cur != want
+            done = cur != want
+            full[lanes] = done
+            if lanes.size and not done.any():
+                st.spun = True  # (machine.py: the scheduler lets other lanes run)
             p(st, full, m)
         return _op(wait)
     raise ctx.error(f"{ins.mnemonic} is not supported")
@@ -331,4 +334,5 @@ def _st_bulk_size(ctx: Ctx, op: ir.Operand) -> tuple[Reader, bool]:
     return (lambda st: np.asarray(r32(st)).astype(np.uint32).view(dt).astype(np.int64)), signed
 
 
-BUILDERS = {"cp": build_cp, "mbarrier": build_mbarrier, "st.bulk": build_st_bulk}
+BUILDERS = {"cp": build_cp, "mbarrier": build_mbarrier, "st.bulk": build_st_bulk,
+            "tensormap.replace": ops_tma.build_tensormap_replace}

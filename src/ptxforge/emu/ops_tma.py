@@ -391,3 +391,70 @@ def _reduce_global(st, gaddr, vals, tm: TM.TensorMap, reducer, lane: int) -> Non
 def build_prefetch(ctx: Ctx) -> Op:
     """cp.async.bulk.prefetch(.tensor).L2: a hint; the emulator has no L2, so nothing happens."""
     return _op(lambda st, m: None)
+
+
+# ---------------------------------------------------------------------------- tensormap.replace
+
+# byte offset and width of the fields tensormap.replace edits in ptxforge's map (see tensormap.py); the
+# others (rank, box_dim, element_stride, elemtype, interleave_layout, swizzle_*, fill_mode) raise an error
+_REPLACE_FIELDS = ("global_address", "global_dim", "global_stride")
+_OTHER_FIELDS = ("rank", "box_dim", "element_stride", "elemtype", "interleave_layout", "swizzle_mode",
+                 "swizzle_atomicity", "fill_mode")
+
+
+def build_tensormap_replace(ctx: Ctx) -> Op:
+    """tensormap.replace.tile.field{.global, .shared::cta}.b1024.type [map], {ord,} new_val: edit one field of
+    the tensor map at `map` in place, as CUTLASS's and DeepGEMM's k-grouped GEMMs do before publishing the map
+    to global memory (then fence.proxy.tensormap::generic, a no-op here: copies complete at issue).
+
+    .global_address: the tensor's new base (16-byte aligned). .global_dim ord: dimension ord's new size
+    (1..2**32). .global_stride ord: the byte stride of dimension ord + 1, as cuTensorMapEncodeTiled's
+    globalStrides[ord] (a multiple of 16 below 2**40; CUTLASS passes bytes from CUDA 12.5 on). The map
+    must be one ptxforge made (a bad map or value is a memory fault naming the lane); the edit goes
+    through the memory choke point, so bounds checks and the sanitizer see a plain 128-byte-map write."""
+    ins = ctx.ins
+    ops = ins.operands
+    field = next((f for f in _REPLACE_FIELDS + _OTHER_FIELDS if ins.has(f)), None)
+    if field is None or not ins.has("tile"):
+        raise ctx.error("expected tensormap.replace.tile.<field>")
+    if field not in _REPLACE_FIELDS:
+        raise ctx.error(f"tensormap.replace.{field} is not supported yet (the emulator edits "
+                        f"{', '.join(_REPLACE_FIELDS)})")
+    space, addr = ctx.address(ops[0], "shared" if ins.has("shared::cta") else "global")
+    if field == "global_address":
+        if len(ops) != 2:
+            raise ctx.error("expected 2 operands: [map], new_val")
+        ordinal, val = 0, ctx.read(ops[1], ".b64")
+    else:
+        if len(ops) != 3 or not (isinstance(ops[1], ir.Immediate) and not ops[1].is_float):
+            raise ctx.error("expected 3 operands: [map], ord (an integer constant), new_val")
+        ordinal = int(ops[1].value)
+        val = ctx.read(ops[2], ".b32" if field == "global_dim" else ".b64")
+
+    def f(st: LaneState, m: np.ndarray | None) -> None:
+        lanes = np.arange(st.N) if m is None else np.flatnonzero(m)
+        if lanes.size == 0:
+            return
+        a = np.broadcast_to(np.asarray(addr(st)), (st.N,))[lanes]
+        v = np.broadcast_to(np.asarray(val(st)).astype(np.uint64), (st.N,))[lanes]
+        for lane, at, new in zip(lanes.tolist(), a.tolist(), v.tolist(), strict=True):
+            tm = read_map(st, space, int(at), lane)  # a ptxforge map, 64-byte aligned
+            if field == "global_address":
+                if new % 16:
+                    raise _fault(f"tensormap.replace.global_address {new:#x} is not 16-byte aligned", lane,
+                                 "misaligned")
+                off, dt = 16, np.uint64
+            elif field == "global_dim":
+                if not 0 <= ordinal < tm.rank or new == 0:
+                    raise _fault(f"tensormap.replace.global_dim ord {ordinal}, size {new}: the map has rank "
+                                 f"{tm.rank} and sizes are 1..2**32", lane)
+                off, dt = 24 + 4 * ordinal, np.uint32
+            else:
+                if not 0 <= ordinal < tm.rank - 1 or new % 16 or new >= 2**40:
+                    raise _fault(f"tensormap.replace.global_stride ord {ordinal}, {new} bytes: the map has rank "
+                                 f"{tm.rank} (ord 0..{tm.rank - 2}) and strides are multiples of 16 below 2**40",
+                                 lane)
+                off, dt = 48 + 8 * (ordinal + 1), np.uint64
+            at_f = np.asarray([int(at) + off], np.uint64 if space != "shared" else np.int64)
+            M.store(st.mem, space, at_f, dt, [np.asarray([new], dt)], np.asarray([lane]))
+    return Op(NORMAL, fn=f)

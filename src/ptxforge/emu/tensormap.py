@@ -27,6 +27,7 @@ Layout (little-endian, 128 bytes, unused bytes zero):
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -182,14 +183,19 @@ def _record(address, esize, dims, strides_bytes, estrides, swizzle, oob_fill, et
         raise ValueError(f"global_strides_bytes needs rank - 1 = {rank - 1} entries (the byte strides of "
                          f"dimensions 1..{rank - 1}; dimension 0 is contiguous), got {len(strides)}")
     for i, s in enumerate(strides, start=1):
-        if s <= 0 or s % 16 or s >= 2**40:
+        # 0 is a multiple of 16 to the driver: a size-1 dimension, whose stride is never applied, may have it
+        if s < 0 or s == 0 and dims[i] != 1 or s % 16 or s >= 2**40:
             raise ValueError(f"global_strides_bytes[{i - 1}] = {s} (dimension {i}) must be a positive "
-                             f"multiple of 16 below 2**40")
+                             f"multiple of 16 below 2**40" + (" (0 only for a dimension of size 1)" if s == 0 else ""))
     full = (esize, *strides)
-    for i in range(1, rank):
-        if full[i] < dims[i - 1] * full[i - 1]:
-            raise ValueError(f"dimension {i} stride {full[i]} bytes is smaller than dimension {i - 1} "
-                             f"spans ({dims[i - 1]} x {full[i - 1]} bytes): rows would overlap")
+    # no two elements may share bytes: taken by increasing stride (the driver lets the strides come in any
+    # order: DeepGEMM maps a [b][h][r] tensor as (r, b, h) for its batched GEMMs), each dimension's stride
+    # must clear the span of the one below it; a size-1 dimension never applies its stride
+    order = sorted((i for i in range(1, rank) if dims[i] != 1), key=lambda i: full[i])
+    for below, i in itertools.pairwise([0, *order]):
+        if full[i] < dims[below] * full[below]:
+            raise ValueError(f"dimension {i} stride {full[i]} bytes is smaller than dimension {below} "
+                             f"spans ({dims[below]} x {full[below]} bytes): rows would overlap")
     est = (1,) * rank if estrides is None else _ints("element_strides", estrides)
     if len(est) != rank:
         raise ValueError(f"element_strides needs {rank} entries, got {len(est)}")

@@ -237,6 +237,8 @@ SPECS = [
     fam("tensormap.cp_fenceproxy", "A, A, *", ptx=(8, 3), sm=90, group="async",
         summary="copy a tensor map and fence the tensormap proxy"),
     fam("tensormap.replace", "A, *, *?", ptx=(8, 3), sm=90, sfx="a", also=("sm_100a",) + BLACKWELL_A,
+        mods=_set(".tile .global_address .rank .box_dim .global_dim .global_stride .element_stride .elemtype "
+                  ".interleave_layout .swizzle_mode .swizzle_atomicity .fill_mode .global .shared::cta .b1024"),
         group="async", summary="modify a tensor-map object in memory",
         gates=(gate("swizzle_atomicity", "field .swizzle_atomicity", (8, 6), 100, "a", BLACKWELL_A),)),
     # ------------------------------------------------------------------ atomics and reductions
