@@ -439,11 +439,12 @@ def build_tensormap_replace(ctx: Ctx) -> Op:
         v = np.broadcast_to(np.asarray(val(st)).astype(np.uint64), (st.N,))[lanes]
         for lane, at, new in zip(lanes.tolist(), a.tolist(), v.tolist(), strict=True):
             tm = read_map(st, space, int(at), lane)  # a ptxforge map, 64-byte aligned
+            dt: type[np.unsignedinteger] = np.uint64
             if field == "global_address":
                 if new % 16:
                     raise _fault(f"tensormap.replace.global_address {new:#x} is not 16-byte aligned", lane,
                                  "misaligned")
-                off, dt = 16, np.uint64
+                off = 16
             elif field == "global_dim":
                 if not 0 <= ordinal < tm.rank or new == 0:
                     raise _fault(f"tensormap.replace.global_dim ord {ordinal}, size {new}: the map has rank "
@@ -454,7 +455,7 @@ def build_tensormap_replace(ctx: Ctx) -> Op:
                     raise _fault(f"tensormap.replace.global_stride ord {ordinal}, {new} bytes: the map has rank "
                                  f"{tm.rank} (ord 0..{tm.rank - 2}) and strides are multiples of 16 below 2**40",
                                  lane)
-                off, dt = 48 + 8 * (ordinal + 1), np.uint64
+                off = 48 + 8 * (ordinal + 1)
             at_f = np.asarray([int(at) + off], np.uint64 if space != "shared" else np.int64)
             M.store(st.mem, space, at_f, dt, [np.asarray([new], dt)], np.asarray([lane]))
     return Op(NORMAL, fn=f)
