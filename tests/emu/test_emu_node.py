@@ -450,6 +450,27 @@ SPIN:
     assert time.monotonic() - t0 >= 1.0 and int(polls.to_host()[0]) > 0
 
 
+@pytest.mark.parametrize("space", ["shared", "local"])
+def test_a_spin_that_copies_its_flag_to_shared_or_local_memory_is_no_progress(space):
+    """DeepEP's combine receiver copies the tail it polls into shared memory every round: a deadlock of
+    such a loop is no progress (only global stores are), stopped after one watchdog period, not ten."""
+    k = K.kernel("copying_wait", ".param .u64 flag", f"""
+    .{space} .align 4 .u32 copy;
+    ld.param.u64 %rd1, [flag];
+SPIN:
+    ld.acquire.sys.global.u32 %r2, [%rd1];
+    st.{space}.u32 [copy], %r2;
+    setp.eq.u32 %p1, %r2, 0;
+    @%p1 bra SPIN;
+    ret;""")
+    node = Node(gpus=1, sms=4, watchdog_s=0.2)
+    gpu = node.devices[0]
+    flag = rt.empty(1, np.uint32, device=gpu)
+    k.launch((1,), (32,), [flag], device=gpu, stream=gpu.stream())
+    with pytest.raises(WatchdogTimeout, match=r"made no progress \(no global store, no launch ended\) for 0.2 s"):
+        node.synchronize()
+
+
 def test_a_higher_priority_stream_gets_freed_sms_first():
     node = Node(gpus=1, sms=2)
     gpu = node.devices[0]

@@ -205,3 +205,69 @@ def test_a_stream_launch_returns_pending_at_once_and_runs_at_synchronize():
     res = K.store_one().launch((1,), (32,), [now], device=g0)
     assert not isinstance(res, PendingLaunch) and not node.pending
     np.testing.assert_array_equal(now.to_host(), np.arange(1, 33))
+
+
+def relay_consumer(barrier: bool):
+    """Lane 0 of warp 0 acquires `late`; warp 1 then copies the data out. It learns of the flag through a
+    shared-memory relay written with no barrier or fence (`barrier=False`, DeepEP's combine receiver), or
+    from a named barrier both warps pass (`barrier=True`, not aligned: they reach it at two instructions)."""
+    hand, after, wait = ("", "barrier.sync 1, 64;", "barrier.sync 1, 64;") if barrier else (
+        "st.volatile.shared.u32 [relay], 1;", "",
+        "RSPIN:\n    ld.volatile.shared.u32 %r3, [relay];\n    setp.eq.u32 %p4, %r3, 0;\n    @%p4 bra RSPIN;")
+    return K.kernel("relay_consumer", ".param .u64 late, .param .u64 data, .param .u64 out, .param .u32 n", f"""
+    .shared .align 4 .u32 relay;
+    ld.param.u64 %rd2, [late];
+    ld.param.u64 %rd3, [data];
+    ld.param.u64 %rd4, [out];
+    ld.param.u32 %r9, [n];
+    mov.u32 %r1, %tid.x;
+    setp.ne.u32 %p1, %r1, 0;
+    @!%p1 st.shared.u32 [relay], 0;
+    bar.sync 0;
+    setp.ge.u32 %p2, %r1, 32;
+    @%p2 bra READER;
+    @%p1 bra HANDED;
+SPIN:
+    ld.acquire.sys.global.u32 %r2, [%rd2];
+    setp.eq.u32 %p3, %r2, 0;
+    @%p3 bra SPIN;
+    {hand}
+HANDED:
+    {after}
+    bra DONE;
+READER:
+    {wait}
+    sub.u32 %r5, %r1, 32;
+COPY:
+    setp.ge.u32 %p5, %r5, %r9;
+    @%p5 bra DONE;
+    mul.wide.u32 %rd5, %r5, 4;
+    add.s64 %rd6, %rd3, %rd5;
+    ld.global.u32 %r6, [%rd6];
+    add.s64 %rd7, %rd4, %rd5;
+    st.global.u32 [%rd7], %r6;
+    add.u32 %r5, %r5, 32;
+    bra COPY;
+DONE:
+    ret;""")
+
+
+@pytest.mark.parametrize("barrier", [False, True])
+def test_what_one_warp_acquired_orders_the_others_only_after_a_barrier(barrier):
+    node = Node(gpus=2, sms=4, sanitize=True)
+    g0, g1 = node.devices
+    data = rt.empty(N, np.uint32, device=g1)
+    early, late = rt.empty(1, np.uint32, device=g1), rt.empty(1, np.uint32, device=g1)
+    out = np.zeros(N, np.uint32)
+    K.publisher().launch((1,), (128,), [data, early, late, np.uint32(N)], device=g0, stream=g0.stream())
+    relay_consumer(barrier).launch((1,), (64,), [late, data, out, np.uint32(N)], device=g1, stream=g1.stream())
+    if barrier:
+        node.synchronize()
+    else:
+        with pytest.raises(SanitizerError) as e:
+            node.synchronize()
+        rep = next(r for r in e.value.reports if r.kind == "race")
+        pair = sorted([rep.instruction, rep.other["instruction"]])
+        assert pair[0].startswith("ld.global.u32 %r6") and pair[1].startswith("st.global.u32 [%rd5]"), pair
+        assert {rep.gpu, rep.other["gpu"]} == {0, 1} and rep.thread[0] >= 32  # a reader of warp 1
+    np.testing.assert_array_equal(out, np.arange(1, N + 1))

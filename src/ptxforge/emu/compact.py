@@ -76,13 +76,10 @@ class Plan:
 
     def __init__(self, layout: Layout, ops: list[C.Op]):
         n = len(ops)
-        ok = np.zeros(n, bool)
-        slots_at: list = [()] * n
-        for pc, (placed, op) in enumerate(zip(layout.placed, ops, strict=True)):
-            slots = _lanewise_slots(layout, placed, op)
-            if slots is not None:
-                ok[pc] = True
-                slots_at[pc] = slots
+        lanewise, edges = _lanewise(layout, ops)
+        # a yielding back edge (machine._yield_warps) is the machine's own to take: sessions stop before it
+        ok = np.array([x is not None for x in lanewise], bool) & ~edges
+        slots_at = [x if x is not None else () for x in lanewise]
         self.slots_at = [tuple(x) for x in slots_at]  # register slots each lane-local instruction uses
         self._span_slots: dict = {}
         self.region = np.full(n, -1, np.int64)  # region id of each lane-local pc (-1: not lane-local)
@@ -128,6 +125,28 @@ def plan_for(machine: Machine) -> Plan | None:
     if plan is None or len(plan.region) != len(machine.ops):
         plan = lay.__dict__["_compact_plan"] = Plan(lay, machine.ops)
     return plan
+
+
+def _lanewise(layout: Layout, ops: list[C.Op]) -> tuple[list, np.ndarray]:
+    """(the register slots of each lane-local pc, or None; the yielding back edges), kept with the layout."""
+    hit = layout.__dict__.get("_lanewise")
+    if hit is None or len(hit[1]) != len(ops):
+        lanewise = [_lanewise_slots(layout, placed, op) for placed, op in zip(layout.placed, ops, strict=True)]
+        other = np.concatenate([[0], np.cumsum([x is None for x in lanewise])])  # pcs not lane-local, prefix
+        edges = np.zeros(len(ops), bool)
+        for pc, op in enumerate(ops):
+            if op.kind == C.BRA and op.target is not None and 0 <= op.target <= pc:
+                edges[pc] = other[pc + 1] - other[op.target] > 0
+        hit = layout.__dict__["_lanewise"] = (lanewise, edges)
+    return hit
+
+
+def yield_edges(layout: Layout, ops: list[C.Op]) -> np.ndarray:
+    """The backward branches whose loop holds an instruction that is not lane-local (a load, an atomic, a
+    barrier, %clock64): the loops in which a warp may wait for what other warps do. A diverged warp that
+    takes one yields its turn to the others (`Machine._yield_warps`); a loop of lane-local code (which no
+    other warp can end) does not."""
+    return _lanewise(layout, ops)[1]
 
 
 def _lanewise_slots(layout, placed, op):

@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ptxforge.emu import op as C
-from ptxforge.emu.compact import ENTER_FRACTION, LARGE_WAVE, SHORT_SESSION, SHORT_SESSION_LARGE, Session, plan_for
+from ptxforge.emu.compact import (
+    ENTER_FRACTION,
+    LARGE_WAVE,
+    SHORT_SESSION,
+    SHORT_SESSION_LARGE,
+    Session,
+    plan_for,
+    yield_edges,
+)
 from ptxforge.emu.errors import EmulatorError, InternalEmulatorError, KernelTrap, MemoryFault, WatchdogTimeout
 from ptxforge.emu.hooks import Check, Hooks
 from ptxforge.emu.memory import LaneMemory
@@ -510,12 +518,14 @@ class Machine:
         conv = True
         pend = 0  # converged steps not yet added to icount
         self.pcs = None
+        self.yielded: np.ndarray | None = None  # lanes of warps that took a back edge while diverged (see _yield_warps)
         self.pc = pc
         div_steps = 0
         force = False
         rot_last = -1
         steps = 0
         plan = plan_for(self)  # compacted stepping of lane-local code (compact.py), or None
+        spin_edges = yield_edges(self.layout, ops)
         # the score a region's sessions need (compact.py), and how fast a region found short earns a new try
         short, retry = (SHORT_SESSION_LARGE, 0.01) if st.N >= LARGE_WAVE else (SHORT_SESSION, 0.05)
         self.watch.new_wave()
@@ -608,7 +618,14 @@ class Machine:
                     continue
                 # ---------------------------------------------------------- diverged
                 pcs = self.pcs
-                lo = int(pcs.min())
+                yl = self.yielded
+                if yl is None:
+                    lo = int(pcs.min())
+                else:  # warps that took a back edge wait until every other runnable warp had its turn
+                    lo = int(pcs.min(where=~yl, initial=EXITED))
+                    if lo >= WAIT_BAR:  # all of them took their turn (or wait): a new round
+                        self.yielded = yl = None
+                        lo = int(pcs.min())
                 if lo >= WAIT_BAR:
                     if lo == EXITED:
                         return
@@ -619,10 +636,13 @@ class Machine:
                 nex = int(np.count_nonzero(ex))
                 if nex == self.nlive and not force and self._one_context():
                     conv = True
+                    self.yielded = None
                     pc = lo
                     continue
                 force = False
-                if plan is not None and nex <= ENTER_FRACTION * st.N and (div_steps + 1) % ROTATE_EVERY:
+                # (a session schedules by the lowest pc of all lanes: none while warps have yielded)
+                if plan is not None and yl is None and nex <= ENTER_FRACTION * st.N and \
+                        (div_steps + 1) % ROTATE_EVERY:
                     rid = plan.region[lo]
                     if rid >= 0:
                         if plan.score[rid] < short:
@@ -674,6 +694,8 @@ class Machine:
                     g = self._guard(op, ex)
                     np.copyto(pcs, P + 1, where=ex)
                     np.copyto(pcs, op.target, where=g)
+                    if spin_edges[P]:  # the back edge of a loop that may wait for other warps
+                        self._yield_warps(g)
                 elif k == C.EXIT:
                     g = self._guard(op, ex)
                     np.copyto(pcs, P + 1, where=ex)
@@ -710,6 +732,18 @@ class Machine:
             if conv and pend:
                 self._flush(pend)
             self._account()
+
+    def _yield_warps(self, lanes: np.ndarray) -> None:
+        """The warps of `lanes` took a back edge: they step again only once every runnable lane of the
+        other warps has taken one too (or waits), so a warp spinning at a low pc (a queue-head updater
+        waiting for the other warps to retire) no longer takes the steps of the warps it waits for."""
+        w = lanes.reshape(-1, 32).any(1)
+        if not w.any():
+            return
+        yl = self.yielded
+        if yl is None:
+            yl = self.yielded = np.zeros(lanes.size, bool)
+        yl.reshape(-1, 32)[w] = True
 
     def _one_context(self) -> bool:
         """True when every live lane is in the same call context (same return address on top)."""

@@ -56,16 +56,21 @@ def polled(m: Machine) -> str:
 
 
 class LoadWatch(Check):
-    """Counts machine `m`'s stores and atomics (`m.stores`) and remembers its last global load (`m.last_load`)."""
+    """Counts machine `m`'s global stores and atomics (`m.stores`) and remembers its last global load
+    (`m.last_load`). Shared and local stores are no progress: a receiver that copies a flag it polls into
+    shared memory every round (DeepEP's combine) would otherwise keep a deadlocked node from its watchdog."""
 
     def __init__(self, m: Machine):
         self.m = m
 
     def on_access(self, mem: LaneMemory, space: str, addr: Any, nbytes: int, lanes: np.ndarray | None,
                   write: bool) -> None:
+        if space not in ("global", "generic"):
+            return
+        a = np.asarray(addr).reshape(-1)
+        if not a.size or int(a[0]) >> WINDOW_BITS != GLOBAL_BASE >> WINDOW_BITS:
+            return
         if write:
             self.m.stores += 1
-        elif space in ("global", "generic"):
-            a = np.asarray(addr).reshape(-1)
-            if a.size and int(a[0]) >> WINDOW_BITS == GLOBAL_BASE >> WINDOW_BITS:
-                self.m.last_load = (int(a[0]), nbytes)
+        else:
+            self.m.last_load = (int(a[0]), nbytes)

@@ -22,9 +22,11 @@ or read). So an acquire of an unrelated flag, or of a flag raised before the dat
 nothing.
 
 When the pair would be ordered, or morally strong, at `.gpu` scope but the two run on different GPUs,
-the report says it is a scope error. Blocks are the unit of release and acquire (a bar.sync before the
-release or after the acquire carries the order to the block's other threads; a block is taken as having
-acquired what any of its threads acquired).
+the report says it is a scope error. Blocks are the unit of release (a bar.sync before the release carries
+the order of the block's other threads' accesses), warps the unit of acquire: what a warp acquired orders
+its own later accesses, and those of its block's other warps after the block's next barrier (any barrier
+the block releases, named ones included). A warp that hands a flag it acquired to the others through
+shared memory with no barrier (DeepEP's combine receiver) orders nothing for them.
 
 Launches of one stream are ordered (the later starts after the earlier ends), and so are launches of
 different `synchronize` calls. A write-write pair is a race even when both store the same value.
@@ -99,6 +101,10 @@ class _Launch(Check):
         self.label = label
         self.facts = facts
         self.fence = [f[0] == WEAK and f[1] != WEAK for f in facts]  # pc -> a fence instruction
+        # pc -> an mbarrier wait: a phase completing hands what its arriving warps acquired to the waiters,
+        # taken (leniently) as a barrier of the block
+        self.mbar_wait = [p.ins.opcode == "mbarrier" and bool({"try_wait", "test_wait"} & set(p.ins.suffixes))
+                          for p in machine.layout.placed]
         self.pc = 0
         self.prior: list = []  # the earlier launches of its stream (it is ordered after all they did)
         self.base: dict | None = None  # what every block of it is ordered after from the start
@@ -116,6 +122,15 @@ class _Launch(Check):
 
     def on_access(self, mem, space: str, addr, nbytes: int, lanes, write: bool) -> None:
         self.races._access(self, write, space, addr, nbytes, lanes)
+
+    def on_barrier_all(self, machine) -> None:
+        self.races._barrier(self, np.arange(machine.nslots))
+
+    def on_release(self, machine, bid: int, done, rel) -> None:
+        self.races._barrier(self, np.flatnonzero(done))
+
+    def on_cluster_release(self, machine, slots) -> None:
+        self.races._barrier(self, slots)
 
 
 class _Pub:
@@ -142,6 +157,10 @@ class _Agent:
         self.version = 0  # bumped whenever `known` grows
         self._frozen: tuple[int, dict] | None = None
         self.seen: set = set()  # uids of the publications already taken (spin loops read one many times)
+        # what single warps acquired that the block's other warps follow only after its next barrier:
+        # warp -> {who: time}, and the (warp, uid) publications each took
+        self.warps: dict = {}
+        self.warp_seen: set = set()
         self.narrow: dict = {}  # as `known`, from pairs that only a .gpu scope kept apart across GPUs
         self.narrow_seen: set = set()
         self.fence: dict = {}  # level (GPU, SYS) -> the _Pub of its latest fence of that level
@@ -149,11 +168,31 @@ class _Agent:
         # lowest and highest shadow slot read]
         self.pending: dict = {}
 
-    def frozen(self) -> dict:
-        """A copy of `known` that later acquires leave alone (shared by the releases made meanwhile)."""
+    def frozen(self, warps=()) -> dict:
+        """A copy of `known` (with what the warps `warps` acquired) that later acquires leave alone (shared
+        by the releases made meanwhile)."""
+        extra = [self.warps[w] for w in warps if self.warps.get(w)]
+        if extra:
+            out = dict(self.known)
+            for d in extra:
+                for who, t in d.items():
+                    if out.get(who, -1) < t:
+                        out[who] = t
+            return out
         if self._frozen is None or self._frozen[0] != self.version:
             self._frozen = (self.version, dict(self.known))
         return self._frozen[1]
+
+    def merge_warps(self) -> None:
+        """A barrier of the block: every warp now follows what any of them acquired."""
+        if not self.warps:
+            return
+        for d in self.warps.values():
+            for who, t in d.items():
+                if self.known.get(who, -1) < t:
+                    self.known[who] = t
+        self.warps.clear()
+        self.version += 1
 
 
 class NodeRaces:
@@ -209,6 +248,17 @@ class NodeRaces:
 
     def _wrap(self, fn, launch: _Launch, pc: int):
         level = launch.facts[pc][1] if launch.fence[pc] else WEAK
+        if launch.mbar_wait[pc]:
+            def run_wait(st, m):
+                self.t += 1
+                launch.pc = pc
+                fn(st, m)
+                act = st.live_mask() if m is None else m
+                lanes = np.flatnonzero(act)
+                if lanes.size:
+                    mach = launch.machine
+                    self._barrier(launch, np.unique(lanes // mach.lanes_per_block))
+            return run_wait
 
         def run(st, m):
             self.t += 1
@@ -231,11 +281,15 @@ class NodeRaces:
         if lanes.size == 0:
             return
         mach = launch.machine
-        for b in np.unique(mach.block_ids[lanes // mach.lanes_per_block]).tolist():
+        lpb = mach.lanes_per_block
+        blocks = mach.block_ids[lanes // lpb]
+        warps = mach.lane_tid[lanes % lpb] >> 5
+        for b in np.unique(blocks).tolist():
+            ws = np.unique(warps[blocks == b]).tolist()
             agent = self._agent(launch, b)
             if agent.pending:
-                self._take_pending(agent, launch.gpu, level)
-            self._set_fence(agent, self._pub(launch, b, agent), level)
+                self._take_pending(agent, launch.gpu, level, warps=ws)
+            self._set_fence(agent, self._pub(launch, b, agent, ws), level)
 
     # ------------------------------------------------------------------ release and acquire
     def _agent(self, launch: _Launch, b: int) -> _Agent:
@@ -253,15 +307,24 @@ class NodeRaces:
             for p in launch.prior:
                 for key, agent in self.agents.items():
                     if key[0] == p.id:
-                        for who, t in agent.known.items():
+                        for who, t in agent.frozen(tuple(agent.warps)).items():
                             if base.get(who, -1) < t:
                                 base[who] = t
                 base[(p.id, ALL)] = FOREVER
             launch.base = base
         return launch.base
 
-    def _pub(self, launch: _Launch, b: int, agent: _Agent) -> _Pub:
-        return _Pub(next(self._uids), launch.gpu, (launch.id, b), self.t, agent.frozen())
+    def _pub(self, launch: _Launch, b: int, agent: _Agent, warps=()) -> _Pub:
+        return _Pub(next(self._uids), launch.gpu, (launch.id, b), self.t, agent.frozen(warps))
+
+    def _barrier(self, launch: _Launch, slots) -> None:
+        """Blocks of `launch` in wave slots `slots` released a barrier (or waited on an mbarrier): their
+        warps share what each acquired."""
+        ids = launch.machine.block_ids[np.asarray(slots, np.int64)]
+        for b in np.unique(ids).tolist():
+            agent = self.agents.get((launch.id, int(b)))
+            if agent is not None:
+                agent.merge_warps()
 
     @staticmethod
     def _set_fence(agent: _Agent, pub: _Pub, level: int) -> None:
@@ -271,36 +334,48 @@ class NodeRaces:
             del agent.fence[lv]
         agent.fence[level] = pub
 
-    def _sync(self, agent: _Agent, pub: _Pub, rel_level: int, acq_level: int, gpu: int) -> None:
-        """An acquire pattern at `acq_level` on `gpu` read from `pub`'s release pattern at `rel_level`."""
+    def _sync(self, agent: _Agent, pub: _Pub, rel_level: int, acq_level: int, gpu: int, warps=()) -> None:
+        """An acquire pattern at `acq_level` on `gpu` by the warps `warps` read from `pub`'s release pattern
+        at `rel_level` (no warps: the whole block, as stream order)."""
         need = SYS if pub.gpu != gpu else GPU
         if rel_level >= need and acq_level >= need:
-            if pub.uid in agent.seen:
+            if not warps:
+                if pub.uid in agent.seen:
+                    return
+                agent.seen.add(pub.uid)
+                known, grew = agent.known, False
+                for who, t in pub.items():
+                    if known.get(who, -1) < t:
+                        known[who] = t
+                        grew = True
+                if grew:
+                    agent.version += 1
                 return
-            agent.seen.add(pub.uid)
-            known, grew = agent.known, False
-            for who, t in pub.items():
-                if known.get(who, -1) < t:
-                    known[who] = t
-                    grew = True
-            if grew:
-                agent.version += 1
+            for w in warps:
+                if (w, pub.uid) in agent.warp_seen or pub.uid in agent.seen:
+                    continue
+                agent.warp_seen.add((w, pub.uid))
+                known = agent.warps.setdefault(w, {})
+                for who, t in pub.items():
+                    if known.get(who, -1) < t and agent.known.get(who, -1) < t:
+                        known[who] = t
         elif rel_level >= GPU and acq_level >= GPU and pub.uid not in agent.narrow_seen:
             agent.narrow_seen.add(pub.uid)  # would synchronize on one GPU: remembered for the scope error
             for who, t in pub.items():
                 if agent.narrow.get(who, -1) < t:
                     agent.narrow[who] = t
 
-    def _take_pending(self, agent: _Agent, gpu: int, level: int, S=None) -> None:
-        """A fence at `level` (or an acquire operation of the shadow slots `S`): the strong reads before it
-        (of those slots) complete acquire patterns."""
-        for idx, (read_level, lo, hi) in list(agent.pending.items()):
-            if S is not None and not ((S >= lo) & (S <= hi)).any():
+    def _take_pending(self, agent: _Agent, gpu: int, level: int, S=None, warps=()) -> None:
+        """A fence at `level` by the warps `warps` (or their acquire operation of the shadow slots `S`): their
+        strong reads before it (of those slots) complete acquire patterns."""
+        for key, (read_level, lo, hi) in list(agent.pending.items()):
+            idx, w = key
+            if w not in warps or (S is not None and not ((S >= lo) & (S <= hi)).any()):
                 continue
             for pub, rel_level in self.sets[idx]:
-                self._sync(agent, pub, rel_level, min(read_level, level), gpu)
+                self._sync(agent, pub, rel_level, min(read_level, level), gpu, (w,))
             if read_level <= level:
-                del agent.pending[idx]
+                del agent.pending[key]
 
     def _combine(self, old: int, pairs) -> int:
         """The sync set of a write that publishes `pairs` and continues the release sequence `old`."""
@@ -329,7 +404,7 @@ class NodeRaces:
                     who[k] = t
         return _Pub(next(self._uids), a.gpu, None, 0, who)
 
-    def _read_sync(self, launch: _Launch, S, block, strength: int, acquire: int) -> None:
+    def _read_sync(self, launch: _Launch, S, block, warp, strength: int, acquire: int) -> None:
         """A strong read: with .acquire it synchronizes with what the bytes' last writes publish (and
         completes the block's earlier strong reads of them); without, it waits in `pending` for a fence."""
         ws = self.w_sync[S]
@@ -342,26 +417,36 @@ class NodeRaces:
         blocks = [int(block[0])] if (block == block[0]).all() else np.unique(block).tolist()
         one = len(blocks) == 1
         for b in blocks:
-            sel = has if one else has & (block == b)
+            inb = None if one else block == b
+            sel = has if one else has & inb
             idxs = np.unique(ws[sel]).tolist() if any_has else []
+            wb = warp if one else warp[inb]
+            warps = [int(wb[0])] if (wb == wb[0]).all() else np.unique(wb).tolist()
             if acquire == WEAK:
                 if idxs:
                     pend = self._agent(launch, b).pending
                     for i in idxs:
-                        Si = S[sel & (ws == i)]
-                        lo, hi = int(Si.min()), int(Si.max())
-                        old = pend.get(i)
-                        pend[i] = [strength, lo, hi] if old is None else \
-                            [max(old[0], strength), min(old[1], lo), max(old[2], hi)]
+                        for w in warps:
+                            m = sel & (ws == i) & (warp == w)
+                            if not m.any():
+                                continue
+                            Si = S[m]
+                            lo, hi = int(Si.min()), int(Si.max())
+                            old = pend.get((i, w))
+                            pend[(i, w)] = [strength, lo, hi] if old is None else \
+                                [max(old[0], strength), min(old[1], lo), max(old[2], hi)]
                 continue
             agent = self._agent(launch, b)
             if agent.pending:
-                self._take_pending(agent, launch.gpu, acquire, S if one else S[block == b])
+                self._take_pending(agent, launch.gpu, acquire, S if one else S[inb], warps)
             for i in idxs:
-                for pub, rel_level in self.sets[i]:
-                    self._sync(agent, pub, rel_level, acquire, launch.gpu)
+                for w in warps:
+                    if not (sel & (ws == i) & (warp == w)).any():
+                        continue
+                    for pub, rel_level in self.sets[i]:
+                        self._sync(agent, pub, rel_level, acquire, launch.gpu, (w,))
 
-    def _write_sync(self, launch: _Launch, S, block, strength: int, release: int, atomic: bool) -> None:
+    def _write_sync(self, launch: _Launch, S, block, warp, strength: int, release: int, atomic: bool) -> None:
         """What a strong write publishes: its own release, or the block's fences before it, or (a strong
         write after the block's own release of those bytes) that release; an atomic also continues the
         release sequence of the value it replaced. Any other write ends it."""
@@ -375,7 +460,8 @@ class NodeRaces:
             agent: _Agent | None
             if release >= GPU:
                 agent = self._agent(launch, b)
-                pub = self._pub(launch, b, agent)
+                wb = warp if one else warp[block == b]
+                pub = self._pub(launch, b, agent, np.unique(wb).tolist())
                 pairs = [(pub, release)]
             else:
                 agent = self.agents.get((launch.id, b))
@@ -428,6 +514,7 @@ class NodeRaces:
         lpb = mach.lanes_per_block
         block = mach.block_ids[lane_of // lpb].astype(np.int64)
         thread = mach.lane_tid[lane_of % lpb].astype(np.int64)
+        warp = thread >> 5
         who = block << 20 | thread
         self._check(launch, B, S, who, strength, write, atomic, nbytes, "w")
         if write:
@@ -437,9 +524,9 @@ class NodeRaces:
             pre = "r"
         if strength != WEAK:  # atomics read first: an acquiring RMW takes what the value it replaces published
             if not write or atomic:
-                self._read_sync(launch, S, block, strength, acquire)
+                self._read_sync(launch, S, block, warp, strength, acquire)
             if write:
-                self._write_sync(launch, S, block, strength, release, atomic)
+                self._write_sync(launch, S, block, warp, strength, release, atomic)
         elif write:
             self.w_sync[S] = NONE  # a weak write publishes nothing and ends any release sequence
         getattr(self, f"{pre}_launch")[S] = launch.id
@@ -481,7 +568,7 @@ class NodeRaces:
                 continue
             pwho = getattr(self, f"{prev}_who")[S[racy]]
             ptime = getattr(self, f"{prev}_time")[S[racy]]
-            order = self._ordered(o, pwho >> 20, ptime, launch, who[racy] >> 20)
+            order = self._ordered(o, pwho >> 20, ptime, launch, who[racy] >> 20, (who[racy] & 0xFFFFF) >> 5)
             bad = racy[~order]
             if bad.size == 0:
                 continue
@@ -501,15 +588,18 @@ class NodeRaces:
         agent = self.agents.get((launch.id, int(cblock[0])))
         return agent is not None and int(ptime[0]) < agent.narrow.get((o.id, int(pblock[0])), -1)
 
-    def _ordered(self, o: _Launch, pblock, ptime, c: _Launch, cblock) -> np.ndarray:
-        """Elementwise: the later block is ordered after a release of the earlier block that followed its
-        access (directly or through other blocks' release/acquire pairs)."""
+    def _ordered(self, o: _Launch, pblock, ptime, c: _Launch, cblock, cwarp) -> np.ndarray:
+        """Elementwise: the later access's warp is ordered after a release of the earlier block that followed
+        its access (directly or through other blocks' release/acquire pairs)."""
         out = np.zeros(pblock.shape, bool)
-        for pb, cb in set(zip(pblock.tolist(), cblock.tolist(), strict=True)):
+        for pb, cb, cw in set(zip(pblock.tolist(), cblock.tolist(), cwarp.tolist(), strict=True)):
             agent = self.agents.get((c.id, cb))
             known = self._base(c) if agent is None else agent.known
             t = max(known.get((o.id, pb), -1), known.get((o.id, ALL), -1))
-            sel = (pblock == pb) & (cblock == cb)
+            if agent is not None and agent.warps.get(cw):
+                mine = agent.warps[cw]
+                t = max(t, mine.get((o.id, pb), -1), mine.get((o.id, ALL), -1))
+            sel = (pblock == pb) & (cblock == cb) & (cwarp == cw)
             out[sel] = ptime[sel] < t
         return out
 
