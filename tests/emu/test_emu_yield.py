@@ -97,10 +97,57 @@ def test_the_yield_costs_the_spin_rounds_only(monkeypatch):
     assert i2 - i1 >= worker and i2 - i1 < 2 * worker, (i1, i2)
 
 
-def test_yield_edges_are_the_back_edges_of_loops_that_read_memory():
+def test_yield_edges_are_the_back_edges_of_loops_that_poll():
     k = pf.parse(PTX, filename="yield.ptx").kernel("spin_waits_for_worker")
     from ptxforge.emu import emu_device
     layout, ops = emu_device().image(k.module).compiled(k.function)
     edges = compact.yield_edges(layout, ops)
     texts = [ops[pc].text for pc in np.flatnonzero(edges)]
     assert texts == ["@%p2 bra SPIN;", "@%p3 bra LOOP;"], texts
+
+
+COPY_AND_POLL = """.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry copy_then_poll(.param .u64 src, .param .u64 dst, .param .u64 flag, .param .u32 n)
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+
+    ld.param.u64 %rd1, [src];
+    ld.param.u64 %rd2, [dst];
+    ld.param.u64 %rd3, [flag];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, %tid.x;
+COPY:                                   // weak loads and stores: progress, never a wait
+    mul.wide.u32 %rd4, %r2, 4;
+    add.u64 %rd5, %rd1, %rd4;
+    ld.global.nc.u32 %r3, [%rd5];
+    add.u64 %rd6, %rd2, %rd4;
+    st.global.u32 [%rd6], %r3;
+    add.u32 %r2, %r2, 64;
+    setp.lt.u32 %p1, %r2, %r1;
+    @%p1 bra COPY;
+POLL:                                   // an acquire load of a flag: a wait for another thread
+    ld.acquire.gpu.global.u32 %r4, [%rd3];
+    setp.eq.u32 %p2, %r4, 0;
+    @%p2 bra POLL;
+TIMED:                                  // the clock: a wait for time to pass
+    mov.u64 %rd7, %globaltimer;
+    setp.lt.u64 %p3, %rd7, 0;
+    @%p3 bra TIMED;
+    ret;
+}
+"""
+
+
+def test_a_copy_loop_of_weak_loads_and_stores_does_not_yield():
+    """Yielding at a copy loop's back edge only pulls apart warps that copy in step (the DSL dispatch kernel
+    took twice the steps so); the loops that poll (an acquire load, the clock) do yield."""
+    k = pf.parse(COPY_AND_POLL, filename="copy_poll.ptx").kernel("copy_then_poll")
+    from ptxforge.emu import emu_device
+    layout, ops = emu_device().image(k.module).compiled(k.function)
+    texts = [ops[pc].text for pc in np.flatnonzero(compact.yield_edges(layout, ops))]
+    assert texts == ["@%p2 bra POLL;", "@%p3 bra TIMED;"], texts

@@ -132,20 +132,39 @@ def _lanewise(layout: Layout, ops: list[C.Op]) -> tuple[list, np.ndarray]:
     hit = layout.__dict__.get("_lanewise")
     if hit is None or len(hit[1]) != len(ops):
         lanewise = [_lanewise_slots(layout, placed, op) for placed, op in zip(layout.placed, ops, strict=True)]
-        other = np.concatenate([[0], np.cumsum([x is None for x in lanewise])])  # pcs not lane-local, prefix
+        polls = np.concatenate([[0], np.cumsum([_may_poll(placed.ins) for placed in layout.placed])])  # prefix
         edges = np.zeros(len(ops), bool)
         for pc, op in enumerate(ops):
             if op.kind == C.BRA and op.target is not None and 0 <= op.target <= pc:
-                edges[pc] = other[pc + 1] - other[op.target] > 0
+                edges[pc] = polls[pc + 1] - polls[op.target] > 0
         hit = layout.__dict__["_lanewise"] = (lanewise, edges)
     return hit
 
 
+_POLL_LOADS = frozenset({"volatile", "relaxed", "acquire", "mmio"})
+
+
+def _may_poll(ins: object) -> bool:
+    """True for an instruction through which a lane may see what other threads do, or time pass: a
+    volatile/relaxed/acquire load, an atomic, an mbarrier test/try_wait, nanosleep, a read of the clock.
+    A plain (weak) load may not observe another thread's store in a loop; copies are made of those."""
+    if not isinstance(ins, ir.Instruction):
+        return False
+    op = ins.opcode
+    if op in ("ld", "ldu"):
+        return not _POLL_LOADS.isdisjoint(ins.suffixes)
+    if op == "atom" or op == "nanosleep":
+        return True
+    if op == "mbarrier":
+        return "try_wait" in ins.suffixes or "test_wait" in ins.suffixes
+    return any(isinstance(o, ir.SpecialRegister) and o.name in DYNAMIC_SREGS for o in ins.operands)
+
+
 def yield_edges(layout: Layout, ops: list[C.Op]) -> np.ndarray:
-    """The backward branches whose loop holds an instruction that is not lane-local (a load, an atomic, a
-    barrier, %clock64): the loops in which a warp may wait for what other warps do. A diverged warp that
-    takes one yields its turn to the others (`Machine._yield_warps`); a loop of lane-local code (which no
-    other warp can end) does not."""
+    """The backward branches whose loop may wait for other warps: it holds a poll (`_may_poll`: a
+    volatile/relaxed/acquire load, an atomic, an mbarrier test, the clock). A diverged warp that takes one
+    yields its turn to the others (`Machine._yield_warps`); a copy loop of weak loads and stores, or a loop
+    of lane-local code, does not (yielding there only breaks up warps that run in step)."""
     return _lanewise(layout, ops)[1]
 
 
