@@ -44,6 +44,10 @@ class Check:
     and thread are `machine.block_ids[lane // machine.lanes_per_block]` and
     `machine.lane_tid[lane % machine.lanes_per_block]`."""
 
+    # True: the memory events of a multi-lane cp.async.bulk may come as one access of all its lanes' bytes
+    # (the emulator then copies them together) instead of one per lane, in lane order
+    whole_bulk_copies = False
+
     # ------------------------------------------------------------------ launch
     def instrument(self, layout: Any, ops: list[Op]) -> list[Op]:
         """The launch's ops before it runs: return them, or a list with copies whose `fn` is wrapped."""
@@ -138,6 +142,7 @@ class Hooks:
             setattr(self, name, tuple(getattr(c, name) for c in self.checks if _overrides(c, name)))
         self.memory = any(getattr(self, name) for name in MEMORY_EVENTS)  # else `LaneMemory.hooks` is None
         self.instruments = any(_overrides(c, "instrument") for c in self.checks)
+        self.whole_bulk_copies = all(c.whole_bulk_copies for c in self.checks)
 
     def added(self, check: Check) -> Hooks:
         """These hooks and `check` after them."""

@@ -971,6 +971,9 @@ class Machine:
             names = [f.name for f in self.layout.module.functions]
             for a in np.unique(addr):
                 i = int(a) - FUNC_BASE
+                if 0 <= i < len(names) and names[i] in self.layout.other_kernels:
+                    raise EmulatorError(f"{op.where}: indirect call to {int(a):#x}, kernel {names[i]} (.entry): "
+                                        f"only a .func can be called")
                 if not 0 <= i < len(names) or names[i] not in self.layout.functions:
                     raise EmulatorError(f"{op.where}: indirect call to {int(a):#x}, not a function")
                 callee = self.layout.functions[names[i]]

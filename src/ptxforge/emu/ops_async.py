@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from ptxforge.emu.operands import Ctx, Reader
 
 
+BULK_TOGETHER = True  # off: a cp.async.bulk copies lane by lane always (tests compare the two)
+
+
 def _op(fn):
     return Op(NORMAL, fn=fn)
 
@@ -150,6 +153,8 @@ def _build_bulk(ctx: Ctx) -> Op:
         if mask is not None:
             _multicast(st, lanes, d, s_, sz, _compact(mask(st), lanes, n, np.int64), bars)
             return
+        if reduce_op is None and _copy_together(st, lanes, d, s_, sz, dst_space, src_space, mbar, bars):
+            return
         for i, lane in enumerate(lanes.tolist()):
             k = int(sz[i])
             if k % 16:
@@ -175,6 +180,58 @@ def _build_bulk(ctx: Ctx) -> Op:
             if mbar is not None:
                 ops_tma.complete_tx(st, lane, mbar[0], int(bars[i]), k)
     return _op(f)
+
+
+def _copy_together(st, lanes, dst, src, size, dst_space, src_space, mbar, bars) -> bool:
+    """The plain copies of a cp.async.bulk run by several lanes, as one load, one store and one mbarrier
+    update, when that is the same as the lanes one after another: no check that watches the memory needs
+    them apart (the sanitizer does; `Check.whole_bulk_copies`), no destination overlaps another lane's
+    destination or source or an mbarrier of the copy, and no destination or mbarrier is another CTA's.
+    Else False, with nothing done."""
+    hooks = st.mem.hooks
+    if not BULK_TOGETHER or lanes.size < 2 or (hooks is not None and not hooks.whole_bulk_copies):
+        return False
+    if not {dst_space, src_space} <= {"shared", "global"} or (mbar is not None and mbar[0] != "shared"):
+        return False
+    k = size.astype(np.int64)
+    if (k % 16).any():
+        return False  # the lane-by-lane path names the lane's size
+    d0, s0 = dst.astype(np.int64), src.astype(np.int64)
+    if dst_space == "shared" and ((d0 < 0) | (d0 >> M.CLUSTER_RANK_SHIFT != 0)).any():
+        return False
+    if mbar is not None and mbar[0] == "shared" and ((bars < 0) | (bars >> M.CLUSTER_RANK_SHIFT != 0)).any():
+        return False
+    # a CTA's shared offsets: apart from the other CTAs' (each wave slot's window), the key's high bits
+    key = np.asarray(st.machine.slot, np.int64)[lanes] << 40
+    kd = key if dst_space == "shared" else 0
+    ks = key if src_space == "shared" else 0
+    same = src_space == dst_space
+    lo = [d0 + kd] + ([s0 + ks] if same else []) + ([bars + key] if mbar is not None else [])
+    hi = [d0 + kd + k] + ([s0 + ks + k] if same else []) + ([bars + key + 8] if mbar is not None else [])
+    starts, ends = np.concatenate(lo), np.concatenate(hi)
+    is_dst = np.zeros(starts.size, bool)
+    is_dst[:lanes.size] = True
+    order = np.argsort(starts, kind="stable")
+    # any interval overlapping a destination: the running end of the sorted intervals passes the next start
+    s_sorted, e_sorted, d_sorted = starts[order], ends[order], is_dst[order]
+    run_end = np.maximum.accumulate(e_sorted)
+    run_dst_end = np.maximum.accumulate(np.where(d_sorted, e_sorted, np.iinfo(np.int64).min))
+    if s_sorted.size > 1 and ((s_sorted[1:] < run_dst_end[:-1]).any() or
+                              (d_sorted[1:] & (s_sorted[1:] < run_end[:-1])).any()):
+        return False
+    offs = np.concatenate([np.arange(0, int(x), 4, dtype=np.int64) for x in k.tolist()])
+    who = np.repeat(lanes, k // 4)
+    base_s = np.repeat(s0, k // 4) + offs
+    base_d = np.repeat(d0, k // 4) + offs
+    v = M.load(st.mem, src_space, base_s.astype(src.dtype), np.uint32, 1, who)[0]
+    M.store(st.mem, dst_space, base_d.astype(dst.dtype), np.uint32, [v], who)
+    if mbar is not None:
+        one = np.zeros(st.N, bool)
+        one[lanes] = True
+        at = np.zeros(st.N, np.int64)
+        at[lanes] = bars
+        _mbar_update(st, one, mbar[0], lambda st_: at, count=0, tx=-k, tx_lanes=True)
+    return True
 
 
 def _multicast(st, lanes, dst, src, size, masks, bars) -> None:

@@ -117,6 +117,8 @@ def build_call(ctx: Ctx) -> c.Op:
         return c.Op(c.CALL, extra=CallInfo(None, [pv(o) for o in args], [pv(o) for o in rets], ctx.placed.func,
                                           indirect=ctx.read(target, ".u64")))
     callee = layout.functions.get(name)  # type: ignore[arg-type]  # None: no function, an error below
+    if callee is None and name in layout.other_kernels:
+        raise ctx.error(f"call to {name}, a kernel (.entry): only a .func can be called")
     if callee is None:
         raise ctx.error(f"call to unknown function {name}")
     if callee.func.body is None:

@@ -89,8 +89,10 @@ class Layout:
         self.kparam_size = 0
         self._layout_kparams()
         self._layout_module_shared()
-        # every function with a body (tables of function pointers can reach any of them) + declarations
-        others = [g for g in module.functions if g is not kernel and g.body is not None]
+        # every .func with a body (tables of function pointers can reach any of them) + declarations; the
+        # module's other kernels cannot be called, so only their names resolve (to their addresses)
+        self.other_kernels = frozenset(g.name for g in module.functions if g.is_kernel and g is not kernel)
+        others = [g for g in module.functions if g is not kernel and g.body is not None and not g.is_kernel]
         decls = [g for g in module.functions if g.body is None and not any(h.name == g.name for h in others)]
         for f in [kernel] + others + decls:
             if f.name not in self.functions:
@@ -347,7 +349,7 @@ class Layout:
             return Symbol("shared", self.shared[name], 0, name)
         if name in self.globals:
             return Symbol("global", self.globals[name], 0, name)
-        if name in self.functions:
+        if name in self.functions or name in self.other_kernels:
             return Symbol("func", 0, 0, name)
         return None
 

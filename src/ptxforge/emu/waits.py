@@ -58,7 +58,10 @@ def polled(m: Machine) -> str:
 class LoadWatch(Check):
     """Counts machine `m`'s global stores and atomics (`m.stores`) and remembers its last global load
     (`m.last_load`). Shared and local stores are no progress: a receiver that copies a flag it polls into
-    shared memory every round (DeepEP's combine) would otherwise keep a deadlocked node from its watchdog."""
+    shared memory every round (DeepEP's combine) would otherwise keep a deadlocked node from its watchdog.
+    Whether a quantum stored is all the scheduler asks, so a bulk copy may come as one access."""
+
+    whole_bulk_copies = True
 
     def __init__(self, m: Machine):
         self.m = m
