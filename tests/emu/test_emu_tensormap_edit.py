@@ -271,3 +271,67 @@ def test_cp_fenceproxy_faults(line, msg):
     where = _line_of(src, "tensormap.cp_fenceproxy")
     with pytest.raises(EmulatorError, match=rf"edit\.ptx:{where}:.*{msg}"):
         _launch(src, tensor_map(buf, np.float32, (16, 4), (64,), (4, 2)), 32)
+
+
+def _two_warp_src(sync: str) -> str:
+    """Thread 0 edits the shared map; warp 1 publishes it with tensormap.cp_fenceproxy after `sync`; thread 0
+    then acquires and loads through it."""
+    copy_in = "".join(f"    ld.param.v4.u32 {{%r1, %r2, %r3, %r4}}, [k_param_0+{16 * i}];\n"
+                      f"    st.shared.v4.u32 [smap+{16 * i}], {{%r1, %r2, %r3, %r4}};\n" for i in range(8))
+    return f"""
+.version 8.3
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .align 64 .b8 k_param_0[128], .param .u64 k_param_1, .param .u64 k_param_2)
+{{
+    .shared .align 128 .b8 smap[128];
+    .shared .align 128 .b8 box[64];
+    .shared .align 8 .b64 bar;
+    .reg .pred %p<4>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [k_param_1];
+    ld.param.u64 %rd2, [k_param_2];
+    mov.u32 %r0, %tid.x;
+    setp.eq.u32 %p2, %r0, 0;
+    setp.ge.u32 %p3, %r0, 32;
+    @!%p2 bra EDITED;
+{copy_in}    tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [smap], 0, 16;
+EDITED:
+{sync}    @!%p3 bra PUBLISHED;
+    tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%rd1], [smap], 128;
+PUBLISHED:
+    bar.sync 0;
+    @!%p2 bra DONE;
+    fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;
+    mbarrier.init.shared::cta.b64 [bar], 1;
+    mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], 64;
+    cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [box], [%rd1, {{0}}], [bar];
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [bar], 0;
+    @!%p1 bra WAIT;
+    ld.shared.v4.u32 {{%r1, %r2, %r3, %r4}}, [box+48];
+    st.global.v4.u32 [%rd2], {{%r1, %r2, %r3, %r4}};
+DONE:
+    ret;
+}}
+"""
+
+
+def test_publishing_from_another_warp_is_ordered_by_the_barrier():
+    """The sanitizer sees tensormap.cp_fenceproxy's read of the shared map: after a bar.sync the documented
+    pattern is clean (and the edit reaches the load); without one, thread 0's edit and warp 1's copy race."""
+    x = np.arange(32, dtype=np.uint32)
+    buf = to_device(x)
+    tmap = tensor_map(buf, np.uint32, (32,), (), (8,))
+    slot = to_device(np.zeros(128 + 64, np.uint8))
+    at = -slot.address % 64
+    out = np.zeros(4, np.uint32)
+    args = [tmap, np.uint64(slot.address + at), out]
+    k = pf.parse(_two_warp_src("    bar.sync 0;\n"), filename="edit.ptx").kernel("k")
+    k.launch(grid=(1,), block=(64,), args=args, watchdog_s=60, sanitize=True)
+    np.testing.assert_array_equal(out, x[12:16])  # the 16-wide box's last 16 bytes: only the edited map has them
+    racy = pf.parse(_two_warp_src(""), filename="edit.ptx").kernel("k")
+    with pytest.raises(EmulatorError, match=r"(?s)Race \(write-read\) on __shared__ memory.*edit\.ptx:\d+: "
+                                            r"tensormap\.cp_fenceproxy.*tensormap\.replace\.tile\.box_dim"):
+        racy.launch(grid=(1,), block=(64,), args=args, watchdog_s=60, sanitize=True)
