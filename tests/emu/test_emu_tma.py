@@ -233,7 +233,8 @@ def test_strides_may_come_in_any_order():
     (dict(element_strides=(1, 9)), r"element_strides\[1\] = 9"),
     (dict(swizzle="256B"), "swizzle must be one of"),
     (dict(box_dims=(8, 2), global_strides_bytes=(64,), swizzle="32B", dtype=np.float64), "at most 32 bytes"),
-    (dict(oob_fill="nan"), "oob_fill must be one of"),
+    (dict(oob_fill="inf"), "oob_fill must be one of"),
+    (dict(dtype=np.int32, oob_fill="nan"), "oob_fill 'nan' needs a floating-point element type, not .s32"),
     (dict(global_dims=(8, 64)), "spans 2048 bytes but the buffer holds 128"),
     (dict(global_dims=(8, 2.5)), "must hold integers"),
 ])
@@ -404,11 +405,10 @@ def test_tensormap_replace_retargets_a_map_in_device_memory(space):
 
 
 @pytest.mark.parametrize("lines, msg", [
-    ("    tensormap.replace.tile.box_dim.global.b1024.b32 [{map}], 0, 8;\n", "box_dim is not supported yet"),
     ("    mov.u64 %rd6, 40;\n    tensormap.replace.tile.global_stride.global.b1024.b64 [{map}], 0, %rd6;\n",
-     "strides are multiples of 16"),
-    ("    mov.u32 %r11, 24;\n    tensormap.replace.tile.global_dim.global.b1024.b32 [{map}], 2, %r11;\n",
-     "the map has rank 2"),
+     "new_val 40 is not a multiple of 16"),
+    ("    mov.u32 %r11, 0;\n    tensormap.replace.tile.global_dim.global.b1024.b32 [{map}], 1, %r11;\n",
+     r"global_dim ord 1: new_val 0 is outside 1..2\*\*32 - 1"),
 ])
 def test_tensormap_replace_errors(lines, msg):
     buf = to_device(np.zeros((4, 16), np.float32))

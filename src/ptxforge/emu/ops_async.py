@@ -392,4 +392,5 @@ def _st_bulk_size(ctx: Ctx, op: ir.Operand) -> tuple[Reader, bool]:
 
 
 BUILDERS = {"cp": build_cp, "mbarrier": build_mbarrier, "st.bulk": build_st_bulk,
-            "tensormap.replace": ops_tma.build_tensormap_replace}
+            "tensormap.replace": ops_tma.build_tensormap_replace,
+            "tensormap.cp_fenceproxy": ops_tma.build_tensormap_cp_fenceproxy}

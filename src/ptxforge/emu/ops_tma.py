@@ -80,17 +80,42 @@ def _fault(msg: str, lane: int, kind: str = "out-of-bounds") -> M.MemoryFault:
     return e
 
 
-def read_map(st: LaneState, space: str, addr: int, lane: int) -> TM.TensorMap:
-    """Decode the tensor map at `addr` as lane `lane` sees it; a bad map is a MemoryFault."""
-    if addr % 64:
-        raise _fault(f"tensor map address {addr:#x} is not 64-byte aligned", lane)
+def _map_words(space: str, addr: int) -> np.ndarray:
+    """The addresses of the 32 words of the 128-byte map at `addr`."""
     offs = np.arange(0, TM.SIZE, 4)
-    a = (np.uint64(addr) + offs.astype(np.uint64)) if space != "param" else np.int64(addr) + offs
-    words = M.load(st.mem, space, a, np.uint32, 1, np.full(offs.size, lane))[0]
+    return (np.uint64(addr) + offs.astype(np.uint64)) if space != "param" else np.int64(addr) + offs
+
+
+def load_map_bytes(st: LaneState, space: str, addr: int, lane: int) -> np.ndarray:
+    """The 128 bytes at `addr` (64-byte aligned, as a tensor map must be), read as lane `lane`."""
+    if addr % 64:
+        raise _fault(f"tensor map address {addr:#x} is not 64-byte aligned", lane, "misaligned")
+    words = M.load(st.mem, space, _map_words(space, addr), np.uint32, 1, np.full(TM.SIZE // 4, lane))[0]
+    return np.asarray(words, np.uint32).view(np.uint8)
+
+
+def store_map_bytes(st: LaneState, space: str, addr: int, raw: np.ndarray, lane: int) -> None:
+    M.store(st.mem, space, _map_words(space, addr), np.uint32, [np.ascontiguousarray(raw, np.uint8).view(np.uint32)],
+            np.full(TM.SIZE // 4, lane))
+
+
+def read_map(st: LaneState, space: str, addr: int, lane: int) -> TM.TensorMap:
+    """Decode the tensor map at `addr` as lane `lane` sees it; a bad map (also one a kernel edited into a
+    combination the host builder refuses) is a MemoryFault naming the instruction that uses it."""
+    raw = load_map_bytes(st, space, addr, lane)
     try:
-        return TM.decode(np.asarray(words, np.uint32).view(np.uint8))
+        return TM.decode(raw)
     except ValueError as e:
-        raise _fault(f"tensor map at {addr:#x}: {e}", lane) from None
+        raise _fault(f"tensor map at {addr:#x}: {e}", lane, "invalid-argument") from None
+
+
+# What a load reads for an element outside the tensor: zero, or with fill mode NaN the canonical NaN of the
+# map's floating-point type (the bits a GPU writes have not been recorded here).
+_NAN_BITS = {2: 0x7FFF, 4: 0x7FFFFFFF, 8: 0x7FFFFFFFFFFFFFFF}
+
+
+def oob_value(tm: TM.TensorMap) -> int:
+    return _NAN_BITS[tm.esize] if tm.fill == "nan" else 0
 
 
 def box_elements(tm: TM.TensorMap, coords: Sequence[int], store: bool = False) -> tuple[Value, Value, Value]:
@@ -337,7 +362,7 @@ def build_tensor(ctx: Ctx) -> Op:
                 elif gsel.size:
                     _reduce_global(st, gsel, v, tm, reducers[tm.etype], lane)
                 continue
-            vals = np.zeros(inb.size, dt)
+            vals = np.full(inb.size, oob_value(tm), dt)
             if gsel.size:
                 vals[inb] = M.load(st.mem, "global", gsel, dt, 1, np.full(gsel.size, lane))[0]
             if masks is None:  # one destination: the address may name any CTA of the cluster
@@ -393,69 +418,103 @@ def build_prefetch(ctx: Ctx) -> Op:
     return _op(lambda st, m: None)
 
 
-# ---------------------------------------------------------------------------- tensormap.replace
+# ---------------------------------------------------------------------------- tensormap.replace / cp_fenceproxy
 
-# byte offset and width of the fields tensormap.replace edits in ptxforge's map (see tensormap.py); the
-# others (rank, box_dim, element_stride, elemtype, interleave_layout, swizzle_*, fill_mode) raise an error
-_REPLACE_FIELDS = ("global_address", "global_dim", "global_stride")
-_OTHER_FIELDS = ("rank", "box_dim", "element_stride", "elemtype", "interleave_layout", "swizzle_mode",
-                 "swizzle_atomicity", "fill_mode")
+_FIELD1 = ("global_address", "rank")
+_FIELD3 = ("elemtype", "interleave_layout", "swizzle_mode", "swizzle_atomicity", "fill_mode")
+_FIELDS = _FIELD1 + TM.ORDINAL_FIELDS + _FIELD3
+_B64_FIELDS = ("global_address", "global_stride")  # new_val is .b64 for these, .b32 for the rest
 
 
 def build_tensormap_replace(ctx: Ctx) -> Op:
     """tensormap.replace.tile.field{.global, .shared::cta}.b1024.type [map], {ord,} new_val: edit one field of
-    the tensor map at `map` in place, as CUTLASS's and DeepGEMM's k-grouped GEMMs do before publishing the map
-    to global memory (then fence.proxy.tensormap::generic, a no-op here: copies complete at issue).
+    the tensor map at `map` in place, as CUTLASS's and DeepGEMM's grouped GEMMs do before publishing the map
+    to global memory with tensormap.cp_fenceproxy.
 
-    .global_address: the tensor's new base (16-byte aligned). .global_dim ord: dimension ord's new size
-    (1..2**32). .global_stride ord: the byte stride of dimension ord + 1, as cuTensorMapEncodeTiled's
-    globalStrides[ord] (a multiple of 16 below 2**40; CUTLASS passes bytes from CUDA 12.5 on). The map
-    must be one ptxforge made (a bad map or value is a memory fault naming the lane); the edit goes
-    through the memory choke point, so bounds checks and the sanitizer see a plain 128-byte-map write."""
+    Every field of the PTX ISA: .global_address, .rank (new_val = rank - 1), .box_dim / .global_dim /
+    .element_stride ord (dimension ord), .global_stride ord (the byte stride of dimension ord + 1, as
+    cuTensorMapEncodeTiled's globalStrides[ord]; CUTLASS passes bytes from CUDA 12.5 on), and the immediate
+    codes of .elemtype, .interleave_layout, .swizzle_mode, .swizzle_atomicity and .fill_mode (the ISA's table;
+    `TM.replace`). A value that can never be valid faults here; how the fields combine is checked by the next
+    instruction that uses the map, by the host builder's rules. The map must be one ptxforge made; the edit is
+    one 128-byte read and write through the memory choke point (the ISA makes it a weak access of the whole
+    object), so bounds checks and the sanitizer see it."""
     ins = ctx.ins
     ops = ins.operands
-    field = next((f for f in _REPLACE_FIELDS + _OTHER_FIELDS if ins.has(f)), None)
+    field = next((f for f in _FIELDS if ins.has(f)), None)
     if field is None or not ins.has("tile"):
-        raise ctx.error("expected tensormap.replace.tile.<field>")
-    if field not in _REPLACE_FIELDS:
-        raise ctx.error(f"tensormap.replace.{field} is not supported yet (the emulator edits "
-                        f"{', '.join(_REPLACE_FIELDS)})")
-    space, addr = ctx.address(ops[0], "shared" if ins.has("shared::cta") else "global")
-    if field == "global_address":
-        if len(ops) != 2:
-            raise ctx.error("expected 2 operands: [map], new_val")
-        ordinal, val = 0, ctx.read(ops[1], ".b64")
-    else:
+        raise ctx.error(f"expected tensormap.replace.tile.<field>, field one of {', '.join(_FIELDS)}")
+    want = ".b64" if field in _B64_FIELDS else ".b32"
+    types = [t for t in ins.types if t != ".b1024"]
+    if types != [want]:
+        raise ctx.error(f".{field} takes a {want} new_val (.b1024{want}), got {''.join(types) or 'no type'}")
+    space, addr = ctx.address(ops[0], "shared" if ins.has("shared::cta") else "global" if ins.has("global")
+                              else "generic")
+    ordinal = 0
+    if field in TM.ORDINAL_FIELDS:
         if len(ops) != 3 or not (isinstance(ops[1], ir.Immediate) and not ops[1].is_float):
-            raise ctx.error("expected 3 operands: [map], ord (an integer constant), new_val")
+            raise ctx.error(f"expected 3 operands for .{field}: [map], ord (an integer constant), new_val")
         ordinal = int(ops[1].value)
-        val = ctx.read(ops[2], ".b32" if field == "global_dim" else ".b64")
+    elif len(ops) != 2:
+        raise ctx.error(f"expected 2 operands for .{field}: [map], new_val")
+    if field in _FIELD3 and not (isinstance(ops[-1], ir.Immediate) and not ops[-1].is_float):
+        raise ctx.error(f"the new_val of .{field} must be an integer constant (a code of the PTX ISA's table)")
+    val = ctx.read(ops[-1], want)
 
     def f(st: LaneState, m: np.ndarray | None) -> None:
-        lanes = np.arange(st.N) if m is None else np.flatnonzero(m)
+        lanes = _lanes(st, m)
         if lanes.size == 0:
             return
-        a = np.broadcast_to(np.asarray(addr(st)), (st.N,))[lanes]
-        v = np.broadcast_to(np.asarray(val(st)).astype(np.uint64), (st.N,))[lanes]
+        a = _at(addr(st), st, lanes)
+        v = _at(np.asarray(val(st)).astype(np.uint64), st, lanes)
         for lane, at, new in zip(lanes.tolist(), a.tolist(), v.tolist(), strict=True):
-            tm = read_map(st, space, int(at), lane)  # a ptxforge map, 64-byte aligned
-            dt: type[np.unsignedinteger] = np.uint64
-            if field == "global_address":
-                if new % 16:
-                    raise _fault(f"tensormap.replace.global_address {new:#x} is not 16-byte aligned", lane,
-                                 "misaligned")
-                off = 16
-            elif field == "global_dim":
-                if not 0 <= ordinal < tm.rank or new == 0:
-                    raise _fault(f"tensormap.replace.global_dim ord {ordinal}, size {new}: the map has rank "
-                                 f"{tm.rank} and sizes are 1..2**32", lane)
-                off, dt = 24 + 4 * ordinal, np.uint32
-            else:
-                if not 0 <= ordinal < tm.rank - 1 or new % 16 or new >= 2**40:
-                    raise _fault(f"tensormap.replace.global_stride ord {ordinal}, {new} bytes: the map has rank "
-                                 f"{tm.rank} (ord 0..{tm.rank - 2}) and strides are multiples of 16 below 2**40",
-                                 lane)
-                off = 48 + 8 * (ordinal + 1)
-            at_f = np.asarray([int(at) + off], np.uint64 if space != "shared" else np.int64)
-            M.store(st.mem, space, at_f, dt, [np.asarray([new], dt)], np.asarray([lane]))
-    return Op(NORMAL, fn=f)
+            raw = load_map_bytes(st, space, int(at), lane)
+            try:
+                raw = TM.replace(raw, field, ordinal, int(new))
+            except ValueError as e:
+                raise _fault(f"tensormap.replace.{field}{f' ord {ordinal}' if field in TM.ORDINAL_FIELDS else ''}"
+                             f": {e}", lane, "invalid-argument") from None
+            store_map_bytes(st, space, int(at), raw, lane)
+    return _op(f)
+
+
+# tensormap.cp_fenceproxy's only valid size (the PTX ISA; ptxas refuses others)
+CP_FENCEPROXY_SIZE = 128
+
+
+def build_tensormap_cp_fenceproxy(ctx: Ctx) -> Op:
+    """tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.scope.sync.aligned [dst], [src], 128:
+    copy the 128-byte map at shared::cta `src` to global `dst` (in the generic proxy), then a release of the
+    tensormap proxy on `dst`, which fence.proxy.tensormap::generic.acquire pairs with before TMA uses the map.
+
+    The emulator reads maps through the same memory as every other access, so the proxy fence orders
+    nothing more here; the copy is a plain 128-byte read and write, which the sanitizer checks as such.
+    Warp-collective (.sync.aligned): each warp copies each distinct (dst, src) its threads name once, as the
+    first of those threads (CUTLASS issues it from a whole warp with one map)."""
+    ins = ctx.ins
+    ops = ins.operands
+    if len(ops) != 3 or not isinstance(ops[2], ir.Immediate) or ops[2].is_float:
+        raise ctx.error("expected [dst], [src], size (an integer constant)")
+    if int(ops[2].value) != CP_FENCEPROXY_SIZE:
+        raise ctx.error(f"size must be {CP_FENCEPROXY_SIZE} (a tensor map), got {int(ops[2].value)}")
+    _, dst = ctx.address(ops[0], "global")
+    _, src = ctx.address(ops[1], "shared")
+
+    def f(st: LaneState, m: np.ndarray | None) -> None:
+        lanes = _lanes(st, m)
+        if lanes.size == 0:
+            return
+        d = _at(dst(st), st, lanes).astype(np.uint64)
+        s = _at(src(st), st, lanes).astype(np.uint64)
+        done: set[tuple[int, int, int]] = set()
+        for lane, da, sa in zip(lanes.tolist(), d.tolist(), s.tolist(), strict=True):
+            key = (lane >> 5, int(da), int(sa))
+            if key in done:
+                continue
+            done.add(key)
+            raw = load_map_bytes(st, "shared", int(sa), lane)
+            if int(da) % 64:
+                raise _fault(f"tensormap.cp_fenceproxy destination {int(da):#x} is not 64-byte aligned", lane,
+                             "misaligned")
+            store_map_bytes(st, "global", int(da), raw, lane)
+    return _op(f)

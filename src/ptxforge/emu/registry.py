@@ -43,8 +43,6 @@ UNSUPPORTED: dict[str, str] = {
     "multimem.red": "multimem addresses (NVLink multicast objects) are not modelled",
     "multimem.cp.async.bulk": "multimem addresses (NVLink multicast objects) are not modelled",
     "multimem.cp.reduce.async.bulk": "multimem addresses (NVLink multicast objects) are not modelled",
-    "tensormap.cp_fenceproxy": "tensor maps are built on the host only; copying one in device memory is not "
-                               "modelled",
     "clusterlaunchcontrol.try_cancel": "cluster launch control (work stealing, sm_100) is not modelled",
     "clusterlaunchcontrol.query_cancel": "cluster launch control (work stealing, sm_100) is not modelled",
     "tcgen05.cp": "shared-memory to tensor-memory copies are not implemented yet",

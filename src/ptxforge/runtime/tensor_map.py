@@ -31,7 +31,8 @@ def tensor_map(buffer_or_array_address: Any, dtype: Any, global_dims: Any, globa
     cuTensorMapEncodeTiled: global_dims (rank 1..5), global_strides_bytes (rank - 1 byte strides of
     dimensions 1 and up, multiples of 16), box_dims (each 1..256, box_dims[0] * itemsize a multiple of
     16), element_strides (each 1..8, default all 1). swizzle: "none", "32B", "64B" or "128B".
-    oob_fill: "zero" (elements outside the tensor read as zero). Bad arguments raise ValueError.
+    oob_fill: "zero" (elements outside the tensor read as zero), or on the emulator "nan" (floating-point
+    types: they read as NaN). Bad arguments raise ValueError.
     """
     buf, address = _memory(buffer_or_array_address, "tensor_map")
     raw = TM.encode(address, np.dtype(dtype).itemsize, global_dims, global_strides_bytes, box_dims,

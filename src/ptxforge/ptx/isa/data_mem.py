@@ -234,9 +234,11 @@ SPECS = [
     fam("multimem.red", "A, Tv", ptx=(8, 1), sm=90, group="async"),
     fam("multimem.cp.async.bulk", "*, ...", ptx=(9, 1), sm=90, group="async"),
     fam("multimem.cp.reduce.async.bulk", "*, ...", ptx=(9, 1), sm=90, group="async"),
-    fam("tensormap.cp_fenceproxy", "A, A, *", ptx=(8, 3), sm=90, group="async",
+    fam("tensormap.cp_fenceproxy", "A, A, I", ptx=(8, 3), sm=90, group="async",
         summary="copy a tensor map and fence the tensormap proxy"),
-    fam("tensormap.replace", "A, *, *?", ptx=(8, 3), sm=90, sfx="a", also=("sm_100a",) + BLACKWELL_A,
+    fam("tensormap.replace", [("global_address|rank", "A, *"),
+                              ("box_dim|global_dim|global_stride|element_stride", "A, I, *"), ("", "A, I")],
+        ptx=(8, 3), sm=90, sfx="a", also=("sm_100a",) + BLACKWELL_A,
         mods=_set(".tile .global_address .rank .box_dim .global_dim .global_stride .element_stride .elemtype "
                   ".interleave_layout .swizzle_mode .swizzle_atomicity .fill_mode .global .shared::cta .b1024"),
         group="async", summary="modify a tensor-map object in memory",
