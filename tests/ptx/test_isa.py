@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 from corpus_isa import CORPUS, walk
+from cubin import find_tool, have
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -370,7 +370,7 @@ def _ptxas_errors(lines: list[str], version: str, target: str) -> list[bool]:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "probe.ptx"
         path.write_text(text)
-        out = subprocess.run(["ptxas", f"-arch={target}", str(path), "-o", os.devnull],
+        out = subprocess.run([str(find_tool("ptxas")), f"-arch={target}", str(path), "-o", os.devnull],
                              capture_output=True, text=True, timeout=60)
     bad = {int(m.group(1)) - first for m in re.finditer(r"line (\d+); error", out.stdout + out.stderr)}
     fatal = [ln for ln in (out.stdout + out.stderr).splitlines() if "fatal" in ln and "aborted" not in ln]
@@ -378,7 +378,7 @@ def _ptxas_errors(lines: list[str], version: str, target: str) -> list[bool]:
     return [i in bad for i in range(len(lines))]
 
 
-@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
+@pytest.mark.skipif(not have("ptxas"), reason="ptxas is not installed")
 def test_recorded_verdicts_match_ptxas():
     cases = _cases(TYPE_CASES)
     assert _ptxas_errors([c[1] for c in cases], "9.0", "sm_100a") == [f == "E" for f, _ in cases]
@@ -409,7 +409,7 @@ HOPPER = [p for p in CORPUS if re.search(r"^\.target sm_90a", Path(p).read_text(
           and re.search(r"wgmma|setmaxnreg|cp\.async\.bulk", Path(p).read_text())][:8]
 
 
-@pytest.mark.skipif(shutil.which("ptxas") is None or not HOPPER, reason="needs ptxas and sm_90a corpus files")
+@pytest.mark.skipif(not have("ptxas") or not HOPPER, reason="needs ptxas and sm_90a corpus files")
 @pytest.mark.parametrize("target, version", [("sm_80", "7.8"), ("sm_90", "8.0")])
 def test_retargeted_corpus_errors_match_ptxas(target, version, tmp_path):
     """Real sm_90a kernels moved to an older target: we flag exactly the instruction lines ptxas rejects."""
@@ -419,8 +419,8 @@ def test_retargeted_corpus_errors_match_ptxas(target, version, tmp_path):
         text = re.sub(r"^\.version [^\n]*", f".version {version}", text, count=1, flags=re.M)
         src = tmp_path / "k.ptx"
         src.write_text(text)
-        out = subprocess.run(["ptxas", f"-arch={target}", str(src), "-o", os.devnull], capture_output=True,
-                             text=True, timeout=120)
+        out = subprocess.run([str(find_tool("ptxas")), f"-arch={target}", str(src), "-o", os.devnull],
+                             capture_output=True, text=True, timeout=120)
         lines = text.splitlines()
         theirs = {int(n) for n in re.findall(r"line (\d+); error", out.stdout + out.stderr)}
         theirs = {n for n in theirs if not lines[n - 1].lstrip().startswith(".")}  # directives: not ours

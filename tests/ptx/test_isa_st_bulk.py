@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
+from cubin import find_tool, have
 
 import ptxforge as pf
 from ptxforge.ptx.validator import validate
@@ -122,7 +122,7 @@ def _ptxas_errors(lines: list[str], version: str, target: str) -> list[str]:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "probe.ptx"
         path.write_text(_module(lines, version, target))
-        out = subprocess.run(["ptxas", f"-arch={target}", str(path), "-o", os.devnull],
+        out = subprocess.run([str(find_tool("ptxas")), f"-arch={target}", str(path), "-o", os.devnull],
                              capture_output=True, text=True, timeout=60)
     errors = [""] * len(lines)
     for m in re.finditer(r"line (\d+); error\s*: (.*)", out.stdout + out.stderr):
@@ -132,7 +132,7 @@ def _ptxas_errors(lines: list[str], version: str, target: str) -> list[str]:
     return errors
 
 
-@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
+@pytest.mark.skipif(not have("ptxas"), reason="ptxas is not installed")
 def test_the_records_are_what_ptxas_says():
     """One line per module (an error can stop ptxas before it reaches the next line)."""
     for flags, line, message in _rows(CASES):

@@ -6,9 +6,9 @@ Every disagreement must be listed, with a reason, in ptxas_differences.txt (and 
 """
 
 import json
-import shutil
 
 import pytest
+from cubin import have
 from ptxas_mutants import (
     CORPUS,
     RECORD,
@@ -62,7 +62,7 @@ def test_rejections_name_the_mutated_line(verdicts):
     assert not wrong, wrong
 
 
-@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
+@pytest.mark.skipif(not have("ptxas"), reason="ptxas is not installed")
 def test_ptxas_still_gives_the_recorded_verdicts():
     subset = MUTANTS[:: max(1, len(MUTANTS) // 12)]
     got = [(m["id"], ptxas_verdict(mutant_text(m))["ok"]) for m in subset]
