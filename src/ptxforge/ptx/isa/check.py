@@ -13,6 +13,7 @@ from ptxforge.ptx.isa.spec import InstrSpec, Role, Signature, holds
 from ptxforge.ptx.isa.st_bulk import st_bulk_problems
 from ptxforge.ptx.isa.table import FAMILIES
 from ptxforge.ptx.isa.targets import Requirement, format_version, parse_target
+from ptxforge.ptx.isa.tensormap_replace import tensormap_replace_problems
 from ptxforge.ptx.isa.typerules import (
     compatible,
     cvt_rounding_problem,
@@ -125,6 +126,8 @@ def check_instruction(instr: ir.Instruction, reg_types: Mapping[str, str],
             problems += ctx.check(op, role, i + 1)
     if spec is not None and spec.extra.get("rule") == "st.bulk":
         problems += st_bulk_problems(instr, reg_types, version, symbols)
+    if spec is not None and spec.extra.get("rule") == "tensormap.replace":
+        problems += tensormap_replace_problems(instr, version, target)
     return problems
 
 

@@ -241,7 +241,7 @@ SPECS = [
         ptx=(8, 3), sm=90, sfx="a", also=("sm_100a",) + BLACKWELL_A,
         mods=_set(".tile .global_address .rank .box_dim .global_dim .global_stride .element_stride .elemtype "
                   ".interleave_layout .swizzle_mode .swizzle_atomicity .fill_mode .global .shared::cta .b1024"),
-        group="async", summary="modify a tensor-map object in memory",
+        group="async", summary="modify a tensor-map object in memory", rule="tensormap.replace",
         gates=(gate("swizzle_atomicity", "field .swizzle_atomicity", (8, 6), 100, "a", BLACKWELL_A),)),
     # ------------------------------------------------------------------ atomics and reductions
     fam("atom", [("cas", "Tv, A, T, T"), ("!cas", "Tv, A, Tv, .b64?")], types=ATOM_TYPES, ntypes=(1,),
