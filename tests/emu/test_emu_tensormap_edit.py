@@ -191,13 +191,18 @@ _USE_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("edits, msg", _USE_ERRORS)
-def test_bad_combination_faults_at_the_use(edits, msg):
+def _faults_at(edits: str, at: str, msg: str) -> None:
+    """The kernel with `edits` faults at the first line holding `at`, with a message matching `msg`."""
     buf = to_device(np.zeros((4, 16), np.float32))
     src = _kernel_src(edits, 2, (0, 0), 32)
-    line = _line_of(src, "cp.async.bulk.tensor")
-    with pytest.raises(EmulatorError, match=rf"edit\.ptx:{line}:.*tensor map at 0x[0-9a-f]+: {msg}"):
+    line = _line_of(src, at)
+    with pytest.raises(EmulatorError, match=rf"edit\.ptx:{line}:.*{msg}"):
         _launch(src, tensor_map(buf, np.float32, (16, 4), (64,), (4, 2)), 32)
+
+
+@pytest.mark.parametrize("edits, msg", _USE_ERRORS)
+def test_bad_combination_faults_at_the_use(edits, msg):
+    _faults_at(edits, "cp.async.bulk.tensor", rf"tensor map at 0x[0-9a-f]+: {msg}")
 
 
 _VALUE_ERRORS = [
@@ -222,11 +227,7 @@ _VALUE_ERRORS = [
 
 @pytest.mark.parametrize("edits, msg", _VALUE_ERRORS)
 def test_value_that_is_never_valid_faults_at_the_replace(edits, msg):
-    buf = to_device(np.zeros((4, 16), np.float32))
-    src = _kernel_src(edits, 2, (0, 0), 32)
-    line = _line_of(src, "tensormap.replace")
-    with pytest.raises(EmulatorError, match=rf"edit\.ptx:{line}:.*{msg}"):
-        _launch(src, tensor_map(buf, np.float32, (16, 4), (64,), (4, 2)), 32)
+    _faults_at(edits, "tensormap.replace", msg)
 
 
 @pytest.mark.parametrize("field, ordinal, value, msg", [
