@@ -19,9 +19,13 @@ bad input raises `EPInputError` on all ranks; every collective waits at most `ti
 whose rendezvous store each rank marks on entering a call) which ranks never entered that call.
 
 Differences from DeepEP (V1 normal mode):
-- Low-latency mode is not implemented (`low_latency_mode=True` raises; no `low_latency_dispatch`/`_combine`,
-  `get_local_buffer_tensor`, `get_comm_stream`, elastic or shrink APIs); `num_nvl_bytes`, `num_rdma_bytes`,
-  `num_qps_per_rank`, `allow_*`, `explicitly_destroy`, `enable_shrink`, `comm` are accepted and unused.
+- Low-latency mode (`low_latency_mode=True`: `low_latency_dispatch`, `low_latency_combine`,
+  `get_next_low_latency_combine_buffer`, `clean_low_latency_buffer`, `get_low_latency_rdma_size_hint`) runs on
+  the torch transport only (ptxforge.ep.low_latency; its communication kernels are not built, so
+  `backend="kernels"` with it raises). Its rows are ordered by source rank, then token (DeepEP's slots follow
+  its atomics' order); unused rows are zero and their src_info -1; LogFMT is refused; rank masking (shrink) and
+  `get_local_buffer_tensor`, `get_comm_stream`, elastic APIs are absent; `num_nvl_bytes`, `num_qps_per_rank`,
+  `allow_*`, `explicitly_destroy`, `enable_shrink`, `comm` are accepted and unused.
 - Calls are synchronous: `previous_event`, `async_finish`, `allocate_on_comm_stream` are accepted; the returned
   `EventOverlap` holds no event and waiting on it returns at once. `Config` and `set_num_sms` are checked and
   kept (the handle's channel matrices use `num_sms / 2` channels); the torch backend's transport ignores them.

@@ -13,6 +13,7 @@ from ptxforge.ep import layout as torch_layout
 from ptxforge.ep.config import COMBINE_CONFIGS, DISPATCH_CONFIGS, Config, EventOverlap, recommended
 from ptxforge.ep.errors import EPInputError
 from ptxforge.ep.handle import DispatchHandle, pad_rows
+from ptxforge.ep.low_latency import LowLatency, LowLatencyHandle, rdma_size_hint
 from ptxforge.ep.plan import Hop, reduce_back
 from ptxforge.ep.rows import Field, RowFormat
 from ptxforge.ep.stats import CallStats
@@ -45,10 +46,11 @@ class Buffer:
                  allow_mnnvl: bool = False, explicitly_destroy: bool = False, enable_shrink: bool = False,
                  comm: object = None, *, num_ranks_per_node: int | None = None, backend: str = "torch",
                  timeout_s: float = 60.0) -> None:
-        if low_latency_mode:
-            raise NotImplementedError("ptxforge.ep: low-latency mode is not implemented yet (normal mode only)")
         if backend not in ("torch", "kernels"):
             raise ValueError(f"backend must be 'torch' or 'kernels', got {backend!r}")
+        if low_latency_mode and backend == "kernels":
+            raise NotImplementedError("ptxforge.ep: low-latency mode runs on the torch transport only "
+                                      "(backend='torch'); its communication kernels are not built yet")
         if not dist.is_initialized():
             raise RuntimeError("ptxforge.ep.Buffer needs torch.distributed initialized (init_process_group)")
         self.group = group
@@ -68,7 +70,10 @@ class Buffer:
         self._serial = 0
         self._stats: list[CallStats] = []
         self._comm_rank = None  # backend="kernels": this rank's side of the communication kernels
-        self.transport.agree("Buffer()", {"num_ranks_per_node": num_ranks_per_node, "buffer_number": self.id})
+        self.low_latency_mode, self.num_qps_per_rank = bool(low_latency_mode), int(num_qps_per_rank)
+        self._ll = LowLatency(self.transport, self.rank, self.group_size, self.id, self.num_rdma_bytes)
+        self.transport.agree("Buffer()", {"num_ranks_per_node": num_ranks_per_node, "buffer_number": self.id,
+                                          "low_latency_mode": int(self.low_latency_mode)})
 
     # ------------------------------------------------------------------ DeepEP's small API
 
@@ -386,6 +391,50 @@ class Buffer:
         stats.control_bytes = self.transport.take_control_bytes()
         return parts["x"], parts.get("w"), EventOverlap()
 
+
+    # ------------------------------------------------------------------ low-latency mode
+
+    @staticmethod
+    def get_low_latency_rdma_size_hint(num_max_dispatch_tokens_per_rank: int, hidden: int, num_ranks: int,
+                                       num_experts: int) -> int:
+        """The num_rdma_bytes low-latency mode needs (DeepEP's layout: two buffers of each kind)."""
+        return rdma_size_hint(num_max_dispatch_tokens_per_rank, hidden, num_ranks, num_experts)
+
+    def _ll_mode(self, call: str) -> None:
+        if not self.low_latency_mode:
+            raise EPInputError(f"ptxforge.ep {call}: this Buffer was made without low_latency_mode=True")
+
+    def low_latency_dispatch(self, x: torch.Tensor, topk_idx: torch.Tensor, num_max_dispatch_tokens_per_rank: int,
+                             num_experts: int, cumulative_local_expert_recv_stats: torch.Tensor | None = None,
+                             dispatch_wait_recv_cost_stats: torch.Tensor | None = None, use_fp8: bool = True,
+                             round_scale: bool = False, use_ue8m0: bool = False, async_finish: bool = False,
+                             return_recv_hook: bool = False) -> tuple:
+        """(recv_x, recv_count, handle, event, hook): every (token, expert) pair straight to its expert's rows
+        of recv_x [local experts, num_max * ranks, hidden] (FP8 with column-major scales, or BF16)."""
+        self._ll_mode("low_latency_dispatch")
+        form = "bf16" if not use_fp8 else "fp8-ue8m0" if use_ue8m0 else "fp8"
+        return self._ll.dispatch(x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts,
+                                 cumulative_local_expert_recv_stats, dispatch_wait_recv_cost_stats, use_fp8,
+                                 round_scale, use_ue8m0, async_finish, return_recv_hook,
+                                 self._next("low_latency_dispatch", form))
+
+    def low_latency_combine(self, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor,
+                            handle: LowLatencyHandle, use_logfmt: bool = False, zero_copy: bool = False,
+                            async_finish: bool = False, return_recv_hook: bool = False,
+                            out: torch.Tensor | None = None,
+                            combine_wait_recv_cost_stats: torch.Tensor | None = None) -> tuple:
+        """(combined_x bf16 [T, H], event, hook): each token's expert outputs summed with its weights in f32."""
+        self._ll_mode("low_latency_combine")
+        return self._ll.combine(x, topk_idx, topk_weights, handle, use_logfmt, zero_copy, async_finish,
+                                return_recv_hook, out, self._next("low_latency_combine", "bf16"))
+
+    def get_next_low_latency_combine_buffer(self, handle: LowLatencyHandle) -> torch.Tensor:
+        self._ll_mode("get_next_low_latency_combine_buffer")
+        return self._ll.next_combine_buffer(handle)
+
+    def clean_low_latency_buffer(self, num_max_dispatch_tokens_per_rank: int, hidden: int, num_experts: int) -> None:
+        self._ll_mode("clean_low_latency_buffer")
+        self._ll.clean(num_max_dispatch_tokens_per_rank, hidden, num_experts)
 
     # ------------------------------------------------------------------ backend="kernels" (one node)
 

@@ -146,3 +146,36 @@ class Transport:
                                           input_split_sizes=send_counts, group=self.group, async_op=True),
                    call, "the data all_to_all")
         return out
+
+    def exchange_counts(self, call: str, send_counts: list[int]) -> list[int]:
+        """How many rows each peer will send this rank, from how many it sends each (one all_to_all of ints)."""
+        mine = torch.tensor(send_counts, dtype=torch.int64, device=self.device)
+        out = torch.empty_like(mine)
+        self._wait(dist.all_to_all_single(out, mine, group=self.group, async_op=True), call, "the count all_to_all")
+        self.control_bytes += 8 * (self.size - 1)
+        return out.cpu().tolist()
+
+    def exchange_rows_async(self, call: str, rows: torch.Tensor, send_counts: list[int],
+                            recv_counts: list[int]) -> Pending:
+        """`exchange_rows` started on the process group's thread; `wait()` on the result gives the rows."""
+        out = torch.empty((sum(recv_counts), rows.shape[1]), dtype=torch.uint8, device=rows.device)
+        work = None
+        if rows.shape[1]:
+            work = dist.all_to_all_single(out, rows.contiguous(), output_split_sizes=recv_counts,
+                                          input_split_sizes=send_counts, group=self.group, async_op=True)
+        return Pending(self, call, work, out, keep=rows)
+
+
+class Pending:
+    """Rows on their way: `wait()` waits (bounded by the transport's timeout) and returns them."""
+
+    def __init__(self, transport: Transport, call: str, work, out: torch.Tensor, keep: torch.Tensor) -> None:
+        self.transport, self.call, self.work, self.out = transport, call, work, out
+        self.keep: torch.Tensor | None = keep  # the send rows must live until the collective ends
+
+    def wait(self) -> torch.Tensor:
+        if self.work is not None:
+            work, self.work = self.work, None
+            self.transport._wait(work, self.call, "the data all_to_all")
+        self.keep = None
+        return self.out
