@@ -23,9 +23,10 @@ Differences from DeepEP (V1 normal mode):
   `get_next_low_latency_combine_buffer`, `clean_low_latency_buffer`, `get_low_latency_rdma_size_hint`) runs on
   the torch transport only (ptxforge.ep.low_latency; its communication kernels are not built, so
   `backend="kernels"` with it raises). Its rows are ordered by source rank, then token (DeepEP's slots follow
-  its atomics' order); unused rows are zero and their src_info -1; LogFMT is refused; rank masking (shrink) and
-  `get_local_buffer_tensor`, `get_comm_stream`, elastic APIs are absent; `num_nvl_bytes`, `num_qps_per_rank`,
-  `allow_*`, `explicitly_destroy`, `enable_shrink`, `comm` are accepted and unused.
+  its atomics' order); unused rows are unspecified (as DeepEP's), their src_info -1; LogFMT is refused;
+  rank masking (shrink) and `get_local_buffer_tensor`, `get_comm_stream`, elastic APIs are absent;
+  `num_nvl_bytes`, `num_qps_per_rank`, `allow_*`, `explicitly_destroy`, `enable_shrink`, `comm` are accepted
+  and unused.
 - Calls are synchronous: `previous_event`, `async_finish`, `allocate_on_comm_stream` are accepted; the returned
   `EventOverlap` holds no event and waiting on it returns at once. `Config` and `set_num_sms` are checked and
   kept (the handle's channel matrices use `num_sms / 2` channels); the torch backend's transport ignores them.

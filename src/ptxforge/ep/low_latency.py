@@ -182,15 +182,16 @@ class LowLatency:
         stats.control_bytes = self.transport.take_control_bytes()
 
         rows_per_expert = n_max * r_
-        recv_x = torch.zeros((el, rows_per_expert, h), dtype=torch.float8_e4m3fn if use_fp8 else torch.bfloat16,
+        # rows past an expert's count are left as they are (unspecified, as DeepEP's)
+        recv_x = torch.empty((el, rows_per_expert, h), dtype=torch.float8_e4m3fn if use_fp8 else torch.bfloat16,
                              device=x.device)
         num_scales = h // 128
         if use_fp8 and use_ue8m0:  # [E, packs, rows] int32 of 4 exponent bytes, seen as [E, rows, packs]
             packs = -(-num_scales // 4)
-            scale_bytes = torch.zeros((el, packs, rows_per_expert, 4), dtype=torch.uint8, device=x.device)
+            scale_bytes = torch.empty((el, packs, rows_per_expert, 4), dtype=torch.uint8, device=x.device)
             recv_scales = scale_bytes.view(torch.int32).view(el, packs, rows_per_expert).transpose(1, 2)
         elif use_fp8:  # column-major [E, rows, scales], as DeepEP's TMA-friendly layout
-            scale_base = torch.zeros((el, num_scales, rows_per_expert), dtype=torch.float32, device=x.device)
+            scale_base = torch.empty((el, num_scales, rows_per_expert), dtype=torch.float32, device=x.device)
             recv_scales = scale_base.transpose(1, 2)
         src_info = torch.full((el, rows_per_expert), -1, dtype=torch.int32, device=x.device)
         layout_range = torch.zeros((el, r_), dtype=torch.int64, device=x.device)
@@ -272,13 +273,13 @@ class LowLatency:
         weights = topk_weights.to(torch.float32)
 
         def unpack(arrived: torch.Tensor) -> None:
-            y = torch.zeros((t_, k, h), dtype=torch.bfloat16)
-            y[pairs[:, 0], pairs[:, 1]] = fmt.unpack(arrived)["x"].cpu()
-            valid = topk_idx.cpu() >= 0
+            y = fmt.unpack(arrived)["x"].cpu()  # one row per valid (token, k), in the dispatch's send order
+            w = weights.cpu()
             acc = torch.zeros((t_, h), dtype=torch.float32)
             for j in range(k):  # top-k order; a product rounded to f32, then the sum (no fused multiply-add)
-                prod = y[:, j].to(torch.float32) * weights[:, j:j + 1].cpu()
-                acc = acc + torch.where(valid[:, j:j + 1], prod, torch.zeros_like(prod))
+                sel = pairs[:, 1] == j
+                tokens = pairs[sel, 0]
+                acc[tokens] = acc[tokens] + y[sel].to(torch.float32) * w[tokens, j:j + 1]
             combined.copy_(acc.to(torch.bfloat16))
 
         event, hook = self._finisher(f"low_latency_combine #{self.serial}", work, unpack, async_finish,
