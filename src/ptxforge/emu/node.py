@@ -216,6 +216,9 @@ class Node:
     `watchdog_s`: how long `synchronize` may go without progress (no global store, no launch ending)
     before it stops and says where every warp waits; 10 times that bounds it in all."""
 
+    gpu_class = NodeGpu  # a Cluster's GPUs are ClusterGpus (cluster.py)
+    network: Any = None  # a Cluster's NICs (nic.Fabric): the scheduler delivers between rounds
+
     def __init__(self, gpus: int = 8, sms: int = 132, sanitize: bool | Sanitizer = False, watchdog_s: float = 60.0):
         if not 1 <= int(gpus) <= MAX_GPUS:
             raise LaunchError(f"a node has 1 to {MAX_GPUS} GPUs, got {gpus}")
@@ -227,7 +230,7 @@ class Node:
         self.t0_ns = time.perf_counter_ns()
         self.sanitize = sanitize
         self.watchdog_s, _ = check_time_options(watchdog_s, None)  # > 0: nan or a negative is an error
-        self.devices = tuple(NodeGpu(self, r, int(sms)) for r in range(int(gpus)))
+        self.devices = tuple(self.gpu_class(self, r, int(sms)) for r in range(int(gpus)))
         self.rooms = [SmRoom(int(sms)) for _ in range(int(gpus))]  # SM occupancy of concurrent launches
         self.sm_map: list = []  # (gpu, stream, kernel, sm ids, clock at start, clock at end) per wave run
         # id(module) -> (module, kernels compiled once for all GPUs), for modules without variables
@@ -258,6 +261,11 @@ class Node:
 
     def can_access_peer(self, a: int | NodeGpu, b: int | NodeGpu) -> bool:
         return bool(self.peers[self._gpu(a), self._gpu(b)])
+
+    def watch_launch(self, machine: Any, sanitizer: Any, gpu: int, label: str, stream: Stream) -> None:
+        """Add the node-wide checks to a sanitized launch of GPU `gpu` before it runs."""
+        if sanitizer.check_races and self.races is not None:  # with other launches
+            self.races.attach(machine, sanitizer, gpu, label, stream)
 
     @property
     def pending(self) -> list[PendingLaunch]:

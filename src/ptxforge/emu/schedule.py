@@ -102,21 +102,29 @@ def run_node(node: Node) -> None:
                     if stream.queue:
                         start(stream)
                 current = None
+                if node.network is not None and node.network.advance():  # a cluster's NICs deliver
+                    progress = True
                 now = time.monotonic()
                 if progress:  # a store or a finished launch: something moved
                     deadline = min(now + node.watchdog_s, t_start + LIMIT_FACTOR * node.watchdog_s)
                 if now > deadline:
                     raise WatchdogTimeout(_stuck(node, running, now - t_start))
     except BaseException as e:
+        if node.network is not None:
+            node.network.abandon()
         if isinstance(e, WatchdogTimeout) and current is not None and not current.done:
             e = WatchdogTimeout(f"{current.stream.name}: {current.kernel}: {e}")  # a deadlock at its barriers
         _fail_all(node, running, current, e)
         first = reported or (current if current is not None and current.error is not None else None)
         raise (first.error if first is not None else e) from None
     else:
+        if node.network is not None:  # what the finished launches left in flight arrives
+            node.network.drain()
         if reported is not None:
             raise reported.error
     finally:
+        if node.network is not None:
+            node.network.abandon()  # (after a failure: in-flight operations are dropped)
         if node.races is not None:  # the next synchronize starts after all of this (host order)
             node.races.reset()
 
@@ -160,4 +168,6 @@ def _stuck(node, running, elapsed: float) -> str:
                 else:
                     lines.append(f"  {s.name}: {p.kernel} has not started (launch {i} of the stream waits "
                                  f"for the one before it)")
+    if node.network is not None:
+        lines += ["  " + n for n in node.network.stuck_notes()]
     return "\n".join(lines)
