@@ -109,8 +109,9 @@ def _put(name: str, unit: int, signal: bool) -> Builtin:
             dest, source, nbytes = (_u64(st, a, one)[0] for a in args[:3])
             pe = _pe(net, _s32(st, args[-1], one)[0], name, lane)
             try:
-                op = NicOp("put_signal" if signal else "put", gpu, pe, net.heap.translate(dest, gpu, pe, name),
-                           source, nbytes, site=_site(st, lane, net, gpu))
+                target = net.heap.translate(dest, gpu, pe, name, nbytes)
+                op = NicOp("put_signal" if signal else "put", gpu, pe, target, source, nbytes,
+                           site=_site(st, lane, net, gpu))
                 net.check_range(op.dst_addr, nbytes, f"{name}: dest on PE {pe}")
                 net.check_range(source, nbytes, f"{name}: source")
                 if signal:

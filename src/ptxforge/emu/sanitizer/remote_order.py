@@ -165,10 +165,12 @@ class _RemoteLaunch(Check):
     def _reused(self, put: NicOp, a: np.ndarray, i: int, lanes: Any, nbytes: int) -> None:
         p = put.site
         assert p is not None
+        g = self.order.fabric.gpus_per_node
         msg = (f"node {p.node} GPU {p.gpu} writes the source of its non-blocking put issued at {p.file}:{p.line} "
-               f"(to PE {put.dst}) before nvshmem_quiet completed it: the NIC may still be reading it (call "
-               f"nvshmem_quiet() before reusing a send buffer)")
-        self._report("send-before-quiet", a, i, lanes, nbytes, "write", msg, put, {"race": "put-write"})
+               f"(to node {put.dst // g} GPU {put.dst}) before nvshmem_quiet completed it: the NIC may still be "
+               f"reading it (call nvshmem_quiet() before reusing a send buffer)")
+        self._report("send-before-quiet", a, i, lanes, nbytes, "write", msg, put,
+                     {"race": "put-write", "target_gpu": put.dst, "target_node": put.dst // g})
 
 
 def _overlap(a: np.ndarray, nbytes: int, lo: int, n: int) -> int | None:
