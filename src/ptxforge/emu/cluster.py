@@ -166,7 +166,11 @@ class Cluster(Node):
         """Run every pending launch of every node concurrently until all end (the NICs deliver meanwhile and
         everything in flight at the end); raises the first error. Returns what each link carried."""
         before = {k: (t.bytes, t.messages) for k, t in self.network.traffic.items()}
-        super().synchronize()
+        try:
+            super().synchronize()
+        finally:
+            if self.remote_order is not None:  # the next synchronize starts after all of this (host order)
+                self.remote_order.reset()
         out = []
         for t in self.network.link_report():
             b, m = before.get((t.src, t.dst), (0, 0))
