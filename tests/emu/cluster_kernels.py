@@ -146,9 +146,12 @@ def run_a2a(kernel, cluster: Cluster, n: int = 8, block: int = 32, errors: list 
     return out.to_host().reshape(npes, npes * n), result
 
 
-def ring_put_signal(n: int = 32):
-    """Warp 0 puts `n` u32 of `send` into `recv` of PE (me + 1) % npes with a put-with-signal (warp form,
-    NVSHMEM_SIGNAL_SET 1), thread 0 waits for its own signal == 1, then the block copies `recv` to `out`."""
+def ring_put_signal(n: int = 32, warps: int = 1):
+    """Each of `warps` warps puts its n / warps u32 of `send` into `recv` of PE (me + 1) % npes with a
+    put-with-signal (warp form; one warp: NVSHMEM_SIGNAL_SET 1, more: NVSHMEM_SIGNAL_ADD 1 each, no fence
+    between them), thread 0 waits for its own signal == warps, then the block copies `recv` to `out`."""
+    part = n // warps
+    sig_op = "9" if warps == 1 else "10"
     return module("ring", ".param .u64 send, .param .u64 recv, .param .u64 sig, .param .u64 out", f"""
     ld.param.u64 %rd1, [send];
     ld.param.u64 %rd2, [recv];
@@ -159,14 +162,18 @@ def ring_put_signal(n: int = 32):
     add.u32 %r3, %r1, 1;
     rem.u32 %r3, %r3, %r2;
     mov.u32 %r4, %tid.x;
-    setp.ge.u32 %p1, %r4, 32;
+    shr.u32 %r6, %r4, 5;
+    setp.ge.u32 %p1, %r6, {warps};
     @%p1 bra SENT;
-{call("nvshmemx_putmem_signal_nbi_warp", [(".b64", "%rd2"), (".b64", "%rd1"), (".b64", str(4 * n)),
-                                          (".b64", "%rd3"), (".b64", "1"), (".b32", "9"), (".b32", "%r3")])}
+    mul.wide.u32 %rd9, %r6, {4 * part};
+    add.s64 %rd10, %rd1, %rd9;
+    add.s64 %rd11, %rd2, %rd9;
+{call("nvshmemx_putmem_signal_nbi_warp", [(".b64", "%rd11"), (".b64", "%rd10"), (".b64", str(4 * part)),
+                                          (".b64", "%rd3"), (".b64", "1"), (".b32", sig_op), (".b32", "%r3")])}
 SENT:
     setp.ne.u32 %p2, %r4, 0;
     @%p2 bra WAITED;
-{call("nvshmem_signal_wait_until", [(".b64", "%rd3"), (".b32", "0"), (".b64", "1")], (".b64", "%rd5"))}
+{call("nvshmem_signal_wait_until", [(".b64", "%rd3"), (".b32", "0"), (".b64", str(warps))], (".b64", "%rd5"))}
 WAITED:
     bar.sync 0;
     setp.ge.u32 %p3, %r4, {n};

@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 import pytest
-from cluster_kernels import all_to_all, expected_a2a, launch_all, nvlink_flag, run_a2a
+from cluster_kernels import all_to_all, expected_a2a, launch_all, nvlink_flag, ring_put_signal, run_a2a
 
 import ptxforge as pf
 from ptxforge.emu import Cluster, WatchdogTimeout
@@ -83,3 +83,17 @@ def test_a_wrong_count_stops_every_waiting_rank_within_the_watchdog_naming_what_
     for pe in range(4):
         assert (f"node {pe // 2} GPU {pe} block (0, 0, 0) warp 0: nvshmem_signal_wait_until on sig byte 0 "
                 f"({cluster.heap.objects[2].address(pe):#x}) wants a value >= 5 and sees 4") in text
+
+
+@pytest.mark.parametrize("seed", [None, 0, 1])
+def test_puts_with_signal_need_no_fence_between_them(seed):
+    """Two warps' put-with-signal to one PE, each +1, the receiver waiting for 2: each data part is ordered
+    before its own signal, so reading both after the count is complete is not a race."""
+    cluster = Cluster(nodes=2, gpus_per_node=1, sms=2, sanitize=True, adversarial=seed)
+    send, recv = cluster.malloc(64, np.uint32, "send"), cluster.malloc(64, np.uint32, "recv")
+    sig, out = cluster.malloc(1, np.uint64, "sig"), cluster.malloc(64, np.uint32, "out")
+    for pe in range(2):
+        send.write(pe, pe * 100 + np.arange(64))
+    launch_all(ring_put_signal(n=64, warps=2), cluster,
+               lambda pe: [send.address(pe), recv.address(pe), sig.address(pe), out.address(pe)], block=64)
+    assert [out.read(pe).tolist() for pe in range(2)] == [list(100 + np.arange(64)), list(np.arange(64))]

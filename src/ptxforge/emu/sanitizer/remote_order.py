@@ -3,10 +3,11 @@
 `RemoteOrder` watches the `Fabric` (issue, fence, quiet, delivery of every NIC operation) and each launch of
 a sanitized `Cluster` (its global reads and writes, with the instruction). Two findings:
 
-- unfenced signal: PE A puts data to PE B, then signals B (nvshmemx_signal_op, nvshmem_uint64_atomic_add or
-  a put-with-signal) with no nvshmem_fence or nvshmem_quiet in between. The signal may overtake the data, so
-  once it is delivered a read of the data on B is a race: reported with the reading line, thread and GPU,
-  and the put's and the signal's lines, GPUs and nodes.
+- unfenced signal: PE A puts data to PE B (a plain put), then signals B (nvshmemx_signal_op,
+  nvshmem_uint64_atomic_add or a put-with-signal) with no nvshmem_fence or nvshmem_quiet in between. The
+  signal may overtake the data, so once it is delivered a read of the data on B is a race: reported with the
+  reading line, thread and GPU, and the put's and the signal's lines, GPUs and nodes. (A put-with-signal's
+  own data is ordered before its own signal, which its reader waits for: no finding.)
 - send buffer reused before quiet: a non-blocking put reads its source until nvshmem_quiet completes it; a
   store by the source PE to those bytes before that is reported with both lines.
 """
@@ -60,7 +61,8 @@ class RemoteOrder:
             for hs in self.hazards.values():  # a newer put of the same bytes supersedes an older one's hazard
                 hs[:] = [h for h in hs if not (h.put.dst == op.dst and op.dst_addr <= h.put.dst_addr
                                                 and h.put.dst_addr + h.put.nbytes <= op.dst_addr + op.nbytes)]
-            self.unfenced[key].append(op)
+            if op.kind == "put":  # a put-with-signal's data is ordered before its own signal, which its reader awaits
+                self.unfenced[key].append(op)
             self.outstanding[op.src].append(op)
 
     def fenced(self, pe: int) -> None:
