@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 class ClusterGpuMemory(GpuMemory):
     """A cluster GPU's memory: its NIC (`network`) and a fault note that points across nodes to NVSHMEM."""
 
-    network: Fabric | None = None
     gpus_per_node = 1
 
     def peer_blocked(self, indices: npt.ArrayLike) -> tuple[np.ndarray, str] | None:

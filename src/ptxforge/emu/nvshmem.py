@@ -54,16 +54,17 @@ def _s32(st: LaneState, pvar: int, lanes: np.ndarray) -> list[int]:
 
 
 def _fabric(st: LaneState, name: str) -> tuple[Fabric, int]:
-    mem = st.mem.device
-    net = getattr(mem, "network", None)
+    net = st.mem.device.network
+    gpu = st.machine.gpu
     if net is None:
+        where = "a lone device" if gpu is None else f"GPU {gpu} of a Node"
         raise KernelTrap(f"{name}: NVSHMEM's device API runs on the GPUs of a ptxforge.emu.Cluster; this launch "
-                         f"runs on {'GPU ' + str(mem.gpu) + ' of a Node' if hasattr(mem, 'gpu') else 'a lone device'}")
-    return net, int(mem.gpu)
+                         f"runs on {where}")
+    return net, int(gpu)
 
 
 def _site(st: LaneState, lane: int, net: Fabric, gpu: int) -> Site:
-    file, line, text = getattr(st, "call_site", ("<ir>", 0, "call"))
+    file, line, text = st.call_site
     thread, block = st.machine.lane_coords(lane)
     return Site(file, line, text, gpu, gpu // net.gpus_per_node, block, thread)
 
