@@ -11,6 +11,7 @@ DECLS = """
 .extern .func (.param .b32 func_retval0) nvshmem_n_pes ();
 .extern .func nvshmem_putmem_nbi (.param .b64 p0, .param .b64 p1, .param .b64 p2, .param .b32 p3);
 .extern .func nvshmemx_putmem_nbi_warp (.param .b64 p0, .param .b64 p1, .param .b64 p2, .param .b32 p3);
+.extern .func nvshmemx_putmem_nbi_block (.param .b64 p0, .param .b64 p1, .param .b64 p2, .param .b32 p3);
 .extern .func nvshmemx_putmem_signal_nbi (.param .b64 p0, .param .b64 p1, .param .b64 p2, .param .b64 p3,
     .param .b64 p4, .param .b32 p5, .param .b32 p6);
 .extern .func nvshmemx_putmem_signal_nbi_warp (.param .b64 p0, .param .b64 p1, .param .b64 p2, .param .b64 p3,
@@ -282,4 +283,42 @@ def put_and_exit():
     rem.u32 %r4, %r3, %r2;
 {call("nvshmem_putmem_nbi", [(".b64", "%rd2"), (".b64", "%rd1"), (".b64", "4"), (".b32", "%r4")])}
 DONE:
+    ret;""")
+
+
+def collective_put(form: str = "block", per_thread_dest: bool = False):
+    """Every thread calls nvshmemx_putmem_nbi_{form}: `n` u32 of `send` into `recv` of PE (me + 1) % npes
+    (per_thread_dest: each thread passes its own dest, which a collective call forbids); then quiet and
+    nvshmem_barrier_all by thread 0, and the block copies `recv` to `out` (n = the block size)."""
+    dest = "%rd6" if per_thread_dest else "%rd2"
+    return module("coll", ".param .u64 send, .param .u64 recv, .param .u64 out", f"""
+    ld.param.u64 %rd1, [send];
+    ld.param.u64 %rd2, [recv];
+    ld.param.u64 %rd3, [out];
+{call("nvshmem_my_pe", ret=(".b32", "%r1"))}
+{call("nvshmem_n_pes", ret=(".b32", "%r2"))}
+    add.u32 %r3, %r1, 1;
+    rem.u32 %r3, %r3, %r2;
+    mov.u32 %r4, %tid.x;
+    mov.u32 %r5, %ntid.x;
+    mul.wide.u32 %rd4, %r5, 4;
+    mul.wide.u32 %rd5, %r4, 4;
+    add.s64 %rd6, %rd2, %rd5;
+{call(f"nvshmemx_putmem_nbi_{form}", [(".b64", dest), (".b64", "%rd1"), (".b64", "%rd4"), (".b32", "%r3")])}
+    setp.ne.u32 %p1, %r4, 0;
+    @%p1 bra WAITED;
+{call("nvshmem_barrier_all")}
+WAITED:
+    bar.sync 0;
+    add.s64 %rd7, %rd2, %rd5;
+    ld.global.u32 %r6, [%rd7];
+    add.s64 %rd8, %rd3, %rd5;
+    st.global.u32 [%rd8], %r6;
+    ret;""")
+
+
+def barrier_by_every_thread():
+    """Every thread calls nvshmem_barrier_all (the thread form wants one thread per PE)."""
+    return module("ball", ".param .u64 unused", f"""
+{call("nvshmem_barrier_all")}
     ret;""")

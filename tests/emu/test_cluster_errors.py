@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from cluster_kernels import call, launch_all, module, pointer_table
+from cluster_kernels import barrier_by_every_thread, call, collective_put, launch_all, module, pointer_table
 
 import ptxforge as pf
 import ptxforge.runtime
@@ -97,3 +97,27 @@ def test_nvshmem_ptr_of_a_pe_that_does_not_exist():
     # 4 threads ask for PEs 0-3 of a 2-PE cluster: n_pes bounds the loop, so the table is exact
     launch_all(k, cluster, lambda pe: [buf.address(pe), out.address(pe)], block=4)
     assert out.read(0).tolist() == [buf.address(0), buf.address(1), 0, 0]
+
+
+def test_a_warp_collective_put_with_different_arguments_per_thread_is_an_error():
+    cluster = Cluster(nodes=2, gpus_per_node=1, sms=1)
+    send, recv, out = (cluster.malloc(32, np.uint32, n) for n in ("send", "recv", "out"))
+    with pytest.raises(MemoryFault, match=r"coll.ptx:\d+: .*nvshmemx_putmem_nbi_warp: the threads of one warp pass "
+                                          r"different values for argument 0"):
+        launch_all(collective_put("warp", per_thread_dest=True), cluster,
+                   lambda pe: [send.address(pe), recv.address(pe), out.address(pe)])
+
+
+def test_the_thread_form_of_barrier_all_called_by_every_thread_is_an_error():
+    cluster = Cluster(nodes=2, gpus_per_node=1, sms=1)
+    with pytest.raises(MemoryFault, match=r"nvshmem_barrier_all: called by more than one thread of PE 0"):
+        launch_all(barrier_by_every_thread(), cluster, lambda pe: [0], block=32)
+
+
+def test_a_put_from_another_nodes_memory_is_an_error():
+    cluster = Cluster(nodes=2, gpus_per_node=1, sms=1)
+    buf = cluster.malloc(4, np.uint32, "buf")
+    # dest: PE 0's own copy; source: PE 1's copy, on node 1
+    with pytest.raises(MemoryFault, match=r"nvshmem_putmem_nbi: source 0x[0-9a-f]+ is in buf \(symmetric\) on GPU 1, "
+                                          r"on node 1; a put sends from its own node's memory \(node 0\)"):
+        _run_on_pe0(_put_kernel(dest="%rd2"), cluster, [buf.address(1), buf.address(0), np.uint32(1)])

@@ -5,6 +5,7 @@ import pytest
 from cluster_kernels import (
     all_to_all,
     barrier_ring,
+    collective_put,
     expected_a2a,
     launch_all,
     pointer_table,
@@ -70,3 +71,18 @@ def test_the_cluster_names_its_nodes_and_gpus():
     assert [[d.gpu for d in node] for node in cluster.nodes] == [[0, 1], [2, 3], [4, 5]]
     assert cluster.devices[3].name == "GPU 1 of node 1 (PE 3) of the emulated cluster"
     assert cluster.can_access_peer(2, 3) and not cluster.can_access_peer(1, 2)
+
+
+@pytest.mark.parametrize("form", ["warp", "block"])
+def test_warp_and_block_forms_put_once_per_warp_and_per_block(form):
+    cluster = Cluster(nodes=2, gpus_per_node=2, sms=2, adversarial=9)
+    send, recv, out = (cluster.malloc(64, np.uint32, n) for n in ("send", "recv", "out"))
+    for pe in range(4):
+        send.write(pe, pe * 100 + np.arange(64))
+    result = launch_all(collective_put(form), cluster,
+                        lambda pe: [send.address(pe), recv.address(pe), out.address(pe)], block=64)
+    for pe in range(4):
+        assert np.array_equal(out.read(pe), ((pe - 1) % 4) * 100 + np.arange(64))
+    # 64 threads = 2 warps: the warp form puts the block's 256 bytes twice (each warp the whole range)
+    puts = 2 if form == "warp" else 1
+    assert {(t.bytes, t.messages) for t in result.links} == {(256 * puts, puts)}

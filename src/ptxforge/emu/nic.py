@@ -148,7 +148,7 @@ class Fabric:
         self.watchers: list[Any] = []
         self.waiting: dict[tuple[int, int, int], str] = {}  # (gpu, block, warp) -> what it waits for
         self.barrier_gen = 0
-        self.barrier_arrived: dict[int, Site | None] = {}
+        self.barrier_arrived: set[int] = set()  # PEs at nvshmem_barrier_all now
         self.heap: Any = None  # the cluster's SymmetricHeap (symmetric_heap.py), set by the Cluster
 
     # ------------------------------------------------------------------ issue

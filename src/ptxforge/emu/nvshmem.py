@@ -114,7 +114,12 @@ def _put(name: str, unit: int, signal: bool) -> Builtin:
                 op = NicOp("put_signal" if signal else "put", gpu, pe, target, source, nbytes,
                            site=_site(st, lane, net, gpu))
                 net.check_range(op.dst_addr, nbytes, f"{name}: dest on PE {pe}")
-                net.check_range(source, nbytes, f"{name}: source")
+                src = net.check_range(source, nbytes, f"{name}: source")
+                g = net.gpus_per_node
+                if src.gpu is not None and src.gpu // g != gpu // g:
+                    raise MemoryFault(f"{name}: source {source:#x} is in {src.name}, on node {src.gpu // g}; a put "
+                                      f"sends from its own node's memory (node {gpu // g})", kind="invalid",
+                                      address=source, size=nbytes)
                 if signal:
                     sig, value = _u64(st, args[3], one)[0], _u64(st, args[4], one)[0]
                     op.sig_op = _sig_op(_s32(st, args[5], one)[0], name, lane)
@@ -225,7 +230,7 @@ def _barrier_arrive(st: LaneState, lanes: np.ndarray, args: list[int], rets: lis
     if lanes.size > 1 or gpu in net.barrier_arrived:
         raise _fault(MemoryFault(f"nvshmem_barrier_all: called by more than one thread of PE {gpu} (the thread "
                                  f"form is called by one thread per PE)", kind="invalid"), int(lanes[-1]))
-    net.barrier_arrived[gpu] = None
+    net.barrier_arrived.add(gpu)
     target = net.barrier_gen + 1
     if len(net.barrier_arrived) == len(net.nics):
         net.drain()
