@@ -69,7 +69,8 @@ def test_barrier_all_completes_every_pes_puts(seed):
 def test_the_cluster_names_its_nodes_and_gpus():
     cluster = Cluster(nodes=3, gpus_per_node=2, sms=1)
     assert [[d.gpu for d in node] for node in cluster.nodes] == [[0, 1], [2, 3], [4, 5]]
-    assert cluster.devices[3].name == "GPU 1 of node 1 (PE 3) of the emulated cluster"
+    assert cluster.devices[3].name == "GPU 3 of the emulated cluster (node 1, local GPU 1, PE 3)"
+    assert cluster.devices[3].stream(sms=[0]).name == "node 1 GPU 3 stream 0 (SM 0)"
     assert cluster.can_access_peer(2, 3) and not cluster.can_access_peer(1, 2)
 
 

@@ -75,7 +75,11 @@ class ClusterGpu(NodeGpu):
     @property
     def name(self) -> str:
         g = self.node.gpus_per_node
-        return f"GPU {self.gpu % g} of node {self.gpu // g} (PE {self.gpu}) of the emulated cluster"
+        return f"GPU {self.gpu} of the emulated cluster (node {self.gpu // g}, local GPU {self.gpu % g}, PE {self.gpu})"
+
+    @property
+    def label(self) -> str:
+        return f"node {self.gpu // self.node.gpus_per_node} GPU {self.gpu}"
 
     def image(self, module: ir.Module) -> ModuleImage:
         return super().image(self.node.linked(module))

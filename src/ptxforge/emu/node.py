@@ -81,7 +81,7 @@ class Stream:
         lo, hi = self.sms[0], self.sms[-1]
         span = f"SM {lo}" if lo == hi else (f"SMs {lo}-{hi}" if hi - lo + 1 == len(self.sms) else
                                              f"{len(self.sms)} SMs")
-        return f"GPU {self.device.gpu} stream {self.index} ({span})"
+        return f"{self.device.label} stream {self.index} ({span})"
 
     def synchronize(self) -> None:
         """Run everything pending on the node (launches on other streams may be what this one waits for)."""
@@ -126,6 +126,11 @@ class NodeGpu(EmuDevice):
     @property
     def name(self) -> str:
         return f"GPU {self.gpu} of the emulated node"
+
+    @property
+    def label(self) -> str:
+        """How messages name this GPU among the others (`GPU 3`; a cluster's: `node 1 GPU 3`)."""
+        return f"GPU {self.gpu}"
 
     def owns_address(self, address: int) -> bool:
         """Whether `address` lies inside a live allocation of any GPU of the node: a kernel here takes it as it

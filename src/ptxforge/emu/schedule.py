@@ -155,7 +155,8 @@ def _log_waves(node, stream, p) -> None:
 def _stuck(node, running, elapsed: float) -> str:
     """Where every unfinished launch of the node stands, GPU by GPU and stream by stream."""
     if elapsed < LIMIT_FACTOR * node.watchdog_s:
-        head = f"the node made no progress (no global store, no launch ended) for {node.watchdog_s:g} s"
+        what = "cluster" if node.network is not None else "node"
+        head = f"the {what} made no progress (no global store, no launch ended) for {node.watchdog_s:g} s"
     else:
         head = f"the node's launches ran past {LIMIT_FACTOR * node.watchdog_s:g} s (10 x watchdog_s)"
     lines = [head + "; where each GPU's warps wait:"]
