@@ -144,8 +144,9 @@ def test_a_finished_sanitized_launch_leaves_no_wave_memory_to_the_cyclic_gc():
 
 def test_no_emulator_module_calls_into_the_sanitizer():
     """The sanitizer enters only as a Check through hooks.py: outside emu/sanitizer/ no module of the emulator
-    imports it, but node.py, which makes the node-wide race check for a sanitized Node (that one attaches a
-    Check to each launch's machine, `machine.add_check`)."""
+    imports it, but node.py, which makes the node-wide race check for a sanitized Node, and cluster.py, which
+    makes the check across a sanitized Cluster's NICs (each attaches a Check to each launch's machine,
+    `machine.add_check`)."""
     import ast
     from pathlib import Path
 
@@ -163,7 +164,8 @@ def test_no_emulator_module_calls_into_the_sanitizer():
                     isinstance(n, ast.ImportFrom) and n.module == "ptxforge.emu" and \
                     any(a.name == "sanitizer" for a in n.names):
                 importers.add(str(path.relative_to(root)))
-    assert importers == {"node.py"}
-    from ptxforge.emu.sanitizer import node_races
+    assert importers == {"node.py", "cluster.py"}
+    from ptxforge.emu.sanitizer import node_races, remote_order
 
     assert issubclass(node_races._Launch, hooks.Check)
+    assert issubclass(remote_order._RemoteLaunch, hooks.Check)

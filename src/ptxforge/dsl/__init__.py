@@ -20,7 +20,8 @@ Pointers: `p[i]`/`p + i` (one mad.wide), `p[i].cast(u32)`, `shared(f32, (16, 16)
 functions, `raw("ptx {x}", x=r)`. Instruction families: arith.py (integer/float/half arithmetic, logic,
 compare/select, mov/pack, cvt incl. bf16 and fp8), memory.py (ld/st with cache hints and vectors, atom,
 red), sync.py (bar, fence, mbarrier, cp.async, cp.async.bulk), warp.py (shfl, vote, redux, match),
-mma.py (ldmatrix, mma.sync, setmaxnreg, wgmma).
+mma.py (ldmatrix, mma.sync, setmaxnreg, wgmma). NVSHMEM's device API (puts, signals, fence, quiet, waits,
+as nvcc declares them; run on `ptxforge.emu.Cluster`): `from ptxforge.dsl.nvshmem import *`.
 
 Mistakes raise `DSLError` at the kernel's Python line: `DSLTypeError` for operand types
 (`add: operands must share type .u32, got .u32 and .f32`), `DSLArchError` for instructions the

@@ -21,9 +21,12 @@ CTA rank in their high bits (memory.CLUSTER_RANK_SHIFT), resolved in `LaneMemory
 
 A whole node: `Node(gpus=N)` (node.py) gives N devices sharing one address space (node_memory.py), with
 streams on SM partitions whose launches `Node.synchronize` runs concurrently (schedule.py).
+A cluster: `Cluster(nodes=N, gpus_per_node=G)` (cluster.py) joins nodes by NICs (nic.py) that PTX drives
+through NVSHMEM's device API (nvshmem.py, nvshmem_library.py) on a symmetric heap (symmetric_heap.py).
 """
 
 from ptxforge.emu.allocator import tune_malloc
+from ptxforge.emu.cluster import Cluster, ClusterGpu, ClusterResult
 from ptxforge.emu.errors import (
     EmulatorError,
     KernelTrap,
@@ -34,12 +37,15 @@ from ptxforge.emu.errors import (
     WatchdogTimeout,
 )
 from ptxforge.emu.launch import EmuDevice, emu_device, emulate
+from ptxforge.emu.nic import LinkModel
 from ptxforge.emu.node import Node, NodeGpu, PendingLaunch, Stream
+from ptxforge.emu.symmetric_heap import SymmetricBuffer
 
 tune_malloc()  # before the first wave: lane arrays come from the heap, not fresh mmaps (see allocator.py)
 
 __all__ = [
-    "EmuDevice", "emu_device", "emulate", "EmulatorError", "KernelTrap", "LaunchError", "MemoryFault", "Node",
+    "Cluster", "ClusterGpu", "ClusterResult", "EmuDevice", "emu_device", "LinkModel", "SymmetricBuffer",
+    "emulate", "EmulatorError", "KernelTrap", "LaunchError", "MemoryFault", "Node",
     "NodeGpu", "PendingLaunch", "Stream", "TimeLimitExceeded", "UnsupportedInstruction",
     "WatchdogTimeout",
 ]

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ptxforge.emu import memory as M
+from ptxforge.emu import nvshmem
 from ptxforge.emu.errors import KernelTrap
+from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -129,15 +131,21 @@ _BUILTINS: dict[str, Builtin] = {"vprintf": vprintf, "malloc": malloc, "free": f
 
 
 def lookup(name: str) -> Builtin | None:
-    return _BUILTINS.get(name)
+    fn = _BUILTINS.get(name)
+    return fn if fn is not None else nvshmem.lookup(name)  # NVSHMEM's device API (a Cluster's GPUs)
 
 
 def bind(fn: Builtin, ctx: Ctx, arg_pvars: list[int], ret_pvars: list[int]) -> OpFn:
     """An op running builtin `fn` for the active lanes."""
+    ins = ctx.ins
+    target = next((o for o in ins.operands if not isinstance(o, ir.ParenList)), None)
+    site = (ins.span.file, ins.span.line, f"call {getattr(target, 'name', target)}")
+
     def op(st, m):
         lanes = np.flatnonzero(st.live_mask() if m is None else m)
         if lanes.size == 0:
             return
+        st.call_site = site  # where the call is, for builtins that record it (nvshmem.py)
         r = fn(st, lanes, arg_pvars, ret_pvars)
         if r is not None and ret_pvars:
             buf = st.pvars[ret_pvars[0]]

@@ -111,6 +111,7 @@ class LaneState:
         # set by an mbarrier.try_wait/test_wait that found the phase incomplete for every lane it ran:
         # the diverged loop then rotates at once, so pollers cannot starve the lanes that would complete it
         self.spun = False
+        self.call_site: tuple[str, int, str] = ("<ir>", 0, "call")  # the builtin call running (builtins.bind)
 
     def sreg(self, name: str) -> Any:
         try:

@@ -85,6 +85,7 @@ class DeviceMemory:
     # counters the watchdog reads. A lone device's memory is this process's alone.
     atomic_lock: Callable[[npt.ArrayLike], AbstractContextManager[Any]] | None = None
     progress_board: ProgressBoard | None = None
+    network: Any = None  # a Cluster GPU's NICs (emu/nic.py's Fabric, set by cluster.py); None anywhere else
 
     def __init__(self, capacity: int = 1 << 20):
         self.arena = np.zeros(_round_up(capacity, PAD), np.uint8)

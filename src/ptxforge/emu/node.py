@@ -81,7 +81,7 @@ class Stream:
         lo, hi = self.sms[0], self.sms[-1]
         span = f"SM {lo}" if lo == hi else (f"SMs {lo}-{hi}" if hi - lo + 1 == len(self.sms) else
                                              f"{len(self.sms)} SMs")
-        return f"GPU {self.device.gpu} stream {self.index} ({span})"
+        return f"{self.device.label} stream {self.index} ({span})"
 
     def synchronize(self) -> None:
         """Run everything pending on the node (launches on other streams may be what this one waits for)."""
@@ -126,6 +126,11 @@ class NodeGpu(EmuDevice):
     @property
     def name(self) -> str:
         return f"GPU {self.gpu} of the emulated node"
+
+    @property
+    def label(self) -> str:
+        """How messages name this GPU among the others (`GPU 3`; a cluster's: `node 1 GPU 3`)."""
+        return f"GPU {self.gpu}"
 
     def owns_address(self, address: int) -> bool:
         """Whether `address` lies inside a live allocation of any GPU of the node: a kernel here takes it as it
@@ -216,6 +221,9 @@ class Node:
     `watchdog_s`: how long `synchronize` may go without progress (no global store, no launch ending)
     before it stops and says where every warp waits; 10 times that bounds it in all."""
 
+    gpu_class = NodeGpu  # a Cluster's GPUs are ClusterGpus (cluster.py)
+    network: Any = None  # a Cluster's NICs (nic.Fabric): the scheduler delivers between rounds
+
     def __init__(self, gpus: int = 8, sms: int = 132, sanitize: bool | Sanitizer = False, watchdog_s: float = 60.0):
         if not 1 <= int(gpus) <= MAX_GPUS:
             raise LaunchError(f"a node has 1 to {MAX_GPUS} GPUs, got {gpus}")
@@ -227,7 +235,7 @@ class Node:
         self.t0_ns = time.perf_counter_ns()
         self.sanitize = sanitize
         self.watchdog_s, _ = check_time_options(watchdog_s, None)  # > 0: nan or a negative is an error
-        self.devices = tuple(NodeGpu(self, r, int(sms)) for r in range(int(gpus)))
+        self.devices = tuple(self.gpu_class(self, r, int(sms)) for r in range(int(gpus)))
         self.rooms = [SmRoom(int(sms)) for _ in range(int(gpus))]  # SM occupancy of concurrent launches
         self.sm_map: list = []  # (gpu, stream, kernel, sm ids, clock at start, clock at end) per wave run
         # id(module) -> (module, kernels compiled once for all GPUs), for modules without variables
@@ -258,6 +266,11 @@ class Node:
 
     def can_access_peer(self, a: int | NodeGpu, b: int | NodeGpu) -> bool:
         return bool(self.peers[self._gpu(a), self._gpu(b)])
+
+    def watch_launch(self, machine: Any, sanitizer: Any, gpu: int, label: str, stream: Stream) -> None:
+        """Add the node-wide checks to a sanitized launch of GPU `gpu` before it runs."""
+        if sanitizer.check_races and self.races is not None:  # with other launches
+            self.races.attach(machine, sanitizer, gpu, label, stream)
 
     @property
     def pending(self) -> list[PendingLaunch]:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from ptxforge.emu.ipc.memory import ProgressBoard
+    from ptxforge.emu.nic import Fabric
 
 
 class GpuMemory:
@@ -29,6 +30,7 @@ class GpuMemory:
     # as on `DeviceMemory`: a node lives in one process, so no lock for atomics and no board for other processes
     atomic_lock: Callable[[npt.ArrayLike], AbstractContextManager[Any]] | None = None
     progress_board: ProgressBoard | None = None
+    network: Fabric | None = None  # a Cluster GPU's NICs (set by cluster.py); None on a plain Node
 
     def __init__(self, shared: DeviceMemory, gpu: int, peers: np.ndarray):
         self.shared = shared

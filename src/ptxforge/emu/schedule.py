@@ -102,21 +102,29 @@ def run_node(node: Node) -> None:
                     if stream.queue:
                         start(stream)
                 current = None
+                if node.network is not None and node.network.advance():  # a cluster's NICs deliver
+                    progress = True
                 now = time.monotonic()
                 if progress:  # a store or a finished launch: something moved
                     deadline = min(now + node.watchdog_s, t_start + LIMIT_FACTOR * node.watchdog_s)
                 if now > deadline:
                     raise WatchdogTimeout(_stuck(node, running, now - t_start))
     except BaseException as e:
+        if node.network is not None:
+            node.network.abandon()
         if isinstance(e, WatchdogTimeout) and current is not None and not current.done:
             e = WatchdogTimeout(f"{current.stream.name}: {current.kernel}: {e}")  # a deadlock at its barriers
         _fail_all(node, running, current, e)
         first = reported or (current if current is not None and current.error is not None else None)
         raise (first.error if first is not None else e) from None
     else:
+        if node.network is not None:  # what the finished launches left in flight arrives
+            node.network.drain()
         if reported is not None:
             raise reported.error
     finally:
+        if node.network is not None:
+            node.network.abandon()  # (after a failure: in-flight operations are dropped)
         if node.races is not None:  # the next synchronize starts after all of this (host order)
             node.races.reset()
 
@@ -147,7 +155,8 @@ def _log_waves(node, stream, p) -> None:
 def _stuck(node, running, elapsed: float) -> str:
     """Where every unfinished launch of the node stands, GPU by GPU and stream by stream."""
     if elapsed < LIMIT_FACTOR * node.watchdog_s:
-        head = f"the node made no progress (no global store, no launch ended) for {node.watchdog_s:g} s"
+        what = "cluster" if node.network is not None else "node"
+        head = f"the {what} made no progress (no global store, no launch ended) for {node.watchdog_s:g} s"
     else:
         head = f"the node's launches ran past {LIMIT_FACTOR * node.watchdog_s:g} s (10 x watchdog_s)"
     lines = [head + "; where each GPU's warps wait:"]
@@ -160,4 +169,6 @@ def _stuck(node, running, elapsed: float) -> str:
                 else:
                     lines.append(f"  {s.name}: {p.kernel} has not started (launch {i} of the stream waits "
                                  f"for the one before it)")
+    if node.network is not None:
+        lines += ["  " + n for n in node.network.stuck_notes()]
     return "\n".join(lines)

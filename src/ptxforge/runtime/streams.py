@@ -85,8 +85,8 @@ def launch_on_stream(kernel: Any, stream: Any, dev: Any, packed: bytes, copies: 
         free_quietly(dev, temps)
         raise
     release = dev.pin_module(kernel.module)  # its variables and compiled kernel until the launch ends
-    if sanitizer is not None and sanitizer.check_races and dev.node.races is not None:  # with other launches
-        dev.node.races.attach(machine, sanitizer, dev.gpu, f"{kernel.name} on {stream.name}", stream)
+    if sanitizer is not None:  # the node-wide checks: races with other launches (and across a cluster's NICs)
+        dev.node.watch_launch(machine, sanitizer, dev.gpu, f"{kernel.name} on {stream.name}", stream)
 
     def finish(stats: dict[str, Any]) -> LaunchResult:
         try:

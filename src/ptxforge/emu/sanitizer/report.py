@@ -25,6 +25,8 @@ HEADLINES = {
     "barrier-divergence": "Barrier error: divergent threads at a block barrier",
     "invalid-member-mask": "Invalid member mask in a warp-synchronous instruction",
     "async-before-wait": "Use of cp.async destination before its wait of size {size} bytes",
+    "unfenced-signal": "Race (put-read) on __global__ memory, {size} bytes: data put not fenced before its signal",
+    "send-before-quiet": "Send buffer reused before nvshmem_quiet: __global__ write of size {size} bytes",
 }
 
 
