@@ -870,7 +870,7 @@ class Sanitizer(Check):
                 rep.allocation, base, rep.allocation_size = hit
                 rep.offset = addr - base
         elif space == "shared":
-            off = addr - M.SHARED_WINDOW if generic else addr
+            off = (addr - M.SHARED_WINDOW if generic else addr) & M.CLUSTER_OFF_MASK  # without the CTA's rank
             hit = bounds.nearest_variable(self.shared_vars, off)
             if hit is not None:
                 name, start, size = hit
