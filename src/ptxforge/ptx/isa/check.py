@@ -391,7 +391,7 @@ class _Ctx:
         for e in op.elements:
             if isinstance(e, ir.Register) and self.regs.get(e.name) in ALL_TYPES:
                 sizes.append(type_bits(self.regs[e.name]))
-            elif isinstance(e, ir.Sink):
+            elif isinstance(e, ir.Sink | ir.Immediate):  # an immediate takes the registers' size
                 sizes.append(None)
             else:
                 return []
@@ -399,7 +399,8 @@ class _Ctx:
         if len(known) > 1:
             return [(op.span, f"{self.mn}: operand {pos} mixes registers of different sizes")]
         if known and known.pop() * len(sizes) != type_bits(want):
-            return [(op.span, f"{self.mn}: operand {pos} packs {len(sizes)} registers of "
+            what = "registers" if all(isinstance(e, ir.Register) for e in op.elements) else "elements"
+            return [(op.span, f"{self.mn}: operand {pos} packs {len(sizes)} {what} of "
                               f"{next(s for s in sizes if s)} bits, but {want} is {type_bits(want)} bits")]
         return []
 
