@@ -1,7 +1,8 @@
 """Synchronization checks: barrier divergence and warp member masks.
 
-Barriers: when a block's barrier releases, every thread leaving it must have waited at the same
-(aligned) barrier instruction. Whole warps that exited do not count: the hardware expects only the
+Barriers: when a block's barrier releases, the threads of each warp leaving it must have waited at the
+same (aligned) barrier instruction; different warps may have arrived from different instructions (named
+barriers between producer and consumer warpgroups, docs/sanitizer-rulings.md). Whole warps that exited do not count: the hardware expects only the
 threads still running, so `if (i >= n) return; ... __syncthreads();` is fine for warp-aligned n. A warp
 split between threads waiting at an aligned barrier and threads that exited instead
 (`if (threadIdx.x < 16) __syncthreads();` with the rest leaving) is divergence: reported.
@@ -122,19 +123,21 @@ def _absent(san, pc, lane, mask, bits, name, count) -> None:
 
 
 def check_barrier_release(san: Any, machine: Any, bid: int, done: np.ndarray, rel: np.ndarray) -> None:
+    """The threads a barrier releases: those of one warp must have waited at the same aligned barrier
+    instruction (different warps may arrive from different instructions: docs/sanitizer-rulings.md)."""
     rl = np.flatnonzero(rel)
     if rl.size == 0:
         return
     pcs = machine.pcs
     bpc = ((pcs[rl] & PC_MASK) - 1).astype(np.int64)
-    slot = machine.slot[rl]
-    key = (slot.astype(np.int64) << 32) | bpc
+    warp = rl // 32
+    key = (warp.astype(np.int64) << 32) | bpc
     u, first_idx, counts = np.unique(key, return_index=True, return_counts=True)
-    us = u >> 32
-    multi = np.flatnonzero(np.diff(us) == 0)
+    uw = u >> 32
+    multi = np.flatnonzero(np.diff(uw) == 0)
     if multi.size:
-        s = int(us[multi[0]])
-        mine = np.flatnonzero(us == s)
+        w = int(uw[multi[0]])
+        mine = np.flatnonzero(uw == w)
         aligned = all(getattr(machine.ops[int(u[i] & 0xFFFFFFFF)].extra, "aligned", True) for i in mine)
         if aligned:
             few = mine[np.argmin(counts[mine])]
@@ -142,11 +145,11 @@ def check_barrier_release(san: Any, machine: Any, bid: int, done: np.ndarray, re
             at = int(u[few] & 0xFFFFFFFF)
             others = [machine.ops[int(u[i] & 0xFFFFFFFF)] for i in mine if i != few]
             where = ", ".join(f"line {o.line}" for o in others)
-            msg = (f"{int(counts[few])} thread(s) of the block wait at this barrier (id {bid}) while "
-                   f"{int(counts[mine].sum() - counts[few])} wait at another barrier instruction ({where}); "
-                   f"an aligned bar.sync must be reached by every thread of the block at the same "
+            msg = (f"{int(counts[few])} thread(s) of a warp wait at this barrier (id {bid}) while "
+                   f"{int(counts[mine].sum() - counts[few])} thread(s) of the same warp wait at another barrier "
+                   f"instruction ({where}); the threads of a warp must reach an aligned bar.sync at the same "
                    f"instruction")
-            nblocks = np.unique(us[multi]).size
+            nblocks = np.unique(machine.slot[uw[multi] * 32]).size
             _add(san, ("barrier-divergence", "mixed", at), lane, at, msg, nblocks)
     check_exited_in_warp(san, machine, bid, rl, bpc)
 
