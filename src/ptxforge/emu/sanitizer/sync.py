@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ptxforge.emu.op import EXIT, EXITED, PC_MASK
+from ptxforge.emu.op import BAR, BRA, EXIT, EXITED, NOP, NORMAL, PC_MASK, WARPSYNC
 from ptxforge.emu.ops_warp import warp_bits
 
 FULL = np.uint32(0xFFFFFFFF)
@@ -93,8 +93,9 @@ def check_member_mask(san: Any, st: Any, m: np.ndarray | None, mm_reader: Any, i
 
 def check_warp_wait(san: Any, machine: Any, P: int, bad: np.ndarray, elsewhere: np.ndarray, mm: Any) -> None:
     """Lanes `bad` wait at warp-synchronous op P for named lanes that are elsewhere. Remember those lanes
-    (unless they are about to exit, which the PTX rules allow): if they exit without executing P, the
-    mask named lanes that never took part (checked when P finally runs, in `check_member_mask`)."""
+    (unless they are leaving the kernel without rejoining the waiting lanes' code, which PTX allows since
+    sm_70: only non-exited threads must take part): if they exit without executing P, the mask named lanes
+    that never took part (checked when P finally runs, in `check_member_mask`)."""
     pcs = machine.pcs
     mm = np.broadcast_to(np.asarray(mm, np.uint32), bad.shape)
     W = bad.size // 32
@@ -105,8 +106,9 @@ def check_warp_wait(san: Any, machine: Any, P: int, bad: np.ndarray, elsewhere: 
     if not away.any():
         return
     idx = np.flatnonzero(away)
-    exiting = np.fromiter((machine.ops[int(p) & PC_MASK].kind == EXIT and machine.ops[int(p) & PC_MASK].guard
-                           is None for p in pcs[idx]), bool, idx.size)
+    after = _straight_path(machine.ops, P + 1, through_sync=True)[0]
+    exiting = np.fromiter((_leaves_without_rejoining(machine.ops, int(pcs[i]) & PC_MASK, after,
+                                                     _guard_passes(machine, int(i))) for i in idx), bool, idx.size)
     away[idx[exiting]] = False
     if not away.any():
         return
@@ -114,6 +116,48 @@ def check_warp_wait(san: Any, machine: Any, P: int, bad: np.ndarray, elsewhere: 
     if rec is None:
         rec = san.awaited[P] = np.zeros(W, np.uint32)
     rec |= warp_bits(away)
+
+
+_PATH_LIMIT = 256  # instructions a straight-line walk looks ahead
+
+
+def _guard_passes(machine: Any, lane: int) -> bool:
+    """Whether the guard of the op at `lane`'s pc lets the lane through (True for an unguarded op)."""
+    op = machine.ops[int(machine.pcs[lane]) & PC_MASK]
+    if op.guard is None:
+        return True
+    slot, negated = op.guard
+    v = machine.st.regs[slot]
+    return bool(np.broadcast_to(v, (machine.st.N,))[lane]) != negated
+
+
+def _straight_path(ops: Any, pc: int, first_passes: bool = False,
+                   through_sync: bool = False) -> tuple[set[int], bool]:
+    """(the pcs a thread runs from `pc` on while its path is certain, except an exit; whether it exits):
+    unconditional branches are followed (and the first op's guard when `first_passes` says it lets the
+    thread through); a conditional branch, call or return ends the walk, and so does a barrier or
+    warp-synchronous op unless `through_sync` (the thread's future is not certain, or it meets others there)."""
+    seen: set[int] = set()
+    for _ in range(_PATH_LIMIT):
+        if pc in seen or not 0 <= pc < len(ops):
+            return seen, False
+        op = ops[pc]
+        if op.kind == EXIT:
+            return seen, op.guard is None or (first_passes and not seen)
+        plain = (NORMAL, BRA, NOP, BAR, WARPSYNC) if through_sync else (NORMAL, BRA, NOP)
+        if op.kind not in plain or (op.kind == BRA and op.guard is not None):
+            return seen, False
+        seen.add(pc)
+        pc = op.target if op.kind == BRA else pc + 1
+    return seen, False
+
+
+def _leaves_without_rejoining(ops: Any, pc: int, after: set[int], first_passes: bool) -> bool:
+    """True when a thread at `pc` exits without meeting anyone and without running the code the waiting
+    threads run after their warp-synchronous op (`after`): it left the warp (an early return), so PTX
+    waits for it no longer. A thread that skipped the op and rejoins their code took no part in it."""
+    path, exits = _straight_path(ops, pc, first_passes)
+    return exits and not (path & after)
 
 
 def _absent(san, pc, lane, mask, bits, name, count) -> None:
