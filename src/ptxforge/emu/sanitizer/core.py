@@ -457,6 +457,17 @@ class Sanitizer(Check):
             self._add(site, rep)
         raise _Excluded(L[bad])
 
+    def _same_warpgroup(self, pw: np.ndarray, L: np.ndarray, nb: int) -> np.ndarray:
+        """Per byte: the earlier access `pw` was by a thread of the accessing warpgroup (same block). A
+        wgmma.mma_async reads its operands once every warp of the warpgroup issued it (.sync.aligned), so
+        what each warp did before it is ordered before those reads (docs/sanitizer-rulings.md)."""
+        who = self.who[L].astype(np.int64)
+        if nb > 1:
+            who = np.repeat(who, nb)
+        p = pw.astype(np.int64)
+        lpb = self.lpb
+        return (p >= 0) & (p // lpb == who // lpb) & ((p % lpb) // 128 == (who % lpb) // 128)
+
     def _access_name(self, write: bool) -> str:
         if self.site is not None and self.site.atomic:
             return "atomic"
@@ -549,6 +560,8 @@ class Sanitizer(Check):
             self._uninitialized(uninit, B, nb, L, region, write, site)
         if write and self.undef is not None and self.undef.store_vals:
             self.undef.on_store_bytes(L, B, nb, region)
+        if race is not None and site is not None and site.warpgroup and pw is not None:
+            race = race & ~self._same_warpgroup(pw, L, nb)
         if race is None or not self.check_races or not race.any():
             return
         prev_read = None if ww is None else ~ww

@@ -43,6 +43,7 @@ class SiteInfo:
     mbar_wait: int | None = None  # test_wait/try_wait: register slot of the "phase complete" predicate
     async_via_mbarrier: bool = False  # cp.async.mbarrier.arrive: the lane's copies complete with the phase
     guard: tuple | None = None  # (register slot, negated) of a guard predicate
+    warpgroup: bool = False  # wgmma.mma_async: one operation of the whole warpgroup, issued by all its warps
 
 
 def site_info(pc: int, ins: ir.Instruction, guard_slot: Any, wait_slot: int | None = None) -> SiteInfo:
@@ -71,7 +72,7 @@ def site_info(pc: int, ins: ir.Instruction, guard_slot: Any, wait_slot: int | No
                     warp_sync=op == "bar" and "warp" in sx, guard=guard_slot, mbarrier=mbar,
                     mbar_wait=wait_slot if op == "mbarrier" and sx & {"test_wait", "try_wait"} else None,
                     async_via_mbarrier=op == "cp" and "async" in sx and "mbarrier" in sx and "arrive" in sx,
-                    bulk=op == "cp" and "bulk" in sx)
+                    bulk=op == "cp" and "bulk" in sx, warpgroup=op == "wgmma" and "mma_async" in sx)
 
 
 def _scope(op: str, sx: set) -> int:
