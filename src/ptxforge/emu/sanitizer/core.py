@@ -828,7 +828,8 @@ class Sanitizer(Check):
                      "thread": self._tid(t) if t is not None else None,
                      "block": self._cta(blk) if blk is not None else None,
                      "ptx_line": op.line if op else None, "instruction": op.text if op else "",
-                     "source": self.sources.source(other_pc) if self.sources else None}
+                     "source": self.sources.source(other_pc) if self.sources else None,
+                     "stack": self.sources.stack(other_pc) if self.sources else []}
         same_block = blk is not None and blk == int(self.block_of_lane[lane])
         rep.message = ("no barrier or release/acquire pair orders the two accesses (same barrier interval)"
                        if same_block else "the accesses come from different blocks and no release/acquire "
@@ -873,6 +874,7 @@ class Sanitizer(Check):
         return SanitizerReport(kind=kind, message="", thread=self._tid(tid), block=self._cta(b),
                                ptx_line=op.line, ptx_file=op.file, instruction=op.text,
                                source=self.sources.source(self.pc) if self.sources else None,
+                               stack=self.sources.stack(self.pc) if self.sources else [],
                                address=address, size=size, space=space, access=access, count=count)
 
     def _place(self, rep: SanitizerReport, space: str, addr: int, lane: int, generic: bool = False) -> None:

@@ -2,14 +2,16 @@
 
 Barriers: when a block's barrier releases, the threads of each warp leaving it must have waited at the
 same (aligned) barrier instruction; different warps may have arrived from different instructions (named
-barriers between producer and consumer warpgroups, docs/sanitizer-rulings.md). Whole warps that exited do not count: the hardware expects only the
-threads still running, so `if (i >= n) return; ... __syncthreads();` is fine for warp-aligned n. A warp
-split between threads waiting at an aligned barrier and threads that exited instead
-(`if (threadIdx.x < 16) __syncthreads();` with the rest leaving) is divergence: reported.
+barriers between producer and consumer warpgroups, docs/sanitizer-rulings.md). Whole warps that exited
+do not count: the hardware expects only the threads still running, so `if (i >= n) return; ...
+__syncthreads();` is fine for warp-aligned n. A warp split between threads waiting at an aligned barrier
+and threads that exited instead (`if (threadIdx.x < 16) __syncthreads();` with the rest leaving) is
+divergence: reported.
 
 Member masks (shfl/vote/match/redux/elect .sync, bar.warp.sync): the executing thread must be in its
-mask, all threads of a warp must pass the same mask, and every existing lane the mask names must
-execute the instruction with it.
+mask, all threads of a warp must pass the same mask, and every lane the mask names must execute the
+instruction with it, unless it leaves the kernel instead (an early return: PTX waits only for non-exited
+threads since sm_70).
 """
 
 from __future__ import annotations
