@@ -1066,11 +1066,12 @@ class Machine:
                 if results[i] is not None and i < len(writers) and writers[i] is not None:
                     mask = np.zeros(st.N, bool)
                     mask[sub] = True
-                    if isinstance(writers[i], tuple):  # a vector result, element by element
-                        for w, v in zip(writers[i], results[i], strict=True):
+                    wr, res = writers[i], results[i]
+                    if isinstance(wr, tuple) and isinstance(res, tuple):  # a vector result, element by element
+                        for w, v in zip(wr, res, strict=True):
                             w(st, v, mask)
-                    else:
-                        writers[i](st, results[i], mask)
+                    elif callable(wr):
+                        wr(st, res, mask)
                     continue
                 if results[i] is not None:  # a .reg result into the caller's .param variable
                     raw = np.ascontiguousarray(results[i]).view(np.uint8).reshape(st.N, -1)

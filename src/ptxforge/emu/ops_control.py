@@ -7,7 +7,7 @@ ordinary ops that read their arguments from the caller's .param variables.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,9 +36,10 @@ class CallInfo:
     caller: FunctionLayout
     indirect: Reader | None = None  # reader of a function address for indirect calls
     # for a callee's `.reg` params / return values: per position a reader of the argument (or None) and a
-    # writer of the caller's destination register (or None)
-    arg_readers: list[Reader | None] | None = None
-    ret_writers: list[Writer | None] | None = None
+    # writer of the caller's destination register (or None); a tuple of them, element by element, for a
+    # vector `.reg` parameter
+    arg_readers: list[Reader | tuple[Reader, ...] | None] | None = None
+    ret_writers: list[Writer | tuple[Writer, ...] | None] | None = None
 
 
 @dataclass
@@ -144,7 +145,7 @@ def build_call(ctx: Ctx) -> c.Op:
                                       arg_readers=arg_readers, ret_writers=ret_writers))
 
 
-def _elements(ctx, callee: str, o, p: ir.Param) -> tuple:
+def _elements(ctx, callee: Any, o, p: ir.Param) -> tuple:
     """The element operands a vector `.reg` formal `p` is passed: a vector register of its width, or a braced
     vector of as many elements."""
     if isinstance(o, ir.Vector) and len(o.elements) == p.vector:

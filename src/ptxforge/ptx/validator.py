@@ -6,6 +6,7 @@ Every problem is collected; `check()` raises them together as one `PTXValidation
 from __future__ import annotations
 
 from collections import ChainMap
+from collections.abc import MutableMapping
 
 from ptxforge.ptx import ir, isa
 from ptxforge.ptx.errors import Diagnostic, PTXValidationError
@@ -164,7 +165,7 @@ class _Validator:
                         self.report(s.span, f"{s.directive}: '{name}' is not declared")
         self.labels = self.labels.parents
 
-    def declare_vector(self, regs: dict, name: str, n: int, ty: str) -> None:
+    def declare_vector(self, regs: MutableMapping[str, str], name: str, n: int, ty: str) -> None:
         """A vector register and its elements (`name.x`, or `name.r`, ...)."""
         self.vectors[name] = n
         for e, alias in zip(ir.vector_elements(name, n), ir.VECTOR_COMPONENT_ALIASES, strict=False):
