@@ -341,7 +341,11 @@ class _Ctx:
             if kind(want) not in ("b", "s", "u"):  # ptxas 13.0 crashes on a float one
                 return [(op.span, f"{self.mn}: operand {pos} adds a constant to a register, which needs an "
                                   f"integer type, not {want}")]
-            op = op.register
+            reg, t = op.register, self.regs.get(op.register.name)
+            if t in ALL_TYPES and reg.name not in self.symbols and kind(t) not in ("b", "s", "u"):
+                return [(op.span, f"{self.mn}: operand {pos} adds a constant to {reg.name} ({t}), which needs an "
+                                  f"integer register")]
+            return []  # ptxas takes register + constant as a value of the instruction's type, any register width
         if isinstance(op, ir.Negated):
             if want != ".pred":
                 return [(op.span, f"{self.mn}: operand {pos} is negated with '!', which needs a predicate")]
