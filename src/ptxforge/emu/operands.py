@@ -101,7 +101,6 @@ def immediate_bits(imm: ir.Immediate, ty: str) -> Value:
     return _U[bits](int(val) & ((1 << bits) - 1))
 
 
-
 def _own_shared(c: Any) -> Reader:
     """A reader of shared address `c` of the executing CTA: in a cluster it carries the CTA's rank
     (memory.py's Hopper layout)."""
@@ -113,6 +112,7 @@ def _own_shared(c: Any) -> Reader:
             return c
         return c + (np.asarray(st.sreg("%cluster_ctarank")).astype(dt) << shift)
     return read
+
 
 class Ctx:
     """Compile context for one instruction: resolves names and builds readers/writers."""
