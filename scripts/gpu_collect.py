@@ -4,7 +4,9 @@ Runs on a GPU machine (scripts/gpu_check.sh calls it) and writes one compressed 
 tests/conformance/hw_ops.py (exact, video, warp and approximate instructions) the GPU's outputs for inputs
 drawn from a seed named in the file, and for the tensor-core instructions (mma.sync and wgmma) the GPU's D
 for seeded A, B, C. tests/emu/test_hw_reference.py regenerates the inputs and compares the emulator with
-the recorded outputs. Usage: python scripts/gpu_collect.py OUT.npz [--emu]
+the recorded outputs; the shared-memory addresses of the CTAs of 2-CTA clusters are recorded for the
+distributed shared memory layout (tests/emu/test_emu_dsmem_layout.py).
+Usage: python scripts/gpu_collect.py OUT.npz [--emu]
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ def collect_tma(out: dict) -> None:
         out[f"tma/transpose_{H}_{pad}"] = hw_ops.run_tma_transpose(H, pad, DEVICE)
 
 
+def collect_dsmem(out: dict) -> None:
+    """Distributed shared memory: the generic and 32-bit shared addresses of each CTA of 2-CTA clusters."""
+    out["dsmem/layout"] = hw_ops.run_dsmem_layout(DEVICE)
+
+
 def main() -> int:
     global DEVICE
     args = [a for a in sys.argv[1:] if a != "--emu"]
@@ -61,7 +68,7 @@ def main() -> int:
 
     dev = resolve_device(DEVICE)
     out: dict[str, np.ndarray] = {}
-    for step in (collect_ops, collect_mma, collect_tma):
+    for step in (collect_ops, collect_mma, collect_tma, collect_dsmem):
         t0 = time.perf_counter()
         try:
             step(out)

@@ -434,6 +434,31 @@ def run_tma_transpose(H: int, pad: int, device: str) -> np.ndarray:
     return dst.to_host()
 
 
+DSMEM_KERNELS = ("dsmem_xor_peer", "dsmem_mapa_peer")
+
+
+def run_dsmem_layout(device: str) -> np.ndarray:
+    """The shared-memory addresses the corpus kernels dsmem_xor_peer / dsmem_mapa_peer record per CTA of two
+    2-CTA clusters (see tests/corpus/src/cuda/dsmem_layout_sm90.cu), shape (2, 4 CTAs, 4), as uint64; each
+    kernel's exchange through the peer is checked on the way."""
+    from emu_corpus import corpus_module  # tests/emu on sys.path
+
+    from ptxforge.runtime import to_device
+
+    m = corpus_module("dsmem_layout_sm90", "sm_90a.O3")
+    inp = np.arange(4 * 64, dtype=np.int32)
+    want = 1000 * (np.arange(4) % 2)[:, None] + inp.reshape(4, 64) + np.arange(1, 65)
+    rows = []
+    for name in DSMEM_KERNELS:
+        out = to_device(np.full(4 * 64, -1, np.int32), device=device)
+        addrs = to_device(np.zeros(4 * 4, np.uint64), device=device)
+        m.kernel(name).launch(grid=(4,), block=(64,), device=device, args=[to_device(inp, device=device), out, addrs])
+        if not (out.to_host().reshape(4, 64) == want).all():
+            raise AssertionError(f"{name}: the exchange through the peer CTA's shared memory went wrong")
+        rows.append(addrs.to_host().reshape(4, 4))
+    return np.stack(rows)
+
+
 def mismatch_report(name: str, ins, got, want, got_name: str = "emulator", want_name: str = "H200") -> str:
     """The count of differing elements and the first few, with their inputs in hex."""
     bad = np.flatnonzero(~same_bits(got, want))

@@ -114,7 +114,8 @@ SKIP:
     mov.u32 %r12, %nclusterid.x;
     mov.u32 %r13, %cluster_nctaid.y;
     mov.u32 %r14, %cluster_nctarank;
-    mov.u32 %r15, %is_explicit_cluster;
+    mov.pred %p0, %is_explicit_cluster;
+    selp.u32 %r15, 1, 0, %p0;
     st.global.v4.u32 [%rd2], {%r2, %r8, %r9, %r10};
     st.global.v4.u32 [%rd2+16], {%r11, %r12, %r13, %r14};
     add.u32 %r16, %r2, 1;

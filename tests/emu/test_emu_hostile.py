@@ -94,7 +94,8 @@ def test_variable_sizes_are_checked_before_anything_is_allocated(text, words):
     before = dev.memory.arena.nbytes
     t = time.perf_counter()
     with pytest.raises(LaunchError, match=words.replace("(", r"\(").replace(".", r"\.")):
-        pf.parse(text).kernel("k").launch(grid=1, block=1, args=[], device="emu", emu_device_=dev)
+        # the emulator's own check, behind the validator (which refuses the constant data too)
+        pf.parse(text).kernel("k").launch(grid=1, block=1, args=[], device="emu", emu_device_=dev, validate=False)
     assert time.perf_counter() - t < 5 and dev.memory.arena.nbytes == before
 
 
@@ -134,8 +135,12 @@ def test_check_rejects_st_const_as_ptxas_does():
 @pytest.mark.parametrize("sanitize", [False, True])
 def test_barrier_ids_are_checked_on_every_path(body, block, sanitize):
     k = pf.parse(entry("", ".reg .b32 %r<3>;\n" + body)).kernel("k")
+    # the emulator's own check, behind the validator (which refuses the immediate ids before a launch)
     with pytest.raises(EmulatorError, match=r"barrier id [12]\d is out of range 0\.\.15"):
-        k.launch(grid=1, block=block, args=[], device="emu", sanitize=sanitize)
+        k.launch(grid=1, block=block, args=[], device="emu", sanitize=sanitize, validate=False)
+    if "%r1;" not in body:
+        with pytest.raises(pf.PTXValidationError, match=r"barrier number [12]\d is out of range 0\.\.15"):
+            k.launch(grid=1, block=block, args=[], device="emu", sanitize=sanitize)
 
 
 def test_check_reports_immediate_barrier_ids_out_of_range():

@@ -171,8 +171,8 @@ def test_an_operand_form_a_builder_does_not_take_is_named_as_written(ins, shown)
 }}
 """
     m = pf.parse(text, "o.ptx")
-    with pytest.raises(UnsupportedInstruction, match=r"o\.ptx:9: add\.u32: " + shown):
-        m.kernel("k").launch(grid=(1,), block=(1,), args=[np.zeros(1, np.uint64)], device="emu")
+    with pytest.raises(UnsupportedInstruction, match=r"o\.ptx:9: add\.u32: " + shown):  # behind the validator
+        m.kernel("k").launch(grid=(1,), block=(1,), args=[np.zeros(1, np.uint64)], device="emu", validate=False)
 
 
 # ---------------------------------------------------------------------------- lop3.BoolOp against ptxas
@@ -409,8 +409,8 @@ def test_a_redux_type_the_table_refuses_for_its_op_is_refused_not_run_as_another
     assert [d for d in validate(m) if d.severity == "error"]
     if HAVE_PTXAS:
         assert not assemble(text, "sm_100a").ok
-    with pytest.raises(UnsupportedInstruction, match=f"redux.sync.{op} does not take .{ty}"):
-        m.kernel("k").launch(grid=(1,), block=(32,), args=[np.zeros(1, np.uint64)], device="emu")
+    with pytest.raises(UnsupportedInstruction, match=f"redux.sync.{op} does not take .{ty}"):  # behind the validator
+        m.kernel("k").launch(grid=(1,), block=(32,), args=[np.zeros(1, np.uint64)], device="emu", validate=False)
 
 
 def test_video_builders_pick_their_groups_from_the_table_and_each_has_its_semantics():
@@ -504,7 +504,7 @@ def test_a_bulk_reduction_takes_only_the_tables_ops():
     if HAVE_PTXAS:
         assert not assemble(BULK_RED.format(op="exch"), "sm_90a").ok
     with pytest.raises(UnsupportedInstruction, match=r"exch.u32: \.exch is no reduction; needs one of add, and, dec"):
-        m.kernel("k").launch(grid=(1,), block=(1,), args=[out], device="emu")
+        m.kernel("k").launch(grid=(1,), block=(1,), args=[out], device="emu", validate=False)  # behind the validator
 
 
 def test_vector_and_matrix_counts_and_store_orders_are_the_tables():

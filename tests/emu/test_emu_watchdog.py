@@ -79,7 +79,8 @@ ret;
 """
 
 # an mbarrier expecting 64 arrivals in a block of 32 threads: its phase never completes (wait at 16-17)
-MBARRIER = HEAD.replace("{\n", "{\n.shared .align 8 .b64 bar;\n", 1) + """mov.u32 %r1, %tid.x;
+MBARRIER = HEAD.replace(".target sm_80", ".target sm_90").replace(  # mbarrier.try_wait needs sm_90
+    "{\n", "{\n.shared .align 8 .b64 bar;\n", 1) + """mov.u32 %r1, %tid.x;
 setp.eq.u32 %p1, %r1, 0;
 @%p1 mbarrier.init.shared.b64 [bar], 64;
 bar.sync 0;

@@ -66,13 +66,14 @@ def test_grid_and_block_limits(grid, block, match):
 
 
 def test_shared_memory_limit_counts_static_shared_before_allocating(monkeypatch):
-    k = _kernel("", body="    .shared .align 16 .b8 buf[65536];\n    mov.u64 %rd0, buf;", params=".param .u64 p")
+    k = _kernel("", body="    .reg .b64 %rd0;\n    .shared .align 16 .b8 buf[40000];\n    mov.u64 %rd0, buf;",
+                params=".param .u64 p")
     from ptxforge.emu.launch import emu_device
 
     allocs = []
     real = emu_device().memory.alloc
     monkeypatch.setattr(emu_device().memory, "alloc", lambda *a, **kw: allocs.append(a) or real(*a, **kw))
-    with pytest.raises(LaunchError, match=r"65536 bytes of static plus 200000 of dynamic shared memory exceed the "
+    with pytest.raises(LaunchError, match=r"40000 bytes of static plus 200000 of dynamic shared memory exceed the "
                                           r"232448 bytes \(227 KiB\)"):
         k.launch(grid=(1,), block=(32,), args=[np.zeros(4, np.float32)], device="emu", shared_mem=200_000)
     assert allocs == []  # refused before the argument was copied

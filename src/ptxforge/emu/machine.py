@@ -1019,8 +1019,7 @@ class Machine:
                 arr[d, lanes] = st.pvars[pv][lanes]
         # arguments are read before any of the callee's registers change (a .reg formal may be the caller's
         # own register in a recursive call)
-        values = [None if r is None else np.broadcast_to(np.asarray(r(st)), (st.N,))[lanes]
-                  for r in (info.arg_readers or ())]
+        values = [None if r is None else _arg_lanes(st, r, lanes) for r in (info.arg_readers or ())]
         for i, (src, dst) in enumerate(zip(info.arg_pvars, callee.param_pvars, strict=False)):
             slot = callee.param_regs[i] if i < len(callee.param_regs) else None
             if slot is not None and i < len(values) and values[i] is not None:
@@ -1049,7 +1048,8 @@ class Machine:
         self.depth[lanes] = d
         rp = self.retstack[d, lanes]
         self.top_ret[lanes] = np.where(d > 0, self.retstack[np.maximum(d - 1, 0), lanes], -1)
-        results = [None if r is None else np.broadcast_to(st.regs[r], (st.N,)).copy() for r in callee.return_regs]
+        results = [None if r is None else tuple(np.broadcast_to(st.regs[e], (st.N,)).copy() for e in r)
+                   if isinstance(r, tuple) else np.broadcast_to(st.regs[r], (st.N,)).copy() for r in callee.return_regs]
         if callee.recursive:
             saves = self.saves.get(callee.name, {})
             for (kind, s), arr in saves.items():
@@ -1067,7 +1067,12 @@ class Machine:
                 if results[i] is not None and i < len(writers) and writers[i] is not None:
                     mask = np.zeros(st.N, bool)
                     mask[sub] = True
-                    writers[i](st, results[i], mask)
+                    wr, res = writers[i], results[i]
+                    if isinstance(wr, tuple) and isinstance(res, tuple):  # a vector result, element by element
+                        for w, v in zip(wr, res, strict=True):
+                            w(st, v, mask)
+                    elif callable(wr):
+                        wr(st, res, mask)
                     continue
                 if results[i] is not None:  # a .reg result into the caller's .param variable
                     raw = np.ascontiguousarray(results[i]).view(np.uint8).reshape(st.N, -1)
@@ -1160,8 +1165,20 @@ def _weakly(method):
     return lambda *args: ref()(*args)
 
 
-def _store_lanes(st, slot: int, lanes, values) -> None:
-    """Set register `slot` to `values` on `lanes` (registers may be held as one uniform scalar)."""
+def _arg_lanes(st, reader, lanes):
+    """A call argument's values on `lanes` (a tuple of them for a vector `.reg` formal)."""
+    if isinstance(reader, tuple):
+        return tuple(_arg_lanes(st, r, lanes) for r in reader)
+    return np.broadcast_to(np.asarray(reader(st)), (st.N,))[lanes]
+
+
+def _store_lanes(st, slot, lanes, values) -> None:
+    """Set register `slot` to `values` on `lanes` (registers may be held as one uniform scalar); a tuple of
+    slots (a vector register) takes a tuple of values."""
+    if isinstance(slot, tuple):
+        for s, v in zip(slot, values, strict=True):
+            _store_lanes(st, s, lanes, v)
+        return
     full = np.broadcast_to(st.regs[slot], (st.N,)).copy()
     full[lanes] = np.asarray(values).astype(full.dtype, copy=False)
     st.regs[slot] = full

@@ -12,11 +12,12 @@ Address layout (64-bit generic space):
   0x7e00_0000_0000 + off   local window (cvta.local); local-space addresses are `off` itself
   0x7f00_0000_0000 ...     global allocations (global addresses are generic addresses)
 
-Distributed shared memory (clusters of CTAs): a 32-bit shared::cluster address is
-`((rank + 1) << CLUSTER_RANK_SHIFT) | off`, the byte `off` of CTA rank `rank`'s shared memory; an
-address whose bits 24.. are zero (every plain shared::cta address) is this CTA's own. `mapa` maps to
-its own rank by clearing those bits, so one-CTA clusters never see rank bits. A generic address of
-another CTA's shared memory is SHARED_WINDOW plus that 32-bit value.
+Distributed shared memory (clusters of CTAs), laid out as Hopper does: the 32-bit shared address of
+byte `off` of the CTA with %cluster_ctarank `rank` is `(rank << CLUSTER_RANK_SHIFT) | off`, in every
+state space that names it. A CTA's own shared variables therefore carry its rank (a shared symbol, `cvta`
+and `mapa` agree), plain offsets are rank 0's, and the generic address of that byte is SHARED_WINDOW plus
+the 32-bit address, so a 2-CTA cluster reaches its peer with `generic ^ (1 << 24)`. Without a cluster every
+CTA is rank 0 and its addresses are plain offsets.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ SHARED_WINDOW = 0x7D00_0000_0000
 LOCAL_WINDOW = 0x7E00_0000_0000
 GLOBAL_BASE = 0x7F00_0000_0000
 WINDOW_BITS = 40
-CLUSTER_RANK_SHIFT = 24  # shared::cluster addresses carry (CTA rank + 1) from this bit up
+CLUSTER_RANK_SHIFT = 24  # shared addresses carry the CTA's %cluster_ctarank from this bit up
 CLUSTER_OFF_MASK = (1 << CLUSTER_RANK_SHIFT) - 1
 PAD = 64  # every buffer is a multiple of this, so typed views of any access width work
 
@@ -329,23 +330,22 @@ class LaneMemory:
 
     def _shared(self, addr, nbytes, lanes):
         a = np.asarray(addr)
-        if a.dtype.kind == "u" and a.dtype.itemsize <= 4 and a.ndim == 1 and a.size and \
-                not int(a.max()) >> CLUSTER_RANK_SHIFT:  # no other CTA's window
+        if self.cluster_size == 1 and a.dtype.kind == "u" and a.dtype.itemsize <= 4 and a.ndim == 1 and \
+                a.size and not int(a.max()) >> CLUSTER_RANK_SHIFT:  # rank 0 of a one-CTA cluster
             return self._windowed(a, nbytes, lanes, self.shared_size, self._slot_base, self.shared, "shared")
         if a.dtype.kind != "i":
             a = a.astype(np.int64)
-        if a.size and (a >> CLUSTER_RANK_SHIFT).any() and not (a < 0).any():
+        if a.size and (self.cluster_size > 1 or (a >> CLUSTER_RANK_SHIFT).any()) and not (a < 0).any():
             return self._remote(a, nbytes, lanes)
         return self._windowed(a, nbytes, lanes, self.shared_size, self._slot_base, self.shared, "shared")
 
     def _remote(self, a, nbytes, lanes):
-        """shared::cluster addresses: (rank + 1) in the high bits picks a CTA of this lane's cluster."""
+        """Shared addresses of a cluster: the rank in the high bits picks a CTA of this lane's cluster."""
         ids = self._lane_ids if lanes is None else np.asarray(lanes, np.int64)
         a = np.broadcast_to(a, ids.shape) if a.ndim == 0 else a
         slot = ids // self.lanes_per_slot
         first = slot // self.cluster_size * self.cluster_size
-        hi = a >> CLUSTER_RANK_SHIFT
-        rank = np.where(hi == 0, slot - first, hi - 1)
+        rank = a >> CLUSTER_RANK_SHIFT
         off = a & CLUSTER_OFF_MASK
         bad = rank >= self.cluster_size
         if bad.any():
@@ -530,11 +530,12 @@ def shared_elements(mem: LaneMemory, addr: Any, nbytes: int, write: bool = False
     """Element indices into `mem.shared.view(<nbytes-wide type>)` of a whole-wave shared access at the 32-bit
     offsets `addr` (one per lane), or None: take the checked path (which also raises the fault, if any).
 
-    Only when every offset lies in the block's window (so none names another CTA of a cluster) and is
-    aligned: then `resolve` would find these elements and raise nothing."""
+    Only without a cluster (where every offset below the window's size is the block's own) and when every
+    offset lies in the block's window and is aligned: then `resolve` would find these elements and raise
+    nothing."""
     a = addr
     if not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype != np.uint32 or a.shape[0] != mem.nlanes or \
-            not plain(mem):
+            not plain(mem) or mem.cluster_size > 1:
         return None
     if int(a.max()) > mem.shared_size - nbytes or (nbytes > 1 and int(np.bitwise_or.reduce(a)) & (nbytes - 1)):
         return None

@@ -15,7 +15,7 @@ import numpy as np
 
 from ptxforge.emu import ramps as R
 from ptxforge.emu.errors import UnsupportedInstruction
-from ptxforge.emu.memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
+from ptxforge.emu.memory import CLUSTER_RANK_SHIFT, LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
 from ptxforge.emu.program import Layout, Placed, Symbol, storage_dtype
 from ptxforge.ptx import ir
 from ptxforge.ptx.isa.data_sreg import special_register
@@ -99,6 +99,19 @@ def immediate_bits(imm: ir.Immediate, ty: str) -> Value:
     if isinstance(val, float):
         val = int(val)
     return _U[bits](int(val) & ((1 << bits) - 1))
+
+
+def _own_shared(c: Any) -> Reader:
+    """A reader of shared address `c` of the executing CTA: in a cluster it carries the CTA's rank
+    (memory.py's Hopper layout)."""
+    dt = type(c)
+    shift = dt(CLUSTER_RANK_SHIFT)
+
+    def read(st: Any) -> Any:
+        if st.sreg("%cluster_nctarank") == 1:
+            return c
+        return c + (np.asarray(st.sreg("%cluster_ctarank")).astype(dt) << shift)
+    return read
 
 
 class Ctx:
@@ -209,8 +222,7 @@ class Ctx:
             c = dt(sym.value & ((1 << tb) - 1))
             return lambda st: c
         if sym.kind == "shared":
-            c = dt(sym.value)
-            return lambda st: c
+            return _own_shared(dt(sym.value))
         if sym.kind == "kparam":
             c = dt(sym.value)  # param-space address; cvta.param adds the window
             return lambda st: c
@@ -324,10 +336,8 @@ class Ctx:
                 return "param", lambda st: c
             if sym.kind == "shared":
                 if space == "generic":
-                    c = np.uint64(SHARED_WINDOW + sym.value + off)
-                    return "generic", lambda st: c
-                c = np.int64(sym.value + off)
-                return "shared", lambda st: c
+                    return "generic", _own_shared(np.uint64(SHARED_WINDOW + sym.value + off))
+                return "shared", _own_shared(np.int64(sym.value + off))
             if sym.kind == "global":
                 c = np.uint64(sym.value + off)
                 return (space if space != "shared" else "global"), lambda st: c

@@ -701,8 +701,8 @@ def _cluster_split(ctx, a_read, ty):
 
 
 def build_mapa(ctx: Ctx) -> Op:
-    """mapa(.shared::cluster): the same offset in CTA rank r's shared memory (memory.py's encoding);
-    rank bits are cleared when r is this CTA's own rank, so one-CTA clusters keep plain addresses."""
+    """mapa(.shared::cluster): the same offset in CTA rank r's shared memory, r in the address's rank bits
+    (memory.py's Hopper layout)."""
     ty = _ty(ctx, ".u32")
     ops = ctx.ins.operands
     d, a, r = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ".u32")
@@ -710,10 +710,8 @@ def build_mapa(ctx: Ctx) -> Op:
     dt = np.uint32 if ty.endswith("32") else np.uint64
 
     def f(st, m):
-        o = off(st) & CLUSTER_OFF_MASK
         rank = np.asarray(r(st)).astype(np.int64)
-        own = np.asarray(st.sreg("%cluster_ctarank")).astype(np.int64)
-        enc = np.where(rank == own, o, o | ((rank + 1) << CLUSTER_RANK_SHIFT))
+        enc = (off(st) & CLUSTER_OFF_MASK) | (rank << CLUSTER_RANK_SHIFT)
         d(st, (enc.astype(np.uint64) + win).astype(dt), m)
     return _op(f)
 
@@ -724,12 +722,7 @@ def build_getctarank(ctx: Ctx) -> Op:
     ops = ctx.ins.operands
     d, a = ctx.write(ops[0], ".u32"), ctx.read(ops[1], ty)
     off, _ = _cluster_split(ctx, a, ty)
-
-    def f(st, m):
-        hi = off(st) >> CLUSTER_RANK_SHIFT
-        own = np.asarray(st.sreg("%cluster_ctarank")).astype(np.int64)
-        d(st, np.where(hi == 0, own, hi - 1).astype(np.uint32), m)
-    return _op(f)
+    return _op(lambda st, m: d(st, (off(st) >> CLUSTER_RANK_SHIFT).astype(np.uint32), m))
 
 
 BUILDERS = {

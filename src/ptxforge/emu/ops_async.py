@@ -197,6 +197,8 @@ def _copy_together(st, lanes, dst, src, size, dst_space, src_space, mbar, bars) 
     if (k % 16).any():
         return False  # the lane-by-lane path names the lane's size
     d0, s0 = dst.astype(np.int64), src.astype(np.int64)
+    if st.mem.cluster_size > 1:  # shared addresses may name another CTA: the lane-by-lane path owns that
+        return False
     if dst_space == "shared" and ((d0 < 0) | (d0 >> M.CLUSTER_RANK_SHIFT != 0)).any():
         return False
     if mbar is not None and mbar[0] == "shared" and ((bars < 0) | (bars >> M.CLUSTER_RANK_SHIFT != 0)).any():
@@ -246,7 +248,9 @@ def _multicast(st, lanes, dst, src, size, masks, bars) -> None:
                    np.full(offs.size, lane))[0]
         d0, bar = ops_tma.shared_offset(int(dst[i])), ops_tma.shared_offset(int(bars[i]))
         for r in ops_tma.cta_mask_ranks(st, lane, int(masks[i])):
-            ops_tma.land(st, "shared", d0 + offs, np.asarray(v, np.uint32), ops_tma.cluster_lane(st, lane, r), bar, k)
+            c = ops_tma.in_cta(r)
+            ops_tma.land(st, "shared", d0 + c + offs, np.asarray(v, np.uint32), ops_tma.cluster_lane(st, lane, r),
+                         bar + c, k)
 
 
 # ---------------------------------------------------------------------------- mbarrier

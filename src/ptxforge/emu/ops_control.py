@@ -7,7 +7,7 @@ ordinary ops that read their arguments from the caller's .param variables.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from ptxforge.emu.ops_warp import build_bar_warp
 from ptxforge.emu.program import Symbol
 from ptxforge.ptx import ir
 from ptxforge.ptx.isa import modifier_slot
+from ptxforge.ptx.printer import operand_text
 
 if TYPE_CHECKING:
     from ptxforge.emu.operands import Ctx, Reader, Writer
@@ -35,9 +36,10 @@ class CallInfo:
     caller: FunctionLayout
     indirect: Reader | None = None  # reader of a function address for indirect calls
     # for a callee's `.reg` params / return values: per position a reader of the argument (or None) and a
-    # writer of the caller's destination register (or None)
-    arg_readers: list[Reader | None] | None = None
-    ret_writers: list[Writer | None] | None = None
+    # writer of the caller's destination register (or None); a tuple of them, element by element, for a
+    # vector `.reg` parameter
+    arg_readers: list[Reader | tuple[Reader, ...] | None] | None = None
+    ret_writers: list[Writer | tuple[Writer, ...] | None] | None = None
 
 
 @dataclass
@@ -130,14 +132,29 @@ def build_call(ctx: Ctx) -> c.Op:
     if len(args) != len(formals) or len(rets) != len(results):
         raise ctx.error(f"call to {name} passes {len(args)} argument(s) and {len(rets)} result(s); "
                         f"it takes {len(formals)} and returns {len(results)}")
-    # a .reg formal takes any value (register, immediate, .param variable); a .param one a .param variable
-    arg_readers = [ctx.read(o, p.type) if p.space == ".reg" else None for o, p in zip(args, formals, strict=True)]
+    # a .reg formal takes any value (register, immediate, .param variable); a .param one a .param variable;
+    # a vector .reg formal a vector register (or braced vector) of its width, element by element
+    arg_readers = [(tuple(ctx.read(e, p.type) for e in _elements(ctx, name, o, p)) if p.vector else
+                    ctx.read(o, p.type)) if p.space == ".reg" else None for o, p in zip(args, formals, strict=True)]
     arg_pvars = [None if p.space == ".reg" else pv(o) for o, p in zip(args, formals, strict=True)]
-    ret_writers = [ctx.write(o, p.type) if p.space == ".reg" and not _is_pvar(ctx, o) else None
+    ret_writers = [(tuple(ctx.write(e, p.type) for e in _elements(ctx, name, o, p)) if p.vector else
+                    ctx.write(o, p.type)) if p.space == ".reg" and not _is_pvar(ctx, o) else None
                    for o, p in zip(rets, results, strict=True)]
     ret_pvars = [pv(o) if w is None else None for o, w in zip(rets, ret_writers, strict=True)]
     return c.Op(c.CALL, extra=CallInfo(callee, arg_pvars, ret_pvars, ctx.placed.func,
                                       arg_readers=arg_readers, ret_writers=ret_writers))
+
+
+def _elements(ctx, callee: Any, o, p: ir.Param) -> tuple:
+    """The element operands a vector `.reg` formal `p` is passed: a vector register of its width, or a braced
+    vector of as many elements."""
+    if isinstance(o, ir.Vector) and len(o.elements) == p.vector:
+        return o.elements
+    sym = ctx.lookup(o.name) if isinstance(o, ir.Symbol | ir.Register) else None
+    if isinstance(sym, Symbol) and sym.kind == "vreg" and sym.value == p.vector:
+        return tuple(ir.Register(e, o.span) for e in ir.vector_elements(o.name, p.vector))
+    raise ctx.error(f"call to {callee}: {operand_text(o)} is passed for .reg .v{p.vector} {p.type} {p.name}, "
+                    f"which takes a .v{p.vector} vector register")
 
 
 def _is_pvar(ctx, o) -> bool:

@@ -371,7 +371,7 @@ def build_commit(ctx: Ctx) -> Op:
             sel = np.zeros(st.N, bool)
             sel[lanes] = (bits[lanes] >> r) & 1 == 1
             if sel.any():
-                ar = a | ((r + 1) << M.CLUSTER_RANK_SHIFT)
+                ar = a | (r << M.CLUSTER_RANK_SHIFT)
                 _mbar_update(st, sel, space, lambda st, ar=ar: ar, count=1)
     return _op(commit)
 

@@ -227,6 +227,11 @@ def shared_offset(addr: int) -> int:
     return addr & M.CLUSTER_OFF_MASK
 
 
+def in_cta(rank: int) -> int:
+    """What a byte offset in CTA `rank`'s shared memory adds to become its shared::cluster address."""
+    return rank << M.CLUSTER_RANK_SHIFT
+
+
 def cluster_lane(st: LaneState, lane: int, rank: int) -> int:
     """The lane of the thread with `lane`'s thread index in CTA `rank` of `lane`'s cluster."""
     lps, csize = st.mem.lanes_per_slot, st.mem.cluster_size
@@ -373,7 +378,8 @@ def build_tensor(ctx: Ctx) -> Op:
                 continue
             saddrs = TM.swizzle_offsets(shared_offset(s0) + soff, tm.swizzle)
             for r in cta_mask_ranks(st, lane, int(masks[i])):
-                land(st, "shared", saddrs, vals, cluster_lane(st, lane, r), shared_offset(int(bars[i])), tm.box_bytes)
+                land(st, "shared", saddrs + in_cta(r), vals, cluster_lane(st, lane, r),
+                     shared_offset(int(bars[i])) + in_cta(r), tm.box_bytes)
     return _op(f)
 
 
@@ -385,14 +391,14 @@ def land(st: LaneState, space: str, saddrs: Value, vals: Value, lane: int, bar: 
 
 def owner(st: LaneState, lane: int, space: str, addr: int) -> tuple[int, int]:
     """(lane, address) that reach shared::cluster `addr` as the thread with `lane`'s index in the CTA owning
-    it (the address then without rank bits), so the sanitizer sees that CTA's own access; other addresses,
-    and ranks outside the cluster (left for memory.py to report), stay as they are."""
-    if space != "shared" or addr < 0 or not addr >> M.CLUSTER_RANK_SHIFT:
+    it, so the sanitizer sees that CTA's own access; other addresses, and ranks outside the cluster (left
+    for memory.py to report), stay with `lane`."""
+    if space != "shared" or addr < 0:
         return lane, addr
-    rank = (addr >> M.CLUSTER_RANK_SHIFT) - 1
+    rank = addr >> M.CLUSTER_RANK_SHIFT
     if rank >= st.mem.cluster_size:
         return lane, addr
-    return cluster_lane(st, lane, rank), addr & M.CLUSTER_OFF_MASK
+    return cluster_lane(st, lane, rank), addr
 
 
 def complete_tx(st: LaneState, lane: int, space: str, bar: int, nbytes: int) -> None:

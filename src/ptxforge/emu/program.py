@@ -225,9 +225,18 @@ class Layout:
             fl.end = len(self.placed)
 
     def _formal_reg(self, p: ir.Param, fl: FunctionLayout, scope: dict):
-        """A `.reg` parameter or return value is a register of the function; None for a .param one."""
+        """A `.reg` parameter or return value is a register of the function (a vector one: the tuple of its
+        element registers); None for a .param one."""
         if p.space != ".reg":
             return None
+        if p.vector:
+            scope[p.name] = Symbol("vreg", p.vector, 0, p.name)
+            slots = []
+            for e, alias in zip(ir.vector_elements(p.name, p.vector), ir.VECTOR_COMPONENT_ALIASES, strict=False):
+                slots.append(self._new_reg(p.type))
+                scope[e] = scope[p.name + "." + alias] = ("reg", slots[-1])
+            fl.reg_slots.extend(slots)
+            return tuple(slots)
         slot = self._new_reg(p.type)
         fl.reg_slots.append(slot)
         scope[p.name] = ("reg", slot)

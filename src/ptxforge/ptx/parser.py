@@ -7,6 +7,7 @@ the next `;` or `}`) and raised together as one `PTXSyntaxError`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -352,7 +353,7 @@ class Parser:
             directives.append((d[1], tuple(nums)))
         for p in params + returns:
             if p.space == ".reg":
-                self.regs.add(p.name)
+                self.declare_registers((p.name,), p.vector)
         head_end = close = 0
         if self.accept(";"):
             body = None
@@ -557,10 +558,10 @@ class Parser:
                                          f"{MAX_REGISTER_RANGE:,}")
                 self.expect(">")
                 decls.append(ir.RegisterDecl(ty, (name,), count, vector, align, self.span(tok)))
-                self.regs.update(decls[-1].declared())
+                self.declare_registers(decls[-1].declared(), vector)
             else:
                 names.append(name)
-                self.regs.add(name)
+                self.declare_registers((name,), vector)
             if not self.accept(","):
                 break
         self.expect(";", " after the register declaration")
@@ -640,7 +641,7 @@ class Parser:
             self.fail(self.peek(), f"{space}: expected a type, found {self.describe(self.peek())}")
         name = self.word("a variable name")
         if space == ".reg":
-            self.regs.add(name[1])
+            self.declare_registers((name[1],), vector)
         array = self.parse_dims()
         init = None
         if self.accept("="):
@@ -844,6 +845,15 @@ class Parser:
                 self.depth -= 1
                 return tuple(items)
             self.expect(",", f" or '{close}'")
+
+    def declare_registers(self, names: Iterable[str], vector: int | None) -> None:
+        """Register names an operand may use: a vector register's elements too (`v.x`, `v.r`, ...), so they
+        are registers with or without a `%`."""
+        for name in names:
+            self.regs.add(name)
+            if vector:
+                self.regs.update(ir.vector_elements(name, vector))
+                self.regs.update(f"{name}.{a}" for a in ir.VECTOR_COMPONENT_ALIASES[:vector])
 
     def name_operand(self, tok: Token) -> Any:
         val = tok[1]

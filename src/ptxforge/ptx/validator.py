@@ -6,6 +6,7 @@ Every problem is collected; `check()` raises them together as one `PTXValidation
 from __future__ import annotations
 
 from collections import ChainMap
+from collections.abc import MutableMapping
 
 from ptxforge.ptx import ir, isa
 from ptxforge.ptx.errors import Diagnostic, PTXValidationError
@@ -37,6 +38,7 @@ class _Validator:
         self.src = SourceText(module.source) if module.source is not None else None
         self.out: list[Diagnostic] = []
         self.globals = {v.name for v in module.variables} | {f.name for f in module.functions}
+        self.functions = {f.name: f for f in module.functions}
 
     def report(self, span: ir.Span | None, message: str) -> None:
         if span is None or span.line == 0:
@@ -112,13 +114,15 @@ class _Validator:
         symbols = set(self.globals)
         self.param_symbols = {p.name for p in f.params + f.returns if p.space == ".param"} | {
             s.name for s in _walk(f.body) if isinstance(s, ir.Variable) and s.space == ".param"}
+        self.vectors: dict[str, int] = {}  # vector registers (.reg .v4 .u32 %v) -> element count
         for p in f.params + f.returns:
             if p.space == ".reg":
                 regs[p.name] = p.type
+                if p.vector:
+                    self.declare_vector(regs, p.name, p.vector, p.type)
             else:
                 symbols.add(p.name)
         self.labels: ChainMap[str, ir.Span] = ChainMap()
-        self.vectors: dict[str, int] = {}  # vector registers (.reg .v4 .u32 %v) -> element count
         self.block(f.body, ChainMap(regs), symbols)
 
     def block(self, body, regs: ChainMap, symbols: set) -> None:
@@ -137,10 +141,7 @@ class _Validator:
                     self.duplicate(local, name, s.span, "register")
                     regs.maps[0][name] = s.type
                     if s.vector:
-                        self.vectors[name] = s.vector
-                        for e, alias in zip(ir.vector_elements(name, s.vector), ir.VECTOR_COMPONENT_ALIASES,
-                                            strict=False):
-                            regs.maps[0][e] = regs.maps[0][name + "." + alias] = s.type
+                        self.declare_vector(regs.maps[0], name, s.vector, s.type)
             elif t is ir.Variable:
                 self.duplicate(local, s.name, s.span, "variable")
                 self.variable_shape(s)
@@ -163,6 +164,12 @@ class _Validator:
                     if name not in self.globals:
                         self.report(s.span, f"{s.directive}: '{name}' is not declared")
         self.labels = self.labels.parents
+
+    def declare_vector(self, regs: MutableMapping[str, str], name: str, n: int, ty: str) -> None:
+        """A vector register and its elements (`name.x`, or `name.r`, ...)."""
+        self.vectors[name] = n
+        for e, alias in zip(ir.vector_elements(name, n), ir.VECTOR_COMPONENT_ALIASES, strict=False):
+            regs[e] = regs[name + "." + alias] = ty
 
     def instruction(self, ins: ir.Instruction, regs: ChainMap, symbols: set) -> None:
         if self.vectors:
@@ -193,9 +200,32 @@ class _Validator:
                                                      f"which a generic {ins.opcode} cannot reach; use "
                                                      f"{ins.opcode}.param")
                     ok = False
+        if ok and ins.opcode == "call":
+            self.call_arguments(ins, regs)
         if ok:
             for span, message in self.isa.check_instruction(ins, regs, version=self.version, target=self.target):
                 self.report(span, message)
+
+    def call_arguments(self, ins: ir.Instruction, regs: ChainMap) -> None:
+        """Registers passed to (or receiving) a direct call's `.reg` parameters take as many bytes as the
+        parameter, a vector counted whole (ptxas: "Type of argument does not match formal parameter")."""
+        ops = ins.operands
+        at = next((i for i, o in enumerate(ops) if type(o) in (ir.Symbol, ir.Register)), None)
+        callee = self.functions.get(ops[at].name) if at is not None else None  # type: ignore[union-attr]
+        if callee is None:
+            return
+        rets = ops[at - 1].items if at and type(ops[at - 1]) is ir.ParenList else ()  # type: ignore[union-attr]
+        args = ops[at + 1].items if at + 1 < len(ops) and type(ops[at + 1]) is ir.ParenList else ()  # type: ignore
+        for actual, formal in (*zip(args, callee.params, strict=False), *zip(rets, callee.returns, strict=False)):
+            if formal.space != ".reg" or type(actual) is not ir.Register or actual.name not in regs:
+                continue
+            ty, n = regs[actual.name], self.vectors.get(actual.name)
+            have, want = ir.storage_size(ty, n, ()), ir.storage_size(formal.type, formal.vector, ())
+            if have != want:
+                vec = f".v{formal.vector} " if formal.vector else ""
+                self.report(actual.span or ins.span,
+                            f"call to {callee.name}: {actual.name} ({f'.v{n} ' if n else ''}{ty}, {have} bytes) does "
+                            f"not match parameter .reg {vec}{formal.type} {formal.name} ({want} bytes)")
 
     def known_symbol(self, name: str, symbols: set) -> bool:
         return name in symbols or name in self.labels or name in self.prototypes

@@ -32,6 +32,7 @@ from ptxforge.runtime.launch_config import EmulatorOptions, LaunchConfig
 from ptxforge.runtime.register_limit import check_register_limit
 from ptxforge.runtime.result import LaunchResult
 from ptxforge.runtime.streams import label_reports, launch_on_stream, node_sanitize, peer_reachable, stream_device
+from ptxforge.runtime.validation import check_before_launch
 
 if TYPE_CHECKING:
     from ptxforge.emu.node import PendingLaunch, Stream
@@ -106,28 +107,31 @@ class Kernel:
                shared_mem: int = ..., sanitize: Any = ..., num_sms: int | None = ..., watchdog_s: float = ...,
                time_limit_s: float | None = ..., printf: Callable[[str], Any] | None = ...,
                emu_device_: EmuDevice | None = ..., cluster: Any = ..., stream: None = ...,
-               cooperative: bool = ..., options: EmulatorOptions | None = ...) -> LaunchResult: ...
+               cooperative: bool = ..., options: EmulatorOptions | None = ...,
+               validate: bool = ...) -> LaunchResult: ...
 
     @overload
     def launch(self, grid: Any = ..., block: Any = ..., args: Any = ..., *, device: Any = ...,
                shared_mem: int = ..., sanitize: Any = ..., num_sms: int | None = ..., watchdog_s: float = ...,
                time_limit_s: float | None = ..., printf: Callable[[str], Any] | None = ...,
                emu_device_: EmuDevice | None = ..., cluster: Any = ..., stream: Stream,
-               cooperative: bool = ..., options: EmulatorOptions | None = ...) -> PendingLaunch[LaunchResult]: ...
+               cooperative: bool = ..., options: EmulatorOptions | None = ...,
+               validate: bool = ...) -> PendingLaunch[LaunchResult]: ...
 
     @overload
     def launch(self, grid: Any = ..., block: Any = ..., args: Any = ..., *, device: Any = ...,
                shared_mem: int = ..., sanitize: Any = ..., num_sms: int | None = ..., watchdog_s: float = ...,
                time_limit_s: float | None = ..., printf: Callable[[str], Any] | None = ...,
                emu_device_: EmuDevice | None = ..., cluster: Any = ..., stream: GreenStream,
-               cooperative: bool = ..., options: EmulatorOptions | None = ...) -> LaunchResult: ...
+               cooperative: bool = ..., options: EmulatorOptions | None = ...,
+               validate: bool = ...) -> LaunchResult: ...
 
     def launch(self, grid: Any = (1,), block: Any = _UNSET, args: Any = (), *, device: Any = None,
                shared_mem: int = 0, sanitize: Any = False, num_sms: int | None = None, watchdog_s: float = 60.0,
                time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
                emu_device_: EmuDevice | None = None, cluster: Any = None,
                stream: Stream | GreenStream | None = None, cooperative: bool = False,
-               options: EmulatorOptions | None = None) -> LaunchOutcome:
+               options: EmulatorOptions | None = None, validate: bool = True) -> LaunchOutcome:
         """Run the kernel on `device`: "emu", "cuda" or "cuda:N"; or "auto": where its DeviceBuffer arguments
         live, else the emulator when an emulator-only option is given, else a GPU when one can be used, else the
         emulator. None is like "auto" with $PTXFORGE_DEVICE (when set) in place of the GPU-or-emulator choice.
@@ -150,7 +154,12 @@ class Kernel:
         on the green context's SMs only, now, and its `LaunchResult` is returned. Without one, a launch runs
         now and returns its `LaunchResult`, on every device (typed so: the overloads above say which a call
         gets).
+
+        The module is validated before its first launch (`ptxforge check`'s rules, the verdict kept with the
+        module): PTX the validator refuses raises `PTXValidationError` before anything runs. `validate=False`
+        (or PTXFORGE_VALIDATE=0 in the environment) skips that, for PTX you know ptxas takes.
         """
+        check_before_launch(self.module, validate)
         config, args = _config(grid, block, args, shared_mem, cluster, cooperative)
         opts = _options(options, sanitize, num_sms, watchdog_s, time_limit_s, printf)
         gpu_stream = None

@@ -116,13 +116,13 @@ extern "C" __global__ void global_waw_ok(const float* in, float* out) {
     atomicAdd(&out[threadIdx.x], in[i]);
 }
 
-// ---- bar.sync in divergent code: the first warp waits at a different barrier than the rest
+// ---- bar.sync in divergent code: half of warp 0 waits at another barrier (docs/sanitizer-rulings.md)
 extern "C" __global__ void divergent_barrier(const float* in, float* out) {
     __shared__ float s[256];
     int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
     s[t] = in[i];
-    if (t < 32) {
-        __syncthreads();                               // BUG: only warp 0 reaches this barrier
+    if (t < 16) {
+        __syncthreads();                               // BUG: only half of warp 0 reaches this barrier
         s[t] += 1.0f;
     }
     __syncthreads();
@@ -286,4 +286,20 @@ extern "C" __global__ void exit_warp_aligned_ok(const float* in, float* out, int
     s[t] = in[i];
     __syncthreads();
     out[i] = s[t ^ 1];
+}
+
+// ---- a race between two inlined call chains: the report shows each side's .loc inlined_at chain
+__device__ __forceinline__ void inl_put(float* s, int i, float v) {
+    s[i] = v;                                          // BUG: the write side, three calls deep
+}
+__device__ __forceinline__ void inl_scale_put(float* s, int i, float v) { inl_put(s, i, 2.0f * v); }
+__device__ __forceinline__ void inl_fill(float* s, int t, float v) { inl_scale_put(s, t + 1, v); }
+__device__ __forceinline__ float inl_get(const float* s, int i) {
+    return s[i];                                       // BUG: the read side, one call deep
+}
+extern "C" __global__ void inlined_race(const float* in, float* out) {
+    __shared__ float s[257];
+    int t = threadIdx.x;
+    inl_fill(s, t, in[t]);
+    out[t] = inl_get(s, (t + 7) & 255);                // no __syncthreads() between the two
 }

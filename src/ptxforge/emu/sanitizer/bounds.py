@@ -64,9 +64,9 @@ def _check(mem, space, a, nbytes, write):
     else:
         limit = {"shared": mem.shared_size, "local": mem.local_stride, "param": mem.params.size}[space]
         s = a.astype(np.int64)
-        if space == "shared" and mem.cluster_size > 1:  # shared::cluster: (CTA rank + 1) in the high bits
+        if space == "shared" and mem.cluster_size > 1:  # the CTA's rank in the high bits (memory.py)
             hi = s >> M.CLUSTER_RANK_SHIFT
-            k[hi > mem.cluster_size] = OOB
+            k[hi >= mem.cluster_size] = OOB
             s = np.where(hi > 0, s & M.CLUSTER_OFF_MASK, s)
         k[(s < 0) | (s > limit - nbytes)] = OOB
         if space == "param" and write:

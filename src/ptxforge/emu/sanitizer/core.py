@@ -457,6 +457,17 @@ class Sanitizer(Check):
             self._add(site, rep)
         raise _Excluded(L[bad])
 
+    def _same_warpgroup(self, pw: np.ndarray, L: np.ndarray, nb: int) -> np.ndarray:
+        """Per byte: the earlier access `pw` was by a thread of the accessing warpgroup (same block). A
+        wgmma.mma_async reads its operands once every warp of the warpgroup issued it (.sync.aligned), so
+        what each warp did before it is ordered before those reads (docs/sanitizer-rulings.md)."""
+        who = self.who[L].astype(np.int64)
+        if nb > 1:
+            who = np.repeat(who, nb)
+        p = pw.astype(np.int64)
+        lpb = self.lpb
+        return (p >= 0) & (p // lpb == who // lpb) & ((p % lpb) // 128 == (who % lpb) // 128)
+
     def _access_name(self, write: bool) -> str:
         if self.site is not None and self.site.atomic:
             return "atomic"
@@ -549,6 +560,8 @@ class Sanitizer(Check):
             self._uninitialized(uninit, B, nb, L, region, write, site)
         if write and self.undef is not None and self.undef.store_vals:
             self.undef.on_store_bytes(L, B, nb, region)
+        if race is not None and site is not None and site.warpgroup and pw is not None:
+            race = race & ~self._same_warpgroup(pw, L, nb)
         if race is None or not self.check_races or not race.any():
             return
         prev_read = None if ww is None else ~ww
@@ -815,7 +828,8 @@ class Sanitizer(Check):
                      "thread": self._tid(t) if t is not None else None,
                      "block": self._cta(blk) if blk is not None else None,
                      "ptx_line": op.line if op else None, "instruction": op.text if op else "",
-                     "source": self.sources.source(other_pc) if self.sources else None}
+                     "source": self.sources.source(other_pc) if self.sources else None,
+                     "stack": self.sources.stack(other_pc) if self.sources else []}
         same_block = blk is not None and blk == int(self.block_of_lane[lane])
         rep.message = ("no barrier or release/acquire pair orders the two accesses (same barrier interval)"
                        if same_block else "the accesses come from different blocks and no release/acquire "
@@ -860,6 +874,7 @@ class Sanitizer(Check):
         return SanitizerReport(kind=kind, message="", thread=self._tid(tid), block=self._cta(b),
                                ptx_line=op.line, ptx_file=op.file, instruction=op.text,
                                source=self.sources.source(self.pc) if self.sources else None,
+                               stack=self.sources.stack(self.pc) if self.sources else [],
                                address=address, size=size, space=space, access=access, count=count)
 
     def _place(self, rep: SanitizerReport, space: str, addr: int, lane: int, generic: bool = False) -> None:
@@ -870,7 +885,7 @@ class Sanitizer(Check):
                 rep.allocation, base, rep.allocation_size = hit
                 rep.offset = addr - base
         elif space == "shared":
-            off = addr - M.SHARED_WINDOW if generic else addr
+            off = (addr - M.SHARED_WINDOW if generic else addr) & M.CLUSTER_OFF_MASK  # without the CTA's rank
             hit = bounds.nearest_variable(self.shared_vars, off)
             if hit is not None:
                 name, start, size = hit

@@ -52,6 +52,8 @@ class SanitizerReport:
     other: dict = field(default_factory=dict)  # races: the earlier access (thread, block, line, access)
     count: int = 1  # how many times this site fired (lanes x executions)
     gpu: int | None = None  # the GPU of a `ptxforge.emu.Node` the thread ran on
+    stack: list = field(default_factory=list)  # source frames, innermost first ("file:line in name"), for
+    # code inlined by the compiler (the .loc inlined_at chain); races keep the other side's in other["stack"]
 
     @property
     def site(self) -> tuple:
@@ -71,7 +73,9 @@ class SanitizerReport:
         lines = [f"{PREFIX} {self.headline()}"]
         where = f"{self.ptx_file}:{self.ptx_line}" if self.ptx_line else (self.ptx_file or "<ptx>")
         lines.append(f"{PREFIX}     at {where}: {self.instruction}")
-        if self.source:
+        if len(self.stack) > 1:
+            lines += _call_stack("source", self.stack)
+        elif self.source:
             lines.append(f"{PREFIX}     source {self.source}")
         if self.thread is not None:
             on = "" if self.gpu is None else f" on GPU {self.gpu}"
@@ -87,6 +91,10 @@ class SanitizerReport:
                          f"({_xyz(o['thread'])}) in block ({_xyz(o['block'])}){on} at "
                          f"{o.get('ptx_file', self.ptx_file)}:{o.get('ptx_line')}: {o.get('instruction', '')}"
                          + (f" (source {o['source']})" if o.get("gpu") is not None and o.get("source") else ""))
+            if o.get("gpu") is None and len(o.get("stack") or ()) > 1:
+                lines += _call_stack("  its source", o["stack"])
+            elif o.get("gpu") is None and o.get("source"):
+                lines.append(f"{PREFIX}       its source {o['source']}")
         if self.count > 1:
             lines.append(f"{PREFIX}     (this site: {self.count} times, folded into this report)")
         return "\n".join(lines)
@@ -117,6 +125,14 @@ class SanitizerReport:
         if d["other"]:
             d["other"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in d["other"].items()}
         return d
+
+
+def _call_stack(head: str, frames: list) -> list[str]:
+    """A call stack, innermost frame first, each caller indented under it (compute-sanitizer's order)."""
+    pad = " " * (len(head) - len(head.lstrip()))
+    out = [f"{PREFIX}     {head} {frames[0]}"]
+    out += [f"{PREFIX}     {pad}    inlined at {f}" for f in frames[1:]]
+    return out
 
 
 def _xyz(t) -> str:

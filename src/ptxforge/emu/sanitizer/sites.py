@@ -16,7 +16,7 @@ import numpy as np
 from ptxforge.emu.sanitizer.order import GPU, SCOPES, SYS
 from ptxforge.ptx import ir
 
-_INLINED = re.compile(r"inlined_at\s+(\d+)\s+(\d+)")
+_INLINED = re.compile(r"inlined_at\s+(\d+)\s+(\d+)(?:\s+(\d+))?")
 STRONG = {"volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "mmio"}
 
 
@@ -43,6 +43,7 @@ class SiteInfo:
     mbar_wait: int | None = None  # test_wait/try_wait: register slot of the "phase complete" predicate
     async_via_mbarrier: bool = False  # cp.async.mbarrier.arrive: the lane's copies complete with the phase
     guard: tuple | None = None  # (register slot, negated) of a guard predicate
+    warpgroup: bool = False  # wgmma.mma_async: one operation of the whole warpgroup, issued by all its warps
 
 
 def site_info(pc: int, ins: ir.Instruction, guard_slot: Any, wait_slot: int | None = None) -> SiteInfo:
@@ -71,7 +72,7 @@ def site_info(pc: int, ins: ir.Instruction, guard_slot: Any, wait_slot: int | No
                     warp_sync=op == "bar" and "warp" in sx, guard=guard_slot, mbarrier=mbar,
                     mbar_wait=wait_slot if op == "mbarrier" and sx & {"test_wait", "try_wait"} else None,
                     async_via_mbarrier=op == "cp" and "async" in sx and "mbarrier" in sx and "arrive" in sx,
-                    bulk=op == "cp" and "bulk" in sx)
+                    bulk=op == "cp" and "bulk" in sx, warpgroup=op == "wgmma" and "mma_async" in sx)
 
 
 def _scope(op: str, sx: set) -> int:
@@ -83,7 +84,9 @@ def _scope(op: str, sx: set) -> int:
 
 
 class SourceMap:
-    """pc -> "file.cu:LINE" from the nearest `.loc` before each instruction (where the PTX has them)."""
+    """pc -> where in the source: the nearest `.loc` before each instruction (where the PTX has them), with
+    the chain of `inlined_at` call sites when it was inlined (nvcc's -lineinfo writes one `inlined_at` per
+    `.loc`; the call site's own `.loc`, met earlier, carries the next one out)."""
 
     def __init__(self, layout: Any):
         self.layout = layout
@@ -92,39 +95,114 @@ class SourceMap:
     def _build(self) -> dict:
         module = self.layout.module
         files = {i.index: i.path for i in module.items if isinstance(i, ir.FileDirective)}
+        names = _debug_names(module)
         out: dict = {}
         for f in module.functions:
             if f.body is None:
                 continue
-            state = [None]
+            state: list = [None]
+            outer: dict = {}  # (file, line, col) of a .loc -> its inlined_at (file, line, col), or None
 
-            def walk(body, state=state):
+            def walk(body, state=state, outer=outer, func=f.name):
                 for s in body:
                     if isinstance(s, ir.Loc):
-                        state[0] = s
+                        state[0] = _frames(s, outer, files, names, func)
                     elif isinstance(s, ir.Instruction) and state[0] is not None:
-                        out[id(s)] = _loc_text(state[0], files)
+                        out[id(s)] = state[0]
                     elif isinstance(s, ir.Block):
                         walk(s.body)
             walk(f.body)
         return out
 
-    def source(self, pc: int) -> str | None:
+    def stack(self, pc: int) -> list[str]:
+        """The source frames of instruction `pc`, innermost first ("file:line in name"); [] without .loc."""
         if self._by_ins is None:
             self._by_ins = self._build()
         if not 0 <= pc < len(self.layout.placed):
+            return []
+        return list(self._by_ins.get(id(self.layout.placed[pc].ins), ()))
+
+    def source(self, pc: int) -> str | None:
+        """`file:line`; for inlined code the outermost call site, then the inlined lines down to the
+        innermost: `k.cu:13 (inlined from k.cu:8, util.hpp:215)`."""
+        frames = [f.split(" in ", 1)[0] for f in self.stack(pc)]
+        if not frames:
             return None
-        return self._by_ins.get(id(self.layout.placed[pc].ins))
+        if len(frames) == 1:
+            return frames[0]
+        return f"{frames[-1]} (inlined from {', '.join(reversed(frames[:-1]))})"
 
 
-def _loc_text(loc, files: dict) -> str:
-    """`file:line`; for code inlined from a header, the caller's line with the header line after it."""
-    here = f"{files.get(loc.file, f'file{loc.file}')}:{loc.line}"
+def _frames(loc: Any, outer: dict, files: dict, names: dict, func: str) -> tuple[str, ...]:
+    """The frames (innermost first) of code at `loc`; records `loc` as a call site for later .locs."""
     m = _INLINED.search(loc.extra or "")
-    if m is None:
-        return here
-    outer = f"{files.get(int(m.group(1)), f'file{m.group(1)}')}:{m.group(2)}"
-    return f"{outer} (inlined from {here})"
+    here = (loc.file, loc.line, loc.col)
+    at = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None
+    fn = _FUNCTION.search(loc.extra or "")
+    if at is not None or here not in outer:
+        outer[here] = at
+        if fn:
+            outer[("name", *here)] = fn.group(1)
+    if at is None:
+        return (_frame(here, None, files),)
+    frames = [_frame(here, names.get(fn.group(1)) if fn else None, files)]
+    seen = {here}
+    while at is not None and at not in seen and len(frames) < 64:
+        seen.add(at)
+        nxt = outer.get(at)
+        frames.append(_frame(at, None if nxt is None else _called_name(at, outer, names), files))
+        at = nxt
+    frames[-1] += f" in {func}"
+    return tuple(frames)
+
+
+def _called_name(at: tuple, outer: dict, names: dict) -> str | None:
+    """The inlined function whose code holds call site `at` (from that site's own .loc)."""
+    label = outer.get(("name", *at))
+    return names.get(label) if label else None
+
+
+def _frame(where: tuple, name: str | None, files: dict) -> str:
+    text = f"{files.get(where[0], f'file{where[0]}')}:{where[1]}"
+    return f"{text} in {name}" if name else text
+
+
+_FUNCTION = re.compile(r"function_name\s+([$\w.]+)")
+
+
+def _debug_names(module: Any) -> dict[str, str]:
+    """`$L__info_stringN` -> the (shortened) function name the .debug_str section holds for it."""
+    out: dict[str, str] = {}
+    for item in module.items:
+        if not isinstance(item, ir.Section) or item.name != ".debug_str":
+            continue
+        label, data = None, bytearray()
+        for line in (*item.lines, "$end:"):
+            line = line.strip()
+            if line.endswith(":"):
+                if label is not None:
+                    out[label] = _short_name(bytes(data).split(b"\0", 1)[0].decode("latin-1"))
+                label, data = line[:-1], bytearray()
+            elif line.startswith(".b8") and label is not None:
+                data.extend(int(x) for x in line[3:].split(",") if x.strip().isdigit())
+    return out
+
+
+def _short_name(mangled: str) -> str:
+    """`_Z4leafPfif` -> leaf, `_ZN4cute4copyE...` -> cute::copy; other names as they are."""
+    nested = mangled.startswith("_ZN")
+    rest = mangled[3:] if nested else mangled[2:] if mangled.startswith("_Z") else ""
+    parts = []
+    while rest:
+        d = re.match(r"(\d+)", rest)
+        if not d:
+            break
+        n = int(d.group(1))
+        parts.append(rest[d.end(): d.end() + n])
+        rest = rest[d.end() + n:]
+        if not nested:
+            break
+    return "::".join(parts) or mangled
 
 
 def _names(ops, out: set) -> None:

@@ -1,14 +1,17 @@
 """Synchronization checks: barrier divergence and warp member masks.
 
-Barriers: when a block's barrier releases, every thread leaving it must have waited at the same
-(aligned) barrier instruction. Whole warps that exited do not count: the hardware expects only the
-threads still running, so `if (i >= n) return; ... __syncthreads();` is fine for warp-aligned n. A warp
-split between threads waiting at an aligned barrier and threads that exited instead
-(`if (threadIdx.x < 16) __syncthreads();` with the rest leaving) is divergence: reported.
+Barriers: when a block's barrier releases, the threads of each warp leaving it must have waited at the
+same (aligned) barrier instruction; different warps may have arrived from different instructions (named
+barriers between producer and consumer warpgroups, docs/sanitizer-rulings.md). Whole warps that exited
+do not count: the hardware expects only the threads still running, so `if (i >= n) return; ...
+__syncthreads();` is fine for warp-aligned n. A warp split between threads waiting at an aligned barrier
+and threads that exited instead (`if (threadIdx.x < 16) __syncthreads();` with the rest leaving) is
+divergence: reported.
 
 Member masks (shfl/vote/match/redux/elect .sync, bar.warp.sync): the executing thread must be in its
-mask, all threads of a warp must pass the same mask, and every existing lane the mask names must
-execute the instruction with it.
+mask, all threads of a warp must pass the same mask, and every lane the mask names must execute the
+instruction with it, unless it leaves the kernel instead (an early return: PTX waits only for non-exited
+threads since sm_70).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ptxforge.emu.op import EXIT, EXITED, PC_MASK
+from ptxforge.emu.op import BAR, BRA, EXIT, EXITED, NOP, NORMAL, PC_MASK, WARPSYNC
 from ptxforge.emu.ops_warp import warp_bits
 
 FULL = np.uint32(0xFFFFFFFF)
@@ -92,8 +95,9 @@ def check_member_mask(san: Any, st: Any, m: np.ndarray | None, mm_reader: Any, i
 
 def check_warp_wait(san: Any, machine: Any, P: int, bad: np.ndarray, elsewhere: np.ndarray, mm: Any) -> None:
     """Lanes `bad` wait at warp-synchronous op P for named lanes that are elsewhere. Remember those lanes
-    (unless they are about to exit, which the PTX rules allow): if they exit without executing P, the
-    mask named lanes that never took part (checked when P finally runs, in `check_member_mask`)."""
+    (unless they are leaving the kernel without rejoining the waiting lanes' code, which PTX allows since
+    sm_70: only non-exited threads must take part): if they exit without executing P, the mask named lanes
+    that never took part (checked when P finally runs, in `check_member_mask`)."""
     pcs = machine.pcs
     mm = np.broadcast_to(np.asarray(mm, np.uint32), bad.shape)
     W = bad.size // 32
@@ -104,8 +108,9 @@ def check_warp_wait(san: Any, machine: Any, P: int, bad: np.ndarray, elsewhere: 
     if not away.any():
         return
     idx = np.flatnonzero(away)
-    exiting = np.fromiter((machine.ops[int(p) & PC_MASK].kind == EXIT and machine.ops[int(p) & PC_MASK].guard
-                           is None for p in pcs[idx]), bool, idx.size)
+    after = _straight_path(machine.ops, P + 1, through_sync=True)[0]
+    exiting = np.fromiter((_leaves_without_rejoining(machine.ops, int(pcs[i]) & PC_MASK, after,
+                                                     _guard_passes(machine, int(i))) for i in idx), bool, idx.size)
     away[idx[exiting]] = False
     if not away.any():
         return
@@ -115,6 +120,48 @@ def check_warp_wait(san: Any, machine: Any, P: int, bad: np.ndarray, elsewhere: 
     rec |= warp_bits(away)
 
 
+_PATH_LIMIT = 256  # instructions a straight-line walk looks ahead
+
+
+def _guard_passes(machine: Any, lane: int) -> bool:
+    """Whether the guard of the op at `lane`'s pc lets the lane through (True for an unguarded op)."""
+    op = machine.ops[int(machine.pcs[lane]) & PC_MASK]
+    if op.guard is None:
+        return True
+    slot, negated = op.guard
+    v = machine.st.regs[slot]
+    return bool(np.broadcast_to(v, (machine.st.N,))[lane]) != negated
+
+
+def _straight_path(ops: Any, pc: int, first_passes: bool = False,
+                   through_sync: bool = False) -> tuple[set[int], bool]:
+    """(the pcs a thread runs from `pc` on while its path is certain, except an exit; whether it exits):
+    unconditional branches are followed (and the first op's guard when `first_passes` says it lets the
+    thread through); a conditional branch, call or return ends the walk, and so does a barrier or
+    warp-synchronous op unless `through_sync` (the thread's future is not certain, or it meets others there)."""
+    seen: set[int] = set()
+    for _ in range(_PATH_LIMIT):
+        if pc in seen or not 0 <= pc < len(ops):
+            return seen, False
+        op = ops[pc]
+        if op.kind == EXIT:
+            return seen, op.guard is None or (first_passes and not seen)
+        plain = (NORMAL, BRA, NOP, BAR, WARPSYNC) if through_sync else (NORMAL, BRA, NOP)
+        if op.kind not in plain or (op.kind == BRA and op.guard is not None):
+            return seen, False
+        seen.add(pc)
+        pc = op.target if op.kind == BRA else pc + 1
+    return seen, False
+
+
+def _leaves_without_rejoining(ops: Any, pc: int, after: set[int], first_passes: bool) -> bool:
+    """True when a thread at `pc` exits without meeting anyone and without running the code the waiting
+    threads run after their warp-synchronous op (`after`): it left the warp (an early return), so PTX
+    waits for it no longer. A thread that skipped the op and rejoins their code took no part in it."""
+    path, exits = _straight_path(ops, pc, first_passes)
+    return exits and not (path & after)
+
+
 def _absent(san, pc, lane, mask, bits, name, count) -> None:
     msg = (f"member mask {mask:#010x} names lanes {_lanes_text(bits)}, which do not execute this "
            f"{name} (they are on another path); every non-exited lane in the mask must execute it")
@@ -122,19 +169,21 @@ def _absent(san, pc, lane, mask, bits, name, count) -> None:
 
 
 def check_barrier_release(san: Any, machine: Any, bid: int, done: np.ndarray, rel: np.ndarray) -> None:
+    """The threads a barrier releases: those of one warp must have waited at the same aligned barrier
+    instruction (different warps may arrive from different instructions: docs/sanitizer-rulings.md)."""
     rl = np.flatnonzero(rel)
     if rl.size == 0:
         return
     pcs = machine.pcs
     bpc = ((pcs[rl] & PC_MASK) - 1).astype(np.int64)
-    slot = machine.slot[rl]
-    key = (slot.astype(np.int64) << 32) | bpc
+    warp = rl // 32
+    key = (warp.astype(np.int64) << 32) | bpc
     u, first_idx, counts = np.unique(key, return_index=True, return_counts=True)
-    us = u >> 32
-    multi = np.flatnonzero(np.diff(us) == 0)
+    uw = u >> 32
+    multi = np.flatnonzero(np.diff(uw) == 0)
     if multi.size:
-        s = int(us[multi[0]])
-        mine = np.flatnonzero(us == s)
+        w = int(uw[multi[0]])
+        mine = np.flatnonzero(uw == w)
         aligned = all(getattr(machine.ops[int(u[i] & 0xFFFFFFFF)].extra, "aligned", True) for i in mine)
         if aligned:
             few = mine[np.argmin(counts[mine])]
@@ -142,11 +191,11 @@ def check_barrier_release(san: Any, machine: Any, bid: int, done: np.ndarray, re
             at = int(u[few] & 0xFFFFFFFF)
             others = [machine.ops[int(u[i] & 0xFFFFFFFF)] for i in mine if i != few]
             where = ", ".join(f"line {o.line}" for o in others)
-            msg = (f"{int(counts[few])} thread(s) of the block wait at this barrier (id {bid}) while "
-                   f"{int(counts[mine].sum() - counts[few])} wait at another barrier instruction ({where}); "
-                   f"an aligned bar.sync must be reached by every thread of the block at the same "
+            msg = (f"{int(counts[few])} thread(s) of a warp wait at this barrier (id {bid}) while "
+                   f"{int(counts[mine].sum() - counts[few])} thread(s) of the same warp wait at another barrier "
+                   f"instruction ({where}); the threads of a warp must reach an aligned bar.sync at the same "
                    f"instruction")
-            nblocks = np.unique(us[multi]).size
+            nblocks = np.unique(machine.slot[uw[multi] * 32]).size
             _add(san, ("barrier-divergence", "mixed", at), lane, at, msg, nblocks)
     check_exited_in_warp(san, machine, bid, rl, bpc)
 

@@ -341,7 +341,11 @@ class _Ctx:
             if kind(want) not in ("b", "s", "u"):  # ptxas 13.0 crashes on a float one
                 return [(op.span, f"{self.mn}: operand {pos} adds a constant to a register, which needs an "
                                   f"integer type, not {want}")]
-            op = op.register
+            reg, t = op.register, self.regs.get(op.register.name)
+            if t in ALL_TYPES and reg.name not in self.symbols and kind(t) not in ("b", "s", "u"):
+                return [(op.span, f"{self.mn}: operand {pos} adds a constant to {reg.name} ({t}), which needs an "
+                                  f"integer register")]
+            return []  # ptxas takes register + constant as a value of the instruction's type, any register width
         if isinstance(op, ir.Negated):
             if want != ".pred":
                 return [(op.span, f"{self.mn}: operand {pos} is negated with '!', which needs a predicate")]
@@ -391,7 +395,7 @@ class _Ctx:
         for e in op.elements:
             if isinstance(e, ir.Register) and self.regs.get(e.name) in ALL_TYPES:
                 sizes.append(type_bits(self.regs[e.name]))
-            elif isinstance(e, ir.Sink):
+            elif isinstance(e, ir.Sink | ir.Immediate):  # an immediate takes the registers' size
                 sizes.append(None)
             else:
                 return []
@@ -399,7 +403,8 @@ class _Ctx:
         if len(known) > 1:
             return [(op.span, f"{self.mn}: operand {pos} mixes registers of different sizes")]
         if known and known.pop() * len(sizes) != type_bits(want):
-            return [(op.span, f"{self.mn}: operand {pos} packs {len(sizes)} registers of "
+            what = "registers" if all(isinstance(e, ir.Register) for e in op.elements) else "elements"
+            return [(op.span, f"{self.mn}: operand {pos} packs {len(sizes)} {what} of "
                               f"{next(s for s in sizes if s)} bits, but {want} is {type_bits(want)} bits")]
         return []
 
