@@ -248,7 +248,9 @@ def _cache(sub: Subparsers) -> argparse.ArgumentParser:
                        description="ptxforge keeps what ptxas built, keyed by the PTX text, arch, flags and the "
                                    "ptxas binary, in $PTXFORGE_CACHE_DIR (default ~/.cache/ptxforge; 'off' turns "
                                    "it off).")
-    p.add_argument("action", choices=("info", "clear"), help="info: where and how big; clear: remove every entry")
+    p.add_argument("action", choices=("info", "clear"),
+                   help="info: where and how big; clear: remove every entry (refused, nothing deleted, when the "
+                        "folder holds anything that is not an entry)")
     return _runs(p, "cache_cmd")
 
 
