@@ -13,7 +13,7 @@ import re
 import shutil
 from pathlib import Path
 
-from ptxforge.errors import Error
+from ptxforge.errors import Error, LaunchError
 
 DEVICE_NAMES = ("auto", "emu", "cuda")  # and "cuda:N"
 _CUDA_ORDINAL = re.compile(r"^cuda:\d+$")
@@ -28,6 +28,10 @@ class EnvironmentVariableError(Error, ValueError):
         self.name, self.value = name, value
 
 
+class DeviceVariableError(EnvironmentVariableError, LaunchError):
+    """PTXFORGE_DEVICE names no device: the launches that would read it are refused (a LaunchError too)."""
+
+
 def _get(name: str) -> str | None:
     """The variable's value with surrounding blanks removed; None when unset or empty."""
     value = os.environ.get(name)
@@ -40,7 +44,8 @@ def device() -> str | None:
     if value is None:
         return None
     if value not in DEVICE_NAMES and not _CUDA_ORDINAL.match(value):
-        raise EnvironmentVariableError("PTXFORGE_DEVICE", value, "expected auto, emu, cuda or cuda:N")
+        raise DeviceVariableError("PTXFORGE_DEVICE", value, f"unknown device {value!r}; expected auto, emu, cuda "
+                                  f"or cuda:N")
     return value
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import pytest
 
@@ -105,3 +106,16 @@ def test_a_genuine_entry_is_still_a_hit(cache_dir, monkeypatch):
     monkeypatch.setattr(tc, "_assemble", lambda *a, **k: pytest.fail("ptxas ran again"))
     again = assemble(BAD, "sm_80")
     assert (again.ok, again.messages, again.stderr) == (first.ok, first.messages, first.stderr)
+
+
+def test_a_fifo_planted_as_an_entry_is_a_miss_without_waiting(cache_dir):
+    assert not assemble(BAD, "sm_80").ok
+    entry = _entry(cache_dir)
+    entry.unlink()
+    os.mkfifo(entry)  # reading it would wait for a writer forever
+    said = []
+    t = threading.Thread(target=lambda: said.append(assemble(BAD, "sm_80").ok), daemon=True)
+    t.start()
+    t.join(timeout=60)
+    assert not t.is_alive(), "assemble waited on a FIFO in the cache"
+    assert said == [False]
