@@ -186,3 +186,16 @@ def test_a_launch_names_a_bad_ptxforge_device(monkeypatch):
     with pytest.raises(EnvironmentVariableError, match="PTXFORGE_DEVICE='gpu0'"):
         k.launch((1,), (1,), [])
     assert k.launch((1,), (1,), [], device="emu").thread_instructions > 0  # a device named: the variable unread
+
+
+def test_the_torch_kernel_wrappers_honour_ptxforge_device(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from ptxforge.kernels import ops
+
+    x = torch.arange(8, dtype=torch.float32).reshape(2, 4)
+    pos = torch.tensor([[1], [0]])
+    monkeypatch.setenv("PTXFORGE_DEVICE", "bogus")
+    with pytest.raises(EnvironmentVariableError, match="PTXFORGE_DEVICE='bogus'"):
+        ops.permute(x, pos)
+    monkeypatch.setenv("PTXFORGE_DEVICE", "emu")
+    assert ops.permute(x, pos).tolist() == [[4, 5, 6, 7], [0, 1, 2, 3]]
