@@ -1,7 +1,8 @@
 """Find and run NVIDIA's command-line tools (ptxas, nvcc, cuobjdump).
 
-Search order: an explicit path, $CUDA_HOME/bin, PATH (absolute entries only), then the pip wheels
-(nvidia-cuda-nvcc, nvidia-cuda-cuobjdump) in this interpreter's site-packages. Never the current directory
+Search order: an explicit path, $CUDA_HOME/bin (absolute: a relative one is refused), PATH (absolute entries
+only), then the pip wheels (nvidia-cuda-nvcc, nvidia-cuda-cuobjdump) in this interpreter's site-packages.
+Environment variables are read through `ptxforge.environment`. Never the current directory
 or other `sys.path` entries: `python -m` puts the working directory first on sys.path, and a planted
 `./nvidia/cu13/bin/ptxas` must not run.
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 import site
 import struct
 import subprocess
@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptxforge import cache
+from ptxforge import cache, environment
 from ptxforge.errors import Error
 
 
@@ -38,17 +38,19 @@ def find_tool(name: str, explicit: str | os.PathLike | None = None) -> Path:
         if p.is_file() and os.access(p, os.X_OK):
             return p
         raise ToolNotFound(f"{name}: the path given, {explicit}, is not an executable")
-    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if cuda_home:
-        p = Path(cuda_home) / "bin" / name
+    try:
+        cuda_home = environment.cuda_home()
+    except environment.EnvironmentVariableError as e:  # a relative CUDA_HOME would run ./bin/ptxas
+        raise ToolNotFound(f"{name}: {e}") from None
+    if cuda_home is not None:
+        p = cuda_home / "bin" / name
         tried.append(str(p))
         if p.is_file():
             return p
-    search = os.pathsep.join(d for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(d))
-    found = shutil.which(name, path=search)  # '' or '.' in PATH would mean the current directory
+    found = environment.which(name)  # absolute PATH entries only: '' or '.' would mean the current directory
     tried.append(f"PATH ({name})")
     if found:
-        return Path(found)
+        return found
     for p in _wheel_candidates(name):
         tried.append(str(p))
         if p.is_file():
@@ -119,17 +121,38 @@ def assemble(ptx: str, arch: str, flags: list[str] | tuple = (), ptxas: str | No
     binary (its path, size, mtime and version), so a second build of the same PTX costs a file read."""
     tool = find_tool("ptxas", ptxas)
     k = cache.key(ptx, arch, "\0".join(map(str, flags)), _tool_identity(str(tool)))
-    hit = cache.get_json("ptxas", k)
+    hit = _verdict(cache.get_json("ptxas", k))
     if hit is not None:
-        try:
-            return AssembleResult(hit["ok"], bytes.fromhex(hit["cubin"]),
-                                  [ToolMessage(*m) for m in hit["messages"]], hit["stderr"])
-        except (KeyError, TypeError, ValueError):
-            pass  # a damaged entry: assemble again
+        return hit
     result = _assemble(ptx, arch, flags, tool, timeout)
     cache.put_json("ptxas", k, {"ok": result.ok, "cubin": result.cubin.hex(), "stderr": result.stderr,
                                 "messages": [[m.severity, m.line, m.message] for m in result.messages]})
     return result
+
+
+_SEVERITIES = ("error", "warning", "info")
+
+
+def _verdict(entry: object) -> AssembleResult | None:
+    """A cached ptxas verdict whose fields are all of their type and agree with each other (ok: an ELF cubin
+    and no error message; not ok: no cubin), else None: assemble again rather than trust it."""
+    if not isinstance(entry, dict) or set(entry) != {"ok", "cubin", "messages", "stderr"}:
+        return None
+    ok, cubin, messages, stderr = entry["ok"], entry["cubin"], entry["messages"], entry["stderr"]
+    if not isinstance(ok, bool) or not isinstance(cubin, str) or not isinstance(stderr, str):
+        return None
+    if not isinstance(messages, list) or not all(
+            isinstance(m, list) and len(m) == 3 and m[0] in _SEVERITIES and type(m[1]) is int and m[1] >= 0
+            and isinstance(m[2], str) for m in messages):
+        return None
+    try:
+        blob = bytes.fromhex(cubin)
+    except ValueError:
+        return None
+    errors = any(m[0] == "error" for m in messages)
+    if (ok and (not blob.startswith(b"\x7fELF") or errors)) or (not ok and blob):
+        return None
+    return AssembleResult(ok, blob, [ToolMessage(*m) for m in messages], stderr)
 
 
 @functools.lru_cache(maxsize=16)

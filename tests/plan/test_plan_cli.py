@@ -86,4 +86,5 @@ def test_unreadable_routing_file(tmp_path, capsys):
 def test_png_to_unwritable_place(capsys):
     pytest.importorskip("matplotlib")
     assert main(["plan", "--png", "/nonexistent/dir/p.png"]) == 1
-    assert "cannot write /nonexistent/dir/p.png" in capsys.readouterr().err
+    err = capsys.readouterr().err  # refused before the plan is made: the folder is checked first
+    assert "--png /nonexistent/dir/p.png: the folder /nonexistent/dir does not exist" in err

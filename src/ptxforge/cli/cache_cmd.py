@@ -1,4 +1,5 @@
-"""`ptxforge cache info|clear`: show or empty the on-disk cache of assembled cubins."""
+"""`ptxforge cache info|clear`: show or empty the on-disk cache of assembled cubins. `clear` deletes only
+the cache's own entries and refuses (deleting nothing) a folder that holds anything else."""
 
 from __future__ import annotations
 
@@ -16,5 +17,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"removed {before['entries']} entries ({before['bytes']:,} bytes) from {before['dir']}")
     else:
         now = cache.info()
-        print(f"{now['dir']}: {now['entries']} entries, {now['bytes']:,} bytes")
+        foreign = f"; and {now['foreign']} file(s) or folder(s) that are not ptxforge's" if now["foreign"] else ""
+        print(f"{now['dir']}: {now['entries']} entries, {now['bytes']:,} bytes{foreign}")
     return 0

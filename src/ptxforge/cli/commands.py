@@ -100,8 +100,9 @@ def _run(sub: Subparsers) -> argparse.ArgumentParser:
     p.add_argument("--arg", "-a", action="append", default=[], help="a kernel argument (see below)")
     p.add_argument("--out", action="append", default=[], metavar="FILE.npy|PARAM",
                    help="also write this input array back after the launch (its .npy path or parameter name)")
-    p.add_argument("--device", choices=("emu", "cuda", "auto"), default="emu",
-                   help="where to run: the CPU emulator (default), the GPU (cuda), or the GPU when there is one")
+    p.add_argument("--device", choices=("emu", "cuda", "auto"), default=None,
+                   help="where to run: the CPU emulator, the GPU (cuda), or the GPU when there is one "
+                        "(default: $PTXFORGE_DEVICE, else emu)")
     p.add_argument("--shared-mem", type=int, default=0, help="dynamic shared memory bytes per block")
     p.add_argument("--sms", type=int, default=None, help="number of SMs to emulate (default 132)")
     p.add_argument("--watchdog", type=float, default=60.0,
@@ -247,7 +248,9 @@ def _cache(sub: Subparsers) -> argparse.ArgumentParser:
                        description="ptxforge keeps what ptxas built, keyed by the PTX text, arch, flags and the "
                                    "ptxas binary, in $PTXFORGE_CACHE_DIR (default ~/.cache/ptxforge; 'off' turns "
                                    "it off).")
-    p.add_argument("action", choices=("info", "clear"), help="info: where and how big; clear: remove every entry")
+    p.add_argument("action", choices=("info", "clear"),
+                   help="info: where and how big; clear: remove every entry (refused, nothing deleted, when the "
+                        "folder holds anything that is not an entry)")
     return _runs(p, "cache_cmd")
 
 

@@ -1,16 +1,16 @@
-"""Helpers shared by the subcommands: reading PTX files, printing diagnostics, writing outputs atomically."""
+"""Helpers shared by the subcommands: reading PTX files, printing diagnostics, writing outputs (through
+`ptxforge.outputs`: never over an input or a special file)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
-import tempfile
-from collections.abc import Iterator
+from collections.abc import Mapping
 from pathlib import Path
 
+from ptxforge import outputs
 from ptxforge.cli.errors import UserError
 from ptxforge.cli.errors import cli_words as cli_words  # re-exported: the subcommands take it from here
+from ptxforge.outputs import STDOUT
 from ptxforge.ptx.errors import PTXError
 from ptxforge.ptx.ir import Module
 from ptxforge.ptx.parser import parse
@@ -52,51 +52,21 @@ def parse_version(text: str) -> tuple[int, int]:
         raise UserError(f"--ptx-version {text!r}: expected MAJOR.MINOR such as 9.0") from None
 
 
-def write_output(text: str, out: str | None) -> None:
-    if out in (None, "-"):
+def check_output(out: str | None, what: str, inputs: Mapping[str, str]) -> None:
+    """Before any work: refuse an output (None or - is standard output) that is one of `inputs` or cannot be
+    written (ptxforge.outputs)."""
+    if out not in (None, STDOUT):
+        outputs.check_output(out, what, inputs)
+
+
+def write_output(text: str, out: str | None, what: str = "-o", inputs: Mapping[str, str] | None = None) -> None:
+    """Write `text` to `out` (None or - is standard output) as ptxforge.outputs does: never over an input."""
+    if out in (None, STDOUT):
         sys.stdout.write(text)
         return
-    with atomic_path(out) as tmp:
-        tmp.write_text(text, encoding="utf-8", errors="surrogateescape")
+    outputs.write_text(text, out, what, inputs)
 
 
-def check_writable(path: str | Path, what: str = "output") -> Path:
-    """Fail now (before any work) if `path` cannot be written: a missing or read-only folder, a directory."""
-    p = Path(path)
-    folder = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise UserError(f"{what} {path}: is a directory")
-    if not folder.is_dir():
-        raise UserError(f"{what} {path}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UserError(f"{what} {path}: the folder {folder} is not writable")
-    return p
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | Path, what: str = "output") -> Iterator[Path]:
-    """A temporary path next to `path` (same suffix) to write; it replaces `path` only once complete.
-
-    A failed or interrupted write leaves any existing file at `path` untouched and no partial file."""
-    p = check_writable(path, what)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=f".tmp{p.suffix}", dir=p.parent)
-    except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror or e}") from None
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        mode = p.stat().st_mode & 0o777 if p.exists() else 0o666 & ~_umask()
-        os.chmod(tmp, mode)
-        os.replace(tmp, p)
-    except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror or e}") from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def input_files(*paths: str | None, role: str = "the input") -> dict[str, str]:
+    """{path: role} of a command's input files, for the output checks (None and - left out)."""
+    return {p: role for p in paths if p not in (None, STDOUT)}

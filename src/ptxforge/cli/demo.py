@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import ml_dtypes
 import numpy as np
 
-from ptxforge.cli.common import load_module, read_text
+from ptxforge.cli.common import check_output, input_files, load_module, read_text
 from ptxforge.cli.demo_node import node_section
 from ptxforge.dsl import ctaid, f32, guard, kernel, ld, mad, ntid, ptr, st, tid, u32
 from ptxforge.emu.sanitizer import SanitizerError
@@ -32,6 +32,8 @@ def bundled_ptx() -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.sm_map:
+        check_output(args.sm_map, "--sm-map", input_files(args.file, role="--file"))
     if args.file:
         text, name = read_text(args.file), args.file
         if load_module(args.file) is None:

@@ -22,6 +22,7 @@ from ptxforge.ep import Config
 from ptxforge.ep.buffer import DispatchHandle, DispatchOutput, Received
 from ptxforge.ep.node_group import NodeGroup
 from ptxforge.kernels import fp8
+from ptxforge.outputs import OutputRefused
 
 COMM_SMS = 20
 
@@ -102,7 +103,7 @@ def comm_section(path: str | None = None, *, tokens: int = 64, hidden: int = 512
                           title=f"GPU 0: dispatch senders (even SMs) and receivers (odd) on SMs 0-{COMM_SMS - 1}, "
                                 f"a GEMM on SMs {COMM_SMS}-131")
         print(f"SM map (communication roles beside the GEMM): {out}")
-    except ImportError as e:
+    except (ImportError, OutputRefused) as e:
         print(f"SM map: not drawn ({e})")
     return ok
 

@@ -14,6 +14,7 @@ from ptxforge import runtime as rt
 from ptxforge.cli.sm_map import draw_sm_map
 from ptxforge.emu import Node
 from ptxforge.emu.sanitizer import SanitizerError
+from ptxforge.outputs import OutputRefused
 from ptxforge.ptx.ir import Module
 from ptxforge.ptx.parser import parse
 
@@ -91,6 +92,6 @@ def _partitions(m: Module, path: str) -> bool:
     try:
         out = draw_sm_map(node, path, title="GPU 0: comm_persistent on SMs 0-19, compute_square on SMs 20-131")
         print(f"SM map (which SMs ran which kernel, over time): {out}")
-    except ImportError as e:
+    except (ImportError, OutputRefused) as e:
         print(f"SM map: not drawn ({e})")
     return ok

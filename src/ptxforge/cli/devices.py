@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 
+from ptxforge import environment
 from ptxforge.emu.launch import emu_device
 from ptxforge.runtime.buffers import default_device
 from ptxforge.runtime.cuda_device import cuda_device
@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"  cuda     not available: {why.split('; use')[0]}")
     chosen = default_device()
-    source = "PTXFORGE_DEVICE" if os.environ.get("PTXFORGE_DEVICE") else "default"
+    source = "PTXFORGE_DEVICE" if environment.device() else "default"
     print(f"launches that name no device use: {chosen} ({source}); "
           f"'auto' means {'the GPU' if why is None else 'the emulator'} here")
     print("tools:")

@@ -12,7 +12,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from ptxforge.cli.common import check_writable, print_error, write_output
+from ptxforge.cli.common import check_output, input_files, print_error, write_output
 from ptxforge.cli.errors import UserError
 from ptxforge.dsl.errors import DSLError
 from ptxforge.dsl.kernel import Kernel, link
@@ -56,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
             target_min_ptx(args.arch)
         except ValueError as e:
             raise UserError(f"--arch: {e}") from None
-    if args.output not in (None, "-"):
-        check_writable(args.output, "-o")
+    inputs = input_files(path, role="the Python file")
+    check_output(args.output, "-o", inputs)
     try:
         kernels = load_kernels(path)
         if not kernels:
@@ -81,5 +81,5 @@ def run(args: argparse.Namespace) -> int:
     except DSLError as e:
         print_error(e)
         return 1
-    write_output(text, args.output)
+    write_output(text, args.output, "-o", inputs)
     return 0

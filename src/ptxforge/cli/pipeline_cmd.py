@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from ptxforge.cli.common import atomic_path, check_writable
 from ptxforge.cli.errors import UserError
+from ptxforge.outputs import check_output, output_path
 from ptxforge.pipeline import simulator
 from ptxforge.pipeline.engine import Costs
 from ptxforge.pipeline.ops import ScheduleError
@@ -32,9 +32,10 @@ def parse_costs(text: str, p2p: float = 0.0) -> Costs:
 def simulate(args: argparse.Namespace) -> int:
     """`ptxforge pipeline simulate`."""
     costs = parse_costs(args.costs, args.p2p)
-    for opt, path in (("--svg", args.svg), ("--png", args.png)):
-        if path:
-            check_writable(path, opt)
+    if args.svg:
+        check_output(args.svg, "--svg")
+    if args.png:
+        check_output(args.png, "--png", {args.svg: "--svg"} if args.svg else {})
     try:
         res = simulator.simulate(args.schedule, args.pp, args.chunks, costs)
     except ScheduleError as e:
@@ -54,12 +55,12 @@ def simulate(args: argparse.Namespace) -> int:
     if args.ops:
         print(s.format())
     if args.svg:
-        with atomic_path(args.svg, "--svg") as tmp:
+        with output_path(args.svg, "--svg") as tmp:
             to_svg(res, tmp)
         print(f"wrote {args.svg}")
     if args.png:
         try:
-            with atomic_path(args.png, "--png") as tmp:
+            with output_path(args.png, "--png", {args.svg: "--svg"} if args.svg else {}) as tmp:
                 to_png(res, tmp)
         except ImportError as e:
             raise UserError(str(e)) from None

@@ -10,6 +10,7 @@ import json
 import sys
 
 from ptxforge.cli.errors import UserError
+from ptxforge.outputs import check_output
 from ptxforge.plan import model
 from ptxforge.plan.params import PARAM_NAMES, Params
 from ptxforge.plan.plot import to_png
@@ -47,6 +48,9 @@ def _load(args: argparse.Namespace) -> tuple[Params, RoutingStats | None]:
 def run(args: argparse.Namespace) -> int:
     if args.list:
         return _list()
+    inputs = {args.routing: "--routing"} if args.routing else {}
+    if args.png:
+        check_output(args.png, "--png", inputs)
     params, stats = _load(args)
     try:
         res = model.plan(params, routing=stats)
@@ -54,11 +58,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"preset {args.preset}: {e}") from None
     if args.png:
         try:
-            to_png(res, args.png)
+            to_png(res, args.png, inputs=inputs)
         except ImportError as e:
             raise UserError(str(e)) from None
-        except OSError as e:
-            raise UserError(f"cannot write {args.png}: {e.strerror or e}") from None
     if args.json:
         json.dump(to_dict(res, args.preset), sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ptxforge.cli.common import load_module, parse_version, print_error, write_output
+from ptxforge.cli.common import check_output, input_files, load_module, parse_version, print_error, write_output
 from ptxforge.cli.errors import UserError
 from ptxforge.ptx.errors import PTXError
 from ptxforge.ptx.retarget import retarget
@@ -12,6 +12,8 @@ from ptxforge.ptx.retarget import retarget
 
 def run(args: argparse.Namespace) -> int:
     version = parse_version(args.ptx_version) if args.ptx_version else None
+    inputs = input_files(args.file, role="the PTX file")
+    check_output(args.output, "-o", inputs)
     m = load_module(args.file)
     if m is None:
         return 1
@@ -22,5 +24,5 @@ def run(args: argparse.Namespace) -> int:
     except PTXError as e:
         print_error(e)
         return 1
-    write_output(out.to_ptx(), args.output)
+    write_output(out.to_ptx(), args.output, "-o", inputs)
     return 0

@@ -15,11 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from ptxforge.cli.common import atomic_path, check_writable, load_module
+from ptxforge import environment
+from ptxforge.cli.common import load_module
 from ptxforge.cli.errors import UserError, report
 from ptxforge.emu.errors import EmulatorError
 from ptxforge.emu.sanitizer import SanitizerError, write_json
 from ptxforge.errors import KernelFault
+from ptxforge.outputs import check_output, output_path
 from ptxforge.ptx.ir import Param
 
 
@@ -76,7 +78,7 @@ def npy_path(path: str, where: str) -> str:
     """The file an array is saved to (numpy adds .npy, so the name says so); checked writable now."""
     if not path.endswith(".npy"):
         path += ".npy"
-    check_writable(path, where)
+    check_output(path, where)
     return path
 
 
@@ -89,9 +91,24 @@ def _fits_in_memory(nbytes: int) -> None:
         raise MemoryError(f"{nbytes:,} bytes is more than this machine's {total / 2**30:.0f} GiB of memory")
 
 
-def _save(path: str, arr: np.ndarray) -> None:
-    with atomic_path(path) as tmp:
-        np.save(tmp, arr)
+def _save(path: str, arr: np.ndarray, where: str) -> None:
+    with output_path(path, where) as out, open(out, "wb") as f:
+        np.save(f, arr)
+
+
+def _check_outputs(args: argparse.Namespace, saves: list[tuple[str, str, Any]], in_place: set[int]) -> None:
+    """Before the launch: no output is the PTX file, an array read as input (the saves numbered in `in_place`,
+    `--arg a.npy` named by --out, are written back to their own file), the --report or another output."""
+    inputs = {args.file: "the PTX file"}
+    for i, text in enumerate(args.arg):
+        source = text.split("=", 1)[1].partition(":")[2] if "=" in text else text
+        if source.endswith(".npy"):
+            inputs.setdefault(source, f"the input array of --arg {i}")
+    for j, (path, where, _) in enumerate(saves):
+        others = {p: f"the output of {w}" for p, w, _ in saves[:j]}
+        check_output(path, where, {p: r for p, r in inputs.items() if j not in in_place or p != path} | others)
+    if args.report:
+        check_output(args.report, "--report", inputs | {p: f"the output of {w}" for p, w, _ in saves})
 
 
 def _load_npy(path: str, where: str) -> np.ndarray:
@@ -118,8 +135,6 @@ def run(args: argparse.Namespace) -> int:
     except KeyError as e:
         raise UserError(str(e.args[0])) from None
     grid, block = parse_dims(args.grid, "grid"), parse_dims(args.block, "block")
-    if args.report:
-        check_writable(args.report, "--report")
     if len(args.arg) != len(k.params):
         sig = ", ".join(f"{p.type} {p.name}" for p in k.params)
         raise UserError(f"{name} takes {len(k.params)} argument(s) ({sig}); {len(args.arg)} --arg given")
@@ -128,34 +143,40 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise UserError(f"--out {unknown[0]}: not an --arg .npy file or a parameter of {name} "
                         f"({', '.join(p.name for p in k.params)})")
-    values, saves = [], []
+    values: list[Any] = []
+    saves: list[tuple[str, str, Any]] = []  # (path, which --arg, array)
+    in_place: set[int] = set()
     for i, (text, p) in enumerate(zip(args.arg, k.params, strict=False)):
         v, path = parse_arg(text, p, i, args.out)
         values.append(v)
         if path is not None:
-            saves.append((path, v))
+            if "=" not in text:
+                in_place.add(len(saves))
+            saves.append((path, f"--arg {i} ({p.name})", v))
+    _check_outputs(args, saves, in_place)
+    device = args.device or environment.device() or "emu"
     try:
-        res = k.launch(grid=grid, block=block, args=values, device=args.device, shared_mem=args.shared_mem,
+        res = k.launch(grid=grid, block=block, args=values, device=device, shared_mem=args.shared_mem,
                        num_sms=args.sms, watchdog_s=args.watchdog, time_limit_s=args.time_limit,
                        sanitize=args.sanitize or bool(args.report), cooperative=args.cooperative)
     except (EmulatorError, KernelFault) as e:  # the kernel ran: a fault, or the sanitizer's findings
         if isinstance(e, EmulatorError):  # the emulator copied back what completed in bounds: keep it
-            for path, arr in saves:
-                _save(path, arr)
+            for path, where, arr in saves:
+                _save(path, arr, where)
         elif saves:  # a GPU fault leaves the context unusable: nothing came back
             print(f"ptxforge: {len(saves)} output file(s) not written: the GPU returned no results",
                   file=sys.stderr)
         if args.report and isinstance(e, SanitizerError):
-            with atomic_path(args.report, "--report") as tmp:
-                write_json(tmp, e.reports, kernel=e.kernel, suppressed=e.suppressed)
+            with output_path(args.report, "--report") as out:
+                write_json(out, e.reports, kernel=e.kernel, suppressed=e.suppressed)
         return report(e)
     # refused launches (LaunchError), a missing device, ptxas refusing the module: `main` reports them
-    for path, arr in saves:
-        _save(path, arr)
+    for path, where, arr in saves:
+        _save(path, arr, where)
     if args.report:
-        with atomic_path(args.report, "--report") as tmp:
-            write_json(tmp, [], kernel=name)
+        with output_path(args.report, "--report") as out:
+            write_json(out, [], kernel=name)
     print(res, file=sys.stderr)
-    for path, _ in saves:
+    for path, _, _ in saves:
         print(f"wrote {Path(path)}", file=sys.stderr)
     return 0

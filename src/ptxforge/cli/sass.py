@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ptxforge.cli.common import print_error, read_text, write_output
+from ptxforge.cli.common import check_output, input_files, print_error, read_text, write_output
 from ptxforge.cli.errors import UserError
 from ptxforge.ptx.errors import PTXError
 from ptxforge.runtime.resources import target_arch
@@ -13,6 +13,8 @@ from ptxforge.toolchain import ToolNotFound
 
 
 def run(args: argparse.Namespace) -> int:
+    inputs = input_files(args.file, role="the PTX file")
+    check_output(args.output, "-o", inputs)
     text = read_text(args.file)
     try:
         arch = args.arch or target_arch(text)
@@ -28,5 +30,5 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(e.args[0]) from None
     except (ToolNotFound, DisassemblyError) as e:
         raise UserError(str(e)) from None
-    write_output(out, args.output)
+    write_output(out, args.output, "-o", inputs)
     return 0

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ptxforge import _optional
 from ptxforge.emu.node import Node
+from ptxforge.outputs import output_path
 
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
 
@@ -58,9 +59,9 @@ def draw_sm_map(node: Node, path: str | Path, *, gpu: int = 0, title: str | None
     ax.legend(handles=[patches.Patch(facecolor=color[k], label=k) for k in kernels], loc="upper center",
               bbox_to_anchor=(0.5, -0.12), ncol=min(3, len(kernels)), fontsize=8, frameon=False)
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=dpi)
-    return out
+    with output_path(path, "SM map") as out:
+        fig.savefig(out, dpi=dpi, format="png")
+    return Path(path)
 
 
 def _runs(sms: Iterable[int]) -> list[tuple[int, int]]:

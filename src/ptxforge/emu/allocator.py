@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
 import platform
+
+from ptxforge import environment
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -30,7 +31,7 @@ def tune_malloc() -> bool:
         return True
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
+    if environment.malloc_tuned_by_user():
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import os
 from typing import TypeAlias
 
 import torch
 import torch.distributed as dist
 
+from ptxforge import environment
 from ptxforge.ep import layout as torch_layout
 from ptxforge.ep.config import COMBINE_CONFIGS, DISPATCH_CONFIGS, Config, EventOverlap, recommended
 from ptxforge.ep.errors import EPInputError
@@ -60,7 +60,7 @@ class Buffer:
         self.transport = Transport(group, timeout_s, tag=f"buffer{self.id}")
         self.rank, self.group_size = self.transport.rank, self.transport.size
         if num_ranks_per_node is None:
-            env = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)
+            env = environment.local_world_size()
             num_ranks_per_node = env if env and self.group_size % env == 0 else min(self.group_size, 8)
         if num_ranks_per_node <= 0 or self.group_size % num_ranks_per_node:
             raise ValueError(f"num_ranks_per_node={num_ranks_per_node} does not divide the group's "

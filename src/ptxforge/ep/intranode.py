@@ -15,7 +15,6 @@ barrier of all ranks) then `intranode_combine` on the same stream.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
+from ptxforge import environment
 from ptxforge.ep.errors import CommTimeout
 from ptxforge.kernels import comm as K
 from ptxforge.runtime.buffers import DeviceBuffer
@@ -143,7 +143,7 @@ class CommRank:
         if dev.kind == "cuda":
             from ptxforge.runtime.cuda_green import green_stream_or_none  # the GPU path only
 
-            if os.environ.get("PTXFORGE_GREEN_CONTEXTS", "1") == "0":
+            if not environment.green_contexts():
                 return None, {"num_sms": num_sms, "how": "persistent grid", "sms": None,
                               "why": "PTXFORGE_GREEN_CONTEXTS=0"}
             gs, why = green_stream_or_none(dev, num_sms)  # type: ignore[arg-type]  # kind "cuda": a CudaDevice

@@ -1,8 +1,9 @@
 """torch-tensor wrappers around the kernels: tensors in, tensors out, on the tensor's device.
 
 Each wrapper copies its inputs to numpy, launches the DSL kernel (`device=None`: "cuda" for CUDA tensors,
-else the emulator) and returns torch tensors on the input's device. Shapes are checked here, with messages
-that name the argument; hidden sizes that are not a multiple of 128 are zero-padded as DeepGEMM does.
+else $PTXFORGE_DEVICE, else the emulator) and returns torch tensors on the input's device. Shapes are checked
+here, with messages that name the argument; hidden sizes that are not a multiple of 128 are zero-padded as
+DeepGEMM does.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import ml_dtypes
 import numpy as np
 import torch
 
+from ptxforge import environment
 from ptxforge.kernels import fp8, layout, routing
 
 if TYPE_CHECKING:
@@ -31,7 +33,8 @@ def _special(k, **consts):
 
 
 def _device(t: torch.Tensor, device):
-    return device or ("cuda" if t.is_cuda else "emu")
+    """The device named, else the GPU for a CUDA tensor, else $PTXFORGE_DEVICE, else the emulator."""
+    return device or ("cuda" if t.is_cuda else environment.device() or "emu")
 
 
 def _np(t: torch.Tensor) -> np.ndarray:

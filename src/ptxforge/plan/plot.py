@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from ptxforge import _optional
+from ptxforge.outputs import output_path
 from ptxforge.plan.model import Plan
 from ptxforge.plan.report import link_name
 
 
-def to_png(res: Plan, path: str | Path, title: str | None = None, dpi: int = 100) -> None:
-    """Write the plot to `path` atomically (a temporary file in the same folder, then renamed). `res` is a plan
-    made with overlap (its step time per budget is what the plot shows)."""
+def to_png(res: Plan, path: str | Path, title: str | None = None, dpi: int = 100,
+           inputs: dict[str, str] | None = None) -> None:
+    """Write the plot to `path` as ptxforge.outputs does (atomically; never over one of `inputs`, {path: what}).
+    `res` is a plan made with overlap (its step time per budget is what the plot shows)."""
     steps_us = [r.step_us for r in res.rows if r.step_us is not None]
     if res.best_sms is None or len(steps_us) != len(res.rows):
         raise ValueError("to_png plots the DualPipe step time per SM budget: make the plan with overlap=True")
@@ -65,16 +65,8 @@ def to_png(res: Plan, path: str | Path, title: str | None = None, dpi: int = 100
                           f"sms={res.sms}, best_sms={res.best_sms}, bottleneck {link_name(res.bottleneck)}",
                  fontsize=11)
     fig.tight_layout()
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent or ".")
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=dpi, format="png")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; the result gets the usual permissions
-        os.replace(tmp, path)
+        with output_path(path, "--png", inputs) as out:
+            fig.savefig(out, dpi=dpi, format="png")
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)

@@ -6,11 +6,11 @@ A device is named as in `Kernel.launch`: "auto" (a GPU when one can be used, els
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
+from ptxforge import environment
 from ptxforge.emu.launch import emu_device
 from ptxforge.errors import LaunchError
 from ptxforge.runtime.cuda_device import cuda_device
@@ -20,7 +20,7 @@ from ptxforge.runtime.device import Device
 
 def default_device() -> str:
     """The device a launch or buffer gets when none is named: $PTXFORGE_DEVICE, else "auto"."""
-    return os.environ.get("PTXFORGE_DEVICE") or "auto"
+    return environment.device() or "auto"
 
 
 def resolve_device(device: Any = None) -> Device:

@@ -8,9 +8,9 @@ the target.
 from __future__ import annotations
 
 import functools
-import shutil
 import subprocess
 
+from ptxforge import environment
 from ptxforge.runtime.cuda_driver import driver, unavailable_reason
 
 # Targets whose arch-specific features (wgmma, setmaxnreg, tcgen05 ...) exist only with the 'a' suffix;
@@ -48,7 +48,7 @@ def _capability_from_driver() -> tuple[int, int] | None:
 
 
 def _capability_from_smi() -> tuple[int, int] | None:
-    smi = shutil.which("nvidia-smi")
+    smi = environment.which("nvidia-smi")  # absolute PATH entries only: never ./nvidia-smi
     if smi is None:
         return None
     try:

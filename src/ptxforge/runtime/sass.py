@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ptxforge import environment
 from ptxforge.errors import Error
 from ptxforge.runtime.resources import _ptx_text, ptxas_failure, target_arch
 from ptxforge.toolchain import ToolNotFound, assemble, find_tool
@@ -28,9 +29,12 @@ class DisassemblyError(Error, RuntimeError):
 
 def nvdisasm_dir() -> Path:
     """Folder holding nvdisasm (cuobjdump needs it); ToolNotFound says how to install it."""
-    env = os.environ.get("NVDISASM_PATH")
-    if env and (Path(env) / "nvdisasm").is_file():
-        return Path(env)
+    try:
+        env = environment.nvdisasm_path()
+    except environment.EnvironmentVariableError as e:
+        raise ToolNotFound(str(e)) from None
+    if env is not None and (env / "nvdisasm").is_file():
+        return env
     try:
         return find_tool("nvdisasm").parent
     except ToolNotFound as e:
