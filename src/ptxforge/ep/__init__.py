@@ -61,7 +61,7 @@ import torch as _torch
 
 from ptxforge.ep.buffer import Buffer, DispatchHandle
 from ptxforge.ep.config import Config, EventOverlap
-from ptxforge.ep.errors import CommTimeout, EPError, EPInputError, EPTimeoutError
+from ptxforge.ep.errors import CommTimeout, EPCallMismatchError, EPError, EPInputError, EPPeerLostError, EPTimeoutError
 from ptxforge.ep.stats import CallStats, Traffic
 
 topk_idx_t = _torch.int64
@@ -74,5 +74,5 @@ def __getattr__(name):  # NodeGroup brings the communication kernels (traced on 
         return NodeGroup
     raise AttributeError(f"module 'ptxforge.ep' has no attribute {name!r}")
 
-__all__ = ["Buffer", "CallStats", "CommTimeout", "Config", "DispatchHandle", "EPError", "EPInputError",
-           "EPTimeoutError", "EventOverlap", "NodeGroup", "Traffic", "topk_idx_t"]
+__all__ = ["Buffer", "CallStats", "CommTimeout", "Config", "DispatchHandle", "EPCallMismatchError", "EPError",
+           "EPInputError", "EPPeerLostError", "EPTimeoutError", "EventOverlap", "NodeGroup", "Traffic", "topk_idx_t"]

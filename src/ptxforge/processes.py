@@ -1,0 +1,22 @@
+"""Whether a process still runs: for the ranks of a job on one machine (a dead peer's rank, a segment's owner)."""
+
+from __future__ import annotations
+
+import os
+
+
+def process_exists(pid: int) -> bool:
+    """True while process `pid` runs. A zombie (exited, not yet reaped by its parent: a rank killed while the
+    launcher still waits for its siblings) counts as gone; someone else's process as running."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:  # no /proc (not Linux), or it exited just now
+        return os.path.exists(f"/proc/{pid}") or not os.path.isdir("/proc")
+    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] not in (b"Z", b"X")
