@@ -1,4 +1,5 @@
-"""Whether a process still runs: for the ranks of a job on one machine (a dead peer's rank, a segment's owner)."""
+"""Whether a peer process still runs: by its pid (the ranks of a job on one machine, a segment's owner), or by what
+a collective's lost connection says (gloo)."""
 
 from __future__ import annotations
 
@@ -20,3 +21,14 @@ def process_exists(pid: int) -> bool:
     except OSError:  # no /proc (not Linux), or it exited just now
         return os.path.exists(f"/proc/{pid}") or not os.path.isdir("/proc")
     return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] not in (b"Z", b"X")
+
+
+# what gloo's transport says when a peer's socket closed (its process died or destroyed the group)
+LOST = ("connection closed by peer", "connection reset by peer", "broken pipe", "connection refused",
+        "socket closed", "read error", "write error")
+
+
+def connection_lost(error: BaseException) -> bool:
+    """Whether `error` (a collective's) says a peer's connection closed, rather than that time ran out."""
+    text = str(error).lower()
+    return any(w in text for w in LOST)

@@ -12,22 +12,13 @@ import socket
 import sys
 import zlib
 
-from ptxforge.processes import process_exists
+from ptxforge.processes import connection_lost, process_exists
 
-# what gloo's transport says when a peer's socket closed (its process died or destroyed the group)
-LOST = ("connection closed by peer", "connection reset by peer", "broken pipe", "connection refused",
-        "socket closed", "read error", "write error")
-
+__all__ = ["connection_lost", "reclaim_segments", "this_process", "which_gone"]
 
 def this_process() -> tuple[int, int]:
     """(host id, pid): the host id a CRC of the host name (the same on every rank of one machine)."""
     return zlib.crc32(socket.gethostname().encode()), os.getpid()
-
-
-def connection_lost(error: BaseException) -> bool:
-    """Whether `error` (a collective's) says a peer's connection closed, rather than that time ran out."""
-    text = str(error).lower()
-    return any(w in text for w in LOST)
 
 
 def which_gone(processes: list[tuple[int, int]], me: int) -> str:
