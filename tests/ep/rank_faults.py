@@ -101,4 +101,5 @@ def killed_mid_dispatch(rank: int, world: int, backend: str, victim: int) -> dic
     _survivors_meet(world - 1)  # no survivor exits before every survivor saw the loss (it names who is gone)
     out["dead_segments"] = [n for n in live_segments() if n.startswith(f"ptxforge-emu-{dead_pid}-")]
     out["pids"] = [p for _, p in buf.transport.processes]
+    out["destroy"] = _outcome(buf.destroy)  # releasing what is left works after a peer was lost
     return out

@@ -60,5 +60,6 @@ def test_a_rank_killed_mid_dispatch_fails_the_others_at_once(backend):
         assert "waited" not in err, err  # a reset connection is not reported as a timeout
         assert case["s"] < 10, case  # timeout_s is 30: noticed through the process group, not by waiting
         assert case["dead_segments"] == [], case  # reclaimed by the survivor at its failed call
+        assert case["destroy"]["error"] is None, case
         pids |= set(case["pids"])
     assert _segments_of(pids) == []

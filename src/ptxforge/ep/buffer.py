@@ -413,6 +413,8 @@ class Buffer:
             yield comm
         except RuntimeError as e:
             if isinstance(e, EPPeerLostError) or peers.connection_lost(e):
+                if self._comm_rank is not None:
+                    self._comm_rank.fabric.peer_lost = True  # destroy() then frees only this rank's buffer
                 peers.reclaim_segments()
                 raise (e if isinstance(e, EPPeerLostError) else self.transport.lost(call, "its IPC set-up", e)) \
                     from None

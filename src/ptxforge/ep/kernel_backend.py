@@ -103,6 +103,7 @@ class IpcFabric:
         self.generation = 0
         self._addresses: list[int] = []
         self._opened: list[int] = []
+        self.peer_lost = False  # set when a peer died: releasing then frees this rank's buffer only
 
     def ensure(self, rank: int, nbytes: int) -> int:
         if nbytes > self.size:
@@ -127,6 +128,11 @@ class IpcFabric:
 
     def _drop(self) -> None:
         if self.buf is None:
+            return
+        if self.peer_lost:  # the group is broken and a dead peer's mapping is gone (reclaimed): no barrier
+            self._opened = []
+            self.buf.free()
+            self.buf, self.size, self._addresses = None, 0, []
             return
         for a in self._opened:
             self.ipc.ipc_close_mem_handle(a, device=self.device)
