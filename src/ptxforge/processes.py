@@ -4,6 +4,7 @@ a collective's lost connection says (gloo)."""
 from __future__ import annotations
 
 import os
+import time
 
 
 def process_exists(pid: int) -> bool:
@@ -21,6 +22,17 @@ def process_exists(pid: int) -> bool:
     except OSError:  # no /proc (not Linux), or it exited just now
         return os.path.exists(f"/proc/{pid}") or not os.path.isdir("/proc")
     return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] not in (b"Z", b"X")
+
+
+def exited(pids: list[int], wait_s: float = 2.0) -> list[int]:
+    """The pids among `pids` that no longer run, polling up to `wait_s` until one has: a peer's connection
+    can close a moment before its process is seen to end (the kernel closes its sockets while it exits)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        gone = [p for p in pids if not process_exists(p)]
+        if gone or time.monotonic() >= deadline:
+            return gone
+        time.sleep(0.01)
 
 
 # what gloo's transport says when a peer's socket closed (its process died or destroyed the group)

@@ -12,7 +12,7 @@ import socket
 import sys
 import zlib
 
-from ptxforge.processes import connection_lost, process_exists
+from ptxforge.processes import connection_lost, exited
 
 __all__ = ["connection_lost", "reclaim_segments", "this_process", "which_gone"]
 
@@ -27,8 +27,8 @@ def which_gone(processes: list[tuple[int, int]], me: int) -> str:
     if not processes:
         return "which one is unknown: no agreement has run yet"
     host = this_process()[0]
-    gone = [f"rank {r} (pid {pid})" for r, (h, pid) in enumerate(processes)
-            if r != me and h == host and not process_exists(pid)]
+    local = {pid: r for r, (h, pid) in enumerate(processes) if r != me and h == host}
+    gone = [f"rank {local[pid]} (pid {pid})" for pid in sorted(exited(list(local)), key=local.__getitem__)]
     if gone:
         return f"{', '.join(gone)} {'has' if len(gone) == 1 else 'have'} exited"
     if all(h == host for h, _ in processes):

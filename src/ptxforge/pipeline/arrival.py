@@ -18,7 +18,7 @@ import zlib
 from typing import Any
 
 from ptxforge.pipeline.step_check import Abort, PeerLost, StepTimeout
-from ptxforge.processes import process_exists
+from ptxforge.processes import exited, process_exists
 
 DEFAULT_TIMEOUT_S = 300.0
 TIMEOUT_ENV = "PTXFORGE_PIPELINE_TIMEOUT_S"
@@ -116,6 +116,6 @@ class Arrivals:
             recs = self._records()
         except Exception:  # noqa: BLE001 - the store may have died with the rank that hosted it
             return ""
-        gone = [f"rank {r} (pid {pid})" for r, (_, pid, h, _) in recs.items()
-                if r != self.rank and h == host and not process_exists(pid)]
+        local = {pid: r for r, (_, pid, h, _) in recs.items() if r != self.rank and h == host}
+        gone = [f"rank {local[pid]} (pid {pid})" for pid in sorted(exited(list(local)), key=local.__getitem__)]
         return f"{', '.join(gone)} {'has' if len(gone) == 1 else 'have'} exited" if gone else ""
