@@ -64,6 +64,7 @@ def order_world(rank: int, world: int) -> dict:
     out = {f"order-{b}": call_order(rank, world, b) for b in ("torch", "kernels")}
     dist.barrier()
     out["never-kernels"] = never_arrives(rank, world, "kernels")
+    out["pids"] = [os.getpid()]
     return out
 
 

@@ -1,7 +1,11 @@
 """Ranks fail together and fast, on both backends: a rank that makes another call, a rank that never comes,
 a rank killed in the middle of a dispatch. Every surviving rank raises a named error within its timeout, no
 process aborts (run_ranks fails on a rank that ends any other way than planned), and no /dev/shm segment
-remains. Real gloo processes (tests/ep/rank_faults.py runs the scenarios)."""
+remains, and no temporary file (the worlds run with a private temporary directory, checked empty after).
+Real gloo processes (tests/ep/rank_faults.py runs the scenarios)."""
+
+import os
+import tempfile
 
 import ep_warm
 import pytest
@@ -17,10 +21,21 @@ def _segments_of(pids) -> list[str]:
     return [n for n in live_segments() if any(n.startswith(f"ptxforge-emu-{p}-") for p in pids)]
 
 
+def _world(tmp, *args, **kw) -> list:
+    """run_ranks with `tmp` as every process's temporary directory; it must be empty afterwards."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tempfile, "tempdir", str(tmp))
+        out = run_ranks(*args, **kw)
+    assert os.listdir(tmp) == [], f"left behind: {os.listdir(tmp)}"
+    return out
+
+
 @pytest.fixture(scope="module")
-def order():
+def order(tmp_path_factory):
     ep_warm.warm_comm()  # the 4-rank kernels, traced once before the fork
-    return run_ranks(F.order_world, WORLD, timeout_s=300)
+    res = _world(tmp_path_factory.mktemp("order"), F.order_world, WORLD, timeout_s=300)
+    assert _segments_of({p for r in res for p in r["pids"]}) == []
+    return res
 
 
 @pytest.mark.parametrize("backend", ["torch", "kernels"])
@@ -45,10 +60,10 @@ def test_a_rank_that_never_comes_is_named_by_the_kernels_backend(order):
 
 
 @pytest.mark.parametrize("backend", ["torch", "kernels"])
-def test_a_rank_killed_mid_dispatch_fails_the_others_at_once(backend):
+def test_a_rank_killed_mid_dispatch_fails_the_others_at_once(backend, tmp_path):
     ep_warm.warm_comm()
     victim = 2
-    res = run_ranks(F.killed_mid_dispatch, WORLD, backend, victim, timeout_s=120, killed=(victim,))
+    res = _world(tmp_path, F.killed_mid_dispatch, WORLD, backend, victim, timeout_s=120, killed=(victim,))
     assert res[victim] is None
     pids = set()
     for rank, case in enumerate(res):
