@@ -16,7 +16,11 @@ index, which forwards it inside the node; combine runs the hops backwards, summi
 Bad input is checked on every rank and agreed with one small all_gather before any data moves, so one rank's
 bad input raises `EPInputError` on all ranks; every collective waits at most `timeout_s` and then raises
 `EPTimeoutError` naming the call, the collective and the ranks it waited for, and (on the default group,
-whose rendezvous store each rank marks on entering a call) which ranks never entered that call.
+whose rendezvous store each rank marks on entering a call) which ranks never entered that call. Ranks in
+different calls (one skipped `combine` and called `get_dispatch_layout`) raise `EPCallMismatchError` naming
+each rank's call; a peer whose process died raises `EPPeerLostError` naming it as soon as gloo sees its
+connection close (backend="kernels" too, from inside its kernels), and the survivors remove its /dev/shm
+segment. docs/failures.md has the whole table.
 
 Differences from DeepEP (V1 normal mode):
 - Low-latency mode is not implemented (`low_latency_mode=True` raises; no `low_latency_dispatch`/`_combine`,
