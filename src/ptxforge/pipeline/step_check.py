@@ -9,7 +9,9 @@ others wait for messages that never come, until the process group's timeout (30 
 
 `Abort` is the side channel for failures during the step (a stage raising, a shape the peer does not
 expect): the failing rank writes its error to the process group's store, and every rank waiting for a
-message polls that key and raises `PeerFailed` naming the rank and its error.
+message polls that key and raises `PeerFailed` naming the rank and its error. Its waits take the executor's
+`timeout_s` (`StepTimeout` past it); a lost connection is `PeerLost`, which the first rank to see it writes
+to the key for the others. (Before all this, arrival.py has every rank arrive at the step.)
 """
 
 from __future__ import annotations
