@@ -6,7 +6,8 @@ from every peer (gloo p2p, a tag per call) that the peer answers when its call e
 dies fails that receive at once (gloo sees its connection close, as the torch backend's collectives do); a
 helper thread per peer waits on it and keeps the loss, and `check()` raises it. On an emulated IPC GPU the
 rank's launches call `check()` at every watchdog tick (`IpcMemory.peer_check`), so a kernel spinning on a
-dead peer stops within milliseconds of the process group noticing.
+dead peer stops within milliseconds of the process group noticing. (gloo groups only: on an NCCL group the
+kernels' own timeout_s bounds such a wait.)
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ class PeerWatch:
         self.lost: EPPeerLostError | None = None
         self._sends: list[Any] = []
         self._threads = []
+        # gloo groups (CPU tensors) only: an NCCL group's p2p would need GPU tensors and its own error path
+        self.active = transport.device.type == "cpu"
         for peer in range(transport.size):
-            if peer != transport.rank:
+            if peer != transport.rank and self.active:
                 box = torch.zeros(1, dtype=torch.int64)
                 work = dist.irecv(box, src=self._global(peer), group=transport.group, tag=self.tag)
                 t = threading.Thread(target=self._wait, args=(work, box), daemon=True,
@@ -66,7 +69,7 @@ class PeerWatch:
         """This rank's call ended (well or not): answer every peer's watch. A dead peer's send fails; ignored."""
         done = torch.ones(1, dtype=torch.int64)
         for peer in range(self.transport.size):
-            if peer != self.transport.rank:
+            if peer != self.transport.rank and self.active:
                 try:
                     self._sends.append(dist.isend(done, dst=self._global(peer), group=self.transport.group,
                                                   tag=self.tag))
