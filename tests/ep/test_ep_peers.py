@@ -64,3 +64,21 @@ def test_every_calls_agreement_message_has_one_size():
     call, serial, vals, text, (_, pid) = _read_agreement(combine)
     assert (call, serial, vals[:4], text, pid) == ("combine", 3, (256, 2, 1, 4), "x must be torch.bfloat16",
                                                     os.getpid())
+
+
+def test_ranks_in_different_calls_are_named_with_their_call_numbers():
+    from ptxforge.ep.errors import EPCallMismatchError, EPInputError
+    from ptxforge.ep.transport import _same_call
+
+    def read(*calls):
+        return [_read_agreement(_agreement_blob(name, n, {}, "")) for name, n in calls]
+
+    _same_call(read(("combine", 5), ("combine", 5)))  # the same call: nothing to say
+    with pytest.raises(EPCallMismatchError) as err:
+        _same_call(read(("combine", 5), ("get_dispatch_layout", 5), ("combine", 5)))
+    assert isinstance(err.value, EPInputError)  # caught where bad input is
+    assert ("ranks 0, 2 called combine (call 5 of this Buffer); rank 1 called get_dispatch_layout (call 5 of "
+            "this Buffer)") in str(err.value)
+    with pytest.raises(EPCallMismatchError, match=r"rank 0 called dispatch \(call 3 .*rank 1 called dispatch "
+                                                  r"\(call 4 of this Buffer\)"):
+        _same_call(read(("dispatch", 3), ("dispatch", 4)))  # one rank made a call the other skipped

@@ -69,17 +69,17 @@ def _read_agreement(raw: bytes) -> tuple[str, int, tuple[int, ...], str, tuple[i
     return call, serial, tuple(vals), raw[at + 18:at + 18 + n].decode(errors="replace"), (host, pid)
 
 
-def _same_call(call: str, read: list) -> None:
-    """Raise EPCallMismatchError (the same text on every rank) unless every rank is in the same call."""
-    calls = [m[0] for m in read]
+def _same_call(read: list) -> None:
+    """Raise EPCallMismatchError (the same text on every rank) unless every rank is in the same call: the same
+    name and the same number of calls of this Buffer before it."""
+    calls = [(m[0], m[1]) for m in read]
     if len(set(calls)) == 1:
         return
-    by_call: dict[str, list[int]] = {}
+    by_call: dict[tuple[str, int], list[int]] = {}
     for r, c in enumerate(calls):
         by_call.setdefault(c, []).append(r)
-    where = "; ".join(f"{'rank' if len(rs) == 1 else 'ranks'} {_ranges(rs)} called {c} (call "
-                      f"{', '.join(sorted({str(read[r][1]) for r in rs}))} of this Buffer)"
-                      for c, rs in by_call.items())
+    where = "; ".join(f"{'rank' if len(rs) == 1 else 'ranks'} {_ranges(rs)} called {name} (call {n} of this "
+                      f"Buffer)" for (name, n), rs in by_call.items())
     raise EPCallMismatchError(
         f"ptxforge.ep: the ranks are not in the same call, so no rank moved any data: {where}. Every rank of the "
         f"group must make the same Buffer calls in the same order (a rank skipped a call or made another)")
@@ -156,7 +156,7 @@ class Transport:
         self.control_bytes += mine.numel() * (self.size - 1)
         read = [_read_agreement(bytes(t.cpu().numpy())) for t in everyone]
         self.processes = [m[4] for m in read]
-        _same_call(call, read)
+        _same_call(read)
         all_facts, problems = [], []
         for r, (_, _, vals, text, _) in enumerate(read):
             if text:
