@@ -6,7 +6,7 @@ import contextlib
 import itertools
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import torch
 import torch.distributed as dist
@@ -404,12 +404,10 @@ class Buffer:
         (an emulated GPU's launches run the watch's check), and its /dev/shm segment is reclaimed."""
         watch = PeerWatch(self.transport, call, self.id * 1_000_003 + self.transport.entered)
         self._watches = [*self._watches[-7:], watch]  # their answers must outlive the call (gloo sends)
-        memory: Any = None
+        KB = _kernel_backend()
         try:
             comm = self._comm(like)
-            memory = getattr(comm.device, "memory", None)
-            if hasattr(memory, "peer_check"):
-                memory.peer_check = watch.check
+            KB.check_peers_during_launches(watch.check)
             yield comm
         except RuntimeError as e:
             if isinstance(e, EPPeerLostError) or peers.connection_lost(e):
@@ -420,8 +418,7 @@ class Buffer:
                     from None
             raise
         finally:
-            if hasattr(memory, "peer_check"):
-                memory.peer_check = None
+            KB.check_peers_during_launches(None)
             watch.finish()
 
     def _dispatch_kernels(self, x, scales, handle, in_rank, per_expert, topk_idx, topk_weights, num_experts,

@@ -169,6 +169,12 @@ def comm_device(rank: int, world: int, kind: str, ordinal: int | None = None) ->
     raise ValueError(f"backend='kernels' runs on 'cuda' or 'emu' devices, not {kind!r}")
 
 
+def check_peers_during_launches(check: Callable[[], None] | None) -> None:
+    """Have the launches on this process's emulated IPC GPUs call `check` at every watchdog tick (None: stop);
+    a CUDA GPU runs no such hook (the kernels' own timeout bounds its waits)."""
+    ipc.set_peer_check(check)
+
+
 def dispatch_format(x: torch.Tensor, scales: torch.Tensor | None, topk_idx: torch.Tensor | None,
                     topk_weights: torch.Tensor | None) -> RowFormat:
     """What one token's ring slot carries, for `Buffer.stats()`."""
