@@ -22,7 +22,9 @@ from ptxforge.emu.ipc import (
     live_segments,
     rank_base,
 )
+from ptxforge.emu.ipc.segment import owner_pid
 from ptxforge.ep.spawn import run_ranks
+from ptxforge.processes import exited
 
 HERE = os.path.dirname(__file__)
 
@@ -102,19 +104,40 @@ def test_writes_that_are_never_the_awaited_flag_still_end_in_a_bounded_time():
     assert 3.5 < seconds < 40
 
 
+# One interpreter (imports cost seconds) holds both ranks: the parent exits normally, running the exit handlers;
+# its forked child ends with os._exit (no exit handlers, as after SIGKILL) only once the parent has gone, so
+# the parent's exit cannot find the child dead and sweep its segment first.
+_EXIT_AND_KILL = """
+import os, sys, time, numpy as np
+from ptxforge import runtime as rt
+from ptxforge.emu.ipc import ipc_device
+parent = os.getpid()
+dev = ipc_device(0, 1, capacity=1 << 20)
+rt.empty(16, np.uint32, device=dev)
+print("exit", dev.segment, flush=True)
+if os.fork() == 0:
+    kid = ipc_device(0, 1, capacity=1 << 20)
+    rt.empty(16, np.uint32, device=kid)
+    print("kill", kid.segment, flush=True)
+    deadline = time.monotonic() + 60
+    while os.getppid() == parent and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os._exit(0)
+sys.exit(0)
+"""
+
+
 def test_a_rank_that_exits_without_closing_leaves_no_segment():
-    code = ("import os, sys, numpy as np; from ptxforge import runtime as rt; from ptxforge.emu.ipc import "
-            "ipc_device; dev = ipc_device(0, 1, capacity=1 << 20); rt.empty(16, np.uint32, device=dev); "
-            "print(dev.segment, flush=True); os._exit(0) if sys.argv[1] == 'kill' else sys.exit(0)")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "..", "src"),
                                                        os.environ.get("PYTHONPATH", "")]))
-    names = {}
-    for how in ("exit", "kill"):  # a normal exit runs the exit handlers; os._exit (SIGKILL alike) does not
-        p = subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True, timeout=60, env=env)
-        assert p.returncode == 0, p.stderr
-        names[how] = p.stdout.strip()
+    # run() returns when the child, the last to hold the output pipe, has ended too
+    p = subprocess.run([sys.executable, "-c", _EXIT_AND_KILL], capture_output=True, text=True, timeout=90, env=env)
+    assert p.returncode == 0, p.stderr
+    names = dict(line.split() for line in p.stdout.splitlines())
     assert names["exit"] not in live_segments()  # atexit removed it
     assert names["kill"] in live_segments()  # os._exit: left behind ...
+    # (the child closed the pipe on its way out; its process may take a moment more to end)
+    assert exited([owner_pid(names["kill"])], wait_s=30)
     ipc_device(0, 1, capacity=R.CAPACITY).close()  # ... until the next device sweeps dead owners' segments
     assert names["kill"] not in live_segments()
 

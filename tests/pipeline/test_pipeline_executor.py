@@ -74,7 +74,9 @@ def test_drop_in_import_names():
     )
 
     sig = inspect.signature(DualPipe.__init__)
-    assert list(sig.parameters) == ["self", "modules", "batch_dim", "process_group", "rank_mapping"]
+    positional = [n for n, p in sig.parameters.items() if p.kind is not p.KEYWORD_ONLY]
+    assert positional == ["self", "modules", "batch_dim", "process_group", "rank_mapping"]  # DualPipe's own
+    assert [n for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY] == ["timeout_s"]  # ours, by name
     step = inspect.signature(DualPipeV.step)
     assert {"num_chunks", "criterion", "labels", "return_outputs"} <= set(step.parameters)
 

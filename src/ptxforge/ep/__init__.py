@@ -16,7 +16,11 @@ index, which forwards it inside the node; combine runs the hops backwards, summi
 Bad input is checked on every rank and agreed with one small all_gather before any data moves, so one rank's
 bad input raises `EPInputError` on all ranks; every collective waits at most `timeout_s` and then raises
 `EPTimeoutError` naming the call, the collective and the ranks it waited for, and (on the default group,
-whose rendezvous store each rank marks on entering a call) which ranks never entered that call.
+whose rendezvous store each rank marks on entering a call) which ranks never entered that call. Ranks in
+different calls (one skipped `combine` and called `get_dispatch_layout`) raise `EPCallMismatchError` naming
+each rank's call; a peer whose process died raises `EPPeerLostError` naming it as soon as gloo sees its
+connection close (backend="kernels" too, from inside its kernels), and the survivors remove its /dev/shm
+segment. docs/failures.md has the whole table.
 
 Differences from DeepEP (V1 normal mode):
 - Low-latency mode (`low_latency_mode=True`: `low_latency_dispatch`, `low_latency_combine`,
@@ -66,7 +70,7 @@ import torch as _torch
 
 from ptxforge.ep.buffer import Buffer, DispatchHandle
 from ptxforge.ep.config import Config, EventOverlap
-from ptxforge.ep.errors import CommTimeout, EPError, EPInputError, EPTimeoutError
+from ptxforge.ep.errors import CommTimeout, EPCallMismatchError, EPError, EPInputError, EPPeerLostError, EPTimeoutError
 from ptxforge.ep.stats import CallStats, Traffic
 
 topk_idx_t = _torch.int64
@@ -79,5 +83,5 @@ def __getattr__(name):  # NodeGroup brings the communication kernels (traced on 
         return NodeGroup
     raise AttributeError(f"module 'ptxforge.ep' has no attribute {name!r}")
 
-__all__ = ["Buffer", "CallStats", "CommTimeout", "Config", "DispatchHandle", "EPError", "EPInputError",
-           "EPTimeoutError", "EventOverlap", "NodeGroup", "Traffic", "topk_idx_t"]
+__all__ = ["Buffer", "CallStats", "CommTimeout", "Config", "DispatchHandle", "EPCallMismatchError", "EPError",
+           "EPInputError", "EPPeerLostError", "EPTimeoutError", "EventOverlap", "NodeGroup", "Traffic", "topk_idx_t"]

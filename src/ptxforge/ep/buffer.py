@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from typing import TypeAlias
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, TypeAlias
 
 import torch
 import torch.distributed as dist
 
 from ptxforge import environment
 from ptxforge.ep import layout as torch_layout
+from ptxforge.ep import peers
 from ptxforge.ep.config import COMBINE_CONFIGS, DISPATCH_CONFIGS, Config, EventOverlap, recommended
-from ptxforge.ep.errors import EPInputError
+from ptxforge.ep.errors import EPInputError, EPPeerLostError
 from ptxforge.ep.handle import DispatchHandle, pad_rows
 from ptxforge.ep.low_latency import LowLatency, LowLatencyHandle, rdma_size_hint
+from ptxforge.ep.peer_watch import PeerWatch
 from ptxforge.ep.plan import Hop, reduce_back
 from ptxforge.ep.rows import Field, RowFormat
 from ptxforge.ep.stats import CallStats
 from ptxforge.ep.transport import Transport
 from ptxforge.ep.validate import check_combine, check_dispatch, check_layout
+
+if TYPE_CHECKING:
+    from ptxforge.ep.intranode import CommRank
 
 # dispatch's x: BF16 rows, or FP8 rows with their scales; get_dispatch_layout's, dispatch's and combine's results
 Payload: TypeAlias = "torch.Tensor | tuple[torch.Tensor, torch.Tensor]"
@@ -70,6 +77,7 @@ class Buffer:
         self._serial = 0
         self._stats: list[CallStats] = []
         self._comm_rank = None  # backend="kernels": this rank's side of the communication kernels
+        self._watches: list[PeerWatch] = []  # backend="kernels": the last calls' peer watches
         self.low_latency_mode, self.num_qps_per_rank = bool(low_latency_mode), int(num_qps_per_rank)
         self._ll = LowLatency(self.transport, self.rank, self.group_size, self.id, self.num_rdma_bytes)
         self.transport.agree("Buffer()", {"num_ranks_per_node": num_ranks_per_node, "buffer_number": self.id,
@@ -438,10 +446,39 @@ class Buffer:
 
     # ------------------------------------------------------------------ backend="kernels" (one node)
 
+    @contextlib.contextmanager
+    def _watched(self, call: str, like: torch.Tensor) -> Iterator[CommRank]:
+        """This rank's `CommRank` for one kernels call, its peers watched through the process group
+        (`PeerWatch`): a dead peer raises `EPPeerLostError` at once, also from inside a kernel spinning on it
+        (an emulated GPU's launches run the watch's check), and its /dev/shm segment is reclaimed."""
+        watch = PeerWatch(self.transport, call, self.id * 1_000_003 + self.transport.entered)
+        self._watches = [*self._watches[-7:], watch]  # their answers must outlive the call (gloo sends)
+        KB = _kernel_backend()
+        try:
+            comm = self._comm(like)
+            KB.check_peers_during_launches(watch.check)
+            yield comm
+        except RuntimeError as e:
+            if isinstance(e, EPPeerLostError) or peers.connection_lost(e):
+                if self._comm_rank is not None:
+                    self._comm_rank.fabric.peer_lost = True  # destroy() then frees only this rank's buffer
+                peers.reclaim_segments()
+                raise (e if isinstance(e, EPPeerLostError) else self.transport.lost(call, "its IPC set-up", e)) \
+                    from None
+            raise
+        finally:
+            KB.check_peers_during_launches(None)
+            watch.finish()
+
     def _dispatch_kernels(self, x, scales, handle, in_rank, per_expert, topk_idx, topk_weights, num_experts,
                           expert_alignment, num_worst_tokens, config, stats):
+        with self._watched("dispatch", x) as comm:
+            return self._dispatch_on(comm, x, scales, handle, in_rank, per_expert, topk_idx, topk_weights,
+                                     num_experts, expert_alignment, num_worst_tokens, config, stats)
+
+    def _dispatch_on(self, comm, x, scales, handle, in_rank, per_expert, topk_idx, topk_weights, num_experts,
+                     expert_alignment, num_worst_tokens, config, stats):
         KB = _kernel_backend()
-        comm = self._comm(x)
         cached = handle is not None
         if cached:
             in_rank, per_expert, tun = handle.is_token_in_rank, torch.zeros(num_experts, dtype=torch.int32), \
@@ -477,8 +514,11 @@ class Buffer:
         return recv, idx, w, per_expert_recv, handle, EventOverlap()
 
     def _combine_kernels(self, x, handle, topk_weights, bias, config, stats):
+        with self._watched("combine", x) as comm:
+            return self._combine_on(comm, x, handle, topk_weights, bias, config, stats)
+
+    def _combine_on(self, comm, x, handle, topk_weights, bias, config, stats):
         KB = _kernel_backend()
-        comm = self._comm(x)
         tun = KB.tunables(config or self.get_combine_config(self.group_size), handle._tunables.num_sms)
         result = KB.drive(KB.start_combine(comm, x, topk_weights, bias, handle, tun), comm.device, comm)
         fmt = RowFormat([Field("x", torch.bfloat16, x.shape[1], "payload"),

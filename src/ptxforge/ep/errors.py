@@ -1,4 +1,5 @@
-"""The errors `ptxforge.ep` raises: bad input (raised on every rank of the group) and collective timeouts."""
+"""The errors `ptxforge.ep` raises: bad input and call mismatches (raised on every rank of the group), collective
+timeouts and lost peers."""
 
 from ptxforge.errors import Error, KernelFault
 
@@ -11,8 +12,18 @@ class EPInputError(EPError, ValueError):
     """Bad input on one or more ranks; every rank of the group raises it, with every rank's complaint."""
 
 
+class EPCallMismatchError(EPInputError):
+    """The ranks entered different calls (one skipped a call or made another); raised on every rank, naming
+    each rank's call. The group stays usable: no data moved."""
+
+
 class EPTimeoutError(EPError, TimeoutError):
     """A collective did not complete in time; names the call, the collective and the ranks waited for."""
+
+
+class EPPeerLostError(EPError, ConnectionError):
+    """A peer's process died or left the group (its connection was reset or closed); names the call and, where
+    the ranks registered their processes, the rank that is gone. The process group cannot be used after it."""
 
 
 class CommTimeout(EPError, KernelFault):

@@ -103,6 +103,7 @@ class IpcFabric:
         self.generation = 0
         self._addresses: list[int] = []
         self._opened: list[int] = []
+        self.peer_lost = False  # set when a peer died: releasing then frees this rank's buffer only
 
     def ensure(self, rank: int, nbytes: int) -> int:
         if nbytes > self.size:
@@ -127,6 +128,11 @@ class IpcFabric:
 
     def _drop(self) -> None:
         if self.buf is None:
+            return
+        if self.peer_lost:  # the group is broken and a dead peer's mapping is gone (reclaimed): no barrier
+            self._opened = []
+            self.buf.free()
+            self.buf, self.size, self._addresses = None, 0, []
             return
         for a in self._opened:
             self.ipc.ipc_close_mem_handle(a, device=self.device)
@@ -161,6 +167,12 @@ def comm_device(rank: int, world: int, kind: str, ordinal: int | None = None) ->
             ordinal = torch.cuda.current_device() if torch.cuda.is_available() else 0
         return cuda_device(int(ordinal))
     raise ValueError(f"backend='kernels' runs on 'cuda' or 'emu' devices, not {kind!r}")
+
+
+def check_peers_during_launches(check: Callable[[], None] | None) -> None:
+    """Have the launches on this process's emulated IPC GPUs call `check` at every watchdog tick (None: stop);
+    a CUDA GPU runs no such hook (the kernels' own timeout bounds its waits)."""
+    ipc.set_peer_check(check)
 
 
 def dispatch_format(x: torch.Tensor, scales: torch.Tensor | None, topk_idx: torch.Tensor | None,

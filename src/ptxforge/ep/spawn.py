@@ -4,7 +4,8 @@
 (start="fork": what it has imported and compiled comes along; torch resets its thread pools at fork) or from
 a fork server that imports torch and the `preload` modules once ("forkserver"); each initializes gloo and calls
 fn(rank, world, *args), whose (picklable) return value comes back as results[rank]. An exception in a rank
-comes back as its traceback text; a rank that does not finish in time is killed and reported.
+comes back as its traceback text; a rank that does not finish in time is killed and reported; fault tests
+name the ranks they kill on purpose (`killed`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ def _entry(rank, world, store, fn, args, queue):
 
 
 def run_ranks(fn: Callable[..., Any], world: int, *args: Any, timeout_s: float = 120.0, start: str = "fork",
-              preload: tuple[str, ...] = ()) -> list:
+              preload: tuple[str, ...] = (), killed: tuple[int, ...] = ()) -> list:
+    """The ranks' results in rank order. `killed`: ranks a fault test kills on purpose (SIGKILL); their results
+    are None, and any other way of ending (no result, another signal, an abort) is an error."""
     ctx: BaseContext
     if start == "fork":  # the ranks start as copies of this process: nothing is imported or built again
         ctx = mp.get_context("fork")
@@ -70,10 +73,14 @@ def run_ranks(fn: Callable[..., Any], world: int, *args: Any, timeout_s: float =
             if p.is_alive():
                 p.kill()
                 p.join(timeout=5)
-    missing = [r for r in range(world) if r not in results]
+    ends = {r: procs[r].exitcode for r in killed}
+    if any(r in results or code != -9 for r, code in ends.items()):
+        raise AssertionError(f"ranks {list(killed)} were to die by SIGKILL: exit codes {ends}, "
+                             f"results from {sorted(set(killed) & set(results))}")
+    missing = [r for r in range(world) if r not in results and r not in killed]
     if missing:
         raise TimeoutError(f"ranks {missing} did not finish within {timeout_s} s")
     errors = {r: v for r, (s, v) in results.items() if s == "error"}
     if errors:
         raise AssertionError("\n".join(f"--- rank {r} ---\n{tb}" for r, tb in sorted(errors.items())))
-    return [results[r][1] for r in range(world)]
+    return [results[r][1] if r in results else None for r in range(world)]

@@ -23,9 +23,13 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from ptxforge.ep.errors import EPInputError, EPTimeoutError
+from ptxforge.ep import peers
+from ptxforge.ep.errors import EPCallMismatchError, EPInputError, EPPeerLostError, EPTimeoutError
 
 MESSAGE_BYTES = 400
+CALL_BYTES = 32  # the call's name in an agreement message
+MAX_FACTS = 16  # every call's agreement message has the same size, whatever its facts (gloo aborts the
+# process when the ranks of a collective pass different sizes: a rank in another call must read as one)
 
 
 def _ranges(ranks: list[int]) -> str:
@@ -44,6 +48,43 @@ def _store_of(group):
         return None
 
 
+def _agreement_blob(call: str, serial: int, facts: dict[str, int], complaint: str) -> bytes:
+    """One rank's agreement message, the same size for every call: name, call number, facts, complaint."""
+    if len(facts) > MAX_FACTS:
+        raise ValueError(f"ptxforge.ep {call}: {len(facts)} facts to agree on, at most {MAX_FACTS}")
+    vals = [int(v) for v in facts.values()] + [0] * (MAX_FACTS - len(facts))
+    msg = complaint.encode()[:MESSAGE_BYTES]
+    return (call.encode()[:CALL_BYTES].ljust(CALL_BYTES, b"\0") + struct.pack(f"<q{MAX_FACTS}q", serial, *vals)
+            + struct.pack("<qq", *peers.this_process()) + struct.pack("<H", len(msg))
+            + msg.ljust(MESSAGE_BYTES, b"\0"))
+
+
+def _read_agreement(raw: bytes) -> tuple[str, int, tuple[int, ...], str, tuple[int, int]]:
+    """(call, call number, facts' values, complaint, (host, pid)) of an agreement message."""
+    call = raw[:CALL_BYTES].rstrip(b"\0").decode(errors="replace")
+    serial, *vals = struct.unpack_from(f"<q{MAX_FACTS}q", raw, CALL_BYTES)
+    at = CALL_BYTES + 8 * (MAX_FACTS + 1)
+    host, pid = struct.unpack_from("<qq", raw, at)
+    (n,) = struct.unpack_from("<H", raw, at + 16)
+    return call, serial, tuple(vals), raw[at + 18:at + 18 + n].decode(errors="replace"), (host, pid)
+
+
+def _same_call(read: list) -> None:
+    """Raise EPCallMismatchError (the same text on every rank) unless every rank is in the same call: the same
+    name and the same number of calls of this Buffer before it."""
+    calls = [(m[0], m[1]) for m in read]
+    if len(set(calls)) == 1:
+        return
+    by_call: dict[tuple[str, int], list[int]] = {}
+    for r, c in enumerate(calls):
+        by_call.setdefault(c, []).append(r)
+    where = "; ".join(f"{'rank' if len(rs) == 1 else 'ranks'} {_ranges(rs)} called {name} (call {n} of this "
+                      f"Buffer)" for (name, n), rs in by_call.items())
+    raise EPCallMismatchError(
+        f"ptxforge.ep: the ranks are not in the same call, so no rank moved any data: {where}. Every rank of the "
+        f"group must make the same Buffer calls in the same order (a rank skipped a call or made another)")
+
+
 class Transport:
     """Collectives over `group` (None: the default group) with a per-collective timeout in seconds."""
 
@@ -56,6 +97,7 @@ class Transport:
         self.device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
         self.control_bytes = 0  # bytes of agreement and count messages sent, for the stats
         self.store, self.tag, self.entered = _store_of(group), tag, 0
+        self.processes: list[tuple[int, int]] = []  # each rank's (host, pid), learnt at every agreement
 
     def _arrive(self, call: str) -> None:
         """Note in the rendezvous store how many calls this rank has entered (and which), so that a rank
@@ -87,35 +129,41 @@ class Transport:
         try:
             work.wait(timeout=timedelta(seconds=self.timeout_s))
         except RuntimeError as e:
+            if peers.connection_lost(e):
+                peers.reclaim_segments()
+                raise self.lost(call, what, e) from None
             others = [r for r in range(self.size) if r != self.rank]
             raise EPTimeoutError(
                 f"ptxforge.ep {call}: rank {self.rank} waited {self.timeout_s:g} s in {what} for ranks "
                 f"{_ranges(others)} of the group and they did not all arrive{self._absent()} (did every rank make "
                 f"the same calls in the same order?). The process group cannot be used after this. ({e})") from None
 
+    def lost(self, call: str, what: str, error: BaseException) -> EPPeerLostError:
+        """The error for a connection to a peer that closed during `what` of `call` (`error`: gloo's)."""
+        return EPPeerLostError(f"ptxforge.ep {call}: rank {self.rank} lost its connection to a peer in {what} "
+                               f"({peers.which_gone(self.processes, self.rank)}). The process group cannot be used "
+                               f"after this. ({str(error).strip()[:300]})")
+
     def agree(self, call: str, facts: dict[str, int], complaint: str = "") -> list[dict[str, int]]:
-        """All ranks' facts; raises EPInputError on every rank if any rank complains or the facts differ."""
+        """All ranks' facts; raises EPInputError on every rank if any rank complains or the facts differ, and
+        EPCallMismatchError if the ranks are in different calls (a rank skipped one or called another)."""
         self._arrive(call)
-        names = list(facts)
-        head = struct.pack(f"<{len(names)}q", *(int(facts[n]) for n in names))
-        msg = complaint.encode()[:MESSAGE_BYTES]
-        blob = head + struct.pack("<H", len(msg)) + msg.ljust(MESSAGE_BYTES, b"\0")
-        mine = torch.frombuffer(bytearray(blob), dtype=torch.uint8).to(self.device)
+        mine = torch.frombuffer(bytearray(_agreement_blob(call, self.entered, facts, complaint)),
+                                dtype=torch.uint8).to(self.device)
         everyone = [torch.empty_like(mine) for _ in range(self.size)]
         self._wait(dist.all_gather(everyone, mine, group=self.group, async_op=True), call,
                    "the input-agreement all_gather")
         self.control_bytes += mine.numel() * (self.size - 1)
+        read = [_read_agreement(bytes(t.cpu().numpy())) for t in everyone]
+        self.processes = [m[4] for m in read]
+        _same_call(read)
         all_facts, problems = [], []
-        for r, t in enumerate(everyone):
-            raw = bytes(t.cpu().numpy())
-            vals = struct.unpack_from(f"<{len(names)}q", raw)
-            (n,) = struct.unpack_from("<H", raw, 8 * len(names))
-            text = raw[8 * len(names) + 2:8 * len(names) + 2 + n].decode(errors="replace")
+        for r, (_, _, vals, text, _) in enumerate(read):
             if text:
                 problems.append(f"rank {r}: {text}")
-            all_facts.append(dict(zip(names, vals, strict=True)))
+            all_facts.append(dict(zip(facts, vals, strict=False)))
         if not problems:
-            for name in names:
+            for name in facts:
                 seen = [f[name] for f in all_facts]
                 if len(set(seen)) > 1:
                     per = ", ".join(f"rank {r}: {v}" for r, v in enumerate(seen))

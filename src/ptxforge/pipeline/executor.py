@@ -17,11 +17,13 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from ptxforge.pipeline import comm
+from ptxforge.pipeline.arrival import Arrivals, resolve_timeout
 from ptxforge.pipeline.engine import run
 from ptxforge.pipeline.ops import FB, RECV_B, RECV_F, SEND_B, SEND_F, B, F, Op, Schedule, W
 from ptxforge.pipeline.schedules import dualpipe, dualpipev, one_f_one_b, zb1p
-from ptxforge.pipeline.step_check import Abort, PeerFailed, agree, describe
+from ptxforge.pipeline.step_check import Abort, PeerFailed, PeerLost, StepArgumentError, agree, describe
 from ptxforge.pipeline.weight_grad import WeightGradStore, run_backward
+from ptxforge.processes import connection_lost
 
 __all__ = ["DualPipe", "DualPipeV", "OneFOneB", "ZeroBubbleH1", "PipelineExecutor"]
 
@@ -85,8 +87,12 @@ class PipelineExecutor(nn.Module):
     _made: dict[tuple[int, ...], int] = {}
 
     def __init__(self, modules: Any, batch_dim: int = 0, process_group: dist.ProcessGroup | None = None,
-                 rank_mapping: list[int] | None = None) -> None:
+                 rank_mapping: list[int] | None = None, *, timeout_s: float | None = None) -> None:
+        """`timeout_s` bounds every wait of a step (every rank calling step(), each batch of messages, the
+        end of the step): past it a `StepTimeout` names the ranks waited for. None: $PTXFORGE_PIPELINE_TIMEOUT_S,
+        else 300 s."""
         super().__init__()
+        self.timeout_s = resolve_timeout(timeout_s)
         if self.modules_per_rank == 1 and isinstance(modules, nn.Module):
             modules = (modules,)  # one stage, even if it is an nn.Sequential
         modules = tuple(modules)
@@ -119,6 +125,8 @@ class PipelineExecutor(nn.Module):
         ordinal = PipelineExecutor._made.get(ranks, 0)  # executors on a group are made in the same order on each rank
         PipelineExecutor._made[ranks] = ordinal + 1
         self._abort = Abort(f"{'-'.join(map(str, ranks))}/{ordinal}")
+        self._ordinal = ordinal
+        self._arrivals = Arrivals(self._abort.store, "-".join(map(str, ranks)), self.group.rank(), self.num_ranks)
         self._steps = 0
         # set to a list to record (op, start, end, cpu) of every compute op of the next steps: wall-clock
         # perf_counter times and the thread's CPU seconds
@@ -178,7 +186,8 @@ class PipelineExecutor(nn.Module):
             self._commit()
             if not WeightGradStore.funcs_queue.empty():
                 raise RuntimeError("deferred weight gradients left after the step")
-            self._abort.finish(self._steps, self.num_ranks)  # a rank that failed after its last message fails us all
+            # a rank that failed after its last message fails us all
+            self._abort.finish(self._steps, self.num_ranks, self.timeout_s)
             loss = outputs = None
             if last:
                 m = last[0]
@@ -189,7 +198,7 @@ class PipelineExecutor(nn.Module):
                     outputs = _gather([self.outputs[m][i] for i in range(n)], self.batch_dim)
             return loss, outputs
         except BaseException as e:
-            if not isinstance(e, PeerFailed):
+            if not isinstance(e, PeerFailed) or isinstance(e, PeerLost):
                 self._abort.signal(self.rank, e)  # the ranks waiting for this one raise within a moment
             raise
         finally:
@@ -198,6 +207,8 @@ class PipelineExecutor(nn.Module):
     def _agree(self, inputs, num_chunks: int, criterion, labels):
         """(schedule, first-stage modules, last-stage modules), once every rank's arguments were checked
         against the others' in one collective; otherwise StepArgumentError on every rank."""
+        what = f"step {self._steps + 1} of {type(self).__name__} #{self._ordinal} on this group"
+        self._arrivals.arrive(what, self.timeout_s, self._abort)
         problems: list[str] = []
         try:
             comm.require_configured()
@@ -209,7 +220,9 @@ class PipelineExecutor(nn.Module):
         except (ValueError, TypeError) as e:
             problems.append(str(e))
             error = e
-        mine: dict = {"num_chunks": num_chunks, "training or inference": "inference" if self.forward_only else
+        mine: dict = {"the executor called (its class #number on the group)": f"{type(self).__name__} "
+                      f"#{self._ordinal}", "the step number": self._steps + 1,
+                      "num_chunks": num_chunks, "training or inference": "inference" if self.forward_only else
                       "training", "p2p shapes": comm.TENSOR_SHAPES, "p2p dtype": str(comm.TENSOR_DTYPE)}
         if sched is not None:
             pl = sched.placement
@@ -225,8 +238,18 @@ class PipelineExecutor(nn.Module):
                 if not self.forward_only and criterion is None:
                     problems.append("it computes the loss of the last stage: step() needs criterion=")
                 problems += _split_problems("label", labels, pl.streams[self._loc(m)], self.batch_dim)
-        agree(self.group, self.rank, mine, problems, same_error=error)
+        try:
+            agree(self.group, self.rank, mine, problems, same_error=error)
+        except RuntimeError as e:
+            if isinstance(e, StepArgumentError) or not connection_lost(e):
+                raise
+            raise self._lost(e, "the argument agreement") from None
         return sched, first, last
+
+    def _lost(self, e: BaseException, where: str) -> PeerLost:
+        gone = self._arrivals.gone_ranks() or "a peer's process died or left the group"
+        return PeerLost(f"pipeline step stopped: rank {self.rank} lost its connection to a peer in {where} "
+                        f"({gone}) ({str(e).strip()[:200]})")
 
     def _reset(self) -> None:
         WeightGradStore.clear()
@@ -277,7 +300,16 @@ class PipelineExecutor(nn.Module):
     def _commit(self) -> None:
         if not self.comm_ops:
             return
-        self._abort.wait_all(dist.batch_isend_irecv(self.comm_ops), cuda=self.device.type == "cuda")
+        peers = sorted({self.rank_mapping[dist.get_group_rank(self.group, op.peer)] for op in self.comm_ops})
+        waiting = (f"its messages to and from pp rank(s) {', '.join(map(str, peers))} in step {self._steps} "
+                   f"(pp rank {self.rank})")
+        try:
+            self._abort.wait_all(dist.batch_isend_irecv(self.comm_ops), cuda=self.device.type == "cuda",
+                                 timeout_s=self.timeout_s, waiting=waiting)
+        except RuntimeError as e:
+            if isinstance(e, PeerFailed) or not connection_lost(e):
+                raise
+            raise self._lost(e, "the messages of step " + str(self._steps)) from None
         self.comm_ops = []
         for t in self.to_free:  # the activation left this rank; autograd only needs its metadata
             if t._base is not None:

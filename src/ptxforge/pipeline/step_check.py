@@ -9,11 +9,14 @@ others wait for messages that never come, until the process group's timeout (30 
 
 `Abort` is the side channel for failures during the step (a stage raising, a shape the peer does not
 expect): the failing rank writes its error to the process group's store, and every rank waiting for a
-message polls that key and raises `PeerFailed` naming the rank and its error.
+message polls that key and raises `PeerFailed` naming the rank and its error. Its waits take the executor's
+`timeout_s` (`StepTimeout` past it); a lost connection is `PeerLost`, which the first rank to see it writes
+to the key for the others. (Before all this, arrival.py has every rank arrive at the step.)
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Any
@@ -30,6 +33,14 @@ class StepArgumentError(Error, ValueError):
 
 class PeerFailed(Error, RuntimeError):
     """Another rank of the pipeline failed during the step; raised on the ranks that were waiting for it."""
+
+
+class PeerLost(PeerFailed, ConnectionError):
+    """Another rank's process is gone (its connection closed, or its pid no longer runs); names it where known."""
+
+
+class StepTimeout(Error, TimeoutError):
+    """A wait of a pipeline step passed the executor's timeout_s; names the ranks it waited for."""
 
 
 def describe(x: Any) -> tuple | None:
@@ -80,6 +91,8 @@ class Abort:
     def signal(self, rank: int, error: BaseException) -> None:
         if self.store is not None:
             try:
+                if isinstance(error, PeerLost) and self.store.check([self.key]):
+                    return  # the first rank to see a loss (or a failure) names it
                 self.store.set(self.key, f"rank {rank} failed: {type(error).__name__}: {error}"[:2000])
             except Exception:  # noqa: BLE001 - the rank's own error is the one to raise
                 pass
@@ -88,7 +101,7 @@ class Abort:
         if self.store is not None and self.store.check([self.key]):
             raise PeerFailed(f"pipeline step stopped: {self.store.get(self.key).decode(errors='replace')}")
 
-    def wait_all(self, reqs: Any, cuda: bool = False) -> None:
+    def wait_all(self, reqs: Any, cuda: bool = False, timeout_s: float = math.inf, waiting: str = "") -> None:
         """Wait for every request, checking the abort key while any is pending.
 
         NCCL requests (`cuda`) report completion through is_completed(), and wait() must run on this thread
@@ -100,7 +113,7 @@ class Abort:
                 r.wait()
             return
         if cuda:
-            self._poll(lambda: all(r.is_completed() for r in reqs))
+            self._poll(lambda: all(r.is_completed() for r in reqs), timeout_s, waiting)
             for r in reqs:
                 r.wait()
             return
@@ -117,7 +130,7 @@ class Abort:
         t = threading.Thread(target=wait, name="ptxforge-pipeline-wait", daemon=True)
         t.start()
         t.join(0.002)
-        self._poll(lambda: not t.is_alive())
+        self._poll(lambda: not t.is_alive(), timeout_s, waiting)
         if box and box[0] is not None:
             try:
                 self.check()  # a peer that failed and left closes its connections: name the failure
@@ -125,19 +138,24 @@ class Abort:
                 raise e from box[0]
             raise box[0]
 
-    def finish(self, step: int, ranks: int) -> None:
+    def finish(self, step: int, ranks: int, timeout_s: float = math.inf) -> None:
         """Count this rank's step as done and wait until every rank's is, or one failed."""
         if self.store is None:
             return
         self.store.add(self.done, 1)
-        self._poll(lambda: self.store.add(self.done, 0) >= step * ranks)
+        self._poll(lambda: self.store.add(self.done, 0) >= step * ranks, timeout_s,
+                   f"every rank to finish step {step}")
 
-    def _poll(self, ready) -> None:
-        pause, last = 0.0002, 0.0
+    def _poll(self, ready, timeout_s: float = math.inf, waiting: str = "") -> None:
+        """Wait until ready(), checking the abort key; StepTimeout ("waited ... for `waiting`") past timeout_s."""
+        pause, last, start = 0.0002, 0.0, time.monotonic()
         while not ready():
             if time.monotonic() - last > 0.05:
                 self.check()
                 last = time.monotonic()
+                if last - start > timeout_s:
+                    raise StepTimeout(f"pipeline step: waited {timeout_s:g} s for {waiting} (the executor's "
+                                      f"timeout_s)")
             time.sleep(pause)
             pause = min(pause * 2, 0.01)
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import platform
 import weakref
+from collections.abc import Callable
 
 from ptxforge.emu.ipc.handles import EmuIpcHandle, ipc_close_mem_handle, ipc_get_mem_handle, ipc_open_mem_handle
 from ptxforge.emu.ipc.memory import DEFAULT_CAPACITY, MAX_WORLD, STRIDE, IpcError, IpcMemory, rank_base
-from ptxforge.emu.ipc.segment import HEADER, live_segments
+from ptxforge.emu.ipc.segment import HEADER, live_segments, sweep
 from ptxforge.emu.launch import EmuDevice
 
 _FINALIZERS: list[weakref.finalize] = []  # one per device: closes its memory once (close, GC, exit)
@@ -127,5 +128,27 @@ def close_all() -> None:
             pass
 
 
+def set_peer_check(check: Callable[[], None] | None) -> None:
+    """Have launches on every IPC device of this process call `check` at every watchdog tick, so what it raises
+    (a job's own finding that a peer died) stops a kernel spinning on that peer; None: no check."""
+    for f in list(_FINALIZERS):
+        held = f.peek()
+        if held is not None:
+            held[0].memory.peer_check = check
+
+
+def reclaim_dead_peers() -> list[str]:
+    """Unmap, on every IPC device of this process, the peers whose process no longer runs, and remove the
+    segments of every such process on the machine (a SIGKILLed rank leaves its segment behind); returns the
+    segment names removed."""
+    removed: list[str] = []
+    for f in list(_FINALIZERS):
+        held = f.peek()
+        if held is not None and not held[0].memory.closed:
+            removed += held[0].memory.reclaim_dead_peers()
+    return removed + sweep()
+
+
 __all__ = ["EmuIpcHandle", "IpcDevice", "IpcError", "close_all", "ipc_close_mem_handle", "ipc_device",
-           "ipc_get_mem_handle", "ipc_open_mem_handle", "live_segments", "rank_base"]
+           "ipc_get_mem_handle", "ipc_open_mem_handle", "live_segments", "rank_base", "reclaim_dead_peers",
+           "set_peer_check"]

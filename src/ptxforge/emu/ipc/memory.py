@@ -38,8 +38,11 @@ from ptxforge.emu.errors import EmulatorError
 from ptxforge.emu.ipc import segment as S
 from ptxforge.emu.ipc.vm import Reservation
 from ptxforge.emu.memory import GLOBAL_BASE, PAD, REDZONE, WINDOW_BITS, Allocation, DeviceMemory, describe_address
+from ptxforge.processes import process_exists
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy.typing as npt
 
     from ptxforge.emu.memory import LaneMemory
@@ -91,7 +94,11 @@ class ProgressBoard:
 
     def publish(self, lane_memory: LaneMemory | None = None) -> None:
         """Tell the other ranks this process made progress, if `lane_memory` wrote since the last look
-        (None: unconditionally, as after a host write)."""
+        (None: unconditionally, as after a host write). Runs the memory's `peer_check` first: what it
+        raises (a peer found dead) stops the launch."""
+        check = self.memory.peer_check
+        if check is not None:
+            check()
         if lane_memory is not None:
             mark = (id(lane_memory), lane_memory.writes)
             if mark == self._last:
@@ -137,6 +144,9 @@ class IpcMemory(DeviceMemory):
     """Rank `rank` of `world`: its heap in a new segment of `capacity` bytes, peers mapped on demand."""
 
     progress_board: ProgressBoard
+    # called at every watchdog tick of a launch on this memory (every few hundred steps): a job's own check
+    # that its peers live (ptxforge.ep's kernels backend watches its process group); may raise to stop it
+    peer_check: Callable[[], None] | None = None
 
     def __init__(self, rank: int, world: int, capacity: int = DEFAULT_CAPACITY):
         super().__init__(PAD)
@@ -292,11 +302,21 @@ class IpcMemory(DeviceMemory):
             except FileNotFoundError:
                 pass
         os.close(self.own.fd)
+        S.sweep()  # and what dead peers left behind (a rank killed mid-job cannot remove its own)
         self.closed = True
         self._allocs.clear()
         self._bases.clear()
         self.vm.release()
         self.arena = self.vm.array
+
+    def reclaim_dead_peers(self) -> list[str]:
+        """Unmap the segments of peers whose process no longer runs and remove every such segment on the
+        machine (`segment.sweep`); returns the names removed. Their memory is gone: pointers into it fault."""
+        for mp in list(self.peers.values()):
+            pid = S.owner_pid(mp.name)
+            if pid is not None and not process_exists(pid):
+                self.unmap_peer(mp)
+        return S.sweep()
 
     def unmap_peer(self, mp: Mapping) -> None:
         for alloc, _ in mp.opened.values():

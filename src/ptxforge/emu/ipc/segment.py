@@ -7,8 +7,9 @@ Layout (byte offsets in the file; the file is sparse, pages exist once touched):
   HEADER the heap: the device's allocations
 
 The file is named ptxforge-emu-<owner pid>-r<rank>-<random>; the owner unlinks it when its device closes
-and at interpreter exit. A process that dies without either (SIGKILL, os._exit) leaves it behind: the next
-device created on the machine removes segments whose owner process no longer exists (`sweep`).
+and at interpreter exit. A process that dies without either (SIGKILL, os._exit) leaves it behind: `sweep`
+removes segments whose owner process no longer exists (a zombie counts as gone); every device sweeps when it
+is created and when it closes, and ptxforge.ep's kernels backend when it finds a peer lost.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import secrets
 
 import numpy as np
+
+from ptxforge.processes import process_exists
 
 SHM_DIR = "/dev/shm"
 PREFIX = "ptxforge-emu-"
@@ -47,16 +50,6 @@ def owner_pid(name: str) -> int | None:
         return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
-
-
 def sweep() -> list[str]:
     """Remove the segments of processes that no longer exist; returns their names."""
     gone: list[str] = []
@@ -68,7 +61,7 @@ def sweep() -> list[str]:
         if not name.startswith(PREFIX):
             continue
         pid = owner_pid(name)
-        if pid is None or pid == os.getpid() or _alive(pid):
+        if pid is None or pid == os.getpid() or process_exists(pid):
             continue
         try:
             os.unlink(path_of(name))
