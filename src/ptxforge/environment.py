@@ -128,3 +128,20 @@ def green_contexts() -> bool:
     if value == "0":
         return False
     raise EnvironmentVariableError("PTXFORGE_GREEN_CONTEXTS", value, "expected 0 or 1")
+
+
+def validate_launches() -> bool:
+    """PTXFORGE_VALIDATE: 1 (default; also true/yes/on) validates a module before its first launch, 0 (also
+    false/no/off) skips it."""
+    value = _get("PTXFORGE_VALIDATE")
+    if value is None or value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise EnvironmentVariableError("PTXFORGE_VALIDATE", value, "expected 1 or 0 (true/false, yes/no, on/off)")
+
+
+def pipeline_timeout_s() -> str | None:
+    """PTXFORGE_PIPELINE_TIMEOUT_S as written (the pipeline executor checks it is a positive number of
+    seconds, naming the variable); None if unset."""
+    return _get("PTXFORGE_PIPELINE_TIMEOUT_S")

@@ -217,7 +217,8 @@ class Transport:
 class Pending:
     """Rows on their way: `wait()` waits (bounded by the transport's timeout) and returns them."""
 
-    def __init__(self, transport: Transport, call: str, work, out: torch.Tensor, keep: torch.Tensor) -> None:
+    def __init__(self, transport: Transport, call: str, work: dist.Work | None, out: torch.Tensor,
+                 keep: torch.Tensor) -> None:
         self.transport, self.call, self.work, self.out = transport, call, work, out
         self.keep: torch.Tensor | None = keep  # the send rows must live until the collective ends
 

@@ -17,6 +17,7 @@ import time
 import zlib
 from typing import Any
 
+from ptxforge import environment
 from ptxforge.pipeline.step_check import Abort, PeerLost, StepTimeout
 from ptxforge.processes import exited, process_exists
 
@@ -28,7 +29,7 @@ def resolve_timeout(timeout_s: float | None) -> float:
     """The executor's bound on each wait: `timeout_s`, else $PTXFORGE_PIPELINE_TIMEOUT_S, else 300 s."""
     source = "timeout_s"
     if timeout_s is None:
-        raw = os.environ.get(TIMEOUT_ENV)
+        raw = environment.pipeline_timeout_s()
         if raw is None:
             return DEFAULT_TIMEOUT_S
         source, timeout_s = f"${TIMEOUT_ENV}", raw  # type: ignore[assignment]  # parsed below

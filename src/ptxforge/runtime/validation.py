@@ -7,8 +7,7 @@ environment for all.
 
 from __future__ import annotations
 
-import os
-
+from ptxforge import environment
 from ptxforge.ptx import ir
 from ptxforge.ptx.errors import Diagnostic, PTXValidationError
 from ptxforge.ptx.validator import validate
@@ -20,7 +19,7 @@ MAX_VERDICTS = 256
 
 def validation_enabled(validate_: bool = True) -> bool:
     """False when the launch says validate=False or the environment says PTXFORGE_VALIDATE=0."""
-    return validate_ and os.environ.get("PTXFORGE_VALIDATE", "1").strip() not in ("0", "false", "no", "off")
+    return validate_ and environment.validate_launches()
 
 
 def problems_of(module: ir.Module) -> list[Diagnostic]:
