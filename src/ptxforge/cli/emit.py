@@ -12,7 +12,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from ptxforge.cli.common import check_writable, print_error, write_output
+from ptxforge.cli.common import check_writable, compile_cu, is_cuda, print_error, write_output
 from ptxforge.cli.errors import UserError
 from ptxforge.dsl.errors import DSLError
 from ptxforge.dsl.kernel import Kernel, link
@@ -51,6 +51,12 @@ def load_kernels(path: str) -> dict[str, Kernel]:
 
 def run(args: argparse.Namespace) -> int:
     path, name = _split(args.target)
+    if is_cuda(path):  # CUDA C++: the PTX NVRTC makes of it for --arch
+        if args.output not in (None, "-"):
+            check_writable(args.output, "-o")
+        arch = None if args.arch in (None, "auto") else args.arch
+        write_output(compile_cu(path, arch).ptx, args.output)
+        return 0
     if args.arch not in (None, "auto"):
         try:
             target_min_ptx(args.arch)
