@@ -103,6 +103,7 @@ class CudaModule:
         return CudaKernel(self.ir, self.ir.function(ptx_name), cpp_name, cpp_sig, _pointees(params))
 
     get_function = kernel  # CuPy's RawModule spelling
+    get_kernel = kernel  # cuda.core's ObjectCode spelling
 
     def _resolve(self, name: str) -> str:
         if name in self.lowered:
