@@ -124,17 +124,27 @@ def test_emulate_is_scoped_and_refuses_a_bad_arch():
         pass
 
 
-@pytest.mark.slow  # a fresh interpreter importing torch and triton: ~10 s
-def test_environment_variable_switches_the_emulator_on_for_a_script(tmp_path):
+def _run_script(tmp_path, head: str, argv: list[str], **env_changes):
     script = tmp_path / "script.py"
-    script.write_text("import sys, torch\n"
+    script.write_text(head + "import sys, torch\n"
                       f"sys.path.insert(0, {str(KERNELS.parent)!r})\n"
                       "from triton_kernels import add_kernel\n"
                       "x = torch.ones(64); out = torch.empty(64)\n"
                       "add_kernel[(1,)](x, x, out, 64, BLOCK=64)\n"
                       "print(int(out.sum()))\n")
-    env = {**os.environ, "PTXFORGE_TRITON": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
-    run = subprocess.run([sys.executable, "-m", "ptxforge.triton", str(script)], capture_output=True, text=True,
-                         env=env, timeout=300)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("PTXFORGE_TRITON", None)
+    env.update(env_changes)
+    run = subprocess.run([sys.executable, *argv, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().splitlines()[-1] == "128"
+
+
+@pytest.mark.slow  # a fresh interpreter importing torch and triton: ~10 s
+def test_python_m_ptxforge_triton_runs_a_script_that_never_imports_ptxforge(tmp_path):
+    _run_script(tmp_path, "", ["-m", "ptxforge.triton"])
+
+
+@pytest.mark.slow  # a fresh interpreter importing torch and triton: ~10 s
+def test_environment_variable_switches_the_emulator_on(tmp_path):
+    _run_script(tmp_path, "import ptxforge.triton\n", [], PTXFORGE_TRITON="1")

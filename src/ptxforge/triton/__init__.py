@@ -72,7 +72,8 @@ def enabled() -> bool:
 
 
 def _from_environment() -> None:
-    if os.environ.get("PTXFORGE_TRITON", "") not in ("", "0"):
+    """Switch the emulator on for the process when PTXFORGE_TRITON is set (once)."""
+    if os.environ.get("PTXFORGE_TRITON", "") not in ("", "0") and not _settings:
         sanitize = os.environ.get("PTXFORGE_TRITON_SANITIZE", "") not in ("", "0")
         _settings.insert(0, Settings(sanitize, os.environ.get("PTXFORGE_TRITON_ARCH", "sm_90a")))
         _activate()
