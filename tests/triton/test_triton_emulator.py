@@ -148,3 +148,15 @@ def test_python_m_ptxforge_triton_runs_a_script_that_never_imports_ptxforge(tmp_
 @pytest.mark.slow  # a fresh interpreter importing torch and triton: ~10 s
 def test_environment_variable_switches_the_emulator_on(tmp_path):
     _run_script(tmp_path, "import ptxforge.triton\n", [], PTXFORGE_TRITON="1")
+
+
+def test_compiled_kernel_reports_ptxas_registers_for_occupancy_sizing():
+    # the fused-softmax tutorial sizes its grid by NUM_REGS // (n_regs * 32 * num_warps): n_regs must be real
+    x = torch.randn(4, 100)
+    out = torch.empty_like(x)
+    with ptxforge.triton.emulate():
+        compiled = softmax_kernel.warmup(out, x, x.stride(0), out.stride(0), 4, 100, BLOCK=128, grid=(1,))
+        compiled._init_handles()
+        props = triton.runtime.driver.active.utils.get_device_properties(0)
+    assert 0 < compiled.n_regs <= 255
+    assert props["max_shared_mem"] == 227 * 1024 and props["multiprocessor_count"] == 132

@@ -14,6 +14,7 @@ device memory (so two views of one tensor alias there as on a GPU) and back afte
 from __future__ import annotations
 
 import re
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from ptxforge.ptx.parser import parse
 from ptxforge.runtime.buffers import DeviceBuffer, resolve_device
 from ptxforge.runtime.kernel import Kernel
 from ptxforge.runtime.occupancy import sm_limits
+from ptxforge.toolchain import elf_sections
 
 
 @dataclass
@@ -63,14 +65,35 @@ class EmulatorUtils:
                 "sm_clock_rate": 1_980_000, "mem_clock_rate": 2_619_000, "mem_bus_width": 5120}
 
     def load_binary(self, name: str, kernel: bytes, shared: int, device: int) -> tuple[Any, str, int, int, int]:
-        """(module, function, registers, spills, max threads per block); the launcher finds the PTX itself."""
-        return None, name, 0, 0, 1024
+        """(module, function, registers, spills, max threads per block) of Triton's cubin (registers as ptxas
+        allocated them: tutorials size their grids by occupancy); the launcher finds the PTX itself."""
+        return None, name, cubin_registers(kernel), 0, 1024
 
     def unload_module(self, module: Any) -> None:
         return None
 
     def set_printf_fifo_size(self, size: int) -> None:
         return None
+
+
+EIATTR_REGCOUNT = 0x2F  # a .nv.info attribute: (symbol index, registers) of one function
+EIFMT_SVAL = 0x04  # an attribute with a 16-bit size and that many bytes of value
+
+
+def cubin_registers(cubin: bytes) -> int:
+    """The registers per thread ptxas gave the (first) function of a cubin; 0 if the cubin does not say."""
+    try:
+        info = elf_sections(cubin).get(".nv.info", b"")
+    except (struct.error, ValueError, IndexError):
+        return 0
+    i = 0
+    while i + 4 <= len(info):
+        fmt, attr = info[i], info[i + 1]
+        size = struct.unpack_from("<H", info, i + 2)[0] if fmt == EIFMT_SVAL else 0
+        if fmt == EIFMT_SVAL and attr == EIATTR_REGCOUNT and size >= 8:
+            return int(struct.unpack_from("<I", info, i + 8)[0])
+        i += 4 + size
+    return 0
 
 
 class EmulatorDriver:
