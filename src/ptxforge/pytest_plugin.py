@@ -2,7 +2,7 @@
 
 Loaded by its entry point (installed ptxforge) or with `pytest -p ptxforge.pytest_plugin`.
 
-- `@pytest.mark.sanitize`, the `sanitize` fixture, or `--ptxforge-sanitize` (every test): each kernel launch
+- `@pytest.mark.sanitize`, the `ptxforge_sanitize` fixture, or `--ptxforge-sanitize` (every test): each kernel launch
   in the test runs under the sanitizer (on the emulator; Triton launches inside `ptxforge.triton.emulate`
   too), and a test whose launches got any report fails with the reports printed, also when the test itself
   caught the `SanitizerError`.
@@ -41,7 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def sanitize() -> None:
+def ptxforge_sanitize() -> None:
     """Asking for this fixture runs the test's kernel launches under the sanitizer (see the module)."""
     return None
 
@@ -55,7 +55,7 @@ def device(request: pytest.FixtureRequest) -> str:
 
 
 def _wants_sanitizer(item: pytest.Item) -> bool:
-    return (item.get_closest_marker("sanitize") is not None or "sanitize" in getattr(item, "fixturenames", ())
+    return (item.get_closest_marker("sanitize") is not None or "ptxforge_sanitize" in getattr(item, "fixturenames", ())
             or bool(item.config.getoption("--ptxforge-sanitize")))
 
 

@@ -56,11 +56,11 @@ USER_TESTS = textwrap.dedent('''
         assert (run(FIXED) == (np.arange(32) + 1) % 32).all()
 
 
-    def test_racy_fixture(sanitize):
+    def test_racy_fixture(ptxforge_sanitize):
         run(RACY)
 
 
-    def test_racy_caught_still_fails(sanitize):
+    def test_racy_caught_still_fails(ptxforge_sanitize):
         with pytest.raises(pf.SanitizerError):
             run(RACY)
 
