@@ -115,3 +115,15 @@ def test_planted_race_in_a_template_reports_cu_lines_demangled_names_and_both_si
     assert any(line.startswith("=========     source ") and line.endswith("block_sum_race.cu:10") for line in first)
     assert any("conflicts with a write" in line and line.endswith("block_sum_race.cu:10)") for line in first)
     assert f"kernel launched from {__file__}:" in text  # the Python launch site
+
+
+def test_cached_ptx_names_the_file_where_it_is_now(tmp_path, monkeypatch):
+    # the same source under the same relative name in two folders: each report names its own file
+    monkeypatch.setenv("PTXFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    text = (DATA / "block_sum_race.cu").read_text()
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "k.cu").write_text(text)
+        monkeypatch.chdir(tmp_path / folder)
+        mod = pf.compile_cuda_file("k.cu", name_expressions=("block_sum<float, 64>",))
+        assert f'"{tmp_path / folder / "k.cu"}"' in mod.ptx

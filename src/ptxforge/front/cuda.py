@@ -140,7 +140,8 @@ def compile_cuda(source: str, arch: str = "sm_90a", options: Iterable[str] = (),
     if not any(o in ("-lineinfo", "--generate-line-info", "-G", "--device-debug") for o in options):
         options.append("-lineinfo")
     library = nvrtc.find_nvrtc(nvrtc_library)
-    key = cache.key("nvrtc", source, filename, "\0".join(options), "\0".join(names),
+    # the absolute path: NVRTC writes it into the PTX's .file, which reports show
+    key = cache.key("nvrtc", source, os.path.abspath(filename), "\0".join(options), "\0".join(names),
                     "\0".join(f"{k}\0{v}" for k, v in sorted(headers.items())), _library_identity(str(library)))
     cacheable = _self_contained(source, headers)
     hit = cache.get_json("nvrtc", key) if cacheable else None

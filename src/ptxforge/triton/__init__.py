@@ -46,7 +46,9 @@ def _activate() -> None:
 def _deactivate() -> None:
     runtime = _triton_runtime()
     if runtime._active is _driver:  # leave a driver someone else set in place
-        runtime._active = None  # the next use picks Triton's default again (a GPU's, where there is one)
+        # unset, not reset_active(): that creates Triton's default driver now, which raises on a machine
+        # without a GPU; unset, the next use picks it (a GPU's, where there is one)
+        runtime._active = None
 
 
 @contextlib.contextmanager

@@ -182,12 +182,12 @@ class TritonLauncher:
 
     def __call__(self, grid_x: int, grid_y: int, grid_z: int, stream: Any, function: Any, packed_metadata: Any,
                  launch_metadata: Any, enter_hook: Any, exit_hook: Any, *args: Any) -> None:
-        if enter_hook is not None:
-            enter_hook(launch_metadata)
-        settings = self.settings()
         grid = (grid_x, grid_y, grid_z)
         if min(grid) <= 0:
             return  # an empty grid launches nothing, as on a GPU
+        if enter_hook is not None:
+            enter_hook(launch_metadata)
+        settings = self.settings()
         dev = resolve_device("emu")
         storages: dict[int, tuple[Any, DeviceBuffer]] = {}
         try:
