@@ -114,3 +114,10 @@ def test_stats_and_sass_take_cu(work, capsys):
         return
     rc, out, _ = run(["sass", "c.cu", "--arch", "sm_80"], capsys)
     assert rc == 0 and out.startswith("// k") and "STG.E" in out  # the store of x[threadIdx.x]
+
+
+def test_missing_nvrtc_is_a_user_error_naming_where_it_looked(work, capsys, monkeypatch):
+    monkeypatch.setenv("PTXFORGE_NVRTC", str(work / "no-such-libnvrtc.so"))
+    rc, _, err = run(["check", "k.cu"], capsys)
+    assert rc == 1 and "Traceback" not in err
+    assert f"k.cu: libnvrtc: the path given, {work / 'no-such-libnvrtc.so'}, is not the NVRTC library" in err
