@@ -15,6 +15,7 @@ from ptxforge.cli.errors import cli_words as cli_words  # re-exported: the subco
 from ptxforge.ptx.errors import PTXError
 from ptxforge.ptx.ir import Module
 from ptxforge.ptx.parser import parse
+from ptxforge.toolchain import ToolNotFound
 
 CUDA_SUFFIXES = (".cu", ".cuh")
 DEFAULT_CUDA_ARCH = "sm_90a"  # what a .cu file is compiled for without --arch
@@ -29,7 +30,6 @@ def compile_cu(path: str, arch: str | None, kernel: str | None = None) -> Any:
     is printed as FILE:LINE:COL by the caller (a PTXError), a missing NVRTC or a bad arch is a UserError.
     `kernel`, a template-id such as `scale<float>`, is instantiated (a name expression)."""
     from ptxforge.front.cuda import compile_cuda_file  # the front layer loads NVRTC: only for .cu input
-    from ptxforge.toolchain import ToolNotFound
 
     read_text(path)  # the file's own errors first: missing, a directory, unreadable
     try:
