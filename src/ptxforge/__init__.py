@@ -26,6 +26,7 @@ __all__ = [
     "parse", "parse_file", "PTXError", "PTXSyntaxError", "PTXValidationError",
     "dsl", "kernel", "func", "ptr", "DSLError", "DSLTypeError", "DSLArchError", "SanitizerError", "__version__",
     "example_path", "Error", "LaunchError", "KernelFault", "DeviceUnavailable", "EmulatorError",
+    "compile_cuda", "compile_cuda_file", "CudaCompileError",
 ]
 
 
@@ -47,6 +48,8 @@ _LAZY = {
     "dsl": "ptxforge.dsl", "kernel": "ptxforge.dsl", "func": "ptxforge.dsl", "ptr": "ptxforge.dsl",
     "DSLError": "ptxforge.dsl", "DSLTypeError": "ptxforge.dsl", "DSLArchError": "ptxforge.dsl",
     "SanitizerError": "ptxforge.emu.sanitizer", "EmulatorError": "ptxforge.emu.errors",
+    "compile_cuda": "ptxforge.front.cuda", "compile_cuda_file": "ptxforge.front.cuda",
+    "CudaCompileError": "ptxforge.front.cuda",
 }
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
@@ -55,6 +58,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from ptxforge.dsl.kernel import kernel
     from ptxforge.emu.errors import EmulatorError
     from ptxforge.emu.sanitizer import SanitizerError
+    from ptxforge.front.cuda import CudaCompileError, compile_cuda, compile_cuda_file
 
 
 def __getattr__(name: str) -> Any:

@@ -8,6 +8,7 @@ call `torch()`, `matplotlib()` or `pyplot()` and get the module, or a `MissingDe
 from __future__ import annotations
 
 import functools
+import importlib
 from types import ModuleType
 
 from ptxforge.errors import Error
@@ -52,3 +53,18 @@ def pyplot() -> ModuleType:
     import matplotlib.pyplot as plt  # optional dependency (the `plot` extra), there once matplotlib() succeeded
 
     return plt
+
+
+@functools.cache
+def triton() -> ModuleType:
+    """The `triton` package, with the parts `ptxforge.triton` uses loaded: `triton.backends.compiler`
+    (GPUTarget), `triton.backends.nvidia.driver` (its C types), `triton.runtime.cache` and `.driver`."""
+    try:
+        import triton  # optional dependency: the `triton` extra
+
+        for part in ("backends.compiler", "backends.nvidia.driver", "runtime.cache", "runtime.driver"):
+            importlib.import_module(f"triton.{part}")
+    except ImportError as e:
+        raise _missing("triton", "triton", e) from e
+    return triton
+

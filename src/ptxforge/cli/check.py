@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--arch: {e}") from None
     failed = 0
     for path in args.files:
-        m = load_module(path)
+        m = load_module(path, args.arch)
         if m is None:
             failed += 1
             continue

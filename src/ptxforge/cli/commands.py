@@ -93,8 +93,9 @@ def _run(sub: Subparsers) -> argparse.ArgumentParser:
                        description="Launch a kernel of a PTX file on the SIMT emulator (default) or a GPU. "
                                    "Arrays come from and go back to .npy files.",
                        epilog=RUN_ARGUMENTS, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", metavar="FILE", help="PTX file")
-    p.add_argument("--kernel", "-k", help="kernel name (default: the only kernel)")
+    p.add_argument("file", metavar="FILE", help="PTX file, or a CUDA C++ .cu file (compiled with NVRTC for --arch)")
+    p.add_argument("--kernel", "-k", help="kernel name, a C++ name for a .cu file (default: the only kernel)")
+    p.add_argument("--arch", default=None, help="the target a .cu file is compiled for (default sm_90a)")
     p.add_argument("--grid", default="1", help="X[,Y[,Z]] blocks (default 1)")
     p.add_argument("--block", default="1", help="X[,Y[,Z]] threads per block (default 1)")
     p.add_argument("--arg", "-a", action="append", default=[], help="a kernel argument (see below)")
@@ -114,6 +115,13 @@ def _run(sub: Subparsers) -> argparse.ArgumentParser:
                    help="a cooperative launch (every block resident at once; cooperative groups' grid.sync())")
     p.add_argument("--report", metavar="FILE", help="write the sanitizer's findings as JSON to FILE (implies "
                                                     "--sanitize; exit status 1 when it found errors)")
+    p.add_argument("--sarif", metavar="FILE", help="write the sanitizer's findings as SARIF 2.1.0 to FILE, for CI "
+                                                   "annotations (implies --sanitize)")
+    p.add_argument("--tool", choices=("memcheck", "racecheck", "initcheck", "synccheck"), default=None,
+                   help="one family of checks, as compute-sanitizer's --tool (implies --sanitize; default: all). "
+                        "Out-of-bounds accesses are reported by every tool")
+    p.add_argument("--print-limit", type=int, default=None, metavar="N",
+                   help="report at most N distinct error sites (the rest are counted; default 100)")
     return _runs(p, "run")
 
 

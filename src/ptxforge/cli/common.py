@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ptxforge import outputs
 from ptxforge.cli.errors import UserError
@@ -14,6 +15,33 @@ from ptxforge.outputs import STDOUT
 from ptxforge.ptx.errors import PTXError
 from ptxforge.ptx.ir import Module
 from ptxforge.ptx.parser import parse
+from ptxforge.toolchain import ToolNotFound
+
+CUDA_SUFFIXES = (".cu", ".cuh")
+DEFAULT_CUDA_ARCH = "sm_90a"  # what a .cu file is compiled for without --arch
+
+
+def is_cuda(path: str) -> bool:
+    return path.endswith(CUDA_SUFFIXES)
+
+
+def compile_cu(path: str, arch: str | None, kernel: str | None = None) -> Any:
+    """The `CudaModule` of a .cu file compiled with NVRTC for `arch` (sm_90a by default); a compile error
+    is printed as FILE:LINE:COL by the caller (a PTXError), a missing NVRTC or a bad arch is a UserError.
+    `kernel`, a template-id such as `scale<float>`, is instantiated (a name expression)."""
+    from ptxforge.front.cuda import compile_cuda_file  # the front layer loads NVRTC: only for .cu input
+
+    read_text(path)  # the file's own errors first: missing, a directory, unreadable
+    try:
+        names = (kernel,) if kernel and "<" in kernel and "(" not in kernel else ()
+        return compile_cuda_file(path, arch or DEFAULT_CUDA_ARCH, name_expressions=names)
+    except (ToolNotFound, ValueError) as e:
+        raise UserError(f"{path}: {e}") from None
+
+
+def read_source(path: str, arch: str | None = None) -> str:
+    """The PTX text of a .ptx file, or of a .cu file compiled for `arch`."""
+    return compile_cu(path, arch).ptx if is_cuda(path) else read_text(path)
 
 
 def read_text(path: str) -> str:
@@ -30,14 +58,32 @@ def read_text(path: str) -> str:
         raise UserError(f"{path}: cannot read it: {e.strerror or e}") from None
 
 
-def load_module(path: str) -> Module | None:
-    """Parse a PTX file; on syntax errors print them all and return None."""
-    text = read_text(path)
+def load_module(path: str, arch: str | None = None) -> Module | None:
+    """Parse a PTX file (or compile a .cu file for `arch`); on errors print them all and return None."""
     try:
-        return parse(text, filename="<stdin>" if path == "-" else path)
+        if is_cuda(path):
+            return compile_cu(path, arch).ir
+        return parse(read_text(path), filename="<stdin>" if path == "-" else path)
     except PTXError as e:
         print_error(e)
         return None
+
+
+def load_launchable(path: str, arch: str | None = None, kernel: str | None = None) -> Any:
+    """What `ptxforge run` launches from: the parsed PTX module, or a .cu file's `CudaModule` (kernels by C++
+    name, pointee types checked); None after printing its errors."""
+    if not is_cuda(path):
+        return load_module(path)
+    try:
+        return compile_cu(path, arch, kernel)
+    except PTXError as e:
+        print_error(e)
+        return None
+
+
+def kernel_names(m: Any) -> list[str]:
+    """The names `--kernel` takes: C++ names for a .cu file, PTX names otherwise."""
+    return list(getattr(m, "kernel_names", None) or [k.name for k in m.kernels])
 
 
 def print_error(e: PTXError) -> None:

@@ -12,7 +12,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from ptxforge.cli.common import check_output, input_files, print_error, write_output
+from ptxforge.cli.common import check_output, compile_cu, input_files, is_cuda, print_error, write_output
 from ptxforge.cli.errors import UserError
 from ptxforge.dsl.errors import DSLError
 from ptxforge.dsl.kernel import Kernel, link
@@ -51,6 +51,12 @@ def load_kernels(path: str) -> dict[str, Kernel]:
 
 def run(args: argparse.Namespace) -> int:
     path, name = _split(args.target)
+    if is_cuda(path):  # CUDA C++: the PTX NVRTC makes of it for --arch
+        inputs = input_files(path, role="the CUDA C++ file")
+        check_output(args.output, "-o", inputs)
+        arch = None if args.arch in (None, "auto") else args.arch
+        write_output(compile_cu(path, arch).ptx, args.output, inputs=inputs)
+        return 0
     if args.arch not in (None, "auto"):
         try:
             target_min_ptx(args.arch)

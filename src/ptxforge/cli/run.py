@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 
 from ptxforge import environment
-from ptxforge.cli.common import load_module
+from ptxforge.cli.common import is_cuda, kernel_names, load_launchable
 from ptxforge.cli.errors import UserError, report
 from ptxforge.emu.errors import EmulatorError
-from ptxforge.emu.sanitizer import SanitizerError, write_json
+from ptxforge.emu.sanitizer import Sanitizer, SanitizerError, write_json
+from ptxforge.emu.sanitizer.sarif import write_sarif
 from ptxforge.errors import KernelFault
 from ptxforge.outputs import check_output, output_path
 from ptxforge.ptx.ir import Param
@@ -99,7 +100,7 @@ def _save(path: str, arr: np.ndarray, where: str) -> None:
 def _check_outputs(args: argparse.Namespace, saves: list[tuple[str, str, Any]], in_place: set[int]) -> None:
     """Before the launch: no output is the PTX file, an array read as input (the saves numbered in `in_place`,
     `--arg a.npy` named by --out, are written back to their own file), the --report or another output."""
-    inputs = {args.file: "the PTX file"}
+    inputs = {args.file: "the CUDA C++ file" if is_cuda(args.file) else "the PTX file"}
     for i, text in enumerate(args.arg):
         source = text.split("=", 1)[1].partition(":")[2] if "=" in text else text
         if source.endswith(".npy"):
@@ -107,8 +108,11 @@ def _check_outputs(args: argparse.Namespace, saves: list[tuple[str, str, Any]], 
     for j, (path, where, _) in enumerate(saves):
         others = {p: f"the output of {w}" for p, w, _ in saves[:j]}
         check_output(path, where, {p: r for p, r in inputs.items() if j not in in_place or p != path} | others)
+    written = {p: f"the output of {w}" for p, w, _ in saves}
     if args.report:
-        check_output(args.report, "--report", inputs | {p: f"the output of {w}" for p, w, _ in saves})
+        check_output(args.report, "--report", inputs | written)
+    if args.sarif:
+        check_output(args.sarif, "--sarif", inputs | written | ({args.report: "the --report"} if args.report else {}))
 
 
 def _load_npy(path: str, where: str) -> np.ndarray:
@@ -118,15 +122,43 @@ def _load_npy(path: str, where: str) -> np.ndarray:
         raise UserError(f"{where}: cannot read {path}: {e}") from None
 
 
+# compute-sanitizer's --tool: which of the Sanitizer's check families run (bounds checks always do)
+TOOLS = {"memcheck": {"races": False, "init": False, "sync": False},
+         "racecheck": {"races": True, "init": False, "sync": False},
+         "initcheck": {"races": False, "init": True, "sync": False},
+         "synccheck": {"races": False, "init": False, "sync": True}}
+
+
+def sanitizer_of(args: argparse.Namespace) -> Sanitizer | bool:
+    """False, or the Sanitizer that --sanitize, --report, --sarif, --tool and --print-limit ask for."""
+    if args.print_limit is not None and args.print_limit < 1:
+        raise UserError(f"--print-limit {args.print_limit}: must be at least 1")
+    if not (args.sanitize or args.report or args.sarif or args.tool or args.print_limit):
+        return False
+    return Sanitizer(**TOOLS.get(args.tool or "", {}), max_reports=args.print_limit or 100)
+
+
+def _write_reports(args: argparse.Namespace, reports: list, kernel: str, suppressed: int = 0) -> None:
+    if args.report:
+        with output_path(args.report, "--report") as out:
+            write_json(out, reports, kernel=kernel, suppressed=suppressed)
+    if args.sarif:
+        with output_path(args.sarif, "--sarif") as out:
+            write_sarif(out, reports, kernel=kernel)
+
+
 def run(args: argparse.Namespace) -> int:
-    m = load_module(args.file)
+    if args.arch is not None and not is_cuda(args.file):
+        raise UserError(f"--arch {args.arch}: chooses the target a .cu file is compiled for; {args.file} is PTX "
+                        f"(use ptxforge retarget to move PTX to another target)")
+    m = load_launchable(args.file, args.arch, args.kernel)
     if m is None:
         return 1
     kernels = m.kernels
     if args.kernel is None:
         if len(kernels) != 1:
             raise UserError(f"{args.file} has {len(kernels)} kernels; pick one with --kernel: "
-                            + ", ".join(k.name for k in kernels))
+                            + ", ".join(kernel_names(m)))
         name = kernels[0].name
     else:
         name = args.kernel
@@ -135,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyError as e:
         raise UserError(str(e.args[0])) from None
     grid, block = parse_dims(args.grid, "grid"), parse_dims(args.block, "block")
+    sanitize = sanitizer_of(args)
     if len(args.arg) != len(k.params):
         sig = ", ".join(f"{p.type} {p.name}" for p in k.params)
         raise UserError(f"{name} takes {len(k.params)} argument(s) ({sig}); {len(args.arg)} --arg given")
@@ -158,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         res = k.launch(grid=grid, block=block, args=values, device=device, shared_mem=args.shared_mem,
                        num_sms=args.sms, watchdog_s=args.watchdog, time_limit_s=args.time_limit,
-                       sanitize=args.sanitize or bool(args.report), cooperative=args.cooperative)
+                       sanitize=sanitize, cooperative=args.cooperative)
     except (EmulatorError, KernelFault) as e:  # the kernel ran: a fault, or the sanitizer's findings
         if isinstance(e, EmulatorError):  # the emulator copied back what completed in bounds: keep it
             for path, where, arr in saves:
@@ -166,16 +199,13 @@ def run(args: argparse.Namespace) -> int:
         elif saves:  # a GPU fault leaves the context unusable: nothing came back
             print(f"ptxforge: {len(saves)} output file(s) not written: the GPU returned no results",
                   file=sys.stderr)
-        if args.report and isinstance(e, SanitizerError):
-            with output_path(args.report, "--report") as out:
-                write_json(out, e.reports, kernel=e.kernel, suppressed=e.suppressed)
+        if isinstance(e, SanitizerError):
+            _write_reports(args, e.reports, e.kernel, e.suppressed)
         return report(e)
     # refused launches (LaunchError), a missing device, ptxas refusing the module: `main` reports them
     for path, where, arr in saves:
         _save(path, arr, where)
-    if args.report:
-        with output_path(args.report, "--report") as out:
-            write_json(out, [], kernel=name)
+    _write_reports(args, [], k.name)
     print(res, file=sys.stderr)
     for path, _, _ in saves:
         print(f"wrote {Path(path)}", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ptxforge.cli.common import check_output, input_files, print_error, read_text, write_output
+from ptxforge.cli.common import check_output, input_files, print_error, read_source, write_output
 from ptxforge.cli.errors import UserError
 from ptxforge.ptx.errors import PTXError
 from ptxforge.runtime.resources import target_arch
@@ -13,9 +13,9 @@ from ptxforge.toolchain import ToolNotFound
 
 
 def run(args: argparse.Namespace) -> int:
-    inputs = input_files(args.file, role="the PTX file")
+    inputs = input_files(args.file, role="the input file")
     check_output(args.output, "-o", inputs)
-    text = read_text(args.file)
+    text = read_source(args.file, args.arch)
     try:
         arch = args.arch or target_arch(text)
     except ValueError:

@@ -29,7 +29,7 @@ def block_size(function: Function | None, override: int | None) -> tuple[int, st
 def run(args: argparse.Namespace) -> int:
     if args.block is not None and not 1 <= args.block <= 1024:
         raise UserError(f"--block {args.block}: must be 1..1024")
-    m = load_module(args.file)
+    m = load_module(args.file, args.arch)
     if m is None:
         return 1
     text = m.source if m.source is not None else m.to_ptx()

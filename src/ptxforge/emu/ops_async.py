@@ -84,9 +84,13 @@ def build_cp(ctx: Ctx) -> Op:
             sel = sz == nb
             nb = int(nb)
             words = nb // 4
-            vals = M.load(st.mem, src_space, s[sel], np.uint32, words, lanes[sel]) if (ss[sel] > 0).any() \
-                else [np.zeros(int(sel.sum()), np.uint32)] * words
             keep = ss[sel]
+            reads = keep > 0  # a lane with src-size 0 reads nothing (Triton's masked loads point past the end)
+            vals = [np.zeros(int(sel.sum()), np.uint32) for _ in range(words)]
+            if reads.any():
+                for w, v in enumerate(M.load(st.mem, src_space, s[sel][reads], np.uint32, words,
+                                             lanes[sel][reads])):
+                    vals[w][reads] = v
             out = []
             for w, v in enumerate(vals):  # zero-fill past src-size
                 v = np.broadcast_to(v, keep.shape).copy()

@@ -225,6 +225,14 @@ class Kernel:
             sanitizer.finish()
         return result
 
+    def __call__(self, grid: Any, block: Any, args: Any, *, shared_mem: int = 0, stream: Any = None,
+                 enable_cooperative_groups: bool = False, **options: Any) -> LaunchOutcome:
+        """CuPy's RawKernel spelling: `kernel(grid, block, args, shared_mem=0)` is
+        `launch(grid, block, args, shared_mem=..., cooperative=enable_cooperative_groups)`; other keywords
+        (`device`, `sanitize` ...) are `launch`'s."""
+        return self.launch(grid, block, tuple(args), shared_mem=shared_mem, stream=stream,
+                           cooperative=enable_cooperative_groups, **options)
+
     def _run_emu(self, dev: Any, packed: bytes, grid: Any, block: Any, shared_mem: int, sanitize: Any,
                  num_sms: int | None, limits: tuple[float, float | None], printf: Callable[[str], Any] | None,
                  cluster: Any, cooperative: bool = False,

@@ -36,6 +36,7 @@ class PointeeType:
     label: str
     dtype: str | None
     itemsize: int | None = None
+    hint: str = "declare the parameter untyped (ptr(..., typed=False))"  # how to accept other elements
 
     def accepts(self, name: str | None, itemsize: int | None) -> bool:
         if self.dtype is not None:
@@ -74,8 +75,7 @@ def check_args(kernel: str, params: tuple[ir.Param, ...], args: list, is_buffer:
                     what = "DeviceBuffer" if is_buffer(value) else value.kind
                     want = typed.dtype or f"{typed.itemsize}-byte"
                     raise LaunchError(f"{where}: {p.name} is {typed.label}, which takes {want} elements; got a "
-                                      f"{what} of {name}: convert it (e.g. .astype) or declare the parameter "
-                                      f"untyped (ptr(..., typed=False))")
+                                      f"{what} of {name}: convert it (e.g. .astype) or {typed.hint}")
             plan.append(("ptr", p, value))
         elif is_pointer and isinstance(a, int | np.integer) and not isinstance(a, bool | np.bool_):
             plan.append(("ptr", p, int(a)))

@@ -33,6 +33,7 @@ from ptxforge.emu.sanitizer.report import ReportLog, SanitizerError, SanitizerRe
 from ptxforge.emu.sanitizer.shadow import EP_SHIFT, INIT, PENDING, POISON, Shadow
 from ptxforge.emu.sanitizer.sites import SiteInfo, SourceMap, shared_valid_mask, shared_variables, site_info
 from ptxforge.ptx import ir
+from ptxforge.ptx.demangle import demangle
 
 if TYPE_CHECKING:
     from ptxforge.emu.machine import LaneState, Machine
@@ -298,7 +299,7 @@ class Sanitizer(Check):
     def on_wave(self, machine: Machine, st: LaneState) -> None:
         """A new wave of blocks starts: fresh shadow state for its memory, a fresh interval for each block."""
         self.machine = machine
-        self.kernel = machine.kernel.name
+        self.kernel = demangle(machine.kernel.name)
         mem = st.mem
         self.mem = mem
         self.lpb = machine.lanes_per_block

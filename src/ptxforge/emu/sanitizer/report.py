@@ -8,10 +8,12 @@ and prints like NVIDIA's compute-sanitizer, plus the PTX instruction text.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ptxforge.emu.errors import EmulatorError
+from ptxforge.ptx.demangle import demangle_words
 
 PREFIX = "========="
 
@@ -100,6 +102,9 @@ class SanitizerReport:
         return "\n".join(lines)
 
     def _placement(self) -> str:
+        return demangle_words(self._allocation_text())
+
+    def _allocation_text(self) -> str:
         a = self.address
         if a is not None and self.space in ("global", "generic", "const") and (a < 4096 or a >= 1 << 63):
             return ("is a null pointer" + (f" plus {a} bytes" if a else "") if a < 4096 else
@@ -180,6 +185,7 @@ class SanitizerError(EmulatorError):
         self.kernel = kernel
         self.suppressed = suppressed
         self.stopped = stopped  # why the launch ended early, if it did (the reports came before)
+        self.launch_site = launch_site()  # "file.py:LINE (in function)" of the user's code that launched
         super().__init__(self._text())
 
     def _text(self) -> str:
@@ -193,7 +199,8 @@ class SanitizerError(EmulatorError):
         tail += f") in kernel {self.kernel}" if self.kernel else ")"
         if self.stopped:
             tail += f"\n{PREFIX} the launch then stopped: {self.stopped}"
-        return "\n".join(parts + [tail])
+        site = [f"{PREFIX} kernel launched from {self.launch_site}"] if self.launch_site else []
+        return "\n".join(parts + site + [tail])
 
     def __str__(self) -> str:
         return self._text()
@@ -202,7 +209,26 @@ class SanitizerError(EmulatorError):
         out = report_json(self.reports, kernel=self.kernel, suppressed=self.suppressed)
         if self.stopped:
             out["stopped"] = self.stopped
+        if self.launch_site:
+            out["launch_site"] = self.launch_site
         return out
+
+
+# frames of these packages are the machinery between the user's launch and the report, not the launch site
+_MACHINERY = ("ptxforge", "triton", "torch", "_pytest", "pluggy", "importlib", "runpy")
+
+
+def launch_site() -> str | None:
+    """`file.py:LINE (in function)` of the innermost frame outside ptxforge (and Triton, torch, pytest) on the
+    current stack: where the user's code launched the kernel. None from ptxforge's own CLI."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        top = (frame.f_globals.get("__name__", "") or "").split(".")[0]
+        ours = frame.f_code.co_filename.endswith(("ptxforge/__main__.py", "bin/ptxforge"))
+        if top not in _MACHINERY and not (top == "__main__" and ours):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno} (in {frame.f_code.co_name})"
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
 
 
 def report_json(reports: list[SanitizerReport], *, kernel: str = "", suppressed: int = 0) -> dict:
