@@ -145,3 +145,24 @@ def pipeline_timeout_s() -> str | None:
     """PTXFORGE_PIPELINE_TIMEOUT_S as written (the pipeline executor checks it is a positive number of
     seconds, naming the variable); None if unset."""
     return _get("PTXFORGE_PIPELINE_TIMEOUT_S")
+
+
+def nvrtc_path() -> str | None:
+    """PTXFORGE_NVRTC: the NVRTC library (or its folder) to use, an absolute path; None if unset."""
+    value = _get("PTXFORGE_NVRTC")
+    if value is not None and not os.path.isabs(value):
+        raise EnvironmentVariableError("PTXFORGE_NVRTC", value, "expected an absolute path to libnvrtc.so or "
+                                       "its folder")
+    return value
+
+
+def triton_emulation() -> tuple[bool, bool, str]:
+    """(on, sanitize, arch) from PTXFORGE_TRITON (1 runs Triton launches on the emulator), PTXFORGE_TRITON_SANITIZE
+    (1 runs them sanitized) and PTXFORGE_TRITON_ARCH (the target compiled for, sm_90a by default)."""
+    flags = []
+    for name in ("PTXFORGE_TRITON", "PTXFORGE_TRITON_SANITIZE"):
+        value = _get(name)
+        if value not in (None, "0", "1"):
+            raise EnvironmentVariableError(name, str(value), "expected 0 or 1")
+        flags.append(value == "1")
+    return flags[0], flags[1], _get("PTXFORGE_TRITON_ARCH") or "sm_90a"

@@ -14,12 +14,12 @@ Loaded by its entry point (installed ptxforge) or with `pytest -p ptxforge.pytes
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
 
+from ptxforge import environment
 from ptxforge.emu.sanitizer import SanitizerError
 from ptxforge.runtime.kernel import Kernel, cuda_available
 
@@ -36,7 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sanitize: run the test's kernel launches under ptxforge's sanitizer; "
                                        "any report fails the test")
     config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU (the cuda case of ptxforge's device fixture)")
-    if os.environ.get("PTXFORGE_TRITON", "") not in ("", "0"):
+    if environment.triton_emulation()[0]:
         import ptxforge.triton  # noqa: F401  (optional dependency: switches Triton onto the emulator on import)
 
 

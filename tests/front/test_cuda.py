@@ -113,7 +113,8 @@ def test_planted_race_in_a_template_reports_cu_lines_demangled_names_and_both_si
     assert race.source.endswith("block_sum_race.cu:10") and race.other["source"].endswith("block_sum_race.cu:10")
     first = str(race).splitlines()
     assert any(line.startswith("=========     source ") and line.endswith("block_sum_race.cu:10") for line in first)
-    assert any("conflicts with a write" in line and line.endswith("block_sum_race.cu:10)") for line in first)
+    at = next(i for i, line in enumerate(first) if "conflicts with a write" in line)  # the other side, its source
+    assert "its source " in first[at + 1] and first[at + 1].endswith("block_sum_race.cu:10")
     assert f"kernel launched from {__file__}:" in text  # the Python launch site
 
 

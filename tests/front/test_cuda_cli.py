@@ -54,7 +54,8 @@ def test_run_cu_sanitize_reports_cu_line_demangled_name_and_both_sides(work, cap
     assert "at k.sm_80.ptx:" in err  # compiled for --arch
     lines = err.splitlines()
     assert any(ln.startswith("=========     source ") and ln.endswith("k.cu:10") for ln in lines)
-    assert any("conflicts with a write by thread" in ln and ln.endswith("k.cu:10)") for ln in lines)
+    at = next(i for i, ln in enumerate(lines) if "conflicts with a write by thread" in ln)  # the other side
+    assert "its source " in lines[at + 1] and lines[at + 1].endswith("k.cu:10")
     assert "Traceback" not in err
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from ptxforge import environment
 from ptxforge.errors import Error
 from ptxforge.toolchain import ToolNotFound, _site_packages
 
@@ -29,7 +29,7 @@ class NvrtcError(Error, RuntimeError):
 
 def find_nvrtc(explicit: str | os.PathLike | None = None) -> Path:
     """The NVRTC shared library, searched in the documented order; ToolNotFound lists where it looked."""
-    explicit = explicit or os.environ.get("PTXFORGE_NVRTC") or None
+    explicit = explicit or environment.nvrtc_path()
     if explicit:
         p = Path(explicit)
         for cand in ([p / n for n in _NAMES] if p.is_dir() else [p]):
@@ -37,11 +37,10 @@ def find_nvrtc(explicit: str | os.PathLike | None = None) -> Path:
                 return cand
         raise ToolNotFound(f"libnvrtc: the path given, {explicit}, is not the NVRTC library")
     folders: list[Path] = []
-    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    cuda_home = environment.cuda_home()  # absolute only (a relative CUDA_HOME is refused, naming it)
     if cuda_home:
-        folders += [Path(cuda_home) / "lib64", Path(cuda_home) / "lib"]
-    search = os.pathsep.join(d for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(d))
-    nvcc = shutil.which("nvcc", path=search)
+        folders += [cuda_home / "lib64", cuda_home / "lib"]
+    nvcc = environment.which("nvcc")  # absolute PATH entries only
     if nvcc:
         root = Path(nvcc).resolve().parent.parent
         folders += [root / "lib64", root / "lib"]

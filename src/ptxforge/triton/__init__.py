@@ -16,11 +16,10 @@ extra: `pip install 'ptxforge[triton]'`.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from typing import Any
 
-from ptxforge import _optional
+from ptxforge import _optional, environment
 from ptxforge.triton.driver import EmulatorDriver, Settings, capability
 
 _settings: list[Settings] = []  # the innermost emulate() last; the process-wide one (PTXFORGE_TRITON=1) first
@@ -75,9 +74,9 @@ def enabled() -> bool:
 
 def _from_environment() -> None:
     """Switch the emulator on for the process when PTXFORGE_TRITON is set (once)."""
-    if os.environ.get("PTXFORGE_TRITON", "") not in ("", "0") and not _settings:
-        sanitize = os.environ.get("PTXFORGE_TRITON_SANITIZE", "") not in ("", "0")
-        _settings.insert(0, Settings(sanitize, os.environ.get("PTXFORGE_TRITON_ARCH", "sm_90a")))
+    on, sanitize, arch = environment.triton_emulation()
+    if on and not _settings:
+        _settings.insert(0, Settings(sanitize, arch))
         _activate()
 
 

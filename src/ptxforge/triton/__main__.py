@@ -5,10 +5,13 @@ import os
 import runpy
 import sys
 
+from ptxforge import environment
+
 if len(sys.argv) < 2:
     print("usage: python -m ptxforge.triton SCRIPT.py [ARGS ...]", file=sys.stderr)
     sys.exit(2)
-os.environ.setdefault("PTXFORGE_TRITON", "1")
+if not environment.triton_emulation()[0]:
+    os.environ["PTXFORGE_TRITON"] = "1"  # the script's launches run on the emulator
 import ptxforge.triton  # noqa: E402  (imported before this module ran, with the environment it had then)
 
 ptxforge.triton._from_environment()
