@@ -7,6 +7,7 @@ register as another type of the same width with `r.view(t)` or convert it with `
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import ml_dtypes
@@ -16,7 +17,7 @@ from ptxforge.dsl import types as T
 from ptxforge.dsl.builder import current
 from ptxforge.dsl.errors import DSLTypeError
 from ptxforge.dsl.types import DType
-from ptxforge.dsl.values import Pred, ReadOnlyReg, Reg, SReg, immediate, new_reg, value_of
+from ptxforge.dsl.values import Pred, ReadOnlyReg, Reg, SReg, bind_operators, immediate, new_reg, value_of
 from ptxforge.ptx import ir
 from ptxforge.ptx.isa import modifier_slot
 
@@ -583,3 +584,6 @@ def cvt_pack(lo: Value, hi: Value, to: DTypeLike, *, relu: bool = False, out: Re
     d = result(to, out, "cvt_pack")
     current().emit("cvt", [*mods, to.name, t.name], [d.operand, operand(hi, t), operand(lo, t)])
     return d
+
+
+bind_operators(sys.modules[__name__])  # Reg's operators (r + 1, r < n) call this module's functions
