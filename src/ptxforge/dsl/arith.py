@@ -15,7 +15,7 @@ import numpy as np
 
 from ptxforge.dsl import types as T
 from ptxforge.dsl.builder import current
-from ptxforge.dsl.errors import DSLTypeError
+from ptxforge.dsl.errors import DSLError, DSLTypeError
 from ptxforge.dsl.types import DType
 from ptxforge.dsl.values import Pred, ReadOnlyReg, Reg, SReg, bind_operators, immediate, new_reg, value_of
 from ptxforge.ptx import ir
@@ -395,6 +395,26 @@ def bfi(f: Value, b: Value, pos: Index, length: Index, *, out: Reg | None = None
     """`bfi.bN d, f, b, pos, len`: insert field f into b."""
     t = unify("bfi", [f, b])
     return _emit_mixed("bfi", [_bits(t)], t, out, [(f, t), (b, t), (pos, T.u32), (length, T.u32)])
+
+
+def _bit_mode(op: str, mode: str) -> str:
+    if mode not in modifier_slot(op, "mode"):
+        raise DSLError(f"{op}: mode {mode!r}; expected one of {sorted(modifier_slot(op, 'mode'))}")
+    return mode
+
+
+def bmsk(start: Index, width: Index, *, mode: str = "clamp", out: Reg | None = None) -> Reg:
+    """`bmsk.mode.b32 d, a, b`: `width` set bits from bit `start` (mode clamp or wrap for values past 32)."""
+    return _emit_mixed("bmsk", [_bit_mode("bmsk", mode), ".b32"], T.b32, out, [(start, T.u32), (width, T.u32)])
+
+
+def szext(a: Value, width: Index, *, mode: str = "clamp", out: Reg | None = None,
+          type: DTypeLike | None = None) -> Reg:
+    """`szext.mode.T d, a, b`: the low `width` bits of a, sign-extended (s32) or zero-extended (u32)."""
+    t = unify("szext", [a], type)
+    if t.name not in (".u32", ".s32"):
+        raise DSLTypeError(f"szext: operand type {t.name}; szext takes .u32 or .s32 (pass type=)")
+    return _emit_mixed("szext", [_bit_mode("szext", mode), t.name], t, out, [(a, t), (width, T.u32)])
 
 
 def prmt(a: Value, b: Value, selector: Index, *, mode: str | None = None, out: Reg | None = None) -> Reg:
