@@ -108,3 +108,39 @@ def test_a_mode_or_type_outside_the_table_is_refused():
             st(out[0], szext(reg.f32(1.0), 3))
         bad_type.ptx()
     assert f32  # (the type the refused call used)
+
+
+# (instruction, ptxas 13.0's first error or "" when it assembles, the validator's message)
+VERDICTS = [
+    ("bmsk.clamp.b32 %r3, %r1, %r2", "", ""),
+    ("szext.wrap.u32 %r3, %r1, 8", "", ""),
+    ("bmsk.b32 %r3, %r1, %r2", "Clamp modifier required for instruction 'bmsk'",
+     "bmsk.b32: needs one of .clamp, .wrap"),
+    ("szext.s32 %r3, %r1, %r2", "Clamp modifier required for instruction 'szext'",
+     "szext.s32: needs one of .clamp, .wrap"),
+    ("bmsk.clamp.wrap.b32 %r3, %r1, %r2", "Multiple clamp modifiers specified",
+     "bmsk.clamp.wrap.b32: .clamp and .wrap are both mode modifiers; give one"),
+    ("bmsk.clamp.u32 %r3, %r1, %r2", "Unexpected instruction types specified for 'bmsk'",
+     "bmsk: type .u32 is not allowed (allowed: .b32)"),
+    ("szext.clamp.b32 %r3, %r1, %r2", "Unexpected instruction types specified for 'szext'",
+     "szext: type .b32 is not allowed (allowed: .s32, .u32)"),
+    ("bmsk.clamp.b32 %r3, %r1", "Arguments mismatch for instruction 'bmsk'", "bmsk: expected 3 operands, got 2"),
+    ("bmsk.clamp.b32 7, %r1, %r2", "Result register required for instruction 'bmsk'",
+     "bmsk.clamp.b32: operand 1 is the result; it must be a register"),
+]
+
+
+def _one(line: str) -> str:
+    return (".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n.reg .b32 %r<4>;\n"
+            f"{line};\nret;\n}}\n")
+
+
+@pytest.mark.parametrize(("line", "ptxas_says", "message"), VERDICTS, ids=[v[0] for v in VERDICTS])
+def test_the_validator_agrees_with_ptxas(line, ptxas_says, message):
+    import ptxforge as pf
+
+    errors = [d.message for d in validate(pf.parse(_one(line), "t.ptx")) if d.severity == "error"]
+    assert errors == ([message] if message else [])
+    if HAVE_PTXAS:  # the recorded verdict, re-checked where ptxas is installed
+        res = assemble(_one(line), "sm_90")
+        assert res.ok == (not ptxas_says) and ptxas_says in res.stderr, res.stderr

@@ -212,6 +212,10 @@ def _check_suffixes(instr, spec: InstrSpec, types, mods, n: int) -> list[Problem
         if holds(cond, instr.suffixes, types, n):
             if not any(a in mods for a in alternatives):
                 out.append((span, f"{instr.mnemonic}: needs one of {', '.join(alternatives)}"))
+    for slot, values in spec.slots:  # a modifier group is one choice (ptxas: "Multiple clamp modifiers")
+        chosen = [m for m in mods if m in values]
+        if len(chosen) > 1:
+            out.append((span, f"{instr.mnemonic}: {' and '.join(chosen)} are both {slot} modifiers; give one"))
     return out
 
 
