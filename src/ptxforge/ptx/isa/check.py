@@ -208,14 +208,16 @@ def _check_suffixes(instr, spec: InstrSpec, types, mods, n: int) -> list[Problem
                                   f"(only {_listing(allowed)})"))
     if spec.combos is not None and len(types) > 1 and types not in spec.combos:
         out.append((span, f"{fam}: type combination {''.join(types)} is not allowed"))
+    groups = {values: slot for slot, values in spec.slots}
     for cond, alternatives in spec.needs:
         if holds(cond, instr.suffixes, types, n):
-            if not any(a in mods for a in alternatives):
+            chosen = [m for m in mods if m in alternatives]
+            if not chosen:
                 out.append((span, f"{instr.mnemonic}: needs one of {', '.join(alternatives)}"))
-    for slot, values in spec.slots:  # a modifier group is one choice (ptxas: "Multiple clamp modifiers")
-        chosen = [m for m in mods if m in values]
-        if len(chosen) > 1:
-            out.append((span, f"{instr.mnemonic}: {' and '.join(chosen)} are both {slot} modifiers; give one"))
+            slot = groups.get(frozenset(alternatives))
+            if len(chosen) > 1 and slot is not None:  # a required modifier group is one choice (ptxas: "Multiple
+                # clamp modifiers specified")
+                out.append((span, f"{instr.mnemonic}: {' and '.join(chosen)} are both {slot} modifiers; give one"))
     return out
 
 
