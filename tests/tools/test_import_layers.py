@@ -5,6 +5,7 @@ modules that run, and no import upward across the layers of DESIGN.md (ptx at th
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -162,21 +163,26 @@ def upward(edges: list[tuple[str, str, int]]) -> list[str]:
     return bad
 
 
+@cache
+def _package_graph() -> tuple[dict[str, set[str]], list[tuple[str, str, int]]]:
+    return import_graph()
+
+
 def test_the_package_has_no_import_cycle():
-    graph, _ = import_graph()
+    graph, _ = _package_graph()
     found = cycles(graph)
     assert not found, "import cycles (local imports included):\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
 def test_no_layer_imports_one_above_it():
-    _, edges = import_graph()
+    _, edges = _package_graph()
     assert len(edges) > 500  # the walk saw the package
     bad = upward(edges)
     assert not bad, "\n".join(bad)
 
 
 def test_the_ir_knows_nothing_about_execution():
-    _, edges = import_graph()
+    _, edges = _package_graph()
     from_ptx = {imported for importer, imported, _ in edges if _part(importer) == "ptx"}
     assert from_ptx and all(_part(m) in ("ptx", "errors") for m in from_ptx), sorted(from_ptx)
 
