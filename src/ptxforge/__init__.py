@@ -9,6 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from ptxforge.errors import DeviceUnavailable, Error, KernelFault, LaunchError
+from ptxforge.ptx import ir
 from ptxforge.ptx.errors import PTXError, PTXSyntaxError, PTXValidationError
 from ptxforge.ptx.parser import parse, parse_file
 
@@ -40,6 +41,24 @@ def example_path(name: str = "vadd.ptx") -> str:
                                 if p.name.endswith(".ptx")))
         raise FileNotFoundError(f"ptxforge ships no {name!r}; it has: {have}")
     return str(path)
+
+
+def _kernel(module: ir.Module, function: ir.Function) -> Any:
+    """`Module.kernel`'s factory: the runtime's Kernel."""
+    from ptxforge.runtime.kernel import Kernel  # the runtime (numpy, the emulator) loads with the first kernel
+
+    return Kernel(module, function)
+
+
+def _set_constant(module: ir.Module, name: str, values: Any, *, device: Any = None, offset: int = 0) -> None:
+    """`Module.set_constant`: the runtime's."""
+    from ptxforge.runtime.constants import set_constant  # the runtime loads on first use, as for _kernel
+
+    set_constant(module, name, values, device=device, offset=offset)
+
+
+# The IR knows nothing about execution: the package, above every layer, hands it the runtime's entry points.
+ir.bind_execution(kernel=_kernel, set_constant=_set_constant)
 
 
 # Names from the heavier layers, loaded on first use: the DSL brings the runtime, the emulator and numpy,

@@ -17,18 +17,12 @@
 
 A GPU fault is a KernelFault, never an EmulatorError. Each family keeps the built-in base its callers catch
 (LaunchError is a ValueError, EPTimeoutError a TimeoutError ...). This module imports nothing of ptxforge,
-so every layer may import it; the families defined elsewhere are re-exported here on first use.
+so every layer may import it; the families whose base lives with its layer (PTXError in ptxforge.ptx.errors,
+EmulatorError in ptxforge.emu.errors, SanitizerError in ptxforge.emu.sanitizer) are imported from there, or
+from the package (`ptxforge.EmulatorError`), never through this module.
 """
 
 from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ptxforge.emu.errors import EmulatorError
-    from ptxforge.emu.sanitizer import SanitizerError
-    from ptxforge.ptx.errors import PTXError
 
 
 class Error(Exception):
@@ -47,20 +41,4 @@ class DeviceUnavailable(Error):
     """The device asked for cannot be used on this machine; the message says why and what to use instead."""
 
 
-# Families whose base lives with its layer (they carry that layer's data). Their modules import this one, so
-# they are loaded on first use, not here.
-_ELSEWHERE = {
-    "PTXError": "ptxforge.ptx.errors",
-    "EmulatorError": "ptxforge.emu.errors",
-    "SanitizerError": "ptxforge.emu.sanitizer",
-}
-
-__all__ = ["DeviceUnavailable", "EmulatorError", "Error", "KernelFault", "LaunchError", "PTXError",
-           "SanitizerError"]
-
-
-def __getattr__(name: str) -> Any:
-    module = _ELSEWHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ptxforge.errors' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__all__ = ["DeviceUnavailable", "Error", "KernelFault", "LaunchError"]

@@ -35,6 +35,12 @@ def test_every_isa_family_has_a_builder_or_a_declared_reason():
     assert all(len(reason) > 20 for reason in UNSUPPORTED.values())
 
 
+def test_every_family_the_emulator_runs_has_effects_in_the_table():
+    """Liveness, the divergence fast path and the sanitizer read an instruction's effects from the table: a
+    family with a builder but no effects would be analysed as nothing at all."""
+    assert [f for f in REGISTRY.builders if FAMILIES[f].effects is None] == []
+
+
 def test_a_builder_for_a_name_outside_the_table_is_refused():
     reg = Registry()
     with pytest.raises(ValueError, match="names no instruction family"):

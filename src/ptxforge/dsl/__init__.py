@@ -36,6 +36,7 @@ from ptxforge.dsl.arith import (
     bfe,
     bfi,
     bitcast,
+    bmsk,
     brev,
     clz,
     cos,
@@ -70,6 +71,7 @@ from ptxforge.dsl.arith import (
     sin,
     sqrt,
     sub,
+    szext,
     tanh,
     unpack,
     xor,
@@ -189,10 +191,11 @@ from ptxforge.dsl.warp import (
 )
 
 __all__ = [
-    "abs_", "add", "and_", "bfe", "bfi", "bitcast", "brev", "clz", "cos", "cvt", "cvt_pack", "div", "ex2", "fma",
-    "lg2", "lop3", "mad", "mad_wide", "max_", "min_", "mov", "mul", "mul_hi", "mul_wide", "neg", "not_", "or_",
-    "pack", "popc", "prmt", "rcp", "rem", "rsqrt", "selp", "setp", "shl", "shr", "sin", "sqrt", "sub", "tanh",
-    "unpack", "xor", "bra", "else_", "exit_", "guard", "if_", "new_label", "place_label", "range_", "raw", "ret",
+    "abs_", "add", "and_", "bfe", "bfi", "bitcast", "bmsk", "brev", "clz", "cos", "cvt", "cvt_pack", "div", "ex2",
+    "fma", "lg2", "lop3", "mad", "mad_wide", "max_", "min_", "mov", "mul", "mul_hi", "mul_wide", "neg", "not_", "or_",
+    "pack", "popc", "prmt", "rcp", "rem", "rsqrt", "selp", "setp", "shl", "shr", "sin", "sqrt", "sub", "szext",
+    "tanh", "unpack", "xor", "bra", "else_", "exit_", "guard", "if_", "new_label", "place_label", "range_", "raw",
+    "ret",
     "trap", "while_", "DSLArchError", "DSLError", "DSLTypeError", "DeviceFunction", "ExternFunction", "Kernel",
     "func", "kernel", "link", "vprintf",
     "Pointer", "atom", "atom_cas", "dynamic_shared", "ld", "red", "shared", "st", "ldmatrix", "mma_sync",

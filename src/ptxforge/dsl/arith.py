@@ -7,6 +7,7 @@ register as another type of the same width with `r.view(t)` or convert it with `
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import ml_dtypes
@@ -14,9 +15,9 @@ import numpy as np
 
 from ptxforge.dsl import types as T
 from ptxforge.dsl.builder import current
-from ptxforge.dsl.errors import DSLTypeError
+from ptxforge.dsl.errors import DSLError, DSLTypeError
 from ptxforge.dsl.types import DType
-from ptxforge.dsl.values import Pred, ReadOnlyReg, Reg, SReg, immediate, new_reg, value_of
+from ptxforge.dsl.values import Pred, ReadOnlyReg, Reg, SReg, bind_operators, immediate, new_reg, value_of
 from ptxforge.ptx import ir
 from ptxforge.ptx.isa import modifier_slot
 
@@ -396,6 +397,26 @@ def bfi(f: Value, b: Value, pos: Index, length: Index, *, out: Reg | None = None
     return _emit_mixed("bfi", [_bits(t)], t, out, [(f, t), (b, t), (pos, T.u32), (length, T.u32)])
 
 
+def _bit_mode(op: str, mode: str) -> str:
+    if mode not in modifier_slot(op, "mode"):
+        raise DSLError(f"{op}: mode {mode!r}; expected one of {sorted(modifier_slot(op, 'mode'))}")
+    return mode
+
+
+def bmsk(start: Index, width: Index, *, mode: str = "clamp", out: Reg | None = None) -> Reg:
+    """`bmsk.mode.b32 d, a, b`: `width` set bits from bit `start` (mode clamp or wrap for values past 32)."""
+    return _emit_mixed("bmsk", [_bit_mode("bmsk", mode), ".b32"], T.b32, out, [(start, T.u32), (width, T.u32)])
+
+
+def szext(a: Value, width: Index, *, mode: str = "clamp", out: Reg | None = None,
+          type: DTypeLike | None = None) -> Reg:
+    """`szext.mode.T d, a, b`: the low `width` bits of a, sign-extended (s32) or zero-extended (u32)."""
+    t = unify("szext", [a], type)
+    if t.name not in (".u32", ".s32"):
+        raise DSLTypeError(f"szext: operand type {t.name}; szext takes .u32 or .s32 (pass type=)")
+    return _emit_mixed("szext", [_bit_mode("szext", mode), t.name], t, out, [(a, t), (width, T.u32)])
+
+
 def prmt(a: Value, b: Value, selector: Index, *, mode: str | None = None, out: Reg | None = None) -> Reg:
     """`prmt.b32 d, a, b, c`: pick bytes of {b, a} by the selector nibbles."""
     t = unify("prmt", [a, b])
@@ -583,3 +604,6 @@ def cvt_pack(lo: Value, hi: Value, to: DTypeLike, *, relu: bool = False, out: Re
     d = result(to, out, "cvt_pack")
     current().emit("cvt", [*mods, to.name, t.name], [d.operand, operand(hi, t), operand(lo, t)])
     return d
+
+
+bind_operators(sys.modules[__name__])  # Reg's operators (r + 1, r < n) call this module's functions

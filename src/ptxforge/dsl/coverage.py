@@ -13,7 +13,7 @@ def _each(families: str, reason: str) -> dict[str, str]:
 UNSUPPORTED: dict[str, str] = {
     **_each("addc subc madc", "carry chains (.cc flags) have no DSL form; use wide integers (mul_wide/mad_wide) "
                               "or raw()"),
-    **_each("mul24 mad24 sad dp4a dp2a bfind fns bmsk szext cnot shf set slct testp copysign",
+    **_each("mul24 mad24 sad dp4a dp2a bfind fns cnot shf set slct testp copysign",
             "no DSL function yet; the arithmetic and bit functions cover the common forms, raw() the rest"),
     **_each("cvt.pack", "packing conversions have no DSL function yet; use cvt per element or raw()"),
     **_each("vadd vsub vabsdiff vmin vmax vshl vshr vmad vset vadd2 vsub2 vavrg2 vabsdiff2 vmin2 vmax2 vset2 "

@@ -30,10 +30,20 @@ if TYPE_CHECKING:
     _V = TypeVar("_V")
 
 
-def _ops() -> ModuleType:
-    from ptxforge.dsl import arith  # arith builds on Reg: a cycle, crossed here for the operator sugar
+# The operator sugar (r + 1, r < n, ...) calls the arithmetic functions of ptxforge.dsl.arith, which builds on
+# Reg; arith binds itself here at its import (`bind_operators`) so that neither module imports the other twice.
+_OPERATORS: list[ModuleType] = []
 
-    return arith
+
+def bind_operators(module: ModuleType) -> None:
+    """Make `module` (ptxforge.dsl.arith) the one Reg's operators call."""
+    _OPERATORS[:] = [module]
+
+
+def _ops() -> ModuleType:
+    if not _OPERATORS:
+        raise DSLError("register operators need ptxforge.dsl.arith; import ptxforge.dsl first")
+    return _OPERATORS[0]
 
 
 class Reg:

@@ -35,10 +35,11 @@ import numpy as np
 
 from ptxforge.emu import op as C
 from ptxforge.emu.errors import InternalEmulatorError, MemoryFault
-from ptxforge.emu.liveness import LANEWISE_OPCODES, Liveness, liveness_for
+from ptxforge.emu.liveness import Liveness, liveness_for
 from ptxforge.emu.operands import DYNAMIC_SREGS
 from ptxforge.emu.progress import PROBE_STEPS, TICK_MASK
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa.effects import lane_local
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -175,7 +176,7 @@ def _lanewise_slots(layout, placed, op):
         pass
     elif op.kind == C.WARPSYNC and ins.opcode == "shfl":
         pass  # run on gathered whole warps only (`Session._warps_ready`)
-    elif op.kind != C.NORMAL or ins.opcode not in LANEWISE_OPCODES or ins.has("cc"):
+    elif op.kind != C.NORMAL or not lane_local(ins):  # the ISA table's effects
         return None
     slots: set = set()
     if ins.guard is not None:

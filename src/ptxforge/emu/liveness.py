@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ptxforge.emu import op as C
-from ptxforge.emu import ops_alu, ops_float, ops_video
 from ptxforge.emu.op import EXITED, PC_MASK
 from ptxforge.emu.operands import DYNAMIC_SREGS
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa.effects import effects, lane_local, reads_own_lane_only
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -36,14 +36,15 @@ if TYPE_CHECKING:
     from ptxforge.emu.machine import Machine
     from ptxforge.emu.program import Layout
 
-# opcodes whose ops touch nothing but the registers (and static special registers) of their own lane,
-# operand 0 being the destination (compact.py runs them in sessions)
-LANEWISE_OPCODES = (frozenset(ops_alu.BUILDERS) | frozenset(ops_float.BUILDERS) | frozenset(ops_video.BUILDERS)
-                    | {"cvta"}) - {"mapa", "getctarank", "addc", "subc", "madc"}
-# per-lane memory instructions: their register operands are their own lane's
-_OWN_LANE = frozenset({"ld", "ldu", "st", "atom", "red"})
-# instructions whose operand 0 is a destination written for every lane that runs them
-_DEST_FIRST = LANEWISE_OPCODES | {"ld", "ldu", "atom", "shfl"}
+
+
+def _dest_first(ins: ir.Instruction) -> bool:
+    """Operand 0 is a destination written, when the instruction runs, for every lane that runs it (not later,
+    as an asynchronous one writes it)."""
+    e = effects(ins)
+    return e is not None and e.writes[:1] == (0,) and e.memory != "async"
+
+
 _PC_KEEP = PC_MASK | EXITED  # a pc without its waiting flags; an exited lane's stays EXITED
 
 
@@ -176,8 +177,9 @@ def _facts(layout, ops, lo: int, hi: int):
             g |= 1 << hit[1]
         guard = g
         operands = ins.operands
-        dest_first = ins.opcode in _DEST_FIRST and op.kind in (C.NORMAL, C.WARPSYNC) and bool(operands) \
-            and not ins.has("cc")
+        local = lane_local(ins)  # the ISA table's effects: own lane, no memory, no carry flag
+        private = reads_own_lane_only(ins)
+        dest_first = op.kind in (C.NORMAL, C.WARPSYNC) and bool(operands) and _dest_first(ins)
         for i, o in enumerate(operands):
             slots = layout.operand_slots(placed, o)
             if slots is None:
@@ -191,9 +193,9 @@ def _facts(layout, ops, lo: int, hi: int):
                     k |= bits
                 continue
             g |= bits
-            if ins.opcode not in LANEWISE_OPCODES and ins.opcode not in _OWN_LANE:
+            if not private:
                 x |= bits
-        if ins.opcode not in LANEWISE_OPCODES and ins.opcode not in _OWN_LANE and op.kind not in (C.BRA, C.EXIT, C.NOP):
+        if not private and op.kind not in (C.BRA, C.EXIT, C.NOP):
             x |= g  # (the guard too)
         nxt = pc + 1 - lo
         if op.kind == C.BRA:
@@ -210,10 +212,9 @@ def _facts(layout, ops, lo: int, hi: int):
         kill.append(k)
         xgen.append(x)
         succ.append([j for j in ss if j < hi - lo])
-        lanewise = dest_first and ins.opcode in LANEWISE_OPCODES
         clock = any(isinstance(e, ir.SpecialRegister) and e.name in DYNAMIC_SREGS
                     for o in operands for e in (o.elements if isinstance(o, ir.Vector) else (o,)))
-        flow.append((guard, g & ~guard, d if lanewise else None, clock))
+        flow.append((guard, g & ~guard, d if dest_first and local else None, clock))
     return gen, kill, xgen, succ, _clocked(flow)
 
 

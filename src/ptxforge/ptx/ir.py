@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -569,21 +569,18 @@ class Module:
                        + (", ".join(f.name for f in self.functions) or "none"))
 
     def kernel(self, name: str) -> Any:
-        """The kernel `name`, ready to launch (see ptxforge.runtime); KeyError lists the kernels it has."""
+        """The kernel `name`, ready to launch (a `ptxforge.runtime.Kernel`, made by the factory the runtime
+        binds with `bind_execution`); KeyError lists the kernels it has."""
         for f in self.kernels:
             if f.name == name:
-                from ptxforge.runtime.kernel import Kernel  # upward on purpose: the runtime sits above ptx (a cycle)
-
-                return Kernel(self, f)
+                return _bound("kernel")(self, f)
         raise KeyError(f"no kernel {name!r} in {self.filename}; it has: "
                        + (", ".join(k.name for k in self.kernels) or "no kernels"))
 
     def set_constant(self, name: str, values: Any, *, device: Any = None, offset: int = 0) -> None:
         """Fill the .const (or .global) variable `name` with `values` on `device` before a launch, as
         cudaMemcpyToSymbol does (see ptxforge.runtime.constants)."""
-        from ptxforge.runtime.constants import set_constant  # upward on purpose: the runtime sits above ptx (a cycle)
-
-        set_constant(self, name, values, device=device, offset=offset)
+        _bound("set_constant")(self, name, values, device=device, offset=offset)
 
     def to_ptx(self, canonical: bool = False) -> str:
         """PTX text; parse(m.to_ptx()) == m and ptxas builds the same cubin.
@@ -591,9 +588,29 @@ class Module:
         By default every node that came unchanged from the parser keeps its original text, so an
         unedited module prints back byte for byte; `canonical=True` lays everything out afresh.
         """
-        from ptxforge.ptx.printer import print_module  # the printer is built on this module's nodes (a cycle)
+        return _bound("printer")(self, canonical=canonical)
 
-        return print_module(self, canonical=canonical)
+
+# What the IR hands on to the layers that build on it (it imports none of them): the printer (ptx.printer,
+# bound by ptxforge.ptx at import) and the runtime's kernel factory and constant setter (bound by ptxforge at
+# import, loading the runtime on first use). See docs/architecture.md.
+_BOUND: dict[str, Callable[..., Any]] = {}
+
+
+def bind_execution(*, printer: Callable[..., str] | None = None, kernel: Callable[..., Any] | None = None,
+                   set_constant: Callable[..., None] | None = None) -> None:
+    """Bind what `Module.to_ptx`, `Module.kernel` and `Module.set_constant` call (None leaves one as it is)."""
+    for name, fn in (("printer", printer), ("kernel", kernel), ("set_constant", set_constant)):
+        if fn is not None:
+            _BOUND[name] = fn
+
+
+def _bound(name: str) -> Callable[..., Any]:
+    fn = _BOUND.get(name)
+    if fn is None:
+        raise RuntimeError(f"nothing is bound for Module.{'to_ptx' if name == 'printer' else name}: import ptxforge "
+                           f"(which binds the printer and the runtime) before using it")
+    return fn
 
 
 def builder(cls: Any) -> Any:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ptxforge.errors import LaunchError
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa.effects import addresses_memory
 from ptxforge.runtime import arguments as A
 
 _INT_RANGE = {
@@ -88,7 +89,6 @@ def check_args(kernel: str, params: tuple[ir.Param, ...], args: list, is_buffer:
 
 
 _POINTER_CACHE: dict[int, tuple[ir.Function, frozenset[str]]] = {}
-_ADDRESSING = frozenset({"ld", "st", "atom", "red", "cp", "prefetch", "prefetchu", "multimem", "cvta", "isspacep"})
 
 
 def pointer_params(func: ir.Function) -> frozenset[str]:
@@ -113,12 +113,12 @@ def pointer_params(func: ir.Function) -> frozenset[str]:
                 and isinstance(ops[1].base, ir.Symbol) and ops[1].base.name in names and dst is not None:
             taint[dst.name] = frozenset({ops[1].base.name})
             continue
-        if op in _ADDRESSING:
+        if addresses_memory(ins):  # the ISA table's effects: its [reg] operands are memory addresses
             for o in ops:
                 if isinstance(o, ir.Address) and isinstance(o.base, ir.Register):
                     found |= of(o.base)
-            if op == "cvta" and len(ops) > 1:
-                found |= of(ops[1])
+        if op == "cvta" and len(ops) > 1:
+            found |= of(ops[1])
         if dst is None:
             continue
         sources: frozenset[str] = frozenset()

@@ -11,7 +11,8 @@ and loading them back gives an undefined value again.
 `Sanitizer(eager=True)` reports at the load instead (the old behaviour).
 
 Loads that spread data across lanes (ldmatrix, wgmma and mma operands in shared memory, bulk copies)
-are reported at the load, as before: their bytes do not map to one register of one lane.
+are reported at the load, as before: their bytes do not map to one register of one lane. Which instruction
+writes what, loads into which register and mixes lanes comes from the ISA table's effects.
 """
 
 from __future__ import annotations
@@ -24,11 +25,8 @@ import numpy as np
 
 from ptxforge.emu.op import BRA, CALL, EXIT, NORMAL, RET, TRAP, WARPSYNC
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import Effects, effects
 
-TRACKED_LOADS = {"ld", "ldu", "atom"}  # lane-to-register loads: undefined bytes mark the destination
-CROSS_LANE = {"mma", "wmma", "wgmma", "ldmatrix", "movmatrix", "stmatrix"}
-NO_DEST = {"st", "red", "prefetch", "prefetchu", "bar", "barrier", "membar", "fence", "cp", "st.async",
-           "multimem", "tensormap", "discard", "applypriority", "wgmma", "tcgen05", "griddepcontrol"}
 USES = {"address": "an address", "guard": "a guard predicate", "branch": "a branch condition",
         "collective": "an operand of a warp-collective", "store": "a store to other memory",
         "size": "the byte count of st.bulk"}
@@ -86,7 +84,8 @@ def reg_use(layout: Any, pc: int, warpsync: bool) -> RegUse:
         hit = layout.lookup(placed, ins.guard.predicate)
         guard = hit[1] if isinstance(hit, tuple) else None
     dst: list = []
-    if ops and op not in NO_DEST and not isinstance(ops[0], ir.Address):
+    e = effects(ins)
+    if ops and e is not None and _writes_first(e) and not isinstance(ops[0], ir.Address):
         first = ops[0]
         elems = first.elements if isinstance(first, ir.Vector) else \
             (first.first, first.second) if isinstance(first, ir.PredPair) else (first,)
@@ -102,7 +101,13 @@ def reg_use(layout: Any, pc: int, warpsync: bool) -> RegUse:
     if op == "st" and "bulk" in ins.suffixes:
         values, size = (), tuple(src)
     return RegUse(tuple(dst), tuple(src), tuple(addr), values, size, guard, collective=warpsync,
-                  cross_lane=op in CROSS_LANE, tracked_load=op in TRACKED_LOADS, opcode=op)
+                  cross_lane=e is not None and e.lanes in ("warp", "block"),
+                  tracked_load=e is not None and e.lanes == "lane" and e.loaded == (0,), opcode=op)
+
+
+def _writes_first(e: Effects) -> bool:
+    """Operand 0 is written when the instruction runs (an asynchronous one writes it later)."""
+    return e.writes[:1] == (0,) and e.memory != "async"
 
 
 def tables(layout: Any, ops: list[Any]) -> tuple[list, dict]:

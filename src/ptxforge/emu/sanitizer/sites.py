@@ -15,9 +15,14 @@ import numpy as np
 
 from ptxforge.emu.sanitizer.order import GPU, SCOPES, SYS
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import Effects, effects, lookup
 
 _INLINED = re.compile(r"inlined_at\s+(\d+)\s+(\d+)(?:\s+(\d+))?")
-STRONG = {"volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "mmio"}
+STRONG = {"volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "mmio"}  # memory orders that are no race
+# the asynchronous copies whose destination stays pending until a wait (or its mbarrier) completes it
+ASYNC_COPIES = frozenset({"cp.async", "cp.async.bulk", "cp.async.bulk.tensor", "cp.async.bulk.prefetch",
+                          "cp.async.bulk.prefetch.tensor"})
+_NONE = Effects()
 
 
 @dataclass(frozen=True)
@@ -47,40 +52,43 @@ class SiteInfo:
 
 
 def site_info(pc: int, ins: ir.Instruction, guard_slot: Any, wait_slot: int | None = None) -> SiteInfo:
+    """The access class of one instruction from the ISA table's effects (memory kind, order, scope); the
+    sub-operations the sanitizer models one by one (async groups and waits, mbarrier phases) by family."""
     op = ins.opcode
     sx = set(ins.suffixes)
-    mbar = op == "mbarrier" or any(s.startswith("mbarrier") for s in sx)
-    whole_word = op == "mbarrier" and not (sx & {"init", "inval"})  # arrive, wait, tx updates
-    atomic = op in ("atom", "red") or (op == "cp" and "reduce" in sx) or whole_word
-    strong = bool(sx & STRONG)
-    scope = _scope(op, sx)
-    fence = op == "membar" or (op == "fence" and not (sx & {"proxy", "mbarrier_init"}) and
-                               not any(s.startswith("proxy") for s in sx))
-    release = op in ("st", "atom", "red") and bool(sx & {"release", "acq_rel"})
-    acquire = op == "atom" or (op in ("ld", "ldu") and bool(sx & {"acquire", "acq_rel"}))
-    strong_read = op == "atom" or (op in ("ld", "ldu") and strong)
-    strong_write = op in ("atom", "red") or (op == "st" and strong)
-    is_async = op == "cp" and "async" in sx and not (sx & {"commit_group", "wait_group", "wait_all",
-                                                           "mbarrier", "reduce"})
-    wait = ""
-    if op == "cp" and "async" in sx:
-        wait = "group" if "wait_group" in sx else "all" if "wait_all" in sx else ""
+    e = effects(ins) or _NONE
+    family = spec.family if (spec := lookup(ins)) is not None else op
+    mbar = op == "mbarrier" or any(s.startswith("mbarrier") for s in sx)  # the op updates an mbarrier word
+    atomic = e.memory == "atomic"
+    strong = e.order in STRONG
+    barrier_word = family.startswith("mbarrier")  # an mbarrier operation (order.py models its phases)
+    returns = bool(e.writes) and not barrier_word  # an access whose value the lane gets back
+    # a proxy fence (fence.proxy.*, fence.mbarrier_init) orders one proxy's accesses, not threads'
+    proxy = family == "fence" and ("mbarrier_init" in sx or any(s.startswith("proxy") for s in sx))
+    fence = e.memory == "fence" and e.lanes == "lane" and not proxy
+    release = e.memory in ("store", "atomic") and not barrier_word and e.order in ("release", "acq_rel")
+    acquire = (atomic and returns) or (e.memory == "load" and e.order in ("acquire", "acq_rel"))
+    strong_read = (atomic and returns) or (e.memory == "load" and strong)
+    bulk = family.startswith(("cp.async.bulk", "cp.reduce.async.bulk"))
+    strong_write = (atomic and not barrier_word and not bulk) or (e.memory == "store" and strong)
+    is_async = e.memory == "async" and family in ASYNC_COPIES
+    wait = {"cp.async.wait_group": "group", "cp.async.bulk.wait_group": "group", "cp.async.wait_all": "all"}.get(
+        family, "")
     return SiteInfo(pc, op, sync=atomic or strong, atomic=atomic, acquire=acquire, release=release,
-                    fence=fence, strong_read=strong_read, strong_write=strong_write, scope=scope,
+                    fence=fence, strong_read=strong_read, strong_write=strong_write, scope=_scope(e),
                     async_copy=is_async, async_wait=wait,
-                    async_commit=op == "cp" and "commit_group" in sx,
-                    warp_sync=op == "bar" and "warp" in sx, guard=guard_slot, mbarrier=mbar,
-                    mbar_wait=wait_slot if op == "mbarrier" and sx & {"test_wait", "try_wait"} else None,
-                    async_via_mbarrier=op == "cp" and "async" in sx and "mbarrier" in sx and "arrive" in sx,
-                    bulk=op == "cp" and "bulk" in sx, warpgroup=op == "wgmma" and "mma_async" in sx)
+                    async_commit=family in ("cp.async.commit_group", "cp.async.bulk.commit_group"),
+                    warp_sync=family == "bar.warp.sync", guard=guard_slot, mbarrier=mbar,
+                    mbar_wait=wait_slot if family in ("mbarrier.test_wait", "mbarrier.try_wait") else None,
+                    async_via_mbarrier=family == "cp.async.mbarrier.arrive",
+                    bulk=bulk, warpgroup=family == "wgmma.mma_async")
 
 
-def _scope(op: str, sx: set) -> int:
-    """The scope level of an instruction (order.CTA .. order.SYS); .volatile is .relaxed.sys."""
-    for name, level in SCOPES.items():
-        if name in sx:
-            return level
-    return SYS if "volatile" in sx else GPU
+def _scope(e: Effects) -> int:
+    """The scope level of an access (order.CTA .. order.SYS); .volatile is .relaxed.sys, no scope is .gpu."""
+    if e.scope:
+        return SCOPES[e.scope]
+    return SYS if e.order == "volatile" else GPU
 
 
 class SourceMap:

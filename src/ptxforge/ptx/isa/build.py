@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptxforge.ptx.isa.spec import Gate, InstrSpec, Removal, parse_signature
+from ptxforge.ptx.isa.spec import Effects, Gate, InstrSpec, Removal, parse_signature
 from ptxforge.ptx.isa.targets import Requirement
 
 
@@ -35,6 +35,17 @@ BLACKWELL_A = ("sm_110a", "sm_120a", "sm_100f", "sm_110f", "sm_120f")
 BLACKWELL_DC = ("sm_110a", "sm_100f", "sm_110f")  # datacenter parts: tcgen05 & co
 
 
+def fx(writes: Any = (), memory: str = "none", lanes: str = "lane", carry: bool = False, loaded: Any = ()) -> Effects:
+    """An instruction's effects (see spec.Effects); `writes` and `loaded` list operand indexes."""
+    return Effects(tuple(writes), memory, lanes, carry, tuple(loaded))
+
+
+# the common cases
+RESULT = fx((0,))  # computes operand 0 from its own lane's operands
+CARRY = fx((0,), carry=True)  # ... and reads or writes the carry flag
+NOTHING = fx()  # no register written, no memory touched, its own lane only (control flow, hints)
+
+
 def req(what: str, ptx: Any = (1, 0), sm: int = 0, sfx: str = "", also: Any = (), ptx_on: Any = ()) -> Requirement:
     return Requirement(what, tuple(ptx), sm, sfx, tuple(also), tuple(ptx_on))
 
@@ -52,10 +63,12 @@ def removed(when: str, ptx: Any, sm: int, message: str) -> Removal:
 def fam(name: str, ops: Any, *, types: Any = None, ntypes: Any = None, mods: Any = None, ptx: Any = (1, 0),
         sm: int = 0, sfx: str = "", also: Any = (), gates: Any = (), relaxed: bool = False, gone: Any = (),
         needs: Any = (), group: str = "", summary: str = "", arith: bool = False, rule: str = "",
-        mod_types: Any = None, combos: Any = None, slots: Any = None) -> InstrSpec:
+        mod_types: Any = None, combos: Any = None, slots: Any = None, effects: Effects | None = None,
+        effects_when: Any = None) -> InstrSpec:
     """Build one InstrSpec. `ops` is a signature string or a list of (condition, signature) pairs
     tried in order (the first whose condition holds and whose operand count fits is used). `slots` maps
-    a modifier group's name to its values ({'rnd': RND}); where `mods` is given they are among them."""
+    a modifier group's name to its values ({'rnd': RND}); where `mods` is given they are among them.
+    `effects` describes what it does (fx(...)); `effects_when` maps conditions to effects that replace it."""
     if isinstance(ops, str):
         ops = [("", ops)]
     sigs = tuple(parse_signature(text, when) for when, text in ops)
@@ -72,4 +85,5 @@ def fam(name: str, ops: Any, *, types: Any = None, ntypes: Any = None, mods: Any
         mod_types=tuple((m, frozenset(t)) for m, t in (mod_types or {}).items()),
         combos=frozenset(tuple(c.split()) for c in combos) if combos is not None else None,
         slots=tuple((n, frozenset(v)) for n, v in (slots or {}).items()),
+        effects=effects, effects_when=tuple((effects_when or {}).items()),
     )

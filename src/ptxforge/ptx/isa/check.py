@@ -9,9 +9,10 @@ from functools import lru_cache
 from ptxforge.ptx import ir
 from ptxforge.ptx.ir import ALL_TYPES
 from ptxforge.ptx.isa.data_sreg import special_register
+from ptxforge.ptx.isa.effects import writes_result
+from ptxforge.ptx.isa.lookup import _lookup
 from ptxforge.ptx.isa.spec import InstrSpec, Role, Signature, holds
 from ptxforge.ptx.isa.st_bulk import st_bulk_problems
-from ptxforge.ptx.isa.table import FAMILIES
 from ptxforge.ptx.isa.targets import Requirement, format_version, parse_target
 from ptxforge.ptx.isa.tensormap_replace import tensormap_replace_problems
 from ptxforge.ptx.isa.typerules import (
@@ -28,39 +29,9 @@ Problem = tuple[ir.Span, str]
 
 # ptxas lets only these read a special register (%tid.x ...) directly: "Special register argument not allowed"
 SREG_OPCODES = frozenset({"mov", "cvt"})
-# families whose first operand is their result, which must be a register (ptxas: "Result register required")
-RESULT_FIRST = frozenset({
-    "add", "sub", "mul", "mad", "mul24", "mad24", "sad", "div", "rem", "abs", "neg", "min", "max", "popc", "clz",
-    "bfind", "fns", "brev", "bfe", "bfi", "szext", "bmsk", "dp4a", "dp2a", "and", "or", "xor", "not", "cnot",
-    "lop3", "shf", "shl", "shr", "prmt", "mov", "cvt", "cvta", "ld", "ldu", "selp", "slct", "set", "setp", "fma",
-    "rcp", "sqrt", "rsqrt", "sin", "cos", "lg2", "ex2", "tanh", "copysign", "testp", "atom", "mapa", "isspacep",
-    "activemask", "redux.sync", "shfl.sync", "vote.sync", "match", "getctarank", "cvt.pack"})
-
 # modifiers that only make sense for one kind of type, for the arithmetic families
 INT_ONLY = frozenset((".hi", ".lo", ".wide", ".cc"))
 FLOAT_ONLY = frozenset((".rn", ".rz", ".rm", ".rp", ".ftz", ".approx", ".full", ".NaN", ".xorsign", ".oob"))
-
-
-def _mnemonic(instr_or_text) -> str:
-    return instr_or_text if isinstance(instr_or_text, str) else instr_or_text.mnemonic
-
-
-def lookup(instr: ir.Instruction) -> InstrSpec | None:
-    """The spec of the longest known family that prefixes the mnemonic ('cp.async.bulk.tensor' for
-    'cp.async.bulk.tensor.2d.shared::cluster.global...'); accepts an Instruction or a mnemonic."""
-    return _lookup(_mnemonic(instr))
-
-
-@lru_cache(maxsize=8192)
-def _lookup(mnemonic: str) -> InstrSpec | None:
-    parts = mnemonic.split(".")
-    for k in range(len(parts), 0, -1):
-        spec = FAMILIES.get(".".join(parts[:k]))
-        if spec is None and "::" in parts[k - 1]:  # 'tcgen05.fence::before_thread_sync'
-            spec = FAMILIES.get(".".join(parts[:k - 1] + [parts[k - 1].split("::")[0]]))
-        if spec is not None:
-            return spec
-    return None
 
 
 def _split(instr: ir.Instruction, spec: InstrSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -137,7 +108,7 @@ def _operand_kind_problems(instr: ir.Instruction) -> list[Problem]:
     out: list[Problem] = []
     ops = instr.operands
     spec = _lookup(instr.mnemonic)
-    if ops and spec is not None and spec.family in RESULT_FIRST:
+    if ops and spec is not None and writes_result(instr):  # ptxas: "Result register required"
         first = ops[0]
         if isinstance(first, ir.SpecialRegister):
             out.append((first.span or instr.span, f"{instr.mnemonic}: operand 1 is the result, and the special "
@@ -237,10 +208,16 @@ def _check_suffixes(instr, spec: InstrSpec, types, mods, n: int) -> list[Problem
                                   f"(only {_listing(allowed)})"))
     if spec.combos is not None and len(types) > 1 and types not in spec.combos:
         out.append((span, f"{fam}: type combination {''.join(types)} is not allowed"))
+    groups = {values: slot for slot, values in spec.slots}
     for cond, alternatives in spec.needs:
         if holds(cond, instr.suffixes, types, n):
-            if not any(a in mods for a in alternatives):
+            chosen = [m for m in mods if m in alternatives]
+            if not chosen:
                 out.append((span, f"{instr.mnemonic}: needs one of {', '.join(alternatives)}"))
+            slot = groups.get(frozenset(alternatives))
+            if len(chosen) > 1 and slot is not None:  # a required modifier group is one choice (ptxas: "Multiple
+                # clamp modifiers specified")
+                out.append((span, f"{instr.mnemonic}: {' and '.join(chosen)} are both {slot} modifiers; give one"))
     return out
 
 

@@ -84,6 +84,44 @@ class Removal:
     message: str
 
 
+MEMORY_KINDS = ("none", "load", "store", "atomic", "async", "fence")
+LANE_CLASSES = ("lane", "warp", "block", "cluster", "grid")
+
+
+@dataclass(frozen=True, slots=True)
+class Effects:
+    """What an instruction does besides reading its operands: the liveness, divergence, sanitizer and
+    parameter analyses read these instead of lists of opcodes.
+
+    `writes`: the operands it writes (0 = the first). `memory`: none, load, store, atomic (a read-modify-
+    write, or a reduction into memory), async (an asynchronous copy, or the groups, waits and fences that
+    track asynchronous work) or fence (a barrier or memory fence). `lanes`: whose state its results depend on
+    or it waits for: lane (its own registers only), warp, block, cluster (the CTA's place in its cluster),
+    grid. `carry`: it reads or writes the carry flag (.cc, addc), state outside its operands. `loaded`: the
+    written operands that receive the bytes it reads (ld, atom's old value; not an mbarrier's state). `order` and
+    `scope` come from the instruction's suffixes (`effects.effects`), not from the table.
+    """
+
+    writes: tuple[int, ...] = ()
+    memory: str = "none"
+    lanes: str = "lane"
+    carry: bool = False
+    loaded: tuple[int, ...] = ()  # the operands (among `writes`) that receive the bytes it reads from memory
+    order: str = ""  # weak relaxed acquire release acq_rel sc volatile mmio, or "" when none is written
+    scope: str = ""  # cta cluster gpu sys, or "" when none is written
+
+    def __post_init__(self) -> None:
+        if self.memory not in MEMORY_KINDS:
+            raise ValueError(f"memory kind {self.memory!r}: expected one of {MEMORY_KINDS}")
+        if self.lanes not in LANE_CLASSES:
+            raise ValueError(f"lane class {self.lanes!r}: expected one of {LANE_CLASSES}")
+
+    @property
+    def lane_local(self) -> bool:
+        """Computes operand 0 from its own lane's operands and nothing else (no memory, no carry flag)."""
+        return self.lanes == "lane" and self.memory == "none" and self.writes == (0,) and not self.carry
+
+
 @dataclass(frozen=True, slots=True)
 class InstrSpec:
     """One instruction family of the PTX ISA: its operands, types, modifiers and requirements.
@@ -93,7 +131,8 @@ class InstrSpec:
     `needs` lists (condition, alternatives): when the condition holds, one of the alternatives
     must be present (e.g. div.f32 needs one of .approx/.full/.rn/...). `mod_types` restricts
     modifiers to some types (.approx only on div.f32); `combos` lists the allowed type tuples when
-    an instruction has several type suffixes (add.f32.bf16). `slots` names the manual's modifier groups
+    an instruction has several type suffixes (add.f32.bf16). `effects` (refined by `effects_when`) says what it
+    writes, its memory kind and its lane class (see Effects). `slots` names the manual's modifier groups
     (('rnd', {'.rn', '.rz', ...}), ('cmp_float', ...)): the values a builder picks one of; `slot(name)` reads one.
     """
 
@@ -113,6 +152,8 @@ class InstrSpec:
     summary: str = ""
     extra: dict = field(default_factory=dict, compare=False, hash=False)
     slots: tuple[tuple[str, frozenset[str]], ...] = ()
+    effects: Effects | None = None  # None: not described yet (tests/ptx/test_isa_effects.py fails on it)
+    effects_when: tuple[tuple[str, Effects], ...] = ()  # (condition, effects) refinements, the first that holds
 
     def slot(self, name: str) -> frozenset[str]:
         """The values (with dots) of the modifier group `name` of this family."""
