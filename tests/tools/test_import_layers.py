@@ -17,7 +17,7 @@ PACKAGE = Path(ptxforge.__file__).parent
 # Bottom to top. The foundation imports nothing else of ptxforge; "" is the package itself (ptxforge/__init__:
 # the user's front, which binds the runtime to the IR); a package may import one in its own row or below.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "_optional", "cache", "module_cache", "toolchain"),
+    ("errors", "_optional", "environment", "processes", "outputs", "cache", "module_cache", "toolchain"),
     ("ptx",),
     ("emu",),
     ("runtime",),
@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kernels",),
     ("models", "ep", "plan", "pipeline"),
     ("",),
-    ("cli", "__main__"),
+    ("cli", "__main__", "pytest_plugin"),
 )
 RANK = {part: i for i, row in enumerate(LAYERS) for part in row}
 
