@@ -870,7 +870,7 @@ class Sanitizer(Check):
                 rep.allocation, base, rep.allocation_size = hit
                 rep.offset = addr - base
         elif space == "shared":
-            off = addr - M.SHARED_WINDOW if generic else addr
+            off = _signed(addr - M.SHARED_WINDOW if generic else addr)
             hit = bounds.nearest_variable(self.shared_vars, off)
             if hit is not None:
                 name, start, size = hit
@@ -878,7 +878,7 @@ class Sanitizer(Check):
         elif space == "local":
             rep.allocation = "the thread's local memory"
             rep.allocation_size = int(self.mem.local_stride)
-            rep.offset = addr - M.LOCAL_WINDOW if generic else addr
+            rep.offset = _signed(addr - M.LOCAL_WINDOW if generic else addr)
 
     def _bump(self, site, n: int) -> bool:
         return self.log.bump(site, n)
@@ -895,3 +895,9 @@ class Sanitizer(Check):
             self.pc = saved
         rep.message = message
         return rep
+
+
+def _signed(offset: int) -> int:
+    """A window offset as the 64-bit signed number it is (-4, not 2^64 - 4: "4 bytes before the start")."""
+    offset &= (1 << 64) - 1
+    return offset - (1 << 64) if offset >> 63 else offset
