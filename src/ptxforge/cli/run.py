@@ -18,9 +18,12 @@ import numpy as np
 from ptxforge.cli.common import atomic_path, check_writable, load_module
 from ptxforge.cli.errors import UserError, report
 from ptxforge.emu.errors import EmulatorError
+from ptxforge.emu.progress import CLI_TIME_LIMIT_S
 from ptxforge.emu.sanitizer import SanitizerError, write_json
 from ptxforge.errors import KernelFault
 from ptxforge.ptx.ir import Param
+from ptxforge.runtime.buffers import resolve_device
+from ptxforge.runtime.device import is_emulated
 
 
 def parse_dims(text: str, what: str) -> tuple[int, ...]:
@@ -89,6 +92,13 @@ def _fits_in_memory(nbytes: int) -> None:
         raise MemoryError(f"{nbytes:,} bytes is more than this machine's {total / 2**30:.0f} GiB of memory")
 
 
+def _time_limit(args: argparse.Namespace) -> float | None:
+    """--time-limit, or on the emulator CLI_TIME_LIMIT_S when it is not given (a GPU takes none)."""
+    if args.time_limit is not None:
+        return float(args.time_limit)
+    return CLI_TIME_LIMIT_S if is_emulated(resolve_device(args.device)) else None
+
+
 def _save(path: str, arr: np.ndarray) -> None:
     with atomic_path(path) as tmp:
         np.save(tmp, arr)
@@ -136,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
             saves.append((path, v))
     try:
         res = k.launch(grid=grid, block=block, args=values, device=args.device, shared_mem=args.shared_mem,
-                       num_sms=args.sms, watchdog_s=args.watchdog, time_limit_s=args.time_limit,
+                       num_sms=args.sms, watchdog_s=args.watchdog, time_limit_s=_time_limit(args),
                        sanitize=args.sanitize or bool(args.report), cooperative=args.cooperative)
     except (EmulatorError, KernelFault) as e:  # the kernel ran: a fault, or the sanitizer's findings
         if isinstance(e, EmulatorError):  # the emulator copied back what completed in bounds: keep it
