@@ -5,11 +5,13 @@ a running kernel meets names the thread and block."""
 from __future__ import annotations
 
 import time
+import tracemalloc
 
 import numpy as np
 import pytest
 
 import ptxforge as pf
+from ptxforge.emu.block_order import EXACT_SHUFFLE, Shuffle
 from ptxforge.emu.device_heap import MALLOC_HEAP_SIZE
 from ptxforge.emu.errors import EmulatorError, LaunchError, TimeLimitExceeded, UnsupportedInstruction
 from ptxforge.emu.launch import EmuDevice, emulate
@@ -189,3 +191,37 @@ ret;
     with pytest.raises(UnsupportedInstruction, match=r"whole warpgroup .*\(thread \(0,0,0\) block \(0,0,0\), "
                                                      r"the first of 32 threads running it\)"):
         pf.parse(text).kernel("k").launch(grid=1, block=32, args=[], device="emu")
+
+
+def test_a_clustered_grid_of_a_billion_blocks_keeps_no_array_of_the_grid():
+    k = pf.parse(RET).kernel("k")
+    t = time.perf_counter()
+    tracemalloc.start()
+    try:
+        with pytest.raises(TimeLimitExceeded, match="between waves"):
+            k.launch(grid=(2**30,), block=(32,), args=[], device="emu", cluster=(2, 1, 1), time_limit_s=0.3)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20 and time.perf_counter() - t < 5  # an array of the grid's block ids: 8 GiB
+
+
+@pytest.mark.parametrize("n", [EXACT_SHUFFLE + 5, 3 * 5 * 7 * 40_000])
+def test_a_shuffle_of_millions_of_blocks_is_a_bijection_without_a_permutation_array(n):
+    s = Shuffle(n, seed=3)
+    ids = s[np.arange(n, dtype=np.int64)]
+    assert (s.perm is None) == (n > EXACT_SHUFFLE)
+    assert np.array_equal(np.sort(ids), np.arange(n)) and not np.array_equal(ids, np.arange(n))
+    big = Shuffle(2**40 + 7, seed=3)  # a 3-D grid's worth of positions: exact integers past 2^63
+    got = big[np.array([0, 1, 2**40 + 6], np.int64)]
+    assert len(set(got.tolist())) == 3 and ((got >= 0) & (got < 2**40 + 7)).all()
+
+
+def test_the_sanitizer_refuses_a_grid_whose_state_would_not_fit_before_keeping_any():
+    k = pf.parse(RET).kernel("k")
+    t = time.perf_counter()
+    with pytest.raises(LaunchError, match=r"k: the sanitizer keeps 96 bytes of synchronization state per block, "
+                                          r"206,158,430,112 bytes for a grid of 2,147,483,647 blocks"):
+        k.launch(grid=(2**31 - 1,), block=(32,), args=[], device="emu", time_limit_s=5,
+                 sanitize=pf.emu.sanitizer.Sanitizer(shuffle_seed=1))
+    assert time.perf_counter() - t < 3

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ptxforge.emu import op as C
+from ptxforge.emu.block_order import ClusterOrder
 from ptxforge.emu.compact import (
     ENTER_FRACTION,
     LARGE_WAVE,
@@ -367,21 +368,10 @@ class Machine:
         if st is not None and st.mem is not None:
             st.mem.hooks = self.hooks if self.hooks.memory else None
 
-    def _cluster_order(self) -> np.ndarray:
-        """Linear block ids in cluster order: cluster after cluster, the CTAs of each in rank order."""
-        cx, cy, cz = self.cluster
-        gx, gy, _ = self.grid
-        ncx, ncy = gx // cx, gy // cy
-        ncl = self.nblocks // self.csize
-        corder = self.hooks.block_order(ncl)
-        p = np.arange(self.nblocks, dtype=np.int64)
-        c, r = p // self.csize, p % self.csize
-        if corder is not None:  # a shuffled cluster order (a check's choice)
-            c = np.asarray(corder, np.int64)[c]
-        bx = c % ncx * cx + r % cx
-        by = (c // ncx) % ncy * cy + (r // cx) % cy
-        bz = c // (ncx * ncy) * cz + r // (cx * cy)
-        return bx + by * gx + bz * gx * gy
+    def _cluster_order(self) -> ClusterOrder:
+        """Linear block ids in cluster order: cluster after cluster, the CTAs of each in rank order (computed per
+        wave: block_order.py); clusters in a check's shuffled order, if it has one."""
+        return ClusterOrder(self.grid, self.cluster, self.hooks.block_order(self.nblocks // self.csize))
 
     # ------------------------------------------------------------------ wave setup
     def _setup(self, first: int, nslots: int) -> LaneState:

@@ -23,12 +23,13 @@ import numpy as np
 
 from ptxforge.emu import memory as M
 from ptxforge.emu import ramps as R
+from ptxforge.emu.block_order import Shuffle
 from ptxforge.emu.hooks import Check
 from ptxforge.emu.op import NORMAL, WARPSYNC
 from ptxforge.emu.sanitizer import bounds, sync, tmem_checks
 from ptxforge.emu.sanitizer.definedness import Undefined
 from ptxforge.emu.sanitizer.global_shadow import GlobalShadow, granule_part
-from ptxforge.emu.sanitizer.order import SCOPE_NAMES, HappensBefore, SyncOrder, cluster_of_block
+from ptxforge.emu.sanitizer.order import SCOPE_NAMES, HappensBefore, SyncOrder, check_grid, cluster_of_block
 from ptxforge.emu.sanitizer.report import ReportLog, SanitizerError, SanitizerReport
 from ptxforge.emu.sanitizer.shadow import EP_SHIFT, INIT, PENDING, POISON, Shadow
 from ptxforge.emu.sanitizer.sites import SiteInfo, SourceMap, shared_valid_mask, shared_variables, site_info
@@ -147,11 +148,11 @@ class Sanitizer(Check):
             self.__dict__.pop(name, None)
         self._deferred = []
 
-    def block_order(self, nblocks: int) -> np.ndarray | None:
+    def block_order(self, nblocks: int) -> Shuffle | None:
         """The order the machine should run blocks in (None: natural order)."""
         if self.shuffle_seed is None:
             return None
-        return np.random.default_rng(self.shuffle_seed).permutation(nblocks)
+        return Shuffle(nblocks, self.shuffle_seed)
 
     def warp_order(self, warps_per_block: int) -> np.ndarray | None:
         """Which warp of a block each group of 32 lanes holds (None: in order)."""
@@ -307,6 +308,7 @@ class Sanitizer(Check):
         if self.global_sh is None:
             self.global_sh = GlobalShadow(mem.device, self.check_races)
             # a block's identity for scopes: its cluster, and its GPU where a machine spans several
+            check_grid(machine.nblocks, self.kernel)
             self.order = SyncOrder(machine.nblocks, self.lpb, cluster_of_block(machine),
                                    getattr(machine, "gpu_of_block", None))
             self.hb_global = HappensBefore(self, True)
