@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import ptxforge as pf
+from ptxforge.emu import memory as M
 from ptxforge.emu.block_order import EXACT_SHUFFLE, Shuffle
 from ptxforge.emu.device_heap import MALLOC_HEAP_SIZE
 from ptxforge.emu.errors import EmulatorError, LaunchError, TimeLimitExceeded, UnsupportedInstruction
@@ -225,3 +226,36 @@ def test_the_sanitizer_refuses_a_grid_whose_state_would_not_fit_before_keeping_a
         k.launch(grid=(2**31 - 1,), block=(32,), args=[], device="emu", time_limit_s=5,
                  sanitize=pf.emu.sanitizer.Sanitizer(shuffle_seed=1))
     assert time.perf_counter() - t < 3
+
+
+def test_a_kernel_of_many_mallocs_takes_linear_time():
+    # each thread of 16 blocks of 1,024 mallocs 16 bytes: a first fit walking every allocation took minutes
+    out = np.zeros(1024, np.uint64)
+    t = time.perf_counter()
+    pf.parse(MALLOC).kernel("k").launch(grid=16, block=1024, args=[out, np.uint64(16), np.uint32(0)],
+                                        device="emu", emu_device_=EmuDevice())
+    assert time.perf_counter() - t < 20 and np.count_nonzero(out) == 1024
+
+
+def _first_fit(live: list, size: int, align: int) -> int:
+    """Where a plain first fit over every live allocation places `size` bytes (the allocator's specification)."""
+    span, off = M._round_up(max(size, 1), M.PAD), 0
+    for a in sorted(live, key=lambda a: a.offset):
+        if off + span + M.REDZONE <= a.offset:
+            break
+        off = M._round_up(a.offset + M._round_up(max(a.size, 1), M.PAD) + M.REDZONE, max(256, align))
+    return off
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_allocator_still_places_as_a_plain_first_fit(seed):
+    rng = np.random.default_rng(seed)
+    mem, live = M.DeviceMemory(), []
+    for _ in range(1500):
+        if live and rng.random() < 0.4:
+            mem.free(live.pop(int(rng.integers(len(live)))))
+            continue
+        size, align = int(rng.choice([1, 64, 100, 1000, 70000])), int(rng.choice([256, 512, 4096]))
+        want = _first_fit(live, size, align)
+        live.append(mem.alloc(size, align=align))
+        assert live[-1].offset == want
