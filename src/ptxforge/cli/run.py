@@ -20,7 +20,7 @@ from ptxforge.cli.errors import UserError, report
 from ptxforge.emu.errors import EmulatorError
 from ptxforge.emu.progress import CLI_TIME_LIMIT_S
 from ptxforge.emu.sanitizer import SanitizerError, write_json
-from ptxforge.errors import KernelFault
+from ptxforge.errors import DeviceUnavailable, KernelFault, LaunchError
 from ptxforge.ptx.ir import Param
 from ptxforge.runtime.buffers import resolve_device
 from ptxforge.runtime.device import is_emulated
@@ -96,7 +96,11 @@ def _time_limit(args: argparse.Namespace) -> float | None:
     """--time-limit, or on the emulator CLI_TIME_LIMIT_S when it is not given (a GPU takes none)."""
     if args.time_limit is not None:
         return float(args.time_limit)
-    return CLI_TIME_LIMIT_S if is_emulated(resolve_device(args.device)) else None
+    try:
+        emulated = is_emulated(resolve_device(args.device))
+    except (LaunchError, DeviceUnavailable):  # a device name the launch will refuse, no usable GPU: it says so
+        return None
+    return CLI_TIME_LIMIT_S if emulated else None
 
 
 def _save(path: str, arr: np.ndarray) -> None:

@@ -47,10 +47,8 @@ class DeviceHeap:
 
 
 def heap_of(memory: Any) -> DeviceHeap:
-    """The malloc heap of a device memory (made at its first use)."""
-    heap = getattr(memory, "malloc_heap", None)
-    if heap is None:
-        heap = memory.malloc_heap = DeviceHeap()
+    """The malloc heap of a device memory (each kind of device memory has one: `malloc_heap`)."""
+    heap: DeviceHeap = memory.malloc_heap
     return heap
 
 

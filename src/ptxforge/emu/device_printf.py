@@ -17,6 +17,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ptxforge.errors import Error
+
 PRINTF_FIFO_SIZE = 1 << 20  # CUDA's default cudaLimitPrintfFifoSize
 SLACK = 64  # characters rendered past the room left, so that a cut never falls inside what was rendered
 EXACT_DIGITS = 1100  # a double's exact decimal expansion has fewer digits: more precision only adds zeros
@@ -28,8 +30,9 @@ FORMAT = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d*|\*))?(hh|h|ll|l|z|j|t|L)?([d
 ArgReader = Callable[[int], int]
 
 
-class PrintfTruncated(UserWarning):
-    """A launch printed more than its printf buffer holds; the rest of its output was dropped."""
+class PrintfTruncated(Error, UserWarning):
+    """A launch printed more than its printf buffer holds; the rest of its output was dropped. A warning (a
+    ptxforge Error too, should warnings be turned into errors)."""
 
 
 class PrintfBuffer:

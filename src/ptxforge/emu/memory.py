@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ptxforge.emu import ramps as R
+from ptxforge.emu.device_heap import DeviceHeap
 from ptxforge.emu.errors import MemoryFault
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ class DeviceMemory:
         # the gaps before allocations [0, _scan_from) are too small for any allocation: first fit starts after
         # them, so allocating without frees is O(log n), not a walk over every allocation (a kernel's mallocs)
         self._scan_from = 0
+        self.malloc_heap = DeviceHeap()  # device-side malloc's blocks (device_heap.py)
 
     # ------------------------------------------------------------------ allocation
     def alloc(self, size: int, name: str = "", align: int = 256, readonly: bool = False) -> Allocation:
