@@ -11,6 +11,7 @@ room left in the buffer, so `%999999999d` costs what it prints.
 
 from __future__ import annotations
 
+import math
 import re
 import struct
 import warnings
@@ -125,8 +126,7 @@ def _convert(conv: str, mod: str | None, flags: str, w: int | None, p: int | Non
         body = ("%" + flags.replace("-", "").replace("0", "") + ("" if q is None else f".{q}") + conv) % _double(raw)
         return _pad(body, flags, w, room)
     if conv in "aA":
-        mant, _, exp = _double(raw).hex().partition("p")
-        text = (mant.rstrip("0").rstrip(".") if "." in mant else mant) + "p" + exp
+        text = _hex_float(_double(raw))
         text = text.upper() if conv == "A" else text
         if not text.startswith("-") and ("+" in flags or " " in flags):
             text = ("+" if "+" in flags else " ") + text
@@ -137,6 +137,16 @@ def _convert(conv: str, mod: str | None, flags: str, w: int | None, p: int | Non
         text = read_string(raw) if raw else "(null)"
         return _pad(text if p is None else text[:p], flags.replace("0", ""), w, room)
     return _pad(f"0x{raw:x}", flags.replace("0", ""), w, room)  # %p
+
+
+def _hex_float(v: float) -> str:
+    """%a as C writes it: 0x1.8p+0 (no trailing zero digits), 0x0p+0, inf, nan."""
+    if v != v or v in (math.inf, -math.inf):
+        return f"{v:f}"
+    mant, _, exp = v.hex().partition("p")
+    head, _, frac = mant.partition(".")
+    frac = frac.rstrip("0")
+    return head + ("." + frac if frac else "") + "p" + exp
 
 
 def _double(raw: int) -> float:
