@@ -237,3 +237,23 @@ def test_two_diverged_spins_are_no_progress_naming_each_warp():
     msg = str(e.value)
     assert "no progress" in msg
     assert re.search(r"warp 0 is at w\.ptx:1[456]: ", msg) and re.search(r"warp 1 is at w\.ptx:(19|2[012]): ", msg)
+
+
+def test_cli_launches_have_a_default_time_limit(tmp_path, capsys, monkeypatch):
+    """A counting loop writes no memory until its end, so the watchdog sees progress; without --time-limit the
+    CLI's default limit stops it (shortened here: the real one is CLI_TIME_LIMIT_S)."""
+    import ptxforge.cli.run as cli_run
+    from ptxforge.cli.main import main
+    from ptxforge.emu.progress import CLI_TIME_LIMIT_S
+
+    assert CLI_TIME_LIMIT_S == 600.0
+    monkeypatch.setattr(cli_run, "CLI_TIME_LIMIT_S", 0.3)
+    src = tmp_path / "w.ptx"
+    src.write_text(COUNT)
+    out = tmp_path / "out.npy"
+    t = time.perf_counter()
+    rc = main(["run", str(src), "-a", f"{out}=zeros:1:uint32", "-a", "2147483647"])
+    assert rc != 0 and "time limit of 0.3 s" in capsys.readouterr().err
+    assert time.perf_counter() - t < 10
+    rc = main(["run", str(src), "-a", f"{out}=zeros:1:uint32", "-a", "1000", "--time-limit", "inf"])
+    assert rc == 0, capsys.readouterr().err

@@ -109,7 +109,8 @@ def _run(sub: Subparsers) -> argparse.ArgumentParser:
     p.add_argument("--watchdog", type=float, default=60.0,
                    help="seconds without progress (the machine's state repeating) before stopping (default 60)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
-                   help="stop the launch after S seconds of wall time, progress or not (default: no limit)")
+                   help="stop the launch after S seconds of wall time, progress or not (default on the emulator: "
+                        "600; inf: no limit)")
     p.add_argument("--sanitize", action="store_true", help="run under the memory/race sanitizer")
     p.add_argument("--cooperative", action="store_true",
                    help="a cooperative launch (every block resident at once; cooperative groups' grid.sync())")

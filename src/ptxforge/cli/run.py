@@ -19,11 +19,14 @@ from ptxforge import environment
 from ptxforge.cli.common import is_cuda, kernel_names, load_launchable
 from ptxforge.cli.errors import UserError, report
 from ptxforge.emu.errors import EmulatorError
+from ptxforge.emu.progress import CLI_TIME_LIMIT_S
 from ptxforge.emu.sanitizer import Sanitizer, SanitizerError, write_json
 from ptxforge.emu.sanitizer.sarif import write_sarif
-from ptxforge.errors import KernelFault
+from ptxforge.errors import DeviceUnavailable, KernelFault, LaunchError
 from ptxforge.outputs import check_output, output_path
 from ptxforge.ptx.ir import Param
+from ptxforge.runtime.buffers import resolve_device
+from ptxforge.runtime.device import is_emulated
 
 
 def parse_dims(text: str, what: str) -> tuple[int, ...]:
@@ -90,6 +93,17 @@ def _fits_in_memory(nbytes: int) -> None:
         return
     if nbytes > total:
         raise MemoryError(f"{nbytes:,} bytes is more than this machine's {total / 2**30:.0f} GiB of memory")
+
+
+def _time_limit(args: argparse.Namespace, device: str) -> float | None:
+    """--time-limit, or on the emulator CLI_TIME_LIMIT_S when it is not given (a GPU takes none)."""
+    if args.time_limit is not None:
+        return float(args.time_limit)
+    try:
+        emulated = is_emulated(resolve_device(device))
+    except (LaunchError, DeviceUnavailable):  # a device name the launch will refuse, no usable GPU: it says so
+        return None
+    return CLI_TIME_LIMIT_S if emulated else None
 
 
 def _save(path: str, arr: np.ndarray, where: str) -> None:
@@ -190,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
     device = args.device or environment.device() or "emu"
     try:
         res = k.launch(grid=grid, block=block, args=values, device=device, shared_mem=args.shared_mem,
-                       num_sms=args.sms, watchdog_s=args.watchdog, time_limit_s=args.time_limit,
+                       num_sms=args.sms, watchdog_s=args.watchdog, time_limit_s=_time_limit(args, device),
                        sanitize=sanitize, cooperative=args.cooperative)
     except (EmulatorError, KernelFault) as e:  # the kernel ran: a fault, or the sanitizer's findings
         if isinstance(e, EmulatorError):  # the emulator copied back what completed in bounds: keep it

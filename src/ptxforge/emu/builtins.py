@@ -5,13 +5,14 @@ Each reads its arguments from the caller's .param variables (per lane) and write
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ptxforge.emu import memory as M
 from ptxforge.emu import nvshmem
+from ptxforge.emu.device_heap import heap_of
+from ptxforge.emu.device_printf import format_printf
 from ptxforge.emu.errors import KernelTrap
 from ptxforge.ptx import ir
 
@@ -27,9 +28,6 @@ if TYPE_CHECKING:
 
     # builtin(st, lanes, the caller's argument pvars, its return pvars) -> the return value per lane, or None
     Builtin = Callable[[LaneState, npt.NDArray[np.intp], list[int], list[int]], npt.NDArray[Any] | None]
-
-_FMT = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|z|j|t|L)?([diouxXeEfFgGaAcsp%])")
-
 
 def _arg64(st, pvar: int, lanes) -> np.ndarray:
     return np.ascontiguousarray(st.pvars[pvar][lanes, :8]).view(np.uint64)[:, 0]
@@ -50,43 +48,18 @@ def _read(st, addr: int, lane: int, dt):
     return np.asarray(M.load(st.mem, "generic", np.uint64(addr), dt, 1, np.array([lane]))[0]).reshape(-1)[0]
 
 
-def format_printf(st: LaneState, fmt: str, args_addr: int, lane: int) -> str:
-    """Render a printf format with arguments packed as nvcc lays them out (each aligned to its size)."""
+def render_printf(st: LaneState, fmt: str, args_addr: int, lane: int) -> str:
+    """Render a printf format with arguments packed as nvcc lays them out (each aligned to its size), at most
+    about the room left in the launch's printf buffer (device_printf.py)."""
     off = 0
-    out = []
-    pos = 0
-    for m in _FMT.finditer(fmt):
-        out.append(fmt[pos: m.start()])
-        pos = m.end()
-        flags, width, prec, length, conv = m.groups()
-        if conv == "%":
-            out.append("%")
-            continue
-        if conv in "eEfFgGaA" or length in ("l", "ll", "z", "j", "t") or conv in "sp":
-            size = 8
-        else:
-            size = 4
+
+    def read_arg(size: int) -> int:
+        nonlocal off
         off = (off + size - 1) // size * size
         raw = int(_read(st, args_addr + off, lane, np.uint64 if size == 8 else np.uint32)) if args_addr else 0
         off += size
-        spec = "%" + (flags or "") + (width or "") + ("." + prec if prec else "")
-        if conv in "eEfFgGaA":
-            val = float(np.uint64(raw).view(np.float64))
-            out.append((spec + (conv if conv not in "aA" else "e")) % val)
-        elif conv in "di":
-            bits = 64 if size == 8 else 32
-            v = raw - (1 << bits) if raw >> (bits - 1) else raw
-            out.append((spec + "d") % v)
-        elif conv in "ouxX":
-            out.append((spec + conv) % raw)
-        elif conv == "c":
-            out.append((spec + "c") % chr(raw & 0xFF))
-        elif conv == "s":
-            out.append((spec + "s") % (_read_cstring(st, raw, lane) if raw else "(null)"))
-        elif conv == "p":
-            out.append(f"0x{raw:x}")
-    out.append(fmt[pos:])
-    return "".join(out)
+        return raw
+    return format_printf(fmt, read_arg, lambda addr: _read_cstring(st, addr, lane), st.printf_room())
 
 
 def vprintf(st: LaneState, lanes: npt.NDArray[np.intp], args: list[int], rets: list[int]) -> npt.NDArray[np.uint32]:
@@ -96,26 +69,20 @@ def vprintf(st: LaneState, lanes: npt.NDArray[np.intp], args: list[int], rets: l
     for lane, fp, ap in zip(lanes.tolist(), fmt_ptr.tolist(), arg_ptr.tolist(), strict=False):
         if fp not in cache:
             cache[fp] = _read_cstring(st, fp, lane)
-        st.emit_printf(format_printf(st, cache[fp], ap, lane))
+        st.emit_printf(render_printf(st, cache[fp], ap, lane))
     return np.zeros(lanes.size, np.uint32)
 
 
 def malloc(st: LaneState, lanes: npt.NDArray[np.intp], args: list[int], rets: list[int]) -> npt.NDArray[np.uint64]:
-    sizes = _arg64(st, args[0], lanes)
-    out = np.zeros(lanes.size, np.uint64)
-    for i, n in enumerate(sizes.tolist()):
-        a = st.mem.device.alloc(int(n), name="device malloc")
-        st.device_mallocs.append(a)
-        out[i] = a.base
-    return out
+    """Each lane's block from the device's malloc heap, or NULL (0) past its limit (device_heap.py)."""
+    heap, memory = heap_of(st.mem.device), st.mem.device
+    return np.array([heap.malloc(memory, n) for n in _arg64(st, args[0], lanes).tolist()], np.uint64)
 
 
 def free(st: LaneState, lanes: npt.NDArray[np.intp], args: list[int], rets: list[int]) -> None:
-    ptrs = _arg64(st, args[0], lanes)
-    for p in ptrs.tolist():
-        a = st.mem.device.find(int(p))
-        if a is not None and a.name == "device malloc":
-            st.mem.device.free(a)
+    heap, memory = heap_of(st.mem.device), st.mem.device
+    for p in _arg64(st, args[0], lanes).tolist():
+        heap.free(memory, p)
     return None
 
 

@@ -53,8 +53,9 @@ class Check:
         """The launch's ops before it runs: return them, or a list with copies whose `fn` is wrapped."""
         return ops
 
-    def block_order(self, nblocks: int) -> np.ndarray | None:
-        """The order to run the blocks of the grid in (a permutation of their linear ids), or None."""
+    def block_order(self, nblocks: int) -> Any:
+        """The order to run the blocks of the grid in, or None: a permutation of their linear ids, or anything
+        indexed as one (`order[positions]`: `ptxforge.emu.block_order.Shuffle` for a grid of millions)."""
         return None
 
     def warp_order(self, warps_per_block: int) -> np.ndarray | None:
@@ -148,7 +149,7 @@ class Hooks:
         """These hooks and `check` after them."""
         return Hooks((*self.checks, check))
 
-    def block_order(self, nblocks: int) -> np.ndarray | None:
+    def block_order(self, nblocks: int) -> Any:
         for c in self.checks:
             order = c.block_order(nblocks)
             if order is not None:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import numpy as np
 
 from ptxforge.emu.compiler import compile_layout
+from ptxforge.emu.device_heap import MALLOC_HEAP_SIZE, checked_limit, heap_of, set_heap_size
+from ptxforge.emu.device_printf import PRINTF_FIFO_SIZE
 from ptxforge.emu.errors import EmulatorError, LaunchError  # noqa: F401 (imported from here by callers)
 from ptxforge.emu.launch_checks import EMU_MAX_SHARED, MAX_CLUSTER, check_launch, dims  # noqa: F401
 from ptxforge.emu.launch_checks import cluster_shape as _cluster_shape
@@ -152,9 +154,12 @@ class EmuDevice:
     max_shared_per_block = EMU_MAX_SHARED
 
     def __init__(self, num_sms: int = 132, memory: DeviceMemory | GpuMemory | None = None,
-                 max_images: int = MAX_IMAGES):
+                 max_images: int = MAX_IMAGES, *, malloc_heap_size: int = MALLOC_HEAP_SIZE,
+                 printf_fifo_size: int = PRINTF_FIFO_SIZE):
         self.memory = DeviceMemory() if memory is None else memory
         self.num_sms = num_sms
+        self.malloc_heap_size = malloc_heap_size
+        self.printf_fifo_size = printf_fifo_size
         if max_images < 1:
             raise LaunchError(f"max_images must be at least 1, got {max_images!r}")
         self.images: ModuleCache[int, ModuleImage] = ModuleCache(int(max_images), on_evict=_unload)  # id(module)
@@ -162,6 +167,26 @@ class EmuDevice:
     @property
     def max_images(self) -> int:
         return self.images.bound
+
+    @property
+    def malloc_heap_size(self) -> int:
+        """Bytes device-side `malloc` may hold at once; past them it returns NULL (CUDA's
+        cudaLimitMallocHeapSize, 8 MiB by default). Settable; blocks already allocated stay."""
+        return heap_of(self.memory).size
+
+    @malloc_heap_size.setter
+    def malloc_heap_size(self, size: int) -> None:
+        set_heap_size(self.memory, size)
+
+    @property
+    def printf_fifo_size(self) -> int:
+        """Bytes of printf output one launch keeps; the rest is dropped and counted (CUDA's
+        cudaLimitPrintfFifoSize, 1 MiB by default). Settable."""
+        return self._printf_fifo_size
+
+    @printf_fifo_size.setter
+    def printf_fifo_size(self, size: int) -> None:
+        self._printf_fifo_size = checked_limit("printf_fifo_size", size)
 
     @property
     def name(self) -> str:
@@ -302,7 +327,7 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
                     dynamic_shared=shared_mem, num_sms=num_sms or device.num_sms, watchdog_s=watchdog_s,
                     time_limit_s=time_limit_s,
                     printf=printf, checks=checks, cluster=cluster, sm_ids=sm_ids,
-                    gpu=device.gpu, envregs=envregs)
+                    gpu=device.gpu, envregs=envregs, printf_fifo_size=device.printf_fifo_size)
         if cooperative and m.nblocks > m.resident:
             raise LaunchError(f"{func.name}: a cooperative launch needs every block resident at once, but "
                               f"{m.nblocks} blocks of {m.threads} threads exceed the {m.resident} that fit on "

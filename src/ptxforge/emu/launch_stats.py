@@ -20,6 +20,7 @@ class EmulationStats(Mapping):
     waves: int  # waves of resident blocks the grid took
     resident_blocks: int  # blocks resident at once (on all SMs)
     steps: int  # warp-instruction steps the machine ran
+    printf_truncated: int = 0  # printf calls cut short or lost past the printf buffer (device_printf.py)
 
     @classmethod
     def from_dict(cls, stats: Mapping[str, Any]) -> EmulationStats:

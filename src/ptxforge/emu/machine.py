@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ptxforge.emu import op as C
+from ptxforge.emu.block_order import ClusterOrder
 from ptxforge.emu.compact import (
     ENTER_FRACTION,
     LARGE_WAVE,
@@ -31,6 +32,7 @@ from ptxforge.emu.compact import (
     plan_for,
     yield_edges,
 )
+from ptxforge.emu.device_printf import PRINTF_FIFO_SIZE, PrintfBuffer
 from ptxforge.emu.errors import EmulatorError, InternalEmulatorError, KernelTrap, MemoryFault, WatchdogTimeout
 from ptxforge.emu.hooks import Check, Hooks
 from ptxforge.emu.memory import LaneMemory
@@ -107,7 +109,6 @@ class LaneState:
         self.lazy_sregs: dict = {}
         self.laneid = None  # set by the machine from its per-launch cache
         self.warp_base = None
-        self.device_mallocs: list = []
         # set by an mbarrier.try_wait/test_wait that found the phase incomplete for every lane it ran:
         # the diverged loop then rotates at once, so pollers cannot starve the lanes that would complete it
         self.spun = False
@@ -141,7 +142,11 @@ class LaneState:
         return np.ones(self.N, bool) if self.live is None else self.live
 
     def emit_printf(self, text: str) -> None:
-        self.machine.printf(text)
+        self.machine.printf_out.write(text)
+
+    def printf_room(self) -> int:
+        """Bytes the launch's printf buffer still takes."""
+        return self.machine.printf_out.room
 
     def describe_lane(self, lane: int) -> str:
         return self.machine.describe_lane(lane)
@@ -150,6 +155,7 @@ class LaneState:
 # Calls nested deeper than this stop the launch with an error naming the call (CUDA's default 1 KiB stack
 # holds far fewer frames; the emulator keeps a return address and saved registers per frame and lane).
 MAX_CALL_DEPTH = 1024
+MAX_WAVE_LOG = 1024  # waves `Machine.wave_log` records one by one (the rest are summed up in its last entry)
 
 
 class Machine:
@@ -189,7 +195,7 @@ class Machine:
                  printf: Callable[[str], Any] | None = None, max_threads_per_sm: int = 2048,
                  max_blocks_per_sm: int = 32, shared_per_sm: int = 228 * 1024, checks: Iterable[Check] = (),
                  cluster: Sequence[int] | None = None, sm_ids: Any = None, gpu: int | None = None,
-                 envregs: dict[int, int] | None = None):
+                 envregs: dict[int, int] | None = None, printf_fifo_size: int = PRINTF_FIFO_SIZE):
         self.layout = layout
         self.hooks = Hooks(checks)  # what watches the launch (hooks.py: the sanitizer and the other checks)
         for check in self.hooks.checks:
@@ -210,7 +216,9 @@ class Machine:
         self.stores = 0  # global stores and atomics seen by `watch_loads` (the scheduler's spin test)
         self.last_load: tuple[int, int] | None = None  # the last global load (address, bytes) `watch_loads` saw
         self.pc = None  # the converged pc when the machine last yielded (for the node's watchdog)
-        self.wave_log: list = []  # (first block, slots, clock at start, clock at end, SMs) per wave
+        # (first block, slots, clock at start, clock at end, SMs) per wave; past MAX_WAVE_LOG entries the
+        # last one sums up the rest (a grid of millions of waves must not grow the log without bound)
+        self.wave_log: list = []
         self.sm_room = None  # a Node's SM occupancy shared by concurrent launches (None: all SMs ours)
         self.wave_sms = None  # the SM of each slot of the running wave, when the room chose them
         self.waiting_for_sms = False
@@ -219,6 +227,7 @@ class Machine:
         self.time_limit_s = time_limit_s  # a plain wall-clock limit on the launch, or None
         self.watch = None
         self.printf = printf or (lambda s: print(s, end=""))
+        self.printf_out = PrintfBuffer(printf_fifo_size, self.printf)  # bounded like CUDA's printf FIFO
         self.threads = block[0] * block[1] * block[2]
         self.lanes_per_block = (self.threads + 31) // 32 * 32
         self.nblocks = grid[0] * grid[1] * grid[2]
@@ -304,14 +313,27 @@ class Machine:
             finally:
                 if room is not None:
                     room.release(self, self.wave_sms)
-            self.wave_log.append((first, n, start, self.clock_now(), tuple(self._slot_sms(n).tolist())))
+            self._log_wave(first, n, start)
             if getattr(self.st, "tmem", None) is not None:
                 self._tmem_leaks(self.st.tmem)
             first += n
             waves += 1
+            if first < self.nblocks:
+                self.watch.between_waves(self, first)
+        self.printf_out.warn(self.kernel.name)
         return {"thread_instructions": int(self.total), "per_sm": self.per_sm.copy(),
                 "wall_s": time.perf_counter() - t0, "waves": waves,
-                "resident_blocks": self.resident, "steps": self.steps}
+                "resident_blocks": self.resident, "steps": self.steps,
+                "printf_truncated": self.printf_out.truncated}
+
+    def _log_wave(self, first: int, n: int, start: int) -> None:
+        """Record a wave in `wave_log`; past MAX_WAVE_LOG waves, fold it into the last entry."""
+        sms = tuple(self._slot_sms(n).tolist())
+        if len(self.wave_log) < MAX_WAVE_LOG:
+            self.wave_log.append((first, n, start, self.clock_now(), sms))
+            return
+        b, slots, t0, _, seen = self.wave_log[-1]
+        self.wave_log[-1] = (b, slots + n, t0, self.clock_now(), tuple(sorted(set(seen) | set(sms))))
 
     def clock_now(self) -> int:
         """Steps run so far: this launch's own, or the whole node's under a Node's scheduler."""
@@ -347,21 +369,10 @@ class Machine:
         if st is not None and st.mem is not None:
             st.mem.hooks = self.hooks if self.hooks.memory else None
 
-    def _cluster_order(self) -> np.ndarray:
-        """Linear block ids in cluster order: cluster after cluster, the CTAs of each in rank order."""
-        cx, cy, cz = self.cluster
-        gx, gy, _ = self.grid
-        ncx, ncy = gx // cx, gy // cy
-        ncl = self.nblocks // self.csize
-        corder = self.hooks.block_order(ncl)
-        p = np.arange(self.nblocks, dtype=np.int64)
-        c, r = p // self.csize, p % self.csize
-        if corder is not None:  # a shuffled cluster order (a check's choice)
-            c = np.asarray(corder, np.int64)[c]
-        bx = c % ncx * cx + r % cx
-        by = (c // ncx) % ncy * cy + (r // cx) % cy
-        bz = c // (ncx * ncy) * cz + r // (cx * cy)
-        return bx + by * gx + bz * gx * gy
+    def _cluster_order(self) -> ClusterOrder:
+        """Linear block ids in cluster order: cluster after cluster, the CTAs of each in rank order (computed per
+        wave: block_order.py); clusters in a check's shuffled order, if it has one."""
+        return ClusterOrder(self.grid, self.cluster, self.hooks.block_order(self.nblocks // self.csize))
 
     # ------------------------------------------------------------------ wave setup
     def _setup(self, first: int, nslots: int) -> LaneState:
@@ -517,6 +528,7 @@ class Machine:
         regs = st.regs
         pc = self.kernel.entry
         conv = True
+        ex = None  # the lanes running the op, while diverged
         pend = 0  # converged steps not yet added to icount
         self.pcs = None
         self.yielded: np.ndarray | None = None  # lanes of warps that took a back edge while diverged (see _yield_warps)
@@ -720,7 +732,9 @@ class Machine:
                     np.copyto(pcs, P + 1, where=ex)
         except MemoryFault as e:
             raise self._locate(e, getattr(e, "_pc", pc if conv else P)) from None
-        except (EmulatorError, KernelTrap):
+        except (EmulatorError, KernelTrap) as e:
+            if not isinstance(e, WatchdogTimeout):
+                self._name_thread(e, st.live_mask() if conv or ex is None else ex)
             raise
         except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError) as e:
             at = pc if conv else P
@@ -733,6 +747,15 @@ class Machine:
             if conv and pend:
                 self._flush(pend)
             self._account()
+
+    def _name_thread(self, e: Exception, lanes: np.ndarray) -> None:
+        """Add the thread and block that ran into error `e` to its message, unless it names one already."""
+        msg = str(e.args[0]) if e.args else ""
+        if "thread (" in msg or not np.any(lanes):
+            return
+        n = int(np.count_nonzero(lanes))
+        first = self.describe_lane(int(np.argmax(lanes)))
+        e.args = (f"{msg} ({first}{'' if n == 1 else f', the first of {n} threads running it'})", *e.args[1:])
 
     def _yield_warps(self, lanes: np.ndarray) -> None:
         """The warps of `lanes` took a back edge: they step again only once every runnable lane of the
@@ -811,11 +834,13 @@ class Machine:
             self._try_release(int(bid))
 
     def _check_bar_ids(self, op) -> None:
-        ids = np.asarray(op.extra.bar_id(self.st)).astype(np.int64)
-        ids = ids[self.st.live_mask()] if ids.ndim else ids
-        bad = ids[(ids < 0) | (ids >= NBARRIERS)]
-        if bad.size:
-            raise EmulatorError(f"{op.where}: barrier id {int(bad.flat[0])} is out of range 0..15")
+        live = self.st.live_mask()
+        ids = np.broadcast_to(np.asarray(op.extra.bar_id(self.st)).astype(np.int64), live.shape)
+        bad = live & ((ids < 0) | (ids >= NBARRIERS))
+        if bad.any():
+            lane = int(np.argmax(bad))
+            raise EmulatorError(f"{op.where}: barrier id {int(ids[lane])} is out of range 0..15 "
+                                f"({self.describe_lane(lane)})")
 
     def _barrier(self, op, ex, P) -> None:
         info = op.extra
@@ -833,7 +858,8 @@ class Machine:
         for bid in uniq:
             bid = int(bid)
             if not 0 <= bid < NBARRIERS:
-                raise EmulatorError(f"{op.where}: barrier id {bid} is out of range 0..15")
+                lane = int(np.argmax(sel & (ids == bid)))
+                raise EmulatorError(f"{op.where}: barrier id {bid} is out of range 0..15 ({self.describe_lane(lane)})")
             lanes = sel & (ids == bid) if np.ndim(info.bar_id(st)) else sel
             slots = self.slot[lanes]
             cnt = np.bincount(slots, minlength=self.nslots)
@@ -972,14 +998,15 @@ class Machine:
             names = [f.name for f in self.layout.module.functions]
             for a in np.unique(addr):
                 i = int(a) - FUNC_BASE
+                by = self.describe_lane(int(lanes_all[int(np.argmax(addr == a))]))
                 if 0 <= i < len(names) and names[i] in self.layout.other_kernels:
                     raise EmulatorError(f"{op.where}: indirect call to {int(a):#x}, kernel {names[i]} (.entry): "
-                                        f"only a .func can be called")
+                                        f"only a .func can be called ({by})")
                 if not 0 <= i < len(names) or names[i] not in self.layout.functions:
-                    raise EmulatorError(f"{op.where}: indirect call to {int(a):#x}, not a function")
+                    raise EmulatorError(f"{op.where}: indirect call to {int(a):#x}, not a function ({by})")
                 callee = self.layout.functions[names[i]]
                 if callee.func.body is None:
-                    raise EmulatorError(f"{op.where}: indirect call to extern {callee.name} is not supported")
+                    raise EmulatorError(f"{op.where}: indirect call to extern {callee.name} is not supported ({by})")
                 self._enter(callee, info, lanes_all[addr == a], P)
             return
         self._enter(info.callee, info, lanes_all, P)

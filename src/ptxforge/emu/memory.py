@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ptxforge.emu import ramps as R
+from ptxforge.emu.device_heap import DeviceHeap
 from ptxforge.emu.errors import MemoryFault
 
 if TYPE_CHECKING:
@@ -92,17 +93,27 @@ class DeviceMemory:
         self.arena = np.zeros(_round_up(capacity, PAD), np.uint8)
         self._allocs: list[Allocation] = []  # sorted by base
         self._bases: list[int] = []
+        # the gaps before allocations [0, _scan_from) are too small for any allocation: first fit starts after
+        # them, so allocating without frees is O(log n), not a walk over every allocation (a kernel's mallocs)
+        self._scan_from = 0
+        self.malloc_heap = DeviceHeap()  # device-side malloc's blocks (device_heap.py)
 
     # ------------------------------------------------------------------ allocation
     def alloc(self, size: int, name: str = "", align: int = 256, readonly: bool = False) -> Allocation:
         """Reserve `size` bytes (zeroed); the address is aligned to `align` (at least 256)."""
         align = max(256, align)
         span = _round_up(max(size, 1), PAD)
-        off = 0
-        for a in self._allocs:  # first fit between existing allocations, a red zone after each
+        allocs, start = self._allocs, self._scan_from
+        end = self._end_of(allocs[start - 1]) if start else 0  # where the gap before allocs[start] begins
+        off = _round_up(end, align)
+        for j in range(start, len(allocs)):  # first fit between existing allocations, a red zone after each
+            a = allocs[j]
             if off + span + REDZONE <= a.offset:
                 break
-            off = _round_up(a.offset + _round_up(max(a.size, 1), PAD) + REDZONE, align)
+            if j == self._scan_from and _round_up(end, 256) + PAD + REDZONE > a.offset:
+                self._scan_from = j + 1  # no allocation fits before allocs[j]
+            end = self._end_of(a)
+            off = _round_up(end, align)
         old = self.arena.size
         if off + span > old:
             grown = np.zeros(_round_up(max(off + span, 2 * old), PAD), np.uint8)
@@ -116,11 +127,17 @@ class DeviceMemory:
         self._bases.insert(i, alloc.base)
         return alloc
 
+    @staticmethod
+    def _end_of(a: Allocation) -> int:
+        """The arena offset where the gap after `a` (past its red zone) begins."""
+        return a.offset + _round_up(max(a.size, 1), PAD) + REDZONE
+
     def free(self, alloc: Allocation) -> None:
         i = bisect.bisect_left(self._bases, alloc.base)
         if i < len(self._bases) and self._allocs[i] is alloc:
             del self._allocs[i]
             del self._bases[i]
+            self._scan_from = min(self._scan_from, i)
 
     def find(self, addr: int) -> Allocation | None:
         """The allocation containing `addr`, or None."""

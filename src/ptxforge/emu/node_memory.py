@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ptxforge.emu.device_heap import DeviceHeap
 from ptxforge.emu.memory import Allocation, DeviceMemory
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ class GpuMemory:
         self.shared = shared
         self.gpu = gpu
         self.peers = peers  # the node's access matrix: peers[a, b] = GPU a may access GPU b's memory
+        self.malloc_heap = DeviceHeap()  # this GPU's own device-side malloc heap (device_heap.py)
 
     @property
     def arena(self) -> np.ndarray:

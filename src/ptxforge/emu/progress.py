@@ -18,7 +18,9 @@ fires after `watchdog_s` with no progress anywhere the launch can see, or after 
 repeating state whatever the others did. Every tick (TICK_MASK + 1 steps) publishes this process's own
 progress for the others.
 
-`time_limit_s` is a separate, plain wall-clock limit on the whole launch, for users who want one.
+`time_limit_s` is a separate, plain wall-clock limit on the whole launch, checked at every tick and between
+waves. The API's default is None (no limit: a launch that keeps making progress runs to its end; the watchdog
+still stops one whose state repeats); `ptxforge run` sets CLI_TIME_LIMIT_S unless --time-limit says otherwise.
 The tick runs every TICK_MASK + 1 steps (one clock read); only while a fingerprint is being compared
 does it run every step.
 """
@@ -43,6 +45,7 @@ CHECK_S = 0.5  # seconds between progress checks (at most)
 TICK_MASK = 0xFF  # steps between clock reads
 MAX_OVERHEAD = 0.05  # fingerprints may take at most this share of the run (large waves check less often)
 PROBE_STEPS = 1 << 14  # steps a probe waits for the warps to come back to where they were
+CLI_TIME_LIMIT_S = 600.0  # `ptxforge run`'s default time limit (--time-limit inf: none)
 BOUND = 10  # an IPC launch whose state repeats this many watchdog_s is stuck, whatever other processes do
 
 
@@ -136,6 +139,14 @@ class Watch:
         """A wave starts (steps count from 0 again, fresh memory counters): a wave ending is progress."""
         self.probe = None
         self.stalled_since = None
+
+    def between_waves(self, m: Machine, next_block: int) -> None:
+        """Between two waves: a grid of many short waves (each ending before its first tick) is held to the
+        time limit too."""
+        if time.monotonic() >= self.limit_at:
+            raise TimeLimitExceeded(f"kernel ran past its time limit of {self.time_limit_s:g} s (time_limit_s) "
+                                    f"between waves: {next_block:,} of its {m.nblocks:,} "
+                                    f"blocks had run")
 
     def tick(self, m: Machine, pc: int | None, steps: int) -> bool:
         """Called every few steps with the converged pc (None when diverged); True while probing."""

@@ -2,7 +2,7 @@
 
 The limits are the target's where ptxas or the driver enforce one (64 KiB of constant data per module,
 512 KiB of local memory per thread) and the emulator's own where it holds in host memory what a GPU holds
-in device memory (one module variable, one wave's local memory).
+in device memory (one module variable, all of a module's variables, one wave's local memory).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 CONST_BANK_BYTES = 64 * 1024  # ptxas: "File uses too much global constant data (..., 0x10000 max)"
 LOCAL_PER_THREAD = 512 * 1024  # CUDA's limit on local memory per thread
 EMU_MAX_VARIABLE = 1 << 30  # one .global variable the emulator will hold in host memory
+EMU_MAX_MODULE_DATA = 2 << 30  # all .global/.const variables of one module, in host memory
 
 
 def _size(v: ir.Variable) -> int:
@@ -31,8 +32,9 @@ def _size(v: ir.Variable) -> int:
 
 
 def check_module_variables(variables: Iterable[ir.Variable]) -> None:
-    """Raise LaunchError for a .const total over 64 KiB or a .global variable over the emulator's limit."""
-    const = 0
+    """Raise LaunchError for a .const total over 64 KiB, a .global variable over the emulator's limit, or
+    .global/.const data over the emulator's limit for a whole module (naming the variable that crosses it)."""
+    const = total = 0
     for v in variables:
         n = _size(v)
         where = f"{v.span}: " if v.span is not None and v.span.line else ""
@@ -44,6 +46,11 @@ def check_module_variables(variables: Iterable[ir.Variable]) -> None:
         elif n > EMU_MAX_VARIABLE:
             raise LaunchError(f"{where}{v.space} {v.name} is {n:,} bytes; the emulator holds module variables in "
                               f"host memory and takes at most {EMU_MAX_VARIABLE:,} (1 GiB) for one")
+        total += n
+        if total > EMU_MAX_MODULE_DATA:
+            raise LaunchError(f"{where}{v.space} {v.name} ({n:,} bytes) brings the module's .global/.const data "
+                              f"to {total:,} bytes; the emulator holds module variables in host memory and takes "
+                              f"at most {EMU_MAX_MODULE_DATA:,} (2 GiB) for one module")
 
 
 def check_local(functions: Sequence[FunctionLayout], lanes: int) -> None:
@@ -53,13 +60,14 @@ def check_local(functions: Sequence[FunctionLayout], lanes: int) -> None:
             raise LaunchError(f"{f.name} declares {f.frame_size:,} bytes of .local memory per thread; the limit "
                               f"is {LOCAL_PER_THREAD:,} (512 KiB)")
     need = lanes * sum(f.frame_size for f in functions)
-    budget = _host_memory() // 2
+    budget = host_memory() // 2
     if need > budget:
         raise LaunchError(f"one wave of {lanes:,} threads needs {need:,} bytes of .local memory, more than half "
                           f"of this machine's memory; emulate fewer SMs (num_sms) or launch fewer blocks")
 
 
-def _host_memory() -> int:
+def host_memory() -> int:
+    """Bytes of physical memory this machine has (1 TiB when it cannot tell)."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):

@@ -261,7 +261,8 @@ class Kernel:
                 sanitizer.finish(stopped=e)
             raise
         return LaunchResult(self.name, "emu", as_tuple(grid), as_tuple(block), stats.thread_instructions,
-                            stats.wall_s, stats.per_sm, stats.waves, lines), sanitizer
+                            stats.wall_s, stats.per_sm, stats.waves, lines,
+                            printf_truncated=stats.printf_truncated), sanitizer
 
     def _run_gpu(self, dev: Any, packed: bytes, offsets: list[int], grid: Any, block: Any, shared_mem: int,
                  cluster: Any, cooperative: bool = False, stream: GreenStream | None = None) -> LaunchResult:

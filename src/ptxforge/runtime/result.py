@@ -23,6 +23,7 @@ class LaunchResult:
     waves: int = 1
     printf: list = field(default_factory=list)
     gpu: str = ""  # the GPU's name for a launch on "cuda"
+    printf_truncated: int = 0  # printf calls cut short or lost past the device's printf buffer (emulator)
 
     @property
     def rate(self) -> float:

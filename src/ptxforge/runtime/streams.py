@@ -99,7 +99,7 @@ def launch_on_stream(kernel: Any, stream: Any, dev: Any, packed: bytes, copies: 
             sanitizer.finish()
         return LaunchResult(kernel.name, "emu", as_tuple(grid), as_tuple(block), stats["thread_instructions"],
                             stats["wall_s"], stats["per_sm"], stats["waves"], lines,
-                            gpu=f"GPU {dev.gpu}, {stream.name}")
+                            gpu=f"GPU {dev.gpu}, {stream.name}", printf_truncated=stats.get("printf_truncated", 0))
 
     def abort(error: BaseException) -> BaseException | None:
         free_quietly(dev, temps)

@@ -23,12 +23,13 @@ import numpy as np
 
 from ptxforge.emu import memory as M
 from ptxforge.emu import ramps as R
+from ptxforge.emu.block_order import Shuffle
 from ptxforge.emu.hooks import Check
 from ptxforge.emu.op import NORMAL, WARPSYNC
 from ptxforge.emu.sanitizer import bounds, sync, tmem_checks
 from ptxforge.emu.sanitizer.definedness import Undefined
 from ptxforge.emu.sanitizer.global_shadow import GlobalShadow, granule_part
-from ptxforge.emu.sanitizer.order import SCOPE_NAMES, HappensBefore, SyncOrder, cluster_of_block
+from ptxforge.emu.sanitizer.order import SCOPE_NAMES, HappensBefore, SyncOrder, check_grid, cluster_of_block
 from ptxforge.emu.sanitizer.report import ReportLog, SanitizerError, SanitizerReport
 from ptxforge.emu.sanitizer.shadow import EP_SHIFT, INIT, PENDING, POISON, Shadow
 from ptxforge.emu.sanitizer.sites import SiteInfo, SourceMap, shared_valid_mask, shared_variables, site_info
@@ -148,11 +149,11 @@ class Sanitizer(Check):
             self.__dict__.pop(name, None)
         self._deferred = []
 
-    def block_order(self, nblocks: int) -> np.ndarray | None:
+    def block_order(self, nblocks: int) -> Shuffle | None:
         """The order the machine should run blocks in (None: natural order)."""
         if self.shuffle_seed is None:
             return None
-        return np.random.default_rng(self.shuffle_seed).permutation(nblocks)
+        return Shuffle(nblocks, self.shuffle_seed)
 
     def warp_order(self, warps_per_block: int) -> np.ndarray | None:
         """Which warp of a block each group of 32 lanes holds (None: in order)."""
@@ -308,6 +309,7 @@ class Sanitizer(Check):
         if self.global_sh is None:
             self.global_sh = GlobalShadow(mem.device, self.check_races)
             # a block's identity for scopes: its cluster, and its GPU where a machine spans several
+            check_grid(machine.nblocks, self.kernel)
             self.order = SyncOrder(machine.nblocks, self.lpb, cluster_of_block(machine),
                                    getattr(machine, "gpu_of_block", None))
             self.hb_global = HappensBefore(self, True)
@@ -886,7 +888,9 @@ class Sanitizer(Check):
                 rep.allocation, base, rep.allocation_size = hit
                 rep.offset = addr - base
         elif space == "shared":
-            off = (addr - M.SHARED_WINDOW if generic else addr) & M.CLUSTER_OFF_MASK  # without the CTA's rank
+            off = _signed(addr - M.SHARED_WINDOW if generic else addr)
+            if off >= 0:
+                off &= M.CLUSTER_OFF_MASK  # without the CTA's rank (a negative offset stays "before the start")
             hit = bounds.nearest_variable(self.shared_vars, off)
             if hit is not None:
                 name, start, size = hit
@@ -894,7 +898,7 @@ class Sanitizer(Check):
         elif space == "local":
             rep.allocation = "the thread's local memory"
             rep.allocation_size = int(self.mem.local_stride)
-            rep.offset = addr - M.LOCAL_WINDOW if generic else addr
+            rep.offset = _signed(addr - M.LOCAL_WINDOW if generic else addr)
 
     def _bump(self, site, n: int) -> bool:
         return self.log.bump(site, n)
@@ -911,3 +915,9 @@ class Sanitizer(Check):
             self.pc = saved
         rep.message = message
         return rep
+
+
+def _signed(offset: int) -> int:
+    """A window offset as the 64-bit signed number it is (-4, not 2^64 - 4: "4 bytes before the start")."""
+    offset &= (1 << 64) - 1
+    return offset - (1 << 64) if offset >> 63 else offset

@@ -38,7 +38,12 @@ from typing import Any
 
 import numpy as np
 
+from ptxforge.emu.errors import LaunchError
 from ptxforge.emu.sanitizer.shadow import EP_SHIFT
+from ptxforge.emu.variable_limits import host_memory
+
+# bytes of release/acquire state a launch keeps per block of its grid (SyncOrder), at the peak of making it
+SYNC_BYTES_PER_BLOCK = 96
 
 CTA, CLUSTER, GPU, SYS = range(4)
 SCOPE_NAMES = (".cta", ".cluster", ".gpu", ".sys")
@@ -300,6 +305,18 @@ class HappensBefore:
                 san._narrow[r[wide]] = order.level(w[rest][wide] // san.lpb,
                                                    san.block_of_lane[acc[rest][wide]])
         return out
+
+
+def check_grid(nblocks: int, kernel: str) -> None:
+    """Refuse a grid whose per-block synchronization state would take more than a quarter of this machine's
+    memory (LaunchError): the sanitizer keeps it for every block of the grid, finished or not."""
+    need = nblocks * SYNC_BYTES_PER_BLOCK
+    budget = host_memory() // 4
+    if need > budget:
+        raise LaunchError(f"{kernel}: the sanitizer keeps {SYNC_BYTES_PER_BLOCK} bytes of synchronization state per "
+                          f"block, {need:,} bytes for a grid of {nblocks:,} blocks: more than a quarter of this "
+                          f"machine's memory ({budget:,} bytes); sanitize a grid of at most "
+                          f"{budget // SYNC_BYTES_PER_BLOCK:,} blocks")
 
 
 def cluster_of_block(machine: Any) -> np.ndarray:

@@ -117,7 +117,7 @@ class SanitizerReport:
                 return (f"is {self.offset - size} bytes after the end of {self.allocation} "
                         f"({size} bytes)")
             if self.offset < 0:
-                return f"is {-self.offset} bytes before {self.allocation} ({size} bytes)"
+                return f"is {-self.offset} bytes before the start of {self.allocation} ({size} bytes)"
             return f"is at offset {self.offset} of {self.allocation} ({size} bytes)"
         return f"is in {self.allocation}"
 
