@@ -245,6 +245,29 @@ def elastic_suite(rank: int, world: int):
     xs[:n] = expert_output_rows(handle, recv_idx)
     got, _, _ = buf.combine(xs, handle)
     out["no_sync_diff"] = calc_diff(got, reference_combine(rank * M + torch.arange(x.shape[0]), idx, None, True))
+    # two nodes of two ranks (hybrid: scale-out 2 x scale-up 2), rank 3 without tokens
+    nodes = deep_ep.ElasticBuffer(group, num_max_tokens_per_rank=M, num_ranks_per_node=2, num_cpu_timeout_secs=30)
+    x2, idx2, w2 = (t[:0] if rank == 3 else t for t in (x, idx, w))
+    inputs2 = [tuple(t[:0] if r == 3 else t for t in inputs[r]) for r in range(world)]
+    ref2 = reference_dispatch(rank, [(xx,) for xx, _, _ in inputs2], [i for _, i, _ in inputs2],
+                              [ww for _, _, ww in inputs2])
+    recv, recv_idx, recv_w, handle, _ = nodes.dispatch(x2, topk_idx=idx2, topk_weights=w2, num_experts=EXPERTS)
+    gidx = ref2[0]
+    assert torch.equal(handle.recv_src_metadata[:, 0].to(torch.int64), gidx)
+    assert torch.equal(recv, ref2[1][0]) and torch.equal(recv_idx, ref2[2])
+    per_scaleup = torch.bincount(gidx // M % 2, minlength=2)
+    assert handle.psum_num_recv_tokens_per_scaleup_rank.tolist() == torch.cumsum(per_scaleup, 0).tolist()
+    ex_recv, _, ex_w, ex_handle, _ = nodes.dispatch(x2, topk_idx=idx2, topk_weights=w2, num_experts=EXPERTS,
+                                                    do_expand=True, expert_alignment=4)
+    check_expand(ex_recv, ex_w, ex_handle, ref2, 4, False, zero_padding=False)
+    my2 = rank * M + torch.arange(x2.shape[0])
+    want = reference_combine(my2, idx2, None, per_rank_first=True)
+    got, cw, _ = nodes.combine(expert_output_rows(handle, recv_idx), handle, topk_weights=recv_w)
+    got_ex, _, _ = nodes.combine(expanded_input(ex_handle, ex_recv.shape[0]), ex_handle)
+    out["nodes"] = dict(domains=(nodes.get_physical_domain_size(), nodes.get_logical_domain_size()),
+                        rows=x2.shape[0], combined=got.shape[0],
+                        diff=max(calc_diff(got, want), calc_diff(got_ex, want)) if x2.shape[0] else 0.0,
+                        weights=bool(torch.equal(cw, w2.masked_fill(idx2 < 0, 0))))
     # the small API
     out["api"] = dict(
         physical=buf.get_physical_domain_size(), logical=buf.get_logical_domain_size(),
@@ -321,6 +344,14 @@ def test_dispatch_without_cpu_sync_uses_worst_case_sizes(elastic_results):
         rows, num_recv, per_expert, ids_blank, meta_blank = r["no_sync"]
         assert rows == WORLD * M == num_recv and per_expert == [] and ids_blank and meta_blank
         assert r["no_sync_diff"] < 1e-5
+
+
+def test_two_nodes_hybrid_and_an_empty_rank(elastic_results):
+    for rank, r in enumerate(elastic_results):
+        n = r["nodes"]
+        assert n["domains"] == ((2, 2), (2, 2))
+        assert n["rows"] == n["combined"] == (0 if rank == 3 else M - rank)
+        assert n["diff"] < 1e-5 and n["weights"]
 
 
 def test_small_api(elastic_results):
