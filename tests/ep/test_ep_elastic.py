@@ -291,12 +291,14 @@ BAD_CASES = {
     "zero padding without expand": ("do_zero_padding needs do_expand", 3),
     "fp8 hidden": ("not a multiple of 128", 0),
     "foreign handle": ("not one that a dispatch of this ElasticBuffer returned", 1),
+    "num_bytes below the hint": ("is smaller than this dispatch needs", 0),
+    "cached with topk_idx": ("takes no topk_idx", 2),
 }
 
 
 def bad_input_suite(rank: int, world: int, case: str):
     group = dist.new_group(list(range(world)))
-    buf = deep_ep.ElasticBuffer(group, num_max_tokens_per_rank=M, num_cpu_timeout_secs=20)
+    buf = deep_ep.ElasticBuffer(group, 2 << 20, num_max_tokens_per_rank=M, num_cpu_timeout_secs=20)
     other = deep_ep.ElasticBuffer(group, num_max_tokens_per_rank=M, num_cpu_timeout_secs=20)
     x, idx, w = make_inputs(rank)
     _, bad_rank = BAD_CASES[case]
@@ -309,8 +311,13 @@ def bad_input_suite(rank: int, world: int, case: str):
             kw["topk_idx"][0, 0] = EXPERTS
         elif case == "zero padding without expand":
             kw["do_zero_padding"] = True
+        elif case == "num_bytes below the hint":
+            kw["num_max_tokens_per_rank"] = 100_000
         elif case == "fp8 hidden":
             x = (torch.zeros((x.shape[0], 200), dtype=torch.float8_e4m3fn), torch.ones((x.shape[0], 2)))
+    if case == "cached with topk_idx":
+        _, _, _, h, _ = buf.dispatch(x, **kw)
+        kw = dict(handle=h, topk_idx=idx) if rank == bad_rank else dict(handle=h)
     if case == "foreign handle":
         _, _, _, h, _ = other.dispatch(x, **kw)
         recv, _, _, mine, _ = buf.dispatch(x, **kw)

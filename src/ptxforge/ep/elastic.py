@@ -343,6 +343,7 @@ class ElasticBuffer:
                     problems.append(f"cumulative_local_expert_recv_stats must be int32 [{want}], got "
                                     f"{getattr(stats, 'dtype', type(stats).__name__)} "
                                     f"{list(getattr(stats, 'shape', []))}")
+        problems = [p for p in problems if p]
         if self._explicit_bytes and not problems and handle is None:
             need = buffer_size_hint(self.num_ranks, m, hidden, topk_idx.shape[1], form != "bf16",
                                     self.allow_multiple_reduction)
@@ -354,7 +355,7 @@ class ElasticBuffer:
                  "num_experts": num_experts if _int(num_experts) else -1,
                  "num_max_tokens_per_rank": m if _int(m) else -1, "expert_alignment": a if _int(a) else -1,
                  "with_weights": int(topk_weights is not None), "do_cpu_sync": int(bool(do_cpu_sync))}
-        return "; ".join(p for p in problems if p), facts
+        return "; ".join(problems), facts
 
     # ------------------------------------------------------------------ combine
 
