@@ -379,14 +379,18 @@ class ElasticBuffer:
             combined, cw, _ = self.inner.combine(x[:n], inner, topk_weights=w, bias=bias)
             return combined, cw, EventOverlap()
         slots = handle._slots.to(x.device)
-        k = slots.shape[1]
-        picked = torch.where((slots >= 0).unsqueeze(-1), x[slots.clamp(min=0)], torch.zeros((), dtype=x.dtype))
+        k, hidden = slots.shape[1], x.shape[1]
         if self.allow_multiple_reduction:  # each rank sums its slots of a token (top-k order) before the send
-            partial = torch.zeros((n, x.shape[1]), dtype=torch.float32, device=x.device)
+            partial = torch.zeros((n, hidden), dtype=torch.float32, device=x.device)
             for j in range(k):
-                partial += picked[:, j].to(torch.float32)
+                rows = torch.nonzero(slots[:, j] >= 0).flatten()
+                partial.index_add_(0, rows, x[slots[rows, j]].to(torch.float32))
             combined, cw, _ = self.inner.combine(partial.to(torch.bfloat16), inner, topk_weights=w, bias=bias)
             return combined, cw, EventOverlap()
+        picked = torch.zeros((n, k, hidden), dtype=x.dtype, device=x.device)
+        for j in range(k):
+            rows = torch.nonzero(slots[:, j] >= 0).flatten()
+            picked[rows, j] = x[slots[rows, j]]
         wide, cw, _ = self.inner.combine(picked.reshape(n, k * x.shape[1]), inner, topk_weights=w)
         acc = torch.zeros((wide.shape[0], x.shape[1]), dtype=torch.float32, device=x.device)
         for b in (bias if isinstance(bias, tuple | list) else (bias,)):
