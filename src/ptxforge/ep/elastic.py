@@ -204,7 +204,18 @@ class ElasticBuffer:
             topk_idx=topk_idx, topk_weights=topk_weights)
         assert recv_idx is not None and inner is not None
         recv_x, recv_sf = recv if isinstance(recv, tuple) else (recv, None)
-        n = recv_x.shape[0]
+        h = self._make_handle(inner, recv_idx, topk_idx, num_experts, m, a, num_sms, sync, do_expand,
+                              do_handle_copy, facts, cumulative_local_expert_recv_stats, recv_x.device)
+        rows = h._rows
+        out = self._shape_outputs(recv_x, recv_sf, recv_w, h, do_expand, use_tma_aligned_col_major_sf)
+        recv_topk = None if do_expand else pad_to(recv_idx, rows, -1)
+        return out[0], recv_topk, out[1], h, EventOverlap()
+
+    def _make_handle(self, inner, recv_idx, topk_idx, num_experts, m, a, num_sms, sync, do_expand, do_handle_copy,
+                     facts, stats, dev) -> EPHandle:
+        """V2's handle from the normal-mode dispatch's: global source indices, prefix sums per scale-up rank and
+        per expert, the expand slots; V2's worst-case sizes without CPU sync."""
+        n, k = recv_idx.shape
         num_local = num_experts // self.num_ranks
         from_rank = torch.diff(inner.rank_prefix_matrix[:, self.rank_idx].to(torch.int64).cpu(),
                                prepend=torch.zeros(1, dtype=torch.int64))
@@ -220,30 +231,25 @@ class ElasticBuffer:
             psum_expert = (ex.starts + ex.counts).to(torch.int32)
         else:
             psum_expert = torch.cumsum(torch.tensor(aligned_counts, dtype=torch.int64), 0).to(torch.int32)
-        per_scaleup = torch.stack([from_rank[i::self.num_scaleup_ranks].sum() for i in range(self.num_scaleup_ranks)])
-        if cumulative_local_expert_recv_stats is not None:
-            cumulative_local_expert_recv_stats += ex.counts.to(cumulative_local_expert_recv_stats.dtype).to(
-                cumulative_local_expert_recv_stats.device)
-        rows = ex.total if do_expand else n
-        if not sync:
-            rows = worst_rows(self.num_ranks, m, k, num_local, a, do_expand)
-        dev = recv_x.device
-        h = EPHandle(do_expand=do_expand, num_experts=num_experts, expert_alignment=a, num_max_tokens_per_rank=m,
-                     num_sms=num_sms, topk_idx=topk_idx.clone() if do_handle_copy else topk_idx,
-                     num_recv_tokens=n if sync else self.num_ranks * m,
-                     num_expanded_tokens=ex.total if sync else worst_rows(self.num_ranks, m, k, num_local, a, True),
-                     num_recv_tokens_per_expert_list=aligned_counts if sync else [],
-                     psum_num_recv_tokens_per_scaleup_rank=torch.cumsum(per_scaleup, 0).to(torch.int32).to(dev),
-                     psum_num_recv_tokens_per_expert=psum_expert.to(dev),
-                     num_unaligned_recv_tokens_per_expert=ex.counts.to(torch.int32).to(dev),
-                     recv_src_metadata=_padded(meta, n if sync else self.num_ranks * m, -1).to(dev),
-                     dst_buffer_slot_idx=inner.send_head,
-                     private=dict(_buffer_id=self.id, _inner=inner, _num_actual=n, _form=facts["form"],
-                                  _hidden=facts["hidden"], _slots=ex.slots, _rows=rows,
-                                  _recv_topk_idx=recv_idx, _with_sf=recv_sf is not None))
-        out = self._shape_outputs(recv_x, recv_sf, recv_w, h, do_expand, use_tma_aligned_col_major_sf)
-        recv_topk = None if do_expand else pad_to(recv_idx, rows, -1)
-        return out[0], recv_topk, out[1], h, EventOverlap()
+        g = self.num_scaleup_ranks
+        per_scaleup = torch.stack([from_rank[i::g].sum() for i in range(g)])
+        if stats is not None:
+            stats += ex.counts.to(stats.dtype).to(stats.device)
+        worst_expanded = worst_rows(self.num_ranks, m, k, num_local, a, True)
+        rows = (ex.total if do_expand else n) if sync else worst_rows(self.num_ranks, m, k, num_local, a, do_expand)
+        return EPHandle(
+            do_expand=do_expand, num_experts=num_experts, expert_alignment=a, num_max_tokens_per_rank=m,
+            num_sms=num_sms, topk_idx=topk_idx.clone() if do_handle_copy else topk_idx,
+            num_recv_tokens=n if sync else self.num_ranks * m,
+            num_expanded_tokens=ex.total if sync else worst_expanded,
+            num_recv_tokens_per_expert_list=aligned_counts if sync else [],
+            psum_num_recv_tokens_per_scaleup_rank=torch.cumsum(per_scaleup, 0).to(torch.int32).to(dev),
+            psum_num_recv_tokens_per_expert=psum_expert.to(dev),
+            num_unaligned_recv_tokens_per_expert=ex.counts.to(torch.int32).to(dev),
+            recv_src_metadata=_padded(meta, n if sync else self.num_ranks * m, -1).to(dev),
+            dst_buffer_slot_idx=inner.send_head,
+            private=dict(_buffer_id=self.id, _inner=inner, _num_actual=n, _form=facts["form"],
+                         _hidden=facts["hidden"], _slots=ex.slots, _rows=rows, _recv_topk_idx=recv_idx))
 
     def _shape_outputs(self, recv_x, recv_sf, recv_w, h: EPHandle, do_expand, col_major_sf):
         """(recv_x or (recv_x, recv_sf), weights) in the handle's layout and row count."""
