@@ -34,6 +34,7 @@ from ptxforge.ep.elastic_layout import (
     pad_to,
     worst_rows,
 )
+from ptxforge.ep.stats import CallStats
 from ptxforge.ep.validate import FORMS, _check_x, check_topk
 from ptxforge.plan.deepep_v2 import v2_num_sms
 
@@ -158,7 +159,7 @@ class ElasticBuffer:
         num_qps = num_sms * 16 + 1 if self.allow_hybrid_mode else min(num_sms, 9)
         return min(num_qps, self.num_allocated_qps)
 
-    def stats(self, reset: bool = False) -> list:
+    def stats(self, reset: bool = False) -> list[CallStats]:
         """The inner Buffer's record of each transport call (ptxforge.ep.stats)."""
         return self.inner.stats(reset)
 
