@@ -101,7 +101,7 @@ def expanded_input(handle, rows: int) -> torch.Tensor:
     return x
 
 
-def check_dispatch(rank, x_in, recv, recv_idx, recv_w, handle, ref, use_fp8):
+def check_dispatch(recv, recv_idx, recv_w, handle, ref, use_fp8):
     gidx, ref_rows, ref_ids, ref_w = ref
     n = gidx.numel()
     assert handle.num_recv_tokens == n and handle.psum_num_recv_tokens_per_scaleup_rank[-1].item() == n
@@ -173,7 +173,7 @@ def elastic_suite(rank: int, world: int):
                 xin, topk_idx=idx, topk_weights=w, num_experts=EXPERTS, expert_alignment=alignment,
                 cumulative_local_expert_recv_stats=stats)
             event.current_stream_wait()
-            check_dispatch(rank, x, recv, recv_idx, recv_w, handle, ref, use_fp8)
+            check_dispatch(recv, recv_idx, recv_w, handle, ref, use_fp8)
             counts = torch.bincount(ref[2][ref[2] >= 0], minlength=LOCAL)
             assert stats.tolist() == counts.tolist()
             assert handle.num_recv_tokens_per_expert_list == [align(int(c), alignment) for c in counts]
