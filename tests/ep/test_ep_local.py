@@ -62,5 +62,7 @@ def test_config_and_num_sms():
 def test_buffer_needs_a_process_group():
     with pytest.raises(RuntimeError, match="init_process_group"):
         deep_ep.Buffer(None, 0, 0)
-    with pytest.raises(NotImplementedError, match="low-latency"):
+    with pytest.raises(RuntimeError, match="init_process_group"):
         deep_ep.Buffer(None, 0, 0, low_latency_mode=True)
+    with pytest.raises(NotImplementedError, match="low-latency mode runs on the torch transport only"):
+        deep_ep.Buffer(None, 0, 0, low_latency_mode=True, backend="kernels")

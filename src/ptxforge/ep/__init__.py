@@ -28,7 +28,8 @@ Differences from DeepEP (V1 normal mode):
   the torch transport only (ptxforge.ep.low_latency; its communication kernels are not built, so
   `backend="kernels"` with it raises). Its rows are ordered by source rank, then token (DeepEP's slots follow
   its atomics' order); unused rows are unspecified (as DeepEP's), their src_info -1; LogFMT is refused;
-  rank masking (shrink) and `get_local_buffer_tensor`, `get_comm_stream`, elastic APIs are absent;
+  rank masking (shrink), `get_local_buffer_tensor` and `get_comm_stream` are absent (V2's `ElasticBuffer` is
+  ptxforge.ep.elastic, over this Buffer; its differences are in docs/ep.md);
   `num_nvl_bytes`, `num_qps_per_rank`, `allow_*`, `explicitly_destroy`, `enable_shrink`, `comm` are accepted
   and unused.
 - Calls are synchronous: `previous_event`, `async_finish`, `allocate_on_comm_stream` are accepted; the returned
@@ -70,6 +71,8 @@ import torch as _torch
 
 from ptxforge.ep.buffer import Buffer, DispatchHandle
 from ptxforge.ep.config import Config, EventOverlap
+from ptxforge.ep.elastic import ElasticBuffer
+from ptxforge.ep.elastic_layout import EPHandle
 from ptxforge.ep.errors import CommTimeout, EPCallMismatchError, EPError, EPInputError, EPPeerLostError, EPTimeoutError
 from ptxforge.ep.stats import CallStats, Traffic
 
@@ -84,4 +87,5 @@ def __getattr__(name):  # NodeGroup brings the communication kernels (traced on 
     raise AttributeError(f"module 'ptxforge.ep' has no attribute {name!r}")
 
 __all__ = ["Buffer", "CallStats", "CommTimeout", "Config", "DispatchHandle", "EPCallMismatchError", "EPError",
-           "EPInputError", "EPPeerLostError", "EPTimeoutError", "EventOverlap", "NodeGroup", "Traffic", "topk_idx_t"]
+           "EPHandle", "EPInputError", "EPPeerLostError", "EPTimeoutError", "ElasticBuffer", "EventOverlap",
+           "NodeGroup", "Traffic", "topk_idx_t"]
