@@ -15,7 +15,7 @@ from ptxforge.ptx.const_expr import ConstExprError, evaluate
 from ptxforge.ptx.errors import Diagnostic, PTXSyntaxError
 from ptxforge.ptx.isa.data_sreg import SPECIAL_REGISTERS as SREG_SPECS
 from ptxforge.ptx.lexer import SourceText, tokenize
-from ptxforge.ptx.literals import immediate, int_value, join_tokens, unquote
+from ptxforge.ptx.literals import LiteralOverflow, immediate, int_value, join_tokens, unquote
 
 SPECIAL_REGISTERS = frozenset(SREG_SPECS)  # the names the ISA table lists (ptx/isa/data_sreg.py)
 
@@ -169,11 +169,25 @@ class Parser:
         t = self.peek()
         if t[0] != "num":
             self.fail(t, f"expected {what}, found {self.describe(t)}")
-        v = int_value(t[1])
+        v = self.int_literal(t)
         if v is None:
             self.fail(t, f"expected {what}, found {self.describe(t)}")
         self.i += 1
         return -v if neg else v
+
+    def int_literal(self, tok: Token) -> int | None:
+        """The value of an integer literal token, None for another number; an error past 64 bits."""
+        try:
+            return int_value(tok[1])
+        except LiteralOverflow as e:
+            self.fail(tok, str(e))
+
+    def literal(self, tok: Token, span_tok: Token) -> ir.Immediate | None:
+        """The Immediate of a number token (spanning from `span_tok`), None when malformed."""
+        try:
+            return immediate(tok[1], self.span(span_tok))
+        except LiteralOverflow as e:
+            self.fail(tok, str(e))
 
     def nest(self, tok: Token) -> None:
         """Enter one nesting level at `tok`; the caller leaves it with `self.depth -= 1`."""
@@ -262,7 +276,7 @@ class Parser:
 
     def parse_version(self) -> tuple[int, int]:
         t = self.peek()
-        if t[0] != "num" or "." not in t[1] or not t[1].replace(".", "").isdigit():
+        if t[0] != "num" or "." not in t[1] or not t[1].replace(".", "").isdigit() or len(t[1]) > 12:
             self.fail(t, f"expected a version like 8.5, found {self.describe(t)}")
         self.i += 1
         major, minor = t[1].split(".")
@@ -737,7 +751,7 @@ class Parser:
             return op
         if kind == "num":
             self.i += 1
-            imm = immediate(val, self.span(tok)) or self.fail(tok, f"malformed number '{val}'")
+            imm = self.literal(tok, tok) or self.fail(tok, f"malformed number '{val}'")
             if isinstance(imm.value, int) and self.binary_operator_follows():  # 4*2, (1<<5)|3 ...
                 return self.const_expr(tok)
             return imm
@@ -745,7 +759,7 @@ class Parser:
             nxt = self.peek(1)
             if nxt[0] == "num":
                 self.i += 2
-                num = immediate(nxt[1], self.span(tok))
+                num = self.literal(nxt, tok)
                 if num is None:
                     self.fail(nxt, f"malformed number '{nxt[1]}'")
                 v = num.value
@@ -809,10 +823,11 @@ class Parser:
             items.append(t)
             self.i += 1
         values: list = []
+        where: list[Token] = []  # the token each entry of `values` came from
         prev_end = -1
         for t in items:
             if t[0] == "num":
-                v = int_value(t[1])
+                v = self.int_literal(t)
                 if v is None:
                     self.fail(t, f"'{t[1]}' in a constant expression: only integers fold")
                 values.append(v)
@@ -821,15 +836,18 @@ class Parser:
             elif t[0] == "punct" and values and isinstance(values[-1], str) and t[2] == prev_end \
                     and values[-1] + t[1] in ("<<", ">>", "<=", ">=", "==", "!=", "&&", "||"):
                 values[-1] += t[1]  # two adjacent characters of one operator
+                prev_end = t[2] + len(t[1])
+                continue
             elif t[0] == "punct":
                 values.append(t[1])
             else:
                 self.fail(t, f"'{t[1]}' cannot appear in a constant expression")
+            where.append(t)
             prev_end = t[2] + len(t[1])
         try:
-            value = evaluate(values)
+            value = evaluate(values, MAX_NESTING)
         except ConstExprError as e:
-            self.fail(first, str(e))
+            self.fail(where[e.index] if e.index is not None and e.index < len(where) else first, str(e))
         last = items[-1]
         return ir.Immediate(value, self.src.text[first[2]:last[2] + len(last[1])], self.span(first))
 
