@@ -9,6 +9,7 @@ from collections import ChainMap
 
 from ptxforge.ptx import ir, isa
 from ptxforge.ptx.errors import Diagnostic, PTXValidationError
+from ptxforge.ptx.isa.targets import target_min_ptx, version_problem
 from ptxforge.ptx.lexer import SourceText
 from ptxforge.ptx.limits import limit_problems
 
@@ -62,10 +63,32 @@ class _Validator:
         return sorted(self.out, key=lambda d: (d.line, d.col))
 
     def check_target(self) -> None:
-        try:
-            self.isa.parse_target(self.target)
-        except ValueError as e:
-            self.report(self.m.target.span, str(e))
+        """The target and the PTX ISA version as ptxas 13.0 takes them: both known, and the version new
+        enough for the target (and for .address_size)."""
+        version_span = self.header_span("version")
+        problem = version_problem(self.version)
+        if problem is not None:
+            self.report(version_span, problem)
+        own = self.m.target.arch
+        for arch in dict.fromkeys((self.target, own)):  # an override (check --arch) and the module's own
+            try:
+                need = target_min_ptx(arch)
+            except ValueError as e:
+                self.report(self.m.target.span, str(e))
+                continue
+            if arch == own and problem is None and tuple(self.version) < need:
+                self.report(self.m.target.span, f".target {arch} needs PTX ISA {need[0]}.{need[1]} or later; this "
+                                                f"module is .version {self.version[0]}.{self.version[1]}")
+        if self.m.address_size is not None and problem is None and tuple(self.version) < (2, 3):
+            self.report(self.header_span("address_size"), ".address_size needs PTX ISA 2.3 or later; this module "
+                                                          f"is .version {self.version[0]}.{self.version[1]}")
+
+    def header_span(self, key: str) -> ir.Span | None:
+        """Where the module's `.version` or `.address_size` directive is, when it was parsed from text."""
+        at = (self.m.layout or {}).get(key)
+        if at is None or self.src is None:
+            return None
+        return ir.Span.at(self.m.filename, self.src, at[1])
 
     def duplicate(self, seen: dict, name: str, span, what: str) -> None:
         if name in seen:
