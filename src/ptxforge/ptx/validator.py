@@ -132,7 +132,7 @@ class _Validator:
             pass  # a bad target is reported once, by check_target
         self.prototypes = {s.name for s in _walk(f.body) if isinstance(s, ir.CallPrototype | ir.TargetList)}
         regs: dict[str, str] = {}
-        symbols = set(self.globals)
+        symbols: set[str] = set()  # the function's own names; module-level ones stay in self.globals
         self.param_symbols = {p.name for p in f.params + f.returns if p.space == ".param"} | {
             s.name for s in _walk(f.body) if isinstance(s, ir.Variable) and s.space == ".param"}
         for p in f.params + f.returns:
@@ -221,7 +221,7 @@ class _Validator:
                 self.report(span, message)
 
     def known_symbol(self, name: str, symbols: set) -> bool:
-        return name in symbols or name in self.labels or name in self.prototypes
+        return name in symbols or name in self.globals or name in self.labels or name in self.prototypes
 
 
 _SPACES = frozenset({"global", "shared", "local", "const", "param"})
