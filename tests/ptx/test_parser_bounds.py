@@ -3,6 +3,8 @@ Python limit (int-to-str conversion, recursion) escaping from parse, validate, p
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import ptxforge as pf
@@ -131,3 +133,18 @@ def test_a_long_source_line_is_shown_around_the_caret():
     _, shown, caret = text.split("\n")
     assert shown.startswith("  ...") and shown.endswith("...")
     assert shown[caret.index("^")] == "-"  # the caret still points at the 101st level
+
+
+def test_nested_parentheses_before_a_long_operand_parse_in_linear_time():
+    # Each '(' scanned to the end of the operand to decide whether it opens a constant expression: 100 levels
+    # before 200 KB of `1+` took 100 scans of it (seconds); one scan now settles every level.
+    text = entry("mov.u32 %r1, " + "(" * MAX_NESTING + "1+" * 100_000 + "%r1;")
+    t = time.process_time()
+    with pytest.raises(pf.PTXSyntaxError):
+        pf.parse(text)
+    assert time.process_time() - t < 2.0  # the fuzz campaign's budget: 1 CPU second per 100 KB
+
+
+def test_constant_and_list_parentheses_nest_in_each_other():
+    m = pf.parse(entry("mov.u32 %r1, ((2)*(3+(4)));\nmov.u32 %r2, ((1<<5)|3);"))
+    assert [s.operands[1].value for s in m.kernels[0].body[2:4]] == [14, 35]

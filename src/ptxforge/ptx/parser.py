@@ -64,6 +64,7 @@ class Parser:
         self.i = 0
         self.depth = 0  # current nesting of blocks and operands, bounded by MAX_NESTING
         self.regs: set[str] = set()  # register names declared in the function being parsed
+        self.paren_verdicts: dict[int, bool] = {}  # token index after a '(' -> parenthesized_constant()
         self.layout: dict = {}  # id(node) -> (node, start, end[, head_end, close_start])
 
     # ------------------------------------------------------------------ tokens
@@ -791,20 +792,36 @@ class Parser:
         return t[0] == "punct" and t[1] in self._BINARY and not (t[1] == "!" and self.peek(1)[1] != "=")
 
     def parenthesized_constant(self) -> bool:
-        """Whether the tokens after an opening '(' (consumed) up to its ')' are integer arithmetic alone."""
-        depth, j, saw_number = 0, self.i, False
+        """Whether the tokens after an opening '(' (consumed) up to its ')' are integer arithmetic alone.
+
+        One scan also settles every '(' nested inside (kept in `paren_verdicts`), so that nested parentheses
+        cost one scan, not one each."""
+        j = self.i
+        known = self.paren_verdicts.get(j)
+        if known is not None:
+            return known
+        verdicts = self.paren_verdicts
+        opens = [(j, 0)]  # (the token after a '(', the numbers seen before it)
+        numbers = 0
         while True:
             kind, val, _ = self.toks[j]
             if kind == "eof" or val in (",", ";", "{", "}", "[", "]"):
-                return False
-            if val == ")" and depth == 0:
-                return saw_number
-            depth += {"(": 1, ")": -1}.get(val, 0)
-            if kind == "num" or val == "WARP_SZ":
-                saw_number = True
-            elif not (kind == "punct" and (val in self._BINARY or val in "()~")):
-                return False
+                break
+            if val == ")":
+                start, before = opens.pop()
+                verdicts[start] = numbers > before
+                if not opens:
+                    return verdicts[start]
+            elif val == "(":
+                opens.append((j + 1, numbers))
+            elif kind == "num" or val == "WARP_SZ":
+                numbers += 1
+            elif not (kind == "punct" and (val in self._BINARY or val == "~")):
+                break
             j += 1
+        for start, _ in opens:
+            verdicts[start] = False
+        return False
 
     def const_expr(self, first: Token) -> Any:
         """An integer constant expression starting at token `first` (already consumed, perhaps with some tokens
