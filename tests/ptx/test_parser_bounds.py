@@ -148,3 +148,21 @@ def test_nested_parentheses_before_a_long_operand_parse_in_linear_time():
 def test_constant_and_list_parentheses_nest_in_each_other():
     m = pf.parse(entry("mov.u32 %r1, ((2)*(3+(4)));\nmov.u32 %r2, ((1<<5)|3);"))
     assert [s.operands[1].value for s in m.kernels[0].body[2:4]] == [14, 35]
+
+
+@pytest.mark.parametrize("text,value", [
+    ("~0&255", 255), ("-(-(-1))", -1), ("!0", 1), ("~0", -1), ("-(2*3)", -6), ("~(1<<4)", -17), ("--1", 1),
+    ("- -1", 1),
+])
+def test_a_constant_expression_may_open_with_a_unary_operator(text, value):
+    # ptxas 13.0 assembles `mov.u32 %r1, <text>;` for each; the parser refused them ("expected an operand")
+    m = pf.parse(entry(f"mov.u32 %r1, {text};"))
+    op = m.kernels[0].body[2].operands[1]
+    assert (op.value, op.text) == (value, text)
+    assert pf.parse(m.to_ptx(canonical=True)) == m
+
+
+def test_unary_operators_before_a_register_stay_operators():
+    m = pf.parse(entry(".reg .pred %p<2>;\nneg.s32 %r1, -%r2;\nnot.pred %p1, !%p0;"))
+    neg, notp = m.kernels[0].body[3:5]
+    assert type(neg.operands[1]).__name__ == "Minus" and type(notp.operands[1]).__name__ == "Negated"

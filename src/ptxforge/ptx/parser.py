@@ -45,6 +45,7 @@ _Address = ir.builder(ir.Address)
 
 
 Token = tuple[str, str, int]  # (kind, text, offset), as `lexer.tokenize` gives them
+_UNARY = frozenset("-~!")  # unary operators that may open a constant expression operand
 
 
 class _Recover(Exception):
@@ -65,6 +66,7 @@ class Parser:
         self.depth = 0  # current nesting of blocks and operands, bounded by MAX_NESTING
         self.regs: set[str] = set()  # register names declared in the function being parsed
         self.paren_verdicts: dict[int, bool] = {}  # token index after a '(' -> parenthesized_constant()
+        self.unary_verdicts: dict[int, bool] = {}  # token index in a run of unary operators -> a constant?
         self.layout: dict = {}  # id(node) -> (node, start, end[, head_end, close_start])
 
     # ------------------------------------------------------------------ tokens
@@ -770,6 +772,9 @@ class Parser:
             if nxt[0] == "word" and nxt[1].startswith("%"):
                 self.i += 1
                 return ir.Minus(self.nested_operand(tok), self.span(tok))
+        if val in _UNARY and self.unary_constant_follows():  # ~0&255, -(1<<4), !0: folded as ptxas folds them
+            self.i += 1
+            return self.const_expr(tok)
         if val == "!":
             self.i += 1
             return ir.Negated(self.nested_operand(tok), self.span(tok))
@@ -791,12 +796,29 @@ class Parser:
         t = self.toks[self.i]
         return t[0] == "punct" and t[1] in self._BINARY and not (t[1] == "!" and self.peek(1)[1] != "=")
 
-    def parenthesized_constant(self) -> bool:
-        """Whether the tokens after an opening '(' (consumed) up to its ')' are integer arithmetic alone.
+    def unary_constant_follows(self) -> bool:
+        """Whether the run of unary operators at the current token leads to a number or a parenthesized
+        constant (a constant expression), not to a register (`-%r1`, `!%p1`). One scan settles the run."""
+        j = self.i
+        known = self.unary_verdicts.get(j)
+        if known is not None:
+            return known
+        k = j
+        while self.toks[k][1] in _UNARY:
+            k += 1
+        kind, val, _ = self.toks[k]
+        verdict = kind == "num" or val == "WARP_SZ" or (val == "(" and self.parenthesized_constant(k + 1))
+        for m in range(j, k):
+            self.unary_verdicts[m] = verdict
+        return verdict
+
+    def parenthesized_constant(self, j: int | None = None) -> bool:
+        """Whether the tokens after an opening '(' (consumed, or at `j - 1`) up to its ')' are integer
+        arithmetic alone.
 
         One scan also settles every '(' nested inside (kept in `paren_verdicts`), so that nested parentheses
         cost one scan, not one each."""
-        j = self.i
+        j = self.i if j is None else j
         known = self.paren_verdicts.get(j)
         if known is not None:
             return known
