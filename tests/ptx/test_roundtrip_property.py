@@ -17,7 +17,7 @@ from ptxforge.ptx import ir
 from ptxforge.ptx.isa import FAMILIES
 from ptxforge.ptx.isa.targets import PTX_VERSIONS, SM_MIN_PTX, SUFFIXED
 
-SETTINGS = settings(max_examples=120, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 SCALAR_TYPES = sorted(t for t in ir.ALL_TYPES if t != ".pred")

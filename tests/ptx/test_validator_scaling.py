@@ -28,7 +28,7 @@ def cpu_seconds(m) -> float:
 
 
 def test_validation_time_grows_linearly_with_the_number_of_functions():
-    n = 1500
+    n = 1000
     small, large = pf.parse(module(n)), pf.parse(module(4 * n))
     assert len(large.functions) == 4 * n
     ratio = cpu_seconds(large) / max(cpu_seconds(small), 1e-3)
