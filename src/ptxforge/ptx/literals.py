@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+from ptxforge.errors import Error
 from ptxforge.ptx import ir
 
 _Immediate = ir.builder(ir.Immediate)
@@ -41,7 +42,7 @@ INT_LITERAL_MAX = (1 << 64) - 1
 _BASES = (("0x", 16, 16), ("0X", 16, 16), ("0b", 2, 64), ("0B", 2, 64))
 
 
-class LiteralOverflow(ValueError):
+class LiteralOverflow(Error, ValueError):
     """An integer literal that does not fit in 64 bits."""
 
 
