@@ -84,7 +84,7 @@ def entry(decl: str, body: str = "") -> str:
 
 @pytest.mark.parametrize("text,words", [
     (entry(".global .b8 g[1099511627776];"), ".global g is 1,099,511,627,776 bytes"),
-    (entry(".global .b8 g[18446744073709551616];"), ".global g is 18,446,744,073,709,551,616 bytes"),
+    (entry(".global .b8 g[18446744073709551615];"), ".global g is 18,446,744,073,709,551,615 bytes"),
     (entry(".global .b32 g[1048576][1048576];"), "the emulator holds module variables in host memory"),
     (entry(".const .b8 c[65537];"), "constant data reaches 65,537 bytes; the limit is 65,536"),
     (entry("", ".local .b8 l[1073741824];"), "1,073,741,824 bytes of .local memory per thread"),

@@ -209,7 +209,7 @@ def test_parse_rejects_bytes_with_a_clear_message():
 
 
 def test_absurd_register_range_is_an_error_not_an_out_of_memory():
-    e = syntax_error(".version 8.5\n.target sm_80\n.entry k() {\n.reg .b32 %r<999999999999999999999>;\nret;\n}\n")
+    e = syntax_error(".version 8.5\n.target sm_80\n.entry k() {\n.reg .b32 %r<999999999999999999>;\nret;\n}\n")
     assert (e.line, e.col) == (4, 14) and "the count must be 1 to 1,048,576" in e.msg
 
 

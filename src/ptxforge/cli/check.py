@@ -9,7 +9,7 @@ from ptxforge.cli.common import load_module, parse_version
 from ptxforge.cli.errors import UserError
 from ptxforge.ptx.errors import Diagnostic
 from ptxforge.ptx.ir import Module
-from ptxforge.ptx.isa import parse_target
+from ptxforge.ptx.isa.targets import known_target, version_problem
 from ptxforge.ptx.lexer import SourceText
 from ptxforge.ptx.validator import validate
 from ptxforge.toolchain import ToolNotFound, assemble
@@ -17,9 +17,11 @@ from ptxforge.toolchain import ToolNotFound, assemble
 
 def run(args: argparse.Namespace) -> int:
     version = parse_version(args.ptx_version) if args.ptx_version else None
+    if version is not None and version_problem(version):
+        raise UserError(f"--ptx-version: {version_problem(version)}")
     if args.arch:
         try:
-            parse_target(args.arch)
+            known_target(args.arch)
         except ValueError as e:
             raise UserError(f"--arch: {e}") from None
     failed = 0

@@ -7,11 +7,14 @@ import argparse
 from ptxforge.cli.common import check_output, input_files, load_module, parse_version, print_error, write_output
 from ptxforge.cli.errors import UserError
 from ptxforge.ptx.errors import PTXError
+from ptxforge.ptx.isa.targets import version_problem
 from ptxforge.ptx.retarget import retarget
 
 
 def run(args: argparse.Namespace) -> int:
     version = parse_version(args.ptx_version) if args.ptx_version else None
+    if version is not None and version_problem(version):
+        raise UserError(f"--ptx-version: {version_problem(version)}")
     inputs = input_files(args.file, role="the PTX file")
     check_output(args.output, "-o", inputs)
     m = load_module(args.file)

@@ -23,11 +23,24 @@ class Diagnostic:
         head = f"{where}: {self.severity}: {self.message}"
         if not self.source_line:
             return head
-        line = self.source_line.replace("\t", " ")
-        return f"{head}\n  {line}\n  {' ' * max(0, self.col - 1)}^"
+        line, caret = _window(self.source_line.replace("\t", " "), max(0, self.col - 1))
+        return f"{head}\n  {line}\n  {' ' * caret}^"
 
     def __str__(self) -> str:
         return self.format()
+
+
+SHOWN_LINE_CHARS = 160  # a longer source line is shown as the part around the caret
+
+
+def _window(line: str, caret: int) -> tuple[str, int]:
+    """The part of a long source line around column `caret` (0-based), and the caret's place in it."""
+    if len(line) <= SHOWN_LINE_CHARS:
+        return line, caret
+    start = max(0, min(caret - SHOWN_LINE_CHARS // 2, len(line) - SHOWN_LINE_CHARS))
+    end = start + SHOWN_LINE_CHARS
+    head, tail = ("..." if start else ""), ("..." if end < len(line) else "")
+    return head + line[start:end] + tail, caret - start + len(head)
 
 
 class PTXError(Error):

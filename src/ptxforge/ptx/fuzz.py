@@ -52,15 +52,35 @@ TOKENS = (
     ".global", ".shared", ".const", ".local", ".param", ".align", ".entry", ".func", ".visible", ".extern",
     ".version", ".target", ".address_size", ".loc", ".file", ".section", ".pragma", ".maxntid", ".reqntid",
     ".callprototype", ".branchtargets", "ret;", "bra L;", "L:", "mov.u32", "ld.global.u32", "st.shared.b32",
-    "call", "setp.lt.s32", "bar.sync", "wgmma.mma_async", "<1048577>", "[1099511627776]",
+    "call", "setp.lt.s32", "bar.sync", "wgmma.mma_async", "<1048577>", "[1099511627776]", "0x10000000000000000",
+    "WARP_SZ", "<<", "(-1)", ".version 99.99", ".target sm_999", ".target compute_80",
 )
 
 
+def long_literal(rng: random.Random) -> str:
+    """An integer literal of 17 to 50,000 digits in some base, perhaps an operand's offset or a count."""
+    digits = rng.choice((17, 21, 65, 4000)) if rng.random() < 0.95 else 20_000
+    body = rng.choice(("0x" + "f" * digits, "9" * digits, "0" + "7" * digits, "0b" + "1" * digits))
+    return rng.choice(("", "g+", "%r1+", "-", "%r<", "[%rd1+", "[")) + body
+
+
+def deep_expression(rng: random.Random) -> str:
+    """A constant expression nested near or past the limit: runs of unary operators and parentheses."""
+    n = rng.choice((50, 99, 100, 101, 1500)) if rng.random() < 0.95 else 20_000
+    kind = rng.randrange(3)
+    if kind == 0:
+        return "(" + rng.choice("-~!+") * n + "1)"
+    if kind == 1:
+        return "(" * n + "1" + ")" * n + "+1"
+    return "(" + "".join(rng.choice("-~!(") for _ in range(n)) + "1" + ")" * rng.randint(0, n)
+
+
 def mutate(text: str, rng: random.Random) -> str:
-    """One to four random edits of `text`: deletions, duplications, splices, byte noise, deep runs."""
+    """One to four random edits of `text`: deletions, duplications, splices, byte noise, deep runs, long
+    literals and deep constant expressions, and now and then growth to 100-300 KB."""
     for _ in range(rng.randint(1, 4)):
         n = len(text)
-        op = rng.randrange(9)
+        op = rng.randrange(12)
         i = rng.randint(0, n)
         j = min(n, i + rng.choice((1, 2, 8, 64, 512)))
         if op == 0:  # delete a span
@@ -81,6 +101,12 @@ def mutate(text: str, rng: random.Random) -> str:
             text = text[:i]
         elif op == 7:  # join lines (long single-line inputs)
             text = text[:i] + text[i:j].replace("\n", " ") + text[j:]
+        elif op in (9, 10):  # at a random place or as an instruction's operand (after a ", ")
+            k = text.find(", ", i)
+            at = k + 2 if k >= 0 and rng.random() < 0.5 else i
+            text = text[:at] + (long_literal(rng) if op == 9 else deep_expression(rng)) + text[at:]
+        elif op == 11 and rng.random() < 0.01 and 0 < n < 100_000:  # grow: the text repeated to 100-300 KB
+            text = text * (rng.randint(100_000, 300_000) // n + 1)
         else:  # swap two lines
             lines = text.split("\n")
             if len(lines) > 1:

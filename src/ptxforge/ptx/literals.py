@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+from ptxforge.errors import Error
 from ptxforge.ptx import ir
 
 _Immediate = ir.builder(ir.Immediate)
@@ -35,20 +36,54 @@ def unquote(s: str) -> str:
         return s[1:-1]
 
 
+# An integer literal is a 64-bit value (ptxas: "Constant overflow" beyond). Counting digits before converting
+# keeps a 4,000-digit literal from reaching int() and str(), which Python limits to 4,300 decimal digits.
+INT_LITERAL_MAX = (1 << 64) - 1
+_BASES = (("0x", 16, 16), ("0X", 16, 16), ("0b", 2, 64), ("0B", 2, 64))
+
+
+class LiteralOverflow(Error, ValueError):
+    """An integer literal that does not fit in 64 bits."""
+
+
 def int_value(text: str) -> int | None:
+    """The value of an integer literal (hex, binary, octal, decimal, an optional U suffix), None when `text`
+    is not one; raises LiteralOverflow when it is one that does not fit in 64 bits."""
     t = text[:-1] if text.endswith("U") else text
+    base, digits, max_digits = 10, t, 20
+    for prefix, b, n in _BASES:
+        if t.startswith(prefix):
+            base, digits, max_digits = b, t[2:], n
+            break
+    else:
+        if len(t) > 1 and t[0] == "0":
+            base, digits, max_digits = 8, t[1:], 22
+    if not digits or not digits.isascii() or not digits.isalnum():
+        return None
+    if len(digits.lstrip("0")) > max_digits:
+        if _is_int(digits, base):
+            raise LiteralOverflow(_overflow_message(text))
+        return None
     try:
-        if t[:2] in ("0x", "0X"):
-            return int(t, 16)
-        if t[:2] in ("0b", "0B"):
-            return int(t[2:], 2)
-        if len(t) > 1 and t[0] == "0" and t.isdigit():
-            return int(t, 8)
-        if t.isdigit():
-            return int(t)
+        v = int(digits, base)
     except ValueError:
         return None
-    return None
+    if v > INT_LITERAL_MAX:
+        raise LiteralOverflow(_overflow_message(text))
+    return v
+
+
+_DIGITS = {2: frozenset("01"), 8: frozenset("01234567"), 10: frozenset("0123456789"),
+           16: frozenset("0123456789abcdefABCDEF")}
+
+
+def _is_int(digits: str, base: int) -> bool:
+    return set(digits) <= _DIGITS[base]
+
+
+def _overflow_message(text: str) -> str:
+    shown = text if len(text) <= 24 else f"{text[:20]}... ({len(text):,} characters)"
+    return f"constant overflow: the integer {shown} does not fit in 64 bits"
 
 
 def immediate(text: str, span: ir.Span) -> ir.Immediate | None:

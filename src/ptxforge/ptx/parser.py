@@ -16,7 +16,7 @@ from ptxforge.ptx.const_expr import ConstExprError, evaluate
 from ptxforge.ptx.errors import Diagnostic, PTXSyntaxError
 from ptxforge.ptx.isa.data_sreg import SPECIAL_REGISTERS as SREG_SPECS
 from ptxforge.ptx.lexer import SourceText, tokenize
-from ptxforge.ptx.literals import immediate, int_value, join_tokens, unquote
+from ptxforge.ptx.literals import LiteralOverflow, immediate, int_value, join_tokens, unquote
 
 SPECIAL_REGISTERS = frozenset(SREG_SPECS)  # the names the ISA table lists (ptx/isa/data_sreg.py)
 
@@ -46,6 +46,7 @@ _Address = ir.builder(ir.Address)
 
 
 Token = tuple[str, str, int]  # (kind, text, offset), as `lexer.tokenize` gives them
+_UNARY = frozenset("-~!")  # unary operators that may open a constant expression operand
 
 
 class _Recover(Exception):
@@ -65,6 +66,8 @@ class Parser:
         self.i = 0
         self.depth = 0  # current nesting of blocks and operands, bounded by MAX_NESTING
         self.regs: set[str] = set()  # register names declared in the function being parsed
+        self.paren_verdicts: dict[int, bool] = {}  # token index after a '(' -> parenthesized_constant()
+        self.unary_verdicts: dict[int, bool] = {}  # token index in a run of unary operators -> a constant?
         self.layout: dict = {}  # id(node) -> (node, start, end[, head_end, close_start])
 
     # ------------------------------------------------------------------ tokens
@@ -170,11 +173,25 @@ class Parser:
         t = self.peek()
         if t[0] != "num":
             self.fail(t, f"expected {what}, found {self.describe(t)}")
-        v = int_value(t[1])
+        v = self.int_literal(t)
         if v is None:
             self.fail(t, f"expected {what}, found {self.describe(t)}")
         self.i += 1
         return -v if neg else v
+
+    def int_literal(self, tok: Token) -> int | None:
+        """The value of an integer literal token, None for another number; an error past 64 bits."""
+        try:
+            return int_value(tok[1])
+        except LiteralOverflow as e:
+            self.fail(tok, str(e))
+
+    def literal(self, tok: Token, span_tok: Token) -> ir.Immediate | None:
+        """The Immediate of a number token (spanning from `span_tok`), None when malformed."""
+        try:
+            return immediate(tok[1], self.span(span_tok))
+        except LiteralOverflow as e:
+            self.fail(tok, str(e))
 
     def nest(self, tok: Token) -> None:
         """Enter one nesting level at `tok`; the caller leaves it with `self.depth -= 1`."""
@@ -263,7 +280,7 @@ class Parser:
 
     def parse_version(self) -> tuple[int, int]:
         t = self.peek()
-        if t[0] != "num" or "." not in t[1] or not t[1].replace(".", "").isdigit():
+        if t[0] != "num" or "." not in t[1] or not t[1].replace(".", "").isdigit() or len(t[1]) > 12:
             self.fail(t, f"expected a version like 8.5, found {self.describe(t)}")
         self.i += 1
         major, minor = t[1].split(".")
@@ -738,7 +755,7 @@ class Parser:
             return op
         if kind == "num":
             self.i += 1
-            imm = immediate(val, self.span(tok)) or self.fail(tok, f"malformed number '{val}'")
+            imm = self.literal(tok, tok) or self.fail(tok, f"malformed number '{val}'")
             if isinstance(imm.value, int) and self.binary_operator_follows():  # 4*2, (1<<5)|3 ...
                 return self.const_expr(tok)
             return imm
@@ -746,7 +763,7 @@ class Parser:
             nxt = self.peek(1)
             if nxt[0] == "num":
                 self.i += 2
-                num = immediate(nxt[1], self.span(tok))
+                num = self.literal(nxt, tok)
                 if num is None:
                     self.fail(nxt, f"malformed number '{nxt[1]}'")
                 v = num.value
@@ -756,6 +773,9 @@ class Parser:
             if nxt[0] == "word" and nxt[1].startswith("%"):
                 self.i += 1
                 return ir.Minus(self.nested_operand(tok), self.span(tok))
+        if val in _UNARY and self.unary_constant_follows():  # ~0&255, -(1<<4), !0: folded as ptxas folds them
+            self.i += 1
+            return self.const_expr(tok)
         if val == "!":
             self.i += 1
             return ir.Negated(self.nested_operand(tok), self.span(tok))
@@ -777,21 +797,54 @@ class Parser:
         t = self.toks[self.i]
         return t[0] == "punct" and t[1] in self._BINARY and not (t[1] == "!" and self.peek(1)[1] != "=")
 
-    def parenthesized_constant(self) -> bool:
-        """Whether the tokens after an opening '(' (consumed) up to its ')' are integer arithmetic alone."""
-        depth, j, saw_number = 0, self.i, False
+    def unary_constant_follows(self) -> bool:
+        """Whether the run of unary operators at the current token leads to a number or a parenthesized
+        constant (a constant expression), not to a register (`-%r1`, `!%p1`). One scan settles the run."""
+        j = self.i
+        known = self.unary_verdicts.get(j)
+        if known is not None:
+            return known
+        k = j
+        while self.toks[k][1] in _UNARY:
+            k += 1
+        kind, val, _ = self.toks[k]
+        verdict = kind == "num" or val == "WARP_SZ" or (val == "(" and self.parenthesized_constant(k + 1))
+        for m in range(j, k):
+            self.unary_verdicts[m] = verdict
+        return verdict
+
+    def parenthesized_constant(self, j: int | None = None) -> bool:
+        """Whether the tokens after an opening '(' (consumed, or at `j - 1`) up to its ')' are integer
+        arithmetic alone.
+
+        One scan also settles every '(' nested inside (kept in `paren_verdicts`), so that nested parentheses
+        cost one scan, not one each."""
+        j = self.i if j is None else j
+        known = self.paren_verdicts.get(j)
+        if known is not None:
+            return known
+        verdicts = self.paren_verdicts
+        opens = [(j, 0)]  # (the token after a '(', the numbers seen before it)
+        numbers = 0
         while True:
             kind, val, _ = self.toks[j]
             if kind == "eof" or val in (",", ";", "{", "}", "[", "]"):
-                return False
-            if val == ")" and depth == 0:
-                return saw_number
-            depth += {"(": 1, ")": -1}.get(val, 0)
-            if kind == "num" or val == "WARP_SZ":
-                saw_number = True
-            elif not (kind == "punct" and (val in self._BINARY or val in "()~")):
-                return False
+                break
+            if val == ")":
+                start, before = opens.pop()
+                verdicts[start] = numbers > before
+                if not opens:
+                    return verdicts[start]
+            elif val == "(":
+                opens.append((j + 1, numbers))
+            elif kind == "num" or val == "WARP_SZ":
+                numbers += 1
+            elif not (kind == "punct" and (val in self._BINARY or val == "~")):
+                break
             j += 1
+        for start, _ in opens:
+            verdicts[start] = False
+        return False
 
     def const_expr(self, first: Token) -> Any:
         """An integer constant expression starting at token `first` (already consumed, perhaps with some tokens
@@ -810,10 +863,11 @@ class Parser:
             items.append(t)
             self.i += 1
         values: list = []
+        where: list[Token] = []  # the token each entry of `values` came from
         prev_end = -1
         for t in items:
             if t[0] == "num":
-                v = int_value(t[1])
+                v = self.int_literal(t)
                 if v is None:
                     self.fail(t, f"'{t[1]}' in a constant expression: only integers fold")
                 values.append(v)
@@ -822,15 +876,18 @@ class Parser:
             elif t[0] == "punct" and values and isinstance(values[-1], str) and t[2] == prev_end \
                     and values[-1] + t[1] in ("<<", ">>", "<=", ">=", "==", "!=", "&&", "||"):
                 values[-1] += t[1]  # two adjacent characters of one operator
+                prev_end = t[2] + len(t[1])
+                continue
             elif t[0] == "punct":
                 values.append(t[1])
             else:
                 self.fail(t, f"'{t[1]}' cannot appear in a constant expression")
+            where.append(t)
             prev_end = t[2] + len(t[1])
         try:
-            value = evaluate(values)
+            value = evaluate(values, MAX_NESTING)
         except ConstExprError as e:
-            self.fail(first, str(e))
+            self.fail(where[e.index] if e.index is not None and e.index < len(where) else first, str(e))
         last = items[-1]
         return ir.Immediate(value, self.src.text[first[2]:last[2] + len(last[1])], self.span(first))
 

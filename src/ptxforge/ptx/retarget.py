@@ -7,35 +7,22 @@ import dataclasses
 from ptxforge.ptx import ir
 from ptxforge.ptx.errors import Diagnostic, PTXValidationError
 from ptxforge.ptx.isa import parse_target, requirements
+from ptxforge.ptx.isa.targets import target_min_ptx, version_problem
 from ptxforge.ptx.lexer import SourceText
 from ptxforge.ptx.validator import DIRECTIVE_MIN_SM
-
-# The first PTX ISA version that knows each target (PTX ISA manual, ".target" release notes).
-TARGET_MIN_PTX = {
-    50: (4, 0), 52: (4, 1), 53: (4, 2), 60: (5, 0), 61: (5, 0), 62: (5, 0), 70: (6, 0), 72: (6, 1),
-    75: (6, 3), 80: (7, 0), 86: (7, 1), 87: (7, 4), 88: (9, 0), 89: (7, 8), 90: (7, 8), 100: (8, 6),
-    101: (8, 6), 103: (8, 8), 110: (9, 0), 120: (8, 7), 121: (8, 8),
-}
-SUFFIX_MIN_PTX = {"a": (8, 0), "f": (8, 8)}
-
-
-def target_min_ptx(arch: str) -> tuple[int, int]:
-    """The oldest PTX ISA version that accepts `.target arch`."""
-    sm, suffix = parse_target(arch)
-    if sm not in TARGET_MIN_PTX:
-        known = ", ".join(f"sm_{n}" for n in sorted(TARGET_MIN_PTX))
-        raise ValueError(f"unknown target {arch!r}; PTX ISA 9.0 knows {known}")
-    return max(TARGET_MIN_PTX[sm], SUFFIX_MIN_PTX.get(suffix, (1, 0)))
 
 
 def retarget(module: ir.Module, arch: str, ptx_version: tuple[int, int] | None = None) -> ir.Module:
     """The module with `.target arch` (and `.version ptx_version` if given).
 
     Raises PTXValidationError naming every instruction the new target or version lacks, and ValueError
-    for a target name that is not one. The rest of the text keeps its layout.
+    for a target or a PTX ISA version ptxas does not know. The rest of the text keeps its layout.
     """
     need = target_min_ptx(arch)  # ValueError for a target that is not one
     version: tuple[int, int] = (int(ptx_version[0]), int(ptx_version[1])) if ptx_version else module.version
+    problem = version_problem(version)
+    if problem is not None:
+        raise ValueError(problem)
     problems: list[Diagnostic] = []
     src = SourceText(module.source) if module.source is not None else None
 

@@ -10,6 +10,7 @@ from collections.abc import MutableMapping
 
 from ptxforge.ptx import ir, isa
 from ptxforge.ptx.errors import Diagnostic, PTXValidationError
+from ptxforge.ptx.isa.targets import target_min_ptx, version_problem
 from ptxforge.ptx.lexer import SourceText
 from ptxforge.ptx.limits import limit_problems
 
@@ -64,10 +65,32 @@ class _Validator:
         return sorted(self.out, key=lambda d: (d.line, d.col))
 
     def check_target(self) -> None:
-        try:
-            self.isa.parse_target(self.target)
-        except ValueError as e:
-            self.report(self.m.target.span, str(e))
+        """The target and the PTX ISA version as ptxas 13.0 takes them: both known, and the version new
+        enough for the target (and for .address_size)."""
+        version_span = self.header_span("version")
+        problem = version_problem(self.version)
+        if problem is not None:
+            self.report(version_span, problem)
+        own = self.m.target.arch
+        for arch in dict.fromkeys((self.target, own)):  # an override (check --arch) and the module's own
+            try:
+                need = target_min_ptx(arch)
+            except ValueError as e:
+                self.report(self.m.target.span, str(e))
+                continue
+            if arch == own and problem is None and tuple(self.version) < need:
+                self.report(self.m.target.span, f".target {arch} needs PTX ISA {need[0]}.{need[1]} or later; this "
+                                                f"module is .version {self.version[0]}.{self.version[1]}")
+        if self.m.address_size is not None and problem is None and tuple(self.version) < (2, 3):
+            self.report(self.header_span("address_size"), ".address_size needs PTX ISA 2.3 or later; this module "
+                                                          f"is .version {self.version[0]}.{self.version[1]}")
+
+    def header_span(self, key: str) -> ir.Span | None:
+        """Where the module's `.version` or `.address_size` directive is, when it was parsed from text."""
+        at = (self.m.layout or {}).get(key)
+        if at is None or self.src is None:
+            return None
+        return ir.Span.at(self.m.filename, self.src, at[1])
 
     def duplicate(self, seen: dict, name: str, span, what: str) -> None:
         if name in seen:
@@ -111,7 +134,7 @@ class _Validator:
             pass  # a bad target is reported once, by check_target
         self.prototypes = {s.name for s in _walk(f.body) if isinstance(s, ir.CallPrototype | ir.TargetList)}
         regs: dict[str, str] = {}
-        symbols = set(self.globals)
+        symbols: set[str] = set()  # the function's own names; module-level ones stay in self.globals
         self.param_symbols = {p.name for p in f.params + f.returns if p.space == ".param"} | {
             s.name for s in _walk(f.body) if isinstance(s, ir.Variable) and s.space == ".param"}
         self.vectors: dict[str, int] = {}  # vector registers (.reg .v4 .u32 %v) -> element count
@@ -228,7 +251,7 @@ class _Validator:
                             f"not match parameter .reg {vec}{formal.type} {formal.name} ({want} bytes)")
 
     def known_symbol(self, name: str, symbols: set) -> bool:
-        return name in symbols or name in self.labels or name in self.prototypes
+        return name in symbols or name in self.globals or name in self.labels or name in self.prototypes
 
 
 _SPACES = frozenset({"global", "shared", "local", "const", "param"})
