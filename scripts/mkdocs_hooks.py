@@ -236,6 +236,33 @@ def api_reference(package: str, static: Any) -> str:
 
 # --- MkDocs hooks ----------------------------------------------------------------------------------------------
 
+def _nav_paths(nav: Any) -> set[str]:
+    if isinstance(nav, str):
+        return {nav}
+    if isinstance(nav, dict):
+        return set().union(*(_nav_paths(v) for v in nav.values()))
+    if isinstance(nav, list):
+        return set().union(*(_nav_paths(v) for v in nav))
+    return set()
+
+
+def _title(path: Path) -> str:
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# "):
+            return line[2:].strip().replace("`", "")
+    return path.stem
+
+
+def on_config(config: Any) -> Any:
+    """A guide (docs/*.md) that mkdocs.yml's nav does not list yet goes at the end of Guides, under its title."""
+    listed = _nav_paths(config["nav"])
+    guides = next(item["Guides"] for item in config["nav"] if isinstance(item, dict) and "Guides" in item)
+    for path in sorted(Path(config["docs_dir"]).glob("*.md")):
+        if path.name not in listed:
+            guides.append({_title(path): path.name})
+    return config
+
+
 def on_files(files: Any, config: Any) -> Any:
     """Add the generated pages to the site's files."""
     from mkdocs.structure.files import File

@@ -128,3 +128,13 @@ def test_package_metadata_is_complete_for_a_release():
     test_venv = makefile.split("$(STAMP): pyproject.toml")[1].split("\n\n")[0]
     assert re.search(r"-e '\.\[[^\]]*\bdocs\b[^\]]*\]'", test_venv), "make test's venv installs the docs extra"
     assert re.search(r"^docs: \$\(STAMP\)\n\t\$\(BIN\)/mkdocs build --strict", makefile, re.M)
+
+
+def test_a_guide_missing_from_the_nav_is_added_under_guides(tmp_path):
+    hooks = _hooks()
+    (tmp_path / "listed.md").write_text("# Listed\n")
+    (tmp_path / "new-guide.md").write_text("intro\n# The `new` guide\n")
+    config = {"docs_dir": str(tmp_path),
+              "nav": [{"Getting started": "index.md"}, {"Guides": [{"Listed": "listed.md"}]}]}
+    hooks.on_config(config)
+    assert config["nav"][1]["Guides"] == [{"Listed": "listed.md"}, {"The new guide": "new-guide.md"}]
