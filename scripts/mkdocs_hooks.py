@@ -40,7 +40,13 @@ def api_page(package: str) -> str:
     return f"reference/api/{package}.md"
 
 
-class DocsBuildError(Exception):
+try:
+    from mkdocs.exceptions import PluginError as _BuildFailure  # MkDocs prints it as one line, no traceback
+except ImportError:  # the link rewriting and the nav completion work (and are tested) without MkDocs
+    _BuildFailure = Exception  # type: ignore[misc,assignment]
+
+
+class DocsBuildError(_BuildFailure):
     """The site cannot be built as written: a link to a missing file, a module that does not import."""
 
 
