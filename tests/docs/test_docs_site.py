@@ -68,15 +68,22 @@ def test_cli_reference_has_every_subcommands_help(site):
     from ptxforge.cli.main import build_parser
 
     text = html.unescape(re.sub(r"<[^>]+>", "", _page(site, "reference/cli")))
+    words = "".join(text.split())  # argparse wraps help to the width it was given, breaking at hyphens too
     sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
     assert list(sub.choices) == list(COMMANDS)
-    for name, parser in sub.choices.items():
-        assert f"usage: ptxforge {name}" in text, name
+    todo = [(f"ptxforge {name}", parser) for name, parser in sub.choices.items()]
+    while todo:
+        name, parser = todo.pop()
+        assert f"usage: {name}" in text, name
+        nested = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+        todo += [(f"{name} {n}", p) for a in nested for n, p in a.choices.items()]
         for action in parser._actions:  # each option and its help, as argparse prints it
             for option in action.option_strings:
                 assert option in text, (name, option)
+            if action.help and "%" not in action.help and action.help != "==SUPPRESS==":
+                assert "".join(action.help.split()) in words, (name, action.help)
         if parser.description:
-            assert parser.description.split()[0] in text, name
+            assert "".join(parser.description.split()) in words, name
 
 
 def test_error_reference_has_every_exception_class(site):
