@@ -145,3 +145,23 @@ def test_a_guide_missing_from_the_nav_is_added_under_guides(tmp_path):
               "nav": [{"Getting started": "index.md"}, {"Guides": [{"Listed": "listed.md"}]}]}
     hooks.on_config(config)
     assert config["nav"][1]["Guides"] == [{"Listed": "listed.md"}, {"The new guide": "new-guide.md"}]
+
+
+def test_error_reference_names_a_module_whose_optional_dependency_is_missing(monkeypatch):
+    hooks = _hooks()
+    real = importlib.import_module
+
+    def failing(module: str, missing: str):
+        def import_module(name, *args, **kwargs):
+            if name == module:
+                raise ModuleNotFoundError(f"No module named {missing!r}", name=missing)
+            return real(name, *args, **kwargs)
+        return import_module
+
+    monkeypatch.setattr(hooks.importlib, "import_module", failing("ptxforge.plan.params", "ptxforge.plan.nope"))
+    with pytest.raises(hooks.DocsBuildError, match=r"ptxforge.plan.params does not import"):
+        hooks.error_reference()  # a broken import inside ptxforge stops the build
+    monkeypatch.setattr(hooks.importlib, "import_module", failing("ptxforge.ep.node_group", "torch"))
+    page = hooks.error_reference()  # a missing optional dependency is named on the page
+    assert "`ptxforge.ep.node_group` (needs `torch`, not installed where this site was built)" in page
+    assert "### EPError" in page
