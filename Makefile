@@ -6,13 +6,13 @@ STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.demo-installed
 PIP := $(BIN)/pip install -q --disable-pip-version-check
 
-.PHONY: demo test lint bench peers venv clean
+.PHONY: demo test lint bench peers venv docs clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(PIP) --upgrade pip
 	$(PIP) torch==2.13.0
-	$(PIP) -e '.[dev,torch,bench]'
+	$(PIP) -e '.[dev,torch,bench,docs]'
 	touch $(STAMP) $(DEMO_STAMP)
 
 venv: $(STAMP)
@@ -37,6 +37,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 
+# The documentation site, from the docstrings and docs/*.md (mkdocs.yml), into site/; --strict: no warnings
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
+
 # Peers measured beside ptxforge (numba-cuda's simulator) and the corpus generators (triton, numba-cuda),
 # in a venv of their own so they never touch the project's.
 peers: .venv-peers/.installed
@@ -49,4 +53,4 @@ bench: $(STAMP) peers
 	for b in parse_speed emu_speed sanitizer_speed dsl_vs_nvcc pipeline_step; do $(BIN)/python benchmarks/$$b.py || exit 1; done
 
 clean:
-	rm -rf $(VENV) .venv-peers build dist src/*.egg-info .pytest_cache
+	rm -rf $(VENV) .venv-peers build dist site src/*.egg-info .pytest_cache
