@@ -63,6 +63,21 @@ def test_matmul_equals_torch():
     torch.testing.assert_close(c, (a.float() @ b.float()).half(), atol=2e-2, rtol=2e-3)
 
 
+def test_fp8_matmul_with_a_transposed_operand_equals_torch():
+    # the matmul tutorial's fp8 check: e5m2 operands, B a transposed (column-major) view, fp32 accumulation;
+    # e5m2 products are exact in fp32, and on this seeded data the fp32 sums agree with torch's after the fp16 rounding
+    torch.manual_seed(5)
+    a = torch.randn(64, 64, dtype=torch.float16).to(torch.float8_e5m2)
+    b = torch.randn(96, 64, dtype=torch.float16).T.to(torch.float8_e5m2)  # strides (1, 64)
+    c = torch.empty(64, 96, dtype=torch.float16)
+    with ptxforge.triton.emulate(arch="sm_90a"):
+        matmul_kernel[(triton.cdiv(64, 32) * triton.cdiv(96, 32),)](
+            a, b, c, 64, 96, 64, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+            BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2)
+    assert b.stride() == (1, 64)
+    assert torch.equal(c, (a.float() @ b.float()).half())
+
+
 def test_low_memory_dropout_keeps_scaled_values_by_seed():
     torch.manual_seed(3)
     x = torch.randn(1000)
