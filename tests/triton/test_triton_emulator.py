@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="the Triton front door takes torch tensors (the torch extra)")
@@ -15,9 +16,11 @@ from triton_kernels import (  # noqa: E402
     add_kernel_bad_mask,
     dropout_kernel,
     layer_norm_fwd_kernel,
+    locked_partial_sum_kernel,
     matmul_kernel,
     racy_shift_kernel,
     softmax_kernel,
+    uniform_kernel,
 )
 
 import ptxforge as pf  # noqa: E402
@@ -60,6 +63,21 @@ def test_matmul_equals_torch():
     torch.testing.assert_close(c, (a.float() @ b.float()).half(), atol=2e-2, rtol=2e-3)
 
 
+def test_fp8_matmul_with_a_transposed_operand_equals_torch():
+    # the matmul tutorial's fp8 check: e5m2 operands, B a transposed (column-major) view, fp32 accumulation;
+    # e5m2 products are exact in fp32, and on this seeded data the fp32 sums agree with torch's after the fp16 rounding
+    torch.manual_seed(5)
+    a = torch.randn(64, 64, dtype=torch.float16).to(torch.float8_e5m2)
+    b = torch.randn(96, 64, dtype=torch.float16).T.to(torch.float8_e5m2)  # strides (1, 64)
+    c = torch.empty(64, 96, dtype=torch.float16)
+    with ptxforge.triton.emulate(arch="sm_90a"):
+        matmul_kernel[(triton.cdiv(64, 32) * triton.cdiv(96, 32),)](
+            a, b, c, 64, 96, 64, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+            BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2)
+    assert b.stride() == (1, 64)
+    assert torch.equal(c, (a.float() @ b.float()).half())
+
+
 def test_low_memory_dropout_keeps_scaled_values_by_seed():
     torch.manual_seed(3)
     x = torch.randn(1000)
@@ -72,6 +90,51 @@ def test_low_memory_dropout_keeps_scaled_values_by_seed():
     assert 0.4 < kept.float().mean().item() < 0.6
     torch.testing.assert_close(first[kept], x[kept] * 2)
     assert torch.equal(first, again) and not torch.equal(first, other)  # the mask is the seed's, not stored
+
+
+def philox_uniform(seed: int, offsets: np.ndarray) -> np.ndarray:
+    """tl.rand(seed, offsets) written out: Philox-4x32 with 10 rounds on (offset, 0, 0, 0), key (seed lo, seed hi),
+    the first word mapped to [0, 1) as Triton maps an int32 (|x| of the signed word, times 2**-31)."""
+    u32 = np.uint64(0xFFFFFFFF)
+    c0, c1, c2, c3 = (offsets.astype(np.uint64) & u32, *(np.zeros(offsets.shape, np.uint64) for _ in range(3)))
+    k0, k1 = np.uint64(seed & 0xFFFFFFFF), np.uint64((seed >> 32) & 0xFFFFFFFF)
+    ra, rb = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
+    for _ in range(10):
+        a0, a2 = c0, c2
+        c0 = ((rb * a2) >> np.uint64(32)) ^ c1 ^ k0
+        c2 = ((ra * a0) >> np.uint64(32)) ^ c3 ^ k1
+        c1, c3 = (rb * a2) & u32, (ra * a0) & u32
+        k0, k1 = (k0 + np.uint64(0x9E3779B9)) & u32, (k1 + np.uint64(0xBB67AE85)) & u32
+    x = c0.astype(np.uint32).view(np.int32).astype(np.int64)
+    x = np.where(x < 0, -x - 1, x)
+    return (x.astype(np.float32) * np.float32(4.6566127342e-10)).astype(np.float32)
+
+
+def test_tl_rand_is_bit_exact_philox():
+    # the low-memory-dropout tutorial's mask is this stream: a wrong multiply-high or key schedule would still
+    # pass a "about half kept" check, so compare every bit with Philox written out in numpy
+    n = 3000
+    out = torch.empty(n)
+    with ptxforge.triton.emulate():
+        uniform_kernel[(triton.cdiv(n, 1024),)](out, n, 123, BLOCK=1024)
+        again = torch.empty(n)
+        uniform_kernel[(triton.cdiv(n, 1024),)](again, n, 2**40 + 7, BLOCK=1024)  # a seed with a high word
+    assert np.array_equal(out.numpy(), philox_uniform(123, np.arange(n)))
+    assert np.array_equal(again.numpy(), philox_uniform(2**40 + 7, np.arange(n)))
+
+
+def test_spin_locked_partial_sums_across_resident_blocks():
+    # the layer-norm tutorial's backward: 300 rows take 12 locks while many blocks are resident at once;
+    # one lost or doubled update would change an integer sum
+    rows, n, group = 300, 200, 12
+    x = torch.randint(-1000, 1000, (rows, n), dtype=torch.int32)
+    partial = torch.full((group, n), 12345, dtype=torch.int32)  # garbage: the first row of a group stores
+    locks = torch.zeros(2 * group, dtype=torch.int32)
+    with ptxforge.triton.emulate():
+        locked_partial_sum_kernel[(rows,)](x, partial, locks, n, GROUP=group, BLOCK=256, num_warps=4)
+    assert torch.equal(partial, torch.stack([x[g::group].sum(0, dtype=torch.int32) for g in range(group)]))
+    assert torch.equal(locks[:group], torch.zeros(group, dtype=torch.int32))  # every lock given back
+    assert torch.equal(locks[group:], torch.ones(group, dtype=torch.int32))
 
 
 def test_layer_norm_forward_equals_torch():

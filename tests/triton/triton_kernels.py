@@ -113,3 +113,32 @@ def racy_shift_kernel(x_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     nxt = tl.load(x_ptr + offsets + BLOCK, mask=offsets + BLOCK < n, other=0.0)
     tl.store(x_ptr + offsets, nxt, mask=offsets < n)
+
+
+@triton.jit
+def uniform_kernel(out_ptr, n, seed, BLOCK: tl.constexpr):
+    # the raw stream behind low-memory dropout: one Philox draw per offset
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.rand(seed, offsets), mask=offsets < n)
+
+
+@triton.jit
+def locked_partial_sum_kernel(X, Partial, Lock, N, GROUP: tl.constexpr, BLOCK: tl.constexpr):
+    # layer-norm backward's reduction: each row adds itself to one of GROUP partial rows under a spin lock
+    # (atomic_cas to take it, atomic_xchg to give it back); the first row of a group stores, the others add
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    x = tl.load(X + row * N + cols, mask=mask)
+    lock = Lock + row % GROUP
+    count = lock + GROUP
+    out = Partial + (row % GROUP) * N + cols
+    while tl.atomic_cas(lock, 0, 1) == 1:
+        pass
+    if tl.load(count) == 0:
+        tl.atomic_xchg(count, 1)
+    else:
+        x += tl.load(out, mask=mask)
+    tl.store(out, x, mask=mask)
+    tl.debug_barrier()
+    tl.atomic_xchg(lock, 0)
