@@ -57,8 +57,9 @@ CALLS = HEAD + """.func (.reg .v2 .u32 r) impl(.reg .v2 .u32 a)
 """
 
 # a register passed for (or receiving) a `.reg` parameter shaped otherwise but as wide: a scalar for a vector,
-# a vector for a scalar, a vector of another element count (ptxas 13.0 accepts each; it crashes, signal 11,
-# when a scalar passed for a vector is the very register an ld.global wrote, so each goes through an add)
+# a vector for a scalar, a vector of another element count (ptxas 13.0 accepts each and assembles this
+# kernel; it crashes, signal 11, on some such calls, e.g. when the scalar is the very register an
+# ld.global wrote, so each goes through an add)
 MIXED = HEAD + """.func (.reg .v2 .u16 r) swap(.reg .v2 .u16 a)
 {
     mov.b16 r.x, a.y;

@@ -26,7 +26,7 @@ def test_vector_registers_as_call_arguments_and_results():
 
 def test_registers_shaped_unlike_their_parameter_pass_their_bits():
     """A scalar for a vector parameter splits, lowest element from the low bits; a vector for a scalar (or
-    for a vector of another count) joins its elements, the first lowest; results likewise (ptxas's ABI)."""
+    for a vector of another count) joins its elements, the first lowest; results likewise (mov {lo, hi} order)."""
     out = np.zeros(10, np.uint32)
     out[0] = 0x0005_0002  # .b32 -> .v2 .u16 swap -> .b32, after +1
     out[2:4] = [1 | 2 << 16, 3 | 4 << 16]  # .b64 -> .v4 .u16 sum4, after +1
