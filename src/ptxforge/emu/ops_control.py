@@ -133,16 +133,82 @@ def build_call(ctx: Ctx) -> c.Op:
         raise ctx.error(f"call to {name} passes {len(args)} argument(s) and {len(rets)} result(s); "
                         f"it takes {len(formals)} and returns {len(results)}")
     # a .reg formal takes any value (register, immediate, .param variable); a .param one a .param variable;
-    # a vector .reg formal a vector register (or braced vector) of its width, element by element
-    arg_readers = [(tuple(ctx.read(e, p.type) for e in _elements(ctx, name, o, p)) if p.vector else
-                    ctx.read(o, p.type)) if p.space == ".reg" else None for o, p in zip(args, formals, strict=True)]
+    # a vector .reg formal a vector register (or braced vector) of its width, element by element, or any
+    # register as wide (its bits split into the elements, as ptxas passes them)
+    arg_readers = [_reg_argument(ctx, name, o, p) if p.space == ".reg" else None
+                   for o, p in zip(args, formals, strict=True)]
     arg_pvars = [None if p.space == ".reg" else pv(o) for o, p in zip(args, formals, strict=True)]
-    ret_writers = [(tuple(ctx.write(e, p.type) for e in _elements(ctx, name, o, p)) if p.vector else
-                    ctx.write(o, p.type)) if p.space == ".reg" and not _is_pvar(ctx, o) else None
+    ret_writers = [_reg_result(ctx, name, o, p) if p.space == ".reg" and not _is_pvar(ctx, o) else None
                    for o, p in zip(rets, results, strict=True)]
     ret_pvars = [pv(o) if w is None else None for o, w in zip(rets, ret_writers, strict=True)]
     return c.Op(c.CALL, extra=CallInfo(callee, arg_pvars, ret_pvars, ctx.placed.func,
                                       arg_readers=arg_readers, ret_writers=ret_writers))
+
+
+def _reg_argument(ctx: Ctx, callee: Any, o, p: ir.Param) -> Reader | tuple[Reader, ...]:
+    """The reader of an argument for `.reg` formal `p` (a tuple of them, one an element, for a vector)."""
+    parts = _reshaped(ctx, callee, o, p)
+    if parts is None:
+        return tuple(ctx.read(e, p.type) for e in _elements(ctx, callee, o, p)) if p.vector else ctx.read(o, p.type)
+    readers = [ctx.read(e, f".b{w}") for e, w in parts]
+    widths = [w for _, w in parts]
+    fws = [ir.type_bits(p.type)] * (p.vector or 1)
+
+    def element(i: int) -> Reader:
+        return lambda st: _split(st, _pack(st, [r(st) for r in readers], widths), fws)[i]
+    return tuple(element(i) for i in range(p.vector)) if p.vector else element(0)
+
+
+def _reg_result(ctx: Ctx, callee: Any, o, p: ir.Param) -> Writer | tuple[Writer, ...]:
+    """The writer of a `.reg` result `p` into the caller's `o` (a tuple, one an element, for a vector)."""
+    parts = _reshaped(ctx, callee, o, p)
+    if parts is None:
+        return tuple(ctx.write(e, p.type) for e in _elements(ctx, callee, o, p)) if p.vector else ctx.write(o, p.type)
+    writers = [ctx.write(e, f".b{w}") for e, w in parts]
+    widths = [w for _, w in parts]
+    fws = [ir.type_bits(p.type)] * (p.vector or 1)
+
+    def write(st, res, mask) -> None:
+        values = _split(st, _pack(st, list(res) if isinstance(res, tuple) else [res], fws), widths)
+        for w, v in zip(writers, values, strict=True):
+            w(st, v, mask)
+    return write
+
+
+def _reshaped(ctx: Ctx, callee: Any, o, p: ir.Param) -> list[tuple[ir.Register, int]] | None:
+    """When register `o` is shaped unlike `.reg` formal `p` (a scalar for a vector, a vector of another
+    element count, a vector for a scalar), its element registers and their widths in bits; None when the
+    shapes agree. The bits must add up to the formal's."""
+    sym = ctx.lookup(o.name) if isinstance(o, ir.Register) else None
+    n = sym.value if isinstance(sym, Symbol) and sym.kind == "vreg" else None
+    if not isinstance(o, ir.Register) or n == p.vector or (n is None and not p.vector) or \
+            not (n or isinstance(sym, tuple)):
+        return None
+    names = ir.vector_elements(o.name, n) if n else (o.name,)
+    parts = [(ir.Register(e, o.span), ir.type_bits(ctx.reg_type(ctx.reg_slot(ir.Register(e, o.span)))))
+             for e in names]
+    have, want = sum(w for _, w in parts), ir.type_bits(p.type) * (p.vector or 1)
+    if have != want:
+        raise ctx.error(f"call to {callee}: {o.name} ({have} bits) is passed for .reg "
+                        f"{f'.v{p.vector} ' if p.vector else ''}{p.type} {p.name} ({want} bits)")
+    return parts
+
+
+def _pack(st, values: list, widths: list[int]) -> np.ndarray:
+    """The bits of `values` (each `widths[i]` bits, on every lane), the first in the lowest bytes: (N, bytes)."""
+    cols = [np.ascontiguousarray(np.broadcast_to(np.asarray(v).astype(f"<u{w // 8}"), (st.N,))).view(np.uint8)
+            .reshape(st.N, w // 8) for v, w in zip(values, widths, strict=True)]
+    return np.concatenate(cols, axis=1)
+
+
+def _split(st, raw: np.ndarray, widths: list[int]) -> list[np.ndarray]:
+    """`raw` (N, bytes) cut into values of `widths` bits, the first from the lowest bytes."""
+    out, at = [], 0
+    for w in widths:
+        out.append(np.ascontiguousarray(raw[:, at: at + w // 8]).view(f"<u{w // 8}").reshape(st.N)
+                   .astype(f"=u{w // 8}"))
+        at += w // 8
+    return out
 
 
 def _elements(ctx, callee: Any, o, p: ir.Param) -> tuple:

@@ -231,7 +231,9 @@ class _Validator:
 
     def call_arguments(self, ins: ir.Instruction, regs: ChainMap) -> None:
         """Registers passed to (or receiving) a direct call's `.reg` parameters take as many bytes as the
-        parameter, a vector counted whole (ptxas: "Type of argument does not match formal parameter")."""
+        parameter, a vector counted whole, and a scalar for a scalar is of a kind that converts: a float type
+        takes a float or `.b` register, an integer one an integer register, as ptxas checks ("Type of
+        argument does not match formal parameter")."""
         ops = ins.operands
         at = next((i for i, o in enumerate(ops) if type(o) in (ir.Symbol, ir.Register)), None)
         callee = self.functions.get(ops[at].name) if at is not None else None  # type: ignore[union-attr]
@@ -244,17 +246,29 @@ class _Validator:
                 continue
             ty, n = regs[actual.name], self.vectors.get(actual.name)
             have, want = ir.storage_size(ty, n, ()), ir.storage_size(formal.type, formal.vector, ())
+            vec = f".v{formal.vector} " if formal.vector else ""
             if have != want:
-                vec = f".v{formal.vector} " if formal.vector else ""
                 self.report(actual.span or ins.span,
                             f"call to {callee.name}: {actual.name} ({f'.v{n} ' if n else ''}{ty}, {have} bytes) does "
                             f"not match parameter .reg {vec}{formal.type} {formal.name} ({want} bytes)")
+            elif not n and not formal.vector and _float_or_int(ty) * _float_or_int(formal.type) < 0:
+                self.report(actual.span or ins.span,
+                            f"call to {callee.name}: {actual.name} ({ty}) does not match parameter .reg "
+                            f"{formal.type} {formal.name}: a float and an integer type (a .b{8 * have} register "
+                            f"fits either)")
 
     def known_symbol(self, name: str, symbols: set) -> bool:
         return name in symbols or name in self.globals or name in self.labels or name in self.prototypes
 
 
 _SPACES = frozenset({"global", "shared", "local", "const", "param"})
+
+
+def _float_or_int(ty: str) -> int:
+    """1 for a float type, -1 for a signed or unsigned integer one, 0 for `.b` bits (which pass as either)."""
+    if ty in ir.FLOAT_TYPES:
+        return 1
+    return 0 if ty.startswith(".b") else -1
 
 
 def _walk(body):
