@@ -119,7 +119,7 @@ class Plan:
 
 def plan_for(machine: Machine) -> Plan | None:
     """The kernel's plan (kept with its layout), or None where sessions must not run."""
-    if not ENABLED or machine.hooks.instruments:
+    if not ENABLED or machine.reference or machine.hooks.instruments:
         return None
     lay = machine.layout
     plan = lay.__dict__.get("_compact_plan")
@@ -239,6 +239,7 @@ class SubLanes:
     are (see `Session._warps_ready`)."""
 
     machine = None  # (a LaneState's: these lanes are no whole wave)
+    reference = False  # (sessions never run in reference mode: plan_for)
 
     def __init__(self, st: LaneState, idx: np.ndarray, slots: Iterable[int]):
         self.parent = st

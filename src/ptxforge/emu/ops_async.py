@@ -193,7 +193,8 @@ def _copy_together(st, lanes, dst, src, size, dst_space, src_space, mbar, bars) 
     destination or source or an mbarrier of the copy, and no destination or mbarrier is another CTA's.
     Else False, with nothing done."""
     hooks = st.mem.hooks
-    if not BULK_TOGETHER or lanes.size < 2 or (hooks is not None and not hooks.whole_bulk_copies):
+    if not BULK_TOGETHER or st.mem.reference or lanes.size < 2 or \
+            (hooks is not None and not hooks.whole_bulk_copies):
         return False
     if not {dst_space, src_space} <= {"shared", "global"} or (mbar is not None and mbar[0] != "shared"):
         return False
