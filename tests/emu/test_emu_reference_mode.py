@@ -13,7 +13,7 @@ from sanitizer.corpus_launches import LAUNCHES
 from sanitizer.san_helpers import launch_sanitized
 
 import ptxforge as pf
-from ptxforge.emu import compact, ramps
+from ptxforge.emu import compact, index_runs, ramps
 from ptxforge.emu import memory as M
 from ptxforge.environment import EnvironmentVariableError
 from ptxforge.errors import LaunchError
@@ -143,7 +143,8 @@ def test_sanitizer_reports_agree(name):
 def test_reference_mode_takes_no_fast_path(monkeypatch):
     """Every fast-path entry point is watched: a reference launch calls none that does work, a fast one does."""
     used: list[str] = []
-    for mod, name in ((ramps, "global_index"), (ramps, "lazy_add"), (M, "run_start"), (M, "shared_elements")):
+    for mod, name in ((ramps, "global_index"), (ramps, "lazy_add"), (M, "run_start"), (M, "shared_elements"),
+                      (index_runs, "of")):
         real = getattr(mod, name)
 
         def spy(*a, _real=real, _name=name, **kw):
@@ -170,6 +171,19 @@ def test_reference_mode_takes_no_fast_path(monkeypatch):
     assert {"global_index", "lazy_add"} <= fast_used or "run_start" in fast_used, fast_used
     assert not ref_used - {"plan"}, ref_used
     assert ref.thread_instructions == fast.thread_instructions and ref.mode == "reference"
+
+    red = corpus_module("reductions").kernel("reduce_sum_shared")  # shared memory: element lists, index runs
+    x = np.random.default_rng(5).standard_normal(64 * 256).astype(np.float32)
+    seen = []
+    for reference in (False, True):
+        used.clear()
+        out = np.zeros(64, np.float32)
+        red.launch(grid=(64,), block=(256,), args=[x, out, np.int32(x.size)], device="emu",
+                   options={"reference": reference})
+        np.testing.assert_allclose(out, x.reshape(64, 256).sum(1), rtol=1e-4, atol=1e-4)
+        seen.append(set(used))
+    assert seen[0] & {"shared_elements", "of"}, seen[0]
+    assert not seen[1] - {"plan"}, seen[1]
 
 
 def test_reference_ops_use_the_semantics_functions(monkeypatch):
