@@ -18,6 +18,10 @@ Peers run in separate interpreters (they are not dependencies): --pocl-python / 
 a message when absent.
 
     python benchmarks/emu_speed.py [--repeat 3] [--pocl-python PATH] [--numba-python PATH] [--baseline SRC]
+                                   [--reference]
+
+`--reference` adds the same rows run in the emulator's reference mode (every instruction through its
+semantics function, no fast path) and the ratio: what the fast paths buy.
 """
 
 from __future__ import annotations
@@ -308,8 +312,9 @@ def _pocl_row_launch(kind, n, mods, rng):
             lambda: int(bufs[1].to_host().max()) > 100)
 
 
-def ptxforge_pocl_rows(repeat: int) -> dict:
-    """{key: (thread-instructions, seconds)} of each POCL_ROWS kernel on device buffers, best of `repeat`."""
+def ptxforge_pocl_rows(repeat: int, reference: bool = False) -> dict:
+    """{key: (thread-instructions, seconds)} of each POCL_ROWS kernel on device buffers, best of `repeat`;
+    `reference`: in the emulator's reference mode (no fast path)."""
     from emu_corpus import corpus_module
 
     mods = {m: corpus_module(m, "sm_80.O3") for m in ("vector_ops", "reductions", "matmul_tiled", "control_flow")}
@@ -320,7 +325,7 @@ def ptxforge_pocl_rows(repeat: int) -> dict:
         san = kind is None
 
         def launch(k=k, grid=grid, block=block, args=args, san=san):
-            return k.launch(grid=grid, block=block, args=args, sanitize=san)
+            return k.launch(grid=grid, block=block, args=args, options={"sanitize": san, "reference": reference})
         launch()  # compile (and warm the allocator)
         s, r = _best(launch, repeat)
         assert check(), f"{key}: wrong result"
@@ -359,14 +364,25 @@ def baseline_rows(src: str, repeat: int) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None) -> None:
+def reference_cells(rows: dict, ref: dict | None, key: str) -> list[str]:
+    """The --reference columns of a row: reference mode's time and what the fast paths buy (same counts)."""
+    if ref is None:
+        return []
+    rti, rs = ref[key]
+    assert rti == rows[key][0], f"{key}: reference mode counted {rti:,} thread-instructions, fast {rows[key][0]:,}"
+    return [f"{rs:.4f}", f"{rs / rows[key][1]:.1f}x"]
+
+
+def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None, reference: bool = False) -> None:
     rows = ptxforge_pocl_rows(repeat)
+    ref = ptxforge_pocl_rows(repeat, reference=True) if reference else None
     base = baseline_rows(baseline, repeat) if baseline else None
     peer = pocl_run(pocl_py, repeat) if pocl_py else None
     if peer is not None and "device" in peer:
         print(f"POCL: {peer['device']}")
     cols = ["algorithm", "thread-instr", "ptxforge s", "ptxforge M thr-instr/s"]
     cols += ["baseline M/s", "speed-up"] if base else []
+    cols += ["reference s", "fast paths buy"] if ref else []
     cols += ["POCL s", "POCL M thr-instr/s", "ptxforge / POCL time"]
     print("\n| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|")
     plain = rows["vadd_1m"][1]
@@ -376,6 +392,7 @@ def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None) -> None:
         if base:
             bti, bs = base[key]
             cells += [f"{bti / bs / 1e6:.1f}", f"{bs / s:.1f}x"]
+        cells += reference_cells(rows, ref, key)
         if kind is None:
             cells += ["-", "-", f"(sanitizer: {s / plain:.1f}x plain)"]
         elif peer is None or "error" in peer:
@@ -428,6 +445,8 @@ def main() -> None:
     ap.add_argument("--pocl-python", default=None, help="an interpreter with pyopencl and a POCL ICD")
     ap.add_argument("--baseline", default=None, help="another tree's src/ to measure in the same run")
     ap.add_argument("--skip-numba", action="store_true", help="only the POCL table")
+    ap.add_argument("--reference", action="store_true",
+                    help="also run each ptxforge row in reference mode (no fast path), same kernels")
     ap.add_argument("--src", default=None, help=argparse.SUPPRESS)  # read at import (sys.path)
     ap.add_argument("--ptxforge-json", action="store_true", help=argparse.SUPPRESS)  # the baseline's child
     args = ap.parse_args()
@@ -438,7 +457,7 @@ def main() -> None:
           f"numpy {np.__version__}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     pocl_py = peer_python(args.pocl_python, "PTXFORGE_POCL_PYTHON",
                           "import pyopencl as cl; assert any('Portable' in p.name for p in cl.get_platforms())")
-    pocl_table(args.repeat, pocl_py, args.baseline)
+    pocl_table(args.repeat, pocl_py, args.baseline, args.reference)
     if args.skip_numba:
         return
     print("\nnumba-cuda's CUDA simulator:")

@@ -141,6 +141,17 @@ def validate_launches() -> bool:
     raise EnvironmentVariableError("PTXFORGE_VALIDATE", value, "expected 1 or 0 (true/false, yes/no, on/off)")
 
 
+def emu_reference() -> bool:
+    """PTXFORGE_EMU_REFERENCE: 1 runs every emulated launch in reference mode (each instruction through its
+    semantics function, no fast path), 0 (default) the fast paths where they apply."""
+    value = _get("PTXFORGE_EMU_REFERENCE")
+    if value is None or value == "0":
+        return False
+    if value == "1":
+        return True
+    raise EnvironmentVariableError("PTXFORGE_EMU_REFERENCE", value, "expected 0 or 1")
+
+
 def pipeline_timeout_s() -> str | None:
     """PTXFORGE_PIPELINE_TIMEOUT_S as written (the pipeline executor checks it is a positive number of
     seconds, naming the variable); None if unset."""

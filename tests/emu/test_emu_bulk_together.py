@@ -1,6 +1,6 @@
 """A cp.async.bulk run by many lanes at once copies them together (one load, one store, one mbarrier update:
 `ops_async._copy_together`) where that is the same as lane by lane: the same memory, instruction counts and
-steps as with `BULK_TOGETHER` off; overlapping destinations (the last lane's bytes win) and the sanitizer
+steps as in reference mode (lane by lane); overlapping destinations (the last lane's bytes win) and the sanitizer
 keep the lane-by-lane path."""
 
 import numpy as np
@@ -63,7 +63,6 @@ BLOCKS, THREADS = 2, 64
 
 
 def _run(monkeypatch, together, shift, sanitize=False):
-    monkeypatch.setattr(ops_async, "BULK_TOGETHER", together)
     taken = []
     orig = ops_async._copy_together
 
@@ -82,7 +81,7 @@ def _run(monkeypatch, together, shift, sanitize=False):
     params = np.uint64(a_src.base).tobytes() + np.uint64(a_dst.base).tobytes() + np.uint32(shift).tobytes()
     checks = [Sanitizer()] if sanitize else []
     stats = emulate(mod, mod.function("lanes_bulk"), grid=(BLOCKS,), block=(THREADS,), device=dev, params=params,
-                    watchdog_s=30, checks=checks)
+                    watchdog_s=30, checks=checks, reference=not together)
     dst = dev.memory.read(a_dst)[:src.nbytes].view(np.uint32).copy()
     return src, dst, stats, taken
 

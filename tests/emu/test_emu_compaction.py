@@ -31,7 +31,8 @@ def kernel(body: str, params: str, name: str = "k", extra: str = ""):
 
 
 def both(launch, arrays, monkeypatch):
-    """Run `launch()` with sessions off, then on, from the same initial `arrays`: the two outcomes."""
+    """Run `launch()` in reference mode (no sessions, no fast path), then in fast mode, from the same initial
+    `arrays`: the two outcomes."""
     init = [a.copy() for a in arrays]
     steps = []
     orig = machine_mod.Machine.run
@@ -45,7 +46,7 @@ def both(launch, arrays, monkeypatch):
     for enabled in (False, True):
         for a, b in zip(arrays, init, strict=True):
             a[...] = b
-        monkeypatch.setattr(compact, "ENABLED", enabled)
+        monkeypatch.setenv("PTXFORGE_EMU_REFERENCE", "0" if enabled else "1")
         before = compact.steps_run()
         r = launch()
         used = compact.steps_run() - before
@@ -401,7 +402,7 @@ $LOOP:
     ret;""", ".param .u64 out")
     msgs = []
     for enabled in (False, True):
-        monkeypatch.setattr(compact, "ENABLED", enabled)
+        monkeypatch.setenv("PTXFORGE_EMU_REFERENCE", "0" if enabled else "1")
         before = compact.steps_run()
         with pytest.raises(MemoryFault) as e:
             k.launch(grid=(1,), block=(64,), args=[None])
@@ -546,7 +547,7 @@ def test_watchdog_verdict_is_the_same_when_the_lowest_lane_loops_back(monkeypatc
     k = kernel(LOOP_AROUND_A_SHFL, ".param .u64 out")
     seen = []
     for enabled in (False, True):
-        monkeypatch.setattr(compact, "ENABLED", enabled)
+        monkeypatch.setenv("PTXFORGE_EMU_REFERENCE", "0" if enabled else "1")
         before = compact.steps_run()
         with pytest.raises((WatchdogTimeout, pf.emu.TimeLimitExceeded)) as e:
             k.launch(grid=(1,), block=(64,), args=[None], watchdog_s=0.3, time_limit_s=1.5)

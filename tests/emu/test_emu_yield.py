@@ -78,7 +78,7 @@ def run(n: int, monkeypatch) -> tuple[np.ndarray, int, int]:
 
 @pytest.mark.parametrize("sessions", [True, False])
 def test_a_warp_spinning_at_the_lowest_pc_does_not_starve_the_warp_it_waits_for(sessions, monkeypatch):
-    monkeypatch.setattr(compact, "ENABLED", sessions)
+    monkeypatch.setenv("PTXFORGE_EMU_REFERENCE", "0" if sessions else "1")
     n = 200
     out, steps, _ = run(n, monkeypatch)
     np.testing.assert_array_equal(out[:32], 7)  # the spinning warp saw the flag

@@ -48,7 +48,8 @@ if TYPE_CHECKING:
     from ptxforge.emu.operands import Value
     from ptxforge.emu.program import Layout
 
-ENABLED = True  # off: the machine steps every lane itself (tests compare the two)
+ENABLED = True  # off: no sessions, the rest fast (benchmarks/divergence_speed.py measures sessions alone);
+# a launch's own switch is reference mode (`Machine.reference`), which turns off every fast path
 ENTER_FRACTION = 1.0  # a session starts when the lanes it would gather are at most this share of the wave (any)
 MIN_LANES = 32  # below this many lanes a session compacts only when the rest then stand together
 SHORT_SESSION = 8  # sessions of a region that end sooner than this many steps, on average, are not worth it
@@ -119,7 +120,7 @@ class Plan:
 
 def plan_for(machine: Machine) -> Plan | None:
     """The kernel's plan (kept with its layout), or None where sessions must not run."""
-    if not ENABLED or machine.hooks.instruments:
+    if not ENABLED or machine.reference or machine.hooks.instruments:
         return None
     lay = machine.layout
     plan = lay.__dict__.get("_compact_plan")
@@ -239,6 +240,7 @@ class SubLanes:
     are (see `Session._warps_ready`)."""
 
     machine = None  # (a LaneState's: these lanes are no whole wave)
+    reference = False  # (sessions never run in reference mode: plan_for)
 
     def __init__(self, st: LaneState, idx: np.ndarray, slots: Iterable[int]):
         self.parent = st

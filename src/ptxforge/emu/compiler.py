@@ -54,12 +54,13 @@ for _mod in (ops_alu, ops_float, ops_memory, ops_atomic, ops_warp, ops_control, 
     REGISTRY.register_all(_mod.BUILDERS)
 
 
-def compile_layout(layout: Layout, consts: dict[str, Any]) -> list[Op]:
-    """Ops for every placed instruction of a layout, in pc order."""
+def compile_layout(layout: Layout, consts: dict[str, Any], reference: bool = False) -> list[Op]:
+    """Ops for every placed instruction of a layout, in pc order; `reference`: the plain forms (each result
+    from its semantics function, no inline numpy shortcut; the machine's reference mode)."""
     ops: list[Op] = []
     for pc, placed in enumerate(layout.placed):
         ins = placed.ins
-        ctx = Ctx(layout, placed, pc, consts)
+        ctx = Ctx(layout, placed, pc, consts, reference)
         builder, refusal = REGISTRY.resolve(ins)
         if builder is None:
             op = Op(NORMAL, fn=_unsupported(ctx, refusal))

@@ -29,6 +29,7 @@ from ptxforge.emu.operands import FUNC_BASE
 from ptxforge.emu.program import Layout
 from ptxforge.emu.progress import check_time_options
 from ptxforge.emu.variable_limits import check_module_variables
+from ptxforge.environment import emu_reference
 from ptxforge.module_cache import MAX_MODULES, ModuleCache
 from ptxforge.ptx import ir
 
@@ -93,7 +94,8 @@ class ModuleImage:
     device: EmuDevice
     symbols: dict[str, int] = field(default_factory=dict)
     allocations: list[Allocation] = field(default_factory=list)
-    kernels: dict[str, tuple[Layout, list[Op]]] = field(default_factory=dict)
+    # kernel name (or (name, "reference"): its plain forms) -> its layout and ops
+    kernels: dict[str | tuple[str, str], tuple[Layout, list[Op]]] = field(default_factory=dict)
 
     def load(self) -> None:
         variables = [v for v in self.module.variables
@@ -124,12 +126,13 @@ class ModuleImage:
         self.symbols = {}
         self.kernels = {}  # a new dict: a Node's GPUs may share the old one
 
-    def compiled(self, func: ir.Function) -> tuple[Layout, list[Op]]:
-        hit = self.kernels.get(func.name)
+    def compiled(self, func: ir.Function, reference: bool = False) -> tuple[Layout, list[Op]]:
+        key = (func.name, "reference") if reference else func.name
+        hit = self.kernels.get(key)
         if hit is None:
             layout = Layout(self.module, func, self.symbols)
-            ops = compile_layout(layout, {})
-            hit = self.kernels[func.name] = (layout, ops)
+            ops = compile_layout(layout, {}, reference)
+            hit = self.kernels[key] = (layout, ops)
         return hit
 
 
@@ -281,18 +284,21 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
             device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
             time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
             checks: Sequence[Check] = (), cluster: Any = None, sm_ids: Any = None,
-            run: Literal[True] = True, cooperative: bool = False) -> EmulationStats: ...
+            run: Literal[True] = True, cooperative: bool = False,
+            reference: bool = False) -> EmulationStats: ...
 @overload
 def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, params: bytes, shared_mem: int = 0,
             device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
             time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
             checks: Sequence[Check] = (), cluster: Any = None, sm_ids: Any = None,
-            run: Literal[False], cooperative: bool = False) -> Machine: ...
+            run: Literal[False], cooperative: bool = False,
+            reference: bool = False) -> Machine: ...
 def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, params: bytes, shared_mem: int = 0,
             device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
             time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
             checks: Sequence[Check] = (), cluster: Any = None, sm_ids: Any = None,
-            run: bool = True, cooperative: bool = False) -> EmulationStats | Machine:
+            run: bool = True, cooperative: bool = False,
+            reference: bool = False) -> EmulationStats | Machine:
     """Run one launch; `params` is the packed kernel parameter buffer. Returns its `EmulationStats`.
 
     `cooperative`: a cooperative launch (cuLaunchCooperativeKernel): every block must be resident at once, and
@@ -303,13 +309,16 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
     `sm_ids`: the SMs the launch may use (a stream's partition; default all of the device's).
     `run=False` checks the launch and returns its `Machine` without running it (a Node's stream launch).
     `watchdog_s`: seconds the launch's state may keep repeating (no progress) before it is stopped;
-    `time_limit_s`: a plain wall-clock limit on the launch (None: none). See `progress`."""
+    `time_limit_s`: a plain wall-clock limit on the launch (None: none). See `progress`.
+    `reference`: run every instruction through its semantics function with no fast path (also
+    PTXFORGE_EMU_REFERENCE=1); slower, for checking the fast paths (docs/emulator.md, "Reference mode")."""
     watchdog_s, time_limit_s = check_time_options(watchdog_s, time_limit_s)
+    reference = bool(reference) or emu_reference()
     device = device or emu_device()
     shape = check_launch(module, func, grid, block, cluster, shared_mem=shared_mem)
     grid, block, cluster = shape.grid, shape.block, shape.cluster
     img = device.image(module)
-    layout, ops = img.compiled(func)
+    layout, ops = img.compiled(func, reference)
     if layout.shared_bytes + shared_mem > EMU_MAX_SHARED:
         check_launch(module, func, grid, block, cluster, shared_mem=shared_mem, static_shared=layout.shared_bytes)
     buf = np.zeros(max(PAD, (len(params) + PAD - 1) // PAD * PAD), np.uint8)
@@ -327,7 +336,8 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
                     dynamic_shared=shared_mem, num_sms=num_sms or device.num_sms, watchdog_s=watchdog_s,
                     time_limit_s=time_limit_s,
                     printf=printf, checks=checks, cluster=cluster, sm_ids=sm_ids,
-                    gpu=device.gpu, envregs=envregs, printf_fifo_size=device.printf_fifo_size)
+                    gpu=device.gpu, envregs=envregs, printf_fifo_size=device.printf_fifo_size,
+                    reference=reference)
         if cooperative and m.nblocks > m.resident:
             raise LaunchError(f"{func.name}: a cooperative launch needs every block resident at once, but "
                               f"{m.nblocks} blocks of {m.threads} threads exceed the {m.resident} that fit on "

@@ -21,6 +21,7 @@ class EmulationStats(Mapping):
     resident_blocks: int  # blocks resident at once (on all SMs)
     steps: int  # warp-instruction steps the machine ran
     printf_truncated: int = 0  # printf calls cut short or lost past the printf buffer (device_printf.py)
+    mode: str = "fast"  # "reference": every instruction ran through its semantics function, no fast path
 
     @classmethod
     def from_dict(cls, stats: Mapping[str, Any]) -> EmulationStats:

@@ -92,6 +92,7 @@ class LazyLanes:
 class LaneState:
     """What ops see: registers, param storage, memory and special registers of one wave of lanes."""
 
+    reference = False  # the machine's reference mode (no ramps; see ramps.py)
     fb = LazyLanes(np.int64)  # frame base of each lane's local memory
     cc = LazyLanes(bool)  # carry flag
     tmem: Any  # the wave's tensor memory (ops_tcgen05), set at the first tcgen05.alloc
@@ -195,8 +196,10 @@ class Machine:
                  printf: Callable[[str], Any] | None = None, max_threads_per_sm: int = 2048,
                  max_blocks_per_sm: int = 32, shared_per_sm: int = 228 * 1024, checks: Iterable[Check] = (),
                  cluster: Sequence[int] | None = None, sm_ids: Any = None, gpu: int | None = None,
-                 envregs: dict[int, int] | None = None, printf_fifo_size: int = PRINTF_FIFO_SIZE):
+                 envregs: dict[int, int] | None = None, printf_fifo_size: int = PRINTF_FIFO_SIZE,
+                 reference: bool = False):
         self.layout = layout
+        self.reference = reference  # no fast path: no compaction, ramps, whole-wave memory shortcuts (see docs)
         self.hooks = Hooks(checks)  # what watches the launch (hooks.py: the sanitizer and the other checks)
         for check in self.hooks.checks:
             ops = check.instrument(layout, ops)
@@ -324,7 +327,7 @@ class Machine:
         return {"thread_instructions": int(self.total), "per_sm": self.per_sm.copy(),
                 "wall_s": time.perf_counter() - t0, "waves": waves,
                 "resident_blocks": self.resident, "steps": self.steps,
-                "printf_truncated": self.printf_out.truncated}
+                "printf_truncated": self.printf_out.truncated, "mode": "reference" if self.reference else "fast"}
 
     def _log_wave(self, first: int, n: int, start: int) -> None:
         """Record a wave in `wave_log`; past MAX_WAVE_LOG waves, fold it into the last entry."""
@@ -393,6 +396,7 @@ class Machine:
         st.mem = LaneMemory(self.device, nlanes=N, lanes_per_slot=lpb, shared_size=self.shared_size,
                             local_size=local, params=self.params, fault=_weakly(self._fault), cluster_size=self.csize)
         st.mem.hooks = self.hooks if self.hooks.memory else None
+        st.mem.reference = st.reference = self.reference
         static = self._static(nslots)
         real = static["real_block"]
         blocks = first + np.arange(nslots, dtype=np.int64)

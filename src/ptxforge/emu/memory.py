@@ -191,6 +191,8 @@ class LaneMemory:
     that errors name the instruction, thread and block.
     """
 
+    reference = False  # the machine's reference mode: no whole-wave shortcut (`plain`)
+
     def __init__(self, device: DeviceMemory, *, nlanes: int, lanes_per_slot: int, shared_size: int,
                  local_size: int, params: np.ndarray, fault: Callable[..., Exception], cluster_size: int = 1):
         self.device = device
@@ -539,8 +541,8 @@ def _run_start(idx: Any, nb: int) -> int | None:
 
 def plain(mem: LaneMemory) -> bool:
     """No check watches `mem`: the whole-wave fast paths below may skip `resolve` when they find exactly what
-    it would."""
-    return mem.hooks is None
+    it would. Never in reference mode (`mem.reference`): every access resolves."""
+    return mem.hooks is None and not mem.reference
 
 
 def shared_elements(mem: LaneMemory, addr: Any, nbytes: int, write: bool = False) -> np.ndarray | None:

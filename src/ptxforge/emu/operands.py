@@ -117,8 +117,9 @@ def _own_shared(c: Any) -> Reader:
 class Ctx:
     """Compile context for one instruction: resolves names and builds readers/writers."""
 
-    def __init__(self, layout: Layout, placed: Placed, pc: int, consts: dict[str, Any]):
+    def __init__(self, layout: Layout, placed: Placed, pc: int, consts: dict[str, Any], reference: bool = False):
         self.layout = layout
+        self.reference = reference  # build the plain form: each result from its semantics function, no fast path
         self.placed = placed
         self.ins = placed.ins
         self.pc = pc

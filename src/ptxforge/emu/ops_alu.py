@@ -1,7 +1,9 @@
 """Integer, logic, bit, move, compare and select instructions.
 
-Hot, trivially exact forms (add/sub/mul.lo/mad.lo/mul.wide, shifts, logic) are inline numpy; the rest
-goes to `ptxforge.emu.semantics.integer` (the bit-exact reference). Float types defer to ops_float.
+Hot, trivially exact forms (add/sub/mul.lo/mad.lo/mul.wide, min/max, shifts, logic) are inline numpy; the rest
+goes to `ptxforge.emu.semantics.integer` (the bit-exact reference), and so do add/sub/mul/mad/min/max when
+compiled for reference mode (`ctx.reference`). Shifts and logic have no semantics function: one form.
+Float types defer to ops_float.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def build_add(ctx: Ctx, sub: bool = False) -> Op:
         return ops_float.build_arith(ctx, "sub" if sub else "add")
     if ctx.ins.has("cc") or ctx.ins.opcode in ("addc", "subc"):
         return build_carry(ctx)
-    if ctx.ins.has("sat") or ty.endswith("x2"):
+    if ctx.ins.has("sat") or ty.endswith("x2") or ctx.reference:
         return _semantic_binary(ctx, "sub" if sub else "add", ty, sat=ctx.ins.has("sat"))
     ops = ctx.ins.operands
     d, a, b = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty)
@@ -150,6 +152,9 @@ def build_mul(ctx: Ctx) -> Op:
     mode = "hi" if ins.has("hi") else "wide" if ins.has("wide") else "lo"
     ops = ins.operands
     bits = bits_of_type(ty)
+    if ctx.reference:
+        return _semantic_binary(ctx, "mul", ty, out_ty="." + ty[1] + str(bits * 2) if mode == "wide" else ty,
+                                mode=mode)
     if mode == "lo":
         d, a, b = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty)
         return _op(lambda st, m: d(st, a(st) * b(st), m))
@@ -205,7 +210,8 @@ def build_mad(ctx: Ctx) -> Op:
     mode = "hi" if ins.has("hi") else "wide" if ins.has("wide") else "lo"
     ops = ins.operands
     bits = bits_of_type(ty)
-    if mode == "lo" and not ins.has("cc") and not ins.opcode == "madc" and not ins.has("sat"):
+    fast = not ctx.reference  # reference: every form from semantics.integer.mad
+    if fast and mode == "lo" and not ins.has("cc") and not ins.opcode == "madc" and not ins.has("sat"):
         d = ctx.write(ops[0], ty)
         a, b, c = (ctx.read(o, ty) for o in ops[1:4])
 
@@ -223,7 +229,7 @@ def build_mad(ctx: Ctx) -> Op:
                 r = r + z
             d(st, r, m)
         return _op(madlo)
-    if mode == "wide" and bits <= 32 and not ins.has("cc") and ins.opcode != "madc":
+    if fast and mode == "wide" and bits <= 32 and not ins.has("cc") and ins.opcode != "madc":
         wt = "." + ty[1] + str(bits * 2)
         d = ctx.write(ops[0], wt)
         a, b = ctx.read(ops[1], ty), ctx.read(ops[2], ty)
@@ -268,7 +274,7 @@ def build_simple_int(name: str) -> Builder:
         kw = {}
         if name in ("min", "max") and ctx.ins.has("relu"):
             kw["relu"] = True
-        if name in ("min", "max") and not kw and not ty.endswith("x2"):
+        if name in ("min", "max") and not kw and not ty.endswith("x2") and not ctx.reference:
             ops = ctx.ins.operands
             d, a, b = ctx.write(ops[0], ty), ctx.read(ops[1], ty), ctx.read(ops[2], ty)
             fn = np.minimum if name == "min" else np.maximum

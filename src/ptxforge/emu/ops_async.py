@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from ptxforge.emu.operands import Ctx, Reader
 
 
-BULK_TOGETHER = True  # off: a cp.async.bulk copies lane by lane always (tests compare the two)
 
 
 def _op(fn):
@@ -193,7 +192,7 @@ def _copy_together(st, lanes, dst, src, size, dst_space, src_space, mbar, bars) 
     destination or source or an mbarrier of the copy, and no destination or mbarrier is another CTA's.
     Else False, with nothing done."""
     hooks = st.mem.hooks
-    if not BULK_TOGETHER or lanes.size < 2 or (hooks is not None and not hooks.whole_bulk_copies):
+    if st.mem.reference or lanes.size < 2 or (hooks is not None and not hooks.whole_bulk_copies):
         return False
     if not {dst_space, src_space} <= {"shared", "global"} or (mbar is not None and mbar[0] != "shared"):
         return False

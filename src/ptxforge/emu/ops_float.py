@@ -1,7 +1,8 @@
 """Floating-point instructions and cvt: plumbing to `ptxforge.emu.semantics` (the bit-exact reference).
 
 Only f32/f64 add/sub/mul with .rn and no .ftz/.sat take an inline numpy path (IEEE round-to-nearest is
-exactly numpy's); their NaN results are made canonical (0x7fffffff) as the hardware does.
+exactly numpy's); their NaN results are made canonical (0x7fffffff) as the hardware does. Compiled for
+reference mode (`ctx.reference`) every form goes to the semantics functions.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def bc(*xs: Value) -> tuple[Value, ...]:
 
 
 def _finish(r, bits):
-    """Canonicalise NaN results (hardware returns 0x7fffffff / 0x7fffffffffffffff)."""
+    """Canonicalise NaN results (hardware returns 0x7fffffff; an f64 NaN from NaN inputs keeps a payload,
+    see semantics.floating, which `build_arith` defers to then)."""
     f = np.asarray(r)
     if f.ndim and f.size and not np.isnan(f.min()):  # the minimum is NaN if any lane is: one read pass
         return f.view(_U[bits])
@@ -87,12 +89,19 @@ def build_arith(ctx: Ctx, name: str) -> Op:
     rnd = _rnd(ctx)
     ftz, sat = ins.has("ftz"), ins.has("sat")
     bits = bits_of_type(ty)
-    if ty in (".f32", ".f64") and rnd == "rn" and not ftz and not sat and not ins.has("approx"):
+    if ty in (".f32", ".f64") and rnd == "rn" and not ftz and not sat and not ins.has("approx") and \
+            not ctx.reference:
         fdt, udt = _F[bits], _U[bits]
         npfn = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[name]
+        exact = getattr(sem("floating"), name)
 
         def fast(st, m):
-            r = npfn(np.asarray(a(st)).view(fdt), np.asarray(b(st)).view(fdt))
+            x, y = a(st), b(st)
+            r = npfn(np.asarray(x).view(fdt), np.asarray(y).view(fdt))
+            if bits == 64 and np.isnan(np.min(r)):  # f64 NaNs keep an input's payload: the semantics' rule
+                r = np.asarray(exact(*bc(x, y), "f64", rnd="rn")).astype(udt, copy=False)
+                d(st, r, m)
+                return
             d(st, _finish(r, bits).astype(udt, copy=False), m)
         return _op(fast)
     kw = {"rnd": rnd, "ftz": ftz, "sat": sat}
@@ -120,7 +129,7 @@ def build_fma(ctx: Ctx) -> Op:
         fn = sem("floating").fma
     dt = _U[bits_of_type(ty)]
     t = ty[1:]
-    if ty == ".f32" and kw == {"rnd": "rn", "ftz": False, "sat": False}:
+    if ty == ".f32" and kw == {"rnd": "rn", "ftz": False, "sat": False} and not ctx.reference:
         return _op(lambda st, m: d(st, fma_rn_f32(a(st), b(st), c(st), fn), m))
     return _op(lambda st, m: d(st, np.asarray(fn(*bc(a(st), b(st), c(st)), t, **kw)).astype(dt, copy=False), m))
 
@@ -268,7 +277,7 @@ def build_cvt(ctx: Ctx) -> Op:
         d = ctx.write(ops[0], ".b32")  # the packed result fills a 32-bit register, whatever convertType is
         return _op(lambda st, m: d(st, np.asarray(pack(a(st), b(st), cty[1:], None if c is None else c(st)))
                                    .astype(np.uint32), m))
-    fast = _fast_cvt(dty, sty, rnd, ftz, sat or satfinite or relu)
+    fast = None if ctx.reference else _fast_cvt(dty, sty, rnd, ftz, sat or satfinite or relu)
     if fast is not None:
         return _op(lambda st, m: d(st, fast(a(st)), m))
     conv = sem("convert").cvt

@@ -70,8 +70,9 @@ def _elem_type(ty: str) -> str:
 def ramp_reader(ctx: Ctx, op: ir.Operand, space: str, nbytes: int) -> Reader | None:
     """fn(st) -> the arena element index of a whole-wave access `[reg+off]` whose lanes address consecutive
     `nbytes` elements (the register holds a ramp of step `nbytes`, see ramps.py), or None; None instead of
-    a function when the operand cannot be one (not a register base, or not a global/generic space)."""
-    if space not in ("global", "const", "generic") or not isinstance(op, ir.Address) or \
+    a function when the operand cannot be one (not a register base, or not a global/generic space, or
+    compiled for reference mode)."""
+    if ctx.reference or space not in ("global", "const", "generic") or not isinstance(op, ir.Address) or \
             not isinstance(op.base, ir.Register):
         return None
     hit = ctx.lookup(op.base.name)
@@ -100,7 +101,8 @@ def shared_index_reader(ctx: Ctx, op: ir.Operand, space: str, nbytes: int) -> Ca
     the indices are kept for the last register array seen (registers are never changed in place, so the
     same array means the same offsets) and the wave's shared layout. Accesses at several offsets from one
     register share one index array (offset k elements), so the loop's working set holds one per register."""
-    if space != "shared" or not isinstance(op, ir.Address) or not isinstance(op.base, ir.Register):
+    if ctx.reference or space != "shared" or not isinstance(op, ir.Address) or \
+            not isinstance(op.base, ir.Register):  # (reference mode: no index runs, every access resolves)
         return None
     hit = ctx.lookup(op.base.name)
     if not isinstance(hit, tuple) or bits_of_type(ctx.reg_type(hit[1])) != 32:

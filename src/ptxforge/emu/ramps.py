@@ -1,5 +1,8 @@
 """Ramps: register arrays known to hold `base + step * i` at index i (exact integers, no wrap-around).
 
+None of this runs in reference mode (`st.reference`): no array is tagged or found to be a ramp, so no `Ramp`
+is ever made and every access gathers through its index array.
+
 A vector add's addresses are `param + 4 * (ctaid * ntid + tid)`: consecutive across the whole wave. A load
 or store whose address array is a known ramp reads or writes one slice of memory instead of gathering
 through an index array (about 10x less work on a large wave), and its bounds and alignment follow from the
@@ -181,7 +184,7 @@ def ramp_only(layout: Layout) -> frozenset[int]:
 
 def lazy_add(st: LaneState, x: Value, y: Value) -> Ramp | None:
     """`x + y` (64 bits) as a `Ramp` when one side is a ramp over the wave and the other uniform, else None."""
-    if st.machine is None:
+    if st.machine is None or getattr(st, "reference", False):
         return None
     if np.ndim(x) == 0:
         x, y = y, x
@@ -206,7 +209,7 @@ def known(st: LaneState, v: Value) -> Tag | Literal[False] | None:
 
 def note(st: LaneState, v: Value, tag: Tag | Literal[False] | None) -> None:
     """Remember that `v` is the ramp `tag` = (base, step), or not a ramp (`tag` False)."""
-    if not isinstance(v, np.ndarray) or v.ndim != 1:
+    if not isinstance(v, np.ndarray) or v.ndim != 1 or getattr(st, "reference", False):
         return
     t = _table(st)
     if len(t) >= MAX_TAGS:
@@ -235,7 +238,7 @@ def find(st: LaneState, v: Value, step: int | None = None) -> Tag | None:
     Uses the tag when there is one; otherwise tests the ends, then every element, and tags the answer."""
     if type(v) is Ramp:
         return v.tag if step is None or v.tag[1] == step else None
-    if not isinstance(v, np.ndarray) or v.ndim != 1 or v.dtype.kind != "u":
+    if not isinstance(v, np.ndarray) or v.ndim != 1 or v.dtype.kind != "u" or getattr(st, "reference", False):
         return None
     tag = known(st, v)
     if tag is None:
@@ -282,7 +285,7 @@ def global_index(st: LaneState, x: Value, k: Value, y: Value) -> np.ndarray | No
     its %tid.x): the cached iota plus the wave's first index, tagged as a ramp (so the `mul.wide` that scales
     it to a byte offset need not test it); None for any other operands."""
     m = st.machine
-    if m is None:  # gathered lanes (compact.SubLanes): not a wave of whole blocks
+    if m is None or getattr(st, "reference", False):  # gathered lanes (compact.SubLanes): no whole wave
         return None
     sr = st.sregs
     tid = sr.get("%tid.x")

@@ -67,7 +67,7 @@ def _config(grid: Any, block: Any, args: Any, shared_mem: Any, cluster: Any,
     return grid, args
 
 
-def _options(options: EmulatorOptions | None, sanitize: Any, num_sms: int | None, watchdog_s: float,
+def _options(options: EmulatorOptions | dict[str, Any] | None, sanitize: Any, num_sms: int | None, watchdog_s: float,
              time_limit_s: float | None, printf: Callable[[str], Any] | None) -> EmulatorOptions:
     """The launch's EmulatorOptions (given, or made from the keywords)."""
     if options is None:
@@ -77,7 +77,7 @@ def _options(options: EmulatorOptions | None, sanitize: Any, num_sms: int | None
                                            ("printf", printf, None)) if v is not default and v != default]
     if given:
         raise LaunchError(f"{', '.join(given)} given beside options=: set them in the EmulatorOptions")
-    return options
+    return EmulatorOptions.from_mapping(options)
 
 
 class Kernel:
@@ -107,7 +107,7 @@ class Kernel:
                shared_mem: int = ..., sanitize: Any = ..., num_sms: int | None = ..., watchdog_s: float = ...,
                time_limit_s: float | None = ..., printf: Callable[[str], Any] | None = ...,
                emu_device_: EmuDevice | None = ..., cluster: Any = ..., stream: None = ...,
-               cooperative: bool = ..., options: EmulatorOptions | None = ...,
+               cooperative: bool = ..., options: EmulatorOptions | dict[str, Any] | None = ...,
                validate: bool = ...) -> LaunchResult: ...
 
     @overload
@@ -115,7 +115,7 @@ class Kernel:
                shared_mem: int = ..., sanitize: Any = ..., num_sms: int | None = ..., watchdog_s: float = ...,
                time_limit_s: float | None = ..., printf: Callable[[str], Any] | None = ...,
                emu_device_: EmuDevice | None = ..., cluster: Any = ..., stream: Stream,
-               cooperative: bool = ..., options: EmulatorOptions | None = ...,
+               cooperative: bool = ..., options: EmulatorOptions | dict[str, Any] | None = ...,
                validate: bool = ...) -> PendingLaunch[LaunchResult]: ...
 
     @overload
@@ -123,7 +123,7 @@ class Kernel:
                shared_mem: int = ..., sanitize: Any = ..., num_sms: int | None = ..., watchdog_s: float = ...,
                time_limit_s: float | None = ..., printf: Callable[[str], Any] | None = ...,
                emu_device_: EmuDevice | None = ..., cluster: Any = ..., stream: GreenStream,
-               cooperative: bool = ..., options: EmulatorOptions | None = ...,
+               cooperative: bool = ..., options: EmulatorOptions | dict[str, Any] | None = ...,
                validate: bool = ...) -> LaunchResult: ...
 
     def launch(self, grid: Any = (1,), block: Any = _UNSET, args: Any = (), *, device: Any = None,
@@ -131,7 +131,7 @@ class Kernel:
                time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
                emu_device_: EmuDevice | None = None, cluster: Any = None,
                stream: Stream | GreenStream | None = None, cooperative: bool = False,
-               options: EmulatorOptions | None = None, validate: bool = True) -> LaunchOutcome:
+               options: EmulatorOptions | dict[str, Any] | None = None, validate: bool = True) -> LaunchOutcome:
         """Run the kernel on `device`: "emu", "cuda" or "cuda:N"; or "auto": where its DeviceBuffer arguments
         live, else the emulator when an emulator-only option is given, else a GPU when one can be used, else the
         emulator. None is like "auto" with $PTXFORGE_DEVICE (when set) in place of the GPU-or-emulator choice.
@@ -204,7 +204,8 @@ class Kernel:
         packed, offsets, copies, temps = self._pack(plan, dev)
         if stream is not None:
             return launch_on_stream(self, stream, dev, packed, copies, temps, grid, block, shared,
-                                    sanitize, opts.num_sms, opts.watchdog_s, opts.printf, cluster, opts.checks)
+                                    sanitize, opts.num_sms, opts.watchdog_s, opts.printf, cluster, opts.checks,
+                                    opts.reference)
         sanitizer = None
         try:
             if on_gpu:
@@ -213,7 +214,7 @@ class Kernel:
             else:
                 result, sanitizer = self._run_emu(dev, packed, grid, block, shared, sanitize, opts.num_sms,
                                                   (opts.watchdog_s, opts.time_limit_s), opts.printf, cluster,
-                                                  config.cooperative, opts.checks)
+                                                  config.cooperative, opts.checks, opts.reference)
             copy_back(dev, copies)
         except (EmulatorError, LaunchError, KernelFault):  # a fault stops the launch: what completed still comes back
             copy_back_quietly(dev, copies)
@@ -236,7 +237,7 @@ class Kernel:
     def _run_emu(self, dev: Any, packed: bytes, grid: Any, block: Any, shared_mem: int, sanitize: Any,
                  num_sms: int | None, limits: tuple[float, float | None], printf: Callable[[str], Any] | None,
                  cluster: Any, cooperative: bool = False,
-                 checks: tuple = ()) -> tuple[LaunchResult, Any]:
+                 checks: tuple = (), reference: bool = False) -> tuple[LaunchResult, Any]:
         watchdog_s, time_limit_s = limits
         sanitizer = None
         if sanitize:
@@ -255,14 +256,14 @@ class Kernel:
                             time_limit_s=time_limit_s,
                             printf=sink, checks=(sanitizer, *checks) if sanitizer is not None else checks,
                             cluster=cluster,
-                            cooperative=cooperative)
+                            cooperative=cooperative, reference=reference)
         except (EmulatorError, LaunchError) as e:
             if sanitizer is not None:  # keep what the sanitizer found before the launch stopped
                 sanitizer.finish(stopped=e)
             raise
         return LaunchResult(self.name, "emu", as_tuple(grid), as_tuple(block), stats.thread_instructions,
                             stats.wall_s, stats.per_sm, stats.waves, lines,
-                            printf_truncated=stats.printf_truncated), sanitizer
+                            printf_truncated=stats.printf_truncated, mode=stats.mode), sanitizer
 
     def _run_gpu(self, dev: Any, packed: bytes, offsets: list[int], grid: Any, block: Any, shared_mem: int,
                  cluster: Any, cooperative: bool = False, stream: GreenStream | None = None) -> LaunchResult:

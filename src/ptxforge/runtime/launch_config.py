@@ -88,7 +88,8 @@ class EmulatorOptions:
     `ptxforge.emu.sanitizer.Sanitizer`; num_sms: SMs to emulate (None: the device's); watchdog_s: seconds the
     launch may go without progress (inf: no limit); time_limit_s: a wall-clock limit (None: none); printf: a
     callable given each line of device printf output (None: print it); checks: `ptxforge.emu.hooks.Check`s that
-    watch the launch beside the sanitizer (see README, "Writing a check")."""
+    watch the launch beside the sanitizer (see README, "Writing a check"); reference: run every instruction
+    through its semantics function with no fast path (as PTXFORGE_EMU_REFERENCE=1; docs/emulator.md)."""
 
     sanitize: Any = False
     num_sms: int | None = None
@@ -96,6 +97,7 @@ class EmulatorOptions:
     time_limit_s: float | None = None
     printf: Callable[[str], Any] | None = None
     checks: tuple[Check, ...] = ()
+    reference: bool = False
 
     def __post_init__(self) -> None:
         watchdog_s, time_limit_s = check_time_options(self.watchdog_s, self.time_limit_s)
@@ -109,11 +111,27 @@ class EmulatorOptions:
         bad = [c for c in self.checks if not isinstance(c, Check)]
         if bad:
             raise LaunchError(f"checks must be ptxforge.emu.hooks.Check instances, got {bad[0]!r}")
+        if not isinstance(self.reference, bool | np.bool_):
+            raise LaunchError(f"reference must be True or False, got {self.reference!r}")
+        object.__setattr__(self, "reference", bool(self.reference))
         if isinstance(self.sanitize, np.bool_):
             object.__setattr__(self, "sanitize", bool(self.sanitize))
         if not isinstance(self.sanitize, bool):
             if not isinstance(self.sanitize, Sanitizer):
                 raise LaunchError(f"sanitize must be True, False or a Sanitizer, got {self.sanitize!r}")
+
+    @classmethod
+    def from_mapping(cls, options: Any) -> EmulatorOptions:
+        """`options=` as given to a launch: an EmulatorOptions, or a dict of its fields ({"reference": True})."""
+        if isinstance(options, cls):
+            return options
+        if not isinstance(options, dict):
+            raise LaunchError(f"options must be an EmulatorOptions or a dict of its fields, got {options!r}")
+        names = [f.name for f in fields(cls)]
+        unknown = [k for k in options if k not in names]
+        if unknown:
+            raise LaunchError(f"unknown emulator option {unknown[0]!r}; the options are {', '.join(names)}")
+        return cls(**options)
 
     def given(self) -> list[str]:
         """The options set to something a GPU cannot do (watchdog_s is not one: a GPU has no watchdog)."""

@@ -24,6 +24,7 @@ class LaunchResult:
     printf: list = field(default_factory=list)
     gpu: str = ""  # the GPU's name for a launch on "cuda"
     printf_truncated: int = 0  # printf calls cut short or lost past the device's printf buffer (emulator)
+    mode: str = ""  # the emulator's mode: "fast", or "reference" (no fast path, docs/emulator.md); "" on a GPU
 
     @property
     def rate(self) -> float:

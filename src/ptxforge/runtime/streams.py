@@ -57,7 +57,8 @@ def label_reports(sanitizer: Any, dev: Device) -> None:
 
 def launch_on_stream(kernel: Any, stream: Any, dev: Any, packed: bytes, copies: list, temps: list, grid: Any,
                      block: Any, shared_mem: int, sanitize: Any, num_sms: int | None, watchdog_s: float,
-                     printf: Any, cluster: Any, checks: tuple = ()) -> PendingLaunch[LaunchResult]:
+                     printf: Any, cluster: Any, checks: tuple = (),
+                     reference: bool = False) -> PendingLaunch[LaunchResult]:
     """Queue a packed launch of `kernel` on `stream`; returns its `PendingLaunch`. The kernel's module stays
     loaded on `dev` until the launch finishes or is aborted (see `ptxforge.module_cache`)."""
     if num_sms is not None:
@@ -80,7 +81,7 @@ def launch_on_stream(kernel: Any, stream: Any, dev: Any, packed: bytes, copies: 
         machine = emulate(kernel.module, kernel.function, grid=grid, block=block, params=packed,
                           shared_mem=shared_mem, device=dev, watchdog_s=watchdog_s, printf=sink,
                           checks=(sanitizer, *checks) if sanitizer is not None else checks, cluster=cluster,
-                          sm_ids=stream.sms, run=False)
+                          sm_ids=stream.sms, run=False, reference=reference)
     except BaseException:
         free_quietly(dev, temps)
         raise
@@ -99,7 +100,8 @@ def launch_on_stream(kernel: Any, stream: Any, dev: Any, packed: bytes, copies: 
             sanitizer.finish()
         return LaunchResult(kernel.name, "emu", as_tuple(grid), as_tuple(block), stats["thread_instructions"],
                             stats["wall_s"], stats["per_sm"], stats["waves"], lines,
-                            gpu=f"GPU {dev.gpu}, {stream.name}", printf_truncated=stats.get("printf_truncated", 0))
+                            gpu=f"GPU {dev.gpu}, {stream.name}", printf_truncated=stats.get("printf_truncated", 0),
+                            mode=stats.get("mode", "fast"))
 
     def abort(error: BaseException) -> BaseException | None:
         free_quietly(dev, temps)
