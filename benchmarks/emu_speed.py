@@ -110,25 +110,29 @@ for key, kind, n in rows:
         a, b = rng.random(n, np.float32), rng.random(n, np.float32)
         c = np.zeros(n, np.float32)
         A, B, Cb = buf(a), buf(b), buf(c)
-        call = lambda: prg.vadd(q, (n,), (min(256, n),), A, B, Cb, i32(n))
+        k = cl.Kernel(prg, "vadd")  # fetched once: `prg.vadd` rebuilds the kernel object on every access
+        call = lambda k=k: k(q, (n,), (min(256, n),), A, B, Cb, i32(n))
         check = lambda: np.array_equal(back(c, Cb), a + b)
     elif kind == "reduce":
         x = rng.random(n, np.float32)
         out = np.zeros(n // 256, np.float32)
         X, O = buf(x), buf(out)
-        call = lambda: prg.reduce_sum(q, (n,), (256,), X, O, i32(n))
+        k = cl.Kernel(prg, "reduce_sum")
+        call = lambda k=k: k(q, (n,), (256,), X, O, i32(n))
         check = lambda: np.allclose(back(out, O), x.reshape(-1, 256).sum(1), rtol=1e-4)
     elif kind == "matmul":
         a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
         c = np.zeros((n, n), np.float32)
         A, B, Cb = buf(a), buf(b), buf(c)
-        call = lambda: prg.matmul(q, (n, n), (16, 16), A, B, Cb, i32(n), i32(n), i32(n))
+        k = cl.Kernel(prg, "matmul")
+        call = lambda k=k: k(q, (n, n), (16, 16), A, B, Cb, i32(n), i32(n), i32(n))
         check = lambda: np.allclose(back(c, Cb), a @ b, rtol=1e-4, atol=1e-3)
     else:
         x = rng.integers(1, 100_000, n, dtype=np.uint32)
         out = np.zeros(n, np.int32)
         X, O = buf(x), buf(out)
-        call = lambda: prg.collatz(q, (n,), (256,), X, O, i32(n))
+        k = cl.Kernel(prg, "collatz")
+        call = lambda k=k: k(q, (n,), (256,), X, O, i32(n))
         check = lambda: int(back(out, O).max()) > 100
     call()  # the first call compiles the work-group function
     q.finish()
@@ -140,6 +144,17 @@ for key, kind, n in rows:
         dt = time.perf_counter() - t
         best = dt if best is None else min(best, dt)
     res[key] = {"s": best, "ok": bool(check())}
+    if kind == "vadd" and n == 1 << 10:  # the old way, for comparison: the kernel object fetched on every call
+        old = lambda: prg.vadd(q, (n,), (min(256, n),), A, B, Cb, i32(n))
+        old()
+        q.finish()
+        olds = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            old()
+            q.finish()
+            olds.append(time.perf_counter() - t)
+        res["vadd_1k_refetch_s"] = min(olds)
 print(json.dumps(res))
 """
 
@@ -389,6 +404,10 @@ def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None) -> None:
               "venv; pass --pocl-python or set PTXFORGE_POCL_PYTHON): POCL columns skipped.")
     elif "error" in peer:
         print(f"\nPOCL failed: {peer['error']}")
+    else:
+        print(f"\nPOCL vector add, 1K threads: {peer['vadd_1k']['s'] * 1e6:.0f} us with the kernel object reused, "
+              f"{peer['vadd_1k_refetch_s'] * 1e6:.0f} us with `prg.vadd(...)` fetching it on every call (the old "
+              f"harness)")
 
     def rate(k):
         return rows[k][0] / rows[k][1]
