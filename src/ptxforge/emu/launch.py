@@ -282,7 +282,9 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
     `sm_ids`: the SMs the launch may use (a stream's partition; default all of the device's).
     `run=False` checks the launch and returns its `Machine` without running it (a Node's stream launch).
     `watchdog_s`: seconds the launch's state may keep repeating (no progress) before it is stopped;
-    `time_limit_s`: a plain wall-clock limit on the launch (None: none). See `progress`."""
+    `time_limit_s`: a plain wall-clock limit on the launch (None: none). See `progress`.
+    `tier`: "auto", "native" or "interp" (None: $PTXFORGE_EMU_TIER, else "interp"; see `ptxforge.emu.native`);
+    `threads`: worker threads of the native tier (None: every core). The stats say which tier ran and why."""
     watchdog_s, time_limit_s = check_time_options(watchdog_s, time_limit_s)
     device = device or emu_device()
     shape = check_launch(module, func, grid, block, cluster, shared_mem=shared_mem)

@@ -23,6 +23,8 @@ class LaunchResult:
     waves: int = 1
     printf: list = field(default_factory=list)
     gpu: str = ""  # the GPU's name for a launch on "cuda"
+    tier: str = ""  # on the emulator: "native" or "interp", the tier that ran it (docs/native-tier.md)
+    tier_note: str = ""  # why the interpreter ran it where the native tier could have been used
 
     @property
     def rate(self) -> float:

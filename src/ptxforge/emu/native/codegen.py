@@ -61,7 +61,6 @@ def segments(layout: Layout, ops: list[Any]) -> list[Segment]:
     leaders = {lo}
     for pc in range(lo, hi):
         op = ops[pc]
-        ins = layout.placed[pc].ins
         k = op.kind
         if k == C.BRA:
             if not lo <= op.target < hi:
@@ -151,7 +150,8 @@ class LaneEnv:
             raise NotNative("absolute address")
         sym = self.symbol_address(addr.base.name)
         if sym is not None:
-            if space != "shared" or self.gen.layout.lookup(self.placed, addr.base.name).kind != "shared":
+            hit = self.gen.layout.lookup(self.placed, addr.base.name)
+            if space != "shared" or isinstance(hit, tuple) or hit is None or hit.kind != "shared":
                 raise NotNative("a symbol address outside shared memory")
             a = L.Constant(I64, sym + addr.offset)
         else:
@@ -371,8 +371,10 @@ class BlockGen:
         self._lane_loop(b, seg, w, body, after)
 
     def _guard(self, env: LaneEnv, ins: ir.Instruction) -> L.Value:
-        p = read(env, ir.Register(ins.guard.predicate), ".pred")
-        return env.b.not_(p) if ins.guard.negated else p
+        g = ins.guard
+        assert g is not None
+        p = read(env, ir.Register(g.predicate), ".pred")
+        return env.b.not_(p) if g.negated else p
 
     def _guarded(self, b: L.IRBuilder, env: LaneEnv, ins: ir.Instruction, emit) -> None:
         if ins.guard is None:

@@ -32,13 +32,17 @@ def _target() -> tuple[Any, Any]:
     if "tm" not in _STATE:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        target = llvm.Target.from_default_triple()
         cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-        _STATE["tm"] = target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="default",
-                                                    codemodel="jitdefault")
+        _STATE["tm"] = _new_target_machine()
         _STATE["host"] = f"{llvm.get_process_triple()} {cpu} {features}"
         _STATE["engine_module"] = None
     return _STATE["tm"], _STATE["host"]
+
+
+def _new_target_machine() -> Any:
+    target = llvm.Target.from_default_triple()
+    cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="default", codemodel="jitdefault")
 
 
 def cache_key(ir_text: str) -> str:
@@ -81,8 +85,9 @@ def load(ir_text: str) -> int:
         if obj is None:
             obj = _compile(ir_text)
             _store(path, obj)
-        tm, _ = _target()
-        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        _target()
+        # an engine owns its target machine (freed with it): each gets its own
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _new_target_machine())
         engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         engine.finalize_object()
         addr = engine.get_function_address("run_blocks")

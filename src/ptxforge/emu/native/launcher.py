@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ptxforge.emu.errors import EmulatorError, MemoryFault, WatchdogTimeout
+from ptxforge.emu.memory import describe_address
 from ptxforge.emu.native import codegen as G
 from ptxforge.emu.native.jit import load
 
@@ -131,14 +132,23 @@ def _fault(m: Machine, status: np.ndarray) -> EmulatorError:
     gx, gy, _ = m.grid
     tid = (lane % bx, lane // bx % by, lane // (bx * by))
     cta = (bid % gx, bid // gx % gy, bid // (gx * gy))
-    who = f"thread ({tid[0]}, {tid[1]}, {tid[2]}) of block ({cta[0]}, {cta[1]}, {cta[2]})"
+    who = f"thread ({tid[0]},{tid[1]},{tid[2]}) block ({cta[0]},{cta[1]},{cta[2]})"
     if code == G.ST_NOT_CONVERGED:
         return EmulatorError(f"{op.where}: {op.text}: the native tier runs warp-wide instructions for converged "
                              f"member lanes only, and warp {lane // 32} of block ({cta[0]}, {cta[1]}, {cta[2]}) "
                              f"reached it diverged; launch with tier='interp' (or PTXFORGE_EMU_TIER=interp)")
-    kind = _KINDS.get(code, "fault")
-    space = "shared" if "shared" in op.text.split()[0] else "global"
-    what = "store" if wr else "load"
-    return MemoryFault(f"{op.where}: {kind} {space} {what} of {nbytes} bytes at {addr:#x} by {who}: {op.text}",
-                       kind=kind, address=addr, size=nbytes, thread=tid, block=cta, ptx_line=op.line,
-                       instruction=op.text)
+    kind = _KINDS.get(code, "out-of-bounds")
+    space = "shared" if ".shared" in op.text.split()[0] else "global"
+    note = ""
+    if space == "global" and code != G.ST_MISALIGNED:
+        memory = m.device
+        note = (f"{_alloc_name(memory, addr)} is read-only" if code == G.ST_READONLY
+                else describe_address(memory.allocations, addr, nbytes))
+    msg = f"{kind} {space} access of {nbytes} bytes at {addr:#x}" + (f" ({note})" if note else "")
+    return MemoryFault(f"{op.where}: {op.text}: {msg} by {who}", kind=kind, address=addr, size=nbytes, thread=tid,
+                       block=cta, ptx_line=op.line, instruction=op.text)
+
+
+def _alloc_name(memory: Any, addr: int) -> str:
+    a = memory.find(addr)
+    return (a.name or "allocation") if a is not None else "allocation"

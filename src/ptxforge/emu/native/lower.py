@@ -186,7 +186,7 @@ def _arith(ins: ir.Instruction, env: LaneEnv) -> None:
         x, y = ext(x, wt), ext(y, wt)
     r = b.mul(x, y)
     if op == "mad":
-        r = b.add(r, read(env, ops[3], ".b%d" % r.type.width if not signed(ty) else ".s%d" % r.type.width))
+        r = b.add(r, read(env, ops[3], f"{'.s' if signed(ty) else '.b'}{r.type.width}"))
     write(env, ops[0], r)
 
 

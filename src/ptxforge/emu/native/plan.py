@@ -1,8 +1,10 @@
 """Which tier runs a launch, and whether a kernel can run natively (else the first instruction that cannot).
 
-The tier comes from the launch option (`tier=`), else $PTXFORGE_EMU_TIER, else "auto": native where the
-kernel and the launch allow it, the interpreter otherwise. "native" asks for the native tier and still falls
-back (saying why) where it cannot run; "interp" always interprets.
+The tier comes from the launch option (`tier=`), else $PTXFORGE_EMU_TIER, else DEFAULT_TIER. "auto" and
+"native" run a launch natively where the kernel and the launch allow it and fall back to the interpreter
+(saying why) elsewhere; "interp" always interprets. The default stays "interp" until the native tier has a
+no-progress watchdog of its own (it has a wall-clock limit only) and the suite's tests of the interpreter's
+machinery name their tier.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ if TYPE_CHECKING:
 
 TIERS = ("auto", "native", "interp")
 ENV = "PTXFORGE_EMU_TIER"
+DEFAULT_TIER = "interp"
 
 
 def requested_tier(option: str | None = None) -> str:
-    """The tier asked for: `option`, else $PTXFORGE_EMU_TIER, else "auto" (a LaunchError for anything else)."""
-    tier = option if option is not None else os.environ.get(ENV) or "auto"
+    """The tier asked for: `option`, else $PTXFORGE_EMU_TIER, else DEFAULT_TIER (a LaunchError for anything else)."""
+    tier = option if option is not None else os.environ.get(ENV) or DEFAULT_TIER
     if tier not in TIERS:
         where = "tier" if option is not None else f"${ENV}"
         raise LaunchError(f"{where} must be one of {', '.join(map(repr, TIERS))}, not {tier!r}")

@@ -27,7 +27,8 @@ def choose_tier(m: Machine, option: str | None, *, checks: bool, cooperative: bo
            "thread-block clusters stay on the interpreter" if m.csize != 1 else "")
     if why:
         return None, f"the native tier was not used: {why}"
-    plan = native_plan(m.layout, m.ops, tuple(m.block))
+    bx, by, bz = m.block
+    plan = native_plan(m.layout, m.ops, (bx, by, bz))
     if plan.ir_text is None:
         return None, f"the native tier cannot run {m.layout.kernel_func.name}: {plan.reason}"
     return plan, ""
