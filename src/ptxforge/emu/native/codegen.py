@@ -24,6 +24,7 @@ from llvmlite import ir as L
 from ptxforge.emu import op as C
 from ptxforge.emu.memory import GLOBAL_BASE
 from ptxforge.emu.native.lower import I1, I8, I32, I64, SREGS, NotNative, lower, read, write
+from ptxforge.emu.native.zeroing import registers_to_zero
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
@@ -233,8 +234,7 @@ class BlockGen:
         b.store(b.trunc(b.urem(bid, gx), I32), self.ctaid[0])
         b.store(b.trunc(b.urem(b.udiv(bid, gx), gy), I32), self.ctaid[1])
         b.store(b.trunc(b.udiv(bid, b.mul(gx, gy)), I32), self.ctaid[2])
-        b.call(memset, [b.bitcast(self.regfile, i8p), L.Constant(I8, 0), L.Constant(I64, self.nlanes * self.nregs * 8),
-                        L.Constant(I1, 0)])
+        self._zero_registers(b)
         b.call(memset, [self.shared, L.Constant(I8, 0), self.shared_size, L.Constant(I1, 0)])
         b.store(L.Constant(I64, 0), self.icount)
         entry_pc = self.segs[0].start
@@ -304,6 +304,33 @@ class BlockGen:
         b.store(b.add(bid, L.Constant(I64, 1)), self.bid)
         b.branch(blk_top)
         return self.module
+
+    def _zero_registers(self, b: L.IRBuilder) -> None:
+        """Zero the registers some path may read before writing (zeroing.py), in every lane of the block."""
+        fl = self.layout.functions[self.layout.kernel_func.name]
+        need = registers_to_zero(self.layout, self.ops, fl.entry, fl.end)
+        if not need:
+            return
+        if 2 * len(need) >= self.nregs:
+            memset = self.intrinsic("llvm.memset.p0i8.i64", L.VoidType(), [I8.as_pointer(), I8, I64, I1])
+            b.call(memset, [b.bitcast(self.regfile, I8.as_pointer()), L.Constant(I8, 0),
+                            L.Constant(I64, self.nlanes * self.nregs * 8), L.Constant(I1, 0)])
+            return
+        fn = self.fn
+        head, body, done = (fn.append_basic_block(f"zero_{x}") for x in ("head", "body", "done"))
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        lane = b.phi(I64)
+        lane.add_incoming(L.Constant(I64, 0), pre)
+        b.cbranch(b.icmp_signed("<", lane, L.Constant(I64, self.nlanes)), body, done)
+        b.position_at_end(body)
+        base = b.mul(lane, L.Constant(I64, self.nregs))
+        for slot in need:
+            b.store(L.Constant(I64, 0), b.gep(self.regfile, [b.add(base, L.Constant(I64, slot))], inbounds=True))
+        lane.add_incoming(b.add(lane, L.Constant(I64, 1)), body)
+        b.branch(head)
+        b.position_at_end(done)
 
     # ------------------------------------------------------------------ segments
     def _lane_loop(self, b: L.IRBuilder, seg: Segment, w: L.Value, body, after: L.Block) -> None:
