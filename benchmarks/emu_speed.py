@@ -323,20 +323,32 @@ def _pocl_row_launch(kind, n, mods, rng):
             lambda: int(bufs[1].to_host().max()) > 100)
 
 
-def ptxforge_pocl_rows(repeat: int) -> dict:
-    """{key: (thread-instructions, seconds)} of each POCL_ROWS kernel on device buffers, best of `repeat`."""
+def ptxforge_pocl_rows(repeat: int, tier: str | None = None, threads: int | None = None) -> dict:
+    """{key: (thread-instructions, seconds)} of each POCL_ROWS kernel on device buffers, best of `repeat`.
+    `tier` "native": the native tier with `threads` workers (None: every core); the sanitizer row is left out
+    (it runs on the interpreter)."""
     from emu_corpus import corpus_module
+
+    opts = {}
+    if tier is not None:
+        from ptxforge.runtime.launch_config import EmulatorOptions
+
+        opts = {"options": EmulatorOptions(tier=tier, threads=threads)}
 
     mods = {m: corpus_module(m, "sm_80.O3") for m in ("vector_ops", "reductions", "matmul_tiled", "control_flow")}
     rng = np.random.default_rng(0)
     out = {}
     for key, _, kind, n in POCL_ROWS:
+        if tier is not None and kind is None:
+            continue
         k, grid, block, args, bufs, check = _pocl_row_launch(kind, n, mods, rng)
         san = kind is None
 
         def launch(k=k, grid=grid, block=block, args=args, san=san):
-            return k.launch(grid=grid, block=block, args=args, sanitize=san)
-        launch()  # compile (and warm the allocator)
+            return k.launch(grid=grid, block=block, args=args, sanitize=san, **opts)
+        first = launch()  # compile (and warm the allocator)
+        if tier is not None and first.tier != tier:
+            raise SystemExit(f"{key}: the {tier} tier did not run it: {first.tier_note}")
         s, r = _best(launch, repeat)
         assert check(), f"{key}: wrong result"
         out[key] = (int(r.thread_instructions), s)
@@ -376,6 +388,12 @@ def baseline_rows(src: str, repeat: int) -> dict:
 
 def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None) -> None:
     rows = ptxforge_pocl_rows(repeat)
+    try:
+        import llvmlite  # noqa: F401
+        native = {1: ptxforge_pocl_rows(repeat, "native", 1), 0: ptxforge_pocl_rows(repeat, "native", None)}
+    except ImportError:
+        native = None
+        print("llvmlite is not installed: no native-tier columns")
     base = baseline_rows(baseline, repeat) if baseline else None
     peer = pocl_run(pocl_py, repeat) if pocl_py else None
     if peer is not None and "device" in peer:
@@ -383,6 +401,7 @@ def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None) -> None:
     cols = ["algorithm", "thread-instr", "ptxforge s", "ptxforge M thr-instr/s"]
     cols += ["baseline M/s", "speed-up"] if base else []
     cols += ["POCL s", "POCL M thr-instr/s", "ptxforge / POCL time"]
+    cols += ["native 1 thread s", f"native {os.cpu_count()} threads s", "native / POCL time"] if native else []
     print("\n| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|")
     plain = rows["vadd_1m"][1]
     for key, label, kind, _ in POCL_ROWS:
@@ -398,6 +417,13 @@ def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None) -> None:
         else:
             ps = peer[key]["s"]
             cells += [f"{ps:.5f}", f"{ti / ps / 1e6:.1f}", f"{s / ps:.1f}x" + ("" if peer[key]["ok"] else " (wrong)")]
+        if native and kind is None:
+            cells += ["-", "-", "-"]
+        elif native:
+            (t1, s1), (tn, sn) = native[1][key], native[0][key]
+            assert t1 == tn == ti, f"{key}: thread-instruction counts differ between tiers"
+            ratio = f"{sn / peer[key]['s']:.1f}x" if peer is not None and "error" not in peer else "-"
+            cells += [f"{s1:.5f}", f"{sn:.5f}", ratio]
         print("| " + " | ".join(cells) + " |")
     if peer is None:
         print("\nPOCL not found (apt-get install pocl-opencl-icd ocl-icd-libopencl1; pip install pyopencl into a "

@@ -138,7 +138,8 @@ def test_out_of_bounds_is_a_fault_on_both_tiers(tier):
     a, b = to_device(np.ones(256, np.float32)), to_device(np.ones(256, np.float32))
     c = to_device(np.zeros(200, np.float32))
     want = (r"vector_ops\.sm_80\.O3\.ptx:\d+: st\.global\.f32 .*: out-of-bounds global access of 4 bytes at "
-            r"0x[0-9a-f]+ \((between allocations: )?0 bytes past the end of .*\) by thread \(200,0,0\) block \(0,0,0\)$")
+            r"0x[0-9a-f]+ \((between allocations: )?0 bytes past the end of .*\) "
+            r"by thread \(200,0,0\) block \(0,0,0\)$")
     with pytest.raises(MemoryFault, match=want) as e:
         k.launch(grid=(1,), block=(256,), args=[a, b, c, np.int32(256)], options=EmulatorOptions(tier=tier))
     assert e.value.address == c.address + 200 * 4
@@ -178,3 +179,35 @@ def test_object_code_is_cached_on_disk_by_content(tmp_path, monkeypatch):
     jit.load(text)
     assert jit.STATS["disk_hits"] == before["disk_hits"] + 1
     assert jit.STATS["compiled"] == before["compiled"] + 1
+
+
+SPIN = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry spin(.param .u64 out)
+{
+    .reg .b32 %r<3>;
+    .reg .pred %p<2>;
+    mov.u32 %r1, 0;
+$L_top:
+    add.s32 %r1, %r1, 1;
+    setp.ne.s32 %p1, %r1, 0;
+    @%p1 bra $L_top;
+    ret;
+}
+"""
+
+
+def test_a_launch_past_its_limit_is_stopped():
+    import time
+
+    import ptxforge as pf
+    from ptxforge.emu.errors import WatchdogTimeout
+
+    k = pf.parse(SPIN, filename="spin.ptx").kernel("spin")  # 2^32 steps a thread: minutes, were it not stopped
+    out = np.zeros(1, np.uint32)
+    t = time.monotonic()
+    with pytest.raises(WatchdogTimeout, match=r"spin: the native tier stopped the launch after 0\.3 s"):
+        k.launch(grid=(1,), block=(32,), args=[out], options=EmulatorOptions(tier="native", watchdog_s=0.3))
+    assert time.monotonic() - t < 30

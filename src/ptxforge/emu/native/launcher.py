@@ -8,10 +8,12 @@ interpreter would (out of bounds, misaligned, read-only), naming the PTX line, t
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import os
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,9 +38,35 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+_MAPS: weakref.WeakKeyDictionary[Any, tuple[tuple, np.ndarray]] = weakref.WeakKeyDictionary()
+_FUNCS: dict[str, Any] = {}  # IR text -> the ctypes function (a str's hash is computed once)
+_POOL: list[concurrent.futures.ThreadPoolExecutor] = []
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The worker threads launches share (made once: starting threads per launch costs more than small launches)."""
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(concurrent.futures.ThreadPoolExecutor(max_workers=max(1, default_threads() - 1),
+                                                               thread_name_prefix="ptxforge-native"))
+        return _POOL[0]
+
+
 def validity_map(memory: Any) -> np.ndarray:
     """Per 64-byte granule of the arena: how many of its bytes from its start lie in an allocation (flag 0x80:
-    a read-only one). Allocations start on 256-byte boundaries, so a granule belongs to at most one."""
+    a read-only one). Allocations start on 256-byte boundaries, so a granule belongs to at most one. Kept per
+    memory until its allocations change."""
+    key = (memory.arena.size, tuple((a.offset, a.size, a.readonly) for a in memory.allocations))
+    hit = _MAPS.get(memory)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    gmap = _build_map(memory)
+    _MAPS[memory] = (key, gmap)
+    return gmap
+
+
+def _build_map(memory: Any) -> np.ndarray:
     n = (memory.arena.size + G.GRANULE - 1) // G.GRANULE
     gmap = np.zeros(n + 1, np.uint8)
     for a in memory.allocations:
@@ -53,7 +81,9 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict
     """Run every block of the launch `m` (a Machine set up for it) natively; its stats as `Machine.run` gives."""
     t0 = time.perf_counter()
     assert plan.ir_text is not None
-    fn = _RUN(load(plan.ir_text))
+    fn = _FUNCS.get(plan.ir_text)
+    if fn is None:
+        fn = _FUNCS[plan.ir_text] = _RUN(load(plan.ir_text))
     memory = m.device
     arena = memory.arena
     gmap = validity_map(memory)
@@ -93,24 +123,18 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict
             status[0] = G.ST_STOP
 
     limit = m.time_limit_s if m.time_limit_s is not None else m.watchdog_s
-    if nthreads == 1:
-        worker_thread = None
+    # the caller's thread is one worker; the others come from the shared pool. A timer stops the workers at
+    # the wall-clock limit (they look at the status between segments).
+    token = _WATCHDOG.watch(status, limit)
+    try:
+        helpers = [_pool().submit(worker) for _ in range(nthreads - 1)]
         worker()
-    else:
-        pool = [threading.Thread(target=worker, daemon=True) for _ in range(nthreads)]
-        for t in pool:
-            t.start()
-        deadline = time.monotonic() + limit
-        for t in pool:
-            t.join(max(0.0, deadline - time.monotonic()) if limit != float("inf") else None)
-        if any(t.is_alive() for t in pool):
-            status[0] = G.ST_STOP
-            for t in pool:
-                t.join()
-            raise WatchdogTimeout(f"{m.layout.kernel_func.name}: the native tier stopped the launch after "
-                                  f"{limit:g} s (its wall-clock limit: watchdog_s / time_limit_s)")
-        worker_thread = pool
-    del worker_thread
+        concurrent.futures.wait(helpers)
+    finally:
+        _WATCHDOG.forget(token)
+    if status[0] == G.ST_STOP and not errors:
+        raise WatchdogTimeout(f"{m.layout.kernel_func.name}: the native tier stopped the launch after "
+                              f"{limit:g} s (its wall-clock limit: watchdog_s / time_limit_s)")
     if errors:
         raise EmulatorError(f"{m.layout.kernel_func.name}: the native tier failed: {errors[0]}")
     if status[0] != 0:
@@ -120,6 +144,50 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict
     np.add.at(per_sm, per_slot_sm[np.arange(nblocks) % m.resident], counts)
     return {"thread_instructions": int(counts.sum()), "per_sm": per_sm, "wall_s": time.perf_counter() - t0,
             "waves": -(-nblocks // m.resident), "resident_blocks": m.resident, "steps": 0}
+
+
+class _Watchdog:
+    """One thread that stops launches past their wall-clock limit (a status set to ST_STOP), started once."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.live: dict[int, tuple[float, np.ndarray]] = {}
+        self.next_token = 0
+        self.thread: threading.Thread | None = None
+        self.wake: float | None = None  # when the thread wakes next (None: when notified)
+
+    def watch(self, status: np.ndarray, limit: float) -> int | None:
+        if limit == float("inf"):
+            return None
+        with self.cond:
+            self.next_token += 1
+            self.live[self.next_token] = (time.monotonic() + limit, status)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, daemon=True, name="ptxforge-native-watchdog")
+                self.thread.start()
+            deadline = self.live[self.next_token][0]
+            if self.wake is None or deadline < self.wake:  # (waking the thread costs a GIL hand-over)
+                self.cond.notify()
+            return self.next_token
+
+    def forget(self, token: int | None) -> None:
+        if token is not None:
+            with self.cond:
+                self.live.pop(token, None)
+
+    def _run(self) -> None:
+        with self.cond:
+            while True:
+                now = time.monotonic()
+                for deadline, status in self.live.values():
+                    if deadline <= now and status[0] == 0:
+                        status[0] = G.ST_STOP
+                # sleep until the earliest deadline (a launch that ended early leaves it: a spare wake-up)
+                self.wake = min((d for d, _ in self.live.values() if d > now), default=None)
+                self.cond.wait(None if self.wake is None else self.wake - now)
+
+
+_WATCHDOG = _Watchdog()
 
 
 _KINDS = {G.ST_FAULT: "out-of-bounds", G.ST_MISALIGNED: "misaligned", G.ST_READONLY: "write to read-only memory"}
