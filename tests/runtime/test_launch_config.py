@@ -136,7 +136,9 @@ def test_emulate_returns_typed_stats_that_read_as_the_old_dict(fill):
     assert isinstance(stats, EmulationStats)
     assert stats.thread_instructions == stats["thread_instructions"] == 64 * 9  # 9 instructions
     assert stats.waves == stats["waves"] == 1 and stats["per_sm"].sum() == 576
-    assert sorted(stats) == ["per_sm", "resident_blocks", "steps", "thread_instructions", "wall_s", "waves"]
+    assert sorted(stats) == ["per_sm", "resident_blocks", "steps", "thread_instructions", "tier", "tier_note", "wall_s",
+                             "waves"]
+    assert stats.tier == "interp" and stats.tier_note == ""
     assert "wall_s" in stats and stats.get("nope") is None and dict(stats)["steps"] == stats.steps
     with pytest.raises(KeyError):
         stats["nope"]

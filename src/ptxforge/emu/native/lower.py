@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llvmlite import ir as L
 
+from ptxforge.emu.errors import EmulatorError
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ FLOAT_CMP_U = {"equ": "==", "neu": "!=", "ltu": "<", "leu": "<=", "gtu": ">", "g
 LOADS = ("global", "shared", "param")
 
 
-class NotNative(Exception):
+class NotNative(EmulatorError):
     """The instruction (or kernel) has no native form yet: the launch falls back to the interpreter."""
 
     def __init__(self, msg: str, pc: int | None = None):

@@ -35,6 +35,6 @@ def choose_tier(m: Machine, option: str | None, *, checks: bool, cooperative: bo
 
 
 def run_native(m: Machine, plan: NativePlan, threads: int | None) -> dict:
-    from ptxforge.emu.native.launcher import run_native as run
+    from ptxforge.emu.native.launcher import run_native as run  # llvmlite loads only when the tier runs
 
     return run(m, plan, threads)
