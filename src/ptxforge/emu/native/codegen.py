@@ -23,8 +23,8 @@ from llvmlite import ir as L
 
 from ptxforge.emu import op as C
 from ptxforge.emu.memory import GLOBAL_BASE
+from ptxforge.emu.native.dataflow import live_in, registers_to_zero, shuffled
 from ptxforge.emu.native.lower import I1, I8, I32, I64, SREGS, NotNative, lower, read, write
-from ptxforge.emu.native.zeroing import registers_to_zero
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
@@ -87,8 +87,9 @@ def segments(layout: Layout, ops: list[Any]) -> list[Segment]:
 class LaneEnv:
     """What `lower` needs while emitting one lane's code: the builder, registers, memory, sregs."""
 
-    def __init__(self, gen: BlockGen, b: L.IRBuilder, lane: L.Value, pc: int):
+    def __init__(self, gen: BlockGen, b: L.IRBuilder, lane: L.Value, pc: int, cache: dict | None = None):
         self.gen, self.b, self.lane, self.pc = gen, b, lane, pc
+        self.cache = cache  # slot -> its value written earlier in this segment (stored at its end if live)
         gen.current_pc = pc
         self.placed = gen.layout.placed[pc]
 
@@ -114,10 +115,23 @@ class LaneEnv:
         return b.gep(self.gen.regfile, [idx], inbounds=True)
 
     def load_reg(self, slot: int) -> L.Value:
+        if self.cache is not None and slot in self.cache:
+            return self.cache[slot]
         return self.b.load(self._slot_ptr(slot), align=8)
 
     def store_reg(self, slot: int, v: L.Value) -> None:
-        self.b.store(v, self._slot_ptr(slot), align=8)
+        if self.cache is not None:
+            self.cache[slot] = v
+        else:
+            self.b.store(v, self._slot_ptr(slot), align=8)
+
+    def flush(self, keep: int) -> None:
+        """Store the cached registers whose bit is set in `keep` and forget them all."""
+        assert self.cache is not None
+        for slot, v in self.cache.items():
+            if keep >> slot & 1:
+                self.b.store(v, self._slot_ptr(slot), align=8)
+        self.cache.clear()
 
     def sreg(self, name: str) -> L.Value:
         if name not in SREGS:
@@ -177,6 +191,9 @@ class BlockGen:
         if self.nlanes * self.nregs * 8 > MAX_REGFILE:
             raise NotNative(f"{self.nlanes} threads x {self.nregs} registers exceed the native register file")
         self.segs = segments(layout, ops)
+        fl = layout.functions[layout.kernel_func.name]
+        self.live = live_in(layout, ops, fl.entry, fl.end)
+        self.shuffled = shuffled(layout, fl.entry, fl.end)
         self.module = L.Module(name="ptxforge_native")
         self.module.triple = ""
         self._intrinsics: dict[str, L.Function] = {}
@@ -376,26 +393,43 @@ class BlockGen:
 
         def body(b, lane, pcp, li):
             self._count(b, seg.end - seg.start)
+            cache: dict[int, L.Value] = {}
+            every = (1 << self.nregs) - 1
             for pc in range(seg.start, seg.end):
                 op = self.ops[pc]
                 ins = self.layout.placed[pc].ins
-                env = LaneEnv(self, b, lane, pc)
+                env = LaneEnv(self, b, lane, pc, cache)
                 if op.kind == C.NORMAL:
-                    self._guarded(b, env, ins, lambda env=env, ins=ins: lower(ins, env))
+                    if ins.guard is not None:  # a guarded write may not happen: the file holds the current values
+                        env.flush(every)
+                        direct = LaneEnv(self, b, lane, pc, None)
+                        self._guarded(b, direct, ins, lambda env=direct, ins=ins: lower(ins, env))
+                    else:
+                        lower(ins, env)
                     continue
                 nxt = L.Constant(I32, pc + 1)
                 if op.kind == C.BRA:
                     tgt = L.Constant(I32, op.target)
                     dest = tgt if ins.guard is None else b.select(self._guard(env, ins), tgt, nxt)
+                    after_pcs = [op.target] if ins.guard is None else [op.target, pc + 1]
                 elif op.kind in (C.EXIT, C.RET):
                     ex = L.Constant(I32, EXITED)
                     dest = ex if ins.guard is None else b.select(self._guard(env, ins), ex, nxt)
+                    after_pcs = [] if ins.guard is None else [pc + 1]
                 else:
                     raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+                env.flush(self._live_after(after_pcs))
                 b.store(dest, pcp)
                 return
+            LaneEnv(self, b, lane, seg.end - 1, cache).flush(self._live_after([seg.end]))
             b.store(L.Constant(I32, seg.end), pcp)
         self._lane_loop(b, seg, w, body, after)
+
+    def _live_after(self, pcs: list[int]) -> int:
+        bits = self.shuffled
+        for pc in pcs:
+            bits |= self.live.get(pc, 0)
+        return bits
 
     def _guard(self, env: LaneEnv, ins: ir.Instruction) -> L.Value:
         g = ins.guard
