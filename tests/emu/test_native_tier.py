@@ -41,6 +41,13 @@ NATIVE = [
     ("launch_config", "stencil_3d_7pt", (2, 2, 2), (8, 4, 4)),
     ("memory_spaces", "dynamic_smem_reverse", (2,), (128,)),
     ("float_to_int", "float_bits", (2,), (256,)),
+    ("histogram", "histogram_global", (4,), (256,)),
+    ("histogram", "histogram_shared", (4,), (256,)),
+    ("atomics", "atomics_scoped_shared", (2,), (256,)),
+    ("moe_router", "expert_token_counts", (2,), (128,)),
+    ("int_division", "int_divmod", (2,), (256,)),
+    ("int_division", "int_divmod64", (2,), (256,)),
+    ("int_division", "int_floordiv", (2,), (256,)),
 ]
 BUF_BYTES = 1 << 18
 SCALAR = 32  # every integer parameter (sizes, strides): small, so every index stays inside the buffers
@@ -211,3 +218,25 @@ def test_a_launch_past_its_limit_is_stopped():
     with pytest.raises(WatchdogTimeout, match=r"spin: the native tier stopped the launch after 0\.3 s"):
         k.launch(grid=(1,), block=(32,), args=[out], options=EmulatorOptions(tier="native", watchdog_s=0.3))
     assert time.monotonic() - t < 30
+
+
+@pytest.mark.parametrize("kernel,dt", [("int_divmod", np.int32), ("int_divmod64", np.int64)])
+def test_division_edge_cases_match(kernel, dt):
+    """x/0, x%0 (all ones), INT_MIN/-1 (INT_MIN, remainder 0), negative operands: native = interpreter."""
+    lo = np.iinfo(dt).min
+    a = np.array([7, -7, 7, -7, lo, lo, lo, 0, 5, -1, lo, 123] * 3, dt)
+    b = np.array([2, 2, -2, -2, -1, 1, 0, 0, 0, -1, lo, -7] * 3, dt)
+    k = corpus_module("int_division").kernel(kernel)
+    outs = {}
+    for tier in ("interp", "native"):
+        res = [np.zeros(a.size, dt), np.zeros(a.size, dt), np.zeros(a.size, dt), np.zeros(a.size, dt)]
+        r = k.launch(grid=(1,), block=(64,), args=[a, b, *res, np.int32(a.size)], options=EmulatorOptions(tier=tier))
+        assert r.tier == tier
+        outs[tier] = [x.tobytes() for x in res]
+    assert outs["native"] == outs["interp"]
+
+
+def test_global_atomics_over_threads_give_identical_results():
+    runs = [_run("histogram", "histogram_global", (16,), (256,), "native", threads=t) for t in (1, 4)]
+    assert all(getattr(r, "tier", None) == "native" for r, _ in runs), runs
+    assert runs[0][1] == runs[1][1]

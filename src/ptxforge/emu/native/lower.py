@@ -375,9 +375,73 @@ def _fma(ins: ir.Instruction, env: LaneEnv) -> None:
         raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
 
 
+def _divrem(ins: ir.Instruction, env: LaneEnv) -> None:
+    """Integer div / rem as the interpreter's semantics.integer: x/0 and x%0 all ones, INT_MIN/-1 = INT_MIN."""
+    ty = type_of(ins)
+    if ty.startswith(".f") or ins.modifiers:
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    b = env.b
+    ops = ins.operands
+    x, y = read(env, ops[1], ty), read(env, ops[2], ty)
+    t = x.type
+    w = t.width
+    zero = b.icmp_unsigned("==", y, L.Constant(t, 0))
+    bad = zero
+    if signed(ty):  # INT_MIN / -1 overflows in LLVM: divide by 1 instead (INT_MIN, remainder 0: the same)
+        ovf = b.and_(b.icmp_unsigned("==", x, L.Constant(t, 1 << (w - 1))),
+                     b.icmp_unsigned("==", y, L.Constant(t, (1 << w) - 1)))
+        bad = b.or_(zero, ovf)
+    safe = b.select(bad, L.Constant(t, 1), y)
+    if ins.opcode == "div":
+        r = b.sdiv(x, safe) if signed(ty) else b.udiv(x, safe)
+    else:
+        r = b.srem(x, safe) if signed(ty) else b.urem(x, safe)
+    write(env, ops[0], b.select(zero, L.Constant(t, (1 << w) - 1), r))
+
+
+_ATOM_OPS = {"add": "add", "and": "and", "or": "or", "xor": "xor", "exch": "xchg", "min": "min", "max": "max"}
+_ATOM_MODS = ("global", "shared", "cta", "gpu", "sys", "relaxed", "acquire", "release", "acq_rel")
+
+
+def _atom(ins: ir.Instruction, env: LaneEnv) -> None:
+    """atom / red on integers as LLVM atomics (sequentially consistent: at least what any PTX order asks)."""
+    ty = type_of(ins)
+    if ty not in (".u32", ".s32", ".b32", ".u64", ".s64", ".b64"):
+        raise NotNative(f"{ins.mnemonic}: {ty} atomics are not in the native tier yet")
+    ops_ = [m[1:] for m in ins.modifiers if m[1:] not in _ATOM_MODS]
+    if len(ops_) != 1 or ops_[0] not in (*_ATOM_OPS, "cas"):
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    space = "shared" if "shared" in ins.suffixes else "global" if "global" in ins.suffixes else None
+    if space is None:
+        raise NotNative(f"{ins.mnemonic}: a generic address is not in the native tier yet")
+    op = ops_[0]
+    red = ins.opcode == "red"
+    operands = ins.operands
+    addr = operands[0] if red else operands[1]
+    vals = operands[1:] if red else operands[2:]
+    nbytes = bits_of(ty) // 8
+    t = INT[8 * nbytes]
+    data = [read(env, v, ty) for v in vals]
+    b = env.b
+    ptr = b.bitcast(env.address(space, addr, nbytes, write=True, text=ins), t.as_pointer())
+    if op == "cas":
+        if red:
+            raise NotNative("red.cas")
+        pair = b.cmpxchg(ptr, data[0], data[1], "seq_cst", "seq_cst")
+        old = b.extract_value(pair, 0)
+    else:
+        rmw = _ATOM_OPS[op]
+        if rmw in ("min", "max") and not signed(ty):
+            rmw = "u" + rmw
+        old = b.atomic_rmw(rmw, ptr, data[0], "seq_cst")
+    if not red:
+        write(env, operands[0], old)
+
+
 _LOWER = {
     "add": _arith, "sub": _arith, "mul": _arith, "mad": _arith, "fma": _fma,
     "and": _bitwise, "or": _bitwise, "xor": _bitwise, "not": _bitwise,
     "shl": _shift, "shr": _shift, "min": _minmax, "max": _minmax, "setp": _setp, "selp": _selp, "mov": _mov,
-    "cvt": _cvt, "cvta": _cvta, "ld": _ld, "st": _st,
+    "cvt": _cvt, "cvta": _cvta, "ld": _ld, "st": _st, "atom": _atom, "red": _atom,
+    "div": _divrem, "rem": _divrem,
 }
