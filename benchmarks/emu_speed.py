@@ -76,6 +76,17 @@ __kernel void matmul(__global const float* A, __global const float* B, __global 
     }
     if (row < M && col < N) C[row * N + col] = acc;
 }
+__kernel void saxpy(float alpha, __global const float* x, __global float* y, int n) {
+    for (int i = get_global_id(0); i < n; i += get_global_size(0)) y[i] = alpha * x[i] + y[i];
+}
+__kernel void hist(__global const uint* in, __global uint* bins, int n, uint nbins) {
+    __local uint loc[256];
+    for (uint b = get_local_id(0); b < nbins; b += get_local_size(0)) loc[b] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int i = get_global_id(0); i < n; i += get_global_size(0)) atomic_inc(&loc[in[i] % nbins]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint b = get_local_id(0); b < nbins; b += get_local_size(0)) if (loc[b]) atomic_add(&bins[b], loc[b]);
+}
 __kernel void collatz(__global const uint* x, __global int* out, int n) {
     int i = get_global_id(0);
     if (i >= n) return;
@@ -127,6 +138,19 @@ for key, kind, n in rows:
         k = cl.Kernel(prg, "matmul")
         call = lambda k=k: k(q, (n, n), (16, 16), A, B, Cb, i32(n), i32(n), i32(n))
         check = lambda: np.allclose(back(c, Cb), a @ b, rtol=1e-4, atol=1e-3)
+    elif kind == "saxpy":  # a grid-stride loop: 16K threads over n elements
+        x, y = rng.random(n, np.float32), rng.random(n, np.float32)
+        X, Y = buf(x), buf(y.copy())
+        k = cl.Kernel(prg, "saxpy")
+        call = lambda k=k: k(q, (1 << 14,), (256,), np.float32(2.0), X, Y, i32(n))
+        check = lambda: np.allclose(back(np.empty_like(y), Y), y + (repeat + 1) * 2.0 * x, rtol=1e-4)
+    elif kind == "hist":  # 256 bins in shared memory, 16K threads over n values
+        x = rng.integers(0, 1 << 30, n, dtype=np.uint32)
+        bins = np.zeros(256, np.uint32)
+        X, B = buf(x), buf(bins)
+        k = cl.Kernel(prg, "hist")
+        call = lambda k=k: k(q, (1 << 14,), (256,), X, B, i32(n), np.uint32(256))
+        check = lambda: np.array_equal(back(bins, B), (repeat + 1) * np.bincount(x % 256, minlength=256))
     else:
         x = rng.integers(1, 100_000, n, dtype=np.uint32)
         out = np.zeros(n, np.int32)
@@ -279,6 +303,8 @@ POCL_ROWS = [
     ("vadd_1m", "vector add, 1M threads", "vadd", 1 << 20),
     ("vadd_16m", "vector add, 16M threads", "vadd", 1 << 24),
     ("reduce", "block sum, 64K threads (shfl + bar.sync; POCL: local-memory tree)", "reduce", 1 << 16),
+    ("saxpy", "grid-stride saxpy, 1M elements over 16K threads", "saxpy", 1 << 20),
+    ("hist", "256-bin shared-memory histogram (atom.shared.add), 1M values over 16K threads", "hist", 1 << 20),
     ("matmul", "shared-memory tiled matmul 256^3 (64K threads)", "matmul", 256),
     ("collatz", "divergent Collatz loop, 64K threads, x < 100000", "collatz", 1 << 16),
     ("vadd_1m_san", "vector add, 1M threads, sanitizer on", None, 1 << 20),
@@ -296,7 +322,7 @@ def _best(call, repeat: int):
     return best
 
 
-def _pocl_row_launch(kind, n, mods, rng):
+def _pocl_row_launch(kind, n, mods, rng, repeat):
     """(kernel, grid, block, args, buffers, check) of one POCL_ROWS entry on device buffers."""
     from ptxforge.runtime.buffers import to_device
 
@@ -317,6 +343,16 @@ def _pocl_row_launch(kind, n, mods, rng):
         return (mods["matmul_tiled"].kernel("matmul_tiled_f32"), (n // 16, n // 16), (16, 16),
                 bufs + [i32(n), i32(n), i32(n)], bufs,
                 lambda: np.allclose(bufs[2].to_host(), a @ b, rtol=1e-4, atol=1e-3))
+    if kind == "saxpy":
+        x, y = rng.random(n, np.float32), rng.random(n, np.float32)
+        bufs = [to_device(x), to_device(y)]
+        return (mods["vector_ops"].kernel("saxpy"), (64,), (256,), [np.float32(2.0), *bufs, i32(n)], bufs,
+                lambda: np.allclose(bufs[1].to_host(), y + (repeat + 1) * 2.0 * x, rtol=1e-4))
+    if kind == "hist":
+        x = rng.integers(0, 1 << 30, n, dtype=np.uint32)
+        bufs = [to_device(x), to_device(np.zeros(256, np.uint32))]
+        return (mods["histogram"].kernel("histogram_shared"), (64,), (256,), [*bufs, i32(n), np.uint32(256)], bufs,
+                lambda: np.array_equal(bufs[1].to_host(), (repeat + 1) * np.bincount(x % 256, minlength=256)))
     x = rng.integers(1, 100_000, n, dtype=np.uint32)
     bufs = [to_device(x), to_device(np.zeros(n, np.int32))]
     return (mods["control_flow"].kernel("collatz_steps"), (n // 256,), (256,), bufs + [i32(n)], bufs,
@@ -335,13 +371,14 @@ def ptxforge_pocl_rows(repeat: int, tier: str | None = None, threads: int | None
 
         opts = {"options": EmulatorOptions(tier=tier, threads=threads)}
 
-    mods = {m: corpus_module(m, "sm_80.O3") for m in ("vector_ops", "reductions", "matmul_tiled", "control_flow")}
+    mods = {m: corpus_module(m, "sm_80.O3")
+            for m in ("vector_ops", "reductions", "matmul_tiled", "control_flow", "histogram")}
     rng = np.random.default_rng(0)
     out = {}
     for key, _, kind, n in POCL_ROWS:
         if tier is not None and kind is None:
             continue
-        k, grid, block, args, bufs, check = _pocl_row_launch(kind, n, mods, rng)
+        k, grid, block, args, bufs, check = _pocl_row_launch(kind, n, mods, rng, repeat)
         san = kind is None
 
         def launch(k=k, grid=grid, block=block, args=args, san=san):
