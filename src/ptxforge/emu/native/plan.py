@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ptxforge.emu.errors import LaunchError
+from ptxforge.emu.native.codegen import BlockGen
+from ptxforge.emu.native.lower import NotNative
 
 if TYPE_CHECKING:
     from ptxforge.emu.program import Layout
@@ -54,11 +56,6 @@ def native_plan(layout: Layout, ops: list[Any], block: tuple[int, int, int]) -> 
 
 
 def _build(layout: Layout, ops: list[Any], block: tuple[int, int, int]) -> NativePlan:
-    try:  # (here, not at the top: without llvmlite the interpreter still runs every launch)
-        from ptxforge.emu.native.codegen import BlockGen  # llvmlite's ir builder: optional
-        from ptxforge.emu.native.lower import NotNative  # llvmlite's ir builder: optional
-    except ImportError as e:  # llvmlite missing
-        return NativePlan(None, f"the native tier needs llvmlite ({e})")
     gen = None
     try:
         gen = BlockGen(layout, ops, block)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ptxforge.emu.native import launcher
 from ptxforge.emu.native.plan import NativePlan, native_plan, requested_tier
 
 if TYPE_CHECKING:
@@ -35,6 +36,5 @@ def choose_tier(m: Machine, option: str | None, *, checks: bool, cooperative: bo
 
 
 def run_native(m: Machine, plan: NativePlan, threads: int | None) -> dict:
-    from ptxforge.emu.native.launcher import run_native as run  # llvmlite loads only when the tier runs
-
-    return run(m, plan, threads)
+    """Run the launch `m` natively (see launcher.py); its stats."""
+    return launcher.run_native(m, plan, threads)
