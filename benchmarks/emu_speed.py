@@ -80,6 +80,17 @@ __kernel void matmul(__global const float* A, __global const float* B, __global 
     }
     if (row < M && col < N) C[row * N + col] = acc;
 }
+__kernel void saxpy(float alpha, __global const float* x, __global float* y, int n) {
+    for (int i = get_global_id(0); i < n; i += get_global_size(0)) y[i] = alpha * x[i] + y[i];
+}
+__kernel void hist(__global const uint* in, __global uint* bins, int n, uint nbins) {
+    __local uint loc[256];
+    for (uint b = get_local_id(0); b < nbins; b += get_local_size(0)) loc[b] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int i = get_global_id(0); i < n; i += get_global_size(0)) atomic_inc(&loc[in[i] % nbins]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint b = get_local_id(0); b < nbins; b += get_local_size(0)) if (loc[b]) atomic_add(&bins[b], loc[b]);
+}
 __kernel void collatz(__global const uint* x, __global int* out, int n) {
     int i = get_global_id(0);
     if (i >= n) return;
@@ -114,25 +125,42 @@ for key, kind, n in rows:
         a, b = rng.random(n, np.float32), rng.random(n, np.float32)
         c = np.zeros(n, np.float32)
         A, B, Cb = buf(a), buf(b), buf(c)
-        call = lambda: prg.vadd(q, (n,), (min(256, n),), A, B, Cb, i32(n))
+        k = cl.Kernel(prg, "vadd")  # fetched once: `prg.vadd` rebuilds the kernel object on every access
+        call = lambda k=k: k(q, (n,), (min(256, n),), A, B, Cb, i32(n))
         check = lambda: np.array_equal(back(c, Cb), a + b)
     elif kind == "reduce":
         x = rng.random(n, np.float32)
         out = np.zeros(n // 256, np.float32)
         X, O = buf(x), buf(out)
-        call = lambda: prg.reduce_sum(q, (n,), (256,), X, O, i32(n))
+        k = cl.Kernel(prg, "reduce_sum")
+        call = lambda k=k: k(q, (n,), (256,), X, O, i32(n))
         check = lambda: np.allclose(back(out, O), x.reshape(-1, 256).sum(1), rtol=1e-4)
     elif kind == "matmul":
         a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
         c = np.zeros((n, n), np.float32)
         A, B, Cb = buf(a), buf(b), buf(c)
-        call = lambda: prg.matmul(q, (n, n), (16, 16), A, B, Cb, i32(n), i32(n), i32(n))
+        k = cl.Kernel(prg, "matmul")
+        call = lambda k=k: k(q, (n, n), (16, 16), A, B, Cb, i32(n), i32(n), i32(n))
         check = lambda: np.allclose(back(c, Cb), a @ b, rtol=1e-4, atol=1e-3)
+    elif kind == "saxpy":  # a grid-stride loop: 16K threads over n elements
+        x, y = rng.random(n, np.float32), rng.random(n, np.float32)
+        X, Y = buf(x), buf(y.copy())
+        k = cl.Kernel(prg, "saxpy")
+        call = lambda k=k: k(q, (1 << 14,), (256,), np.float32(2.0), X, Y, i32(n))
+        check = lambda: np.allclose(back(np.empty_like(y), Y), y + (repeat + 1) * 2.0 * x, rtol=1e-4)
+    elif kind == "hist":  # 256 bins in shared memory, 16K threads over n values
+        x = rng.integers(0, 1 << 30, n, dtype=np.uint32)
+        bins = np.zeros(256, np.uint32)
+        X, B = buf(x), buf(bins)
+        k = cl.Kernel(prg, "hist")
+        call = lambda k=k: k(q, (1 << 14,), (256,), X, B, i32(n), np.uint32(256))
+        check = lambda: np.array_equal(back(bins, B), (repeat + 1) * np.bincount(x % 256, minlength=256))
     else:
         x = rng.integers(1, 100_000, n, dtype=np.uint32)
         out = np.zeros(n, np.int32)
         X, O = buf(x), buf(out)
-        call = lambda: prg.collatz(q, (n,), (256,), X, O, i32(n))
+        k = cl.Kernel(prg, "collatz")
+        call = lambda k=k: k(q, (n,), (256,), X, O, i32(n))
         check = lambda: int(back(out, O).max()) > 100
     call()  # the first call compiles the work-group function
     q.finish()
@@ -144,6 +172,17 @@ for key, kind, n in rows:
         dt = time.perf_counter() - t
         best = dt if best is None else min(best, dt)
     res[key] = {"s": best, "ok": bool(check())}
+    if kind == "vadd" and n == 1 << 10:  # the old way, for comparison: the kernel object fetched on every call
+        old = lambda: prg.vadd(q, (n,), (min(256, n),), A, B, Cb, i32(n))
+        old()
+        q.finish()
+        olds = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            old()
+            q.finish()
+            olds.append(time.perf_counter() - t)
+        res["vadd_1k_refetch_s"] = min(olds)
 print(json.dumps(res))
 """
 
@@ -268,6 +307,8 @@ POCL_ROWS = [
     ("vadd_1m", "vector add, 1M threads", "vadd", 1 << 20),
     ("vadd_16m", "vector add, 16M threads", "vadd", 1 << 24),
     ("reduce", "block sum, 64K threads (shfl + bar.sync; POCL: local-memory tree)", "reduce", 1 << 16),
+    ("saxpy", "grid-stride saxpy, 1M elements over 16K threads", "saxpy", 1 << 20),
+    ("hist", "256-bin shared-memory histogram (atom.shared.add), 1M values over 16K threads", "hist", 1 << 20),
     ("matmul", "shared-memory tiled matmul 256^3 (64K threads)", "matmul", 256),
     ("collatz", "divergent Collatz loop, 64K threads, x < 100000", "collatz", 1 << 16),
     ("vadd_1m_san", "vector add, 1M threads, sanitizer on", None, 1 << 20),
@@ -285,7 +326,7 @@ def _best(call, repeat: int):
     return best
 
 
-def _pocl_row_launch(kind, n, mods, rng):
+def _pocl_row_launch(kind, n, mods, rng, repeat):
     """(kernel, grid, block, args, buffers, check) of one POCL_ROWS entry on device buffers."""
     from ptxforge.runtime.buffers import to_device
 
@@ -306,27 +347,45 @@ def _pocl_row_launch(kind, n, mods, rng):
         return (mods["matmul_tiled"].kernel("matmul_tiled_f32"), (n // 16, n // 16), (16, 16),
                 bufs + [i32(n), i32(n), i32(n)], bufs,
                 lambda: np.allclose(bufs[2].to_host(), a @ b, rtol=1e-4, atol=1e-3))
+    if kind == "saxpy":
+        x, y = rng.random(n, np.float32), rng.random(n, np.float32)
+        bufs = [to_device(x), to_device(y)]
+        return (mods["vector_ops"].kernel("saxpy"), (64,), (256,), [np.float32(2.0), *bufs, i32(n)], bufs,
+                lambda: np.allclose(bufs[1].to_host(), y + (repeat + 1) * 2.0 * x, rtol=1e-4))
+    if kind == "hist":
+        x = rng.integers(0, 1 << 30, n, dtype=np.uint32)
+        bufs = [to_device(x), to_device(np.zeros(256, np.uint32))]
+        return (mods["histogram"].kernel("histogram_shared"), (64,), (256,), [*bufs, i32(n), np.uint32(256)], bufs,
+                lambda: np.array_equal(bufs[1].to_host(), (repeat + 1) * np.bincount(x % 256, minlength=256)))
     x = rng.integers(1, 100_000, n, dtype=np.uint32)
     bufs = [to_device(x), to_device(np.zeros(n, np.int32))]
     return (mods["control_flow"].kernel("collatz_steps"), (n // 256,), (256,), bufs + [i32(n)], bufs,
             lambda: int(bufs[1].to_host().max()) > 100)
 
 
-def ptxforge_pocl_rows(repeat: int, reference: bool = False) -> dict:
-    """{key: (thread-instructions, seconds)} of each POCL_ROWS kernel on device buffers, best of `repeat`;
-    `reference`: in the emulator's reference mode (no fast path)."""
+def ptxforge_pocl_rows(repeat: int, tier: str | None = None, threads: int | None = None,
+                       reference: bool = False) -> dict:
+    """{key: (thread-instructions, seconds)} of each POCL_ROWS kernel on device buffers, best of `repeat`.
+    `tier` "native": the native tier with `threads` workers (None: every core); the sanitizer row is left out
+    (it runs on the interpreter). `reference`: in the emulator's reference mode (no fast path)."""
     from emu_corpus import corpus_module
 
-    mods = {m: corpus_module(m, "sm_80.O3") for m in ("vector_ops", "reductions", "matmul_tiled", "control_flow")}
+    mods = {m: corpus_module(m, "sm_80.O3")
+            for m in ("vector_ops", "reductions", "matmul_tiled", "control_flow", "histogram")}
     rng = np.random.default_rng(0)
     out = {}
     for key, _, kind, n in POCL_ROWS:
-        k, grid, block, args, bufs, check = _pocl_row_launch(kind, n, mods, rng)
+        if tier is not None and kind is None:
+            continue
+        k, grid, block, args, bufs, check = _pocl_row_launch(kind, n, mods, rng, repeat)
         san = kind is None
 
         def launch(k=k, grid=grid, block=block, args=args, san=san):
-            return k.launch(grid=grid, block=block, args=args, options={"sanitize": san, "reference": reference})
-        launch()  # compile (and warm the allocator)
+            return k.launch(grid=grid, block=block, args=args,
+                            options={"sanitize": san, "reference": reference, "tier": tier, "threads": threads})
+        first = launch()  # compile (and warm the allocator)
+        if tier is not None and first.tier != tier:
+            raise SystemExit(f"{key}: the {tier} tier did not run it: {first.tier_note}")
         s, r = _best(launch, repeat)
         assert check(), f"{key}: wrong result"
         out[key] = (int(r.thread_instructions), s)
@@ -376,6 +435,12 @@ def reference_cells(rows: dict, ref: dict | None, key: str) -> list[str]:
 def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None, reference: bool = False) -> None:
     rows = ptxforge_pocl_rows(repeat)
     ref = ptxforge_pocl_rows(repeat, reference=True) if reference else None
+    try:
+        import llvmlite  # noqa: F401
+        native = {1: ptxforge_pocl_rows(repeat, "native", 1), 0: ptxforge_pocl_rows(repeat, "native", None)}
+    except ImportError:
+        native = None
+        print("llvmlite is not installed: no native-tier columns")
     base = baseline_rows(baseline, repeat) if baseline else None
     peer = pocl_run(pocl_py, repeat) if pocl_py else None
     if peer is not None and "device" in peer:
@@ -384,6 +449,7 @@ def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None, reference
     cols += ["baseline M/s", "speed-up"] if base else []
     cols += ["reference s", "fast paths buy"] if ref else []
     cols += ["POCL s", "POCL M thr-instr/s", "ptxforge / POCL time"]
+    cols += ["native 1 thread s", f"native {os.cpu_count()} threads s", "native / POCL time"] if native else []
     print("\n| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|")
     plain = rows["vadd_1m"][1]
     for key, label, kind, _ in POCL_ROWS:
@@ -400,12 +466,23 @@ def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None, reference
         else:
             ps = peer[key]["s"]
             cells += [f"{ps:.5f}", f"{ti / ps / 1e6:.1f}", f"{s / ps:.1f}x" + ("" if peer[key]["ok"] else " (wrong)")]
+        if native and kind is None:
+            cells += ["-", "-", "-"]
+        elif native:
+            (t1, s1), (tn, sn) = native[1][key], native[0][key]
+            assert t1 == tn == ti, f"{key}: thread-instruction counts differ between tiers"
+            ratio = f"{sn / peer[key]['s']:.1f}x" if peer is not None and "error" not in peer else "-"
+            cells += [f"{s1:.5f}", f"{sn:.5f}", ratio]
         print("| " + " | ".join(cells) + " |")
     if peer is None:
         print("\nPOCL not found (apt-get install pocl-opencl-icd ocl-icd-libopencl1; pip install pyopencl into a "
               "venv; pass --pocl-python or set PTXFORGE_POCL_PYTHON): POCL columns skipped.")
     elif "error" in peer:
         print(f"\nPOCL failed: {peer['error']}")
+    else:
+        print(f"\nPOCL vector add, 1K threads: {peer['vadd_1k']['s'] * 1e6:.0f} us with the kernel object reused, "
+              f"{peer['vadd_1k_refetch_s'] * 1e6:.0f} us with `prg.vadd(...)` fetching it on every call (the old "
+              f"harness)")
 
     def rate(k):
         return rows[k][0] / rows[k][1]

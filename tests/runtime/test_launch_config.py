@@ -137,8 +137,8 @@ def test_emulate_returns_typed_stats_that_read_as_the_old_dict(fill):
     assert stats.thread_instructions == stats["thread_instructions"] == 64 * 9  # 9 instructions
     assert stats.waves == stats["waves"] == 1 and stats["per_sm"].sum() == 576
     assert sorted(stats) == ["mode", "per_sm", "printf_truncated", "resident_blocks", "steps", "thread_instructions",
-                             "wall_s", "waves"]
-    assert stats.mode == "fast"
+                             "tier", "tier_note", "wall_s", "waves"]
+    assert stats.mode == "fast" and stats.tier == "interp" and stats.tier_note == ""
     assert "wall_s" in stats and stats.get("nope") is None and dict(stats)["steps"] == stats.steps
     with pytest.raises(KeyError):
         stats["nope"]

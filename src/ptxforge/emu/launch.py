@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
@@ -25,6 +25,7 @@ from ptxforge.emu.launch_checks import cluster_shape as _cluster_shape
 from ptxforge.emu.launch_stats import EmulationStats
 from ptxforge.emu.machine import Machine
 from ptxforge.emu.memory import PAD, DeviceMemory
+from ptxforge.emu.native.select import choose_tier, run_native
 from ptxforge.emu.operands import FUNC_BASE
 from ptxforge.emu.program import Layout
 from ptxforge.emu.progress import check_time_options
@@ -285,20 +286,23 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
             time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
             checks: Sequence[Check] = (), cluster: Any = None, sm_ids: Any = None,
             run: Literal[True] = True, cooperative: bool = False,
-            reference: bool = False) -> EmulationStats: ...
+            reference: bool = False, tier: str | None = None,
+            threads: int | None = None) -> EmulationStats: ...
 @overload
 def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, params: bytes, shared_mem: int = 0,
             device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
             time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
             checks: Sequence[Check] = (), cluster: Any = None, sm_ids: Any = None,
             run: Literal[False], cooperative: bool = False,
-            reference: bool = False) -> Machine: ...
+            reference: bool = False, tier: str | None = None,
+            threads: int | None = None) -> Machine: ...
 def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, params: bytes, shared_mem: int = 0,
             device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
             time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
             checks: Sequence[Check] = (), cluster: Any = None, sm_ids: Any = None,
             run: bool = True, cooperative: bool = False,
-            reference: bool = False) -> EmulationStats | Machine:
+            reference: bool = False, tier: str | None = None,
+            threads: int | None = None) -> EmulationStats | Machine:
     """Run one launch; `params` is the packed kernel parameter buffer. Returns its `EmulationStats`.
 
     `cooperative`: a cooperative launch (cuLaunchCooperativeKernel): every block must be resident at once, and
@@ -311,7 +315,9 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
     `watchdog_s`: seconds the launch's state may keep repeating (no progress) before it is stopped;
     `time_limit_s`: a plain wall-clock limit on the launch (None: none). See `progress`.
     `reference`: run every instruction through its semantics function with no fast path (also
-    PTXFORGE_EMU_REFERENCE=1); slower, for checking the fast paths (docs/emulator.md, "Reference mode")."""
+    PTXFORGE_EMU_REFERENCE=1); slower, for checking the fast paths (docs/emulator.md, "Reference mode");
+    `tier`: "auto", "native" or "interp" (None: $PTXFORGE_EMU_TIER, else "interp"; see `ptxforge.emu.native`);
+    `threads`: worker threads of the native tier (None: every core). The stats say which tier ran and why."""
     watchdog_s, time_limit_s = check_time_options(watchdog_s, time_limit_s)
     reference = bool(reference) or emu_reference()
     device = device or emu_device()
@@ -346,7 +352,15 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
         node = device.node
         if node is not None:  # one clock and one timer for the whole node
             m.node_clock, m.t0_ns = node.clock, node.t0_ns
-        return EmulationStats.from_dict(m.run()) if run else m
+        if not run:
+            return m
+        chosen, note = choose_tier(m, tier, checks=bool(checks), cooperative=cooperative, node=node)
+        if reference and chosen is not None:  # the reference path is the interpreter's semantics functions
+            chosen, note = None, "reference mode runs on the interpreter"
+        if chosen is not None:
+            stats = run_native(m, chosen, threads)
+            return replace(EmulationStats.from_dict(stats), tier="native")
+        return replace(EmulationStats.from_dict(m.run()), tier="interp", tier_note=note)
     finally:
         if workspace is not None:
             device.memory.free(workspace)

@@ -19,14 +19,16 @@ class EmulationStats(Mapping):
     wall_s: float  # wall time of the launch
     waves: int  # waves of resident blocks the grid took
     resident_blocks: int  # blocks resident at once (on all SMs)
-    steps: int  # warp-instruction steps the machine ran
+    steps: int  # warp-instruction steps the machine ran (0 on the native tier: it does not count them)
     printf_truncated: int = 0  # printf calls cut short or lost past the printf buffer (device_printf.py)
     mode: str = "fast"  # "reference": every instruction ran through its semantics function, no fast path
+    tier: str = "interp"  # which tier ran the launch: "native" or "interp"
+    tier_note: str = ""  # why the interpreter ran where the native tier was asked for or possible
 
     @classmethod
     def from_dict(cls, stats: Mapping[str, Any]) -> EmulationStats:
         """The stats of a machine's run (a dict of these fields)."""
-        return cls(**{f.name: stats[f.name] for f in fields(cls)})
+        return cls(**{f.name: stats[f.name] for f in fields(cls) if f.name in stats})
 
     def __getitem__(self, key: str) -> Any:
         if key not in _FIELDS:

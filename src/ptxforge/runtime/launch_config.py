@@ -20,6 +20,7 @@ import numpy as np
 from ptxforge.emu.hooks import Check
 from ptxforge.emu.launch import sm_count
 from ptxforge.emu.launch_checks import MAX_CLUSTER, dims, grid_and_block, shared_bytes
+from ptxforge.emu.native.plan import requested_tier
 from ptxforge.emu.progress import check_time_options
 from ptxforge.emu.sanitizer import Sanitizer
 from ptxforge.errors import LaunchError
@@ -89,7 +90,9 @@ class EmulatorOptions:
     launch may go without progress (inf: no limit); time_limit_s: a wall-clock limit (None: none); printf: a
     callable given each line of device printf output (None: print it); checks: `ptxforge.emu.hooks.Check`s that
     watch the launch beside the sanitizer (see README, "Writing a check"); reference: run every instruction
-    through its semantics function with no fast path (as PTXFORGE_EMU_REFERENCE=1; docs/emulator.md)."""
+    through its semantics function with no fast path (as PTXFORGE_EMU_REFERENCE=1; docs/emulator.md); tier: "auto",
+    "native" or "interp" (None: $PTXFORGE_EMU_TIER, else "interp"; see docs/native-tier.md); threads: the native
+    tier's worker threads (None: every core)."""
 
     sanitize: Any = False
     num_sms: int | None = None
@@ -98,8 +101,15 @@ class EmulatorOptions:
     printf: Callable[[str], Any] | None = None
     checks: tuple[Check, ...] = ()
     reference: bool = False
+    tier: str | None = None
+    threads: int | None = None
 
     def __post_init__(self) -> None:
+        if self.tier is not None:
+            requested_tier(self.tier)  # a LaunchError naming the tiers
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+                                         or self.threads < 1):
+            raise LaunchError(f"threads must be a whole number of at least 1, not {self.threads!r}")
         watchdog_s, time_limit_s = check_time_options(self.watchdog_s, self.time_limit_s)
         object.__setattr__(self, "watchdog_s", watchdog_s)
         object.__setattr__(self, "time_limit_s", time_limit_s)

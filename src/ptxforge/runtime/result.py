@@ -25,6 +25,8 @@ class LaunchResult:
     gpu: str = ""  # the GPU's name for a launch on "cuda"
     printf_truncated: int = 0  # printf calls cut short or lost past the device's printf buffer (emulator)
     mode: str = ""  # the emulator's mode: "fast", or "reference" (no fast path, docs/emulator.md); "" on a GPU
+    tier: str = ""  # on the emulator: "native" or "interp", the tier that ran it (docs/native-tier.md)
+    tier_note: str = ""  # why the interpreter ran it where the native tier could have been used
 
     @property
     def rate(self) -> float:

@@ -1,0 +1,109 @@
+"""Register dataflow of a kernel: which registers a block must zero, which a segment must store.
+
+Zeroing: the registers some path may read before writing them.
+
+The interpreter's registers start at 0; a register every path writes before reading it needs no zeroing, and
+zeroing the whole register file of every block costs more than a small kernel's work. A must-write dataflow
+over the kernel's pcs (a guarded write does not count) finds the rest; a shuffle's source register counts as
+read before written (it reads other lanes', which may have exited early).
+
+Storing: a segment keeps the registers it writes in SSA values and stores to the register file only those
+live after it (`live_in` of where it goes), and every register a shfl reads from other lanes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ptxforge.emu import op as C
+from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from ptxforge.emu.program import Layout
+
+_NO_DEST = frozenset({"st", "bar", "barrier", "bra", "ret", "exit", "red", "trap"})
+
+
+def _slots(layout: Layout, pc: int, operands: Any) -> int:
+    bits = 0
+    for o in operands:
+        for s in layout.operand_slots(layout.placed[pc], o) or ():
+            bits |= 1 << s
+    return bits
+
+
+def _flow(layout: Layout, ops: list[Any], lo: int, hi: int) -> tuple[dict, dict, dict]:
+    """Per pc: registers read (bits), registers surely written (an unguarded destination), successor pcs."""
+    reads, writes, succ = {}, {}, {}
+    for pc in range(lo, hi):
+        ins = layout.placed[pc].ins
+        ops_ = ins.operands
+        has_dest = ins.opcode not in _NO_DEST and ops_
+        dest = _slots(layout, pc, ops_[:1]) if has_dest else 0
+        r = _slots(layout, pc, ops_[1:] if has_dest else ops_)
+        if ins.guard is not None:
+            r |= _slots(layout, pc, [ir.Register(ins.guard.predicate)])
+        reads[pc] = r
+        writes[pc] = dest if ins.guard is None else 0
+        op = ops[pc]
+        k = op.kind
+        nxt = [pc + 1] if pc + 1 < hi else []
+        if k == C.BRA:
+            succ[pc] = [op.target] if ins.guard is None else [op.target, *nxt]
+        elif k in (C.EXIT, C.RET, C.TRAP):
+            succ[pc] = [] if ins.guard is None else nxt
+        else:
+            succ[pc] = nxt
+    return reads, writes, succ
+
+
+def shuffled(layout: Layout, lo: int, hi: int) -> int:
+    """Registers some shfl reads from other lanes (bits): kept in the register file wherever written."""
+    bits = 0
+    for pc in range(lo, hi):
+        ins = layout.placed[pc].ins
+        if ins.opcode == "shfl":
+            bits |= _slots(layout, pc, ins.operands[1:2])
+    return bits
+
+
+def live_in(layout: Layout, ops: list[Any], lo: int, hi: int) -> dict[int, int]:
+    """Per pc: the registers (bits) some path from there reads before writing them."""
+    reads, writes, succ = _flow(layout, ops, lo, hi)
+    live = {pc: reads[pc] for pc in range(lo, hi)}
+    changed = True
+    while changed:
+        changed = False
+        for pc in range(hi - 1, lo - 1, -1):
+            out = 0
+            for s in succ[pc]:
+                if lo <= s < hi:
+                    out |= live[s]
+            new = reads[pc] | (out & ~writes[pc])
+            if new != live[pc]:
+                live[pc] = new
+                changed = True
+    return live
+
+
+def registers_to_zero(layout: Layout, ops: list[Any], lo: int, hi: int) -> list[int]:
+    """Register slots a lane of the kernel (pcs lo..hi-1) may read before it has written them."""
+    reads, writes, succ = _flow(layout, ops, lo, hi)
+    every = (1 << len(layout.reg_types)) - 1
+    inn = {pc: every for pc in range(lo, hi)}  # must-analysis: start from "all written", narrow down
+    inn[lo] = 0
+    changed = True
+    while changed:
+        changed = False
+        for pc in range(lo, hi):
+            out = inn[pc] | writes[pc]
+            for s in succ[pc]:
+                if lo <= s < hi:
+                    new = inn[s] & out if s != lo else 0
+                    if new != inn[s]:
+                        inn[s] = new
+                        changed = True
+    need = shuffled(layout, lo, hi)
+    for pc in range(lo, hi):
+        need |= reads[pc] & ~inn[pc]
+    return [s for s in range(len(layout.reg_types)) if need >> s & 1]

@@ -1,0 +1,222 @@
+"""Run a launch's blocks on the native tier: the machine code over all blocks, spread over threads.
+
+Each worker thread takes chunks of blocks from a shared counter and calls the compiled `run_blocks` (ctypes
+drops the GIL for the call), with its own shared-memory buffer; blocks write their own count slot, so the
+counts never race. A fault stops every worker at its next segment; the launcher then raises the fault the
+interpreter would (out of bounds, misaligned, read-only), naming the PTX line, the thread and the block.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import os
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ptxforge.emu.errors import EmulatorError, MemoryFault, WatchdogTimeout
+from ptxforge.emu.memory import describe_address
+from ptxforge.emu.native import codegen as G
+from ptxforge.emu.native.jit import load
+
+if TYPE_CHECKING:
+    from ptxforge.emu.machine import Machine
+    from ptxforge.emu.native.plan import NativePlan
+
+_RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+
+
+def default_threads() -> int:
+    """Worker threads a launch uses unless told: every core this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # (not Linux)
+        return max(1, os.cpu_count() or 1)
+
+
+_MAPS: weakref.WeakKeyDictionary[Any, tuple[tuple, np.ndarray]] = weakref.WeakKeyDictionary()
+_FUNCS: dict[str, Any] = {}  # IR text -> the ctypes function (a str's hash is computed once)
+_POOL: list[concurrent.futures.ThreadPoolExecutor] = []
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The worker threads launches share (made once: starting threads per launch costs more than small launches)."""
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(concurrent.futures.ThreadPoolExecutor(max_workers=max(1, default_threads() - 1),
+                                                               thread_name_prefix="ptxforge-native"))
+        return _POOL[0]
+
+
+def validity_map(memory: Any) -> np.ndarray:
+    """Per 64-byte granule of the arena: how many of its bytes from its start lie in an allocation (flag 0x80:
+    a read-only one). Allocations start on 256-byte boundaries, so a granule belongs to at most one. Kept per
+    memory until its allocations change."""
+    key = (memory.arena.size, tuple((a.offset, a.size, a.readonly) for a in memory.allocations))
+    hit = _MAPS.get(memory)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    gmap = _build_map(memory)
+    _MAPS[memory] = (key, gmap)
+    return gmap
+
+
+def _build_map(memory: Any) -> np.ndarray:
+    n = (memory.arena.size + G.GRANULE - 1) // G.GRANULE
+    gmap = np.zeros(n + 1, np.uint8)
+    for a in memory.allocations:
+        first, end = a.offset, a.offset + a.size
+        g0, g1 = first // G.GRANULE, (end + G.GRANULE - 1) // G.GRANULE
+        valid = np.minimum(end - np.arange(g0, g1, dtype=np.int64) * G.GRANULE, G.GRANULE).astype(np.uint8)
+        gmap[g0:g1] = valid | (G.GMAP_READONLY if a.readonly else 0)
+    return gmap
+
+
+def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict:
+    """Run every block of the launch `m` (a Machine set up for it) natively; its stats as `Machine.run` gives."""
+    t0 = time.perf_counter()
+    assert plan.ir_text is not None
+    fn = _FUNCS.get(plan.ir_text)
+    if fn is None:
+        fn = _FUNCS[plan.ir_text] = _RUN(load(plan.ir_text))
+    memory = m.device
+    arena = memory.arena
+    gmap = validity_map(memory)
+    nblocks = m.nblocks
+    nthreads = max(1, min(threads or default_threads(), nblocks))
+    status = np.zeros(8, np.int64)
+    counts = np.zeros(nblocks, np.int64)
+    shared_size = int(m.shared_size)
+    params = m.params
+    chunk = max(1, nblocks // (nthreads * 8))
+    next_block = [0]
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        shared = np.zeros(max(shared_size, 8), np.uint8)
+        ctx = np.zeros(G.CTX_LEN, np.int64)
+        ctx[G.CTX_PARAMS] = params.ctypes.data
+        ctx[G.CTX_ARENA] = arena.ctypes.data
+        ctx[G.CTX_ARENA_SIZE] = arena.size
+        ctx[G.CTX_GMAP] = gmap.ctypes.data
+        ctx[G.CTX_SHARED] = shared.ctypes.data
+        ctx[G.CTX_STATUS] = status.ctypes.data
+        ctx[G.CTX_COUNTS] = counts.ctypes.data
+        ctx[G.CTX_GRID:G.CTX_GRID + 3] = m.grid
+        ctx[G.CTX_SHARED_SIZE] = shared_size
+        try:
+            while status[0] == 0:
+                with lock:
+                    first = next_block[0]
+                    next_block[0] = first + chunk
+                if first >= nblocks:
+                    return
+                fn(ctx.ctypes.data, first, min(first + chunk, nblocks))
+        except BaseException as e:  # (a ctypes error): reported by the launcher
+            errors.append(e)
+            status[0] = G.ST_STOP
+
+    limit = m.time_limit_s if m.time_limit_s is not None else m.watchdog_s
+    # the caller's thread is one worker; the others come from the shared pool. A timer stops the workers at
+    # the wall-clock limit (they look at the status between segments).
+    token = _WATCHDOG.watch(status, limit)
+    try:
+        helpers = [_pool().submit(worker) for _ in range(nthreads - 1)]
+        worker()
+        concurrent.futures.wait(helpers)
+    finally:
+        _WATCHDOG.forget(token)
+    if status[0] == G.ST_STOP and not errors:
+        raise WatchdogTimeout(f"{m.layout.kernel_func.name}: the native tier stopped the launch after "
+                              f"{limit:g} s (its wall-clock limit: watchdog_s / time_limit_s)")
+    if errors:
+        raise EmulatorError(f"{m.layout.kernel_func.name}: the native tier failed: {errors[0]}")
+    if status[0] != 0:
+        raise _fault(m, status)
+    per_slot_sm = m.sm_ids[np.arange(m.resident) % m.sm_ids.size]
+    per_sm = np.zeros_like(m.per_sm)
+    np.add.at(per_sm, per_slot_sm[np.arange(nblocks) % m.resident], counts)
+    return {"thread_instructions": int(counts.sum()), "per_sm": per_sm, "wall_s": time.perf_counter() - t0,
+            "waves": -(-nblocks // m.resident), "resident_blocks": m.resident, "steps": 0}
+
+
+class _Watchdog:
+    """One thread that stops launches past their wall-clock limit (a status set to ST_STOP), started once."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.live: dict[int, tuple[float, np.ndarray]] = {}
+        self.next_token = 0
+        self.thread: threading.Thread | None = None
+        self.wake: float | None = None  # when the thread wakes next (None: when notified)
+
+    def watch(self, status: np.ndarray, limit: float) -> int | None:
+        if limit == float("inf"):
+            return None
+        with self.cond:
+            self.next_token += 1
+            self.live[self.next_token] = (time.monotonic() + limit, status)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, daemon=True, name="ptxforge-native-watchdog")
+                self.thread.start()
+            deadline = self.live[self.next_token][0]
+            if self.wake is None or deadline < self.wake:  # (waking the thread costs a GIL hand-over)
+                self.cond.notify()
+            return self.next_token
+
+    def forget(self, token: int | None) -> None:
+        if token is not None:
+            with self.cond:
+                self.live.pop(token, None)
+
+    def _run(self) -> None:
+        with self.cond:
+            while True:
+                now = time.monotonic()
+                for deadline, status in self.live.values():
+                    if deadline <= now and status[0] == 0:
+                        status[0] = G.ST_STOP
+                # sleep until the earliest deadline (a launch that ended early leaves it: a spare wake-up)
+                self.wake = min((d for d, _ in self.live.values() if d > now), default=None)
+                self.cond.wait(None if self.wake is None else self.wake - now)
+
+
+_WATCHDOG = _Watchdog()
+
+
+_KINDS = {G.ST_FAULT: "out-of-bounds", G.ST_MISALIGNED: "misaligned", G.ST_READONLY: "write to read-only memory"}
+
+
+def _fault(m: Machine, status: np.ndarray) -> EmulatorError:
+    code, pc, lane, bid, addr, nbytes, wr = (int(x) for x in status[:7])
+    op = m.ops[pc]
+    bx, by, _ = m.block
+    gx, gy, _ = m.grid
+    tid = (lane % bx, lane // bx % by, lane // (bx * by))
+    cta = (bid % gx, bid // gx % gy, bid // (gx * gy))
+    who = f"thread ({tid[0]},{tid[1]},{tid[2]}) block ({cta[0]},{cta[1]},{cta[2]})"
+    if code == G.ST_NOT_CONVERGED:
+        return EmulatorError(f"{op.where}: {op.text}: the native tier runs warp-wide instructions for converged "
+                             f"member lanes only, and warp {lane // 32} of block ({cta[0]}, {cta[1]}, {cta[2]}) "
+                             f"reached it diverged; launch with tier='interp' (or PTXFORGE_EMU_TIER=interp)")
+    kind = _KINDS.get(code, "out-of-bounds")
+    space = "shared" if ".shared" in op.text.split()[0] else "global"
+    note = ""
+    if space == "global" and code != G.ST_MISALIGNED:
+        memory = m.device
+        note = (f"{_alloc_name(memory, addr)} is read-only" if code == G.ST_READONLY
+                else describe_address(memory.allocations, addr, nbytes))
+    msg = f"{kind} {space} access of {nbytes} bytes at {addr:#x}" + (f" ({note})" if note else "")
+    return MemoryFault(f"{op.where}: {op.text}: {msg} by {who}", kind=kind, address=addr, size=nbytes, thread=tid,
+                       block=cta, ptx_line=op.line, instruction=op.text)
+
+
+def _alloc_name(memory: Any, addr: int) -> str:
+    a = memory.find(addr)
+    return (a.name or "allocation") if a is not None else "allocation"

@@ -1,0 +1,447 @@
+"""One PTX instruction as scalar LLVM IR for one lane, with the interpreter's exact semantics.
+
+Registers live in the block's register file as i64 bit patterns (a predicate as 0/1), written truncated to
+the register's declared width as the interpreter's storage dtypes hold them. Anything whose exact result
+LLVM has no plain form for (other rounding modes, .ftz, .sat, conversions to or from floats, f64 NaN
+payloads, division) raises `NotNative`, so the kernel falls back to the interpreter: never a result that
+differs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from llvmlite import ir as L
+
+from ptxforge.emu.errors import EmulatorError
+from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from ptxforge.emu.native.codegen import LaneEnv
+
+I1, I8, I16, I32, I64 = L.IntType(1), L.IntType(8), L.IntType(16), L.IntType(32), L.IntType(64)
+F32 = L.FloatType()
+INT = {8: I8, 16: I16, 32: I32, 64: I64}
+SREGS = ("%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%ctaid.x", "%ctaid.y", "%ctaid.z",
+         "%nctaid.x", "%nctaid.y", "%nctaid.z", "%laneid", "%warpid")
+CANON_NAN_F32 = 0x7FFFFFFF
+INT_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+           "lo": "<", "ls": "<=", "hi": ">", "hs": ">="}
+FLOAT_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}  # ordered ('ne' too)
+FLOAT_CMP_U = {"equ": "==", "neu": "!=", "ltu": "<", "leu": "<=", "gtu": ">", "geu": ">="}
+LOADS = ("global", "shared", "param")
+
+
+class NotNative(EmulatorError):
+    """The instruction (or kernel) has no native form yet: the launch falls back to the interpreter."""
+
+    def __init__(self, msg: str, pc: int | None = None):
+        super().__init__(msg)
+        self.pc = pc
+
+
+def type_of(ins: ir.Instruction) -> str:
+    ts = ins.types
+    if not ts:
+        raise NotNative("no type suffix")
+    return ts[-1]
+
+
+def bits_of(ty: str) -> int:
+    return 1 if ty == ".pred" else ir.type_bits(ty)
+
+
+def signed(ty: str) -> bool:
+    return ty.startswith(".s")
+
+
+def lower(ins: ir.Instruction, env: LaneEnv) -> None:
+    """Emit `ins` for the current lane into env.b (the guard is the caller's)."""
+    fn = _LOWER.get(ins.opcode)
+    if fn is None:
+        raise NotNative(f"{ins.opcode} is not in the native tier yet")
+    fn(ins, env)
+
+
+# ---------------------------------------------------------------------------------------------- operands
+def read(env: LaneEnv, o: Any, ty: str) -> L.Value:
+    """Operand `o` read as PTX type `ty`: an iN (N = the type's width; i1 for .pred)."""
+    b = env.b
+    bits = bits_of(ty)
+    t = I1 if bits == 1 else INT[bits]
+    if isinstance(o, ir.Register):
+        slot, rty = env.reg(o)
+        rbits = bits_of(rty)
+        if rbits != bits and not (bits < rbits and bits > 1):
+            raise NotNative(f"{o.name} ({rty}) read as {ty}")
+        v = env.load_reg(slot)
+        return b.trunc(v, t) if bits < 64 else v
+    if isinstance(o, ir.Immediate):
+        return L.Constant(t, _imm_bits(o, ty))
+    if isinstance(o, ir.SpecialRegister):
+        v = env.sreg(o.name)
+        return v if bits == 32 else b.zext(v, t) if bits > 32 else b.trunc(v, t)
+    if isinstance(o, ir.Symbol | ir.Register):
+        raise NotNative(f"operand {o}")
+    raise NotNative(f"operand {type(o).__name__}")
+
+
+def _imm_bits(o: ir.Immediate, ty: str) -> int:
+    bits = bits_of(ty)
+    text = o.text.lower()
+    if ty in (".f32", ".f64"):
+        if text.startswith(("0f", "0d")):
+            return int(text[2:], 16)
+        if isinstance(o.value, float) or ty == ".f32":
+            f = np.asarray(float(o.value), np.float32 if ty == ".f32" else np.float64)
+            return int(f.view(np.uint32 if ty == ".f32" else np.uint64))
+    if isinstance(o.value, float):
+        raise NotNative(f"float immediate {o.text} for {ty}")
+    return int(o.value) & ((1 << bits) - 1)
+
+
+def write(env: LaneEnv, o: Any, v: L.Value) -> None:
+    """Store `v` (an iN) into register operand `o`, truncated to the register's width."""
+    if isinstance(o, ir.Sink):
+        return
+    if not isinstance(o, ir.Register):
+        raise NotNative(f"destination {type(o).__name__}")
+    slot, rty = env.reg(o)
+    b = env.b
+    rbits = bits_of(rty)
+    vbits = v.type.width
+    if vbits > rbits:
+        v = b.trunc(v, I1 if rbits == 1 else INT[rbits])
+        vbits = rbits
+    elif vbits < rbits and vbits != 1:
+        raise NotNative(f"{vbits}-bit value into {o.name} ({rty})")
+    env.store_reg(slot, b.zext(v, I64) if vbits < 64 else v)
+
+
+def _f32(b: L.IRBuilder, v: L.Value) -> L.Value:
+    return b.bitcast(v, F32)
+
+
+def _canon_f32(b: L.IRBuilder, f: L.Value) -> L.Value:
+    """The bits of an f32 result, a NaN made canonical (0x7fffffff) as the hardware and interpreter do."""
+    isnan = b.fcmp_unordered("uno", f, f)
+    return b.select(isnan, L.Constant(I32, CANON_NAN_F32), b.bitcast(f, I32))
+
+
+# ---------------------------------------------------------------------------------------------- integer
+def _check_mods(ins: ir.Instruction, allowed: tuple[str, ...]) -> None:
+    bad = [m for m in ins.modifiers if m[1:] not in allowed]
+    if bad:
+        raise NotNative(f"{ins.mnemonic}: {bad[0]} is not in the native tier yet")
+
+
+def _float_arith(ins: ir.Instruction, env: LaneEnv) -> bool:
+    ty = type_of(ins)
+    if ty not in (".f32", ".f64", ".f16", ".bf16", ".f16x2", ".bf16x2"):
+        return False
+    if ty != ".f32":
+        raise NotNative(f"{ins.mnemonic}: {ty} arithmetic is not in the native tier yet")
+    _check_mods(ins, ("rn",))
+    b = env.b
+    ops = ins.operands
+    x = [_f32(b, read(env, o, ty)) for o in ops[1:]]
+    if ins.opcode == "add":
+        r = b.fadd(x[0], x[1])
+    elif ins.opcode == "sub":
+        r = b.fsub(x[0], x[1])
+    elif ins.opcode == "mul":
+        r = b.fmul(x[0], x[1])
+    elif ins.opcode in ("fma", "mad"):
+        if ins.opcode == "mad" and "rn" not in ins.suffixes:
+            raise NotNative("mad.f32 without a rounding mode")
+        fma = env.module_intrinsic("llvm.fma.f32", F32, [F32, F32, F32])
+        r = b.call(fma, x)
+    else:
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    write(env, ops[0], _canon_f32(b, r))
+    return True
+
+
+def _arith(ins: ir.Instruction, env: LaneEnv) -> None:
+    if _float_arith(ins, env):
+        return
+    ty = type_of(ins)
+    b = env.b
+    op = ins.opcode
+    ops = ins.operands
+    mods = [m[1:] for m in ins.modifiers]
+    if any(m not in ("lo", "wide", "hi") for m in mods):
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    if "hi" in mods:
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    if op in ("add", "sub"):
+        x, y = read(env, ops[1], ty), read(env, ops[2], ty)
+        write(env, ops[0], b.add(x, y) if op == "add" else b.sub(x, y))
+        return
+    wide = "wide" in mods
+    x, y = read(env, ops[1], ty), read(env, ops[2], ty)
+    if wide:
+        wt = INT[2 * x.type.width]
+        ext = b.sext if signed(ty) else b.zext
+        x, y = ext(x, wt), ext(y, wt)
+    r = b.mul(x, y)
+    if op == "mad":
+        r = b.add(r, read(env, ops[3], f"{'.s' if signed(ty) else '.b'}{r.type.width}"))
+    write(env, ops[0], r)
+
+
+def _bitwise(ins: ir.Instruction, env: LaneEnv) -> None:
+    ty = type_of(ins)
+    b = env.b
+    ops = ins.operands
+    if ins.opcode == "not":
+        write(env, ops[0], b.not_(read(env, ops[1], ty)))
+        return
+    x, y = read(env, ops[1], ty), read(env, ops[2], ty)
+    f = {"and": b.and_, "or": b.or_, "xor": b.xor}[ins.opcode]
+    write(env, ops[0], f(x, y))
+
+
+def _shift(ins: ir.Instruction, env: LaneEnv) -> None:
+    ty = type_of(ins)
+    b = env.b
+    ops = ins.operands
+    x = read(env, ops[1], ty)
+    w = x.type.width
+    amt = read(env, ops[2], ".u32")
+    big = b.icmp_unsigned(">=", amt, L.Constant(I32, w))  # PTX clamps the amount at the width
+    a = b.zext(amt, x.type) if w > 32 else b.trunc(amt, x.type) if w < 32 else amt
+    a = b.select(big, L.Constant(x.type, w - 1), a)
+    if ins.opcode == "shl":
+        r = b.select(big, L.Constant(x.type, 0), b.shl(x, a))
+    elif signed(ty):
+        r = b.ashr(x, a)  # (w - 1 bits: the sign fills it, as a clamped shift does)
+    else:
+        r = b.select(big, L.Constant(x.type, 0), b.lshr(x, a))
+    write(env, ops[0], r)
+
+
+def _minmax(ins: ir.Instruction, env: LaneEnv) -> None:
+    ty = type_of(ins)
+    if ty.startswith(".f") or ins.modifiers:
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    b = env.b
+    ops = ins.operands
+    x, y = read(env, ops[1], ty), read(env, ops[2], ty)
+    cmp = b.icmp_signed if signed(ty) else b.icmp_unsigned
+    c = cmp("<" if ins.opcode == "min" else ">", x, y)
+    write(env, ops[0], b.select(c, x, y))
+
+
+def _setp(ins: ir.Instruction, env: LaneEnv) -> None:
+    ty = type_of(ins)
+    b = env.b
+    ops = ins.operands
+    cmpop = next((m[1:] for m in ins.modifiers), None)
+    if len(ins.modifiers) != 1 or isinstance(ops[0], ir.PredPair) or len(ops) != 3:
+        raise NotNative(f"{ins.mnemonic} (combined or paired forms) is not in the native tier yet")
+    if ty == ".f32":
+        x, y = _f32(b, read(env, ops[1], ty)), _f32(b, read(env, ops[2], ty))
+        if cmpop in FLOAT_CMP:
+            r = b.fcmp_ordered(FLOAT_CMP[cmpop], x, y)
+        elif cmpop in FLOAT_CMP_U:
+            r = b.fcmp_unordered(FLOAT_CMP_U[cmpop], x, y)
+        elif cmpop in ("num", "nan"):
+            r = b.fcmp_ordered("ord", x, y) if cmpop == "num" else b.fcmp_unordered("uno", x, y)
+        else:
+            raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    elif ty.startswith(".f"):
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    else:
+        if cmpop not in INT_CMP:
+            raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+        x, y = read(env, ops[1], ty), read(env, ops[2], ty)
+        uns = cmpop in ("lo", "ls", "hi", "hs") or not signed(ty)
+        r = (b.icmp_unsigned if uns else b.icmp_signed)(INT_CMP[cmpop], x, y)
+    write(env, ops[0], r)
+
+
+def _selp(ins: ir.Instruction, env: LaneEnv) -> None:
+    ty = type_of(ins)
+    ops = ins.operands
+    x, y, p = read(env, ops[1], ty), read(env, ops[2], ty), read(env, ops[3], ".pred")
+    write(env, ops[0], env.b.select(p, x, y))
+
+
+def _mov(ins: ir.Instruction, env: LaneEnv) -> None:
+    ty = type_of(ins)
+    ops = ins.operands
+    src = ops[1]
+    if isinstance(src, ir.Symbol) or (isinstance(src, ir.Register) and env.symbol_address(src.name) is not None):
+        addr = env.symbol_address(src.name)
+        if addr is None:
+            raise NotNative(f"mov of {src.name}")
+        write(env, ops[0], L.Constant(INT[bits_of(ty)], addr))
+        return
+    if isinstance(src, ir.Register | ir.Immediate | ir.SpecialRegister):
+        write(env, ops[0], read(env, src, ty))
+        return
+    raise NotNative(f"{ins.mnemonic} of a {type(src).__name__}")
+
+
+def _cvt(ins: ir.Instruction, env: LaneEnv) -> None:
+    ts = ins.types
+    if len(ts) != 2 or ins.modifiers or any(t.startswith(".f") for t in ts):
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    dty, sty = ts
+    b = env.b
+    x = read(env, ins.operands[1], sty)
+    dt = INT[bits_of(dty)]
+    if dt.width < x.type.width:
+        r = b.trunc(x, dt)
+    elif dt.width > x.type.width:
+        r = (b.sext if signed(sty) else b.zext)(x, dt)
+    else:
+        r = x
+    if bits_of(dty) < 32 and signed(dty):  # a narrow signed destination: stored as its storage holds it
+        r = b.trunc(r, dt)
+    write(env, ins.operands[0], r)
+
+
+def _cvta(ins: ir.Instruction, env: LaneEnv) -> None:
+    if ins.suffixes[:2] != ("to", "global") or type_of(ins) != ".u64":
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    write(env, ins.operands[0], read(env, ins.operands[1], ".u64"))  # global addresses are generic ones
+
+
+def _space(ins: ir.Instruction) -> str:
+    sp = [s for s in ins.suffixes if s in LOADS]
+    if len(sp) != 1:
+        raise NotNative(f"{ins.mnemonic}: generic or unusual state space is not in the native tier yet")
+    extra = [m[1:] for m in ins.modifiers if m[1:] not in (*LOADS, "nc", "v2", "v4", "ca", "cg", "cs", "lu",
+                                                          "cv", "wb", "wt")]
+    if extra:
+        raise NotNative(f"{ins.mnemonic}: .{extra[0]} is not in the native tier yet")
+    return sp[0]
+
+
+def _ld(ins: ir.Instruction, env: LaneEnv) -> None:
+    space = _space(ins)
+    ty = type_of(ins)
+    if ty.startswith(".f") and ty not in (".f32", ".f64"):
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    dst, addr = ins.operands
+    regs = dst.elements if isinstance(dst, ir.Vector) else (dst,)
+    nbytes = bits_of(ty) // 8
+    t = INT[8 * nbytes]
+    if space == "param":
+        off = env.param_offset(addr)
+        for i, r in enumerate(regs):
+            v = env.load_param(off + i * nbytes, t)
+            write(env, r, _extend(env, v, ty, r))
+        return
+    ptr = env.address(space, addr, nbytes * len(regs), write=False, text=ins)
+    for i, r in enumerate(regs):
+        p = env.b.gep(ptr, [L.Constant(I64, i * nbytes)]) if i else ptr
+        v = env.b.load(env.b.bitcast(p, t.as_pointer()), align=nbytes)
+        write(env, r, _extend(env, v, ty, r))
+
+
+def _extend(env: LaneEnv, v: L.Value, ty: str, reg: Any) -> L.Value:
+    """A loaded value widened to its destination register as the interpreter does (sign by the type)."""
+    if isinstance(reg, ir.Sink):
+        return v
+    _, rty = env.reg(reg)
+    rbits = bits_of(rty)
+    if rbits > v.type.width:
+        return (env.b.sext if signed(ty) else env.b.zext)(v, INT[rbits])
+    return v
+
+
+def _st(ins: ir.Instruction, env: LaneEnv) -> None:
+    space = _space(ins)
+    if space == "param":
+        raise NotNative("st.param")
+    ty = type_of(ins)
+    addr, src = ins.operands
+    vals = src.elements if isinstance(src, ir.Vector) else (src,)
+    nbytes = bits_of(ty) // 8
+    t = INT[8 * nbytes]
+    data = [read(env, v, ty) for v in vals]
+    ptr = env.address(space, addr, nbytes * len(vals), write=True, text=ins)
+    for i, v in enumerate(data):
+        p = env.b.gep(ptr, [L.Constant(I64, i * nbytes)]) if i else ptr
+        env.b.store(v, env.b.bitcast(p, t.as_pointer()), align=nbytes)
+
+
+def _fma(ins: ir.Instruction, env: LaneEnv) -> None:
+    if not _float_arith(ins, env):
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+
+
+def _divrem(ins: ir.Instruction, env: LaneEnv) -> None:
+    """Integer div / rem as the interpreter's semantics.integer: x/0 and x%0 all ones, INT_MIN/-1 = INT_MIN."""
+    ty = type_of(ins)
+    if ty.startswith(".f") or ins.modifiers:
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    b = env.b
+    ops = ins.operands
+    x, y = read(env, ops[1], ty), read(env, ops[2], ty)
+    t = x.type
+    w = t.width
+    zero = b.icmp_unsigned("==", y, L.Constant(t, 0))
+    bad = zero
+    if signed(ty):  # INT_MIN / -1 overflows in LLVM: divide by 1 instead (INT_MIN, remainder 0: the same)
+        ovf = b.and_(b.icmp_unsigned("==", x, L.Constant(t, 1 << (w - 1))),
+                     b.icmp_unsigned("==", y, L.Constant(t, (1 << w) - 1)))
+        bad = b.or_(zero, ovf)
+    safe = b.select(bad, L.Constant(t, 1), y)
+    if ins.opcode == "div":
+        r = b.sdiv(x, safe) if signed(ty) else b.udiv(x, safe)
+    else:
+        r = b.srem(x, safe) if signed(ty) else b.urem(x, safe)
+    write(env, ops[0], b.select(zero, L.Constant(t, (1 << w) - 1), r))
+
+
+_ATOM_OPS = {"add": "add", "and": "and", "or": "or", "xor": "xor", "exch": "xchg", "min": "min", "max": "max"}
+_ATOM_MODS = ("global", "shared", "cta", "gpu", "sys", "relaxed", "acquire", "release", "acq_rel")
+
+
+def _atom(ins: ir.Instruction, env: LaneEnv) -> None:
+    """atom / red on integers as LLVM atomics (sequentially consistent: at least what any PTX order asks)."""
+    ty = type_of(ins)
+    if ty not in (".u32", ".s32", ".b32", ".u64", ".s64", ".b64"):
+        raise NotNative(f"{ins.mnemonic}: {ty} atomics are not in the native tier yet")
+    ops_ = [m[1:] for m in ins.modifiers if m[1:] not in _ATOM_MODS]
+    if len(ops_) != 1 or ops_[0] not in (*_ATOM_OPS, "cas"):
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    space = "shared" if "shared" in ins.suffixes else "global" if "global" in ins.suffixes else None
+    if space is None:
+        raise NotNative(f"{ins.mnemonic}: a generic address is not in the native tier yet")
+    op = ops_[0]
+    red = ins.opcode == "red"
+    operands = ins.operands
+    addr = operands[0] if red else operands[1]
+    vals = operands[1:] if red else operands[2:]
+    nbytes = bits_of(ty) // 8
+    t = INT[8 * nbytes]
+    data = [read(env, v, ty) for v in vals]
+    b = env.b
+    ptr = b.bitcast(env.address(space, addr, nbytes, write=True, text=ins), t.as_pointer())
+    if op == "cas":
+        if red:
+            raise NotNative("red.cas")
+        pair = b.cmpxchg(ptr, data[0], data[1], "seq_cst", "seq_cst")
+        old = b.extract_value(pair, 0)
+    else:
+        rmw = _ATOM_OPS[op]
+        if rmw in ("min", "max") and not signed(ty):
+            rmw = "u" + rmw
+        old = b.atomic_rmw(rmw, ptr, data[0], "seq_cst")
+    if not red:
+        write(env, operands[0], old)
+
+
+_LOWER = {
+    "add": _arith, "sub": _arith, "mul": _arith, "mad": _arith, "fma": _fma,
+    "and": _bitwise, "or": _bitwise, "xor": _bitwise, "not": _bitwise,
+    "shl": _shift, "shr": _shift, "min": _minmax, "max": _minmax, "setp": _setp, "selp": _selp, "mov": _mov,
+    "cvt": _cvt, "cvta": _cvta, "ld": _ld, "st": _st, "atom": _atom, "red": _atom,
+    "div": _divrem, "rem": _divrem,
+}

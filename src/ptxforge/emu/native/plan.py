@@ -1,0 +1,68 @@
+"""Which tier runs a launch, and whether a kernel can run natively (else the first instruction that cannot).
+
+The tier comes from the launch option (`tier=`), else $PTXFORGE_EMU_TIER, else DEFAULT_TIER. "auto" and
+"native" run a launch natively where the kernel and the launch allow it and fall back to the interpreter
+(saying why) elsewhere; "interp" always interprets. The default stays "interp" until the native tier has a
+no-progress watchdog of its own (it has a wall-clock limit only) and the suite's tests of the interpreter's
+machinery name their tier.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ptxforge.emu.errors import LaunchError
+from ptxforge.emu.native.codegen import BlockGen
+from ptxforge.emu.native.lower import NotNative
+
+if TYPE_CHECKING:
+    from ptxforge.emu.program import Layout
+
+TIERS = ("auto", "native", "interp")
+ENV = "PTXFORGE_EMU_TIER"
+DEFAULT_TIER = "interp"
+
+
+def requested_tier(option: str | None = None) -> str:
+    """The tier asked for: `option`, else $PTXFORGE_EMU_TIER, else DEFAULT_TIER (a LaunchError for anything else)."""
+    tier = option if option is not None else os.environ.get(ENV) or DEFAULT_TIER
+    if tier not in TIERS:
+        where = "tier" if option is not None else f"${ENV}"
+        raise LaunchError(f"{where} must be one of {', '.join(map(repr, TIERS))}, not {tier!r}")
+    return tier
+
+
+@dataclass(frozen=True)
+class NativePlan:
+    """A kernel at one block shape: the LLVM IR of its block function, or why it cannot run natively."""
+
+    ir_text: str | None
+    reason: str = ""  # "file:line: instruction: why" of the first instruction the tier cannot run
+
+
+_PLANS: weakref.WeakKeyDictionary[Layout, dict[tuple[int, int, int], NativePlan]] = weakref.WeakKeyDictionary()
+
+
+def native_plan(layout: Layout, ops: list[Any], block: tuple[int, int, int]) -> NativePlan:
+    """The plan for `layout`'s kernel at `block` (built once per layout and shape)."""
+    per = _PLANS.setdefault(layout, {})
+    hit = per.get(block)
+    if hit is None:
+        hit = per[block] = _build(layout, ops, block)
+    return hit
+
+
+def _build(layout: Layout, ops: list[Any], block: tuple[int, int, int]) -> NativePlan:
+    gen = None
+    try:
+        gen = BlockGen(layout, ops, block)
+        return NativePlan(str(gen.build()))
+    except NotNative as e:
+        pc = e.pc if e.pc is not None else getattr(gen, "current_pc", None)
+        if pc is None:
+            return NativePlan(None, str(e))
+        op = ops[pc]
+        return NativePlan(None, f"{op.where}: {op.text}: {e}")
