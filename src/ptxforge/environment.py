@@ -177,3 +177,8 @@ def triton_emulation() -> tuple[bool, bool, str]:
             raise EnvironmentVariableError(name, str(value), "expected 0 or 1")
         flags.append(value == "1")
     return flags[0], flags[1], _get("PTXFORGE_TRITON_ARCH") or "sm_90a"
+
+
+def emu_tier() -> str | None:
+    """PTXFORGE_EMU_TIER as written (auto, native or interp: the emulator checks it, naming the variable)."""
+    return _get("PTXFORGE_EMU_TIER")

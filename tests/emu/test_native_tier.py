@@ -172,15 +172,15 @@ def test_object_code_is_cached_on_disk_by_content(tmp_path, monkeypatch):
     from ptxforge.emu.native import jit
     from ptxforge.emu.native.plan import native_plan
 
-    monkeypatch.setenv("PTXFORGE_NATIVE_CACHE", str(tmp_path))
+    monkeypatch.setenv("PTXFORGE_CACHE_DIR", str(tmp_path))
     m = corpus_module("vector_ops")
     layout, ops = emu_device().image(m).compiled(next(f for f in m.functions if f.name == "vadd_f32"))
     text = native_plan(layout, ops, (64, 1, 1)).ir_text + f"\n; {tmp_path}\n"  # a key of this test's own
     before = dict(jit.STATS)
     addr = jit.load(text)
     assert jit.STATS["compiled"] == before["compiled"] + 1
-    files = list(tmp_path.glob("*.o"))
-    assert [f.stem for f in files] == [jit.cache_key(text)]
+    files = [f for f in tmp_path.rglob("*") if f.is_file()]
+    assert [f.name for f in files] == [jit.cache_key(text)] and files[0].parent.parent.name == jit.KIND
     assert jit.load(text) == addr and jit.STATS["memory_hits"] == before["memory_hits"] + 1
     jit._LOADED.pop(jit.cache_key(text))  # a new process: the object comes from disk, not LLVM
     jit.load(text)

@@ -1,31 +1,27 @@
 """LLVM IR to machine code (llvmlite's MCJIT), with the object code cached on disk by content.
 
 The cache key is a hash of the IR text, the llvmlite version and the host CPU (name and features), so a
-cached object is only ever loaded by the machine kind that made it. The cache lives in
-$PTXFORGE_NATIVE_CACHE, else ~/.cache/ptxforge/native; a write is atomic (a temporary file renamed).
+cached object is only ever loaded by the machine kind that made it. Objects are entries of kind "native" in
+ptxforge's cache (`ptxforge.cache`: PTXFORGE_CACHE_DIR, off to compile every time), read only when the cache
+trusts them (owned by this user, writable by nobody else, the digest matching): loading one runs its code.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 import threading
-from pathlib import Path
 from typing import Any
 
 import llvmlite
 import llvmlite.binding as llvm
 
+from ptxforge import cache
+
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {}
 _LOADED: dict[str, tuple[Any, int]] = {}  # key -> (engine, address of run_blocks): kept alive while loaded
+KIND = "native"  # its entries in ptxforge.cache (`ptxforge cache info|clear` count and clear them)
 STATS = {"compiled": 0, "disk_hits": 0, "memory_hits": 0}
-
-
-def cache_dir() -> Path:
-    env = os.environ.get("PTXFORGE_NATIVE_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "ptxforge" / "native"
 
 
 def _target() -> tuple[Any, Any]:
@@ -75,16 +71,13 @@ def load(ir_text: str) -> int:
         if hit is not None:
             STATS["memory_hits"] += 1
             return hit[1]
-        path = cache_dir() / f"{key}.o"
-        obj = None
-        try:
-            obj = path.read_bytes()
+        # machine code runs as it is: only an entry ptxforge.cache trusts (owner, mode, digest) is loaded
+        obj = cache.get(KIND, key)
+        if obj is not None:
             STATS["disk_hits"] += 1
-        except OSError:
-            pass
-        if obj is None:
+        else:
             obj = _compile(ir_text)
-            _store(path, obj)
+            cache.put(KIND, key, obj)
         _target()
         # an engine owns its target machine (freed with it): each gets its own
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _new_target_machine())
@@ -92,17 +85,6 @@ def load(ir_text: str) -> int:
         engine.finalize_object()
         addr = engine.get_function_address("run_blocks")
         if not addr:
-            raise RuntimeError(f"the native object {path} has no run_blocks")
+            raise RuntimeError(f"the native object {key} has no run_blocks")
         _LOADED[key] = (engine, addr)
         return addr
-
-
-def _store(path: Path, obj: bytes) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(obj)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only home: the code still runs, compiled again next process

@@ -9,11 +9,11 @@ machinery name their tier.
 
 from __future__ import annotations
 
-import os
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ptxforge import environment
 from ptxforge.emu.errors import LaunchError
 from ptxforge.emu.native.codegen import BlockGen
 from ptxforge.emu.native.lower import NotNative
@@ -28,7 +28,7 @@ DEFAULT_TIER = "interp"
 
 def requested_tier(option: str | None = None) -> str:
     """The tier asked for: `option`, else $PTXFORGE_EMU_TIER, else DEFAULT_TIER (a LaunchError for anything else)."""
-    tier = option if option is not None else os.environ.get(ENV) or DEFAULT_TIER
+    tier = option if option is not None else environment.emu_tier() or DEFAULT_TIER
     if tier not in TIERS:
         where = "tier" if option is not None else f"${ENV}"
         raise LaunchError(f"{where} must be one of {', '.join(map(repr, TIERS))}, not {tier!r}")
