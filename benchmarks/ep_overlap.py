@@ -5,9 +5,9 @@ as long as the dispatch; the same count on every rank), the two one after the ot
 synchronous), and the two overlapped (dispatch with async_finish=True, the matmuls, then the event's wait). The
 data all_to_all runs on gloo's thread while the matmuls run on the caller's; the agreement, the count all_gather,
 packing and unpacking stay on the caller's thread. Times are medians over iterations of the slowest rank; one
-intra-op thread per rank.
-Usage: python benchmarks/ep_overlap.py [--tokens 2048] [--hidden 4096] [--experts 32] [--topk 4] [--iters 7]
-       [--matmul-n 384] [--append]   (--append adds the table to benchmarks/RESULTS.md)
+intra-op thread per rank; the four are measured in turn in every round so the load falls on each alike.
+Usage: python benchmarks/ep_overlap.py [--tokens 2048] [--hidden 4096] [--experts 32] [--topk 4] [--iters 12]
+       [--matmul-n 768] [--append]   (--append adds the table to benchmarks/RESULTS.md)
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ def bench_rank(rank, world, tokens, hidden, experts, topk, iters, matmul_n):
     one = _median(lambda: a @ b, iters)
     reps = torch.tensor([max(1, round(t_dispatch / one))])
     dist.all_reduce(reps, op=dist.ReduceOp.MAX)
+    parts = {"issue": [], "wait": []}
 
     def compute():
         for _ in range(int(reps)):
@@ -69,21 +70,34 @@ def bench_rank(rank, world, tokens, hidden, experts, topk, iters, matmul_n):
         compute()
 
     def together():
+        t0 = time.perf_counter()
         *_, event = dispatch(async_finish=True)
+        t1 = time.perf_counter()
         compute()
+        t2 = time.perf_counter()
         event.current_stream_wait()
+        parts["issue"].append(t1 - t0)
+        parts["wait"].append(time.perf_counter() - t2)
 
     sync_out, async_out = dispatch(), dispatch(async_finish=True)
     async_out[5].current_stream_wait()
     same = bool(torch.equal(sync_out[0], async_out[0]))
-    t_compute = _median(compute, iters)
-    t_apart = _median(apart, iters)
-    t_together = _median(together, iters)
+    # the four measured in turn in every round, so the machine's load falls on each alike
+    times: dict[str, list[float]] = {"dispatch": [], "compute": [], "apart": [], "together": []}
+    fns = {"dispatch": dispatch, "compute": compute, "apart": apart, "together": together}
+    for i in range(iters):
+        names = list(fns)[i % 4:] + list(fns)[:i % 4]
+        for name in names:
+            dist.barrier()
+            t0 = time.perf_counter()
+            fns[name]()
+            times[name].append(time.perf_counter() - t0)
     buf.stats(reset=True)
     dispatch()
     sent = buf.stats()[0].wire_sent
-    return {"dispatch": t_dispatch, "compute": t_compute, "apart": t_apart, "together": t_together,
-            "reps": int(reps), "same": same, "sent": sent}
+    out = {k: statistics.median(v) for k, v in times.items()}
+    out.update(issue=statistics.median(parts["issue"]), wait=statistics.median(parts["wait"]))
+    return dict(out, reps=int(reps), same=same, sent=sent)
 
 
 def main():
@@ -92,8 +106,8 @@ def main():
     ap.add_argument("--hidden", type=int, default=4096)
     ap.add_argument("--experts", type=int, default=32)
     ap.add_argument("--topk", type=int, default=4)
-    ap.add_argument("--iters", type=int, default=7)
-    ap.add_argument("--matmul-n", type=int, default=384, help="size of the matmuls standing in for compute")
+    ap.add_argument("--iters", type=int, default=12)
+    ap.add_argument("--matmul-n", type=int, default=768, help="size of the matmuls standing in for compute")
     ap.add_argument("--append", action="store_true")
     args = ap.parse_args()
     from ptxforge.ep.spawn import run_ranks
@@ -119,6 +133,8 @@ def main():
         f"| dispatch, then compute (every call synchronous: the peer) | {slowest('apart') * 1e3:.1f} |",
         f"| dispatch with async_finish=True, compute, event wait | {slowest('together') * 1e3:.1f} |",
         f"| overlapped vs synchronous | {slowest('together') / slowest('apart'):.2f}x the time |",
+        f"| of which: the async dispatch call returning | {slowest('issue') * 1e3:.1f} |",
+        f"| of which: the event wait after the compute | {slowest('wait') * 1e3:.1f} |",
     ]
     print("\n".join(lines))
     if args.append:
