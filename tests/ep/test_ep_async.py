@@ -10,10 +10,12 @@ import os
 import signal
 import time
 
+import pytest
 import torch
 from ep_checks import E, encoded_x, random_topk
 
 import ptxforge.ep as deep_ep
+from ptxforge.ep.config import Completion
 from ptxforge.ep.spawn import run_ranks
 from ptxforge.kernels import ops
 
@@ -194,3 +196,23 @@ def test_a_rank_that_dies_while_work_is_pending_is_named_at_the_wait():
     assert err is not None and err.startswith("EPPeerLostError: ptxforge.ep dispatch: "), err
     assert f"rank 1 (pid {case['pids'][1]}) has exited" in err, err
     assert case["s"] < 10, case  # timeout_s is 30: seen through the connection, not by waiting it out
+
+
+def test_an_event_keeps_the_error_of_its_work_and_releases_its_tensors():
+    runs = []
+
+    def finish():
+        runs.append(1)
+        raise RuntimeError("ptxforge.ep dispatch: the rows did not come")
+
+    event = deep_ep.EventOverlap(Completion("dispatch #1", finish), extra_tensors=(torch.zeros(1),))
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="dispatch: the rows did not come"):
+            with event:
+                pass
+    assert runs == [1] and not event.event.done and event.extra_tensors is None
+    filled = []
+    ok = deep_ep.EventOverlap(Completion("combine #2", lambda: filled.append(1)))
+    ok.current_stream_wait()
+    ok.current_stream_wait()
+    assert filled == [1] and ok.event.done

@@ -91,9 +91,11 @@ class EventOverlap:
         self.extra_tensors = extra_tensors
 
     def current_stream_wait(self) -> None:
-        if self.event is not None:
-            self.event.wait()
-        self.extra_tensors = None
+        try:
+            if self.event is not None:
+                self.event.wait()
+        finally:
+            self.extra_tensors = None  # the work has ended, or failed (its send rows are a packed copy)
 
     def __enter__(self) -> EventOverlap:
         return self
