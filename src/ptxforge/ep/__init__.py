@@ -32,9 +32,12 @@ Differences from DeepEP (V1 normal mode):
   ptxforge.ep.elastic, over this Buffer; its differences are in docs/ep.md);
   `num_nvl_bytes`, `num_qps_per_rank`, `allow_*`, `explicitly_destroy`, `enable_shrink`, `comm` are accepted
   and unused.
-- Calls are synchronous: `previous_event`, `async_finish`, `allocate_on_comm_stream` are accepted; the returned
-  `EventOverlap` holds no event and waiting on it returns at once. `Config` and `set_num_sms` are checked and
-  kept (the handle's channel matrices use `num_sms / 2` channels); the torch backend's transport ignores them.
+- `async_finish=True` (torch backend, normal mode): the call returns with its data all_to_all pending on gloo's
+  thread and its results filled at the event's wait; `previous_event` is waited for before the call; the
+  agreement and count collectives stay synchronous, and backend="kernels" runs synchronously (its event holds
+  nothing). `allocate_on_comm_stream` is accepted and unused (docs/ep.md, "Asynchronous calls").
+- `Config` and `set_num_sms` are checked and kept (the handle's channel matrices use `num_sms / 2` channels);
+  the torch backend's transport ignores them.
 - `get_dispatch_layout` and `dispatch`/`combine` each run a small agreement collective (the price of raising on
   every rank); DeepEP's layout call is local and its dispatch trusts its input.
 - Extra keyword arguments: `Buffer(..., num_ranks_per_node=None, backend="torch", timeout_s=60.0)`. Node size

@@ -13,15 +13,15 @@ import torch.distributed as dist
 from ptxforge import environment
 from ptxforge.ep import layout as torch_layout
 from ptxforge.ep import peers
-from ptxforge.ep.config import COMBINE_CONFIGS, DISPATCH_CONFIGS, Config, EventOverlap, recommended
+from ptxforge.ep.config import COMBINE_CONFIGS, DISPATCH_CONFIGS, Completion, Config, EventOverlap, recommended
 from ptxforge.ep.errors import EPInputError, EPPeerLostError
-from ptxforge.ep.handle import DispatchHandle, pad_rows
+from ptxforge.ep.handle import DispatchHandle
 from ptxforge.ep.low_latency import LowLatency, LowLatencyHandle, rdma_size_hint
 from ptxforge.ep.peer_watch import PeerWatch
 from ptxforge.ep.plan import Hop, reduce_back
 from ptxforge.ep.rows import Field, RowFormat
 from ptxforge.ep.stats import CallStats
-from ptxforge.ep.transport import Transport
+from ptxforge.ep.transport import Pending, Transport
 from ptxforge.ep.validate import check_combine, check_dispatch, check_layout
 
 if TYPE_CHECKING:
@@ -179,6 +179,7 @@ class Buffer:
                             allocate_on_comm_stream: bool = False) -> LayoutOutput:
         """(tokens per rank int32 [R], per node int32 [N] or None, per expert int32 [E], is_token_in_rank
         bool [T, R], event). Agrees on validity with the group first (one small collective)."""
+        _wait_previous(previous_event)
         complaint = check_layout(topk_idx, num_experts, self.group_size)
         if not complaint:
             self._last_num_experts = int(num_experts)
@@ -203,6 +204,9 @@ class Buffer:
                  previous_event: EventOverlap | None = None, async_finish: bool = False,
                  allocate_on_comm_stream: bool = False) -> DispatchOutput:
         """(recv_x, recv_topk_idx, recv_topk_weights, num_recv_tokens_per_expert_list, handle, event)."""
+        _wait_previous(previous_event)
+        if isinstance(handle, DispatchHandle):
+            self._finished(handle)
         chk = check_dispatch(self, x, handle, num_tokens_per_rank, num_tokens_per_rdma_rank, is_token_in_rank,
                              num_tokens_per_expert, topk_idx, topk_weights, expert_alignment, num_worst_tokens,
                              config)
@@ -228,31 +232,77 @@ class Buffer:
         with_topk = not cached and topk_idx is not None
         fmt, rows = self._pack(x_payload, x_scales, in_rank, topk_idx if with_topk else None,
                                topk_weights if with_topk else None)
-        arrived = self._run_hop("dispatch", rows, fmt, hops[0], stats)
-        if self.num_nodes > 1:
+        if self.num_nodes > 1:  # the first hop completes here: the second needs what it delivered
+            arrived = self._run_hop("dispatch", rows, fmt, hops[0], stats).wait()
             if len(hops) == 1:
                 hops = [hops[0], self._second_hop(fmt.unpack(arrived)["dest"], counts)]
-            arrived = self._run_hop("dispatch", arrived, fmt, hops[1], stats)
+            rows = arrived
+        last = hops[-1]
+        pending = self._run_hop("dispatch", rows, fmt, last, stats)
         stats.control_bytes = self.transport.take_control_bytes()
-        out = fmt.unpack(arrived)
-        src = out["src"].to(torch.int64)
-        # by source rank, then token (a cached dispatch delivers in the same order as the one it repeats)
-        order = handle._order if handle is not None else torch.argsort(src[:, 0] * (1 << 32) + src[:, 1], stable=True)
-        out = {k: v[order] for k, v in out.items()}
-        recv_x, recv_scales = out["x"], out.get("scales")
-        if counts is None:  # a cached dispatch
-            return (recv_x, recv_scales) if x_scales is not None else recv_x, None, None, None, None, EventOverlap()
-        recv_idx, recv_w = self._local_topk(out, num_experts) if with_topk else (None, None)
-        per_expert = self._expert_counts(counts, num_experts, expert_alignment)
-        handle = self._make_handle(in_rank, counts[:, :self.group_size], src[order], hops, config, order,
-                                   x_payload.shape[0])
-        handle.__dict__.update(_num_experts=num_experts, _num_worst=num_worst_tokens)
-        if num_worst_tokens:
-            recv_x, recv_scales, recv_idx, recv_w = pad_rows(num_worst_tokens, recv_x, recv_scales, recv_idx,
-                                                             recv_w)
-            per_expert = []
+        n = sum(last.recv_counts)
+        size = max(n, num_worst_tokens) if not cached else n
+        recv_x = torch.empty((size, x_payload.shape[1]), dtype=x_payload.dtype, device=x_payload.device)
+        recv_scales = None if x_scales is None else \
+            torch.empty((size, x_scales.shape[1]), dtype=x_scales.dtype, device=x_payload.device)
         recv = (recv_x, recv_scales) if x_scales is not None else recv_x
-        return recv, recv_idx, recv_w, per_expert, handle, EventOverlap()
+        keep = (x_payload, x_scales, topk_idx, topk_weights)
+        if handle is not None:  # a cached dispatch delivers in the same order as the one it repeats
+            order = handle._order
+
+            def finish_cached() -> None:
+                out = fmt.unpack(pending.wait())
+                recv_x.copy_(out["x"][order])
+                if recv_scales is not None:
+                    recv_scales.copy_(out["scales"][order])
+
+            return recv, None, None, None, None, self._event("dispatch", finish_cached, async_finish, keep)
+        assert counts is not None
+        k = topk_idx.shape[1] if with_topk and topk_idx is not None else 0
+        recv_idx = torch.full((size, k), -1, dtype=torch.int64, device=x_payload.device) if with_topk else None
+        recv_w = torch.zeros((size, k), dtype=torch.float32, device=x_payload.device) \
+            if with_topk and topk_weights is not None else None
+        for t in (recv_x, recv_scales):
+            if t is not None:
+                t[n:].zero_()  # num_worst_tokens padding rows
+        per_expert = [] if num_worst_tokens else self._expert_counts(counts, num_experts, expert_alignment)
+        handle = self._make_handle(in_rank, counts[:, :self.group_size], hops, config, x_payload.shape[0], n)
+        handle.__dict__.update(_num_experts=num_experts, _num_worst=num_worst_tokens)
+
+        def finish() -> None:
+            out = fmt.unpack(pending.wait())
+            src = out["src"].to(torch.int64)
+            order = torch.argsort(src[:, 0] * (1 << 32) + src[:, 1], stable=True)  # by source rank, then token
+            out = {key: v[order] for key, v in out.items()}
+            recv_x[:n].copy_(out["x"])
+            if recv_scales is not None:
+                recv_scales[:n].copy_(out["scales"])
+            if with_topk:
+                idx, w = self._local_topk(out, num_experts)
+                assert recv_idx is not None
+                recv_idx[:n].copy_(idx)
+                if recv_w is not None and w is not None:
+                    recv_w[:n].copy_(w)
+            self._fill_handle(handle, src[order], order)
+
+        event = self._event("dispatch", finish, async_finish, keep)
+        handle._pending = event.event
+        return recv, recv_idx, recv_w, per_expert, handle, event
+
+    def _event(self, call: str, finish, async_finish: bool, keep: tuple) -> EventOverlap:
+        """The call's event: its pending work finished now (a synchronous call) or at the event's first wait."""
+        done = Completion(f"{call} #{self._serial}", finish)
+        if not async_finish:
+            done.wait()
+            return EventOverlap()
+        return EventOverlap(done, extra_tensors=keep)
+
+    @staticmethod
+    def _finished(handle: DispatchHandle) -> None:
+        """Wait for the dispatch that made `handle` (combine and cached dispatch read what it received)."""
+        pending = handle.__dict__.get("_pending")
+        if pending is not None:
+            pending.wait()
 
     def _pack(self, x, scales, in_rank, topk_idx, topk_weights) -> tuple[RowFormat, torch.Tensor]:
         """One byte row per token: payload | scales | top-k ids | weights | (source rank, token) | dest ranks."""
@@ -317,7 +367,8 @@ class Buffer:
             recv[node * rpn + i] = int(sum(counts[a * rpn + i, me] for a in range(self.num_nodes)))
         return Hop.from_mask(in_rank[:, peers], peers, size, recv)
 
-    def _run_hop(self, call, rows, fmt, hop: Hop, stats: CallStats, reverse: bool = False):
+    def _run_hop(self, call, rows, fmt, hop: Hop, stats: CallStats, reverse: bool = False) -> Pending:
+        """One hop's all_to_all, started on gloo's thread."""
         send_counts = hop.recv_counts if reverse else hop.send_counts
         recv_counts = hop.send_counts if reverse else hop.recv_counts
         for peer in range(self.group_size):
@@ -325,7 +376,7 @@ class Buffer:
             stats.record("sent", peer, send_counts[peer], fmt, same)
             stats.record("recv", peer, recv_counts[peer], fmt, same)
         send = rows if reverse else rows[hop.send_index.to(rows.device)]
-        return self.transport.exchange_rows(call, send, send_counts, recv_counts)
+        return self.transport.exchange_rows_async(call, send, send_counts, recv_counts)
 
     def _dispatch_format(self, x, scales, topk_idx, topk_weights) -> RowFormat:
         k = topk_idx.shape[1] if topk_idx is not None else 0
@@ -338,7 +389,8 @@ class Buffer:
             Field("src", torch.int32, 2, "meta"),
             Field("dest", torch.int64, -(-self.group_size // 32) if self.num_nodes > 1 else 0, "meta")])
 
-    def _make_handle(self, in_rank, matrix, recv_src, hops, config, order, t_):
+    def _make_handle(self, in_rank, matrix, hops, config, t_, n) -> DispatchHandle:
+        """The handle, but for what depends on the received rows (`_fill_handle` fills those when they arrive)."""
         size, me = self.group_size, self.rank
         channels = (config or self.get_dispatch_config(size)).num_channels
         per = max(1, -(-t_ // channels))  # tokens per channel: channel c holds tokens [c*per, (c+1)*per)
@@ -351,15 +403,23 @@ class Buffer:
         for r in range(size):
             rows = torch.nonzero(ir[:, r]).flatten()
             send_head[rows, r] = int(starts[r]) + torch.arange(rows.numel(), dtype=torch.int32)
+        dev = in_rank.device
+        recv_chan = torch.zeros((size, channels), dtype=torch.int32, device=dev)
+        recv_src_idx = torch.zeros(n, dtype=torch.int32, device=dev)
+        fields = (rank_prefix.to(dev), chan_prefix.to(dev), recv_chan, recv_src_idx, in_rank, send_head.to(dev))
+        return DispatchHandle(fields, _buffer_id=self.id, _serial=self._serial, _hops=hops, _num_tokens=t_,
+                              _num_recv=n, _per=per)
+
+    def _fill_handle(self, handle: DispatchHandle, recv_src: torch.Tensor, order: torch.Tensor) -> None:
+        """The handle's fields that depend on the received rows: (source rank, token) of each, sorted."""
+        per, channels = handle._per, handle.recv_channel_prefix_matrix.shape[1]
         src_chan = recv_src[:, 1].cpu() // per
         src_rank = recv_src[:, 0].cpu()
         recv_chan = torch.stack([torch.stack([((src_rank == s) & (src_chan <= c)).sum().to(torch.int32)
-                                              for c in range(channels)]) for s in range(size)])
-        dev = in_rank.device
-        fields = (rank_prefix.to(dev), chan_prefix.to(dev), recv_chan.to(dev), recv_src[:, 1].to(torch.int32),
-                  in_rank, send_head.to(dev))
-        return DispatchHandle(fields, _buffer_id=self.id, _serial=self._serial, _hops=hops, _order=order,
-                              _num_tokens=t_, _num_recv=int(recv_src.shape[0]))
+                                              for c in range(channels)]) for s in range(self.group_size)])
+        handle.recv_channel_prefix_matrix.copy_(recv_chan)
+        handle.recv_src_idx.copy_(recv_src[:, 1].to(torch.int32))
+        handle._order = order
 
     # ------------------------------------------------------------------ combine
 
@@ -369,6 +429,9 @@ class Buffer:
                 allocate_on_comm_stream: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, EventOverlap]:
         """(combined_x bf16 [T, H], combined_topk_weights f32 [T, K] or None, event): each token's copies
         summed in f32 in rank order (across nodes: per node first, sent back as BF16, then over nodes)."""
+        _wait_previous(previous_event)
+        if isinstance(handle, DispatchHandle):
+            self._finished(handle)
         complaint, facts = check_combine(self, x, handle, topk_weights, bias)
         self.transport.agree("combine", dict(facts, serial=self._serial + 1), complaint)
         stats = self._next("combine", "bf16")
@@ -384,21 +447,37 @@ class Buffer:
             parts["w"] = _unorder(w, handle._order)
         rows = fmt.pack(parts, n, x.device)
         hops = handle._hops
-        for i in range(len(hops) - 1, -1, -1):
-            back = fmt.unpack(self._run_hop("combine", rows, fmt, hops[i], stats, reverse=True))
-            num_local = handle._num_tokens if i == 0 else sum(hops[i - 1].recv_counts)
-            acc = reduce_back(back["x"], hops[i], num_local)
-            if i == 0:
-                for b in (bias if isinstance(bias, tuple | list) else (bias,)):
-                    if b is not None:
-                        acc += b.to(torch.float32)
-            parts = {"x": acc.to(torch.bfloat16)}
-            if w is not None:
-                parts["w"] = reduce_back(back["w"], hops[i], num_local)
-            rows = fmt.pack(parts, num_local, x.device)
+        for i in range(len(hops) - 1, 0, -1):  # across nodes: every hop but the first completes here
+            back = fmt.unpack(self._run_hop("combine", rows, fmt, hops[i], stats, reverse=True).wait())
+            parts = self._reduce_hop(back, hops[i], sum(hops[i - 1].recv_counts), None)
+            rows = fmt.pack(parts, sum(hops[i - 1].recv_counts), x.device)
+        pending = self._run_hop("combine", rows, fmt, hops[0], stats, reverse=True)
         stats.control_bytes = self.transport.take_control_bytes()
-        return parts["x"], parts.get("w"), EventOverlap()
+        t_ = handle._num_tokens
+        combined = torch.empty((t_, x.shape[1]), dtype=torch.bfloat16, device=x.device)
+        combined_w = torch.empty((t_, w.shape[1]), dtype=torch.float32, device=x.device) if w is not None else None
 
+        def finish() -> None:
+            done = self._reduce_hop(fmt.unpack(pending.wait()), hops[0], t_, bias)
+            combined.copy_(done["x"])
+            if combined_w is not None:
+                combined_w.copy_(done["w"])
+
+        event = self._event("combine", finish, async_finish, (x, topk_weights, bias))
+        return combined, combined_w, event
+
+    @staticmethod
+    def _reduce_hop(back: dict[str, torch.Tensor], hop: Hop, num_local: int, bias) -> dict[str, torch.Tensor]:
+        """The rows a combine hop brought back summed per local row (x to BF16, weights in f32); `bias`
+        (the last hop's) added in f32 before rounding."""
+        acc = reduce_back(back["x"], hop, num_local)
+        for b in (bias if isinstance(bias, tuple | list) else (bias,)):
+            if b is not None:
+                acc += b.to(torch.float32)
+        parts = {"x": acc.to(torch.bfloat16)}
+        if "w" in back and back["w"].shape[1]:
+            parts["w"] = reduce_back(back["w"], hop, num_local)
+        return parts
 
     # ------------------------------------------------------------------ low-latency mode
 
@@ -531,6 +610,12 @@ class Buffer:
         stats.control_bytes = self.transport.take_control_bytes()
         out, w = KB.finish_combine(result, x)
         return out, w, EventOverlap()
+
+
+def _wait_previous(previous_event: EventOverlap | None) -> None:
+    """DeepEP's `previous_event`: the call is issued after that event's work has ended."""
+    if previous_event is not None:
+        previous_event.current_stream_wait()
 
 
 def _unorder(t: torch.Tensor, order: torch.Tensor) -> torch.Tensor:

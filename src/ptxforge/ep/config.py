@@ -1,12 +1,14 @@
-"""DeepEP's `Config` (performance tunables) and `EventOverlap` (a CUDA event wrapper), as API stand-ins.
+"""DeepEP's `Config` (performance tunables) and `EventOverlap` (its CUDA event wrapper).
 
-The torch backend runs every call to completion, so an `EventOverlap` holds no event: waiting on it returns
-at once and `with event:` blocks run in order. `Config` is kept and checked so that DeepEP programs run
-unchanged and the kernel backend can use it.
+An `EventOverlap` of an `async_finish=True` call holds a `Completion`: the call's data is still moving (its
+all_to_all runs on gloo's thread) and the first wait receives it into the tensors the call returned. An event of
+a synchronous call holds nothing and waiting on it returns at once. `Config` is kept and checked so that DeepEP
+programs run unchanged and the kernel backend can use it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -52,17 +54,48 @@ def recommended(table: dict, num_ranks: int, num_sms: int) -> Config:
     return Config(num_sms, *table[num_ranks]) if num_ranks in table else Config(num_sms)
 
 
+class Completion:
+    """Pending work that `finish` completes (it waits for the data and fills the call's results); run once, at the
+    first `wait()`. An error is kept: every later wait raises it again, so no caller reads unfilled results."""
+
+    def __init__(self, call: str, finish: Callable[[], None]) -> None:
+        self.call = call
+        self._finish: Callable[[], None] | None = finish
+        self._error: BaseException | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._finish is None and self._error is None
+
+    def wait(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._finish is not None:
+            finish = self._finish
+            try:
+                finish()
+            except BaseException as e:
+                self._error = e
+                raise
+            finally:
+                self._finish = None  # drops what the work held (send rows, inputs)
+
+
 class EventOverlap:
-    """DeepEP's event handle. The torch backend finishes every call before returning, so there is nothing to
-    wait for; `current_stream_wait()` and `with` are kept for API compatibility."""
+    """DeepEP's event handle: `current_stream_wait()` (or leaving a `with event:` block) waits for the call's
+    pending work, if any, and raises its error (a timeout or lost peer names the call); `extra_tensors` keeps the
+    call's inputs alive until then."""
 
     def __init__(self, event: Any = None, extra_tensors: tuple[Any, ...] | None = None) -> None:
         self.event = event
         self.extra_tensors = extra_tensors
 
     def current_stream_wait(self) -> None:
-        if self.event is not None:
-            self.event.wait()
+        try:
+            if self.event is not None:
+                self.event.wait()
+        finally:
+            self.extra_tensors = None  # the work has ended, or failed (its send rows are a packed copy)
 
     def __enter__(self) -> EventOverlap:
         return self

@@ -26,6 +26,8 @@ class DispatchHandle(tuple):
     _num_experts: int
     _num_worst: int
     _tunables: Any
+    _per: int  # tokens per channel
+    _pending: Any  # the Completion of an async_finish dispatch that made it (waited before the handle is read)
 
     def __new__(cls, fields: tuple[torch.Tensor, ...], **private: Any) -> DispatchHandle:
         h = super().__new__(cls, fields)
