@@ -21,25 +21,12 @@ import argparse
 import datetime
 import os
 import platform
-import statistics
 import time
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+from ep_bench import RESULTS, median_time
+
 WORLD = 4
 
-
-def _timed(fn, iters):
-    import torch.distributed as dist
-
-    fn()  # warm-up
-    times = []
-    for _ in range(iters):
-        dist.barrier()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def bench_rank(rank, world, tokens, hidden, experts, topk, iters):
@@ -74,8 +61,8 @@ def bench_rank(rank, world, tokens, hidden, experts, topk, iters):
             rx = recv
         return buf.combine(rx, handle)[0]
 
-    t_bf16 = _timed(lambda: ours(x), iters)
-    t_fp8 = _timed(lambda: ours((q, sf)), iters)
+    t_bf16 = median_time(lambda: ours(x), iters)
+    t_fp8 = median_time(lambda: ours((q, sf)), iters)
     buf.stats(reset=True)
     out_bf16 = ours(x)
     st_bf16 = buf.stats()[0]
@@ -102,7 +89,7 @@ def bench_rank(rank, world, tokens, hidden, experts, topk, iters):
         out.index_add_(0, tok, back.float())
         return out.to(torch.bfloat16)
 
-    t_base = _timed(baseline, iters)
+    t_base = median_time(baseline, iters)
     out_base = baseline()
     base_bytes = sum(c for r, c in enumerate(send_counts) if r != rank) * hidden * 2
     wire = lambda s: (s.intra_node_sent.payload + s.intra_node_sent.scales, s.intra_node_sent.meta)  # noqa: E731

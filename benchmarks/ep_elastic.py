@@ -15,36 +15,18 @@ import argparse
 import datetime
 import os
 import platform
-import statistics
-import time
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+from ep_bench import RESULTS, median_time, moe_inputs
+
 WORLD = 4
 
 
-def _timed(fn, iters):
-    import torch.distributed as dist
-
-    fn()  # warm-up
-    times = []
-    for _ in range(iters):
-        dist.barrier()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
 
 def bench_rank(rank, world, tokens, hidden, experts, topk, iters):
-    import torch
 
     import ptxforge.ep as deep_ep
 
-    g = torch.Generator().manual_seed(rank)
-    x = torch.randn((tokens, hidden), generator=g).to(torch.bfloat16)
-    idx = torch.topk(torch.rand((tokens, experts), generator=g), topk, dim=-1).indices
-    w = torch.rand((tokens, topk), generator=g)
+    x, idx, w = moe_inputs(rank, tokens, hidden, experts, topk)
     buf = deep_ep.Buffer(None, 0, 0, num_ranks_per_node=world)
     el = deep_ep.ElasticBuffer(None, num_max_tokens_per_rank=tokens, hidden=hidden, num_topk=topk)
     ntr, _, nte, in_rank, _ = buf.get_dispatch_layout(idx, experts)
@@ -61,10 +43,10 @@ def bench_rank(rank, world, tokens, hidden, experts, topk, iters):
 
     _, handle = elastic(False)
     rows = {
-        "Buffer dispatch + combine (the peer)": _timed(normal, iters),
-        "ElasticBuffer dispatch + combine": _timed(lambda: elastic(False), iters),
-        "ElasticBuffer expand dispatch + combine": _timed(lambda: elastic(True), iters),
-        "ElasticBuffer cached dispatch": _timed(lambda: el.dispatch(x, handle=handle), iters),
+        "Buffer dispatch + combine (the peer)": median_time(normal, iters),
+        "ElasticBuffer dispatch + combine": median_time(lambda: elastic(False), iters),
+        "ElasticBuffer expand dispatch + combine": median_time(lambda: elastic(True), iters),
+        "ElasticBuffer cached dispatch": median_time(lambda: el.dispatch(x, handle=handle), iters),
     }
     same = bool(elastic(False)[0].equal(normal()))
     return {"rows": rows, "same": same, "expanded": elastic(True)[1].num_expanded_tokens}

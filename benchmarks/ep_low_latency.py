@@ -15,25 +15,11 @@ import argparse
 import datetime
 import os
 import platform
-import statistics
-import time
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+from ep_bench import RESULTS, median_time, moe_inputs
+
 WORLD = 4
 
-
-def _median(fn, iters):
-    import torch.distributed as dist
-
-    fn()  # warm-up
-    times = []
-    for _ in range(iters):
-        dist.barrier()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def bench_rank(rank, world, tokens, hidden, experts, topk, iters, overlap_n):
@@ -41,10 +27,7 @@ def bench_rank(rank, world, tokens, hidden, experts, topk, iters, overlap_n):
 
     import ptxforge.ep as deep_ep
 
-    g = torch.Generator().manual_seed(rank)
-    x = torch.randn((tokens, hidden), generator=g).to(torch.bfloat16)
-    idx = torch.topk(torch.rand((tokens, experts), generator=g), topk, dim=-1).indices
-    w = torch.rand((tokens, topk), generator=g)
+    x, idx, w = moe_inputs(rank, tokens, hidden, experts, topk)
     hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(tokens, hidden, world, experts)
     buf = deep_ep.Buffer(None, 0, hint, low_latency_mode=True, num_ranks_per_node=world)
     state = {}
@@ -62,15 +45,15 @@ def bench_rank(rank, world, tokens, hidden, experts, topk, iters, overlap_n):
         buf.combine(recv, handle)
 
     buf.get_dispatch_layout(idx, experts)
-    t_dispatch = _median(ll_dispatch, iters)
-    t_combine = _median(ll_combine, iters)
-    t_normal = _median(normal, iters)
+    t_dispatch = median_time(ll_dispatch, iters)
+    t_combine = median_time(ll_combine, iters)
+    t_normal = median_time(normal, iters)
     buf.stats(reset=True)
     ll_dispatch()
     ll_combine()
     st = buf.stats()
     a, b = torch.randn((overlap_n, overlap_n)), torch.randn((overlap_n, overlap_n))
-    one = _median(lambda: a @ b, iters)
+    one = median_time(lambda: a @ b, iters)
     # as much compute as one dispatch takes (the same count on every rank), so overlap can show
     reps = torch.tensor([max(1, round(t_dispatch / one))])
     torch.distributed.all_reduce(reps, op=torch.distributed.ReduceOp.MAX)
@@ -88,9 +71,9 @@ def bench_rank(rank, world, tokens, hidden, experts, topk, iters, overlap_n):
         compute()
         hook()
 
-    t_compute = _median(compute, iters)
-    t_apart = _median(apart, iters)
-    t_together = _median(together, iters)
+    t_compute = median_time(compute, iters)
+    t_apart = median_time(apart, iters)
+    t_together = median_time(together, iters)
     return {"dispatch": t_dispatch, "combine": t_combine, "normal": t_normal, "compute": t_compute,
             "apart": t_apart, "together": t_together, "dispatch_bytes": st[0].wire_sent,
             "combine_bytes": st[1].wire_sent, "reps": int(reps)}

@@ -18,23 +18,11 @@ import os
 import platform
 import statistics
 import time
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+from ep_bench import RESULTS, median_time, moe_inputs
+
 WORLD = 2
 
-
-def _median(fn, iters):
-    import torch.distributed as dist
-
-    fn()  # warm-up
-    times = []
-    for _ in range(iters):
-        dist.barrier()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def bench_rank(rank, world, tokens, hidden, experts, topk, iters, matmul_n):
@@ -43,10 +31,7 @@ def bench_rank(rank, world, tokens, hidden, experts, topk, iters, matmul_n):
 
     import ptxforge.ep as deep_ep
 
-    g = torch.Generator().manual_seed(rank)
-    x = torch.randn((tokens, hidden), generator=g).to(torch.bfloat16)
-    idx = torch.topk(torch.rand((tokens, experts), generator=g), topk, dim=-1).indices
-    w = torch.rand((tokens, topk), generator=g)
+    x, idx, w = moe_inputs(rank, tokens, hidden, experts, topk)
     buf = deep_ep.Buffer(None, timeout_s=120)
     ntr, _, nte, in_rank, _ = buf.get_dispatch_layout(idx, experts)
 
@@ -55,8 +40,8 @@ def bench_rank(rank, world, tokens, hidden, experts, topk, iters, matmul_n):
                             topk_idx=idx, topk_weights=w, async_finish=async_finish)
 
     a, b = torch.randn((matmul_n, matmul_n)), torch.randn((matmul_n, matmul_n))
-    t_dispatch = _median(dispatch, iters)
-    one = _median(lambda: a @ b, iters)
+    t_dispatch = median_time(dispatch, iters)
+    one = median_time(lambda: a @ b, iters)
     reps = torch.tensor([max(1, round(t_dispatch / one))])
     dist.all_reduce(reps, op=dist.ReduceOp.MAX)
     parts = {"issue": [], "wait": []}
