@@ -56,6 +56,7 @@ def pytest_collection_modifyitems(config, items):
         if GPU_TESTS in Path(str(item.fspath)).parents or params.get("device") == "cuda":
             item.add_marker(pytest.mark.gpu)
     _group_shared_fixtures(items)
+    _name_groups(config, items)
     items[:] = _long_modules_first(items)
 
 
@@ -74,6 +75,24 @@ def _group_shared_fixtures(items) -> None:
             if defs and defs[-1].scope != "function" and defs[-1].baseid:
                 item.add_marker(pytest.mark.xdist_group(f"{defs[-1].baseid}::{name}"))
                 break
+
+
+def _name_groups(config, items) -> None:
+    """In an xdist worker under --dist loadgroup, suffix each grouped test's id with its group ("id@group"), which
+    is what the scheduler groups by. pytest-xdist 3.8 does it by setting `item._nodeid`, which pytest 9.2 no
+    longer reads (a node's id is `item._id`, a NodeId): without this every group was split over the workers and
+    each built its shared world (a 4-rank EP world built on both workers)."""
+    if not config.getvalue("loadgroup"):
+        return
+    for item in items:
+        names = sorted({str(m.args[0]) for m in item.iter_markers("xdist_group") if m.args})
+        if not names or "@" in item.nodeid:
+            continue
+        grouped = f"{item.nodeid}@{'_'.join(names)}"
+        if hasattr(item, "_id"):  # pytest >= 9.2
+            item._id = type(item._id).parse(grouped)
+        else:
+            item._nodeid = grouped
 
 
 def _long_modules_first(items) -> list:
