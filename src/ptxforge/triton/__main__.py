@@ -54,7 +54,7 @@ def main(argv: list[str]) -> None:
         os.environ["PTXFORGE_TRITON_ARCH"] = opts.arch
     os.environ["PTXFORGE_TRITON"] = "1"  # the script's launches (and its child processes') run on the emulator
     import ptxforge.triton  # imports triton and torch: after the arguments are known to be right
-    from ptxforge.triton.driver import capability
+    from ptxforge.triton.driver import capability  # with the package above: after the arguments are checked
 
     try:
         capability(environment.triton_emulation()[2])
