@@ -186,6 +186,26 @@ class Fabric:
         for w in self.watchers:
             w.quieted(pe)
 
+    # ------------------------------------------------------------------ nvshmem_barrier_all
+    def barrier_arrive(self, pe: int) -> int | None:
+        """PE `pe`'s calling thread arrives; returns the generation to wait for (None: it waits already)."""
+        if pe in self.barrier_arrived:
+            return None
+        self.barrier_arrived.add(pe)
+        target = self.barrier_gen + 1
+        if len(self.barrier_arrived) == len(self.nics):
+            self.drain()
+            self.barrier_arrived.clear()
+            self.barrier_gen = target
+        return target
+
+    def barrier_reached(self, generation: int) -> bool:
+        return self.barrier_gen >= generation
+
+    def barrier_missing(self) -> list[int]:
+        """The PEs that have not arrived at the barrier now under way."""
+        return [p for p in range(len(self.nics)) if p not in self.barrier_arrived]
+
     # ------------------------------------------------------------------ delivery
     def advance(self) -> bool:
         """One scheduler round: deliver what is due; True when something was delivered (progress)."""
@@ -220,23 +240,37 @@ class Fabric:
         return moved
 
     def _apply(self, op: NicOp) -> None:
+        self._write(op, self._source_bytes(op))
+        op.delivered = True
+        self._count(op)
+        for w in self.watchers:
+            w.delivered(op)
+
+    def _source_bytes(self, op: NicOp) -> np.ndarray:
+        """What a put carries, read from its source now (NVSHMEM lets the NIC read it until quiet)."""
+        if not op.nbytes:
+            return np.zeros(0, np.uint8)
+        s = self._offset(op.src_addr)
+        return self.memory.arena[s: s + op.nbytes].copy()
+
+    def _write(self, op: NicOp, data: np.ndarray) -> None:
+        """The one place that writes a target's memory: the data, then the signal."""
         arena = self.memory.arena
         if op.nbytes:
-            s, d = self._offset(op.src_addr), self._offset(op.dst_addr)
-            arena[d: d + op.nbytes] = arena[s: s + op.nbytes].copy()
+            d = self._offset(op.dst_addr)
+            arena[d: d + op.nbytes] = data
         if op.signals:
             o = self._offset(op.sig_addr)
             old = int(arena[o: o + 8].view(np.uint64)[0])
             new = op.sig_value if op.sig_op == SIGNAL_SET else old + op.sig_value
             arena[o: o + 8].view(np.uint64)[0] = np.uint64(new & MASK64)
-        op.delivered = True
+
+    def _count(self, op: NicOp) -> None:
         link = self.traffic.get((op.src, op.dst))
         if link is None:
             link = self.traffic[(op.src, op.dst)] = LinkTraffic(op.src, op.dst, self.link_kind(op.src, op.dst))
         link.bytes += op.nbytes + (SIGNAL_BYTES if op.signals else 0)
         link.messages += 1
-        for w in self.watchers:
-            w.delivered(op)
 
     def _offset(self, addr: int) -> int:
         a = self.memory.find(addr)

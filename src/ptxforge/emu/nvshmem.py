@@ -227,15 +227,10 @@ def _barrier_arrive(st: LaneState, lanes: np.ndarray, args: list[int], rets: lis
     """`__ptxforge_nvshmem_barrier_arrive() -> u64`: the calling thread's PE arrives at nvshmem_barrier_all;
     returns the barrier generation to wait for."""
     net, gpu = _fabric(st, "nvshmem_barrier_all")
-    if lanes.size > 1 or gpu in net.barrier_arrived:
+    target = None if lanes.size > 1 else net.barrier_arrive(gpu)
+    if target is None:
         raise _fault(MemoryFault(f"nvshmem_barrier_all: called by more than one thread of PE {gpu} (the thread "
                                  f"form is called by one thread per PE)", kind="invalid"), int(lanes[-1]))
-    net.barrier_arrived.add(gpu)
-    target = net.barrier_gen + 1
-    if len(net.barrier_arrived) == len(net.nics):
-        net.drain()
-        net.barrier_arrived.clear()
-        net.barrier_gen = target
     return np.full(lanes.size, target, np.uint64)
 
 
@@ -243,7 +238,7 @@ def _barrier_test(st: LaneState, lanes: np.ndarray, args: list[int], rets: list[
     """`__ptxforge_nvshmem_barrier_test(generation) -> u32`: whether every PE arrived."""
     net, gpu = _fabric(st, "nvshmem_barrier_all")
     want = _u64(st, args[0], lanes)
-    out = np.asarray([net.barrier_gen >= w for w in want], np.uint32)
+    out = np.asarray([net.barrier_reached(w) for w in want], np.uint32)
     m = st.machine
     for lane in lanes.tolist():
         slot = lane // m.lanes_per_block
@@ -251,9 +246,8 @@ def _barrier_test(st: LaneState, lanes: np.ndarray, args: list[int], rets: list[
         if out.all():
             net.waiting.pop(key, None)
         else:
-            missing = [p for p in range(len(net.nics)) if p not in net.barrier_arrived]
             net.waiting[key] = (f"node {gpu // net.gpus_per_node} GPU {gpu} block {m.lane_coords(lane)[1]} warp "
-                                f"{key[2]}: nvshmem_barrier_all waits for PE(s) {missing} to arrive")
+                                f"{key[2]}: nvshmem_barrier_all waits for PE(s) {net.barrier_missing()} to arrive")
     if lanes.size and not out.any():
         st.spun = True
     return out
