@@ -26,7 +26,7 @@ from ptxforge.emu.errors import EmulatorError, LaunchError, MemoryFault, Watchdo
 from ptxforge.emu.ipc import IpcDevice, ipc_get_mem_handle, ipc_open_mem_handle
 from ptxforge.emu.nic import LinkModel, LinkTraffic, modeled_us
 from ptxforge.emu.nic_procs import PeerStopped, RankFabric
-from ptxforge.emu.nic_transport import make_transport
+from ptxforge.emu.nic_transport import make_transport, torch_distributed
 from ptxforge.emu.nvshmem_library import link
 from ptxforge.module_cache import ModuleCache
 
@@ -158,8 +158,7 @@ class ClusterRank:
     def __init__(self, group: Any = None, num_ranks_per_node: int | None = None, sms: int = 8,
                  transport: str | None = None, adversarial: int | None = None, links: Any = None,
                  watchdog_s: float = 60.0, capacity: int = DEFAULT_CAPACITY):
-        import torch.distributed as dist
-
+        _, dist = torch_distributed()
         self.group = group
         self.pe, self.npes = dist.get_rank(group), dist.get_world_size(group)
         g = self.npes if num_ranks_per_node is None else num_ranks_per_node
@@ -201,8 +200,7 @@ class ClusterRank:
         return self.network.transport.kind
 
     def _gather(self, obj: Any) -> list[Any]:
-        import torch.distributed as dist
-
+        _, dist = torch_distributed()
         out: list[Any] = [None] * self.npes
         dist.all_gather_object(out, obj, group=self.group)
         return out

@@ -4,7 +4,9 @@ The same NIC model as one process's `Fabric` (nic.py: fence epochs, due rounds, 
 per link), with three differences:
 
 - Only the own PE's queue lives here. A round passes at every watchdog tick of the rank's launch (the IPC
-  memory's `peer_check`, every few hundred steps) and whenever the NIC waits.
+  memory's `peer_check`, every 256 steps) and whenever the NIC waits. A tick is 16 of a single-process
+  cluster's rounds for a spinning launch, so the default mode's size term is one round per 128 KiB here; the
+  adversarial mode keeps its draws in rounds (and runs the ranks in lockstep rounds: see `receive`).
 - Delivery: to itself or a same-node peer (NVLink) the NIC writes the target's memory directly (emulator IPC
   maps the peers' symmetric objects; the signal word under the segment's lock, as atomics). To another node it
   never writes: it sends the op as (symmetric object index, offset, data, signal) over the transport
@@ -27,7 +29,7 @@ import numpy as np
 from ptxforge.emu.errors import EmulatorError, MemoryFault, WatchdogTimeout
 from ptxforge.emu.ipc import segment as S
 from ptxforge.emu.memory import Allocation
-from ptxforge.emu.nic import SIGNAL_SET, Fabric, LinkModel, NicOp
+from ptxforge.emu.nic import BYTES_PER_ROUND, SIGNAL_SET, Fabric, LinkModel, NicOp
 from ptxforge.emu.nic_transport import CHUNK_BYTES, HEADER_WORDS, TransportError
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from ptxforge.emu.nic_transport import Transport
 
 PUT, ACK, DONE, ABORT, ALIVE, BARRIER, ROUND = 1, 2, 3, 4, 5, 7, 8  # message kinds (6: the transport's CLOSE)
+TICK_ROUNDS = 16  # node rounds (schedule.SPIN_QUANTUM steps each) per watchdog tick (progress.TICK_MASK + 1 steps)
 ALIVE_S = 1.0  # a rank running a launch tells the others it lives at least this often (capped by watchdog_s / 4)
 
 
@@ -79,6 +82,11 @@ class RankFabric(Fabric):
         if not self.lockstep and now - self._told > min(ALIVE_S, self.watchdog_s / 4):
             self._told = now
             self.broadcast(ALIVE)
+
+    def _delay(self, op: NicOp) -> int:
+        if self.rng is None:  # a round here is a watchdog tick, 256 steps: 16 of a spinning launch's node rounds
+            return 1 + op.nbytes // (BYTES_PER_ROUND * TICK_ROUNDS)
+        return super()._delay(op)
 
     def advance(self) -> bool:
         self.round += 1

@@ -47,6 +47,14 @@ LIVENESS_S = 0.05  # how often the shared-memory transport looks whether its pee
 TAG_HEADER, TAG_PAYLOAD = 0x5A00, 0x5A01
 
 
+def torch_distributed() -> tuple[Any, Any]:
+    """(torch, torch.distributed), imported when a process-based cluster first needs them."""
+    import torch  # the optional torch extra: only ClusterRank needs it, not the emulator
+    import torch.distributed as dist  # (as above)
+
+    return torch, dist
+
+
 class TransportError(EmulatorError):
     """The NIC transport cannot go on: a peer's process is gone, or the transport is misused."""
 
@@ -172,8 +180,7 @@ class DistTransport:
 
     def __init__(self, rank: int, world: int, peers: list[int], group: Any, describe: Callable[[int], str],
                  timeout: timedelta):
-        import torch.distributed as dist
-
+        _, dist = torch_distributed()
         self.rank, self.world, self.peers = rank, world, sorted(peers)
         self.describe = describe
         ranks = dist.get_process_group_ranks(group) if group is not None else list(range(dist.get_world_size()))
@@ -189,9 +196,7 @@ class DistTransport:
             t.start()
 
     def _receive(self, src: int) -> None:
-        import torch
-        import torch.distributed as dist
-
+        torch, dist = torch_distributed()
         while True:
             header = torch.zeros(HEADER_WORDS, dtype=torch.int64)
             try:
@@ -210,9 +215,7 @@ class DistTransport:
                 return
 
     def send(self, dst: int, header: np.ndarray, payload: np.ndarray, idle: Callable[[], None]) -> None:
-        import torch
-        import torch.distributed as dist
-
+        torch, dist = torch_distributed()
         self.sends = [(w, t) for w, t in self.sends if not w.is_completed()]
         h = torch.from_numpy(np.ascontiguousarray(header, np.uint64).view(np.int64).copy())
         try:
