@@ -10,7 +10,7 @@ import numpy as np
 import torch.distributed as dist
 from cluster_kernels import all_to_all, barrier_ring, call, module, pointer_table, put_and_exit, ring_put_signal
 
-from ptxforge.emu import ClusterRank, WatchdogTimeout
+from ptxforge.emu import ClusterRank, LaunchError, WatchdogTimeout
 from ptxforge.emu.nic_procs import PeerStopped
 from ptxforge.plan.params import Params
 
@@ -72,6 +72,42 @@ def big_case(transport):
                 sig.write(0)
                 dist.barrier()  # nobody's next put lands before this rank cleared its copy
             return {"rounds": sums, "head": out.read().tolist()}
+    return run
+
+
+def sanitized_ring():
+    """The ring under each rank's sanitizer: it passes (reports would raise SanitizerError)."""
+    def run(rank_, world):
+        with ClusterRank(None, GPUS_PER_NODE, sms=1, watchdog_s=30.0) as rank:
+            n = 32
+            send, recv = rank.malloc(n, np.uint32, "send"), rank.malloc(n, np.uint32, "recv")
+            sig, out = rank.malloc(1, np.uint64, "sig"), rank.malloc(n, np.uint32, "out")
+            send.write(rank.pe * 1000 + np.arange(n))
+            rank.launch(ring_put_signal(n, 1), (1,), (32,), [send.address, recv.address, sig.address, out.address],
+                        sanitize=True)
+            rank.synchronize()
+            return {"out": out.read()}
+    return run
+
+
+def mistakes():
+    """Options and symmetric allocations that differ between ranks: every rank raises, naming them."""
+    def run(rank_, world):
+        errors = []
+        try:
+            ClusterRank(None, 3, sms=1)
+        except LaunchError as e:
+            errors.append(str(e))
+        try:
+            ClusterRank(None, 2, sms=1 + (rank_ == 2))
+        except LaunchError as e:
+            errors.append(str(e))
+        with ClusterRank(None, GPUS_PER_NODE, sms=1) as rank:
+            try:
+                rank.malloc(8 if rank.pe != 1 else 9, np.uint32, "recv")
+            except LaunchError as e:
+                errors.append(str(e))
+        return errors
     return run
 
 
@@ -165,6 +201,8 @@ def cases():
         out[f"waits-forever-{tr}"] = waits_forever_everywhere(tr)
         out[f"one-waits-{tr}"] = one_waits_forever(tr)
     out["pointers-shm"] = pointer_case("shm")
+    out["sanitized-ring"] = sanitized_ring()
+    out["mistakes"] = mistakes()
     for seed in range(2):
         out[f"adversarial-fenced-{seed}"] = a2a_case("shm", adversarial=seed)
         out[f"adversarial-unfenced-{seed}"] = a2a_case("shm", adversarial=seed, fence=False)

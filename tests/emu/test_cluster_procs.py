@@ -135,6 +135,21 @@ def test_the_adversarial_mode_across_processes_breaks_a_missing_fence_determinis
     assert np.array_equal(again, np.stack([v["out"] for v in _values(results, "adversarial-unfenced-0")]))
 
 
+def test_each_ranks_launch_runs_under_its_own_sanitizer(results):
+    single, _ = _single_ring(1)
+    assert np.array_equal(np.stack([v["out"] for v in _values(results, "sanitized-ring")]), single)
+
+
+def test_options_or_symmetric_allocations_that_differ_between_ranks_are_an_error_on_every_rank(results):
+    for errors in _values(results, "mistakes"):
+        assert errors == [
+            "num_ranks_per_node must be a whole number that divides the group's 4 ranks, not 3",
+            "the ranks disagree on num_ranks_per_node, sms, transport, adversarial and watchdog_s: rank 0 passed "
+            "(2, 1, None, None, 60.0), rank 2 (2, 2, None, None, 60.0)",
+            "the ranks disagree on symmetric allocation 0 (shape, dtype, name): rank 0 passed ((8,), '<u4', "
+            "'recv'), rank 1 ((9,), '<u4', 'recv')"]
+
+
 def test_nothing_is_left_in_dev_shm(results):
     assert not results[1], f"left in /dev/shm: {sorted(results[1])}"
 

@@ -210,8 +210,8 @@ class ClusterRank:
         values = self._gather(repr(value))
         if any(v != values[0] for v in values):
             differ = [r for r, v in enumerate(values) if v != values[0]]
-            raise LaunchError(f"the ranks disagree on {what}: rank 0 passed {values[0]}, rank(s) {differ} "
-                              f"{[values[r] for r in differ]}")
+            raise LaunchError(f"the ranks disagree on {what}: rank 0 passed {values[0]}, "
+                              + ", ".join(f"rank {r} {values[r]}" for r in differ))
 
     def malloc(self, shape: Any, dtype: Any, name: str = "") -> RankBuffer:
         """A symmetric object, zero-filled, one copy per PE (nvshmem_malloc): a collective, in the same order on
