@@ -5,9 +5,13 @@ Every NVSHMEM operation a kernel issues (nvshmem.py) becomes a `NicOp` queued on
 so the warps keep running while data is in flight. What NVSHMEM permits, and so what the fabric may do:
 
 - operations of one PE to one target PE are delivered in any order, unless an `nvshmem_fence` between them
-  orders them (an op waits for every op of an earlier fence epoch to the same target);
+  orders them. Fence and quiet act for the calling thread's operations (NVSHMEM's rule for multithreaded
+  PEs): each op records the threads that issued it (one, or a warp's or block's for the collective forms)
+  and, per thread, its fence epoch; an op waits for every op of an earlier epoch of one of its threads to
+  the same target;
 - a put-with-signal writes its data, then its signal (one unit here);
-- `nvshmem_quiet` completes all the PE's operations: here it delivers them at once, in a permitted order;
+- `nvshmem_quiet` completes the calling thread's operations: here it delivers them at once, in a permitted
+  order (`nvshmem_barrier_all` and the host complete every thread's);
 - the source of a non-blocking put is read when it is delivered (the latest NVSHMEM allows: before quiet).
 
 Default mode: an op becomes deliverable one round after it is issued plus one round per 8 KiB, so large puts
@@ -38,6 +42,7 @@ AMO_ADD = -1  # nvshmem_uint64_atomic_add: an add, kept apart from signal ops in
 BYTES_PER_ROUND = 8192  # default mode: an op waits one more round per this many bytes
 SIGNAL_BYTES = 8
 MASK64 = (1 << 64) - 1
+HOST = -1  # the issuer of an op no kernel thread issued (made on the host, in tests)
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,8 @@ class NicOp:
     sig_value: int = 0
     sig_op: int = SIGNAL_SET
     site: Site | None = None
-    epoch: int = 0
+    issuers: frozenset[int] = frozenset({HOST})  # the issuing threads (block * 1024 + thread, per PE)
+    epochs: dict[int, int] = field(default_factory=dict)  # each issuer's fence epoch when it issued
     seq: int = 0
     due: int = 0
     delivered: bool = False
@@ -127,7 +133,7 @@ class Nic:
     pe: int
     node: int
     queue: list[NicOp] = field(default_factory=list)
-    epoch: int = 0
+    epochs: dict[int, int] = field(default_factory=dict)  # per issuing thread: its fence epoch
 
 
 class Fabric:
@@ -160,7 +166,7 @@ class Fabric:
     def issue(self, op: NicOp) -> None:
         """Queue `op` on its source NIC (its addresses already checked)."""
         nic = self.nics[op.src]
-        op.epoch, op.seq = nic.epoch, next(self._seq)
+        op.epochs, op.seq = {t: nic.epochs.get(t, 0) for t in op.issuers}, next(self._seq)
         op.due = self.round + self._delay(op)
         nic.queue.append(op)
         for w in self.watchers:
@@ -173,18 +179,25 @@ class Fabric:
             return int(self.rng.integers(4, 48))
         return int(self.rng.integers(0, 4))
 
-    def fence(self, pe: int) -> None:
-        """nvshmem_fence: the PE's later operations to each target follow its earlier ones."""
-        self.nics[pe].epoch += 1
+    def fence(self, pe: int, threads: frozenset[int] | None = None) -> None:
+        """nvshmem_fence by `threads` of PE `pe` (None: every thread): their later operations to each target
+        follow their earlier ones."""
+        self._next_epoch(self.nics[pe], threads)
         for w in self.watchers:
-            w.fenced(pe)
+            w.fenced(pe, threads)
 
-    def quiet(self, pe: int) -> None:
-        """nvshmem_quiet: every operation the PE issued is delivered now."""
-        self._deliver(self.nics[pe], everything=True)
-        self.nics[pe].epoch += 1
+    def quiet(self, pe: int, threads: frozenset[int] | None = None) -> None:
+        """nvshmem_quiet by `threads` of PE `pe` (None: every thread): their operations are delivered now."""
+        nic = self.nics[pe]
+        self._deliver(nic, everything=True, only=threads)
+        self._next_epoch(nic, threads)
         for w in self.watchers:
-            w.quieted(pe)
+            w.quieted(pe, threads)
+
+    def _next_epoch(self, nic: Nic, threads: frozenset[int] | None) -> None:
+        known = set(nic.epochs) | {t for op in nic.queue for t in op.issuers}
+        for t in known if threads is None else threads:
+            nic.epochs[t] = nic.epochs.get(t, 0) + 1
 
     # ------------------------------------------------------------------ nvshmem_barrier_all
     def barrier_arrive(self, pe: int) -> int | None:
@@ -223,13 +236,16 @@ class Fabric:
     def pending(self) -> int:
         return sum(len(n.queue) for n in self.nics)
 
-    def _deliver(self, nic: Nic, everything: bool) -> bool:
+    def _deliver(self, nic: Nic, everything: bool, only: frozenset[int] | None = None) -> bool:
+        """Deliver what is due (`everything`: all of it; `only`: the ops of these threads), within the fences."""
         moved = False
         while nic.queue:
-            oldest: dict[int, int] = {}  # target -> lowest epoch still queued for it
+            oldest: dict[tuple[int, int], int] = {}  # (target, thread) -> its lowest epoch still queued
             for op in nic.queue:
-                oldest[op.dst] = min(oldest.get(op.dst, op.epoch), op.epoch)
-            ready = [op for op in nic.queue if op.epoch == oldest[op.dst] and (everything or op.due <= self.round)]
+                for t, e in op.epochs.items():
+                    oldest[(op.dst, t)] = min(oldest.get((op.dst, t), e), e)
+            ready = [op for op in nic.queue if all(e == oldest[(op.dst, t)] for t, e in op.epochs.items())
+                     and (everything or op.due <= self.round) and (only is None or op.issuers & only)]
             if not ready:
                 break
             ready.sort(key=lambda o: (o.due, o.seq))

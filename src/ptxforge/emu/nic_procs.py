@@ -98,8 +98,8 @@ class RankFabric(Fabric):
         self._deliver(self.nics[self.me], everything=True)
         self.wait(self._acked, lambda: f"the acknowledgements of its puts to {self._unacked()}")
 
-    def quiet(self, pe: int) -> None:
-        super().quiet(pe)
+    def quiet(self, pe: int, threads: frozenset[int] | None = None) -> None:
+        super().quiet(pe, threads)  # then every acknowledgement: more than the threads' own, which is allowed
         self.wait(self._acked, lambda: f"nvshmem_quiet: the acknowledgements of its puts to {self._unacked()}")
 
     def pending(self) -> int:
