@@ -112,10 +112,11 @@ WAIT = (r"node (\d) GPU (\d) block \(0, 0, 0\) warp 0: nvshmem_signal_wait_until
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_count_that_never_arrives_stops_every_rank_naming_node_gpu_warp_signal_wanted_and_seen(results, transport):
-    for v in _values(results, f"waits-forever-{transport}"):
+    for r, v in enumerate(_values(results, f"waits-forever-{transport}")):
         m = re.search(WAIT.format(want=5, seen=4), v["error"] or "")
         assert m and int(m[1]) == int(m[2]) // 2, v
         assert v["type"] in ("WatchdogTimeout", "PeerStopped") and v["s"] < 20  # watchdog_s = 1
+        assert f"node {r // 2} GPU {r} block (0, 0, 0) warp 0: nvshmem_signal_wait_until" in v["error"]  # its own
     for r, v in enumerate(_values(results, f"one-waits-{transport}")):
         assert re.search(WAIT.format(want=7, seen=0), v["error"] or ""), v
         assert "node 1 GPU 3" in v["error"] and v["s"] < 20

@@ -242,8 +242,10 @@ class ClusterRank:
         options.setdefault("watchdog_s", self.watchdog_s)
         try:
             return kernel.launch(grid, block, args, device=self.device, **options)
-        except PeerStopped:
-            raise
+        except PeerStopped as e:  # another rank's error; what this rank's warps waited for, too
+            notes = self.network.stuck_notes()
+            self.network.abandon()
+            raise (PeerStopped(f"{e}; meanwhile here: " + "; ".join(notes)) if notes else e) from None
         except EmulatorError as e:
             notes = self.network.stuck_notes()
             if notes and isinstance(e, WatchdogTimeout):
