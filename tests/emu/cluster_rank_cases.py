@@ -207,6 +207,7 @@ def cases():
         out[f"adversarial-fenced-{seed}"] = a2a_case("shm", adversarial=seed)
         out[f"adversarial-unfenced-{seed}"] = a2a_case("shm", adversarial=seed, fence=False)
     out["adversarial-unfenced-0-again"] = a2a_case("shm", adversarial=0, fence=False)
+    out["adversarial-host-write"] = host_write_on_one_rank()
     return out
 
 
@@ -221,6 +222,20 @@ def every_case(rank, world):
             results[name] = {"ok": False, "error": traceback.format_exc()}
         dist.barrier()
     return results
+
+
+def host_write_on_one_rank():
+    """Adversarial (lockstep) mode: rank 0 alone writes a buffer from the host, then every rank allocates and runs
+    the all-to-all. A host write is not a NIC round, so rank 0 does not wait for rounds the others never run."""
+    def run(rank_, world):
+        with ClusterRank(None, GPUS_PER_NODE, sms=2, adversarial=3, watchdog_s=10.0) as rank:
+            extra = rank.malloc(4, np.uint32, "extra")
+            if rank.pe == 0:
+                extra.write(7)
+            out = a2a(rank, all_to_all())
+            rank.synchronize()
+            return {"out": out}
+    return run
 
 
 def adversarial_seeds(rank, world, seeds):

@@ -134,6 +134,8 @@ def test_the_adversarial_mode_across_processes_breaks_a_missing_fence_determinis
         assert not np.array_equal(unfenced, expected)
     again = np.stack([v["out"] for v in _values(results, "adversarial-unfenced-0-again")])
     assert np.array_equal(again, np.stack([v["out"] for v in _values(results, "adversarial-unfenced-0")]))
+    # a host write on one rank is no lockstep round (it used to wait for the others' round, which they never ran)
+    assert np.array_equal(np.stack([v["out"] for v in _values(results, "adversarial-host-write")]), expected)
 
 
 def test_each_ranks_launch_runs_under_its_own_sanitizer(results):

@@ -24,6 +24,7 @@ import numpy as np
 from ptxforge.emu.cluster import ClusterResult
 from ptxforge.emu.errors import EmulatorError, LaunchError, MemoryFault, WatchdogTimeout
 from ptxforge.emu.ipc import IpcDevice, ipc_get_mem_handle, ipc_open_mem_handle
+from ptxforge.emu.ipc.memory import ProgressBoard
 from ptxforge.emu.nic import LinkModel, LinkTraffic, modeled_us
 from ptxforge.emu.nic_procs import PeerStopped, RankFabric
 from ptxforge.emu.nic_transport import make_transport, torch_distributed
@@ -33,7 +34,7 @@ from ptxforge.module_cache import ModuleCache
 if TYPE_CHECKING:
     from ptxforge.emu.ipc.memory import IpcMemory
     from ptxforge.emu.launch import ModuleImage
-    from ptxforge.emu.memory import Allocation
+    from ptxforge.emu.memory import Allocation, LaneMemory
     from ptxforge.ptx import ir
 
 DEFAULT_CAPACITY = 1 << 28  # each rank's IPC segment (sparse: pages exist once touched)
@@ -117,6 +118,20 @@ class RankHeap:
         return f"{addr:#x}" if hit is None else f"{hit[0].name} byte {hit[1]} ({addr:#x})"
 
 
+class RankBoard(ProgressBoard):
+    """The IPC progress board of a cluster rank: each watchdog tick of a launch (not a host write, which
+    must not step the lockstep rounds) is also a round of the rank's NIC."""
+
+    def __init__(self, memory: IpcMemory, network: RankFabric):
+        super().__init__(memory)
+        self.network = network
+
+    def publish(self, lane_memory: LaneMemory | None = None) -> None:
+        if lane_memory is not None:
+            self.network.tick()
+        super().publish(lane_memory)
+
+
 class RankDevice(IpcDevice):
     """Rank `rank`'s emulated GPU: an IPC device that loads modules with NVSHMEM's blocking calls linked in."""
 
@@ -185,7 +200,7 @@ class ClusterRank:
             self.device.close()
             raise
         self.device.memory.network = self.network
-        self.device.memory.peer_check = self.network.tick
+        self.device.memory.progress_board = RankBoard(self.device.memory, self.network)
         self._generation = 0
         self._counted: dict[tuple[int, int], tuple[int, int]] = {}
         self.closed = False

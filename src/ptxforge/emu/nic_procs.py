@@ -3,10 +3,11 @@
 The same NIC model as one process's `Fabric` (nic.py: fence epochs, due rounds, the adversarial draw, traffic
 per link), with three differences:
 
-- Only the own PE's queue lives here. A round passes at every watchdog tick of the rank's launch (the IPC
-  memory's `peer_check`, every 256 steps) and whenever the NIC waits. A tick is 16 of a single-process
-  cluster's rounds for a spinning launch, so the default mode's size term is one round per 128 KiB here; the
-  adversarial mode keeps its draws in rounds (and runs the ranks in lockstep rounds: see `receive`).
+- Only the own PE's queue lives here. A round passes at every watchdog tick of the rank's launch (its IPC
+  progress board's publish, every 256 steps; host writes do not count) and whenever the NIC waits. A tick
+  is 16 of a single-process cluster's rounds for a spinning launch, so the default mode's size term is one
+  round per 128 KiB here; the adversarial mode keeps its draws in rounds (and runs the ranks in lockstep
+  rounds: see `receive`).
 - Delivery: to itself or a same-node peer (NVLink) the NIC writes the target's memory directly (emulator IPC
   maps the peers' symmetric objects; the signal word under the segment's lock, as atomics). To another node it
   never writes: it sends the op as (symmetric object index, offset, data, signal) over the transport
