@@ -203,6 +203,8 @@ def cases():
     out["pointers-shm"] = pointer_case("shm")
     out["sanitized-ring"] = sanitized_ring()
     out["mistakes"] = mistakes()
+    out["remote-pointer-argument"] = remote_pointer(False)
+    out["remote-pointer-in-kernel"] = remote_pointer(True)
     for seed in range(2):
         out[f"adversarial-fenced-{seed}"] = a2a_case("shm", adversarial=seed)
         out[f"adversarial-unfenced-{seed}"] = a2a_case("shm", adversarial=seed, fence=False)
@@ -235,6 +237,34 @@ def host_write_on_one_rank():
             out = a2a(rank, all_to_all())
             rank.synchronize()
             return {"out": out}
+    return run
+
+
+def remote_pointer(in_kernel: bool):
+    """Rank 0 loads from node 1's copy of a symmetric object through a plain pointer (passed as an argument, or
+    computed in the kernel): an error naming both nodes and the NIC on rank 0, the same error on every rank."""
+    def run(rank_, world):
+        k = module("rd", ".param .u64 p, .param .u64 delta, .param .u64 out", """
+    ld.param.u64 %rd1, [p];
+    ld.param.u64 %rd2, [delta];
+    ld.param.u64 %rd3, [out];
+    add.s64 %rd4, %rd1, %rd2;
+    ld.global.u32 %r1, [%rd4];
+    st.global.u32 [%rd3], %r1;
+    ret;""")
+        with ClusterRank(None, GPUS_PER_NODE, sms=1, watchdog_s=10.0) as rank:
+            buf = rank.malloc(4, np.uint32, "buf")
+            far = buf.bases[2]
+            try:
+                if rank.pe == 0:
+                    args = [buf.address, far - buf.address, buf.address] if in_kernel else [far, 0, buf.address]
+                    rank.launch(k, (1,), (1,), args)
+                rank.synchronize()
+                return {"error": None}
+            except Exception as e:  # noqa: BLE001 - the test reads its type and text
+                return {"error": str(e), "type": type(e).__name__}
+            finally:
+                dist.barrier()
     return run
 
 

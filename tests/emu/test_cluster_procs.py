@@ -122,7 +122,8 @@ def test_a_count_that_never_arrives_stops_every_rank_naming_node_gpu_warp_signal
         assert "node 1 GPU 3" in v["error"] and v["s"] < 20
         assert v["type"] == ("WatchdogTimeout" if r == 3 else "PeerStopped")
         if r != 3:
-            assert v["error"].startswith("node 1 GPU 3 (rank 3) stopped: kernel made no progress for 1 s")
+            assert v["error"].startswith("node 1 GPU 3 (rank 3) stopped: WatchdogTimeout: kernel made no progress "
+                                         "for 1 s")
 
 
 def test_the_adversarial_mode_across_processes_breaks_a_missing_fence_deterministically(results):
@@ -151,6 +152,18 @@ def test_options_or_symmetric_allocations_that_differ_between_ranks_are_an_error
             "(2, 1, None, None, 60.0), rank 2 (2, 2, None, None, 60.0)",
             "the ranks disagree on symmetric allocation 0 (shape, dtype, name): rank 0 passed ((8,), '<u4', "
             "'recv'), rank 1 ((9,), '<u4', 'recv')"]
+
+
+@pytest.mark.parametrize("where", ["argument", "in-kernel"])
+def test_a_plain_pointer_to_another_nodes_memory_is_an_error_naming_both_nodes_on_every_rank(results, where):
+    note = ("an address in the memory of node 1 GPU 2, and GPU 0 is on node 0: another node's memory is reached "
+            "through the NIC (nvshmem_putmem_nbi, nvshmemx_signal_op, ...), not a pointer")
+    for r, v in enumerate(_values(results, f"remote-pointer-{where}")):
+        assert note in v["error"], v
+        if r == 0:
+            assert v["type"] == "MemoryFault" and "rd.ptx:" in v["error"] and "on GPU 0" in v["error"]
+        else:
+            assert v["type"] == "PeerStopped" and v["error"].startswith("node 0 GPU 0 (rank 0) stopped: MemoryFault: ")
 
 
 def test_nothing_is_left_in_dev_shm(results):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ptxforge.emu.cluster import ClusterResult
-from ptxforge.emu.errors import EmulatorError, LaunchError, MemoryFault, WatchdogTimeout
+from ptxforge.emu.errors import LaunchError, MemoryFault, WatchdogTimeout
 from ptxforge.emu.ipc import IpcDevice, ipc_get_mem_handle, ipc_open_mem_handle
 from ptxforge.emu.ipc.memory import ProgressBoard
 from ptxforge.emu.nic import LinkModel, LinkTraffic, modeled_us
@@ -139,6 +139,15 @@ class RankDevice(IpcDevice):
         super().__init__(rank, world, num_sms=num_sms, capacity=capacity)
         self.gpus_per_node = gpus_per_node
         self._linked: ModuleCache[int, tuple[ir.Module, ir.Module]] = ModuleCache(64)
+        self.memory.unmapped_note = self._other_node
+
+    def _other_node(self, rank: int) -> str | None:
+        g = self.gpus_per_node
+        if rank // g == self.rank // g:
+            return None
+        return (f"an address in the memory of node {rank // g} GPU {rank}, and GPU {self.rank} is on node "
+                f"{self.rank // g}: another node's memory is reached through the NIC (nvshmem_putmem_nbi, "
+                f"nvshmemx_signal_op, ...), not a pointer")
 
     @property
     def name(self) -> str:
@@ -248,6 +257,7 @@ class ClusterRank:
                  for p, h in enumerate(handles)]
         buf = RankBuffer(len(self.heap.objects), name, shape, dt, mem, own, bases)
         self.heap.objects.append(buf)
+        self._gather(None)  # nobody goes on (and perhaps ends, unlinking its memory) before every rank mapped it
         return buf
 
     def launch(self, kernel: Any, grid: Any, block: Any, args: Any, **options: Any) -> Any:
@@ -261,11 +271,11 @@ class ClusterRank:
             notes = self.network.stuck_notes()
             self.network.abandon()
             raise (PeerStopped(f"{e}; meanwhile here: " + "; ".join(notes)) if notes else e) from None
-        except EmulatorError as e:
+        except Exception as e:  # this rank's error (a fault, its watchdog, a bad argument): every rank hears it
             notes = self.network.stuck_notes()
             if notes and isinstance(e, WatchdogTimeout):
                 e = WatchdogTimeout(f"{e}; NVSHMEM waits: " + "; ".join(notes))
-            self.network.abort(str(e))
+            self.network.abort(f"{type(e).__name__}: {e}")
             self.network.abandon()
             raise e from None
 
@@ -277,8 +287,8 @@ class ClusterRank:
             self.network.finish(self._generation)
         except PeerStopped:
             raise
-        except EmulatorError as e:
-            self.network.abort(str(e))
+        except Exception as e:
+            self.network.abort(f"{type(e).__name__}: {e}")
             raise
         mine = {k: (t.bytes, t.messages) for k, t in self.network.traffic.items()}
         new = {k: (b - self._counted.get(k, (0, 0))[0], m - self._counted.get(k, (0, 0))[1])
