@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ptxforge import environment
+from ptxforge import _optional, environment
 from ptxforge.emu.errors import EmulatorError
 from ptxforge.emu.ipc import segment as S
 from ptxforge.processes import process_exists
@@ -49,10 +49,8 @@ TAG_HEADER, TAG_PAYLOAD = 0x5A00, 0x5A01
 
 def torch_distributed() -> tuple[Any, Any]:
     """(torch, torch.distributed), imported when a process-based cluster first needs them."""
-    import torch  # the optional torch extra: only ClusterRank needs it, not the emulator
-    import torch.distributed as dist  # (as above)
-
-    return torch, dist
+    torch = _optional.torch()  # the torch extra: only ClusterRank needs it, not the emulator
+    return torch, torch.distributed
 
 
 class TransportError(EmulatorError):
