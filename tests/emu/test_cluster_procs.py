@@ -171,7 +171,7 @@ def test_nothing_is_left_in_dev_shm(results):
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_a_dead_peer_stops_a_rank_waiting_on_it_within_a_second_naming_it(transport):
+def test_a_dead_peer_stops_a_rank_waiting_on_it_within_seconds_naming_it(transport):
     before = set(live_segments())
     survivor, _ = run_ranks(R.dead_peer, 2, transport, timeout_s=120, killed=(1,))
     assert survivor["error"] is not None and survivor["s"] < 5, survivor
