@@ -114,6 +114,18 @@ def local_world_size() -> int | None:
     return int(value)
 
 
+def nic_transport() -> str | None:
+    """PTXFORGE_NIC_TRANSPORT: how the NICs of a `ptxforge.emu.ClusterRank` job reach other processes, "shm"
+    (shared memory, one machine) or "dist" (torch.distributed point-to-point); None if unset."""
+    value = _get("PTXFORGE_NIC_TRANSPORT")
+    if value is None:
+        return None
+    if value not in ("shm", "dist"):
+        raise EnvironmentVariableError("PTXFORGE_NIC_TRANSPORT", value, "expected shm (shared memory between the "
+                                       "processes of one machine) or dist (torch.distributed point-to-point)")
+    return value
+
+
 def malloc_tuned_by_user() -> bool:
     """MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ set (glibc's own tunables): the emulator leaves malloc
     as the user tuned it."""
