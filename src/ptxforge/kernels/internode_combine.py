@@ -15,7 +15,8 @@ Block 2c (G + 1 warps):
 Block 2c + 1 (warp 0), forwarder: for each source node m and each token its GPU of this local index sent
 this node (in dispatch order; `fwd_bits` says which local GPUs had it), sums the copies from those GPUs'
 NVLink rings in f32 (local order), rounds to BF16 into the send ring towards node m, and a chunk at a time
-puts the slots, fences, raises the remote tail, and quiets before the slots are written again.
+puts the slots, fences, raises the remote tail, and calls nvshmem_quiet before it writes slots a put may
+still be reading.
 """
 
 from __future__ import annotations
@@ -165,8 +166,15 @@ def internode_combine(x: ptr(u8), w: ANY_F32, bias0: ANY_BF16, bias1: ANY_BF16, 
                 send_ring = rdma_me + cvt(send_off, u64) + mul_wide((channel * N + m) * rdma_ring, slot_bytes)
                 dst_ring = rdma_me + cvt(recv_off, u64) + mul_wide((channel * N + node) * rdma_ring, slot_bytes)
                 done = reg.u32(0)
+                quieted = reg.u32(0)
                 with while_(lambda: done < total):
                     k = min_(total - done, chunk)
+                    with if_((done + k - quieted) > rdma_ring):  # the slots about to be written: still read?
+                        if BUG != "reuse":
+                            with if_(lane == 0):
+                                nvshmem_quiet()
+                            syncwarp()
+                        quieted.set(done)
                     with if_(done + k > rdma_ring):  # room in node m's receive ring
                         wait_until_ge(gptr(rdma_counter(m, True)).cast(u64), done + k - rdma_ring, lane, "rdma_room",
                                       channel, pe, wide=True)
@@ -207,8 +215,6 @@ def internode_combine(x: ptr(u8), w: ANY_F32, bias0: ANY_BF16, bias1: ANY_BF16, 
                         if BUG != "no_fence":
                             nvshmem_fence()
                         nvshmem_uint64_atomic_add(rdma_counter(node, False), cvt(k, u64), pe)
-                        if BUG != "reuse":
-                            nvshmem_quiet()
                     syncwarp()
                     add(done, k, out=done)
                 add(base, ld(rdma_recv_chan[m * channels + channels - 1]).view(u32), out=base)

@@ -11,9 +11,9 @@ Block 2c (N + 1 + G warps):
     set of node n's GPUs that want it and its output row on each), publishing how many it staged;
   - warp N, the coordinator: per node, a chunk at a time, waits for the senders' staged count and for room
     in the receive ring of node n's GPU with this local index (the RDMA head it returned), puts the slots
-    (nvshmemx_putmem_nbi_warp), fences, raises the remote tail (nvshmem_uint64_atomic_add), and after
-    nvshmem_quiet hands the slots back to the sender (retired): each token crosses the scale-out link once
-    per destination node;
+    (nvshmemx_putmem_nbi_warp), fences, raises the remote tail (nvshmem_uint64_atomic_add); when the sender
+    may need the slots again it calls nvshmem_quiet and hands them back (retired): each token crosses the
+    scale-out link once per destination node;
   - warp N + 1 + i, NVLink receiver from this node's GPU i: takes what forwarder i passes on and copies it
     to its output row (rows ordered by source rank, then source token, as the torch backend orders them).
 Block 2c + 1 (G + 1 warps used):
@@ -146,6 +146,7 @@ def internode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
         with if_(warp == N):  # ---- the coordinator: chunks of staged slots to each node's receive ring
             totals = [node_count(node_chan, n)[0].view(u32) for n in range(N)]
             put = [reg.u32(0) for _ in range(N)]
+            retired = [reg.u32(0) for _ in range(N)]
 
             def pending() -> object:
                 p = put[0] < totals[0]
@@ -158,6 +159,15 @@ def internode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
                     with if_(put[n] < totals[n]):
                         pe = n * G + local
                         k = min_(totals[n] - put[n], chunk)
+                        # slots go back to the sender after nvshmem_quiet, only when it may need them: then
+                        # the sender and this wait cannot block each other (put - retired <= ring - chunk)
+                        with if_((put[n] - retired[n]) > (rdma_ring - chunk)):
+                            with if_(lane == 0):
+                                if BUG != "reuse":
+                                    nvshmem_quiet()
+                                st(retired_at[n], put[n], sem="release", scope="gpu")
+                            syncwarp()
+                            retired[n].set(put[n])
                         wait_until_ge(staged_at[n], put[n] + k, lane, "coordinator", channel, pe)
                         with if_(put[n] + k > rdma_ring):
                             wait_until_ge(gptr(rdma_counter(n, True)).cast(u64), put[n] + k - rdma_ring, lane,
@@ -172,9 +182,6 @@ def internode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
                             if BUG != "no_fence":
                                 nvshmem_fence()
                             nvshmem_uint64_atomic_add(rdma_counter(node, False), cvt(k, u64), pe)
-                            if BUG != "reuse":
-                                nvshmem_quiet()
-                            st(retired_at[n], put[n] + k, sem="release", scope="gpu")
                         syncwarp()
                         add(put[n], k, out=put[n])
         for i in range(G):  # ---- NVLink receiver from this node's GPU i
