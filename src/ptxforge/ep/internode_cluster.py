@@ -112,9 +112,9 @@ class ClusterGroup:
 
     def __init__(self, cluster: Cluster, timeout_s: float = L.DEFAULT_TIMEOUT_S, rdma_ring: int = 8,
                  nvl_ring: int = 8, chunk: int = 4) -> None:
-        if chunk < 1 or rdma_ring < chunk or nvl_ring < 1:
-            raise ValueError(f"ClusterGroup: rings must hold at least a chunk (chunk={chunk}, rdma_ring={rdma_ring}, "
-                             f"nvl_ring={nvl_ring})")
+        if chunk < 1 or rdma_ring < 2 * chunk or nvl_ring < 1:  # heads come back a chunk at a time
+            raise ValueError(f"ClusterGroup: the RDMA ring must hold two chunks and the NVLink ring a slot "
+                             f"(chunk={chunk}, rdma_ring={rdma_ring}, nvl_ring={nvl_ring})")
         if not float(timeout_s) > 0:
             raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
         self.cluster = cluster

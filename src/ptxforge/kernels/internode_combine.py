@@ -11,7 +11,8 @@ Block 2c (G + 1 warps):
     forwarder i passed them on;
   - warp G, RDMA receiver: for each of the channel's tokens, one node sum from every node the token went
     to (the RDMA receive ring of that node), summed in f32 in node order, plus the biases, rounded to BF16;
-    the top-k weights summed in f32. Heads go back to the forwarders with nvshmem_uint64_atomic_add.
+    the top-k weights summed in f32. Heads go back to the forwarders a chunk at a time
+    (nvshmem_uint64_atomic_add).
 Block 2c + 1 (warp 0), forwarder: for each source node m and each token its GPU of this local index sent
 this node (in dispatch order; `fwd_bits` says which local GPUs had it), sums the copies from those GPUs'
 NVLink rings in f32 (local order), rounds to BF16 into the send ring towards node m, and a chunk at a time
@@ -110,7 +111,18 @@ def internode_combine(x: ptr(u8), w: ANY_F32, bias0: ANY_BF16, bias1: ANY_BF16, 
             rings = [rdma_me + cvt(recv_off, u64) + mul_wide((channel * N + n) * rdma_ring, slot_bytes)
                      for n in range(N)]
             consumed = [reg.u32(0) for _ in range(N)]
+            returned = [reg.u32(0) for _ in range(N)]
             tails = [reg.u32(0) for _ in range(N)]
+
+            def give_back(n: int, at_least: object) -> None:
+                """Return the consumed slots of node n's ring to its forwarder (a chunk at a time)."""
+                with if_((consumed[n] - returned[n]) >= at_least):
+                    with if_(lane == 0):
+                        nvshmem_uint64_atomic_add(rdma_counter(node, True), cvt(consumed[n] - returned[n], u64),
+                                                  n * G + local)
+                    syncwarp()
+                    returned[n].set(consumed[n])
+
             for tok in range_(start, end):
                 flags = []
                 for n in range(N):
@@ -146,9 +158,9 @@ def internode_combine(x: ptr(u8), w: ANY_F32, bias0: ANY_BF16, bias1: ANY_BF16, 
                 for n in range(N):
                     with if_(flags[n]):
                         add(consumed[n], 1, out=consumed[n])
-                        with if_(lane == 0):
-                            nvshmem_uint64_atomic_add(rdma_counter(node, True), 1, n * G + local)
-                        syncwarp()
+                    give_back(n, chunk)
+            for n in range(N):
+                give_back(n, 1)
     with else_():
         with if_(warp == 0):  # ---- forwarder: one sum per (token, node), sent once over RDMA
             base = reg.u32(0)
