@@ -44,10 +44,10 @@ if TYPE_CHECKING:
 _SPECIAL: dict = {}
 
 
-def _special(k: Kernel, **consts: object) -> Kernel:
+def _special(k: Kernel, **consts: Any) -> Kernel:
     key = (k.name, tuple(sorted(consts.items())))
     if key not in _SPECIAL:
-        _SPECIAL[key] = k.specialize(**consts)
+        _SPECIAL[key] = k.specialize(None, **consts)
     return _SPECIAL[key]
 
 

@@ -1,5 +1,5 @@
-# mypy: disable-error-code="valid-type"
-# (kernel parameters are annotated with PTX types, as in ptxforge.kernels.comm)
+# mypy: disable-error-code="valid-type,operator,arg-type"
+# (kernel parameters are annotated with PTX types, `u32`, not Python types: mypy cannot follow arithmetic on them)
 """The internode combine kernel: the dispatch in reverse (NVLink senders, forwarders that sum a node's copies
 in f32 before one RDMA send, RDMA receivers).
 
@@ -21,6 +21,8 @@ still be reading.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ptxforge.dsl import (
     add,
@@ -53,6 +55,10 @@ from ptxforge.dsl.nvshmem import nvshmem_fence, nvshmem_quiet, nvshmem_uint64_at
 from ptxforge.kernels.comm import ANY_BF16, ANY_F32, NC, _load_bf16, _prev, _store_bf16
 from ptxforge.kernels.internode_device import bound_waits, copy_row, gptr, late_waits, syncwarp, wait_until_ge
 
+if TYPE_CHECKING:
+    from ptxforge.dsl.memory import Pointer
+    from ptxforge.dsl.values import Index, Reg
+
 
 @kernel(arch="sm_90a")
 @late_waits
@@ -75,10 +81,10 @@ def internode_combine(x: ptr(u8), w: ANY_F32, bias0: ANY_BF16, bias1: ANY_BF16, 
     row_bytes = hidden << 1
     vec = UNIT // 2  # bf16 values per lane per step
 
-    def rdma_counter(n: object, head: bool) -> object:
+    def rdma_counter(n: Index, head: bool) -> Reg:
         return rdma_me + cvt(rdma_counters_off + (channel * N + n) * 16 + (8 if head else 0), u64)
 
-    def count_of(table: object, n: object) -> tuple[object, object]:
+    def count_of(table: Pointer, n: Index) -> tuple[Reg, Reg]:
         before = _prev(table, n * channels + channel - 1, channel > 0)
         return ld(table[n * channels + channel]) - before, before
 
@@ -114,7 +120,7 @@ def internode_combine(x: ptr(u8), w: ANY_F32, bias0: ANY_BF16, bias1: ANY_BF16, 
             returned = [reg.u32(0) for _ in range(N)]
             tails = [reg.u32(0) for _ in range(N)]
 
-            def give_back(n: int, at_least: object) -> None:
+            def give_back(n: int, at_least: Index) -> None:
                 """Return the consumed slots of node n's ring to its forwarder (a chunk at a time)."""
                 with if_((consumed[n] - returned[n]) >= at_least):
                     with if_(lane == 0):
@@ -179,7 +185,7 @@ def internode_combine(x: ptr(u8), w: ANY_F32, bias0: ANY_BF16, bias1: ANY_BF16, 
                 dst_ring = rdma_me + cvt(recv_off, u64) + mul_wide((channel * N + node) * rdma_ring, slot_bytes)
                 done = reg.u32(0)
                 quieted = reg.u32(0)
-                with while_(lambda: done < total):
+                with while_(lambda done=done, total=total: done < total):  # type: ignore[misc]
                     k = min_(total - done, chunk)
                     with if_((done + k - quieted) > rdma_ring):  # the slots about to be written: still read?
                         if BUG != "reuse":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ptxforge.dsl import atom_cas, ctaid, cvt, guard, if_, ld, reg, ret, shfl_idx, st, tid, trap, u32, u64, vprintf
+from ptxforge.dsl import atom_cas, ctaid, cvt, guard, if_, ld, reg, ret, shfl_idx, st, tid, trap, u32, vprintf
 from ptxforge.kernels import comm
 from ptxforge.kernels.internode_layout import ERROR_OFF, FORMAT_OFFSETS, KERNELS, ROLES, TIMEOUT_ARGS
 
@@ -73,5 +73,3 @@ def wait_until_ge(counter: Pointer, want: Value, lane: Reg | None, role: str, ch
     return seen
 
 
-def u64_of(v: Value) -> Reg:
-    return cvt(v, u64)

@@ -1,5 +1,5 @@
-# mypy: disable-error-code="valid-type"
-# (kernel parameters are annotated with PTX types, as in ptxforge.kernels.comm)
+# mypy: disable-error-code="valid-type,operator,arg-type"
+# (kernel parameters are annotated with PTX types, `u32`, not Python types: mypy cannot follow arithmetic on them)
 """The internode dispatch kernel in DeepEP V1's structure: RDMA senders and their coordinator, RDMA-to-NVLink
 forwarders, NVLink receivers.
 
@@ -29,6 +29,8 @@ raised without a fence after the data put), "reuse" (slots handed back before nv
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ptxforge.dsl import (
     add,
@@ -61,6 +63,10 @@ from ptxforge.dsl.nvshmem import nvshmem_fence, nvshmem_quiet, nvshmem_uint64_at
 from ptxforge.kernels.comm import ANY_F32, ANY_S64, ANY_U32, NC, _prev
 from ptxforge.kernels.internode_device import bound_waits, copy_row, gptr, late_waits, syncwarp, wait_until_ge
 
+if TYPE_CHECKING:
+    from ptxforge.dsl.memory import Pointer
+    from ptxforge.dsl.values import Index, Pred, Reg
+
 
 @kernel(arch="sm_90a")
 @late_waits
@@ -90,10 +96,10 @@ def internode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
     staged_at, retired_at = words, words + N
     progress_at = words + 2 * N  # [G forwarder warps][N source nodes]
 
-    def rdma_counter(n: object, head: bool) -> object:
+    def rdma_counter(n: Index, head: bool) -> Reg:
         return rdma_me + cvt(rdma_counters_off + (channel * N + n) * 16 + (8 if head else 0), u64)
 
-    def node_count(table: object, n: int) -> tuple[object, object]:
+    def node_count(table: Pointer, n: Index) -> tuple[Reg, Reg]:
         """(tokens of channel `channel` in row n of a [*, C] prefix table, those of the earlier channels)."""
         before = _prev(table, n * channels + channel - 1, channel > 0)
         return ld(table[n * channels + channel]) - before, before
@@ -117,9 +123,9 @@ def internode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
                         slot = gptr(ring_at + mul_wide(staged % rdma_ring, slot_bytes))
                         copy_row(slot, x + mul_wide(tok, x_bytes), x_bytes, lane, UNIT, True)
                         if HAS_SCALES:
-                            for i in range_(lane, scale_words, 32):
-                                st(slot.byte_offset(0)[scales_off].cast(u32)[i],
-                                   ld(scales[tok * scale_words + i], **NC))
+                            for w in range_(lane, scale_words, 32):
+                                st(slot.byte_offset(0)[scales_off].cast(u32)[w],
+                                   ld(scales[tok * scale_words + w], **NC))
                         if HAS_TOPK:
                             for k in range_(lane, topk, 32):
                                 st(slot.byte_offset(0)[idx_off].cast(s64)[k], ld(topk_idx[tok * topk + k], **NC))
@@ -148,7 +154,7 @@ def internode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
             put = [reg.u32(0) for _ in range(N)]
             retired = [reg.u32(0) for _ in range(N)]
 
-            def pending() -> object:
+            def pending() -> Pred:
                 p = put[0] < totals[0]
                 for n in range(1, N):
                     p = p | (put[n] < totals[n])
@@ -175,8 +181,8 @@ def internode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
                         src_ring = rdma_me + cvt(send_off, u64) + mul_wide((channel * N + n) * rdma_ring, slot_bytes)
                         dst_ring = rdma_me + cvt(recv_off, u64) + mul_wide((channel * N + node) * rdma_ring,
                                                                            slot_bytes)
-                        for i in range_(put[n], put[n] + k):
-                            off = mul_wide(i % rdma_ring, slot_bytes)
+                        for q in range_(put[n], put[n] + k):
+                            off = mul_wide(q % rdma_ring, slot_bytes)
                             nvshmemx_putmem_nbi_warp(dst_ring + off, src_ring + off, cvt(slot_bytes, u64), pe)
                         with if_(lane == 0):
                             if BUG != "no_fence":
@@ -193,7 +199,7 @@ def internode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
                 ring_at = base + cvt(nvl_ring_off, u64) + mul_wide((channel * G + i) * nvl_ring, slot_bytes)
                 ctr = gptr(base + cvt(nvl_counters_off + (channel * G + i) * 8, u64)).cast(u32)
                 got = reg.u32(0)
-                with while_(lambda: got < expected):
+                with while_(lambda got=got, expected=expected: got < expected):  # type: ignore[misc]
                     tail = wait_until_ge(ctr[1], got + 1, lane, "nvl_receiver", channel, node * G + i)
                     for s in range_(got, tail):
                         slot = gptr(ring_at + mul_wide(s % nvl_ring, slot_bytes))
@@ -201,8 +207,8 @@ def internode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
                         row = ld(meta[local + 3])
                         copy_row(recv_x + mul_wide(row, x_bytes), slot, x_bytes, lane, UNIT, False)
                         if HAS_SCALES:
-                            for j in range_(lane, scale_words, 32):
-                                st(recv_scales[row * scale_words + j], ld(slot.byte_offset(0)[scales_off].cast(u32)[j]))
+                            for w in range_(lane, scale_words, 32):
+                                st(recv_scales[row * scale_words + w], ld(slot.byte_offset(0)[scales_off].cast(u32)[w]))
                         if HAS_TOPK:
                             for k in range_(lane, topk, 32):
                                 g = ld(slot.byte_offset(0)[idx_off].cast(s64)[k])
@@ -256,7 +262,7 @@ def internode_dispatch(x: ptr(u8), scales: ANY_U32, topk_idx: ANY_S64, topk_w: A
             for m in range(N):
                 count = node_count(rdma_recv_chan, m)[0].view(u32)
                 returned = reg.u32(0)
-                with while_(lambda: returned < count):
+                with while_(lambda returned=returned, count=count: returned < count):  # type: ignore[misc]
                     want = min_(returned + chunk, count)
                     for j in range(G):
                         wait_until_ge(progress_at[j * N + m], want, lane, "forward_progress", channel, m * G + local)
