@@ -22,8 +22,8 @@ def run_calls(form, num_sms, sanitize=False, empty=1, nodes=NODES, gpus=GPUS, to
     """Dispatch, a cached dispatch, combine with weights and two biases, a plain combine; checks each
     against the reference bit for bit. Returns the group."""
     ranks = nodes * gpus
-    cluster = Cluster(nodes=nodes, gpus_per_node=gpus, sms=max(num_sms, 2), sanitize=sanitize, watchdog_s=60)
-    group = ClusterGroup(cluster, timeout_s=30, **ring)
+    cluster = Cluster(nodes=nodes, gpus_per_node=gpus, sms=max(num_sms, 2), sanitize=sanitize, watchdog_s=300)
+    group = ClusterGroup(cluster, timeout_s=300, **ring)  # wall-clock bounds: generous under load
     ins = [inputs(r, form, tokens, hidden, empty=r == empty) for r in range(ranks)]
     scales = [i[1] for i in ins] if ins[0][1] is not None else None
     outs = group.dispatch([i[0] for i in ins], scales, [i[2] for i in ins], [i[3] for i in ins], num_experts=E,
@@ -82,7 +82,7 @@ def test_2_nodes_of_4_gpus_bit_identical():
 
 def test_each_token_crosses_the_scale_out_link_once_per_destination_node():
     cluster = Cluster(nodes=NODES, gpus_per_node=GPUS, sms=2)
-    group = ClusterGroup(cluster, timeout_s=30)
+    group = ClusterGroup(cluster, timeout_s=300)
     ins = [inputs(r, "bf16", 16, 128) for r in range(R)]
     outs = group.dispatch([i[0] for i in ins], None, [i[2] for i in ins], [i[3] for i in ins], num_experts=E,
                           num_sms=2)
@@ -97,9 +97,9 @@ def test_each_token_crosses_the_scale_out_link_once_per_destination_node():
         assert sent == remote * slot + 8 * signals, (r, sent, remote)
 
 
-def _bug_run(bug, call, sanitize=True, adversarial=None, timeout_s=30.0, rdma_ring=4):
+def _bug_run(bug, call, sanitize=True, adversarial=None, timeout_s=300.0, rdma_ring=4):
     """Small rings wrap (the send buffer is reused); a ring larger than a channel's tokens never quiets."""
-    cluster = Cluster(nodes=NODES, gpus_per_node=GPUS, sms=2, sanitize=sanitize, watchdog_s=60,
+    cluster = Cluster(nodes=NODES, gpus_per_node=GPUS, sms=2, sanitize=sanitize, watchdog_s=300,
                       adversarial=adversarial)
     group = ClusterGroup(cluster, timeout_s=timeout_s, rdma_ring=rdma_ring, nvl_ring=4, chunk=2)
     ins = [inputs(r, "bf16", 16, 128) for r in range(R)]
@@ -150,9 +150,12 @@ def test_planted_combine_bugs_are_reported_with_the_ptx_line_and_both_gpus(bug):
 
 
 def _adversarial_outcome(bug, seed):
-    """True when the run is wrong or stops with an error; False when every rank's result is right."""
+    """True when the run is wrong or stops with an error; False when every rank's result is right. (A token
+    whose slot is read before its data arrives is not forwarded: a receiver then waits, bounded by 8 s; the
+    fenced kernel gets a bound no loaded machine reaches.)"""
     try:
-        ins, outs = _bug_run(bug, "dispatch", sanitize=False, adversarial=seed, timeout_s=8.0, rdma_ring=16)
+        ins, outs = _bug_run(bug, "dispatch", sanitize=False, adversarial=seed, timeout_s=8.0 if bug else 300.0,
+                             rdma_ring=16)
     except KernelFault:  # a garbage row index faults, a garbage count times out (CommTimeout)
         return True
     ref = dispatch_reference(ins, R, E)
@@ -182,14 +185,14 @@ def test_a_wrong_count_is_stopped_within_the_timeout_naming_node_gpu_warp_counte
     import time
 
     cluster = Cluster(nodes=NODES, gpus_per_node=GPUS, sms=2, watchdog_s=120)
-    group = ClusterGroup(cluster, timeout_s=30.0)
+    group = ClusterGroup(cluster, timeout_s=300.0)
     ins = [inputs(r, "bf16", 16, 128) for r in range(R)]
     outs = group.dispatch([i[0] for i in ins], None, [i[2] for i in ins], [i[3] for i in ins], num_experts=E,
                           num_sms=2)
     handles = [o.handle for o in outs]
     for h in handles:  # every rank expects one token more from source rank 0 than it will get
         h.recv_chan[0] += 1
-    group.timeout_s = 3.0
+    group.timeout_s = 10.0
     t0 = time.monotonic()
     with pytest.raises(CommTimeout) as err:
         group.dispatch([i[0] for i in ins], None, handles=handles)
@@ -207,7 +210,7 @@ def test_a_wrong_count_is_stopped_within_the_timeout_naming_node_gpu_warp_counte
         named += line in text
         assert (line in text) == (f"node {node} GPU {r}:" in text), text
     assert named >= 1, text
-    assert "timeout_s = 3 s" in text
+    assert "timeout_s = 10 s" in text
 
 
 def _torus_routing(tokens, k, experts, nodes, gpus, seed=3):
@@ -235,7 +238,7 @@ def test_bytes_per_scale_out_link_equal_what_ptxforge_plan_predicts_for_the_rout
     ids = _torus_routing(tokens, k, E, NODES, GPUS)
     np.save(tmp_path / "routing.npy", ids)
     cluster = Cluster(nodes=NODES, gpus_per_node=GPUS, sms=2)
-    group = ClusterGroup(cluster, timeout_s=60)
+    group = ClusterGroup(cluster, timeout_s=300)
     xs = [np.zeros((tokens, 2 * hidden), np.uint8) for _ in range(R)]
     ws = [np.ones((tokens, k), np.float32) for _ in range(R)]
     outs = group.dispatch(xs, None, list(ids), ws, num_experts=E, num_sms=2)
