@@ -5,7 +5,7 @@ sanitizer, planted ordering bugs found, a wrong count stopped by the bounded wai
 import numpy as np
 import pytest
 from ep_checks import E
-from internode_cases import BF16, combine_reference, dispatch_reference, expert_out, inputs, same_bits
+from internode_cases import BF16, combine_reference, dispatch_reference, expert_out, in_rank_of, inputs, same_bits
 
 from ptxforge.emu import Cluster
 from ptxforge.emu.sanitizer import SanitizerError
@@ -32,6 +32,10 @@ def run_calls(form, num_sms, sanitize=False, empty=1, nodes=NODES, gpus=GPUS, to
     for r, o in enumerate(outs):
         for f in FIELDS:
             same_bits(ref[r][f], getattr(o, f), f"rank {r} {f}")
+    sends = np.stack([in_rank_of(i[2], ranks, E).sum(0) for i in ins])  # [source, destination]: a recount
+    for r, o in enumerate(outs):
+        assert np.array_equal(o.handle.rank_prefix, np.cumsum(sends, 0)), r
+        assert np.array_equal(o.handle.is_token_in_rank, in_rank_of(ins[r][2], ranks, E)), r
     again = group.dispatch([i[0] for i in ins], scales, handles=[o.handle for o in outs])
     for r, o in enumerate(again):
         same_bits(ref[r]["recv_x"], o.recv_x, f"rank {r} cached recv_x")
