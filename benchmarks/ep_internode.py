@@ -118,7 +118,7 @@ def internode_table(cmd: str, nodes: int, gpus: int, tokens: int, hidden: int, e
             f"{r['exact']} |")
     lines += [
         "| DeepEP V1 on H800 (published, 4096 tokens, FP8 dispatch / BF16 combine, not measured here) | 10 | | | | | "
-        "| | EP32: 58 GB/s | EP32: 57 GB/s | EP64: 51 / 50 GB/s RDMA | | |",
+        "| | RDMA 58 GB/s (EP32), 51 GB/s (EP64) | RDMA 57 GB/s (EP32), 50 GB/s (EP64) | | | |",
         "",
         f"Rows received over all GPUs: {rows[0]['recv']:,}. No GPU or NIC here, so no GB/s of ours: the PTX calls "
         "NVSHMEM's device API by its own names (docs/cluster.md) but has not been linked against NVSHMEM or run on "
