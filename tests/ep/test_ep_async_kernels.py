@@ -107,6 +107,28 @@ def failed_before_case(rank: int) -> dict:
     return {"errors": errors, "works_after": bool(again.equal(want))}
 
 
+def concurrent_case(rank: int) -> dict:
+    """While a combine's kernels run on the worker, the caller launches other DSL kernels on the emulator (FP8
+    quantization, the layout kernel), as a model computing during the communication does: all results exact."""
+    from ptxforge.kernels import ops
+
+    buf, x, recv, rw, handle, want = _setup(rank)
+    idx, _ = random_topk(rank)
+    q_ref, s_ref = ops.per_token_cast_to_fp8(x)
+    in_rank_ref = ops.get_dispatch_layout(idx, E, WORLD, WORLD)[3]
+    right = []
+    for _ in range(2):
+        combined, _, ev = buf.combine(recv, handle, topk_weights=rw, async_finish=True)
+        for _ in range(3):
+            q, s = ops.per_token_cast_to_fp8(x)
+            right.append(q.view(torch.uint8).equal(q_ref.view(torch.uint8)) and s.equal(s_ref))
+            right.append(ops.get_dispatch_layout(idx, E, WORLD, WORLD)[3].equal(in_rank_ref))
+        ev.current_stream_wait()
+        right.append(combined.equal(want))
+    buf.destroy()
+    return {"all_right": all(right), "checked": len(right)}
+
+
 def timeout_case(rank: int) -> dict:
     """Rank 1's worker is busy 5 s while timeout_s is 1: both ranks' async combines return at once and their
     waits raise the kernels' CommTimeout naming the combine (rank 0 at the notify barrier, rank 1 after)."""
@@ -135,7 +157,8 @@ def _case(fn, rank):
 
 def every_case(rank: int, world: int) -> dict:
     out = {}
-    for fn in (pending_case, order_case, failed_before_case, timeout_case):  # the timeout last: it breaks rings
+    # the timeout last: it leaves the rings of its Buffer broken
+    for fn in (pending_case, order_case, failed_before_case, concurrent_case, timeout_case):
         out[fn.__name__] = _case(fn, rank)
         dist.barrier()
     return out
@@ -171,6 +194,11 @@ def test_work_ordered_after_failed_work_is_not_run(results):
         assert after.startswith("EPError: ptxforge.ep combine #") and "not run: it was ordered after dispatch #" \
             in after and "which failed (EPInputError: " in after, (rank, after)
         assert again == after and v["works_after"], (rank, v)
+
+
+def test_the_caller_launches_other_kernels_while_the_worker_runs_the_communication(results):
+    for rank, v in enumerate(_values(results, "concurrent_case")):
+        assert v == {"all_right": True, "checked": 14}, (rank, v)
 
 
 def test_a_kernel_timeout_of_pending_work_is_raised_at_the_wait_on_every_rank(results):
