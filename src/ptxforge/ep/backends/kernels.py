@@ -3,6 +3,11 @@ communication kernels (`ptxforge.kernels.comm`) on this process's device: an emu
 ranks' processes map through emulator IPC, or a CUDA GPU (CUDA IPC). Across nodes the torch transport moves
 the data. The kernels, the runtime and the emulator load at the first call that needs them (over a second a
 process), never for the torch backend.
+
+Each call's kernels run on the device's worker thread (`ptxforge.ep.device_worker`), in call order; a call with
+`async_finish=True` returns with them pending (a dispatch once its notify step has given the counts that size
+its results) and its event's wait fills the returned tensors. Everything that talks to the process group in
+step with the other ranks (the agreement, growing the communication buffer) stays on the caller's thread.
 """
 
 from __future__ import annotations
