@@ -158,7 +158,7 @@ class KernelsBackend(Backend):
             except CommTimeout as e:  # its text names rank, kernel and role: add the call, for an async wait
                 raise CommTimeout(str(e).replace("ptxforge.ep: ", f"ptxforge.ep {name}: ", 1)) from None
             except RuntimeError as e:
-                raise self._lost(call, e, "its IPC set-up") from None
+                raise self._lost(call, e, "its communication kernels") from None
             finally:
                 KB.check_peers_during_launches(None)
                 watch.finish()
