@@ -81,8 +81,14 @@ class QueuedWork(Completion):
     its results, on the caller's thread."""
 
     def __init__(self, call: str, worker: Worker, future: Future, fill: Callable[[Any], None]) -> None:
-        super().__init__(call, lambda: fill(future.result()))
-        self.worker, self.future = worker, future
+        super().__init__(call, self._receive)
+        self.worker, self.future, self._fill = worker, future, fill
+
+    def _receive(self) -> None:
+        self._fill(self.future.result())
+        ended: Future = Future()
+        ended.set_result(None)
+        self.future = ended  # the worker's copy of the results is no longer needed
 
     def failure(self) -> BaseException | None:
         """The work's error once it has ended with one (None while it runs, or when it succeeded)."""
