@@ -225,3 +225,34 @@ def test_gather_spans_collects_every_rank_on_rank_0_on_one_time_base():
         total, covered = comm_overlap(mine)
         assert covered == pytest.approx(sum(s.duration for s in mine if s.name == "F"), rel=1e-12)
         assert total >= covered > 0.5 * total
+
+
+def test_waiting_inside_a_compute_span_does_not_hide_communication():
+    spans = [S(0, "F", "compute", 0, 10), S(0, "dispatch", "comm", 2, 8), S(0, "wait", "wait", 5, 8)]
+    assert overlap_fraction(spans) == pytest.approx(3 / 6, abs=1e-15)  # 2-5 hidden, 5-8 waited for
+
+
+def test_chunk_envelopes_are_not_computation():
+    spans = [S(0, "F", "chunk", 0, 10, 0), S(0, "attention", "compute", 0, 3, 0), S(0, "dispatch", "comm", 3, 6, 1)]
+    assert overlap_fraction(spans) == 0.0
+
+
+@pytest.mark.parametrize(("span", "cat"), [
+    (S(0, "F", "chunk", 0, 1), "forward"), (S(0, "forward.layer3", "compute", 0, 1), "forward"),
+    (S(0, "B", "chunk", 0, 1), "backward"), (S(0, "W", "chunk", 0, 1), "weight"), (S(0, "FB", "chunk", 0, 1), "fb"),
+    (S(0, "mlp", "compute", 0, 1, phase="bwd"), "backward"), (S(0, "mlp", "compute", 0, 1), "compute"),
+    (S(0, "dispatch", "comm", 0, 1), "dispatch"), (S(0, "low_latency_combine", "comm", 0, 1), "combine"),
+    (S(0, "recv", "comm", 0, 1), "p2p"), (S(0, "allreduce", "comm", 0, 1), "comm"), (S(0, "x", "wait", 0, 1), "wait"),
+])
+def test_category_reads_kind_name_and_phase(span, cat):
+    from ptxforge.pipeline.trace import category
+
+    assert category(span) == cat
+
+
+def test_meta_round_trips(tmp_path):
+    from ptxforge.pipeline.trace import load_trace
+
+    save_json([S(0, "F", "chunk", 0, 1, 0)], tmp_path / "s.json", meta={"schedule": "dualpipev", "pp": 2})
+    spans, meta = load_trace(tmp_path / "s.json")
+    assert meta == {"schedule": "dualpipev", "pp": 2} and spans == [S(0, "F", "chunk", 0, 1, 0)]

@@ -6,7 +6,13 @@ measure how much communication hid behind computation.
     h = rec.begin("dispatch", "comm", mb=3)               # asynchronous work: begin at issue ...
     rec.end(h)                                            # ... end at completion
     spans = gather_spans(rec)                             # rank 0: every rank's spans on one clock; else None
-    overlap_fraction(spans); to_svg(spans, "timeline.svg"); save_json(spans, "spans.json")
+    overlap_fraction(spans); to_svg(spans, "timeline.svg"); save_json(spans, "spans.json", meta={...})
+
+Kinds and names (what the overlap and the planner read, trace_spans.py says more): "compute" spans around
+real computation only, "comm" from issue to completion, "wait" where the rank is blocked (subtracted from
+computation), "chunk" for an envelope around a whole F/B/W/FB op. Name chunks "F", "B", "W", "FB" and
+communication "dispatch", "combine", "send"/"recv"; `ptxforge plan --measured spans.json` predicts the
+step from them. `executor_spans(executor.trace, rank)` turns a pipeline executor's op timings into chunks.
 
 Recording is thread-safe (a completion may be noted on a helper thread). Spans record raw clock values;
 `gather_spans` aligns the ranks' clocks on a barrier and starts the result at 0.
@@ -23,21 +29,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from ptxforge import _optional
+from ptxforge.pipeline.ops import FB
 from ptxforge.pipeline.trace_spans import (
+    CHUNK,
     COMM,
     COMPUTE,
     WAIT,
     TraceFileError,
     TraceSpan,
+    category,
     comm_overlap,
     load_json,
+    load_trace,
     overlap_fraction,
     save_json,
 )
 from ptxforge.pipeline.trace_timeline import to_png, to_svg
 
-__all__ = ["COMM", "COMPUTE", "WAIT", "Recorder", "SpanHandle", "TraceFileError", "TraceSpan", "comm_overlap",
-           "gather_spans", "load_json", "normalized", "overlap_fraction", "save_json", "to_png", "to_svg"]
+__all__ = ["CHUNK", "COMM", "COMPUTE", "WAIT", "Recorder", "SpanHandle", "TraceFileError", "TraceSpan", "category",
+           "comm_overlap", "executor_spans", "gather_spans", "load_json", "load_trace", "normalized",
+           "overlap_fraction", "save_json", "to_png", "to_svg"]
 
 
 @dataclass(frozen=True)
@@ -144,3 +155,17 @@ def gather_spans(rec: Recorder, group: Any = None) -> list[TraceSpan] | None:
         return None
     spans = [s.shifted(-m) for m, ss in out for s in ss]
     return sorted(normalized(spans), key=lambda s: (s.rank, s.start, s.end))
+
+
+def executor_spans(trace: list[Any], rank: int, kind: str = CHUNK, offset: float = 0.0) -> list[TraceSpan]:
+    """Spans of the compute ops an executor timed (`executor.trace = []` before its steps: a list of
+    (op, start, end, cpu seconds)), one per F, B, W or FB op, named by the op's kind, with its micro-batch
+    and attrs module (and bmodule, bmb for FB), zb, cpu. kind "chunk" by default: an op's span may contain
+    communication it waited for; pass kind="compute" when the stages compute only."""
+    out = []
+    for op, t0, t1, cpu in trace:
+        attrs: dict[str, Any] = {"module": op.module, "zb": bool(op.zb), "cpu": cpu}
+        if op.kind == FB:
+            attrs.update(bmodule=op.bmodule, bmb=op.bmb)
+        out.append(TraceSpan(rank, op.kind, kind, t0 + offset, t1 + offset, op.mb, attrs))
+    return out

@@ -1,9 +1,13 @@
 """Measured spans of a run as data: the `TraceSpan` record, interval arithmetic over spans (the overlap of
 communication with computation), and the JSON file format. No torch, no drawing.
 
-A span's `kind` says which lane it belongs to: "compute" (forward, backward, weight-gradient work), "comm"
-(a dispatch, combine or p2p transfer from issue to completion), "wait" (a rank blocked on a peer); any other
-string is allowed and drawn in the compute lane. Times are seconds on one clock per run.
+A span's `kind` says what the rank did: "compute" (real computation: attention, an MLP, a backward),
+"comm" (a dispatch, combine or p2p transfer, from issue to completion), "wait" (the rank blocked); any other
+string is allowed: "chunk" for an envelope around a whole pipeline chunk (an F, B, W or FB op of the
+schedule, which may contain communication it waited for), so that it does not count as computation.
+A span's `name` says which op it is; `category()` reads it (see NAMES), so the planner can take per-op
+costs from the spans: "F", "B", "W", "FB" for the chunks (or forward/backward/weight/...; attrs["phase"]
+overrides the name), "dispatch", "combine", "send"/"recv" for communication. Times are seconds.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 
 from ptxforge.errors import Error
 
-COMPUTE, COMM, WAIT = "compute", "comm", "wait"
+COMPUTE, COMM, WAIT, CHUNK = "compute", "comm", "wait", "chunk"
 FORMAT = "ptxforge-trace"
 VERSION = 1
 
@@ -51,6 +55,32 @@ class TraceSpan:
 
 Interval = tuple[float, float]
 
+# category -> the words (first word of the name, lower case) that mean it
+NAMES = {
+    "forward": {"f", "fwd", "forward"},
+    "backward": {"b", "bwd", "backward", "bin", "dgrad", "input_grad"},
+    "weight": {"w", "wgrad", "weight", "weight_grad"},
+    "fb": {"fb", "f&b", "overlapped"},
+}
+
+
+def category(s: TraceSpan) -> str:
+    """What a span is: forward | backward | weight | fb | compute (other computation) | dispatch | combine |
+    p2p | comm (other communication) | wait; from attrs["phase"] if given, else its kind and name."""
+    if s.kind == WAIT:
+        return "wait"
+    text = str(s.attrs.get("phase", s.name)).lower().replace("-", "_")
+    word = text.split()[0] if text.split() else ""
+    if s.kind == COMM:
+        for key in ("dispatch", "combine"):
+            if key in word:
+                return key
+        return "p2p" if any(k in word for k in ("send", "recv", "p2p")) else "comm"
+    for key, words in NAMES.items():
+        if word in words or word.split(".")[0] in words:
+            return key
+    return "compute"
+
 
 def union(intervals: Iterable[Interval]) -> list[Interval]:
     """Sorted, disjoint intervals covering exactly the given ones (empty ones dropped)."""
@@ -59,6 +89,24 @@ def union(intervals: Iterable[Interval]) -> list[Interval]:
         if out and a <= out[-1][1]:
             out[-1] = (out[-1][0], max(out[-1][1], b))
         else:
+            out.append((a, b))
+    return out
+
+
+def subtract(xs: list[Interval], ys: list[Interval]) -> list[Interval]:
+    """The parts of sorted disjoint `xs` outside sorted disjoint `ys`."""
+    out: list[Interval] = []
+    j = 0
+    for a, b in xs:
+        while j < len(ys) and ys[j][1] <= a:
+            j += 1
+        k = j
+        while a < b and k < len(ys) and ys[k][0] < b:
+            if ys[k][0] > a:
+                out.append((a, ys[k][0]))
+            a = max(a, ys[k][1])
+            k += 1
+        if a < b:
             out.append((a, b))
     return out
 
@@ -91,8 +139,10 @@ def _lane(spans: Iterable[TraceSpan], rank: int, kind: str) -> list[Interval]:
 
 
 def overlapped_intervals(spans: list[TraceSpan], rank: int) -> list[Interval]:
-    """Where, on `rank`, communication ran while computation ran."""
-    return intersect(_lane(spans, rank, COMM), _lane(spans, rank, COMPUTE))
+    """Where, on `rank`, communication ran while computation ran (a "wait" span inside a compute span
+    means the rank was blocked then, not computing)."""
+    computing = subtract(_lane(spans, rank, COMPUTE), _lane(spans, rank, WAIT))
+    return intersect(_lane(spans, rank, COMM), computing)
 
 
 def comm_overlap(spans: list[TraceSpan], rank: int | None = None) -> tuple[float, float]:
@@ -129,9 +179,12 @@ def span_to_dict(s: TraceSpan) -> dict[str, Any]:
             "attrs": _jsonable(dict(s.attrs))}
 
 
-def save_json(spans: Iterable[TraceSpan], path: str | Path) -> None:
-    """Write spans to `path` as JSON ({"format", "version", "spans": [...]})."""
-    doc = {"format": FORMAT, "version": VERSION, "spans": [span_to_dict(s) for s in spans]}
+def save_json(spans: Iterable[TraceSpan], path: str | Path, meta: Mapping[str, Any] | None = None) -> None:
+    """Write spans to `path` as JSON ({"format", "version", "meta", "spans": [...]}); `meta` describes the
+    run (e.g. {"schedule": "dualpipev", "pp": 2, "ep": 2, "num_chunks": 8}; `ptxforge plan --measured`
+    reads those keys)."""
+    doc = {"format": FORMAT, "version": VERSION, "meta": _jsonable(dict(meta or {})),
+           "spans": [span_to_dict(s) for s in spans]}
     Path(path).write_text(json.dumps(doc, indent=1) + "\n")
 
 
@@ -161,6 +214,11 @@ def _span_from(d: Any, where: str) -> TraceSpan:
 
 def load_json(path: str | Path) -> list[TraceSpan]:
     """Read spans written by `save_json`; a TraceFileError names the file and the bad entry."""
+    return load_trace(path)[0]
+
+
+def load_trace(path: str | Path) -> tuple[list[TraceSpan], dict[str, Any]]:
+    """(spans, meta) of a file written by `save_json`."""
     path = Path(path)
     try:
         doc = json.loads(path.read_text())
@@ -173,4 +231,7 @@ def load_json(path: str | Path) -> list[TraceSpan]:
                              f"\"{FORMAT}\" and a \"spans\" list, as save_json writes)")
     if doc.get("version") != VERSION:
         raise TraceFileError(f"{path}: spans file version {doc.get('version')!r}; this ptxforge reads {VERSION}")
-    return [_span_from(d, f"{path}: spans[{i}]") for i, d in enumerate(doc["spans"])]
+    meta = doc.get("meta") or {}
+    if not isinstance(meta, dict):
+        raise TraceFileError(f"{path}: meta must be an object")
+    return [_span_from(d, f"{path}: spans[{i}]") for i, d in enumerate(doc["spans"])], meta

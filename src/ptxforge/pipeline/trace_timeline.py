@@ -14,7 +14,16 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from ptxforge import _optional
-from ptxforge.pipeline.trace_spans import COMM, WAIT, TraceSpan, overlap_fraction, overlapped_intervals, ranks_of
+from ptxforge.pipeline.trace_spans import (
+    COMM,
+    COMPUTE,
+    WAIT,
+    TraceSpan,
+    category,
+    overlap_fraction,
+    overlapped_intervals,
+    ranks_of,
+)
 
 # category -> (fill, legend text)
 STYLE = {
@@ -30,33 +39,15 @@ STYLE = {
     "wait": ("#E0E0E0", "Waiting"),
 }
 OVERLAP_COLOR = "#1B7F3B"
-_WORDS = {
-    "forward": {"f", "fwd", "forward"},
-    "backward": {"b", "bwd", "backward", "bin", "dgrad", "input_grad"},
-    "weight": {"w", "wgrad", "weight", "weight_grad"},
-    "fb": {"fb", "f&b", "overlapped"},
-}
-
-
-def category(s: TraceSpan) -> str:
-    """The colour class of a span: from attrs["phase"] if given, else its kind and the first word of its name."""
-    if s.kind == WAIT:
-        return "wait"
-    word = str(s.attrs.get("phase", s.name)).lower().replace("-", "_").split()[0] if s.name else ""
-    if s.kind == COMM:
-        for key in ("dispatch", "combine"):
-            if key in word:
-                return key
-        return "p2p" if any(k in word for k in ("send", "recv", "p2p")) else "comm"
-    for key, words in _WORDS.items():
-        if word in words or word.split(".")[0] in words:
-            return key
-    return "compute"
 
 
 def lane_of(s: TraceSpan) -> int:
     """0 = compute lane, 1 = communication lane."""
     return 1 if s.kind in (COMM, WAIT) else 0
+
+
+def _filled(s: TraceSpan) -> bool:
+    return s.kind in (COMPUTE, COMM, WAIT)
 
 
 def _depths(spans: list[TraceSpan]) -> tuple[dict[int, int], set[int]]:
@@ -152,10 +143,13 @@ def to_svg(spans: Iterable[TraceSpan], path: str | Path | None = None, title: st
             sy = y + lane_of(s) * lane_h + off
             cat = category(s)
             fill = "url(#waithatch)" if cat == "wait" else STYLE[cat][0]
+            # an envelope (a whole chunk, kind "chunk" ...) is tinted so that what ran inside it shows
+            look = 'stroke="#333333" stroke-width="0.5"' if _filled(s) else \
+                'fill-opacity="0.35" stroke="#222222" stroke-width="1.2"'
             tip = f"{s.name} ({s.kind}) mb={s.mb} {s.start * 1e3:.3f}-{s.end * 1e3:.3f} ms"
             out.append(f'<rect class="span" data-rank="{r}" data-kind="{escape(s.kind)}" data-lane="{lane_of(s)}" '
                        f'x="{x:.2f}" y="{sy:.1f}" width="{w:.2f}" height="{h:.1f}" fill="{fill}" '
-                       f'stroke="#333333" stroke-width="0.5"><title>{escape(tip)}</title></rect>')
+                       f'{look}><title>{escape(tip)}</title></rect>')
             text = _label(s, w)
             if text and i in parents:  # above its children, in the band they leave free
                 out.append(f'<text x="{x + 3:.2f}" y="{sy + lane_h * 0.3:.1f}" font-size="8">{escape(text)}</text>')
@@ -213,7 +207,8 @@ def to_png(spans: Iterable[TraceSpan], path: str | Path, title: str | None = Non
             y = base + (1 - lane_of(s)) + 0.45
             cat = category(s)
             ax.add_patch(mpl.patches.Rectangle((s.start * 1e3, y), s.duration * 1e3, h,
-                                               facecolor=STYLE[cat][0], edgecolor="#333333", linewidth=0.4,
+                                               facecolor=STYLE[cat][0], alpha=1.0 if _filled(s) else 0.35,
+                                               edgecolor="#333333", linewidth=0.4 if _filled(s) else 1.2,
                                                hatch="//" if cat == "wait" else None))
             label = f"{s.name} {s.mb}" if s.mb is not None else s.name
             if s.duration * 1e3 / span_ms * 14 * 72 > 6 * len(label):
