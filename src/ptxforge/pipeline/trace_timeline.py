@@ -93,6 +93,7 @@ def cells(spans: list[TraceSpan]) -> list[Cell]:
     for i, s in enumerate(order):
         cat = category(s)
         color = STYLE[cat][0]
+        pieces: tuple[tuple[float, float, str], ...]
         if cat == "fb" and i not in parents:  # DualPipe's figure: the pair as two halves in one border
             mid = (s.start + s.end) / 2
             pieces = ((s.start, mid, STYLE["forward"][0]), (mid, s.end, STYLE["backward"][0]))
