@@ -105,8 +105,9 @@ def ep_run(rank: int, world: int, rows: int, compute_s: float, chunks: int, over
     rec = Recorder(rank)
     x = torch.randn(rows, 64)
     c = compute_s
-    dist.barrier()
+    dist.all_to_all_single(torch.empty_like(x), x)  # warm-up: gloo connects its pairs on the first call
     for mb in range(chunks):
+        dist.barrier()  # each chunk starts together on both ranks: a call's span is its transfer, not skew
         with rec.span("F", "chunk", mb=mb):
             with rec.span("attention", "compute", mb=mb):
                 time.sleep(c)
@@ -115,6 +116,7 @@ def ep_run(rank: int, world: int, rows: int, compute_s: float, chunks: int, over
                 time.sleep(c)
             _all_to_all(rec, "combine", mb, y, False)()
     for mb in range(chunks):
+        dist.barrier()
         with rec.span("B", "chunk", mb=mb):
             g = _all_to_all(rec, "combine.backward", mb, x, False)()
             with rec.span("experts.backward", "compute", mb=mb):
@@ -124,6 +126,7 @@ def ep_run(rank: int, world: int, rows: int, compute_s: float, chunks: int, over
                 time.sleep(2 * c)
     for k in range(overlapped_chunks):
         f, b = chunks + k, chunks + k
+        dist.barrier()
         with rec.span("FB", "chunk", mb=f, bmb=b):
             wait = _all_to_all(rec, "combine.backward", b, x, True)
             with rec.span("attention", "compute", mb=f):
