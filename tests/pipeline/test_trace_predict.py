@@ -69,6 +69,29 @@ def test_warmup_steps_are_left_out():
     assert mc.ops["F"].duration == 10 and mc.step == 20 and mc.steps == 1
 
 
+def test_pieces_with_a_phase_are_not_chunks_but_their_envelopes_are():
+    """A model that times its pieces (attention, experts ...) with attrs phase=forward/backward: without chunk
+    envelopes there are no per-op costs (and the report says how to record them); with the executor's op
+    spans added, the pieces and the communication fall inside them."""
+    from ptxforge.pipeline.ops import Op
+    from ptxforge.pipeline.trace import Recorder, executor_spans
+
+    pieces = [S(0, "attention", "compute", 0, 3, 0, phase="forward"), S(0, "dispatch", "comm", 3, 5, 0),
+              S(0, "experts", "compute", 5, 8, 0, phase="forward"),
+              S(0, "experts backward", "compute", 9, 15, 0, phase="backward")]
+    mc = measured_costs(pieces)
+    assert mc.ops == {} and "no chunk spans" in mc.notes[0] and "executor_spans" in mc.notes[0]
+    rec = Recorder(0)
+    rec.add(pieces)
+    rec.add(executor_spans([(Op("F", 0, 0), 0.0, 8.0, 7.5), (Op("B", 0, 0), 9.0, 15.0, 6.0)], 0, step=1))
+    mc = measured_costs(rec.spans)
+    assert (mc.ops["F"].duration, mc.ops["F"].comm, mc.ops["F"].compute) == (8, 2, 6)
+    assert mc.ops["B"].duration == 6 and mc.gap == 1
+    assert [s.attrs["step"] for s in rec.spans if s.kind == "chunk"] == [1, 1]
+    with pytest.raises(TypeError, match="Recorder.add takes TraceSpan objects, got tuple"):
+        rec.add([(0, 1)])
+
+
 def test_nothing_to_predict_from_is_said():
     with pytest.raises(ValueError, match="no forward chunk"):
         predict(measured_costs([S(0, "dispatch", "comm", 0, 1)]), "dualpipev", 1, 2)

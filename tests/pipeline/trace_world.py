@@ -72,8 +72,7 @@ def pipeline_run(rank: int, world: int, chunks: int, f: float, b: float, w: floa
             model.step(x, num_chunks=chunks, criterion=nn.functional.mse_loss if rank == 0 else None,
                        labels=(y,) if rank == 0 else ())
             walls.append(time.perf_counter() - t0)
-        for s in executor_spans(model.trace, rank):
-            rec._done.append(s.__class__(s.rank, s.name, s.kind, s.start, s.end, s.mb, {**s.attrs, "step": step}))
+        rec.add(executor_spans(model.trace, rank, step=step))
     return gather_spans(rec), walls
 
 

@@ -35,6 +35,7 @@ from ptxforge.pipeline.engine import Costs, SimResult, run
 from ptxforge.pipeline.ops import FB, B, F, W
 from ptxforge.pipeline.schedules import dualpipe, dualpipev, one_f_one_b, zb1p
 from ptxforge.pipeline.trace_spans import (
+    CHUNK,
     COMM,
     COMPUTE,
     WAIT,
@@ -114,10 +115,21 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else 0.0
 
 
+def chunk_op(s: TraceSpan, by_name_only: bool = False) -> str | None:
+    """The schedule op (F, B, W, FB) a chunk span stands for, else None. A span of kind "chunk" is read by
+    its name (or attrs["phase"]); with `by_name_only` (a run that recorded no chunk envelopes) a compute span
+    whose name itself says F/B/W/FB: a piece of a chunk (e.g. "attention" with phase "forward") is not one."""
+    if s.kind == CHUNK and not by_name_only:
+        return CHUNKS.get(category(s))
+    if by_name_only and s.kind == COMPUTE:
+        return CHUNKS.get(category(TraceSpan(s.rank, s.name, s.kind, s.start, s.end, s.mb)))
+    return None
+
+
 def _outermost(spans: list[TraceSpan]) -> list[TraceSpan]:
-    """Chunk spans not inside another chunk span of the same rank (a chunk's own sub-spans may share its name)."""
-    chunks = sorted((s for s in spans if category(s) in CHUNKS and s.kind not in (COMM, WAIT)),
-                    key=lambda s: (s.rank, s.start, -s.end))
+    """Chunk spans not inside another chunk span of the same rank."""
+    by_name = not any(s.kind == CHUNK for s in spans)
+    chunks = sorted((s for s in spans if chunk_op(s, by_name) is not None), key=lambda s: (s.rank, s.start, -s.end))
     out: list[TraceSpan] = []
     for s in chunks:
         if out and out[-1].rank == s.rank and s.end <= out[-1].end:
@@ -162,9 +174,10 @@ def measured_costs(spans: list[TraceSpan], warmup_steps: int = 0) -> MeasuredCos
         by_rank.setdefault(s.rank, []).append(s)
     rows: dict[str, list[tuple[TraceSpan, float, float, int, int]]] = {}
     chunks = _outermost(spans)
+    by_name = not any(s.kind == CHUNK for s in spans)
     for c in chunks:
         comm, exposed, nd, nc = _chunk_parts(c, by_rank[c.rank])
-        op = CHUNKS[category(c)]
+        op = chunk_op(c, by_name) or F  # _outermost kept chunk spans only
         rows.setdefault(BIN if op == B and c.attrs.get("zb") else op, []).append((c, comm, exposed, nd, nc))
     ops = {}
     for op, rs in rows.items():
@@ -174,6 +187,9 @@ def measured_costs(spans: list[TraceSpan], warmup_steps: int = 0) -> MeasuredCos
                          statistics.fmean(e for _, _, e, _, _ in rs), statistics.fmean(d for *_, d, _ in rs),
                          statistics.fmean(n for *_, n in rs))
     notes = []
+    if not chunks:
+        notes.append("no chunk spans: record each pipeline op as a span of kind \"chunk\" named F, B, W or FB "
+                     "(executor.trace = [] before step(), then rec.add(executor_spans(executor.trace, rank)))")
     if BIN in ops and W not in ops:
         notes.append("B chunks deferred their weight gradients but no W chunk was recorded: W counts as 0")
     per_call = {k: [s.duration for s in spans if s.kind == COMM and category(s) == k] for k in ("dispatch", "combine")}
@@ -221,8 +237,8 @@ def predict(mc: MeasuredCosts, schedule: str, pp: int, num_chunks: int) -> Predi
     """Simulate `schedule` on `pp` pipeline ranks (processes along the pipeline; DualPipeV runs 2 stages on
     each) with `num_chunks` micro-batches and the measured costs. ValueError/ScheduleError name a bad size."""
     if F not in mc.ops:
-        raise ValueError("the spans hold no forward chunk (a span named F or forward, kind chunk or compute): "
-                         "nothing to predict from")
+        raise ValueError("the spans hold no forward chunk (a span of kind \"chunk\" named F): nothing to predict "
+                         "from")
     sched = _schedule_function(schedule)(pp, num_chunks)
     fb_planner = planner_fb(mc)
     serial = mc.costs(fb=mc.ops[F].duration + mc.backward_full)
