@@ -84,10 +84,7 @@ class MeasuredCosts:
     ranks: int = 0
     notes: list[str] = field(default_factory=list)
 
-    def get(self, op: str) -> OpCost | None:
-        return self.ops.get(op)
-
-    def _full(self, attr: str) -> float:
+    def full_backward(self, attr: str = "duration") -> float:
         """`attr` (duration, compute, comm) of a full backward: measured B chunks, else backward-for-input + W."""
         if B in self.ops:
             return getattr(self.ops[B], attr)
@@ -97,7 +94,7 @@ class MeasuredCosts:
     @property
     def backward_full(self) -> float:
         """A full backward's duration (input + weight gradients)."""
-        return self._full("duration")
+        return self.full_backward("duration")
 
     def costs(self, fb: float | None = None) -> Costs:
         """The simulator's Costs: F, full B, W as measured plus the gap each op waits before it starts, FB as
@@ -253,7 +250,7 @@ def predict(mc: MeasuredCosts, schedule: str, pp: int, num_chunks: int) -> Predi
 def planner_fb(mc: MeasuredCosts) -> float:
     """The planner's overlapped chunk from the stand-alone F and B: max(compute_F + compute_B, comm_F + comm_B)."""
     f = mc.ops[F]
-    return max(f.compute + mc._full("compute"), f.comm + mc._full("comm"))
+    return max(f.compute + mc.full_backward("compute"), f.comm + mc.full_backward("comm"))
 
 
 def planner_overlap(mc: MeasuredCosts, counts: Mapping[str, int]) -> float:
@@ -261,12 +258,12 @@ def planner_overlap(mc: MeasuredCosts, counts: Mapping[str, int]) -> float:
     Bin, W, FB): an FB chunk hides min(compute, comm) of F's and B's communication, the others what they hid
     in the run."""
     f = mc.ops[F]
-    comm_fb = f.comm + mc._full("comm")
+    comm_fb = f.comm + mc.full_backward("comm")
     hidden = total = 0.0
     for op, n in counts.items():
         if op == FB:
             total += n * comm_fb
-            hidden += n * min(f.compute + mc._full("compute"), comm_fb)
+            hidden += n * min(f.compute + mc.full_backward("compute"), comm_fb)
             continue
         measured = mc.ops.get(op) or (mc.ops.get(BIN) if op == B else mc.ops.get(B) if op == BIN else None)
         if measured is not None:
