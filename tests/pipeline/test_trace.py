@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from xml.etree import ElementTree
 
 import pytest
 
@@ -159,6 +160,7 @@ def test_svg_has_one_row_per_rank_and_spans_in_their_lanes(tmp_path):
              S(3, "wait", "wait", 0.005, 0.006)]
     svg = to_svg(spans, tmp_path / "t.svg", caption=["predicted 9.0 ms   measured 10.0 ms"])
     assert (tmp_path / "t.svg").read_text() == svg
+    ElementTree.fromstring(svg)  # well-formed XML
     assert re.findall(r'<g class="rank" data-rank="(\d+)">', svg) == ["0", "3"]
     rects = _rects(svg)
     assert [(r["data-rank"], r["data-kind"], r["data-lane"]) for r in rects] == [
@@ -273,3 +275,11 @@ def test_meta_round_trips(tmp_path):
     save_json([S(0, "F", "chunk", 0, 1, 0)], tmp_path / "s.json", meta={"schedule": "dualpipev", "pp": 2})
     spans, meta = load_trace(tmp_path / "s.json")
     assert meta == {"schedule": "dualpipev", "pp": 2} and spans == [S(0, "F", "chunk", 0, 1, 0)]
+
+
+def test_svg_escapes_names_and_captions():
+    svg = to_svg([S(0, 'x<y & "z"', "compute", 0, 1, 0), S(0, "f&b", "comm", 0, 1)], title="a < b",
+                 caption=["step <1 ms> & more"])
+    root = ElementTree.fromstring(svg)
+    texts = ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "a < b" in texts and "step <1 ms> & more" in texts

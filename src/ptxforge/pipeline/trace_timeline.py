@@ -120,6 +120,11 @@ def nice_step(span: float, target: int = 8) -> float:
     return next(m * k for m in (1, 2, 5, 10) if m * k >= raw)
 
 
+def _attr(text: str) -> str:
+    """`text` escaped for an XML attribute in double quotes."""
+    return escape(text, {'"': "&quot;"})
+
+
 def _fit(text: str, width_px: float, char_px: float = 6.5) -> bool:
     return bool(text) and width_px >= char_px * len(text) + 4
 
@@ -193,8 +198,8 @@ def to_svg(spans: Iterable[TraceSpan], path: str | Path | None = None, title: st
             by_rank[s.rank].append(f'<rect x="{label_w + a * scale:.2f}" y="{sy:.1f}" '
                                    f'width="{max((b - a) * scale, 0.6):.2f}" height="{h:.1f}" fill="{fill}"{tint}/>')
         by_rank[s.rank].append(
-            f'<rect class="span" data-rank="{s.rank}" data-kind="{escape(s.kind)}" data-lane="{c.lane}" '
-            f'data-name="{escape(s.name)}" x="{x:.2f}" y="{sy:.1f}" width="{w:.2f}" height="{h:.1f}" fill="none" '
+            f'<rect class="span" data-rank="{s.rank}" data-kind="{_attr(s.kind)}" data-lane="{c.lane}" '
+            f'data-name="{_attr(s.name)}" x="{x:.2f}" y="{sy:.1f}" width="{w:.2f}" height="{h:.1f}" fill="none" '
             f'stroke="#222222" stroke-width="{c.border}"><title>{escape(tip)}</title></rect>')
         if c.parent and _fit(c.label, w, 5.0):  # above its children, in the band they leave free
             by_rank[s.rank].append(f'<text x="{x + 3:.2f}" y="{sy + lane_h * 0.3:.1f}" font-size="8">'
