@@ -283,3 +283,24 @@ def test_svg_escapes_names_and_captions():
     root = ElementTree.fromstring(svg)
     texts = ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
     assert "a < b" in texts and "step <1 ms> & more" in texts
+
+
+def _subgroup(rank: int, world: int):
+    import torch.distributed as dist
+
+    from ptxforge.pipeline.trace import gather_spans
+
+    group = dist.new_group([1, 2])  # every rank creates it; only its members gather
+    rec = Recorder(rank)
+    with rec.span("F", "compute", mb=rank):
+        pass
+    return gather_spans(rec, group) if rank in (1, 2) else "not a member"
+
+
+def test_gather_spans_over_a_subgroup_collects_on_its_first_member():
+    pytest.importorskip("torch")
+    from ptxforge.pipeline.launch import spawn
+
+    out = spawn(_subgroup, 3, start="fork", timeout=120)
+    assert out[0] == "not a member" and out[2] is None
+    assert [(s.rank, s.mb) for s in out[1]] == [(1, 1), (2, 2)]
