@@ -148,3 +148,17 @@ def test_plan_measured_bad_files(tmp_path, capsys):
     assert "is the same file as --measured" in capsys.readouterr().err
     assert main(["plan", "--svg", str(tmp_path / "x.svg")]) == 1
     assert "--svg goes with --measured SPANS.json" in capsys.readouterr().err
+
+
+def test_the_measured_step_without_step_spans_is_said_how_it_was_taken(tmp_path, capsys):
+    spans = [S(0, "F", "chunk", 0, 10, 0), S(0, "F", "chunk", 30, 40, 0)]
+    mc = measured_costs(spans, steps=2)
+    assert mc.step == 20 and mc.steps == 2 and "the extent of all spans / 2 steps" in mc.notes[-1]
+    by_attr = [S(0, "F", "chunk", 0, 10, 0, step=1), S(1, "F", "chunk", 2, 14, 0, step=1),
+               S(0, "F", "chunk", 30, 40, 0, step=2)]
+    mc = measured_costs(by_attr)
+    assert (mc.step, mc.steps) == (12, 2) and "from its spans' first start to last end" in mc.notes[-1]
+    path = tmp_path / "s.json"
+    save_json(spans, path, meta={"steps": 2})
+    assert main(["plan", "--measured", str(path)]) == 0
+    assert "note: measured step: the extent of all spans / 2 steps" in capsys.readouterr().out

@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(e)) from None
     if args.warmup_steps < 0:
         raise UserError(f"--warmup-steps must be >= 0, got {args.warmup_steps}")
-    mc = measured_costs(spans, args.warmup_steps)
+    steps = meta.get("steps")
+    mc = measured_costs(spans, args.warmup_steps, steps if isinstance(steps, int) and steps > 0 else None)
     schedule = args.schedule or str(meta.get("schedule", "dualpipev"))
     pp = _size(args, meta, "--pp", "pp", "pp", "pp_ranks")
     chunks = _size(args, meta, "--micro-batches", "micro_batches", "num_chunks", "micro_batches")

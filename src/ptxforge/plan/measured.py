@@ -148,23 +148,33 @@ def _chunk_parts(chunk: TraceSpan, rank_spans: list[TraceSpan]) -> tuple[float, 
     return length(comm_iv), length(exposed), cats["dispatch"], cats["combine"]
 
 
-def measured_step(spans: list[TraceSpan]) -> tuple[float | None, int]:
-    """(median step time, number of steps): from spans named "step" (grouped by attrs["step"] across ranks,
-    else one per span), or else the extent of all spans (one step)."""
-    steps = [s for s in spans if s.name == "step"]
-    if steps:
+def measured_step(spans: list[TraceSpan], steps: int | None = None) -> tuple[float | None, int, str]:
+    """(median step time, number of steps, how it was measured): from spans named "step" (grouped by
+    attrs["step"] across ranks, else one per span); else from the spans' attrs["step"] groups; else the extent
+    of all spans divided by `steps` (a run's meta says how many steps its spans cover; default 1)."""
+    marked = [s for s in spans if s.name == "step"]
+    if not marked and any("step" in s.attrs for s in spans):
+        marked = [s for s in spans if "step" in s.attrs]
+        how = "each step from its spans' first start to last end"
+    else:
+        how = "the step spans"
+    if marked:
         groups: dict[object, list[TraceSpan]] = {}
-        for n, s in enumerate(steps):
+        for n, s in enumerate(marked):
             groups.setdefault(s.attrs.get("step", ("span", n)), []).append(s)
         times = [max(s.end for s in g) - min(s.start for s in g) for g in groups.values()]
-        return _median(times), len(times)
+        return _median(times), len(times), how
     if not spans:
-        return None, 0
-    return max(s.end for s in spans) - min(s.start for s in spans), 1
+        return None, 0, "no spans"
+    k = steps or 1
+    extent = max(s.end for s in spans) - min(s.start for s in spans)
+    how = "the extent of all spans" + (f" / {k} steps (work between steps included)" if k > 1 else "")
+    return extent / k, k, how
 
 
-def measured_costs(spans: list[TraceSpan], warmup_steps: int = 0) -> MeasuredCosts:
-    """Per-op costs of a run from its spans (see the module docstring)."""
+def measured_costs(spans: list[TraceSpan], warmup_steps: int = 0, steps: int | None = None) -> MeasuredCosts:
+    """Per-op costs of a run from its spans (see the module docstring); `steps`: how many steps spans without
+    step marks cover (for the measured step)."""
     spans = [s for s in spans if not (isinstance(s.attrs.get("step"), int) and s.attrs["step"] < warmup_steps)]
     by_rank: dict[int, list[TraceSpan]] = {}
     for s in spans:
@@ -190,7 +200,9 @@ def measured_costs(spans: list[TraceSpan], warmup_steps: int = 0) -> MeasuredCos
     if BIN in ops and W not in ops:
         notes.append("B chunks deferred their weight gradients but no W chunk was recorded: W counts as 0")
     per_call = {k: [s.duration for s in spans if s.kind == COMM and category(s) == k] for k in ("dispatch", "combine")}
-    step, n_steps = measured_step(spans)
+    step, n_steps, how = measured_step(spans, steps)
+    if how != "the step spans":
+        notes.append(f"measured step: {how} (no spans named \"step\")")
     return MeasuredCosts(ops, _median(per_call["dispatch"]) if per_call["dispatch"] else None,
                          _median(per_call["combine"]) if per_call["combine"] else None, len(per_call["dispatch"]),
                          len(per_call["combine"]), step, n_steps, _median(_gaps(chunks)), len(by_rank), notes)
