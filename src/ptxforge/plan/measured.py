@@ -246,8 +246,9 @@ def predict(mc: MeasuredCosts, schedule: str, pp: int, num_chunks: int) -> Predi
     """Simulate `schedule` on `pp` pipeline ranks (processes along the pipeline; DualPipeV runs 2 stages on
     each) with `num_chunks` micro-batches and the measured costs. ValueError/ScheduleError name a bad size."""
     if F not in mc.ops:
-        raise ValueError("the spans hold no forward chunk (a span of kind \"chunk\" named F): nothing to predict "
-                         "from")
+        raise ValueError("the spans hold no forward chunk (a span of kind \"chunk\" named F), nothing to predict "
+                         "from; record each pipeline op as one: executor.trace = [] before step(), then "
+                         "rec.add(executor_spans(executor.trace, rank))")
     sched = _schedule_function(schedule)(pp, num_chunks)
     fb_planner = planner_fb(mc)
     serial = mc.costs(fb=mc.ops[F].duration + mc.backward_full)
