@@ -294,7 +294,9 @@ def _subgroup(rank: int, world: int):
     rec = Recorder(rank)
     with rec.span("F", "compute", mb=rank):
         pass
-    return gather_spans(rec, group) if rank in (1, 2) else "not a member"
+    out = gather_spans(rec, group) if rank in (1, 2) else "not a member"
+    dist.barrier()  # rank 0 holds the store the subgroup's members connect through: it must not leave first
+    return out
 
 
 def test_gather_spans_over_a_subgroup_collects_on_its_first_member():
