@@ -25,13 +25,15 @@ def test_simulator_predicts_a_real_dualpipev_step():
     between ops, and a rank also waits whenever its peer's op ran long, which means cannot show: in practice
     it predicts short. Measured on the 2-core machine at load 24-27 with 30 ms ops: -4% to -8%; with two more
     CPU-bound processes beside it -8% to -31% (the ranks' own work between ops then waits for a core)."""
-    (spans, walls), _ = spawn(trace_world.pipeline_run, 2, 4, 0.06, 0.06, 0.06, 3, start="fork", timeout=120)
+    (spans, walls0), (_, walls1) = spawn(trace_world.pipeline_run, 2, 4, 0.06, 0.06, 0.06, 3, start="fork",
+                                         timeout=120)
     mc = measured_costs(spans, warmup_steps=1)
     assert {"F", "B", "Bin", "W", "FB"} <= set(mc.ops) and mc.steps == 2
     assert mc.ops["F"].duration >= 0.06 and mc.ops["FB"].duration >= 0.18
     pred = predict(mc, "dualpipev", pp=2, num_chunks=4)
     assert -0.35 * mc.step <= pred.step - mc.step <= 0.1 * mc.step, "\n".join(report(mc, pred, spans))
-    assert min(walls[1:]) - 0.01 <= mc.step <= max(walls[1:]) + 0.01  # the step spans are the timed steps
+    # the measured step spans both ranks' step(): at least either rank's own time of it
+    assert mc.step >= min(walls0[1:] + walls1[1:]) - 1e-3
 
 
 @pytest.mark.slow
