@@ -6,6 +6,8 @@ Diverged: a pc per lane; each step runs the instruction at the lowest pc for the
 emit), with a periodic rotation so lanes spinning on a flag cannot starve the lanes that set it.
 Lanes waiting at a barrier or for their warp carry a flag bit in their pc; exited lanes hold EXITED.
 Diverged steps of lane-local code run on the lanes standing there only (compact.py: the same steps).
+Which lanes step next, the rotation, the watchdog's ticks and a Node's yields are `WaveSchedule`'s
+(wave_schedule.py), shared with compact.py's sessions.
 
 Blocks are placed on `num_sms` SMs up to the occupancy limit; resident blocks form one wave of lanes.
 Thread-block clusters: the CTAs of a cluster take consecutive slots of one wave (co-scheduled), in rank
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ptxforge.emu import compact
 from ptxforge.emu import op as C
 from ptxforge.emu.block_order import ClusterOrder
 from ptxforge.emu.compact import (
@@ -29,7 +32,6 @@ from ptxforge.emu.compact import (
     SHORT_SESSION,
     SHORT_SESSION_LARGE,
     Session,
-    plan_for,
     yield_edges,
 )
 from ptxforge.emu.device_printf import PRINTF_FIFO_SIZE, PrintfBuffer
@@ -40,16 +42,16 @@ from ptxforge.emu.op import EXITED, PC_MASK, WAIT_BAR, WAIT_WARP
 from ptxforge.emu.operands import FUNC_BASE
 from ptxforge.emu.ops_warp import warp_bits
 from ptxforge.emu.program import storage_dtype
-from ptxforge.emu.progress import TICK_MASK, Watch
+from ptxforge.emu.progress import Watch
 from ptxforge.emu.variable_limits import check_local
 from ptxforge.emu.waits import LoadWatch, where
+from ptxforge.emu.wave_schedule import WaveSchedule, one_context
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
     from ptxforge.emu.node import NodeClock
 
 NBARRIERS = 16
-ROTATE_EVERY = 64
 STATIC_CACHE_BYTES = 64 << 20  # static lane arrays a kernel's layout keeps, oldest launch shape dropped first
 QUANTUM = 128  # steps a launch runs before yielding to the others under a Node's scheduler
 
@@ -527,6 +529,7 @@ class Machine:
 
     # ------------------------------------------------------------------ the loop
     def _run_wave(self, first: int, nslots: int) -> Generator[None, None, None]:
+        """Run one wave to its end; the schedule (which lanes step next) is `WaveSchedule`'s."""
         st = self._setup(first, nslots)
         ops = self.ops
         regs = st.regs
@@ -535,21 +538,14 @@ class Machine:
         ex = None  # the lanes running the op, while diverged
         pend = 0  # converged steps not yet added to icount
         self.pcs = None
-        self.yielded: np.ndarray | None = None  # lanes of warps that took a back edge while diverged (see _yield_warps)
         self.pc = pc
-        div_steps = 0
         force = False
-        rot_last = -1
-        steps = 0
-        plan = plan_for(self)  # compacted stepping of lane-local code (compact.py), or None
-        spin_edges = yield_edges(self.layout, ops)
+        plan = compact.plan_for(self)  # compacted stepping of lane-local code (compact.py), or None
+        sched = WaveSchedule(self, yield_edges(self.layout, ops))
         # the score a region's sessions need (compact.py), and how fast a region found short earns a new try
         short, retry = (SHORT_SESSION_LARGE, 0.01) if st.N >= LARGE_WAVE else (SHORT_SESSION, 0.05)
         self.watch.new_wave()
-        self.wave_steps = lambda: steps  # a closure: sees the live count (for %clock)
-        # how often to check the watchdog (and, under a Node's scheduler, to yield to other launches)
-        yielding = self.concurrent
-        cmask = dmask = self.quantum - 1 if yielding else TICK_MASK
+        self.wave_steps = lambda: sched.steps  # (for %clock)
         try:
             while True:
                 if conv:
@@ -559,23 +555,15 @@ class Machine:
                         op.fn(st, st.live)
                         pc += 1
                         pend += 1
-                        steps += 1
-                        if steps & cmask == 0:
-                            self.pc = pc
-                            cmask = dmask = self._tick(pc, steps)
-                            if yielding:
-                                yield
-                                cmask = dmask = self.quantum - 1
+                        sched.steps += 1
+                        if sched.steps & sched.dmask == 0:
+                            yield from sched.tick(pc, sched.steps)
                         continue
                     if k == C.BRA:
                         pend += 1
-                        steps += 1
-                        if steps & cmask == 0:
-                            self.pc = pc
-                            cmask = dmask = self._tick(pc, steps - 1)  # steps run before this branch
-                            if yielding:
-                                yield
-                                cmask = dmask = self.quantum - 1
+                        sched.steps += 1
+                        if sched.steps & sched.dmask == 0:
+                            yield from sched.tick(pc, sched.steps - 1)  # steps run before this branch
                         if op.guard is None:
                             pc = op.target
                             continue
@@ -599,7 +587,7 @@ class Machine:
                             pcs[st.live_mask() & ~t] = pc + 1
                             self.pcs = pcs
                             conv = False
-                            div_steps = 0
+                            sched.diverged()
                         continue
                     if k == C.BAR and op.guard is None and op.extra.mode == "sync" and \
                             op.extra.count is None and not self.arrivals.any():
@@ -609,12 +597,12 @@ class Machine:
                             f(self)
                         pc += 1
                         pend += 1
-                        steps += 1
+                        sched.steps += 1
                         continue
                     if k == C.BAR and self.csize == 1 and op.extra.mode in ("carrive", "cwait"):
                         pc += 1  # one-CTA cluster: barrier.cluster has nothing to wait for
                         pend += 1
-                        steps += 1
+                        sched.steps += 1
                         continue
                     if k == C.EXIT and op.guard is None:
                         self._flush(pend + 1)
@@ -630,62 +618,45 @@ class Machine:
                     pcs[st.live_mask()] = pc
                     self.pcs = pcs
                     conv = False
-                    div_steps = 0
+                    sched.diverged()
                     force = True
                     continue
                 # ---------------------------------------------------------- diverged
                 pcs = self.pcs
-                yl = self.yielded
-                if yl is None:
-                    lo = int(pcs.min())
-                else:  # warps that took a back edge wait until every other runnable warp had its turn
-                    lo = int(pcs.min(where=~yl, initial=EXITED))
-                    if lo >= WAIT_BAR:  # all of them took their turn (or wait): a new round
-                        self.yielded = yl = None
-                        lo = int(pcs.min())
+                lo = sched.lowest(pcs)
                 if lo >= WAIT_BAR:
                     if lo == EXITED:
                         return
-                    if not self._wake_warp_waiters():
-                        self._deadlock()
+                    sched.all_waiting()
                     continue
                 ex = pcs == lo
                 nex = int(np.count_nonzero(ex))
                 if nex == self.nlive and not force and self._one_context():
                     conv = True
-                    self.yielded = None
+                    sched.converged()
                     pc = lo
                     continue
                 force = False
                 # (a session schedules by the lowest pc of all lanes: none while warps have yielded)
-                if plan is not None and yl is None and nex <= ENTER_FRACTION * st.N and \
-                        (div_steps + 1) % ROTATE_EVERY:
+                if plan is not None and sched.yielded is None and nex <= ENTER_FRACTION * st.N and \
+                        not sched.rotation_due(sched.div_steps + 1):
                     rid = plan.region[lo]
                     if rid >= 0:
                         if plan.score[rid] < short:
                             plan.score[rid] += retry  # sessions here were short: try again now and then
                         else:
                             session = Session(self, plan, lo, WAIT_BAR, EXITED)
-                            if session.start(lo, steps, dmask):
-                                steps, div_steps, rot_last, taken = session.run(steps, div_steps, rot_last,
-                                                                                dmask, ROTATE_EVERY)
-                                if taken:
-                                    continue
+                            if session.start(lo, sched) and session.run(sched):
+                                continue
                 P = lo
-                div_steps += 1
-                if div_steps % ROTATE_EVERY == 0:
-                    cand = pcs[(pcs > rot_last) & (pcs < WAIT_BAR)]
-                    P = int(cand.min()) if cand.size else lo
-                    rot_last = P if cand.size else -1
+                sched.div_steps += 1
+                if sched.rotation_due(sched.div_steps):
+                    P = sched.rotate(lo, pcs)
                     if P != lo:
                         ex = pcs == P
-                steps += 1
-                if steps & dmask == 0:
-                    self.pc = None
-                    cmask = dmask = self._tick(None, steps)
-                    if yielding:
-                        yield
-                        cmask = dmask = self.quantum - 1
+                sched.steps += 1
+                if sched.steps & sched.dmask == 0:
+                    yield from sched.tick(None, sched.steps)
                 op = ops[P]
                 k = op.kind
                 if k == C.WARPSYNC:
@@ -693,11 +664,7 @@ class Machine:
                     if ex is None:
                         continue
                 elif self.retstack is not None:
-                    # lanes inside a function called from different sites stay separate paths
-                    keys = self.top_ret[ex]
-                    kmin = keys.min()
-                    if keys.max() != kmin:
-                        ex = ex & (self.top_ret == kmin)
+                    ex = one_context(ex, self.top_ret)
                 # (where=: the masks here are mostly runs of lanes, which it skips fast; compact.py's data-
                 # dependent ones take op.advance)
                 np.add(self.icount, 1, out=self.icount, where=ex)
@@ -706,13 +673,13 @@ class Machine:
                     np.copyto(pcs, P + 1, where=ex)
                     if st.spun:  # a poll in vain: the next step is the rotation's (a try_wait suspends)
                         st.spun = False
-                        div_steps = ROTATE_EVERY - 1
+                        sched.spun()
                 elif k == C.BRA:
                     g = self._guard(op, ex)
                     np.copyto(pcs, P + 1, where=ex)
                     np.copyto(pcs, op.target, where=g)
-                    if spin_edges[P]:  # the back edge of a loop that may wait for other warps
-                        self._yield_warps(g)
+                    if sched.spin_edges[P]:  # the back edge of a loop that may wait for other warps
+                        sched.yield_warps(g)
                 elif k == C.EXIT:
                     g = self._guard(op, ex)
                     np.copyto(pcs, P + 1, where=ex)
@@ -746,7 +713,7 @@ class Machine:
             raise InternalEmulatorError(f"{op.where}: {op.text}: internal error while emulating: "
                                 f"{type(e).__name__}: {e}") from e
         finally:
-            self.steps += steps
+            self.steps += sched.steps
             self.wave_steps = lambda: 0
             if conv and pend:
                 self._flush(pend)
@@ -761,31 +728,12 @@ class Machine:
         first = self.describe_lane(int(np.argmax(lanes)))
         e.args = (f"{msg} ({first}{'' if n == 1 else f', the first of {n} threads running it'})", *e.args[1:])
 
-    def _yield_warps(self, lanes: np.ndarray) -> None:
-        """The warps of `lanes` took a back edge: they step again only once every runnable lane of the
-        other warps has taken one too (or waits), so a warp spinning at a low pc (a queue-head updater
-        waiting for the other warps to retire) no longer takes the steps of the warps it waits for."""
-        w = lanes.reshape(-1, 32).any(1)
-        if not w.any():
-            return
-        yl = self.yielded
-        if yl is None:
-            yl = self.yielded = np.zeros(lanes.size, bool)
-        yl.reshape(-1, 32)[w] = True
-
     def _one_context(self) -> bool:
         """True when every live lane is in the same call context (same return address on top)."""
         if self.retstack is None:
             return True
         tr = self.top_ret if self.st.live is None else self.top_ret[self.st.live]
         return tr.size == 0 or tr.min() == tr.max()
-
-    def _tick(self, pc, steps: int) -> int:
-        """The watchdog's look at the wave (progress.Watch); returns the step mask until the next one."""
-        probing = self.watch.tick(self, pc, steps)
-        if self.concurrent:
-            return self.quantum - 1
-        return 0 if probing else TICK_MASK
 
     def _flush(self, pend: int) -> None:
         if pend:
