@@ -9,9 +9,8 @@ takes the machine's own steps, in the machine's order (the lowest pc first, the 
 contexts kept apart: the one `WaveSchedule` of wave_schedule.py), on them: without masks while they all
 stand at one pc, with masks over the gathered lanes only when they do not. Lanes that cannot run again
 before the loop ends (past its last backward branch) go back to the machine after a branch, and the rest
-are compacted. A parked (not gathered) lane
-whose turn comes joins the session at a lane-local instruction; at an ordinary op or an exit it runs on the
-machine's own state, which holds everything about it.
+are compacted. A parked (not gathered) lane whose turn comes joins the session at a lane-local instruction;
+at an ordinary op or an exit it runs on the machine's own state, which holds everything about it.
 
 shfl runs in a session too, when the gathered lanes are whole warps in lane order and the lanes at the shfl are
 whole warps with nobody waiting (the machine's step would run exactly them; `Session._warps_ready`).
