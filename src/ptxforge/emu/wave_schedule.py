@@ -73,6 +73,7 @@ class WaveSchedule:
         self.div_steps = 0
 
     def converged(self) -> None:
+        """The wave reconverged: the yield round ends."""
         self.yielded = None
 
     def lowest(self, pcs: np.ndarray) -> int:
