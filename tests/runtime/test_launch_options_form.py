@@ -92,3 +92,10 @@ def test_ptxforge_and_its_benchmarks_use_the_documented_form():
     found = [f for d in ("src/ptxforge", "benchmarks") for p in sorted((ROOT / d).rglob("*.py"))
              for f in _loose_launches(p)]
     assert not found, "launches with the deprecated loose keywords:\n" + "\n".join(found)
+
+
+def test_the_warning_points_at_the_users_call_also_through_another_front_door(oob):
+    out = np.zeros(64, np.uint32)
+    with pytest.warns(DeprecationWarning) as got:
+        oob((1,), (64,), (out,), device="emu", num_sms=4)  # CuPy's spelling, forwarding to launch
+    assert got[0].filename == __file__ and "options=EmulatorOptions(num_sms=...)" in str(got[0].message)

@@ -9,6 +9,9 @@ launch's GPU is passed as it is.
 
 from __future__ import annotations
 
+import os
+import sys
+import types
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
@@ -72,6 +75,17 @@ def _config(grid: Any, block: Any, args: Any, shared_mem: Any, cluster: Any,
 DEPRECATED_LAUNCH_KEYWORDS = ("sanitize", "num_sms", "watchdog_s", "time_limit_s", "printf")
 
 
+def _user_level() -> int:
+    """The `stacklevel` that points a warning raised in our caller at the first frame outside ptxforge (the
+    user's call, also through the DSL's or CuPy-style launch)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _options(options: EmulatorOptions | dict[str, Any] | None, loose: dict[str, Any]) -> EmulatorOptions:
     """The launch's EmulatorOptions: `options=` as given, or made from the deprecated loose keywords (`loose`:
     each of DEPRECATED_LAUNCH_KEYWORDS, _UNSET where not given), with a DeprecationWarning naming the replacement."""
@@ -80,7 +94,7 @@ def _options(options: EmulatorOptions | dict[str, Any] | None, loose: dict[str, 
         kws = ", ".join(f"{k}=..." for k in given)
         warnings.warn(f"Kernel.launch({kws}) is deprecated: pass options=EmulatorOptions({kws}) "
                       f"(ptxforge.runtime.EmulatorOptions), or options={{...}} with the same names; the loose emulator "
-                      f"keywords will be removed in a later release", DeprecationWarning, stacklevel=3)
+                      f"keywords will be removed in a later release", DeprecationWarning, stacklevel=_user_level())
     if options is None:
         return EmulatorOptions(**given)
     defaults = EmulatorOptions()
