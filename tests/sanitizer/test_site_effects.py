@@ -81,6 +81,13 @@ def test_the_table_gives_each_async_family_its_part():
         fx((), "async", part="copies")
 
 
+def test_warp_sync_is_the_warp_fence():
+    text = (".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n    .reg .b32 %r<4>;\n"
+            "    bar.warp.sync -1;\n    bar.sync 0;\n    shfl.sync.idx.b32 %r1, %r2, 0, 31, -1;\n    ret;\n}\n")
+    body = [s for s in pf.parse(text).functions[0].body if hasattr(s, "opcode")]
+    assert [site_info(0, ins, None).warp_sync for ins in body] == [True, False, False, False]
+
+
 def test_strong_orders_are_the_tables():
     assert STRONG_ORDERS == {"relaxed", "acquire", "release", "acq_rel", "sc", "volatile", "mmio"}
     assert sites.STRONG is STRONG_ORDERS and node_races.STRONG is STRONG_ORDERS

@@ -77,7 +77,7 @@ def site_info(pc: int, ins: ir.Instruction, guard_slot: Any, wait_slot: int | No
                     fence=fence, strong_read=strong_read, strong_write=strong_write, scope=_scope(e),
                     async_copy=is_async, async_wait=wait,
                     async_commit=part == "commit",
-                    warp_sync=family == "bar.warp.sync", guard=guard_slot, mbarrier=mbar,
+                    warp_sync=e.memory == "fence" and e.lanes == "warp", guard=guard_slot, mbarrier=mbar,
                     mbar_wait=wait_slot if part == "mbarrier_wait" else None,
                     async_via_mbarrier=part == "arrive",
                     bulk=bulk, warpgroup=family == "wgmma.mma_async")
