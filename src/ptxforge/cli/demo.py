@@ -22,6 +22,7 @@ from ptxforge.ptx.printer import has_debug_info
 from ptxforge.ptx.validator import validate
 from ptxforge.runtime.cuda_device import cuda_device
 from ptxforge.runtime.cuda_driver import unavailable_reason
+from ptxforge.runtime.launch_config import EmulatorOptions
 from ptxforge.runtime.result import LaunchResult
 from ptxforge.toolchain import ToolNotFound, assemble, elf_sections, find_tool, ptxas_version
 
@@ -207,11 +208,11 @@ def _sanitize(m: ir.Module) -> bool:
     x = np.arange(512, dtype=np.float32)
     out = np.zeros(2, np.float32)
     m.kernel("block_sum").launch(grid=(2,), block=(256,), args=[x, out, np.int32(512)], device="emu",
-                                 sanitize=True)
+                                 options=EmulatorOptions(sanitize=True))
     print("block_sum (correct): no reports")
     try:
         m.kernel("block_sum_racy").launch(grid=(2,), block=(256,), args=[x, out, np.int32(512)], device="emu",
-                                          sanitize=True)
+                                          options=EmulatorOptions(sanitize=True))
     except SanitizerError as e:
         print(str(e.reports[0]))
         print(f"({len(e.reports)} distinct report{'s' * (len(e.reports) != 1)}, kinds: "
