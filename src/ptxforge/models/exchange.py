@@ -37,14 +37,15 @@ class Dispatch:
         x = wire.to_fp8(u) if self.fp8 else u.to(torch.bfloat16)
         out = buf.dispatch(x, num_tokens_per_rank=ntr, is_token_in_rank=in_rank, num_tokens_per_expert=nte,
                            topk_idx=idx, topk_weights=w.float(), async_finish=self.asynchronous)
-        state.update(out=out, k=idx.shape[1], hidden=u.shape[1])
+        state.update(out=out, k=idx.shape[1], hidden=u.shape[1], dtype=u.dtype)
 
     def finish(self, state: dict) -> Env:
         recv, ridx, rw, _, handle, event = state.pop("out")
         event.current_stream_wait()
-        rx = wire.from_fp8(*recv) if self.fp8 else recv.to(torch.float32)
+        dtype = state["dtype"]
+        rx = (wire.from_fp8(*recv) if self.fp8 else recv).to(dtype)
         state.update(handle=handle, n=rx.shape[0])
-        return {self.outputs[0]: rx, self.outputs[1]: ridx, self.outputs[2]: rw, f"handle{self.layer}": handle,
+        return {self.outputs[0]: rx, self.outputs[1]: ridx, self.outputs[2]: rw.to(dtype), f"handle{self.layer}": handle,
                 f"event{self.layer}": event}
 
     def issue_backward(self, grads: Env, state: dict) -> None:
@@ -53,15 +54,16 @@ class Dispatch:
         if g_rw is None:  # no row arrived here, or none was used
             g_rw = torch.zeros((n, state["k"]), dtype=torch.float32)
         if g_rx is None:
-            g_rx = torch.zeros((n, state["hidden"]), dtype=torch.float32)
+            g_rx = torch.zeros((n, state["hidden"]), dtype=state["dtype"])
         state["back"] = self.buffer.combine(g_rx.to(torch.bfloat16), handle, topk_weights=g_rw.float(),
                                             async_finish=self.asynchronous)
 
     def finish_backward(self, state: dict) -> Env:
         gx, gw, event = state.pop("back")
         event.current_stream_wait()
+        dtype = state["dtype"]
         state.clear()
-        return {self.inputs[0]: gx.to(torch.float32), self.inputs[2]: gw}
+        return {self.inputs[0]: gx.to(dtype), self.inputs[2]: gw.to(dtype)}
 
 
 class Combine:
@@ -75,14 +77,14 @@ class Combine:
 
     def issue(self, env: Env, state: dict) -> None:
         y, handle, dispatched = (env[n] for n in self.inputs)
-        state["handle"] = handle
+        state.update(handle=handle, dtype=y.dtype)
         state["out"] = self.buffer.combine(y.to(torch.bfloat16), handle, previous_event=dispatched,
                                            async_finish=self.asynchronous)
 
     def finish(self, state: dict) -> Env:
         out, _, event = state.pop("out")
         event.current_stream_wait()
-        return {self.outputs[0]: out.to(torch.float32)}
+        return {self.outputs[0]: out.to(state["dtype"])}
 
     def issue_backward(self, grads: Env, state: dict) -> None:
         g = grads[self.outputs[0]]
@@ -92,5 +94,6 @@ class Combine:
     def finish_backward(self, state: dict) -> Env:
         recv, *_, event = state.pop("back")
         event.current_stream_wait()
+        dtype = state["dtype"]
         state.clear()
-        return {self.inputs[0]: recv.to(torch.float32)}
+        return {self.inputs[0]: recv.to(dtype)}

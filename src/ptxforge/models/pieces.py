@@ -51,21 +51,22 @@ class Compute:
 @dataclass
 class Tape:
     """One micro-batch's forward: per piece, (piece, leaves, outputs) for a Compute or (piece, state) for an
-    exchange; `mb` labels the spans."""
+    exchange; `mb` (the micro-batch's number on its stage) and `stage` label the spans."""
 
-    mb: str
+    mb: int
+    stage: str = ""
     records: list[tuple] = field(default_factory=list)
 
 
 class _NoRecorder:
     @contextlib.contextmanager
-    def span(self, name: str, kind: str, mb: Any = None) -> Iterator[None]:
+    def span(self, name: str, kind: str, mb: Any = None, **attrs: Any) -> Iterator[None]:
         yield
 
-    def begin(self, name: str, kind: str, mb: Any = None) -> Any:
+    def begin(self, name: str, kind: str, mb: Any = None, **attrs: Any) -> Any:
         return None
 
-    def end(self, token: Any) -> None:
+    def end(self, token: Any, **attrs: Any) -> None:
         pass
 
 
@@ -82,14 +83,14 @@ def run_forward(pieces: list, env: Env, tape: Tape, rec: Any = NO_RECORDER) -> R
     """Run `pieces` on `env` (updated in place), recording `tape`; pauses once per exchange, after its issue."""
     for p in pieces:
         if isinstance(p, Compute):
-            with rec.span(p.name, "compute", mb=tape.mb), torch.enable_grad():
+            with rec.span(p.name, "compute", mb=tape.mb, stage=tape.stage, phase="forward"), torch.enable_grad():
                 leaves = {n: _leaf(env[n]) for n in p.inputs}
                 outs = p.fn(leaves)
             tape.records.append((p, leaves, outs))
             env.update({n: (t.detach() if isinstance(t, torch.Tensor) else t) for n, t in outs.items()})
         else:
             state: dict = {}
-            token = rec.begin(p.name, "comm", mb=tape.mb)
+            token = rec.begin(p.name, "comm", mb=tape.mb, stage=tape.stage)
             p.issue(env, state)
             yield
             env.update(p.finish(state))
@@ -112,7 +113,7 @@ def run_backward_pieces(tape: Tape, grads: Env, rec: Any = NO_RECORDER) -> Run:
             _, leaves, outs = record
             pairs = [(t, grads.pop(n)) for n, t in outs.items()
                      if n in grads and isinstance(t, torch.Tensor) and t.requires_grad]
-            with rec.span(p.name + " backward", "compute", mb=tape.mb):
+            with rec.span(p.name + " backward", "compute", mb=tape.mb, stage=tape.stage, phase="backward"):
                 if pairs:
                     run_backward([t for t, _ in pairs], [g for _, g in pairs])
             for n, leaf in leaves.items():
@@ -120,7 +121,7 @@ def run_backward_pieces(tape: Tape, grads: Env, rec: Any = NO_RECORDER) -> Run:
                     _add(grads, n, leaf.grad)
         else:
             state = record[1]
-            token = rec.begin(p.name + " backward", "comm", mb=tape.mb)
+            token = rec.begin(p.name + " backward", "comm", mb=tape.mb, stage=tape.stage)
             p.issue_backward({n: grads.pop(n, None) for n in p.outputs}, state)
             yield
             for n, g in p.finish_backward(state).items():

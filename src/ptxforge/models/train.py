@@ -22,8 +22,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ptxforge.ep.errors import EPPeerLostError, EPTimeoutError
+from ptxforge.errors import Error
 from ptxforge.models.moe import balance_bias
 from ptxforge.models.transformer import ModelConfig, Stage
+from ptxforge.pipeline.step_check import PeerFailed, StepTimeout
 
 
 @dataclass(frozen=True)
@@ -65,8 +68,53 @@ class TrainConfig:
         return out
 
 
-class TrainingStopped(RuntimeError):
+class TrainingStopped(Error, RuntimeError):
     """A rank failed; raised on every rank, naming the rank that failed first and its error."""
+
+
+# the errors a rank sees when another rank failed (the others are a failure of its own)
+_PEER_ERRORS = (PeerFailed, StepTimeout, EPPeerLostError, EPTimeoutError)
+FAILURE_KEY = "ptxforge.train/failed/"
+GRACE_S = 5.0  # how long a rank that saw a peer's failure looks for the failing rank's own report
+
+
+def _store() -> Any:
+    try:
+        return dist.distributed_c10d._get_default_store()  # private torch API: the rendezvous store
+    except Exception:  # noqa: BLE001 - then each rank reports only what it saw
+        return None
+
+
+def _where(cfg: TrainConfig, rank: int) -> str:
+    return f"rank {rank} (pp {rank // cfg.ep}, ep {rank % cfg.ep})"
+
+
+def _stopped(cfg: TrainConfig, rank: int, step: int, e: BaseException) -> TrainingStopped:
+    """The error this rank raises: the first rank's own failure, found through the rendezvous store."""
+    text = f"{type(e).__name__}: {str(e).strip()}"[:800]
+    origin = not isinstance(e, _PEER_ERRORS)
+    store = _store()
+    if store is not None:
+        try:
+            store.set(f"{FAILURE_KEY}{rank}", f"{int(origin)} {step} {text}")
+        except Exception:  # noqa: BLE001 - a store whose host rank died: report what this rank saw
+            store = None
+    if origin:
+        return TrainingStopped(f"{_where(cfg, rank)} failed in step {step}: {text}")
+    deadline = time.monotonic() + GRACE_S
+    while store is not None and time.monotonic() < deadline:
+        for r in range(cfg.pp * cfg.ep):
+            try:
+                found = store.check([f"{FAILURE_KEY}{r}"]) and store.get(f"{FAILURE_KEY}{r}").decode()
+            except Exception:  # noqa: BLE001 - as above
+                store = None
+                break
+            if found and found.startswith("1 "):
+                _, their_step, theirs = found.split(" ", 2)
+                return TrainingStopped(f"{_where(cfg, r)} failed in step {their_step}: {theirs} (so "
+                                       f"{_where(cfg, rank)} stopped: {text[:300]})")
+        time.sleep(0.05)
+    return TrainingStopped(f"{_where(cfg, rank)} stopped in step {step}: {text}")
 
 
 def tokens(cfg: TrainConfig, ep_rank: int) -> torch.Tensor:
@@ -192,7 +240,7 @@ def train_rank(rank: int, world: int, cfg: TrainConfig, recorder: Any = None,
             m.recorder = recorder
     model = DualPipe(tuple(mods), process_group=w.pp_group, timeout_s=cfg.timeout_s)
     set_p2p_tensor_shapes([(cfg.micro_batch, cfg.model.seq, cfg.model.hidden)])
-    set_p2p_tensor_dtype(torch.float32)
+    set_p2p_tensor_dtype(cfg.model.torch_dtype)
     data = tokens(cfg, w.ep_rank)
     half = data.shape[0] // 2
     first, second = data[:half], data[half:]
@@ -203,7 +251,9 @@ def train_rank(rank: int, world: int, cfg: TrainConfig, recorder: Any = None,
     else:
         x = labels = None
     replicated = [_replicated(m) for m in mods]
-    losses, seconds = [], []
+    losses: list[float] = []
+    seconds: list[float] = []
+    step = 0
     try:
         for step in range(1, cfg.steps + 1):
             t0 = time.perf_counter()
@@ -229,6 +279,10 @@ def train_rank(rank: int, world: int, cfg: TrainConfig, recorder: Any = None,
             seconds.append(time.perf_counter() - t0)
             if on_step is not None:
                 on_step(step, losses[-1], seconds[-1])
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        raise _stopped(cfg, rank, step, e) from e
     finally:
         if buffer is not None:
             buffer.destroy()

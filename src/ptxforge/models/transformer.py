@@ -37,11 +37,19 @@ class ModelConfig:
     layers: int = 2
     moe: MoEConfig = field(default_factory=lambda: MoEConfig(hidden=128, inter=64))
     seed: int = 0
+    dtype: str = "float32"       # the computation's ("float64": a PP x EP run equals one process's to ~1e-15,
+    # since no summation-order difference is large enough to flip a BF16 rounding of the traffic)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
 
     def __post_init__(self) -> None:
         if self.hidden % 128 or self.hidden % self.heads:
             raise ValueError(f"ModelConfig: hidden={self.hidden} must be a multiple of 128 (the FP8 groups) and "
                              f"of heads={self.heads}")
+        if self.dtype not in ("float32", "float64"):
+            raise ValueError(f"ModelConfig: dtype must be 'float32' or 'float64', got {self.dtype!r}")
         if self.moe.hidden != self.hidden:
             raise ValueError(f"ModelConfig: moe.hidden={self.moe.hidden} differs from hidden={self.hidden}")
 
@@ -63,6 +71,7 @@ class Block(nn.Module):
         self.qkv = nn.Parameter(torch.randn((3 * h, h), generator=gen) * h ** -0.5)
         self.out = nn.Parameter(torch.randn((h, h), generator=gen) * h ** -0.5 / cfg.layers ** 0.5)
         self.moe = MoE(cfg.moe, seed=cfg.seed * 1000 + layer + 500, rank=ep_rank, world=ep_world)
+        self.to(cfg.torch_dtype)
         self.step_load = torch.zeros(cfg.moe.num_experts, dtype=torch.int64)
 
     def attention(self, h: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -103,7 +112,7 @@ class StageRun:
     def __init__(self, stage: Stage, x: torch.Tensor) -> None:
         self.stage, self.x = stage, x
         self.env: Env = {"x": x}
-        self.tape = Tape(f"{stage.first}-{stage.last}:{stage.calls}")
+        self.tape = Tape(stage.calls, f"layers {stage.first}-{stage.last - 1}")
         stage.calls += 1
         self.run = run_forward(stage.pieces, self.env, self.tape, stage.recorder)
 
@@ -146,6 +155,7 @@ class Stage(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg, n, *held) for n in range(first, last))
         self.norm = nn.Parameter(torch.ones(cfg.hidden)) if last == cfg.layers else None
         self.head = nn.Parameter(head) if last == cfg.layers else None
+        self.to(cfg.torch_dtype)
         self.recorder: Any = NO_RECORDER
         self.calls = 0
         self.partner: Any = None  # a forward run to interleave with the next backward (the overlap hook's)
