@@ -23,7 +23,7 @@ from torch import nn
 from ptxforge.models import wire
 from ptxforge.models.exchange import Combine, Dispatch
 from ptxforge.models.moe import MoE, MoEConfig, route
-from ptxforge.models.pieces import NO_RECORDER, Compute, Env, Tape, drain, interleave, run_backward_pieces, \
+from ptxforge.models.pieces import NO_RECORDER, Compute, Env, Run, Tape, drain, interleave, run_backward_pieces, \
     run_forward
 from ptxforge.pipeline.weight_grad import run_backward
 
@@ -90,6 +90,13 @@ class Block(nn.Module):
 
 class InjectedFault(RuntimeError):
     """The failure `Stage.fault` plants in the overlapped chunk (for fault tests and `ptxforge train --fail-rank`)."""
+
+
+def _failing(run: Run, message: str) -> Run:
+    """`run` until its first exchange is in flight, then InjectedFault (the calls so far are the healthy ones')."""
+    next(run, None)
+    yield
+    raise InjectedFault(message)
 
 
 class _Bridge(torch.autograd.Function):
@@ -221,13 +228,11 @@ class Stage(nn.Module):
         """DualPipe's hook: forward of one micro-batch on module0 and backward of another on module1, their
         pieces interleaved (with `overlap` off: the forward, then the backward, every call synchronous)."""
         r0 = module0.start(*inputs0)
-        if module0.fault is not None:  # with the forward's first exchange in flight
-            next(r0.run, None)
-            raise InjectedFault(module0.fault)
+        run0 = r0.run if module0.fault is None else _failing(r0.run, module0.fault)
         if module0.overlap:
-            module1.partner = r0.run
+            module1.partner = run0
         else:
-            drain(r0.run)
+            drain(run0)
         if loss1 is not None:
             loss1.backward()
             loss1.detach_()
@@ -235,7 +240,7 @@ class Stage(nn.Module):
             run_backward(outputs1, output_grads1)
         if module1.partner is not None:  # no backward ran through module1's pieces
             module1.partner = None
-            drain(r0.run)
+            drain(run0)
         outputs0 = r0.output()
         loss0 = criterion0(outputs0, *labels0) if criterion0 is not None else None
         return [outputs0], loss0
