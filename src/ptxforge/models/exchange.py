@@ -45,8 +45,8 @@ class Dispatch:
         dtype = state["dtype"]
         rx = (wire.from_fp8(*recv) if self.fp8 else recv).to(dtype)
         state.update(handle=handle, n=rx.shape[0])
-        return {self.outputs[0]: rx, self.outputs[1]: ridx, self.outputs[2]: rw.to(dtype), f"handle{self.layer}": handle,
-                f"event{self.layer}": event}
+        return {self.outputs[0]: rx, self.outputs[1]: ridx, self.outputs[2]: rw.to(dtype),
+                f"handle{self.layer}": handle, f"event{self.layer}": event}
 
     def issue_backward(self, grads: Env, state: dict) -> None:
         g_rx, _, g_rw = (grads[n] for n in self.outputs)

@@ -137,10 +137,10 @@ def _sgd(modules: list[Stage], grads: list[list[torch.Tensor]], loads: list[list
     with torch.no_grad():
         for m, gs, ls in zip(modules, grads, loads, strict=True):
             for p, g in zip(m.parameters(), gs, strict=True):
-                p -= cfg.lr * g
-            for b, load in zip(m.blocks, ls, strict=True):
-                balance_bias(b.moe.bias, load, cfg.model.moe.bias_rate)  # type: ignore[union-attr]
-                b.step_load.zero_()  # type: ignore[union-attr]
+                p.sub_(cfg.lr * g)
+            for b, load in zip(m.block_list, ls, strict=True):
+                balance_bias(b.moe.bias, load, cfg.model.moe.bias_rate)
+                b.step_load.zero_()
 
 
 def _grads(m: Stage) -> list[torch.Tensor]:
@@ -170,7 +170,7 @@ def _reference_steps(cfg: TrainConfig, model: Stage, data: list[torch.Tensor], o
                 loss = criterion(model(mb[:, :-1]), mb[:, 1:])
                 loss.backward()
                 losses.append(float(loss.detach()))
-        _sgd([model], [_grads(model)], [[b.step_load.clone() for b in model.blocks]], cfg)  # type: ignore[union-attr]
+        _sgd([model], [_grads(model)], [[b.step_load.clone() for b in model.block_list]], cfg)
         out.append(sum(losses) / len(losses))
 
 
@@ -249,7 +249,7 @@ def train_rank(rank: int, world: int, cfg: TrainConfig, recorder: Any = None,
     elif w.pp_rank == cfg.pp - 1:
         x, labels = second[:, :-1], first[:, 1:]
     else:
-        x = labels = None
+        x = labels = None  # type: ignore[assignment]  # a middle pipeline rank gets neither
     replicated = [_replicated(m) for m in mods]
     losses: list[float] = []
     seconds: list[float] = []
@@ -269,8 +269,8 @@ def train_rank(rank: int, world: int, cfg: TrainConfig, recorder: Any = None,
             if span is not None:
                 span.__exit__(None, None, None)
             grads = _sum_copies(w, cfg, [_grads(m) for m in mods], replicated)
-            loads = _sum_copies(w, cfg, [[b.step_load for b in m.blocks] for m in mods],  # type: ignore[union-attr]
-                                [[True] * len(m.blocks) for m in mods])
+            loads = _sum_copies(w, cfg, [[b.step_load for b in m.block_list] for m in mods],
+                                [[True] * len(m.block_list) for m in mods])
             _sgd(mods, grads, loads, cfg)
             total = torch.tensor([float(loss.sum()) if loss is not None else 0.0,
                                   float(loss.numel()) if loss is not None else 0.0], dtype=torch.float64)

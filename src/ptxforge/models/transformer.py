@@ -23,8 +23,17 @@ from torch import nn
 from ptxforge.models import wire
 from ptxforge.models.exchange import Combine, Dispatch
 from ptxforge.models.moe import MoE, MoEConfig, route
-from ptxforge.models.pieces import NO_RECORDER, Compute, Env, Run, Tape, drain, interleave, run_backward_pieces, \
-    run_forward
+from ptxforge.models.pieces import (
+    NO_RECORDER,
+    Compute,
+    Env,
+    Run,
+    Tape,
+    drain,
+    interleave,
+    run_backward_pieces,
+    run_forward,
+)
 from ptxforge.pipeline.weight_grad import run_backward
 
 
@@ -169,8 +178,12 @@ class Stage(nn.Module):
         self.fault: str | None = None  # fault injection: the next overlapped chunk raises InjectedFault(fault)
         self.pieces = self._pieces(buffer)
 
+    @property
+    def block_list(self) -> list[Block]:
+        return [b for b in self.blocks if isinstance(b, Block)]
+
     def _pieces(self, buffer: Any) -> list:
-        blocks: list[Block] = list(self.blocks)  # type: ignore[arg-type]
+        blocks = self.block_list
         out: list = [Compute(f"attention {self.first}", ("x",), self._enter)]
         for b in blocks:
             n = b.layer
@@ -187,7 +200,7 @@ class Stage(nn.Module):
     def _enter(self, t: Env) -> Env:
         x = t["x"]
         h = self.embed[x] + self.pos[:x.shape[1]] if self.embed is not None and self.pos is not None else x
-        return self.blocks[0].attention(h)
+        return self.block_list[0].attention(h)
 
     def _emulated(self, b: Block):
         def fn(t: Env) -> Env:
@@ -207,7 +220,7 @@ class Stage(nn.Module):
             h2 = t[f"h2{n}"]
             h = h2 + (t[f"shared{n}"] + t[f"comb{n}"]).view_as(h2)
             if n + 1 < self.last:
-                return self.blocks[n + 1 - self.first].attention(h)
+                return self.block_list[n + 1 - self.first].attention(h)
             if self.head is not None and self.norm is not None:
                 return {"out": _rms_norm(h, self.norm) @ self.head.T}
             return {"out": h}
