@@ -221,11 +221,11 @@ def _replicated(m: Stage) -> list[bool]:
 
 
 def train_rank(rank: int, world: int, cfg: TrainConfig, recorder: Any = None,
-               on_step: Callable[[int, float, float], None] | None = None) -> dict:
+               on_step: Callable[[int, float, float], None] | None = None, record_steps: int | None = None) -> dict:
     """One rank's training (call on every rank of an initialized gloo world of pp * ep ranks). Returns
     {"losses": the mean loss of every step over all micro-batches and ranks, "seconds": per step}.
-    `recorder` (a `ptxforge.pipeline.trace.Recorder`) times every piece; `on_step(step, loss, seconds)` is
-    called on every rank after each step."""
+    `recorder` (a `ptxforge.pipeline.trace.Recorder`) times every piece (of the last `record_steps` steps
+    only, if given); `on_step(step, loss, seconds)` is called on every rank after each step."""
     import ptxforge.ep as deep_ep
     from ptxforge.pipeline import DualPipe, set_p2p_tensor_dtype, set_p2p_tensor_shapes
 
@@ -262,12 +262,9 @@ def train_rank(rank: int, world: int, cfg: TrainConfig, recorder: Any = None,
                 m.calls = 0
                 m.fault = (f"fault injected on rank {rank} (pp {w.pp_rank}, ep {w.ep_rank}) in step {step}"
                            if rank == cfg.fail_rank and step == cfg.fail_step else None)
-            span = recorder.span(f"step {step}", "step") if recorder is not None else None
-            if span is not None:
-                span.__enter__()
+            if recorder is not None and record_steps is not None and step == cfg.steps - record_steps + 1:
+                recorder.clear()  # the spans of the steps before are not kept
             loss, _ = model.step(x, num_chunks=cfg.chunks, criterion=criterion, labels=(labels,))
-            if span is not None:
-                span.__exit__(None, None, None)
             grads = _sum_copies(w, cfg, [_grads(m) for m in mods], replicated)
             loads = _sum_copies(w, cfg, [[b.step_load for b in m.block_list] for m in mods],
                                 [[True] * len(m.block_list) for m in mods])
