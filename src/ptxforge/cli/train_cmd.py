@@ -75,7 +75,8 @@ def rank_main(rank: int, world: int, cfg: TrainConfig, record_steps: int, quiet:
     return dict(res, spans=spans)
 
 
-def _spawned(cfg: TrainConfig, record_steps: int, quiet: bool) -> dict:
+def spawned(cfg: TrainConfig, record_steps: int, quiet: bool) -> dict:
+    """Rank 0's result of pp * ep ranks started here; TrainingStopped naming the rank that failed first."""
     world = cfg.pp * cfg.ep
     try:
         # a rank that fails returns its TrainingStopped text; the others' name the same first failure
@@ -153,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
               f"{'overlapped' if cfg.overlap else 'synchronous'} calls, backend {cfg.backend}", flush=True)
     t0 = time.perf_counter()
     res = _torchrun(cfg, args.record_steps, args.quiet) if under_torchrun else \
-        _spawned(cfg, args.record_steps, args.quiet)
+        spawned(cfg, args.record_steps, args.quiet)
     if res is None:
         return 0
     losses = res["losses"]

@@ -22,10 +22,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+import ptxforge.ep as deep_ep
 from ptxforge.ep.errors import EPPeerLostError, EPTimeoutError
 from ptxforge.errors import Error
 from ptxforge.models.moe import balance_bias
 from ptxforge.models.transformer import ModelConfig, Stage
+from ptxforge.pipeline.comm import set_p2p_tensor_dtype, set_p2p_tensor_shapes
+from ptxforge.pipeline.executor import DualPipe
 from ptxforge.pipeline.step_check import PeerFailed, StepTimeout
 
 
@@ -226,9 +229,6 @@ def train_rank(rank: int, world: int, cfg: TrainConfig, recorder: Any = None,
     {"losses": the mean loss of every step over all micro-batches and ranks, "seconds": per step}.
     `recorder` (a `ptxforge.pipeline.trace.Recorder`) times every piece (of the last `record_steps` steps
     only, if given); `on_step(step, loss, seconds)` is called on every rank after each step."""
-    import ptxforge.ep as deep_ep
-    from ptxforge.pipeline import DualPipe, set_p2p_tensor_dtype, set_p2p_tensor_shapes
-
     if world != cfg.pp * cfg.ep:
         raise ValueError(f"train_rank: the world has {world} ranks, pp * ep = {cfg.pp * cfg.ep}")
     w = make_world(cfg, rank)
