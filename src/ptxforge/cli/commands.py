@@ -301,8 +301,10 @@ def _train(sub: Subparsers) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds any rank waits for another before every rank stops with an error")
     p.add_argument("--quiet", action="store_true", help="no line per step")
-    p.add_argument("--fail-rank", type=int, default=None, help=argparse.SUPPRESS)  # fault injection (tests)
-    p.add_argument("--fail-step", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--fail-rank", type=int, default=None, metavar="RANK",
+                   help="fault injection: this rank raises inside its first overlapped chunk of --fail-step "
+                        "(every rank must then stop with an error naming it)")
+    p.add_argument("--fail-step", type=int, default=1, help="the step --fail-rank fails in")
     return _runs(p, "train_cmd")
 
 
