@@ -79,11 +79,14 @@ def _leaf(t: Any) -> Any:
     return t
 
 
-def run_forward(pieces: list, env: Env, tape: Tape, rec: Any = NO_RECORDER) -> Run:
-    """Run `pieces` on `env` (updated in place), recording `tape`; pauses once per exchange, after its issue."""
+def run_forward(pieces: list, env: Env, tape: Tape, rec: Any = NO_RECORDER, grad: bool = True) -> Run:
+    """Run `pieces` on `env` (updated in place), recording `tape`; pauses once per exchange, after its issue.
+    `grad`: build the autograd graph (also when resumed inside another micro-batch's backward, where autograd
+    has turned it off)."""
     for p in pieces:
         if isinstance(p, Compute):
-            with rec.span(p.name, "compute", mb=tape.mb, stage=tape.stage, phase="forward"), torch.enable_grad():
+            with rec.span(p.name, "compute", mb=tape.mb, stage=tape.stage, phase="forward"), \
+                    torch.set_grad_enabled(grad):
                 leaves = {n: _leaf(env[n]) for n in p.inputs}
                 outs = p.fn(leaves)
             tape.records.append((p, leaves, outs))

@@ -130,11 +130,12 @@ class StageRun:
         self.env: Env = {"x": x}
         self.tape = Tape(stage.calls, f"layers {stage.first}-{stage.last - 1}")
         stage.calls += 1
-        self.run = run_forward(stage.pieces, self.env, self.tape, stage.recorder)
+        self.grad = torch.is_grad_enabled()
+        self.run = run_forward(stage.pieces, self.env, self.tape, stage.recorder, self.grad)
 
     def output(self) -> torch.Tensor:
         out = self.env.pop("out")
-        if not torch.is_grad_enabled():
+        if not self.grad:
             return out
         x = self.x if self.x.is_floating_point() else torch.zeros((), requires_grad=True)  # an anchor
         return _Bridge.apply(self, x, out)
