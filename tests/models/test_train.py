@@ -66,6 +66,16 @@ def test_twenty_steps_equal_one_process(fp8, overlap):
     assert losses[-1] < losses[0] * 0.1
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+def test_kernels_backend_equals_one_process(fp8):
+    """backend="kernels": the DSL communication kernels on emulated GPUs (synchronous calls)."""
+    cfg = replace(QUICK, steps=2, fp8=fp8, backend="kernels", timeout_s=300)
+    losses = _every_rank(cfg)
+    assert _rel(losses, reference_losses(cfg)) <= 1e-12, losses
+    assert losses[-1] < losses[0]
+
+
 def _failing_rank(rank: int, world: int, cfg: TrainConfig) -> dict:
     t0 = time.monotonic()
     try:
