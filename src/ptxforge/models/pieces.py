@@ -79,7 +79,8 @@ def _leaf(t: Any) -> Any:
     return t
 
 
-def run_forward(pieces: list, env: Env, tape: Tape, rec: Any = NO_RECORDER, grad: bool = True) -> Run:
+def run_forward(pieces: list[Compute | Exchange], env: Env, tape: Tape, rec: Any = NO_RECORDER,
+                grad: bool = True) -> Run:
     """Run `pieces` on `env` (updated in place), recording `tape`; pauses once per exchange, after its issue.
     `grad`: build the autograd graph (also when resumed inside another micro-batch's backward, where autograd
     has turned it off)."""
