@@ -162,11 +162,11 @@ def test_svg_has_one_row_per_rank_and_spans_in_their_lanes(tmp_path):
     assert re.findall(r'<g class="rank" data-rank="(\d+)">', svg) == ["0", "3"]
     rects = _rects(svg)
     assert [(r["data-rank"], r["data-kind"], r["data-lane"]) for r in rects] == [
-        ("0", "compute", "0"), ("0", "comm", "1"), ("3", "compute", "0"), ("3", "comm", "1"), ("3", "wait", "1")]
+        ("0", "compute", "0"), ("0", "comm", "1"), ("3", "compute", "0"), ("3", "wait", "1"), ("3", "comm", "1")]
     # x positions follow time (1100 px over 10 ms, after a 92 px label column); rank 3's rows sit lower
     xs = [float(r["x"]) for r in rects]
-    assert xs == pytest.approx([92.0, 92 + 110, 92 + 220, 92 + 660, 92 + 550])
-    assert [float(r["width"]) for r in rects] == pytest.approx([440, 220, 660, 440, 110])
+    assert xs == pytest.approx([92.0, 92 + 110, 92 + 220, 92 + 550, 92 + 660])
+    assert [float(r["width"]) for r in rects] == pytest.approx([440, 220, 660, 110, 440])
     ys = {(r["data-rank"], r["data-lane"]): float(r["y"]) for r in rects}
     assert ys[("0", "0")] < ys[("0", "1")] < ys[("3", "0")] < ys[("3", "1")]
     # the overlap strip: rank 0 overlapped 1-3 ms; rank 3 overlapped 6-8 ms; each row's share at its end
@@ -174,6 +174,22 @@ def test_svg_has_one_row_per_rank_and_spans_in_their_lanes(tmp_path):
     assert [(r, float(x), float(w)) for r, x, w in strips] == [("0", 202.0, 220.0), ("3", 752.0, 220.0)]
     assert ">100%</text>" in svg and ">50%</text>" in svg
     assert "predicted 9.0 ms   measured 10.0 ms" in svg and "Dispatch" in svg and "Combine" in svg
+
+
+def test_svg_nests_spans_splits_fb_chunks_and_marks_steps():
+    spans = [S(0, "step", "step", 0.0, 0.010, step=4), S(0, "F", "chunk", 0.0, 0.004, 1),
+             S(0, "attention", "compute", 0.0, 0.002, 1), S(0, "FB", "chunk", 0.005, 0.009, 2)]
+    svg = to_svg(spans)
+    rects = {r["data-name"]: r for r in _rects(svg)}
+    assert set(rects) == {"F", "attention", "FB"}  # the step is a boundary, not a cell
+    assert float(rects["attention"]["y"]) > float(rects["F"]["y"])  # the child sits in its parent's lower band
+    assert float(rects["attention"]["height"]) < float(rects["F"]["height"])
+    assert 'fill-opacity="0.35"' in svg  # the F envelope, which has a span inside, is tinted
+    # FB without children: an orange half and a green half (DualPipe's figure), each 220 px of the 440
+    halves = re.findall(r'<rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)" height="[\d.]+" fill="(#F4B13E|#7AD151)"/>',
+                        svg)
+    assert (f"{92 + 550:.2f}", "220.00", "#F4B13E") in halves and (f"{92 + 770:.2f}", "220.00", "#7AD151") in halves
+    assert '<line class="step"' in svg and ">step 4</text>" in svg
 
 
 def test_png_is_written(tmp_path):
@@ -240,6 +256,7 @@ def test_chunk_envelopes_are_not_computation():
 @pytest.mark.parametrize(("span", "cat"), [
     (S(0, "F", "chunk", 0, 1), "forward"), (S(0, "forward.layer3", "compute", 0, 1), "forward"),
     (S(0, "B", "chunk", 0, 1), "backward"), (S(0, "W", "chunk", 0, 1), "weight"), (S(0, "FB", "chunk", 0, 1), "fb"),
+    (S(0, "attention.backward", "compute", 0, 1), "backward"),
     (S(0, "mlp", "compute", 0, 1, phase="bwd"), "backward"), (S(0, "mlp", "compute", 0, 1), "compute"),
     (S(0, "dispatch", "comm", 0, 1), "dispatch"), (S(0, "low_latency_combine", "comm", 0, 1), "combine"),
     (S(0, "recv", "comm", 0, 1), "p2p"), (S(0, "allreduce", "comm", 0, 1), "comm"), (S(0, "x", "wait", 0, 1), "wait"),

@@ -39,6 +39,7 @@ PLAN_DESCRIPTION = """\
 
     ptxforge plan --preset deepseek-v3-h800 [--PARAM VALUE ...] [--routing FILE | --scores random|skewed]
                   [--json] [--png FILE]
+    ptxforge plan --measured spans.json [--schedule dualpipev --pp 2 --micro-batches 8] [--svg F] [--png F]
 
 Every model parameter is an option (`--tokens 8192`, `--scaleout-gbs 100`); `--list` shows the presets and
 the parameters with their values and sources.
@@ -224,7 +225,8 @@ class _StrictParams(argparse.ArgumentParser):
             bad = next((a for a in extras if a.startswith("-")), extras[0])
             valid = ", ".join("--" + n.replace("_", "-") for n in PARAM_NAMES)
             self.exit(1, f"{self.prog}: error: unknown parameter {bad!r}; valid parameters: {valid} "
-                         f"(and --preset, --routing, --scores, --seed, --json, --png, --list)\n")
+                         f"(and --preset, --routing, --scores, --seed, --json, --png, --list, --measured, "
+                         f"--schedule, --warmup-steps, --svg)\n")
         return ns, []
 
 
@@ -242,6 +244,16 @@ def _plan(sub: Subparsers) -> argparse.ArgumentParser:
                                                                   "top-k instead of the average-case formula")
     p.add_argument("--seed", type=int, default=0, help="seed of --scores (default 0)")
     p.add_argument("--list", action="store_true", help="list the presets and parameters with their sources")
+    m = p.add_argument_group("a measured run (ptxforge.pipeline.trace spans): predicted against measured")
+    m.add_argument("--measured", metavar="SPANS.json", help="read a run's spans (save_json), take its per-op "
+                   "costs, predict its step and overlap, print both side by side; --pp (pipeline ranks) and "
+                   "--micro-batches default to the file's meta")
+    m.add_argument("--schedule", choices=SCHEDULES, type=str.lower,
+                   help="with --measured: the run's schedule (default: the file's meta, else dualpipev)")
+    m.add_argument("--warmup-steps", type=int, default=0, metavar="N",
+                   help="with --measured: leave out the first N steps (spans with attrs step < N)")
+    m.add_argument("--svg", metavar="FILE", help="with --measured: the measured timeline, the comparison in its "
+                   "caption (--png writes it as PNG)")
     g = p.add_argument_group("model parameters (default: the preset's)")
     for n in PARAM_NAMES:
         kind: Any = PARAM_TYPES[n]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -113,6 +113,17 @@ class Recorder:
             self._done.append(s)
         return s
 
+    def add(self, spans: Iterable[TraceSpan]) -> None:
+        """Add spans timed elsewhere (e.g. `executor_spans(executor.trace, rank)`) on this recorder's clock."""
+        if not self.enabled:
+            return
+        spans = list(spans)
+        bad = [s for s in spans if not isinstance(s, TraceSpan)]
+        if bad:
+            raise TypeError(f"Recorder.add takes TraceSpan objects, got {type(bad[0]).__name__}")
+        with self._lock:
+            self._done.extend(spans)
+
     @property
     def spans(self) -> list[TraceSpan]:
         """The finished spans, in order of start."""
@@ -157,15 +168,16 @@ def gather_spans(rec: Recorder, group: Any = None) -> list[TraceSpan] | None:
     return sorted(normalized(spans), key=lambda s: (s.rank, s.start, s.end))
 
 
-def executor_spans(trace: list[Any], rank: int, kind: str = CHUNK, offset: float = 0.0) -> list[TraceSpan]:
+def executor_spans(trace: list[Any], rank: int, kind: str = CHUNK, offset: float = 0.0,
+                   **attrs: Any) -> list[TraceSpan]:
     """Spans of the compute ops an executor timed (`executor.trace = []` before its steps: a list of
     (op, start, end, cpu seconds)), one per F, B, W or FB op, named by the op's kind, with its micro-batch
-    and attrs module (and bmodule, bmb for FB), zb, cpu. kind "chunk" by default: an op's span may contain
-    communication it waited for; pass kind="compute" when the stages compute only."""
+    and attrs module (and bmodule, bmb for FB), zb, cpu, plus `attrs` (e.g. step=k). Kind "chunk" by
+    default: an op's span may contain communication it waited for; kind="compute" when stages compute only."""
     out = []
     for op, t0, t1, cpu in trace:
-        attrs: dict[str, Any] = {"module": op.module, "zb": bool(op.zb), "cpu": cpu}
+        a: dict[str, Any] = {"module": op.module, "zb": bool(op.zb), "cpu": cpu, **attrs}
         if op.kind == FB:
-            attrs.update(bmodule=op.bmodule, bmb=op.bmb)
-        out.append(TraceSpan(rank, op.kind, kind, t0 + offset, t1 + offset, op.mb, attrs))
+            a.update(bmodule=op.bmodule, bmb=op.bmb)
+        out.append(TraceSpan(rank, op.kind, kind, t0 + offset, t1 + offset, op.mb, a))
     return out

@@ -76,9 +76,11 @@ def category(s: TraceSpan) -> str:
             if key in word:
                 return key
         return "p2p" if any(k in word for k in ("send", "recv", "p2p")) else "comm"
-    for key, words in NAMES.items():
-        if word in words or word.split(".")[0] in words:
-            return key
+    parts = word.split(".")
+    for part in (parts[0], parts[-1]):  # "forward.attention" or "attention.backward"
+        for key, words in NAMES.items():
+            if part in words:
+                return key
     return "compute"
 
 
