@@ -134,8 +134,9 @@ def report(res: dict, cfg: TrainConfig, picture: str, spans_json: str | None, re
     print(f"wrote the timeline to {picture}")
     if spans_json:
         with output_path(spans_json, "--spans") as tmp:
-            trace.save_json(spans, tmp, meta={"pp": cfg.pp, "ep": cfg.ep, "fp8": cfg.fp8, "overlap": cfg.overlap,
-                                              "steps": shown})
+            trace.save_json(spans, tmp, meta={"schedule": "dualpipe", "pp": cfg.pp, "micro_batches": cfg.chunks,
+                                              "ep": cfg.ep, "fp8": cfg.fp8, "overlap": cfg.overlap,
+                                              "steps": shown, "first_step": cfg.steps - shown + 1})
         print(f"wrote the spans to {spans_json}")
 
 

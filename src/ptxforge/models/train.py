@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -27,6 +27,7 @@ from ptxforge.ep.errors import EPPeerLostError, EPTimeoutError
 from ptxforge.errors import Error
 from ptxforge.models.moe import balance_bias
 from ptxforge.models.transformer import ModelConfig, Stage
+from ptxforge.pipeline import trace
 from ptxforge.pipeline.comm import set_p2p_tensor_dtype, set_p2p_tensor_shapes
 from ptxforge.pipeline.executor import DualPipe
 from ptxforge.pipeline.step_check import PeerFailed, StepTimeout
@@ -264,7 +265,7 @@ def train_rank(rank: int, world: int, cfg: TrainConfig, recorder: Any = None,
                            if rank == cfg.fail_rank and step == cfg.fail_step else None)
             if recorder is not None and record_steps is not None and step == cfg.steps - record_steps + 1:
                 recorder.clear()  # the spans of the steps before are not kept
-            loss, _ = model.step(x, num_chunks=cfg.chunks, criterion=criterion, labels=(labels,))
+            loss = _step(model, x, labels, cfg, recorder, step)
             grads = _sum_copies(w, cfg, [_grads(m) for m in mods], replicated)
             loads = _sum_copies(w, cfg, [[b.step_load for b in m.block_list] for m in mods],
                                 [[True] * len(m.block_list) for m in mods])
@@ -286,5 +287,15 @@ def train_rank(rank: int, world: int, cfg: TrainConfig, recorder: Any = None,
     return {"losses": losses, "seconds": seconds, "pp_rank": w.pp_rank, "ep_rank": w.ep_rank}
 
 
-def with_steps(cfg: TrainConfig, steps: int) -> TrainConfig:
-    return replace(cfg, steps=steps)
+def _step(model: DualPipe, x: torch.Tensor | None, labels: torch.Tensor | None, cfg: TrainConfig, recorder: Any,
+          step: int) -> torch.Tensor | None:
+    """One DualPipe step; with a recorder, also a "step" span and one "chunk" span per F, B, W or FB op (what
+    `ptxforge plan --measured` reads)."""
+    if recorder is None:
+        return model.step(x, num_chunks=cfg.chunks, criterion=criterion, labels=(labels,))[0]
+    model.trace = []
+    with recorder.span("step", "step", step=step):
+        loss = model.step(x, num_chunks=cfg.chunks, criterion=criterion, labels=(labels,))[0]
+    recorder.add(trace.executor_spans(model.trace, recorder.rank, step=step))
+    model.trace = None
+    return loss
