@@ -74,3 +74,11 @@ def test_bad_options_are_named_before_any_process_starts(capsys, argv, words):
 
 def test_progress_line():
     assert progress_line(5, 20, 1.25, 0.5) == "step  5/20 [#####...............] loss 1.250000  0.50 s"
+
+
+def test_a_bad_torchrun_environment_is_named(monkeypatch, capsys):
+    monkeypatch.setenv("RANK", "5")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert main(["train"]) == 1
+    err = capsys.readouterr().err
+    assert "RANK" in err and "below WORLD_SIZE=4" in err and "Traceback" not in err, err

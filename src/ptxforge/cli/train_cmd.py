@@ -17,6 +17,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from ptxforge import environment
 from ptxforge.cli.errors import UserError
 from ptxforge.ep.spawn import run_ranks
 from ptxforge.models.moe import MoEConfig
@@ -97,9 +98,8 @@ def _caught(rank: int, world: int, cfg: TrainConfig, record_steps: int, quiet: b
         return {"stopped": str(e)}
 
 
-def _torchrun(cfg: TrainConfig, record_steps: int, quiet: bool) -> dict | None:
+def _torchrun(cfg: TrainConfig, record_steps: int, quiet: bool, rank: int, world: int) -> dict | None:
     """This process is one rank of a torchrun world: rank 0's result, None on the others."""
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if world != cfg.pp * cfg.ep:
         raise UserError(f"torchrun started {world} processes but --pp {cfg.pp} x --ep {cfg.ep} = "
                         f"{cfg.pp * cfg.ep}")
@@ -146,15 +146,18 @@ def run(args: argparse.Namespace) -> int:
     check_output(picture, "--timeline")
     if args.spans:
         check_output(args.spans, "--spans", {picture: "--timeline"})
-    under_torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
-    if not under_torchrun or os.environ.get("RANK") == "0":
+    try:
+        torchrun = environment.torchrun_rank()
+    except environment.EnvironmentVariableError as e:
+        raise UserError(str(e)) from None
+    if torchrun is None or torchrun[0] == 0:
         print(f"training: DualPipe PP {cfg.pp} x EP {cfg.ep} = {cfg.pp * cfg.ep} gloo processes, "
               f"{cfg.model.layers} layers (hidden {cfg.model.hidden}, {cfg.model.moe.num_experts} routed experts "
               f"top-{cfg.model.moe.topk} + 1 shared), {cfg.chunks} micro-batches of {cfg.micro_batch} x "
               f"{cfg.model.seq} tokens per EP rank, {'FP8' if cfg.fp8 else 'BF16'} dispatch, "
               f"{'overlapped' if cfg.overlap else 'synchronous'} calls, backend {cfg.backend}", flush=True)
     t0 = time.perf_counter()
-    res = _torchrun(cfg, args.record_steps, args.quiet) if under_torchrun else \
+    res = _torchrun(cfg, args.record_steps, args.quiet, *torchrun) if torchrun is not None else \
         spawned(cfg, args.record_steps, args.quiet)
     if res is None:
         return 0
