@@ -56,6 +56,14 @@ def test_float32_first_step_equals_one_process():
     assert _rel(_every_rank(cfg), reference_losses(cfg)) <= 1e-6
 
 
+def test_pp4_ranks_holding_stages_of_different_sizes_equal_one_process():
+    """PP 4: pipeline rank 0 holds the embedding and the head, rank 1 two middle stages (their gradients are
+    summed over ranks whose parameter counts differ)."""
+    cfg = replace(QUICK, pp=4, ep=1, steps=2, chunks=8, micro_batch=1, model=replace(F64, layers=4))
+    res = run_ranks(train_rank, 4, cfg, timeout_s=240)
+    assert _rel(res[0]["losses"], reference_losses(cfg)) <= 1e-12
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
 @pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "synchronous"])

@@ -203,10 +203,13 @@ def _sum_copies(w: RankWorld, cfg: TrainConfig, mine: list[list[torch.Tensor]],
     and, where `replicated`, over the EP group."""
     flat = [torch.cat([t.reshape(-1).to(torch.float64) for t in ts]) for ts in mine]
     both = torch.cat(flat)
-    everyone = [torch.empty_like(both) for _ in range(cfg.pp)]
-    dist.all_gather(everyone, both, group=w.pp_group)
+    sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(cfg.pp)]  # ranks hold stages of different sizes
+    dist.all_gather(sizes, torch.tensor([both.numel()]), group=w.pp_group)
+    longest = int(max(sizes))
+    everyone = [torch.empty(longest, dtype=torch.float64) for _ in range(cfg.pp)]
+    dist.all_gather(everyone, torch.cat([both, both.new_zeros(longest - both.numel())]), group=w.pp_group)
     # the partner holds (stage pp-1-p, stage p): its second module is our first and the other way round
-    partner = everyone[cfg.pp - 1 - w.pp_rank].split([flat[1].numel(), flat[0].numel()])
+    partner = everyone[cfg.pp - 1 - w.pp_rank][:both.numel()].split([flat[1].numel(), flat[0].numel()])
     summed = [flat[0] + partner[1], flat[1] + partner[0]]
     out = []
     for ts, s, rep in zip(mine, summed, replicated, strict=True):
