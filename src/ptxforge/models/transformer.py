@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ptxforge.errors import Error
 from ptxforge.models import wire
 from ptxforge.models.exchange import Combine, Dispatch
 from ptxforge.models.moe import MoE, MoEConfig, route
@@ -97,7 +98,7 @@ class Block(nn.Module):
         return {f"h2{n}": h2, f"shared{n}": self.moe.shared.one(0, u), f"u{n}": u, f"idx{n}": idx, f"w{n}": w}
 
 
-class InjectedFault(RuntimeError):
+class InjectedFault(Error, RuntimeError):
     """The failure `Stage.fault` plants in the overlapped chunk (for fault tests and `ptxforge train --fail-rank`)."""
 
 
