@@ -55,8 +55,10 @@ def run(args: argparse.Namespace) -> int:
         ok &= node_section(args.sm_map)
         if with_torch:
             ok &= with_torch.comm_section()
+            ok &= with_torch.train_section()
         else:
             _section("communication kernels beside a GEMM: skipped (needs torch: pip install 'ptxforge[torch]')")
+            _section("training with DualPipe x EP: skipped (needs torch: pip install 'ptxforge[torch]')")
     print("\ndemo: all checks passed" if ok else "\ndemo: some checks FAILED")
     return 0 if ok else 1
 
@@ -64,18 +66,19 @@ def run(args: argparse.Namespace) -> int:
 class _TorchSections(NamedTuple):
     expert_parallel: Callable[[], bool]
     comm_section: Callable[[], bool]
+    train_section: Callable[[], bool]
 
 
 def _torch_sections() -> _TorchSections | None:
-    """The two sections that need torch, or None when it is not installed."""
+    """The sections that need torch, or None when it is not installed."""
     try:
         # torch is optional (the `torch` extra) and a second to load: only these sections import it, when it is there
-        from ptxforge.cli import demo_comm, demo_ep
+        from ptxforge.cli import demo_comm, demo_ep, demo_train
     except ImportError as e:
         if (e.name or "").partition(".")[0] != "torch":
             raise
         return None
-    return _TorchSections(demo_ep.expert_parallel, demo_comm.comm_section)
+    return _TorchSections(demo_ep.expert_parallel, demo_comm.comm_section, demo_train.train_section)
 
 
 def _section(title: str) -> None:
