@@ -17,6 +17,7 @@ from ptxforge.ep.config import COMBINE_CONFIGS, DISPATCH_CONFIGS, Completion, Co
 from ptxforge.ep.errors import EPInputError, EPPeerLostError
 from ptxforge.ep.handle import DispatchHandle
 from ptxforge.ep.low_latency import LowLatency, LowLatencyHandle, rdma_size_hint
+from ptxforge.ep.low_latency_kernels import LowLatencyKernels
 from ptxforge.ep.peer_watch import PeerWatch
 from ptxforge.ep.plan import Hop, reduce_back
 from ptxforge.ep.rows import Field, RowFormat
@@ -55,9 +56,6 @@ class Buffer:
                  timeout_s: float = 60.0) -> None:
         if backend not in ("torch", "kernels"):
             raise ValueError(f"backend must be 'torch' or 'kernels', got {backend!r}")
-        if low_latency_mode and backend == "kernels":
-            raise NotImplementedError("ptxforge.ep: low-latency mode runs on the torch transport only "
-                                      "(backend='torch'); its communication kernels are not built yet")
         if not dist.is_initialized():
             raise RuntimeError("ptxforge.ep.Buffer needs torch.distributed initialized (init_process_group)")
         self.group = group
@@ -79,7 +77,11 @@ class Buffer:
         self._comm_rank = None  # backend="kernels": this rank's side of the communication kernels
         self._watches: list[PeerWatch] = []  # backend="kernels": the last calls' peer watches
         self.low_latency_mode, self.num_qps_per_rank = bool(low_latency_mode), int(num_qps_per_rank)
-        self._ll = LowLatency(self.transport, self.rank, self.group_size, self.id, self.num_rdma_bytes)
+        if backend == "kernels" and self.low_latency_mode:  # the low-latency communication kernels
+            self._ll = LowLatencyKernels(self.transport, self.rank, self.group_size, self.id, self.num_rdma_bytes,
+                                         group=group, timeout_s=timeout_s)
+        else:
+            self._ll = LowLatency(self.transport, self.rank, self.group_size, self.id, self.num_rdma_bytes)
         self.transport.agree("Buffer()", {"num_ranks_per_node": num_ranks_per_node, "buffer_number": self.id,
                                           "low_latency_mode": int(self.low_latency_mode)})
 
@@ -87,6 +89,8 @@ class Buffer:
 
     def destroy(self) -> None:
         self._stats.clear()
+        if isinstance(self._ll, LowLatencyKernels):
+            self._ll.release()
         if self._comm_rank is not None:  # the communication buffer (the IPC device stays for other Buffers)
             self._comm_rank.close_streams()  # a GPU's green contexts
             self._comm_rank.fabric.release()
