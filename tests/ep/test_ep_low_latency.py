@@ -86,7 +86,8 @@ def valid_rows(recv, count, handle):
     for i, n in enumerate(count.tolist()):
         out[f"x{i}"] = q[i, :n].contiguous().view(torch.uint8).numpy().copy()
         if scales is not None:
-            out[f"scales{i}"] = scales[i, :n].contiguous().view(torch.uint8).numpy().copy()
+            dense = torch.empty(scales[i, :n].shape, dtype=scales.dtype).copy_(scales[i, :n])  # standard strides
+            out[f"scales{i}"] = dense.view(torch.uint8).numpy().copy()
     return out
 
 

@@ -19,6 +19,8 @@ import time
 
 import numpy as np
 import pytest
+import torch
+from rank_faults import _survivors_meet as survivors_meet
 from test_ep_low_latency import (
     EXPERTS,
     FORMS,
@@ -67,6 +69,12 @@ def same(want, got, what: str) -> None:
         return
     assert want.dtype == got.dtype and want.shape == got.shape, what
     assert np.array_equal(want.view(np.uint8), got.view(np.uint8)), what
+
+
+def two_rank_inputs(rank: int):
+    """make_inputs with expert ids folded into 8 experts (4 per rank of 2)."""
+    x, idx, w = make_inputs(rank)
+    return x, torch.where(idx >= 0, idx % 8, idx), w
 
 
 def test_kernels_backend_passes_the_contract_on_4_gloo_ranks(gloo_runs):
@@ -146,8 +154,10 @@ def test_the_hook_runs_the_receive_kernel_with_no_block_resident_in_between():
 
 def test_dispatch_and_combine_are_race_free_under_the_cluster_sanitizer():
     cluster = Cluster(nodes=2, gpus_per_node=2, sms=16, sanitize=True, watchdog_s=60)
-    got = cluster_run(cluster, hook_mode=True, forms=[(True, False, False)])
-    assert len(got) == 3  # the dispatch's rows and the combine ran (any race or scope error raises)
+    # without the hook each GPU's receive kernel runs while the other GPUs still send: any race or scope error
+    # between a rank's data and its count (or flag) raises
+    got = cluster_run(cluster, hook_mode=False, forms=[(True, False, False)])
+    assert len(got) == 3
 
 
 @pytest.mark.parametrize("nodes, gpus, finding", [(1, 2, "no release/acquire pair"), (2, 1, "nvshmem_fence")])
@@ -156,7 +166,7 @@ def test_a_count_signalled_without_a_fence_is_reported(nodes, gpus, finding):
     the signal. The receiver's reads of the data race with its writes."""
     cluster = Cluster(nodes=nodes, gpus_per_node=gpus, sms=16, sanitize=True, watchdog_s=60)
     group = LowLatencyGroup(cluster, timeout_s=30)
-    ins = [make_inputs(r) for r in range(2)]
+    ins = [two_rank_inputs(r) for r in range(2)]
     with pytest.raises(SanitizerError) as err:
         group.dispatch([i[0] for i in ins], [i[1] for i in ins], N_MAX, 8, use_fp8=False, bug="no_fence")
     text = str(err.value)
@@ -167,7 +177,7 @@ def test_a_count_signalled_without_a_fence_is_reported(nodes, gpus, finding):
 def test_a_wait_that_never_completes_times_out_naming_it():
     cluster = Cluster(nodes=1, gpus_per_node=2, sms=16, watchdog_s=60)
     group = LowLatencyGroup(cluster, timeout_s=0.5)
-    x, idx, _ = make_inputs(0)
+    x, idx, _ = two_rank_inputs(0)
     gen = group.ranks[0].dispatch(bf16_bits(x).view(np.uint16), idx.numpy(), N_MAX, 8, False, False, False, 0, 1)
     group._run("low_latency_dispatch", "send", [gen])  # rank 0 sends; rank 1 never does
     with pytest.raises(CommTimeout, match="rank 0's low_latency_dispatch receive timed out: it waited for rank 1's "
@@ -193,7 +203,8 @@ def killed_mid_dispatch(rank: int, world: int, victim: int) -> dict:
     except Exception as e:  # noqa: BLE001 - the outcome is the test's evidence
         error = f"{type(e).__name__}: {e}"
     out = {"error": error, "s": time.monotonic() - t0, "pids": [p for _, p in buf.transport.processes]}
-    buf.destroy()
+    survivors_meet(world - 1)  # no survivor exits before every survivor saw the loss (it names who is gone)
+    buf.destroy()  # releasing what is left works after a peer was lost
     return out
 
 

@@ -77,6 +77,7 @@ class Buffer:
         self._comm_rank = None  # backend="kernels": this rank's side of the communication kernels
         self._watches: list[PeerWatch] = []  # backend="kernels": the last calls' peer watches
         self.low_latency_mode, self.num_qps_per_rank = bool(low_latency_mode), int(num_qps_per_rank)
+        self._ll: LowLatency
         if backend == "kernels" and self.low_latency_mode:  # the low-latency communication kernels
             self._ll = LowLatencyKernels(self.transport, self.rank, self.group_size, self.id, self.num_rdma_bytes,
                                          group=group, timeout_s=timeout_s)

@@ -46,16 +46,18 @@ class LowLatencyGroup:
         self.links: list = []  # what each link carried in the last phase (Cluster.synchronize's report)
         self.timeline: list[dict] = []  # per phase: call, phase, start and end (perf_counter seconds)
 
-    def _run(self, call: str, phase: str, gens: list[Generator[None, None, Any]]) -> list[Any]:
-        """Resume every rank's generator (it queues its launch, or returns), then run the queued launches."""
+    def _run(self, call: str, phase: str, gens: list[Generator[None, None, Any]], steps: int = 1) -> list[Any]:
+        """Resume every rank's generator `steps` times (each queues its next launch, or returns), then run the
+        queued launches together."""
         done: list[Any] = [None] * len(gens)
         queued = False
-        for r, g in enumerate(gens):
-            try:
-                next(g)
-                queued = True
-            except StopIteration as stop:
-                done[r] = stop.value
+        for _ in range(steps):
+            for r, g in enumerate(gens):
+                try:
+                    next(g)
+                    queued = True
+                except StopIteration as stop:
+                    done[r] = stop.value
         if queued:
             start = time.perf_counter()
             try:
@@ -66,24 +68,27 @@ class LowLatencyGroup:
         return done
 
     def _timed_out(self, fault: KernelFault) -> BaseException:
-        found = [line for line in (str(r.last_timeout) for r in self.ranks if r.last_timeout is not None)]
+        found = [str(t) for t in (r.last_timeout for r in self.ranks) if t is not None]
         return CommTimeout("; ".join(found)) if found else fault
 
     def _two_phases(self, call: str, gens: list, finish: Callable[[list], None],
                     return_recv_hook: bool) -> Callable[[], None] | None:
+        """With the hook: the send launches run now and the hook runs the receive launches. Without: each
+        GPU's stream gets its send then its receive launch, and they all run together (a rank's receive
+        overlaps the others' sends, as on GPUs)."""
+        if not return_recv_hook:
+            self._run(call, "send+receive", gens, steps=2)
+            finish(self._run(call, "results", gens))
+            return None
         self._run(call, "send", gens)
         called: list[bool] = []
 
         def hook() -> None:
-            if called:
-                return
-            called.append(True)
-            self._run(call, "receive", gens)
-            finish(self._run(call, "results", gens))
-        if return_recv_hook:
-            return hook
-        hook()
-        return None
+            if not called:
+                called.append(True)
+                self._run(call, "receive", gens)
+                finish(self._run(call, "results", gens))
+        return hook
 
     def dispatch(self, xs: list[torch.Tensor], topk_idx: list[torch.Tensor], num_max: int, num_experts: int,
                  use_fp8: bool = True, round_scale: bool = False, use_ue8m0: bool = False,

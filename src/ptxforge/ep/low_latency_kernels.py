@@ -117,26 +117,37 @@ class LowLatencyKernels(LowLatency):
             self.rank_side = None
 
     @contextlib.contextmanager
-    def _watched(self, call: str, phase: int) -> Iterator[None]:
-        """Peers watched through the process group for one phase of a call (see `PeerWatch`)."""
-        from ptxforge.ep import kernel_backend as KB
-
-        watch = PeerWatch(self.transport, call, self.buffer_id * 1_000_003 + 500_000 + 2 * self.serial + phase)
-        self.watches = [*self.watches[-7:], watch]  # their answers must outlive the call (gloo sends)
+    def _peer_loss(self, call: str, what: str) -> Iterator[None]:
+        """A connection to a dead peer (gloo's error, or the watch's) raised as the `EPPeerLostError` naming it;
+        this rank's buffer is then released without the group."""
         try:
-            KB.check_peers_during_launches(watch.check)
             yield
         except RuntimeError as e:
             if isinstance(e, EPPeerLostError) or peer_procs.connection_lost(e):
                 if self.rank_side is not None:
                     self.rank_side.fabric.peer_lost = True
                 peer_procs.reclaim_segments()
-                raise (e if isinstance(e, EPPeerLostError) else
-                       self.transport.lost(call, "its low-latency kernels", e)) from None
+                raise (e if isinstance(e, EPPeerLostError) else self.transport.lost(call, what, e)) from None
             raise
-        finally:
-            KB.check_peers_during_launches(None)
-            watch.finish()
+
+    @contextlib.contextmanager
+    def _watched(self, call: str, phase: int) -> Iterator[None]:
+        """Peers watched through the process group for one phase of a call (see `PeerWatch`)."""
+        from ptxforge.ep import kernel_backend as KB
+
+        with self._peer_loss(call, "its low-latency kernels"):
+            watch = PeerWatch(self.transport, call, self.buffer_id * 1_000_003 + 500_000 + 2 * self.serial + phase)
+            self.watches = [*self.watches[-7:], watch]  # their answers must outlive the call (gloo sends)
+            try:
+                KB.check_peers_during_launches(watch.check)
+                yield
+            finally:
+                KB.check_peers_during_launches(None)
+                watch.finish()
+
+    def _agree(self, call: str, facts: dict, complaint: str) -> None:
+        with self._peer_loss(call, "the agreement on its arguments"):
+            self.transport.agree(call, facts, complaint)
 
     def _start(self, call: str, gen: Generator[None, None, Any]) -> _Phase:
         """Run the send phase now; the returned phase runs the receive (once)."""
@@ -164,7 +175,7 @@ class LowLatencyKernels(LowLatency):
             complaint = self._slot_complaint("low_latency_dispatch") or \
                 self._size_complaint(n_max, x.shape[1], num_experts)
         self.serial += 1
-        self.transport.agree("low_latency_dispatch", dict(facts, serial=self.serial), complaint)
+        self._agree("low_latency_dispatch", dict(facts, serial=self.serial), complaint)
         t_, h = x.shape
         r_, el = self.num_ranks, num_experts // self.num_ranks
         valid = topk_idx >= 0
@@ -212,7 +223,7 @@ class LowLatencyKernels(LowLatency):
                          "returned just before this call")
         complaint = complaint or self._slot_complaint("low_latency_combine")
         self.serial += 1
-        self.transport.agree("low_latency_combine", dict(facts, serial=self.serial), complaint)
+        self._agree("low_latency_combine", dict(facts, serial=self.serial), complaint)
         src_info, layout_range, n_max, h, num_experts = handle
         data: torch.Tensor = self.slots[self.slot].combine_send if zero_copy else x  # type: ignore[assignment]
         fmt = RowFormat([Field("x", torch.bfloat16, h, "payload")])

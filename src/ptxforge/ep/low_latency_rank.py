@@ -130,7 +130,7 @@ class LowLatencyRank:
     # ------------------------------------------------------------------ dispatch
     def dispatch(self, x: np.ndarray, topk_idx: np.ndarray, num_max: int, num_experts: int, use_fp8: bool,
                  round_scale: bool, use_ue8m0: bool, half: int, epoch: int,
-                 bug: str = "") -> Generator[None, None, dict[str, np.ndarray]]:
+                 bug: str = "") -> Generator[None, None, dict[str, Any]]:
         """x: bf16 rows as uint16 [T, H]; topk_idx int64 [T, K]. Returns recv_x (uint8 [E_local, rows, bytes]),
         scales (f32 [E_local, H/128, rows], UE8M0 bytes [E_local, packs, rows, 4], or None), src_info,
         layout_range, recv_count."""
@@ -146,7 +146,8 @@ class LowLatencyRank:
         status = self._empty(temps, (K.STATUS_WORDS,), np.uint32, "low-latency status")
         kern = _special(K.ll_dispatch_send, R=r_, FP8=use_fp8, ROUND=round_scale, RDMA=self.rdma, BUG=bug)
         k_ = topk_idx.shape[1]
-        args = [self._buf(temps, x.view(ml_dtypes.bfloat16), "x"), self._buf(temps, topk_idx.astype(np.int64), "topk_idx"),
+        args = [self._buf(temps, x.view(ml_dtypes.bfloat16), "x"),
+                self._buf(temps, topk_idx.astype(np.int64), "topk_idx"),
                 self._empty(temps, (max(t_, 1), layout.msg_bytes), np.uint8, "send buffer"),
                 self._empty(temps, (num_experts,), np.uint32, "slot counters"),
                 self._empty(temps, (num_experts,), np.uint32, "finished counters"), peers, status,
@@ -180,7 +181,7 @@ class LowLatencyRank:
             raise (self.timeout_error(status, "low_latency_dispatch receive") or e) from None
         yield
         shapes = {"recv_x": (el, rows, xb), "src_info": (el, rows), "layout_range": (el, r_), "recv_count": (el,)}
-        result = {k: _read(v, shapes[k]) for k, v in outs.items()}
+        result: dict[str, Any] = {k: _read(v, shapes[k]) for k, v in outs.items()}
         result["scales"] = _read(scales, scale_shape) if use_fp8 else None
         if use_fp8 and not use_ue8m0:
             result["scales"] = result["scales"].view(np.float32).reshape(el, ns, rows)

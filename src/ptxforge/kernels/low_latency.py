@@ -354,21 +354,22 @@ def ll_dispatch_recv(peers: ptr(u64), recv_x: ptr(u8), recv_scales: ptr(u8), src
 # --------------------------------------------------------------------------- combine
 
 @kernel(arch="sm_90a")
-def ll_combine_send(x: ptr(u8), layout_range: ptr(s64), src_info: ptr(s32), peers: ptr(u64), rank: u32, hidden: u32, local_experts: u32, num_max: u32, combine_off: u32, flags_off: u32,
-                    epoch: u32, R: int = 4, RDMA: bool = False) -> None:
+def ll_combine_send(x: ptr(u8), layout_range: ptr(s64), src_info: ptr(s32), peers: ptr(u64), rank: u32, hidden: u32,
+                    local_experts: u32, num_max: u32, combine_off: u32, flags_off: u32, epoch: u32, R: int = 4,
+                    RDMA: bool = False) -> None:
     lane = tid.x & 31
     gw = _ctaid.x * WARPS + (tid.x >> 5)
     nw = nctaid.x * WARPS
     own = ld(peers[rank])
     rows = num_max * R
     row_bytes = hidden << 1
-    with _strided(gw, local_experts * R, nw) as pair:  # type: ignore[operator]
+    with _strided(gw, local_experts * R, nw) as pair:
         le = pair // R
         s = pair - le * R
         lr = ld(layout_range[pair])
         begin = cvt(lr >> 32, u32)
         n = cvt(lr & 0xFFFFFFFF, u32)
-        e = rank * local_experts + le
+        e = rank * local_experts + le  # type: ignore[operator]
         for i in range_(0, n):
             at = le * rows + begin + i
             token = ld(src_info[at]).view(u32)
@@ -389,8 +390,8 @@ def ll_combine_recv(topk_idx: ptr(s64), topk_w: ptr(f32), peers: ptr(u64), out: 
     for e in range_(tid.x, experts, WARPS * 32):
         seen = reg.u64(0)
         flag = _gptr(own + cvt(flags_off, u64) + cvt(e << 3, u64)).cast(u64)
-        _bounded(status, timeout_ns, 2, e, e, seen, lambda: seen != cvt(epoch, u64),
-                 lambda: ld(flag, sem="acquire", scope="sys", out=seen))
+        _bounded(status, timeout_ns, 2, e, e, seen, lambda seen=seen: seen != cvt(epoch, u64),
+                 lambda flag=flag, seen=seen: ld(flag, sem="acquire", scope="sys", out=seen))
     syncthreads()
     half = hidden >> 1
     with _strided(gw, tokens, nw) as t:
