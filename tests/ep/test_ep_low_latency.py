@@ -176,9 +176,24 @@ def test_combine_of_bf16_dispatch_is_exact(ll_results):
         assert diffs[(True, False, False, False, True)] == diffs[(False, False, False, False, False)]
 
 
-def bad_input_suite(rank: int, world: int, case: str):
+def warm_low_latency() -> None:
+    """Import the kernels backend and trace its 4-rank specializations once, before the ranks fork (each
+    inherits them)."""
+    import ptxforge.ep.kernel_backend  # noqa: F401  # the emulator and the DSL
+    from ptxforge.ep.low_latency_rank import _special
+    from ptxforge.kernels import low_latency as K
+
+    for fp8, rnd in ((False, False), (True, False), (True, True)):
+        _special(K.ll_dispatch_send, R=4, FP8=fp8, ROUND=rnd, RDMA=False, BUG="").module()
+    for fp8, ue in ((False, False), (True, False), (True, True)):
+        _special(K.ll_dispatch_recv, R=4, FP8=fp8, UE8M0=ue).module()
+    _special(K.ll_combine_send, R=4, RDMA=False).module()
+    K.ll_combine_recv.module()
+
+
+def bad_input_suite(rank: int, world: int, case: str, backend: str = "torch"):
     hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(N_MAX, HIDDEN, world, EXPERTS)
-    buf = deep_ep.Buffer(None, 0, hint, low_latency_mode=True, timeout_s=10)
+    buf = deep_ep.Buffer(None, 0, hint, low_latency_mode=True, timeout_s=10, backend=backend)
     x, topk_idx, weights = make_inputs(rank)
     if case == "too many tokens" and rank == 1:
         x = torch.cat([x, x])[:N_MAX + 1]
@@ -208,7 +223,10 @@ def bad_input_suite(rank: int, world: int, case: str):
     ("third pending", "low-latency buffer 0, which still holds the data of low_latency_dispatch #1"),
     ("logfmt", "rank 3: use_logfmt=True: ptxforge has no LogFMT combine"),
 ])
-def test_bad_input_raises_on_every_rank(case, words):
-    results = run_ranks(bad_input_suite, WORLD, case, timeout_s=120)
+@pytest.mark.parametrize("backend", ["torch", "kernels"])
+def test_bad_input_raises_on_every_rank(case, words, backend):
+    if backend == "kernels":
+        warm_low_latency()
+    results = run_ranks(bad_input_suite, WORLD, case, backend, timeout_s=120)
     assert all(r != "no error" for r in results), results
     assert all(words in r for r in results), results

@@ -32,6 +32,7 @@ from test_ep_low_latency import (
     make_inputs,
     simulated_gemm,
     valid_rows,
+    warm_low_latency,
 )
 
 import ptxforge.ep as deep_ep
@@ -40,19 +41,6 @@ from ptxforge.emu.sanitizer import SanitizerError
 from ptxforge.ep.errors import CommTimeout
 from ptxforge.ep.low_latency_group import LowLatencyGroup
 from ptxforge.ep.spawn import run_ranks
-
-
-def warm_low_latency() -> None:
-    """Trace the kernels' 4-rank specializations once, before the ranks fork (each inherits them)."""
-    from ptxforge.ep.low_latency_rank import _special
-    from ptxforge.kernels import low_latency as K
-
-    for fp8, rnd in ((False, False), (True, False), (True, True)):
-        _special(K.ll_dispatch_send, R=4, FP8=fp8, ROUND=rnd, RDMA=False, BUG="").module()
-    for fp8, ue in ((False, False), (True, False), (True, True)):
-        _special(K.ll_dispatch_recv, R=4, FP8=fp8, UE8M0=ue).module()
-    _special(K.ll_combine_send, R=4, RDMA=False).module()
-    K.ll_combine_recv.module()
 
 
 @pytest.fixture(scope="module")
