@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import ml_dtypes
 import numpy as np
@@ -31,7 +31,6 @@ from ptxforge.runtime.result import LaunchResult
 if TYPE_CHECKING:
     from ptxforge.dsl.kernel import Kernel
     from ptxforge.emu.node import PendingLaunch
-    from ptxforge.ep.kernel_backend import IpcFabric, NodeFabric
     from ptxforge.runtime.device import Device
 
 _SPECIAL: dict = {}
@@ -42,6 +41,22 @@ def _special(k, **consts):
     if key not in _SPECIAL:
         _SPECIAL[key] = k.specialize(**consts)
     return _SPECIAL[key]
+
+
+class Fabric(Protocol):
+    """Every rank's communication buffer, reachable by every rank's kernels (kernel_backend's `NodeFabric`
+    and `IpcFabric`)."""
+
+    size: int
+    peer_lost: bool  # a peer's process died: release frees this rank's buffer only
+
+    def ensure(self, rank: int, nbytes: int) -> int: ...
+
+    def addresses(self) -> list[int]: ...
+
+    def own(self, rank: int) -> DeviceBuffer | None: ...
+
+    def release(self) -> None: ...
 
 
 @dataclass
@@ -88,7 +103,7 @@ class DispatchOut:
 class CommRank:
     """Rank `rank` of `world`: launches on `device` (an emulated GPU: a Node's, or a process's own)."""
 
-    def __init__(self, rank: int, world: int, device: Device, fabric: NodeFabric | IpcFabric,
+    def __init__(self, rank: int, world: int, device: Device, fabric: Fabric,
                  timeout_s: float = K.DEFAULT_TIMEOUT_S) -> None:
         self.rank, self.world, self.device, self.fabric = rank, world, device, fabric
         self.timeout_s = timeout_s  # each wait of the kernels (a spin on a peer's counter) is bounded by it

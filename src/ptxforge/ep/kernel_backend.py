@@ -33,7 +33,7 @@ from ptxforge.runtime.cuda_device import cuda_device
 
 if TYPE_CHECKING:
     from ptxforge.emu.node import Node
-    from ptxforge.ep.buffer import DispatchHandle, Received
+    from ptxforge.ep.backends.base import Received
     from ptxforge.ep.config import Config
     from ptxforge.ep.rows import RowFormat
     from ptxforge.runtime.buffers import DeviceBuffer
@@ -52,6 +52,7 @@ class NodeFabric:
         self.bufs: list = [None] * world
         self.size = 0
         self.generation = 0
+        self.peer_lost = False  # one process: no peer process to lose
 
     def ensure(self, rank: int, nbytes: int) -> int:
         if nbytes > self.size:
