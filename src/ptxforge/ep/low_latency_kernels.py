@@ -130,38 +130,36 @@ class LowLatencyKernels(LowLatency):
                 raise (e if isinstance(e, EPPeerLostError) else self.transport.lost(call, what, e)) from None
             raise
 
-    @contextlib.contextmanager
-    def _watched(self, call: str, phase: int) -> Iterator[None]:
-        """Peers watched through the process group for one phase of a call (see `PeerWatch`)."""
-        from ptxforge.ep import kernel_backend as KB
-
-        with self._peer_loss(call, "its low-latency kernels"):
-            watch = PeerWatch(self.transport, call, self.buffer_id * 1_000_003 + 500_000 + 2 * self.serial + phase)
-            self.watches = [*self.watches[-7:], watch]  # their answers must outlive the call (gloo sends)
-            try:
-                KB.check_peers_during_launches(watch.check)
-                yield
-            finally:
-                KB.check_peers_during_launches(None)
-                watch.finish()
-
     def _agree(self, call: str, facts: dict, complaint: str) -> None:
         with self._peer_loss(call, "the agreement on its arguments"):
             self.transport.agree(call, facts, complaint)
 
     def _start(self, call: str, gen: Generator[None, None, Any]) -> _Phase:
-        """Run the send phase now; the returned phase runs the receive (once)."""
-        with self._watched(call, 0):
-            next(gen)
-        phase = 1
+        """Run the send phase now; the returned phase runs the receive (once). One `PeerWatch` covers both:
+        this rank answers it when its send phase is done (what the peers' receives wait for), so a peer that
+        dies before its send makes a receive spinning on it raise, and one that exits after it does not."""
+        from ptxforge.ep import kernel_backend as KB
+
+        with self._peer_loss(call, "its low-latency kernels"):
+            watch = PeerWatch(self.transport, call, self.buffer_id * 1_000_003 + 500_000 + self.serial)
+            self.watches = [*self.watches[-7:], watch]  # their answers must outlive the call (gloo sends)
+            KB.check_peers_during_launches(watch.check)
+            try:
+                next(gen)
+            finally:
+                KB.check_peers_during_launches(None)
+                watch.finish()
 
         def receive() -> Any:
-            with self._watched(call, phase):
-                next(gen)
+            with self._peer_loss(call, "its low-latency kernels"):
+                KB.check_peers_during_launches(watch.check)
                 try:
+                    next(gen)
                     next(gen)
                 except StopIteration as stop:
                     return stop.value
+                finally:
+                    KB.check_peers_during_launches(None)
             raise AssertionError("a low-latency generator has two phases")  # pragma: no cover
         return _Phase(receive)
 
