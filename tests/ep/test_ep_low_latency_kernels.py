@@ -8,7 +8,7 @@
   puts across give the same bytes; the send and receive phases are separate launches with none resident in
   between; under the sanitizer dispatch and combine are race-free and a count signalled without ordering
   after its data is reported.
-- A rank killed in the middle of a low-latency dispatch makes the others raise, naming it.
+- A rank killed in the middle of a low-latency dispatch or combine makes the others raise, naming it.
 """
 
 from __future__ import annotations
@@ -175,18 +175,23 @@ def test_a_wait_that_never_completes_times_out_naming_it():
 
 # --------------------------------------------------------------------------- a rank that dies
 
-def killed_mid_dispatch(rank: int, world: int, victim: int) -> dict:
+def killed_mid_call(rank: int, world: int, victim: int, call: str) -> dict:
+    """Rank `victim` dies in `call` after the agreement, before its send kernel: its counts (dispatch) or
+    flags (combine) never come, and the others' receive kernels wait for them."""
     from ptxforge.ep.low_latency_kernels import LowLatencyKernels
 
     hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(N_MAX, HIDDEN, world, EXPERTS)
     buf = deep_ep.Buffer(None, 0, hint, low_latency_mode=True, backend="kernels", timeout_s=30)
-    x, idx, _ = make_inputs(rank)
-    buf.low_latency_dispatch(x, idx, N_MAX, EXPERTS)  # a first call works (every peer's buffer is mapped)
-    if rank == victim:  # dies after the agreement, before its send kernel: its counts never come
+    x, idx, w = make_inputs(rank)
+    recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, N_MAX, EXPERTS, use_fp8=False)  # works
+    if rank == victim:
         LowLatencyKernels._start = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)  # type: ignore[method-assign]
     t0 = time.monotonic()
     try:
-        buf.low_latency_dispatch(x, idx, N_MAX, EXPERTS)
+        if call == "dispatch":
+            buf.low_latency_dispatch(x, idx, N_MAX, EXPERTS)
+        else:
+            buf.low_latency_combine(recv, idx, w, handle)
         error = None
     except Exception as e:  # noqa: BLE001 - the outcome is the test's evidence
         error = f"{type(e).__name__}: {e}"
@@ -196,15 +201,16 @@ def killed_mid_dispatch(rank: int, world: int, victim: int) -> dict:
     return out
 
 
-def test_a_rank_killed_mid_low_latency_dispatch_fails_the_others_naming_it():
+@pytest.mark.parametrize("call", ["dispatch", "combine"])
+def test_a_rank_killed_mid_low_latency_call_fails_the_others_naming_it(call):
     warm_low_latency()
     victim = 1
-    res = run_ranks(killed_mid_dispatch, WORLD, victim, timeout_s=120, killed=(victim,))
+    res = run_ranks(killed_mid_call, WORLD, victim, call, timeout_s=120, killed=(victim,))
     assert res[victim] is None
     for rank, case in enumerate(res):
         if rank == victim:
             continue
         err = case["error"]
-        assert err is not None and err.startswith("EPPeerLostError: ptxforge.ep low_latency_dispatch: "), (rank, err)
+        assert err is not None and err.startswith(f"EPPeerLostError: ptxforge.ep low_latency_{call}: "), (rank, err)
         assert f"rank {victim} (pid {case['pids'][victim]}) has exited" in err, err
         assert case["s"] < 15, case  # timeout_s is 30: noticed through the process group, not by waiting

@@ -71,6 +71,7 @@ class LowLatencyRank:
         self._stream: Any = None
         self.launches: list[dict] = []  # the last launches of this rank: call, phase, kernel, pending result
         self._live: tuple[str, DeviceBuffer] | None = None  # the phase in flight and its status words
+        self._local_experts = 1  # of the last call (names a combine flag's owner)
 
     # ------------------------------------------------------------------ plumbing
     def _buf(self, temps: list, array: np.ndarray, name: str) -> DeviceBuffer:
@@ -116,11 +117,9 @@ class LowLatencyRank:
         line = {"dispatch count": f"waited for rank {b}'s count for local expert {a} (saw epoch "
                                   f"{seen if seen else 'none'})",
                 "send finished": f"waited for its own warps to finish writing expert {a}'s tokens ({seen} done)",
-                "combine flag": f"waited for the flag of expert {a} (owned by rank {a // max(1, self._el)})"}[what]
+                "combine flag": f"waited for the flag of expert {a} (owned by rank {a // self._local_experts})"}[what]
         return CommTimeout(f"ptxforge.ep: rank {self.rank}'s {call} timed out: it {line}; each wait is bounded by "
                            f"timeout_s = {self.timeout_s:g} s: a peer that stopped, or a protocol error")
-
-    _el = 1
 
     @property
     def last_timeout(self) -> CommTimeout | None:
@@ -137,7 +136,7 @@ class LowLatencyRank:
         t_, h = x.shape
         r_ = self.world
         el = num_experts // r_
-        self._el = el
+        self._local_experts = el
         layout = K.LowLatencyLayout(r_, num_experts, num_max, h)
         self.fabric.ensure(self.rank, layout.nbytes)
         temps: list = []
@@ -198,7 +197,7 @@ class LowLatencyRank:
         combined rows, bf16 as uint16 [T, H]."""
         el, _, h = x.shape
         r_ = self.world
-        self._el = el
+        self._local_experts = el
         t_, k_ = topk_idx.shape
         layout = K.LowLatencyLayout(r_, num_experts, num_max, h)
         self.fabric.ensure(self.rank, layout.nbytes)
