@@ -214,3 +214,34 @@ def test_a_rank_killed_mid_low_latency_call_fails_the_others_naming_it(call):
         assert err is not None and err.startswith(f"EPPeerLostError: ptxforge.ep low_latency_{call}: "), (rank, err)
         assert f"rank {victim} (pid {case['pids'][victim]}) has exited" in err, err
         assert case["s"] < 15, case  # timeout_s is 30: noticed through the process group, not by waiting
+
+
+# --------------------------------------------------------------------------- PTX a GPU would take
+
+def _have_ptxas() -> bool:
+    try:
+        from ptxforge.toolchain import find_tool
+
+        find_tool("ptxas")
+        return True
+    except Exception:  # noqa: BLE001 - any failure to find it means: not here
+        return False
+
+
+@pytest.mark.skipif(not _have_ptxas(), reason="ptxas not found (install the tools extra)")
+@pytest.mark.parametrize("rdma", [False, True])
+def test_ptxas_accepts_the_low_latency_kernels(rdma):
+    """8 ranks, FP8 and power-of-two scales; with RDMA the NVSHMEM calls are externs (-c: relocatable, as
+    linked against NVSHMEM's device library)."""
+    from ptxforge.ep.low_latency_rank import _special
+    from ptxforge.kernels import low_latency as K
+    from ptxforge.toolchain import assemble
+
+    kernels = [_special(K.ll_dispatch_send, R=8, FP8=True, ROUND=rnd, RDMA=rdma, BUG="") for rnd in (False, True)]
+    kernels += [_special(K.ll_combine_send, R=8, RDMA=rdma)]
+    if not rdma:
+        kernels += [_special(K.ll_dispatch_recv, R=8, FP8=True, UE8M0=ue) for ue in (False, True)]
+        kernels += [K.ll_combine_recv]
+    for k in kernels:
+        res = assemble(k.ptx(), k.arch, ["-c"] if rdma else [])
+        assert res.ok, f"ptxas -arch={k.arch} rejected {k.name}:\n{res.stderr}"
