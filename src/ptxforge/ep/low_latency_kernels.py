@@ -103,7 +103,7 @@ class LowLatencyKernels(LowLatency):
     def _rank(self) -> Any:
         if self.rank_side is None:
             from ptxforge.ep import kernel_backend as KB  # heavy (the emulator), as Buffer's _kernel_backend
-            from ptxforge.ep.low_latency_rank import LowLatencyRank
+            from ptxforge.ep.low_latency_rank import LowLatencyRank  # the DSL kernels: heavy, loaded on first use
 
             dev = KB.comm_device(self.rank, self.num_ranks, "emu")
             self.rank_side = LowLatencyRank(self.rank, self.num_ranks, dev, KB.IpcFabric(dev, self.group,
@@ -138,7 +138,7 @@ class LowLatencyKernels(LowLatency):
         """Run the send phase now; the returned phase runs the receive (once). One `PeerWatch` covers both:
         this rank answers it when its send phase is done (what the peers' receives wait for), so a peer that
         dies before its send makes a receive spinning on it raise, and one that exits after it does not."""
-        from ptxforge.ep import kernel_backend as KB
+        from ptxforge.ep import kernel_backend as KB  # heavy (the emulator), as Buffer's kernels backend
 
         with self._peer_loss(call, "its low-latency kernels"):
             watch = PeerWatch(self.transport, call, self.buffer_id * 1_000_003 + 500_000 + self.serial)

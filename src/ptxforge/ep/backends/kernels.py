@@ -73,7 +73,7 @@ class KernelsBackend(Backend):
 
     def low_latency(self, num_rdma_bytes: int) -> LowLatencyOps:
         """The low-latency calls by the low-latency kernels (`ptxforge.ep.low_latency_kernels`)."""
-        from ptxforge.ep.low_latency_kernels import LowLatencyKernels
+        from ptxforge.ep.low_latency_kernels import LowLatencyKernels  # heavy on first call, as the module says
 
         g = self.group
         self.low_latency_ops = LowLatencyKernels(g.transport, g.rank, g.size, g.buffer_id, num_rdma_bytes,
