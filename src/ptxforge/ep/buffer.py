@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 from ptxforge import environment
 from ptxforge.ep.backends import Backend, CombineCall, DispatchCall, EPGroup, LowLatencyOps, backend_class
-from ptxforge.ep.backends.base import Bias, DispatchOutput, LayoutOutput, Payload, Received, wait_dispatch_of
+from ptxforge.ep.backends.base import Bias, DispatchOutput, LayoutOutput, Payload, Received
 from ptxforge.ep.backends.torch_transport import _rank_bits, _rank_unbits  # noqa: F401 - tests import them here
 from ptxforge.ep.config import COMBINE_CONFIGS, DISPATCH_CONFIGS, Config, EventOverlap, recommended
 from ptxforge.ep.errors import EPInputError
@@ -179,7 +179,7 @@ class Buffer:
         """(recv_x, recv_topk_idx, recv_topk_weights, num_recv_tokens_per_expert_list, handle, event)."""
         self._backend.order_after(previous_event)
         if isinstance(handle, DispatchHandle):
-            wait_dispatch_of(handle)
+            self._backend.wait_for_handle(handle)
         chk = check_dispatch(self, x, handle, num_tokens_per_rank, num_tokens_per_rdma_rank, is_token_in_rank,
                              num_tokens_per_expert, topk_idx, topk_weights, expert_alignment, num_worst_tokens,
                              config)
@@ -188,7 +188,7 @@ class Buffer:
         x_payload, x_scales = x if isinstance(x, tuple | list) else (x, None)
         call = DispatchCall(x_payload, x_scales, handle, is_token_in_rank, num_tokens_per_expert, topk_idx,
                             topk_weights, chk.facts["num_experts"], expert_alignment, num_worst_tokens,
-                            config or self.get_dispatch_config(self.group_size), async_finish)
+                            config or self.get_dispatch_config(self.group_size), async_finish, previous_event)
         return self._backend.dispatch(call, stats)
 
     # ------------------------------------------------------------------ combine
@@ -201,12 +201,12 @@ class Buffer:
         summed in f32 in rank order (across nodes: per node first, sent back as BF16, then over nodes)."""
         self._backend.order_after(previous_event)
         if isinstance(handle, DispatchHandle):
-            wait_dispatch_of(handle)
+            self._backend.wait_for_handle(handle)
         complaint, facts = check_combine(self, x, handle, topk_weights, bias)
         self.transport.agree("combine", dict(facts, serial=self._serial + 1), complaint)
         stats = self._next("combine", "bf16")
         call = CombineCall(x, handle, topk_weights, bias, config or self.get_combine_config(self.group_size),
-                           async_finish)
+                           async_finish, previous_event)
         return self._backend.combine(call, stats)
 
     # ------------------------------------------------------------------ low-latency mode

@@ -24,7 +24,7 @@ import torch.distributed as dist
 from ptxforge.emu import ipc
 from ptxforge.ep.errors import CommTimeout
 from ptxforge.ep.handle import DispatchHandle, pad_rows
-from ptxforge.ep.intranode import CommRank, DispatchOut, Tunables
+from ptxforge.ep.intranode import CommRank, DispatchOut, Notified, Tunables
 from ptxforge.ep.rows import Field, RowFormat
 from ptxforge.errors import KernelFault
 from ptxforge.runtime import cuda_ipc
@@ -218,13 +218,13 @@ def _bf16_torch(a: np.ndarray, device: torch.device) -> torch.Tensor:
 def start_dispatch(comm: CommRank, x: torch.Tensor, x_scales: torch.Tensor | None, topk_idx: torch.Tensor | None,
                    topk_weights: torch.Tensor | None, in_rank: torch.Tensor, per_expert: torch.Tensor,
                    num_experts: int, tun: Tunables, bug: str = "",
-                   on_counts: Callable[[np.ndarray], object] | None = None) -> Generator[None, None, DispatchOut]:
+                   on_notified: Callable[[Notified], object] | None = None) -> Generator[None, None, DispatchOut]:
     """The rank's dispatch generator (see `CommRank.dispatch`) for torch inputs."""
     return comm.dispatch(_bytes(x), _words(x_scales) if x_scales is not None else None,
                          topk_idx.detach().cpu().to(torch.int64).numpy() if topk_idx is not None else None,
                          topk_weights.detach().cpu().to(torch.float32).numpy() if topk_weights is not None else None,
                          in_rank.detach().cpu().numpy(), per_expert.detach().cpu().numpy(), num_experts, tun, bug,
-                         on_counts)
+                         on_notified)
 
 
 def finish_dispatch(out: DispatchOut, x: torch.Tensor, x_scales: torch.Tensor | None, in_rank: torch.Tensor,

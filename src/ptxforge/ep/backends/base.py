@@ -73,6 +73,7 @@ class DispatchCall:
     num_worst_tokens: int
     config: Config
     async_finish: bool
+    previous_event: EventOverlap | None = None  # already waited for, unless the backend orders it itself
 
 
 @dataclass
@@ -85,6 +86,7 @@ class CombineCall:
     bias: Bias
     config: Config
     async_finish: bool
+    previous_event: EventOverlap | None = None
 
 
 class LowLatencyOps(Protocol):
@@ -128,6 +130,10 @@ class Backend(ABC):
         caller waits for it now; a backend with a queue of its own may order it there instead)."""
         if previous_event is not None:
             previous_event.current_stream_wait()
+
+    def wait_for_handle(self, handle: DispatchHandle) -> None:
+        """Before a combine or cached dispatch reads `handle`: wait for the dispatch that made it to fill it."""
+        wait_dispatch_of(handle)
 
     def low_latency(self, num_rdma_bytes: int) -> LowLatencyOps:
         """This backend's low-latency calls; only asked for when `low_latency_missing` is None."""
