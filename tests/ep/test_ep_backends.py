@@ -64,12 +64,16 @@ def test_both_backends_implement_the_whole_interface():
         backends.backend_class("nccl")
 
 
-def test_a_backend_without_low_latency_mode_raises_its_declared_reason():
-    """The slot the kernels' low-latency mode fills: until then Buffer raises the backend's own reason, before
-    it needs a process group."""
-    reason = backends.KernelsBackend.low_latency_missing
-    assert reason and "low-latency mode runs on the torch transport only" in reason
-    assert backends.TorchBackend.low_latency_missing is None
+def test_a_backend_without_low_latency_mode_raises_its_declared_reason(monkeypatch):
+    """Both backends have low-latency mode; one that declares it missing is refused with its own reason, before
+    Buffer needs a process group."""
+    assert all(cls.low_latency_missing is None for cls in backends.BACKENDS.values())
+
+    class NoLowLatency(backends.TorchBackend):
+        name = "kernels"
+        low_latency_missing = "this backend has no low-latency mode"
+
+    monkeypatch.setitem(backends.BACKENDS, "kernels", NoLowLatency)
     with pytest.raises(NotImplementedError) as e:
         deep_ep.Buffer(None, 0, 0, low_latency_mode=True, backend="kernels")
-    assert str(e.value) == reason
+    assert str(e.value) == NoLowLatency.low_latency_missing

@@ -1,7 +1,8 @@
 """`backend="kernels"`: the layout by the DSL layout kernel, and on one node dispatch and combine by the intranode
 communication kernels (`ptxforge.kernels.comm`) on this process's device: an emulated GPU whose memory the other
 ranks' processes map through emulator IPC, or a CUDA GPU (CUDA IPC). Across nodes the torch transport moves
-the data. The kernels, the runtime and the emulator load at the first call that needs them (over a second a
+the data. Low-latency mode runs the low-latency kernels (`ptxforge.ep.low_latency_kernels`, on the caller's
+thread). The kernels, the runtime and the emulator load at the first call that needs them (over a second a
 process), never for the torch backend.
 
 Each call's kernels run on the device's worker thread (`ptxforge.ep.device_worker`), in call order; a call with
@@ -29,6 +30,7 @@ from ptxforge.ep.backends.base import (
     DispatchOutput,
     EPGroup,
     Layout,
+    LowLatencyOps,
     Received,
     check_worst,
 )
@@ -42,10 +44,9 @@ from ptxforge.ep.rows import Field, RowFormat
 if TYPE_CHECKING:
     from ptxforge.ep.handle import DispatchHandle
     from ptxforge.ep.intranode import CommRank, Notified
+    from ptxforge.ep.low_latency_kernels import LowLatencyKernels
     from ptxforge.ep.stats import CallStats
 
-LOW_LATENCY_MISSING = ("ptxforge.ep: low-latency mode runs on the torch transport only (backend='torch'); its "
-                       "communication kernels are not built yet")
 
 
 class KernelsBackend(Backend):
@@ -53,11 +54,11 @@ class KernelsBackend(Backend):
     the first dispatch or combine on one node."""
 
     name = "kernels"
-    low_latency_missing = LOW_LATENCY_MISSING
 
     def __init__(self, group: EPGroup) -> None:
         super().__init__(group)
         self.comm_rank: CommRank | None = None
+        self.low_latency_ops: LowLatencyKernels | None = None
         self._watches: list[PeerWatch] = []  # the last calls' peer watches: their answers outlive the call
         self._across_nodes = TorchBackend(group, layout=self.layout)
 
@@ -81,6 +82,15 @@ class KernelsBackend(Backend):
             return super().sm_budget()
         return dict(self.comm_rank.sm_budget)
 
+    def low_latency(self, num_rdma_bytes: int) -> LowLatencyOps:
+        """The low-latency calls by the low-latency kernels (`ptxforge.ep.low_latency_kernels`)."""
+        from ptxforge.ep.low_latency_kernels import LowLatencyKernels  # heavy on first call, as the module says
+
+        g = self.group
+        self.low_latency_ops = LowLatencyKernels(g.transport, g.rank, g.size, g.buffer_id, num_rdma_bytes,
+                                                 group=g.group, timeout_s=g.transport.timeout_s)
+        return self.low_latency_ops
+
     def _drain(self) -> None:
         """Wait until this rank's device worker has ended every call queued so far."""
         if self.comm_rank is not None:
@@ -88,6 +98,8 @@ class KernelsBackend(Backend):
 
     def close(self) -> None:
         self._drain()
+        if self.low_latency_ops is not None:  # the low-latency buffer
+            self.low_latency_ops.release()
         if self.comm_rank is not None:  # the communication buffer (the IPC device stays for other Buffers)
             self.comm_rank.close_streams()  # a GPU's green contexts
             self.comm_rank.fabric.release()
