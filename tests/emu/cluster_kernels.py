@@ -380,3 +380,56 @@ COPY:
 DONE:
 {call("nvshmem_quiet")}
     ret;""")
+
+
+def warp_put_then_two_signals(fence: bool = True):
+    """Warp 0 puts `n` u32 of `send` into `recv` of PE (me + 1) % npes (nvshmemx_putmem_nbi_warp); its lane 0
+    fences (unless fence=False) and adds 1 to `sig` there; after a bar.sync thread 32 (warp 1, no part in the
+    put) adds 1 to `other` there. Thread 0 waits for sig >= 1, then other >= 1; the block copies `recv` to
+    `out` (n <= the block size). The data is ordered by `sig` alone, as in DeepEP's RDMA coordinator."""
+    put = call("nvshmemx_putmem_nbi_warp", [(".b64", "%rd2"), (".b64", "%rd1"), (".b64", "%rd6"), (".b32", "%r3")])
+    sig = call("nvshmemx_signal_op", [(".b64", "%rd3"), (".b64", "1"), (".b32", str(SIGNAL_ADD)), (".b32", "%r3")])
+    other = call("nvshmem_uint64_atomic_add", [(".b64", "%rd4"), (".b64", "1"), (".b32", "%r3")])
+    return module("twosig", ".param .u64 send, .param .u64 recv, .param .u64 sig, .param .u64 other, "
+                  ".param .u64 out, .param .u32 n", f"""
+    ld.param.u64 %rd1, [send];
+    ld.param.u64 %rd2, [recv];
+    ld.param.u64 %rd3, [sig];
+    ld.param.u64 %rd4, [other];
+    ld.param.u64 %rd5, [out];
+    ld.param.u32 %r9, [n];
+    mul.wide.u32 %rd6, %r9, 4;
+{call("nvshmem_my_pe", ret=(".b32", "%r1"))}
+{call("nvshmem_n_pes", ret=(".b32", "%r2"))}
+    add.u32 %r3, %r1, 1;
+    rem.u32 %r3, %r3, %r2;
+    mov.u32 %r4, %tid.x;
+    setp.ge.u32 %p1, %r4, 32;
+    @%p1 bra PUT_DONE;
+{put}
+    setp.ne.u32 %p2, %r4, 0;
+    @%p2 bra PUT_DONE;
+{call("nvshmem_fence") if fence else ""}
+{sig}
+PUT_DONE:
+    bar.sync 0;
+    setp.ne.u32 %p3, %r4, 32;
+    @%p3 bra OTHER_DONE;
+{other}
+OTHER_DONE:
+    setp.ne.u32 %p4, %r4, 0;
+    @%p4 bra WAITED;
+{call("nvshmem_signal_wait_until", [(".b64", "%rd3"), (".b32", str(CMP_GE)), (".b64", "1")], (".b64", "%rd7"))}
+{call("nvshmem_signal_wait_until", [(".b64", "%rd4"), (".b32", str(CMP_GE)), (".b64", "1")], (".b64", "%rd8"))}
+WAITED:
+    bar.sync 0;
+    setp.ge.u32 %p5, %r4, %r9;
+    @%p5 bra DONE;
+    mul.wide.u32 %rd9, %r4, 4;
+    add.s64 %rd10, %rd2, %rd9;
+    ld.global.u32 %r5, [%rd10];
+    add.s64 %rd11, %rd5, %rd9;
+    st.global.u32 [%rd11], %r5;
+DONE:
+{call("nvshmem_quiet")}
+    ret;""")

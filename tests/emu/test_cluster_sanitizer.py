@@ -4,7 +4,15 @@ import time
 
 import numpy as np
 import pytest
-from cluster_kernels import all_to_all, expected_a2a, launch_all, nvlink_flag, ring_put_signal, run_a2a
+from cluster_kernels import (
+    all_to_all,
+    expected_a2a,
+    launch_all,
+    nvlink_flag,
+    ring_put_signal,
+    run_a2a,
+    warp_put_then_two_signals,
+)
 
 import ptxforge as pf
 from ptxforge.emu import Cluster, WatchdogTimeout
@@ -98,3 +106,37 @@ def test_puts_with_signal_need_no_fence_between_them(seed):
     launch_all(ring_put_signal(n=64, warps=2), cluster,
                lambda pe: [send.address(pe), recv.address(pe), sig.address(pe), out.address(pe)], block=64)
     assert [out.read(pe).tolist() for pe in range(2)] == [list(100 + np.arange(64)), list(np.arange(64))]
+
+
+def _two_signals(fence: bool, seed: int | None = None):
+    """Run warp_put_then_two_signals on a 2-node cluster (one GPU each); returns (kernel, out per PE)."""
+    cluster = Cluster(nodes=2, gpus_per_node=1, sms=2, sanitize=True, adversarial=seed)
+    send, recv, out = (cluster.malloc(32, np.uint32, n) for n in ("send", "recv", "out"))
+    sig, other = cluster.malloc(1, np.uint64, "sig"), cluster.malloc(1, np.uint64, "other")
+    for pe in range(2):
+        send.write(pe, pe * 100 + np.arange(32))
+    k = warp_put_then_two_signals(fence)
+    launch_all(k, cluster, lambda pe: [send.address(pe), recv.address(pe), sig.address(pe), other.address(pe),
+                                       out.address(pe), np.uint32(32)], block=64)
+    return k, [out.read(pe).tolist() for pe in range(2)]
+
+
+@pytest.mark.parametrize("seed", [None, 3])
+def test_a_warp_put_fenced_and_signalled_by_its_lane_0_is_clean_despite_another_threads_later_signal(seed):
+    """NVSHMEM's fence orders the calling thread's operations: lane 0 issued the warp put (each lane does),
+    fenced and signalled, so `sig` orders the data; thread 32's later `other` signal never issued the put and
+    is no signal of the data's arrival (DeepEP's RDMA coordinator and its head-return warp)."""
+    _, out = _two_signals(fence=True, seed=seed)
+    assert out == [list(100 + np.arange(32)), list(np.arange(32))]
+
+
+def test_the_same_warp_put_signalled_by_its_lane_0_without_a_fence_is_still_a_race():
+    with pytest.raises(pf.SanitizerError) as e:
+        _two_signals(fence=False)
+    k = warp_put_then_two_signals(fence=False)
+    reports = [r for r in e.value.reports if r.kind == "unfenced-signal"]
+    assert reports and {r.gpu for r in reports} <= {0, 1}  # the first launch's error is raised
+    put, sig = _line(k, "call.uni nvshmemx_putmem_nbi_warp"), _line(k, "call.uni nvshmemx_signal_op")
+    load = _line(k, "ld.global.u32 %r5")
+    # the read is attributed to lane 0's own signal, never to thread 32's unrelated atomic add
+    assert {(r.ptx_line, r.other["ptx_line"], r.other["signal_line"]) for r in reports} == {(load, put, sig)}

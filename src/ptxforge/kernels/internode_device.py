@@ -3,7 +3,8 @@ timeout record that names node, GPU, channel, peer, block, warp, the counter, wa
 
 The waits are `ptxforge.kernels.comm`'s (one poll in place, the retry loop after the kernel's last
 instruction, %globaltimer read only when the first poll fails); a wait past `timeout_ns` claims the GPU's
-record at ERROR_OFF of its NVLink buffer (atom.cas), fills it, prints it with vprintf and traps.
+record at ERROR_OFF of its NVLink buffer (atom.cas to TIMEOUT_CLAIMED), fills it, stores the kernel's word
+last, prints it with vprintf and traps.
 """
 
 from __future__ import annotations
@@ -12,7 +13,14 @@ from typing import TYPE_CHECKING
 
 from ptxforge.dsl import atom_cas, ctaid, cvt, guard, if_, ld, reg, ret, shfl_idx, st, tid, trap, u32, vprintf
 from ptxforge.kernels import comm
-from ptxforge.kernels.internode_layout import ERROR_OFF, FORMAT_OFFSETS, KERNELS, ROLES, TIMEOUT_ARGS
+from ptxforge.kernels.internode_layout import (
+    ERROR_OFF,
+    FORMAT_OFFSETS,
+    KERNELS,
+    ROLES,
+    TIMEOUT_ARGS,
+    TIMEOUT_CLAIMED,
+)
 
 if TYPE_CHECKING:
     from ptxforge.dsl.memory import Pointer
@@ -33,10 +41,11 @@ def bound_waits(kernel: str, timeout_ns: Reg, nvl_peers: Pointer, local: Index, 
         slot = gptr(base).cast(u32)
         values = {"node": node, "gpu": gpu, "channel": channel, "peer": peer, "block": ctaid.x,
                   "warp": tid.x >> 5, "wanted": wanted, "seen": seen}
-        with if_(atom_cas(slot[0], 0, KERNELS.index(kernel) + 1) == 0):
+        with if_(atom_cas(slot[0], 0, TIMEOUT_CLAIMED) == 0):
             st(slot[1], ROLES.index(role))
             for i, name in enumerate(TIMEOUT_ARGS, start=2):
                 st(slot[i], values[name])
+            st(slot[0], KERNELS.index(kernel) + 1, sem="release", scope="sys")  # whole: the host may read it
             comm_format = formats.value() + FORMAT_OFFSETS[kernel, role]
             vprintf(comm_format, base + 8)
             trap()

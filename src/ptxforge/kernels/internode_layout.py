@@ -52,6 +52,9 @@ COUNTERS = {
 ROLES = tuple(dict.fromkeys(role for _, role in COUNTERS))
 TIMEOUT_ARGS = ("node", "gpu", "channel", "peer", "block", "warp", "wanted", "seen")
 TIMEOUT_WORDS = 2 + len(TIMEOUT_ARGS)
+# the record's first word while its claimant fills it (the kernel's index + 1 is stored last): another rank's
+# timeout can stop the cluster mid-fill, and a half-written record must not be read as a whole one
+TIMEOUT_CLAIMED = 0xFFFFFFFF
 TIMEOUT_FORMATS = {key: f"ptxforge.ep: node %u GPU %u: the internode {key[0]} kernel timed out: channel %u, peer GPU "
                         f"%u, block %u warp %u waited on {text}: wanted %u, saw %u\n"
                    for key, text in COUNTERS.items()}
@@ -74,7 +77,8 @@ def align(n: int, a: int = 16) -> int:
 
 
 def describe_timeout(record: list[int]) -> str | None:
-    """The message a timeout record (TIMEOUT_WORDS u32) stands for; None for an empty record."""
+    """The message a timeout record (TIMEOUT_WORDS u32) stands for; None for an empty record or one its
+    claimant had not finished writing (first word TIMEOUT_CLAIMED)."""
     kernel, role = record[0] - 1, record[1]
     if not (0 <= kernel < len(KERNELS) and 0 <= role < len(ROLES)):
         return None

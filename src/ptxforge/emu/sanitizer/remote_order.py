@@ -3,11 +3,15 @@
 `RemoteOrder` watches the `Fabric` (issue, fence, quiet, delivery of every NIC operation) and each launch of
 a sanitized `Cluster` (its global reads and writes, with the instruction). Two findings:
 
-- unfenced signal: PE A puts data to PE B (a plain put), then signals B (nvshmemx_signal_op,
-  nvshmem_uint64_atomic_add or a put-with-signal) with no nvshmem_fence or nvshmem_quiet in between. The
-  signal may overtake the data, so once it is delivered a read of the data on B is a race: reported with the
-  reading line, thread and GPU, and the put's and the signal's lines, GPUs and nodes. (A put-with-signal's
-  own data is ordered before its own signal, which its reader waits for: no finding.)
+- unfenced signal: a thread of PE A puts data to PE B (a plain put; a warp or block form counts as issued by
+  each of its threads), then the same thread signals B (nvshmemx_signal_op, nvshmem_uint64_atomic_add or a
+  put-with-signal) with no nvshmem_fence or nvshmem_quiet of its own in between. The signal may overtake the
+  data, so once it is delivered a read of the data on B is a race: reported with the reading line, thread and
+  GPU, and the put's and the signal's lines, GPUs and nodes. (A put-with-signal's own data is ordered before
+  its own signal, which its reader waits for: no finding.) NVSHMEM's fence and quiet order only the calling
+  thread's operations, so a signal by a thread that did not issue the put has no order with it to check: it
+  is not taken as the data's arrival (a reader that relies on such a signal is not caught here; the
+  adversarial NIC mode delivers that signal early).
 - send buffer reused before quiet: a non-blocking put reads its source until nvshmem_quiet completes it; a
   store by the source PE to those bytes before that is reported with both lines.
 """
@@ -56,8 +60,9 @@ class RemoteOrder:
     # ------------------------------------------------------------------ fabric events
     def issued(self, op: NicOp) -> None:
         key = (op.src, op.dst)
-        if op.signals:  # ordered after a put only by a fence of a thread that issued both
-            self.hazards[op.dst] += [_Hazard(p, op) for p, fenced in self.unfenced[key] if not fenced & op.issuers]
+        if op.signals:  # a hazard only where a thread issued both and none of those fenced in between
+            self.hazards[op.dst] += [_Hazard(p, op) for p, fenced in self.unfenced[key]
+                                     if p.issuers & op.issuers and not fenced & op.issuers]
         if op.nbytes:
             for hs in self.hazards.values():  # a newer put of the same bytes supersedes an older one's hazard
                 hs[:] = [h for h in hs if not (h.put.dst == op.dst and op.dst_addr <= h.put.dst_addr
