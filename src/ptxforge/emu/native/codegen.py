@@ -447,11 +447,14 @@ class BlockGen:
         else:
             off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
             inarena = b.icmp_unsigned("<", off, splat(b, self.arena_size))
+            # (an i32 gather of the map's bytes, the map padded for it: x86 has no byte gather, and LLVM would
+            # turn an i8 one into 32 branches)
             gptrs = b.inttoptr(b.add(splat(b, b.ptrtoint(self.gmap, I64)), b.lshr(off, L.Constant(vt, 6))),
-                               V(I8.as_pointer()))
-            gather = self.intrinsic("llvm.masked.gather.v32i8.v32p0", V(I8), [V(I8.as_pointer()), I32, V(I1), V(I8)])
-            g = b.zext(b.call(gather, [gptrs, L.Constant(I32, 1), b.and_(active, inarena), L.Constant(V(I8), 0)]),
-                       vt)
+                               V(I32.as_pointer()))
+            gather = self.intrinsic("llvm.masked.gather.v32i32.v32p0", V(I32),
+                                    [V(I32.as_pointer()), I32, V(I1), V(I32)])
+            g = b.call(gather, [gptrs, L.Constant(I32, 1), b.and_(active, inarena), L.Constant(V(I32), 0)])
+            g = b.zext(b.trunc(g, V(I8)), vt)
             valid = b.and_(g, L.Constant(vt, GMAP_READONLY - 1))
             within = b.add(b.and_(off, L.Constant(vt, GRANULE - 1)), L.Constant(vt, nbytes))
             inb = b.and_(inarena, b.icmp_unsigned("<=", within, valid))

@@ -57,7 +57,7 @@ def validity_map(memory: Any) -> np.ndarray:
     """Per 64-byte granule of the arena: how many of its bytes from its start lie in an allocation (flag 0x80:
     a read-only one). Allocations start on 256-byte boundaries, so a granule belongs to at most one. Kept per
     memory until its allocations change."""
-    key = (memory.arena.size, tuple((a.offset, a.size, a.readonly) for a in memory.allocations))
+    key = (memory.arena.size, memory.allocations)  # (the same Allocation objects compare by identity first)
     hit = _MAPS.get(memory)
     if hit is not None and hit[0] == key:
         return hit[1]
@@ -68,13 +68,34 @@ def validity_map(memory: Any) -> np.ndarray:
 
 def _build_map(memory: Any) -> np.ndarray:
     n = (memory.arena.size + G.GRANULE - 1) // G.GRANULE
-    gmap = np.zeros(n + 1, np.uint8)
+    gmap = np.zeros(n + 4, np.uint8)  # (+4: the code reads each entry as the low byte of an i32)
     for a in memory.allocations:
         first, end = a.offset, a.offset + a.size
         g0, g1 = first // G.GRANULE, (end + G.GRANULE - 1) // G.GRANULE
         valid = np.minimum(end - np.arange(g0, g1, dtype=np.int64) * G.GRANULE, G.GRANULE).astype(np.uint8)
         gmap[g0:g1] = valid | (G.GMAP_READONLY if a.readonly else 0)
     return gmap
+
+
+_LOCAL = threading.local()  # per thread: its shared-memory buffer and launch record, reused by later launches
+STATUS_LEN = 8
+
+
+def _shared_buffer(nbytes: int) -> np.ndarray:
+    buf = getattr(_LOCAL, "shared", None)
+    if buf is None or buf.size < nbytes:
+        buf = _LOCAL.shared = np.zeros(max(nbytes, 4096), np.uint8)  # (the code zeroes it per block)
+    return buf
+
+
+def _record(nblocks: int) -> tuple[np.ndarray, int]:
+    """This thread's launch record (context, status, a count per block: int64s) and its address."""
+    rec = getattr(_LOCAL, "record", None)
+    need = G.CTX_LEN + STATUS_LEN + nblocks
+    if rec is None or rec[0].size < need:
+        arr = np.zeros(max(need, 4096), np.int64)
+        rec = _LOCAL.record = (arr, arr.ctypes.data)
+    return rec
 
 
 def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict:
@@ -89,27 +110,50 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict
     gmap = validity_map(memory)
     nblocks = m.nblocks
     nthreads = max(1, min(threads or default_threads(), nblocks))
-    status = np.zeros(8, np.int64)
-    counts = np.zeros(nblocks, np.int64)
     shared_size = int(m.shared_size)
-    params = m.params
+    gx, gy, gz = m.grid
+    rec, addr = _record(nblocks)
+    ctx0 = rec[:G.CTX_LEN]
+    status = rec[G.CTX_LEN:G.CTX_LEN + STATUS_LEN]
+    counts = rec[G.CTX_LEN + STATUS_LEN:G.CTX_LEN + STATUS_LEN + nblocks]
+    status[:] = 0
+    ctx0[:] = (m.params.ctypes.data, arena.ctypes.data, arena.size, gmap.ctypes.data,
+               _shared_buffer(shared_size).ctypes.data, addr + 8 * G.CTX_LEN, addr + 8 * (G.CTX_LEN + STATUS_LEN),
+               gx, gy, gz, shared_size)
+    errors: list[BaseException] = []
+    limit = m.time_limit_s if m.time_limit_s is not None else m.watchdog_s
+    # A timer stops the workers at the wall-clock limit (they look at the status between segments).
+    token = _WATCHDOG.watch(status, limit)
+    try:
+        if nthreads == 1:  # (no pool, no lock: a tiny launch's cost is mostly this path)
+            fn(addr, 0, nblocks)
+        else:
+            _run_threads(fn, ctx0, status, nblocks, nthreads, shared_size, errors)
+    finally:
+        _WATCHDOG.forget(token)
+    if status[0] == G.ST_STOP and not errors:
+        raise WatchdogTimeout(f"{m.layout.kernel_func.name}: the native tier stopped the launch after "
+                              f"{limit:g} s (its wall-clock limit: watchdog_s / time_limit_s)")
+    if errors:
+        raise EmulatorError(f"{m.layout.kernel_func.name}: the native tier failed: {errors[0]}")
+    if status[0] != 0:
+        raise _fault(m, status.copy())
+    sms = m.sm_ids[np.arange(nblocks) % m.resident % m.sm_ids.size]
+    per_sm = np.bincount(sms, weights=counts, minlength=m.per_sm.size).astype(np.int64)
+    return {"thread_instructions": int(counts.sum()), "per_sm": per_sm, "wall_s": time.perf_counter() - t0,
+            "waves": -(-nblocks // m.resident), "resident_blocks": m.resident, "steps": 0}
+
+
+def _run_threads(fn: Any, ctx0: np.ndarray, status: np.ndarray, nblocks: int, nthreads: int, shared_size: int,
+                 errors: list[BaseException]) -> None:
+    """The caller's thread is one worker, the others come from the shared pool; each takes chunks of blocks."""
     chunk = max(1, nblocks // (nthreads * 8))
     next_block = [0]
     lock = threading.Lock()
-    errors: list[BaseException] = []
 
     def worker() -> None:
-        shared = np.zeros(max(shared_size, 8), np.uint8)
-        ctx = np.zeros(G.CTX_LEN, np.int64)
-        ctx[G.CTX_PARAMS] = params.ctypes.data
-        ctx[G.CTX_ARENA] = arena.ctypes.data
-        ctx[G.CTX_ARENA_SIZE] = arena.size
-        ctx[G.CTX_GMAP] = gmap.ctypes.data
-        ctx[G.CTX_SHARED] = shared.ctypes.data
-        ctx[G.CTX_STATUS] = status.ctypes.data
-        ctx[G.CTX_COUNTS] = counts.ctypes.data
-        ctx[G.CTX_GRID:G.CTX_GRID + 3] = m.grid
-        ctx[G.CTX_SHARED_SIZE] = shared_size
+        ctx = ctx0.copy()
+        ctx[G.CTX_SHARED] = _shared_buffer(shared_size).ctypes.data
         try:
             while status[0] == 0:
                 with lock:
@@ -122,28 +166,9 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict
             errors.append(e)
             status[0] = G.ST_STOP
 
-    limit = m.time_limit_s if m.time_limit_s is not None else m.watchdog_s
-    # the caller's thread is one worker; the others come from the shared pool. A timer stops the workers at
-    # the wall-clock limit (they look at the status between segments).
-    token = _WATCHDOG.watch(status, limit)
-    try:
-        helpers = [_pool().submit(worker) for _ in range(nthreads - 1)]
-        worker()
-        concurrent.futures.wait(helpers)
-    finally:
-        _WATCHDOG.forget(token)
-    if status[0] == G.ST_STOP and not errors:
-        raise WatchdogTimeout(f"{m.layout.kernel_func.name}: the native tier stopped the launch after "
-                              f"{limit:g} s (its wall-clock limit: watchdog_s / time_limit_s)")
-    if errors:
-        raise EmulatorError(f"{m.layout.kernel_func.name}: the native tier failed: {errors[0]}")
-    if status[0] != 0:
-        raise _fault(m, status)
-    per_slot_sm = m.sm_ids[np.arange(m.resident) % m.sm_ids.size]
-    per_sm = np.zeros_like(m.per_sm)
-    np.add.at(per_sm, per_slot_sm[np.arange(nblocks) % m.resident], counts)
-    return {"thread_instructions": int(counts.sum()), "per_sm": per_sm, "wall_s": time.perf_counter() - t0,
-            "waves": -(-nblocks // m.resident), "resident_blocks": m.resident, "steps": 0}
+    helpers = [_pool().submit(worker) for _ in range(nthreads - 1)]
+    worker()
+    concurrent.futures.wait(helpers)
 
 
 class _Watchdog:
