@@ -435,7 +435,7 @@ def _atom(ins: ir.Instruction, env: WarpEnv) -> None:
     rmw = "cas" if op == "cas" else _ATOM_OPS[op]
     if rmw in ("min", "max") and not signed(ty):
         rmw = "u" + rmw
-    old = env.atomic(host, rmw, data)
+    old = env.atomic(host, rmw, data, shared=space == "shared")
     if not red:
         write(env, operands[0], old)
 

@@ -176,9 +176,10 @@ class WarpEnv:
         b.branch(join)
         b.position_at_end(join)
 
-    def atomic(self, host: L.Value, rmw: str, data: list[L.Value]) -> L.Value:
+    def atomic(self, host: L.Value, rmw: str, data: list[L.Value], shared: bool) -> L.Value:
         """An atomic read-modify-write (`rmw`: an LLVM atomicrmw operation or "cas") of each active lane, in
-        lane order; the old values (inactive lanes: 0)."""
+        lane order; the old values (inactive lanes: 0). On shared memory it is a plain load and store: a
+        block's shared memory is only ever touched by the one worker thread running the block."""
         b = self.b
         fn = self.gen.fn
         t = data[0].type.element
@@ -199,7 +200,10 @@ class WarpEnv:
         b.position_at_end(do)
         ptr = b.inttoptr(b.extract_element(host, li), t.as_pointer())
         xs = [b.extract_element(d, li) for d in data]
-        if rmw == "cas":
+        if shared:
+            old = b.load(ptr, align=t.width // 8)
+            b.store(_plain_rmw(b, rmw, old, xs), ptr, align=t.width // 8)
+        elif rmw == "cas":
             old = b.extract_value(b.cmpxchg(ptr, xs[0], xs[1], "seq_cst", "seq_cst"), 0)
         else:
             old = b.atomic_rmw(rmw, ptr, xs[0], "seq_cst")
@@ -214,6 +218,19 @@ class WarpEnv:
         b.branch(head)
         b.position_at_end(done)
         return acc
+
+
+def _plain_rmw(b: L.IRBuilder, rmw: str, old: L.Value, xs: list[L.Value]) -> L.Value:
+    """The value an atomicrmw `rmw` (or "cas") of `xs` stores over `old`."""
+    x = xs[0]
+    if rmw == "cas":
+        return b.select(b.icmp_unsigned("==", old, x), xs[1], old)
+    if rmw == "xchg":
+        return x
+    if rmw in ("add", "and", "or", "xor"):
+        return {"add": b.add, "and": b.and_, "or": b.or_, "xor": b.xor}[rmw](old, x)
+    cmp = b.icmp_unsigned if rmw.startswith("u") else b.icmp_signed
+    return b.select(cmp("<" if rmw.endswith("min") else ">", x, old), x, old)
 
 
 def splat(b: L.IRBuilder, x: L.Value) -> L.Value:
