@@ -26,7 +26,9 @@ from llvmlite import ir as L
 from ptxforge.emu import op as C
 from ptxforge.emu.memory import GLOBAL_BASE
 from ptxforge.emu.native.dataflow import live_in, registers_to_zero, shuffled
-from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, lower, read, write
+from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, read, write
+from ptxforge.emu.native.lower_warp import WARP_OPS, member_operand
+from ptxforge.emu.native.lowering import lower
 from ptxforge.emu.native.warp import IOTA, SegmentRegs, WarpEnv, splat, storage
 from ptxforge.ptx import ir
 
@@ -53,7 +55,7 @@ BARRIER_OPCODES = ("bar", "barrier")
 class Segment:
     start: int
     end: int  # one past its last pc
-    kind: str  # "lanes", "shfl", "bar"
+    kind: str  # "lanes", "warp" (shfl, vote, match, redux, bar.warp.sync), "bar"
 
 
 def segments(layout: Layout, ops: list[Any]) -> list[Segment]:
@@ -82,7 +84,7 @@ def segments(layout: Layout, ops: list[Any]) -> list[Segment]:
     out = []
     for a, z in zip(cuts, cuts[1:], strict=False):
         k = ops[a].kind
-        kind = "bar" if k == C.BAR else "shfl" if k == C.WARPSYNC else "lanes"
+        kind = "bar" if k == C.BAR else "warp" if k == C.WARPSYNC else "lanes"
         out.append(Segment(a, z, kind))
     return out
 
@@ -296,8 +298,8 @@ class BlockGen:
             self._count(b, mask, 1)
             self._set_pcs(b, w, pcs, mask, L.Constant(V(I32), (seg.start + 1) | WAIT_BAR))
             return
-        if seg.kind == "shfl":
-            self.emit_shfl(b, seg, w, pcs, mask)
+        if seg.kind == "warp":
+            self.emit_warp(b, seg, w, pcs, mask)
             return
         self._count(b, mask, seg.end - seg.start)
         regs = SegmentRegs()
@@ -364,10 +366,45 @@ class BlockGen:
         if not ok:
             raise NotNative(f"{ins.mnemonic} (other than bar.sync 0 for the whole block) is not in the native tier yet")
 
-    def emit_shfl(self, b: L.IRBuilder, seg: Segment, w: L.Value, pcs: L.Value, here: L.Value) -> None:
+    def emit_warp(self, b: L.IRBuilder, seg: Segment, w: L.Value, pcs: L.Value, here: L.Value) -> None:
+        """A warp-wide instruction, once every running lane of its member mask stands at it."""
         pc = self.current_pc = seg.start
         ins = self.layout.placed[pc].ins
-        if ins.opcode != "shfl" or ins.guard is not None or "b32" not in ins.suffixes:
+        if ins.guard is not None:
+            raise NotNative(f"{ins.mnemonic} under a guard is not in the native tier yet")
+        fn = self.fn
+        regs = SegmentRegs()
+        env = WarpEnv(self, b, w, pc, here, regs)
+        # the lanes of the member mask still running must all stand here (the interpreter waits for them)
+        here_bits = b.bitcast(here, I32)
+        alive_bits = b.bitcast(b.icmp_unsigned("!=", pcs, L.Constant(V(I32), EXITED)), I32)
+        mo = member_operand(ins)
+        if mo is not None:
+            cttz = self.intrinsic("llvm.cttz.i32", I32, [I32, I1])
+            lead = b.call(cttz, [here_bits, L.Constant(I1, 1)])
+            mm = b.extract_element(read(env, mo, ".b32"), lead)
+        else:
+            mm = L.Constant(I32, 0xFFFFFFFF)
+        missing = b.and_(b.and_(mm, alive_bits), b.not_(here_bits))
+        fail = fn.append_basic_block(f"s{pc}_unconverged")
+        mid = fn.append_basic_block(f"s{pc}_mid")
+        b.cbranch(b.icmp_unsigned("!=", missing, L.Constant(I32, 0)), fail, mid)
+        b.position_at_end(fail)
+        self._set_status(b, ST_NOT_CONVERGED, pc, b.mul(w, L.Constant(I64, 32)), L.Constant(I64, 0), 4, False)
+        b.branch(self.ret_block)
+        b.position_at_end(mid)
+        self._count(b, here, 1)
+        if ins.opcode == "shfl":
+            self._shfl(b, env, ins)
+        elif ins.opcode in WARP_OPS:
+            WARP_OPS[ins.opcode](ins, env)
+        elif not (ins.opcode == "bar" and "warp" in ins.suffixes):  # (bar.warp.sync: the wait above is all)
+            raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+        self._flush(b, w, regs, here, self._live_after([pc + 1]))
+        self._set_pcs(b, w, pcs, here, L.Constant(V(I32), pc + 1))
+
+    def _shfl(self, b: L.IRBuilder, env: WarpEnv, ins: ir.Instruction) -> None:
+        if "b32" not in ins.suffixes:
             raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
         mode = next((s for s in ins.suffixes if s in ("up", "down", "bfly", "idx")), None)
         ops = ins.operands
@@ -377,23 +414,6 @@ class BlockGen:
             d, p = ops[0].first, (None if isinstance(ops[0].second, ir.Sink) else ops[0].second)
         else:
             d, p = ops[0], None
-        fn = self.fn
-        regs = SegmentRegs()
-        env = WarpEnv(self, b, w, pc, here, regs)
-        # the lanes of the member mask still running must all stand here (the interpreter waits for them)
-        here_bits = b.bitcast(here, I32)
-        alive_bits = b.bitcast(b.icmp_unsigned("!=", pcs, L.Constant(V(I32), EXITED)), I32)
-        cttz = self.intrinsic("llvm.cttz.i32", I32, [I32, I1])
-        lead = b.call(cttz, [here_bits, L.Constant(I1, 1)])
-        mm = b.extract_element(read(env, ops[4], ".b32"), lead)
-        missing = b.and_(b.and_(mm, alive_bits), b.not_(here_bits))
-        fail = fn.append_basic_block(f"s{pc}_unconverged")
-        mid = fn.append_basic_block(f"s{pc}_mid")
-        b.cbranch(b.icmp_unsigned("!=", missing, L.Constant(I32, 0)), fail, mid)
-        b.position_at_end(fail)
-        self._set_status(b, ST_NOT_CONVERGED, pc, b.mul(w, L.Constant(I64, 32)), L.Constant(I64, 0), 4, False)
-        b.branch(self.ret_block)
-        b.position_at_end(mid)
         bv = b.and_(read(env, ops[2], ".b32"), L.Constant(V(I32), 31))
         cv = read(env, ops[3], ".b32")
         seg_mask = b.and_(b.lshr(cv, L.Constant(V(I32), 8)), L.Constant(V(I32), 31))
@@ -414,12 +434,9 @@ class BlockGen:
                           V(I32.as_pointer()))
         gather = self.intrinsic("llvm.masked.gather.v32i32.v32p0", V(I32), [V(I32.as_pointer()), I32, V(I1), V(I32)])
         got = b.call(gather, [ptrs, L.Constant(I32, 4), L.Constant(V(I1), 1), L.Constant(V(I32), 0)])
-        self._count(b, here, 1)
         write(env, d, got)
         if p is not None:
             write(env, p, ok)
-        self._flush(b, w, regs, here, self._live_after([pc + 1]))
-        self._set_pcs(b, w, pcs, here, L.Constant(V(I32), pc + 1))
 
     # ------------------------------------------------------------------ memory
     def _set_status(self, b: L.IRBuilder, code: int | L.Value, pc: int, lane: L.Value, addr: L.Value, nbytes: int,

@@ -66,14 +66,6 @@ def signed(ty: str) -> bool:
     return ty.startswith(".s")
 
 
-def lower(ins: ir.Instruction, env: WarpEnv) -> None:
-    """Emit `ins` for the warp into env.b (env applies the guard and the active mask to its effects)."""
-    fn = _LOWER.get(ins.opcode)
-    if fn is None:
-        raise NotNative(f"{ins.opcode} is not in the native tier yet")
-    fn(ins, env)
-
-
 # ---------------------------------------------------------------------------------------------- operands
 def read(env: WarpEnv, o: Any, ty: str) -> L.Value:
     """Operand `o` read as PTX type `ty`: a <32 x iN> (N = the type's width; i1 for .pred)."""
@@ -440,7 +432,7 @@ def _atom(ins: ir.Instruction, env: WarpEnv) -> None:
         write(env, operands[0], old)
 
 
-_LOWER = {
+LOWER = {  # (lowering.py adds the other modules' instructions)
     "add": _arith, "sub": _arith, "mul": _arith, "mad": _arith, "fma": _fma,
     "and": _bitwise, "or": _bitwise, "xor": _bitwise, "not": _bitwise,
     "shl": _shift, "shr": _shift, "min": _minmax, "max": _minmax, "setp": _setp, "selp": _selp, "mov": _mov,
