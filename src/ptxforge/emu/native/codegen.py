@@ -42,9 +42,13 @@ MAX_REGFILE = 4 << 20  # bytes of register file a block may keep on a worker's s
 CTX_PARAMS, CTX_ARENA, CTX_ARENA_SIZE, CTX_GMAP, CTX_SHARED, CTX_STATUS, CTX_COUNTS = range(7)
 CTX_GRID = 7  # 7, 8, 9: nctaid.x/y/z
 CTX_SHARED_SIZE = 10
-CTX_LEN = 11
+CTX_PROBE = 11  # this worker's probe slot (the no-progress watchdog's; see `emit_probe`)
+CTX_LEN = 12
+# probe slot: [request (the launcher sets 1, the code answers with 0; -1: the worker is done), hash of the
+# block's pcs and registers, block, memory writes so far, warp, pc]
+PROBE_REQ, PROBE_HASH, PROBE_BLOCK, PROBE_WRITES, PROBE_WARP, PROBE_PC, PROBE_LEN = range(7)
 # status[0] codes (status: [code, pc, thread, block, address, nbytes, write])
-ST_OK, ST_FAULT, ST_MISALIGNED, ST_READONLY, ST_NOT_CONVERGED, ST_STOP = 0, 1, 2, 3, 4, 5
+ST_OK, ST_FAULT, ST_MISALIGNED, ST_READONLY, ST_NOT_CONVERGED, ST_STOP, ST_NO_PROGRESS = 0, 1, 2, 3, 4, 5, 6
 GRANULE = 64  # bytes per entry of the global validity map (allocations start on 256-byte boundaries)
 GMAP_READONLY = 0x80  # flag in a map entry: the bytes belong to a read-only (.const) allocation
 
@@ -145,6 +149,7 @@ class BlockGen:
         self.shared = b.inttoptr(ctx(CTX_SHARED), i8p)
         self.shared_base = ctx(CTX_SHARED)
         self.status = b.inttoptr(ctx(CTX_STATUS), I64.as_pointer())
+        self.probe = b.inttoptr(ctx(CTX_PROBE), I64.as_pointer())
         self.counts = b.inttoptr(ctx(CTX_COUNTS), I64.as_pointer())
         self.grid = [b.trunc(ctx(CTX_GRID + i), I32) for i in range(3)]
         self.shared_size = ctx(CTX_SHARED_SIZE)
@@ -157,7 +162,13 @@ class BlockGen:
         self.ctaid = [b.alloca(I32, name=f"ctaid{d}") for d in "xyz"]
         self.bid = b.alloca(I64, name="bid")
         self.warp = b.alloca(I64, name="warp")
+        self.ran = b.alloca(I1, name="ran")  # a warp ran a segment in this sweep over the block's warps
+        self.writes = b.alloca(I64, name="writes")  # memory-writing warp instructions (the watchdog's progress)
+        b.store(L.Constant(I64, 0), self.writes)
         memset = self.intrinsic("llvm.memset.p0i8.i64", L.VoidType(), [i8p, I8, I64, I1])
+        # (once per call: the watchdog's probe hashes the whole file, and LLVM takes unwritten bytes as undefined)
+        b.call(memset, [self.regfile, L.Constant(I8, 0), L.Constant(I64, self.nwarps * self.warp_bytes),
+                        L.Constant(I1, 0)])
         b.store(first, self.bid)
 
         blk_top = fn.append_basic_block("block_top")
@@ -188,8 +199,12 @@ class BlockGen:
         release = fn.append_basic_block("release")
         block_done = fn.append_basic_block("block_done")
         b.branch(sched)
+        # sched: a sweep over the block's warps, each running one segment in turn (a warp spinning on a flag
+        # another warp sets lets that warp run), until none can run: then a barrier releases or the block ends
         b.position_at_end(sched)
         b.store(L.Constant(I64, 0), self.warp)
+        b.store(L.Constant(I1, 0), self.ran)
+        self.emit_probe(b)
         b.branch(warp_top)
 
         # warp_top: the lowest pc of the warp's runnable lanes, dispatched to its segment
@@ -214,14 +229,18 @@ class BlockGen:
             b.position_at_end(blk)
             mask = b.icmp_unsigned("==", vec, L.Constant(V(I32), seg.start))
             self.emit_segment(b, seg, w, vec, mask)
-            b.branch(warp_top)
+            b.store(L.Constant(I1, 1), self.ran)
+            b.branch(next_warp)
         b.position_at_end(bad)
         b.branch(next_warp)  # (no segment starts there: cannot happen for pcs this code writes)
 
         b.position_at_end(next_warp)
         w2 = b.add(b.load(self.warp), L.Constant(I64, 1))
         b.store(w2, self.warp)
-        b.cbranch(b.icmp_signed("<", w2, L.Constant(I64, self.nwarps)), warp_top, release)
+        sweep_end = fn.append_basic_block("sweep_end")
+        b.cbranch(b.icmp_signed("<", w2, L.Constant(I64, self.nwarps)), warp_top, sweep_end)
+        b.position_at_end(sweep_end)
+        b.cbranch(b.load(self.ran), sched, release)
 
         # every warp waits or has exited: a barrier releases its lanes, or the block is done
         b.position_at_end(release)
@@ -264,6 +283,55 @@ class BlockGen:
         if mask is not None:
             v = b.select(mask, v, b.load(p, align=32))
         b.store(v, p, align=32)
+
+    def emit_probe(self, b: L.IRBuilder) -> None:
+        """Answer the watchdog's request, if any: a hash of the block's pcs and registers, the block, the memory
+        writes so far, and the first runnable warp and its pc. The same answer twice with no write in between
+        is a state the block cannot leave (the launcher decides: launcher.py)."""
+        fn = self.fn
+        req = b.load_atomic(b.gep(self.probe, [L.Constant(I64, PROBE_REQ)]), "monotonic", 8)
+        answer, done = fn.append_basic_block("probe"), fn.append_basic_block("probe_done")
+        b.cbranch(b.icmp_signed(">", req, L.Constant(I64, 0)), answer, done)
+        b.position_at_end(answer)
+        h = L.Constant(I64, 0xCBF29CE484222325)
+        words = [(self.pcs, self.nwarps * WARP // 2), (self.regfile, self.nwarps * self.warp_bytes // 8)]
+        for base, n in words:
+            p64 = b.bitcast(base, I64.as_pointer())
+            pre = b.block
+            head, body, out = (fn.append_basic_block(f"probe_{x}") for x in ("head", "body", "out"))
+            b.branch(head)
+            b.position_at_end(head)
+            i = b.phi(I64)
+            hv = b.phi(I64)
+            i.add_incoming(L.Constant(I64, 0), pre)
+            hv.add_incoming(h, pre)
+            b.cbranch(b.icmp_signed("<", i, L.Constant(I64, n)), body, out)
+            b.position_at_end(body)
+            x = b.load(b.gep(p64, [i]), align=8)
+            h2 = b.mul(b.xor(hv, x), L.Constant(I64, 0x100000001B3))
+            i.add_incoming(b.add(i, L.Constant(I64, 1)), body)
+            hv.add_incoming(h2, body)
+            b.branch(head)
+            b.position_at_end(out)
+            h = hv
+        # the first warp with a runnable lane, and its lowest pc (what the message names)
+        umin = self.intrinsic("llvm.vector.reduce.umin.v32i32", I32, [V(I32)])
+        warp_i, pc_i = L.Constant(I64, -1), L.Constant(I64, -1)
+        for wi in range(self.nwarps - 1, -1, -1):
+            low = b.call(umin, [b.load(self.pc_ptr(b, L.Constant(I64, wi)), align=64)])
+            run = b.icmp_unsigned("<", low, L.Constant(I32, WAIT_BAR))
+            warp_i = b.select(run, L.Constant(I64, wi), warp_i)
+            pc_i = b.select(run, b.zext(low, I64), pc_i)
+        for slot, v in ((PROBE_HASH, h), (PROBE_BLOCK, b.load(self.bid)), (PROBE_WRITES, b.load(self.writes)),
+                        (PROBE_WARP, warp_i), (PROBE_PC, pc_i)):
+            b.store(v, b.gep(self.probe, [L.Constant(I64, slot)]))
+        b.store_atomic(L.Constant(I64, 0), b.gep(self.probe, [L.Constant(I64, PROBE_REQ)]), "release", 8)
+        b.branch(done)
+        b.position_at_end(done)
+
+    def count_write(self, b: L.IRBuilder) -> None:
+        """A warp instruction wrote memory (progress, for the watchdog)."""
+        b.store(b.add(b.load(self.writes), L.Constant(I64, 1)), self.writes)
 
     def _zero_registers(self, b: L.IRBuilder) -> None:
         """Zero the registers some path may read before writing (zeroing.py), in every warp of the block."""

@@ -318,7 +318,8 @@ def _space(ins: ir.Instruction) -> str:
     if len(sp) != 1:
         raise NotNative(f"{ins.mnemonic}: generic or unusual state space is not in the native tier yet")
     extra = [m[1:] for m in ins.modifiers if m[1:] not in (*LOADS, "nc", "v2", "v4", "ca", "cg", "cs", "lu",
-                                                          "cv", "wb", "wt")]
+                                                          "cv", "wb", "wt", "volatile", "relaxed", "acquire",
+                                                          "release", "cta", "gpu", "sys")]
     if extra:
         raise NotNative(f"{ins.mnemonic}: .{extra[0]} is not in the native tier yet")
     return sp[0]
@@ -340,9 +341,19 @@ def _ld(ins: ir.Instruction, env: WarpEnv) -> None:
             write(env, r, _extend(env, v, ty, r))
         return
     host = env.address(space, addr, nbytes * len(regs), write=False)
+    if ordered(ins):  # (volatile, relaxed, acquire: an atomic load per lane, which sees other workers' stores)
+        if len(regs) != 1:
+            raise NotNative(f"{ins.mnemonic}: a vector ordered load is not in the native tier yet")
+        write(env, regs[0], _extend(env, env.atomic(host, "load", [], space == "shared", t), ty, regs[0]))
+        return
     for i, r in enumerate(regs):
         v = env.load_mem(host, t, i * nbytes, contiguous=len(regs) == 1)
         write(env, r, _extend(env, v, ty, r))
+
+
+def ordered(ins: ir.Instruction) -> bool:
+    """A volatile, relaxed, acquire or release access (memory other threads may write or read meanwhile)."""
+    return any(m[1:] in ("volatile", "relaxed", "acquire", "release") for m in ins.modifiers)
 
 
 def _extend(env: WarpEnv, v: L.Value, ty: str, reg: Any) -> L.Value:
@@ -366,6 +377,11 @@ def _st(ins: ir.Instruction, env: WarpEnv) -> None:
     nbytes = bits_of(ty) // 8
     data = [read(env, v, ty) for v in vals]
     host = env.address(space, addr, nbytes * len(vals), write=True)
+    if ordered(ins):  # (an atomic exchange per lane, in lane order: other workers see it)
+        if len(vals) != 1:
+            raise NotNative(f"{ins.mnemonic}: a vector ordered store is not in the native tier yet")
+        env.atomic(host, "xchg", data, space == "shared")
+        return
     for i, v in enumerate(data):
         env.store_mem(host, v, i * nbytes, contiguous=len(vals) == 1)
 

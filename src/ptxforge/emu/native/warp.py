@@ -156,6 +156,7 @@ class WarpEnv:
 
     def store_mem(self, host: L.Value, v: L.Value, offset: int, contiguous: bool) -> None:
         b = self.b
+        self.gen.count_write(b)
         t = v.type.element
         nbytes = t.width // 8
         if offset:
@@ -176,13 +177,18 @@ class WarpEnv:
         b.branch(join)
         b.position_at_end(join)
 
-    def atomic(self, host: L.Value, rmw: str, data: list[L.Value], shared: bool) -> L.Value:
-        """An atomic read-modify-write (`rmw`: an LLVM atomicrmw operation or "cas") of each active lane, in
-        lane order; the old values (inactive lanes: 0). On shared memory it is a plain load and store: a
-        block's shared memory is only ever touched by the one worker thread running the block."""
+    def atomic(self, host: L.Value, rmw: str, data: list[L.Value], shared: bool, t: L.IntType | None = None
+               ) -> L.Value:
+        """An atomic read-modify-write (`rmw`: an LLVM atomicrmw operation or "cas"; "load": an atomic load of
+        type `t`, which no loop hoists and which sees other workers' stores) of each active lane, in lane
+        order; the old values (inactive lanes: 0). On shared memory it is a plain load and store: a block's
+        shared memory is only ever touched by the one worker thread running the block."""
         b = self.b
+        if rmw != "load":
+            self.gen.count_write(b)
+            t = data[0].type.element
+        assert t is not None
         fn = self.gen.fn
-        t = data[0].type.element
         bits = b.bitcast(self.active(), I32)
         pre = b.block
         head, body, do, step, done = (fn.append_basic_block(f"pc{self.pc}_atom_{x}")
@@ -200,7 +206,9 @@ class WarpEnv:
         b.position_at_end(do)
         ptr = b.inttoptr(b.extract_element(host, li), t.as_pointer())
         xs = [b.extract_element(d, li) for d in data]
-        if shared:
+        if rmw == "load":
+            old = b.load_atomic(ptr, "monotonic", t.width // 8)
+        elif shared:
             old = b.load(ptr, align=t.width // 8)
             b.store(_plain_rmw(b, rmw, old, xs), ptr, align=t.width // 8)
         elif rmw == "cas":
