@@ -114,3 +114,117 @@ def test_a_faulting_warp_stores_nothing():
             x.free()
     assert (mem["interp"] == 0).all()
     assert (mem["native"][192:] == 0).all() and (mem["native"][:192] == 3).all()
+
+
+# One lane per input pair: f32/f64 arithmetic, division, square roots, conversions, min/max and bit fields on
+# raw bit patterns (NaNs with payloads, infinities, subnormals, zeros of both signs among them).
+OPS = """
+.version 7.8
+.target sm_80
+.address_size 64
+.visible .entry ops(.param .u64 a, .param .u64 b, .param .u64 out)
+{
+    .reg .pred %p<4>;
+    .reg .b16 %h<3>;
+    .reg .b32 %r<40>;
+    .reg .f32 %f<20>;
+    .reg .b64 %rd<40>;
+    .reg .f64 %fd<20>;
+    ld.param.u64 %rd1, [a];
+    ld.param.u64 %rd2, [b];
+    ld.param.u64 %rd3, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %ctaid.x;
+    mad.lo.u32 %r3, %r2, 128, %r1;
+    mul.wide.u32 %rd4, %r3, 8;
+    add.s64 %rd5, %rd1, %rd4;
+    add.s64 %rd6, %rd2, %rd4;
+    ld.global.u64 %rd7, [%rd5];
+    ld.global.u64 %rd8, [%rd6];
+    mov.b64 {%r4, %r5}, %rd7;
+    mov.b64 {%r6, %r7}, %rd8;
+    mov.b32 %f1, %r4;
+    mov.b32 %f2, %r6;
+    mov.b64 %fd1, %rd7;
+    mov.b64 %fd2, %rd8;
+    div.rn.f32 %f3, %f1, %f2;
+    div.approx.f32 %f4, %f1, %f2;
+    sqrt.rn.f32 %f5, %f1;
+    rcp.rn.f32 %f6, %f2;
+    min.f32 %f7, %f1, %f2;
+    max.f32 %f8, %f1, %f2;
+    add.f64 %fd3, %fd1, %fd2;
+    sub.f64 %fd4, %fd1, %fd2;
+    mul.f64 %fd5, %fd1, %fd2;
+    fma.rn.f64 %fd6, %fd1, %fd2, %fd1;
+    div.rn.f64 %fd7, %fd1, %fd2;
+    sqrt.rn.f64 %fd8, %fd2;
+    cvt.rzi.s32.f32 %r8, %f1;
+    cvt.rni.u32.f32 %r9, %f2;
+    cvt.rmi.s64.f64 %rd9, %fd1;
+    cvt.rpi.s32.f64 %r10, %fd2;
+    cvt.rn.f32.s32 %f9, %r5;
+    cvt.rn.f64.u64 %fd9, %rd8;
+    cvt.rn.f32.f64 %f10, %fd1;
+    cvt.f64.f32 %fd10, %f2;
+    bfe.s32 %r11, %r4, %r5, %r7;
+    bfe.u64 %rd10, %rd7, %r6, %r7;
+    bfi.b32 %r12, %r4, %r6, %r5, %r7;
+    prmt.b32 %r13, %r4, %r6, %r5;
+    popc.b64 %r14, %rd7;
+    clz.b32 %r15, %r4;
+    mul.hi.s32 %r16, %r4, %r6;
+    setp.ltu.f64 %p1, %fd1, %fd2;
+    selp.u32 %r17, 1, 0, %p1;
+    mov.b32 {%h1, %h2}, %r4;
+    mov.b32 %r18, {%h2, %h1};
+    mul.wide.u32 %rd11, %r3, 192;
+    add.s64 %rd12, %rd3, %rd11;
+    mov.b32 %r20, %f3;
+    mov.b32 %r21, %f4;
+    st.global.v4.u32 [%rd12], {%r20, %r21, %r8, %r9};
+    mov.b32 %r22, %f5;
+    mov.b32 %r23, %f6;
+    mov.b32 %r24, %f7;
+    mov.b32 %r25, %f8;
+    st.global.v4.u32 [%rd12+16], {%r22, %r23, %r24, %r25};
+    st.global.v2.f64 [%rd12+32], {%fd3, %fd4};
+    st.global.v2.f64 [%rd12+48], {%fd5, %fd6};
+    st.global.v2.f64 [%rd12+64], {%fd7, %fd8};
+    st.global.v2.u64 [%rd12+80], {%rd9, %rd10};
+    st.global.v2.f64 [%rd12+96], {%fd9, %fd10};
+    mov.b32 %r26, %f9;
+    mov.b32 %r27, %f10;
+    st.global.v4.u32 [%rd12+112], {%r26, %r27, %r10, %r11};
+    st.global.v4.u32 [%rd12+128], {%r12, %r13, %r14, %r15};
+    st.global.v4.u32 [%rd12+144], {%r16, %r17, %r18, %r18};
+    ret;
+}
+"""
+
+
+def _special_bits(rng, n: int) -> np.ndarray:
+    f32 = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFC12345, 1, 0x807FFFFF,
+                    0x3F800000, 0x7F7FFFFF, 0x4F000000, 0xCF000001], np.uint64)
+    f64 = np.array([0, 1 << 63, 0x7FF0000000000000, 0x7FF8000000000001, 0xFFF0000000000123, 1,
+                    0x3FF0000000000000, 0x43E0000000000000, 0xC3E0000000000001], np.uint64)
+    x = rng.integers(0, 2**64, n, dtype=np.uint64)
+    x[: n // 4] = (x[: n // 4] & np.uint64(0xFFFFFFFF00000000)) | rng.choice(f32, n // 4)
+    x[n // 4: n // 2] = rng.choice(f64, n // 2 - n // 4)
+    return x
+
+
+def test_float_and_bit_instructions_are_bit_exact_with_the_interpreter():
+    k = pf.parse(OPS, filename="ops.ptx").kernel("ops")
+    rng = np.random.default_rng(5)
+    n = 512
+    a, b = _special_bits(rng, n), _special_bits(rng, n)
+    got = {}
+    for tier in ("interp", "native"):
+        out = np.zeros(n * 48, np.uint32)
+        r = _launch(k, (n // 128,), (128,), [a, b, out], tier)
+        got[tier] = (out, r.thread_instructions)
+    want, have = got["interp"][0].reshape(n, 48), got["native"][0].reshape(n, 48)
+    bad = np.argwhere(want != have)
+    assert bad.size == 0, f"{len(bad)} words differ, first (lane, word): {bad[:5].tolist()}"
+    assert got["native"][1] == got["interp"][1]

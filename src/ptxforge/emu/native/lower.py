@@ -282,10 +282,33 @@ def _mov(ins: ir.Instruction, env: WarpEnv) -> None:
             raise NotNative(f"mov of {src.name}")
         write(env, ops[0], L.Constant(V(INT[bits_of(ty)]), addr))
         return
-    if isinstance(src, ir.Register | ir.Immediate | ir.SpecialRegister):
+    if isinstance(src, ir.Register | ir.Immediate | ir.SpecialRegister) and not isinstance(ops[0], ir.Vector):
         write(env, ops[0], read(env, src, ty))
         return
+    if isinstance(src, ir.Vector) != isinstance(ops[0], ir.Vector):
+        _pack(env, ops[0], src, ty)
+        return
     raise NotNative(f"{ins.mnemonic} of a {type(src).__name__}")
+
+
+def _pack(env: WarpEnv, dst: Any, src: Any, ty: str) -> None:
+    """mov.bN d, {a, b, ...} (the first element in the low bits) or mov.bN {a, b, ...}, s (unpacked so)."""
+    b = env.b
+    w = bits_of(ty)
+    parts = src.elements if isinstance(src, ir.Vector) else dst.elements
+    if w % len(parts) or w > 64:
+        raise NotNative(f"mov.{ty[1:]} of {len(parts)} parts")
+    pw = w // len(parts)
+    wt, pt = V(INT[w]), V(INT[pw])
+    if isinstance(src, ir.Vector):
+        acc = L.Constant(wt, 0)
+        for i, p in enumerate(parts):
+            acc = b.or_(acc, b.shl(b.zext(read(env, p, f".b{pw}"), wt), L.Constant(wt, i * pw)))
+        write(env, dst, acc)
+        return
+    whole = read(env, src, ty)
+    for i, p in enumerate(parts):
+        write(env, p, b.trunc(b.lshr(whole, L.Constant(wt, i * pw)), pt))
 
 
 def _cvt(ins: ir.Instruction, env: WarpEnv) -> None:
@@ -319,7 +342,8 @@ def _space(ins: ir.Instruction) -> str:
         raise NotNative(f"{ins.mnemonic}: generic or unusual state space is not in the native tier yet")
     extra = [m[1:] for m in ins.modifiers if m[1:] not in (*LOADS, "nc", "v2", "v4", "ca", "cg", "cs", "lu",
                                                           "cv", "wb", "wt", "volatile", "relaxed", "acquire",
-                                                          "release", "cta", "gpu", "sys")]
+                                                          "release", "cta", "gpu", "sys")
+             and not m[1:].startswith(("L1::", "L2::"))]  # (cache hints: the interpreter ignores them too)
     if extra:
         raise NotNative(f"{ins.mnemonic}: .{extra[0]} is not in the native tier yet")
     return sp[0]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir as L
 
-from ptxforge.emu.native.lower import F32, F64, I64, INT, NotNative, V, bits_of, read, signed, write
+from ptxforge.emu.native.lower import F32, F64, I32, I64, INT, NotNative, V, bits_of, read, signed, write
 from ptxforge.emu.semantics import formats
 
 if TYPE_CHECKING:
@@ -187,3 +187,33 @@ def setp_float(env: WarpEnv, cmpop: str, x: L.Value, y: L.Value, ty: str) -> L.V
         return b.fcmp_unordered("uno", x, y)
     raise NotNative(f"setp.{cmpop} is not in the native tier yet")
 
+
+
+def div_rcp_sqrt(ins: ir.Instruction, env: WarpEnv) -> None:
+    """div/rcp/sqrt .f32 and .f64 without .ftz, as floating.div/rcp/sqrt: `.rn` (and `.full` division, and
+    `.approx` square root and reciprocal, which the interpreter also rounds to nearest) is IEEE's correctly
+    rounded result; `div.approx.f32` is a * (1/b) with the reciprocal's subnormals flushed."""
+    ty = ins.types[-1]
+    bits, ft = _ftype(ty)
+    mods = [m[1:] for m in ins.modifiers]
+    allowed = {"div": ("rn", "full", "approx") if bits == 32 else ("rn",), "rcp": ("rn", "approx"),
+               "sqrt": ("rn", "approx")}[ins.opcode]
+    if len(mods) != 1 or mods[0] not in allowed or (ins.opcode == "rcp" and bits == 64 and mods[0] == "approx"):
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    b = env.b
+    ops = ins.operands
+    one = L.Constant(V(INT[bits]), 0x3FF0000000000000 if bits == 64 else 0x3F800000)
+    xs = [read(env, o, ty) for o in ops[1:]]
+    if ins.opcode == "rcp":
+        xs = [one, xs[0]]
+    fs = [b.bitcast(x, V(ft)) for x in xs]
+    if ins.opcode == "sqrt":
+        r = b.call(_intr(env, "llvm.sqrt", ft, 1), fs)
+    elif mods[0] == "approx" and ins.opcode == "div":
+        rc = b.bitcast(b.fdiv(L.Constant(V(F32), 1.0), fs[1]), V(I32))
+        sub = b.icmp_unsigned("==", b.and_(rc, L.Constant(V(I32), 0x7F800000)), L.Constant(V(I32), 0))
+        rc = b.select(sub, b.and_(rc, L.Constant(V(I32), 0x80000000)), rc)
+        r = b.fmul(fs[0], b.bitcast(rc, V(F32)))
+    else:
+        r = b.fdiv(fs[0], fs[1])
+    write(env, ops[0], _nan64(b, r, xs) if bits == 64 else _canon(b, r, 32))

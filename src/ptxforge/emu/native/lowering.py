@@ -38,6 +38,10 @@ def _arith(ins: ir.Instruction, env: WarpEnv) -> None:
         core.LOWER[ins.opcode](ins, env)
 
 
+def _div(ins: ir.Instruction, env: WarpEnv) -> None:
+    (flt.div_rcp_sqrt if _is_float(ins) else core.LOWER["div"])(ins, env)
+
+
 def _minmax(ins: ir.Instruction, env: WarpEnv) -> None:
     (flt.minmax if _is_float(ins) else core.LOWER[ins.opcode])(ins, env)
 
@@ -73,7 +77,8 @@ def _fence(ins: ir.Instruction, env: WarpEnv) -> None:
 TABLE = {
     **core.LOWER,
     "add": _arith, "sub": _arith, "mul": _arith, "mad": _arith, "fma": _arith,
-    "min": _minmax, "max": _minmax, "neg": _neg_abs, "abs": _neg_abs, "cvt": _cvt, "setp": _setp,
+    "div": _div, "min": _minmax, "max": _minmax, "neg": _neg_abs, "abs": _neg_abs, "cvt": _cvt, "setp": _setp,
     "popc": bits.count, "clz": bits.count, "brev": bits.count, "bfe": bits.bfe, "bfi": bits.bfi,
     "prmt": bits.prmt, "activemask": warp.activemask, "fence": _fence, "membar": _fence,
+    "rcp": flt.div_rcp_sqrt, "sqrt": flt.div_rcp_sqrt,
 }
