@@ -150,8 +150,8 @@ def test_out_of_bounds_is_a_fault_on_both_tiers(tier):
     with pytest.raises(MemoryFault, match=want) as e:
         k.launch(grid=(1,), block=(256,), args=[a, b, c, np.int32(256)], options=EmulatorOptions(tier=tier))
     assert e.value.address == c.address + 200 * 4
-    # (what the other lanes stored before it may differ: the interpreter checks a warp's addresses before any
-    # lane stores, the native tier stores lane by lane; docs/native-tier.md says so)
+    # (what other warps stored before it may differ: the interpreter checks the whole wave's addresses first, the
+    # native tier a warp's; test_native_vector.py checks the faulting warp stores nothing)
 
 
 def test_threads_give_identical_results():
