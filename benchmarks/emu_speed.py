@@ -289,7 +289,7 @@ def ptxforge_runs(repeat: int):
             best = None
             for _ in range(repeat):
                 out[:] = 0
-                r = k.launch(grid=(n // 256,), block=(256,), args=[x, out, nty(n)], sanitize=sanitize)
+                r = k.launch(grid=(n // 256,), block=(256,), args=[x, out, nty(n)], options={"sanitize": sanitize})
                 best = r if best is None or r.wall_s < best.wall_s else best
             assert np.allclose(out, x.reshape(-1, 256).sum(1), rtol=1e-4)
             walls[sanitize] = best.wall_s

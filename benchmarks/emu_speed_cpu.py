@@ -32,7 +32,7 @@ out = {"ptxforge": ptxforge.__file__}
 for key in rows:
     kind, n = info[key]
     k, grid, block, args, bufs, check = E._pocl_row_launch(kind, n, mods, np.random.default_rng(0))
-    run = lambda: k.launch(grid=grid, block=block, args=args, sanitize=kind is None)
+    run = lambda: k.launch(grid=grid, block=block, args=args, options={"sanitize": kind is None})
     r = run()
     cpu = wall = float("inf")
     for _ in range(repeat):

@@ -10,9 +10,13 @@ intranode communication kernels (ptxforge.kernels.comm) on a 4-GPU emulated node
 (ptxforge.ep.NodeGroup, the single-process form of Buffer(backend="kernels")): thread-instructions and the
 per-SM load of each role (notify, sender, receiver) per num_sms, the combine checked exact. No GPU here, so
 no GB/s: DeepEP's published H800 figures are the reference row. `--kernel-tokens` shrinks that part.
+The internode kernels (`--internode-sms 4,8,20`, issue 28): FP8 dispatch and BF16 combine on an emulated
+cluster of `--nodes` x `--gpus-per-node` GPUs (benchmarks/ep_internode.py): thread-instructions, per-role SM
+load and bytes per link; DeepEP's published internode H800 figures are the reference row.
 Usage: python benchmarks/ep_dispatch.py [--tokens 256] [--hidden 7168] [--experts 64] [--topk 8] [--iters 10]
-       [--kernel-sms 4,8,20] [--kernel-tokens 256] [--skip-torch] [--append]   (--append: adds the tables to
-       benchmarks/RESULTS.md)
+       [--kernel-sms 4,8,20] [--kernel-tokens 256] [--internode-sms 4,8,20] [--internode-tokens 256]
+       [--internode-hidden 7168] [--nodes 2] [--gpus-per-node 4] [--skip-torch] [--append]   (--append: adds
+       the tables to benchmarks/RESULTS.md)
 """
 
 from __future__ import annotations
@@ -214,6 +218,11 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--kernel-sms", default="4,8,20", help="num_sms values for the kernel backend ('' to skip)")
     ap.add_argument("--kernel-tokens", type=int, default=256)
+    ap.add_argument("--internode-sms", default="", help="num_sms values for the internode kernels ('' to skip)")
+    ap.add_argument("--internode-tokens", type=int, default=256)
+    ap.add_argument("--internode-hidden", type=int, default=7168)
+    ap.add_argument("--nodes", type=int, default=2)
+    ap.add_argument("--gpus-per-node", type=int, default=4)
     ap.add_argument("--skip-torch", action="store_true", help="only the kernel backend")
     ap.add_argument("--append", action="store_true", help="append the table to benchmarks/RESULTS.md")
     args = ap.parse_args()
@@ -227,6 +236,25 @@ def main() -> None:
         if args.append:
             with RESULTS.open("a") as f:
                 f.write("\n" + text + "\n")
+    if args.internode_sms:
+        internode(args)
+
+
+def internode(args) -> None:
+    from ep_internode import internode_rows, internode_table
+
+    sms = [int(v) for v in args.internode_sms.split(",")]
+    rows = internode_rows(args.nodes, args.gpus_per_node, args.internode_tokens, args.internode_hidden,
+                          args.experts, args.topk, sms)
+    cmd = (f"python benchmarks/ep_dispatch.py --skip-torch --kernel-sms '' --internode-sms {args.internode_sms} "
+           f"--internode-tokens {args.internode_tokens} --internode-hidden {args.internode_hidden} --nodes "
+           f"{args.nodes} --gpus-per-node {args.gpus_per_node} --experts {args.experts} --topk {args.topk}")
+    text = "\n".join(internode_table(cmd, args.nodes, args.gpus_per_node, args.internode_tokens,
+                                     args.internode_hidden, args.experts, args.topk, rows))
+    print(text)
+    if args.append:
+        with RESULTS.open("a") as f:
+            f.write("\n" + text + "\n")
 
 
 def torch_table(args) -> None:

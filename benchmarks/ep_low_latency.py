@@ -1,12 +1,13 @@
 """DeepEP's low-latency mode on 4 gloo ranks: per-call time and bytes of low_latency_dispatch (FP8) and
-low_latency_combine for decode-sized batches, next to normal-mode dispatch + combine of the same tokens, in the
-same run; and what the receive hook buys: a dispatch with `return_recv_hook=True`, a CPU matmul standing in for
-the next micro-batch's attention, then `hook()`, against the two parts run one after the other.
+low_latency_combine for decode-sized batches, on both backends (torch's all_to_all; the low-latency kernels on
+one emulated IPC GPU per rank), next to normal-mode dispatch + combine of the same tokens, in the same run; and
+what the receive hook buys: a dispatch with `return_recv_hook=True`, a CPU matmul standing in for the next
+micro-batch's attention, then `hook()`, against the two parts run one after the other.
 
 Times are medians over iterations of the slowest rank; one intra-op thread per rank. No GPU here: DeepEP's
 published H800 figures (EP8, 128 tokens, hidden 7168, top-8: dispatch 77 us, combine 114 us) are the reference row.
 Usage: python benchmarks/ep_low_latency.py [--tokens 128] [--hidden 7168] [--experts 64] [--topk 8] [--iters 10]
-       [--overlap-n 256] [--append]   (--append adds the table to benchmarks/RESULTS.md)
+       [--kernel-iters 3] [--overlap-n 256] [--append]   (--append adds the table to benchmarks/RESULTS.md)
 """
 
 from __future__ import annotations
@@ -22,14 +23,27 @@ WORLD = 4
 
 
 
-def bench_rank(rank, world, tokens, hidden, experts, topk, iters, overlap_n):
+def warm_kernels() -> None:
+    """Import the kernels backend and trace the kernels this run specializes, before the ranks fork."""
+    import ptxforge.ep.kernel_backend  # noqa: F401
+    from ptxforge.ep.low_latency_rank import _special
+    from ptxforge.kernels import low_latency as K
+
+    _special(K.ll_dispatch_send, R=WORLD, FP8=True, ROUND=False, RDMA=False, BUG="").module()
+    _special(K.ll_dispatch_recv, R=WORLD, FP8=True, UE8M0=False).module()
+    _special(K.ll_combine_send, R=WORLD, RDMA=False).module()
+    K.ll_combine_recv.module()
+
+
+def bench_rank(rank, world, tokens, hidden, experts, topk, iters, overlap_n, backend):
     import torch
 
     import ptxforge.ep as deep_ep
 
     x, idx, w = moe_inputs(rank, tokens, hidden, experts, topk)
     hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(tokens, hidden, world, experts)
-    buf = deep_ep.Buffer(None, 0, hint, low_latency_mode=True, num_ranks_per_node=world)
+    buf = deep_ep.Buffer(None, 0, hint, low_latency_mode=True, num_ranks_per_node=world, backend=backend,
+                         timeout_s=600)
     state = {}
 
     def ll_dispatch():
@@ -47,7 +61,7 @@ def bench_rank(rank, world, tokens, hidden, experts, topk, iters, overlap_n):
     buf.get_dispatch_layout(idx, experts)
     t_dispatch = median_time(ll_dispatch, iters)
     t_combine = median_time(ll_combine, iters)
-    t_normal = median_time(normal, iters)
+    t_normal = median_time(normal, iters) if backend == "torch" else None  # the torch rows' peer
     buf.stats(reset=True)
     ll_dispatch()
     ll_combine()
@@ -86,19 +100,24 @@ def main():
     ap.add_argument("--experts", type=int, default=64)
     ap.add_argument("--topk", type=int, default=8)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--kernel-iters", type=int, default=3, help="iterations of the kernels backend (emulated)")
     ap.add_argument("--overlap-n", type=int, default=256, help="size of the matmuls standing in for attention")
     ap.add_argument("--append", action="store_true")
     args = ap.parse_args()
     from ptxforge.ep.spawn import run_ranks
 
-    res = run_ranks(bench_rank, WORLD, args.tokens, args.hidden, args.experts, args.topk, args.iters,
-                    args.overlap_n, timeout_s=1200)
+    runs = {"torch": run_ranks(bench_rank, WORLD, args.tokens, args.hidden, args.experts, args.topk, args.iters,
+                               args.overlap_n, "torch", timeout_s=1200)}
+    warm_kernels()
+    runs["kernels"] = run_ranks(bench_rank, WORLD, args.tokens, args.hidden, args.experts, args.topk,
+                                args.kernel_iters, args.overlap_n, "kernels", timeout_s=3000)
+    res = runs["torch"]
 
-    def slowest(key):
-        return max(r[key] for r in res)
+    def slowest(key, backend="torch"):
+        return max(r[key] for r in runs[backend])
 
-    def mean_bytes(key):
-        return sum(r[key] for r in res) / len(res)
+    def mean_bytes(key, backend="torch"):
+        return sum(r[key] for r in runs[backend]) / len(runs[backend])
 
     shape = f"{WORLD} ranks x {args.tokens} tokens x {args.hidden}, top-{args.topk} of {args.experts}"
     lines = [
@@ -108,6 +127,10 @@ def main():
         f"{mean_bytes('dispatch_bytes') / 1e6:.2f} MB |",
         f"| low_latency_combine, BF16 | {slowest('combine') * 1e3:.2f} ms | "
         f"{mean_bytes('combine_bytes') / 1e6:.2f} MB |",
+        f"| low_latency_dispatch, FP8, kernels backend (emulated GPUs) | {slowest('dispatch', 'kernels') * 1e3:.2f} ms"
+        f" | {mean_bytes('dispatch_bytes', 'kernels') / 1e6:.2f} MB |",
+        f"| low_latency_combine, BF16, kernels backend (emulated GPUs) | {slowest('combine', 'kernels') * 1e3:.2f} ms"
+        f" | {mean_bytes('combine_bytes', 'kernels') / 1e6:.2f} MB |",
         f"| normal-mode dispatch + combine, BF16, same tokens | {slowest('normal') * 1e3:.2f} ms | |",
         "| DeepEP on H800, EP8, 128 tokens x 7168, top-8 (published) | dispatch 0.077 ms, combine 0.114 ms | |",
         "",
@@ -117,6 +140,11 @@ def main():
         f"{slowest('compute') * 1e3:.2f} ms |",
         f"| dispatch, then compute (no hook) | {slowest('apart') * 1e3:.2f} ms |",
         f"| dispatch with return_recv_hook, compute, hook() | {slowest('together') * 1e3:.2f} ms |",
+        f"| kernels backend: compute alone (x {runs['kernels'][0]['reps']}) | "
+        f"{slowest('compute', 'kernels') * 1e3:.2f} ms |",
+        f"| kernels backend: dispatch, then compute | {slowest('apart', 'kernels') * 1e3:.2f} ms |",
+        f"| kernels backend: dispatch with return_recv_hook, compute, hook() | "
+        f"{slowest('together', 'kernels') * 1e3:.2f} ms |",
     ]
     print("\n".join(lines))
     if args.append:

@@ -54,7 +54,7 @@ def rank_main(rank: int, world: int, n: int, repeat: int) -> dict:
             dist.barrier()
             t0 = time.perf_counter()
             r = k.launch((BLOCKS,), (THREADS,), [send, peer_recv, peer_flags, flags, recv, res, np.int32(n),
-                                                  np.uint32(tag)], device=dev, watchdog_s=120)
+                                                  np.uint32(tag)], device=dev, options={"watchdog_s": 120})
             t = [time.perf_counter() - t0]
             dist.all_reduce(ts := torch.tensor(t, dtype=torch.float64), op=dist.ReduceOp.MAX)
             out["exact"] &= bool(np.array_equal(res.to_host(), expect))

@@ -84,7 +84,8 @@ def on_threads(k, gpus: int, n: int) -> tuple[float, int, bool]:
     def rank(r: int) -> None:
         nx = (r + 1) % gpus
         results[r] = k.launch((BLOCKS,), (THREADS,), [sends[r], recv[nx], flags[nx], flags[r], recv[r], outs[r],
-                                                       np.int32(n), np.uint32(1)], device=dev, watchdog_s=120)
+                                                       np.int32(n), np.uint32(1)], device=dev,
+                              options={"watchdog_s": 120})
     threads = [threading.Thread(target=rank, args=(r,)) for r in range(gpus)]
     t0 = time.perf_counter()
     for t in threads:

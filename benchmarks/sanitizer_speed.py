@@ -47,7 +47,7 @@ def best_of(kernel, repeat: int, make_args, sanitize: bool):
     args = None
     for _ in range(repeat):
         args = make_args()
-        r = kernel.launch(grid=(256,), block=(256,), args=args, device="emu", sanitize=sanitize)
+        r = kernel.launch(grid=(256,), block=(256,), args=args, device="emu", options={"sanitize": sanitize})
         best = r if best is None or r.wall_s < best.wall_s else best
     return best, args
 
@@ -87,11 +87,12 @@ def vadd(sanitize: bool, repeat: int) -> dict:
     rng = np.random.default_rng(0)
     a, b = rng.random(VADD_N, np.float32), rng.random(VADD_N, np.float32)
     bufs = [to_device(a), to_device(b), to_device(np.zeros(VADD_N, np.float32))]
-    k.launch(grid=(4,), block=(256,), args=bufs + [np.int32(1024)], sanitize=sanitize)  # compile
+    k.launch(grid=(4,), block=(256,), args=bufs + [np.int32(1024)], options={"sanitize": sanitize})  # compile
     start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     best = None
     for _ in range(repeat):
-        r = k.launch(grid=(VADD_N // 256,), block=(256,), args=bufs + [np.int32(VADD_N)], sanitize=sanitize)
+        r = k.launch(grid=(VADD_N // 256,), block=(256,), args=bufs + [np.int32(VADD_N)],
+                     options={"sanitize": sanitize})
         best = r if best is None or r.wall_s < best.wall_s else best
     assert np.array_equal(bufs[2].to_host(), a + b), "vector add: wrong result"
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

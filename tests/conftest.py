@@ -82,8 +82,8 @@ def _name_groups(config, items) -> None:
     is what the scheduler groups by. pytest-xdist 3.8 does it by setting `item._nodeid`, which pytest 9.2 no
     longer reads (a node's id is `item._id`, a NodeId): without this every group was split over the workers and
     each built its shared world (a 4-rank EP world built on both workers)."""
-    if not config.getvalue("loadgroup"):
-        return
+    if config.getoption("dist", default=None) != "loadgroup" and not config.getoption("loadgroup", default=False):
+        return  # no xdist (-n 0 / -p no:xdist) or another --dist: nothing groups by the id
     for item in items:
         names = sorted({str(m.args[0]) for m in item.iter_markers("xdist_group") if m.args})
         if not names or "@" in item.nodeid:

@@ -114,6 +114,33 @@ def local_world_size() -> int | None:
     return int(value)
 
 
+def nic_transport() -> str | None:
+    """PTXFORGE_NIC_TRANSPORT: how the NICs of a `ptxforge.emu.ClusterRank` job reach other processes, "shm"
+    (shared memory, one machine) or "dist" (torch.distributed point-to-point); None if unset."""
+    value = _get("PTXFORGE_NIC_TRANSPORT")
+    if value is None:
+        return None
+    if value not in ("shm", "dist"):
+        raise EnvironmentVariableError("PTXFORGE_NIC_TRANSPORT", value, "expected shm (shared memory between the "
+                                       "processes of one machine) or dist (torch.distributed point-to-point)")
+    return value
+
+
+def torchrun_rank() -> tuple[int, int] | None:
+    """(RANK, WORLD_SIZE) when both are set (torchrun's, or `init_method="env://"`'s): whole numbers, the rank
+    below the size; None if either is unset."""
+    rank, size = _get("RANK"), _get("WORLD_SIZE")
+    if rank is None or size is None:
+        return None
+    if not size.isdigit() or int(size) < 1:
+        raise EnvironmentVariableError("WORLD_SIZE", size, "expected the number of processes, a whole number of "
+                                       "at least 1")
+    if not rank.isdigit() or int(rank) >= int(size):
+        raise EnvironmentVariableError("RANK", rank, f"expected this process's rank, a whole number below "
+                                       f"WORLD_SIZE={size}")
+    return int(rank), int(size)
+
+
 def malloc_tuned_by_user() -> bool:
     """MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ set (glibc's own tunables): the emulator leaves malloc
     as the user tuned it."""

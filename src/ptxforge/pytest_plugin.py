@@ -21,7 +21,8 @@ import pytest
 
 from ptxforge import environment
 from ptxforge.emu.sanitizer import SanitizerError
-from ptxforge.runtime.kernel import Kernel, cuda_available
+from ptxforge.runtime.kernel import DEPRECATED_LAUNCH_KEYWORDS, Kernel, cuda_available
+from ptxforge.runtime.launch_config import EmulatorOptions
 
 _NO_GPU = "no CUDA GPU, driver and cuda-bindings here (ptxforge.runtime.kernel.cuda_available())"
 
@@ -69,7 +70,10 @@ def sanitizing(found: list[SanitizerError]) -> Iterator[None]:
         device = kwargs.get("device")
         on_gpu = isinstance(device, str) and device.startswith("cuda")
         if not kwargs.get("sanitize") and kwargs.get("options") is None and not on_gpu:
-            kwargs["sanitize"] = True
+            if any(k in kwargs for k in DEPRECATED_LAUNCH_KEYWORDS):  # the caller's own (deprecated) keyword form
+                kwargs["sanitize"] = True
+            else:
+                kwargs["options"] = EmulatorOptions(sanitize=True)
         try:
             return original(self, *args, **kwargs)
         except SanitizerError as e:

@@ -126,6 +126,7 @@ def test_demo_runs_as_a_real_process():
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "round trip: text byte-identical" in proc.stdout and "demo: all checks passed" in proc.stdout
+    assert "== training: DualPipe PP 2 x EP 2 on 4 gloo processes" in proc.stdout  # and its checks passed
 
 
 def test_no_traceback_for_a_bad_file_in_a_real_process(tmp_path):

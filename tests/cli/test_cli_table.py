@@ -77,16 +77,17 @@ def test_the_demo_skips_its_torch_sections_without_torch(monkeypatch):
     from ptxforge.cli import demo
 
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ModuleNotFoundError(name="torch")
-    for name in ("demo_ep", "demo_comm"):  # as if never imported
+    for name in ("demo_ep", "demo_comm", "demo_train"):  # as if never imported
         monkeypatch.delitem(sys.modules, f"ptxforge.cli.{name}", raising=False)
         monkeypatch.delattr(sys.modules["ptxforge.cli"], name, raising=False)
     assert demo._torch_sections() is None
     assert "ptxforge.cli.demo_ep" not in sys.modules and "ptxforge.cli.demo_comm" not in sys.modules
+    assert "ptxforge.cli.demo_train" not in sys.modules
 
 
 def test_the_demo_loads_its_torch_sections_with_torch():
     pytest.importorskip("torch", reason="the expert-parallel demo needs the torch extra")
-    from ptxforge.cli import demo, demo_comm, demo_ep
+    from ptxforge.cli import demo, demo_comm, demo_ep, demo_train
 
     sections = demo._torch_sections()
-    assert sections == (demo_ep.expert_parallel, demo_comm.comm_section)
+    assert sections == (demo_ep.expert_parallel, demo_comm.comm_section, demo_train.train_section)

@@ -322,3 +322,61 @@ def barrier_by_every_thread():
     return module("ball", ".param .u64 unused", f"""
 {call("nvshmem_barrier_all")}
     ret;""")
+
+
+def all_to_all_fenced_by_thread0():
+    """all_to_all whose fence is called by thread 0 alone, between the other threads' puts and their signals
+    (bar.sync around it): NVSHMEM's fence orders the calling thread's operations only, so thread t's signal is
+    not ordered after thread t's put (t > 0)."""
+    put = call("nvshmem_putmem_nbi", [(".b64", "%rd7"), (".b64", "%rd9"), (".b64", "%rd10"), (".b32", "%r3")])
+    sig = call("nvshmemx_signal_op", [(".b64", "%rd3"), (".b64", "1"), (".b32", str(SIGNAL_ADD)), (".b32", "%r3")])
+    return module("a2a", ".param .u64 send, .param .u64 recv, .param .u64 sig, .param .u64 out, .param .u32 n", f"""
+    ld.param.u64 %rd1, [send];
+    ld.param.u64 %rd2, [recv];
+    ld.param.u64 %rd3, [sig];
+    ld.param.u64 %rd4, [out];
+    ld.param.u32 %r9, [n];
+{call("nvshmem_my_pe", ret=(".b32", "%r1"))}
+{call("nvshmem_n_pes", ret=(".b32", "%r2"))}
+    mov.u32 %r3, %tid.x;
+    setp.ge.u32 %p1, %r3, %r2;
+    mul.lo.u32 %r4, %r1, %r9;
+    mul.wide.u32 %rd6, %r4, 4;
+    add.s64 %rd7, %rd2, %rd6;
+    mul.lo.u32 %r5, %r3, %r9;
+    mul.wide.u32 %rd8, %r5, 4;
+    add.s64 %rd9, %rd1, %rd8;
+    mul.wide.u32 %rd10, %r9, 4;
+    @%p1 bra PUT_DONE;
+{put}
+PUT_DONE:
+    bar.sync 0;
+    setp.ne.u32 %p2, %r3, 0;
+    @%p2 bra FENCED;
+{call("nvshmem_fence")}
+FENCED:
+    bar.sync 0;
+    @%p1 bra SIGNALLED;
+{sig}
+SIGNALLED:
+    @%p2 bra WAITED;
+    cvt.u64.u32 %rd11, %r2;
+{call("nvshmem_signal_wait_until", [(".b64", "%rd3"), (".b32", str(CMP_GE)), (".b64", "%rd11")], (".b64", "%rd12"))}
+WAITED:
+    bar.sync 0;
+    mul.lo.u32 %r7, %r2, %r9;
+    mov.u32 %r5, %r3;
+    mov.u32 %r8, %ntid.x;
+COPY:
+    setp.ge.u32 %p3, %r5, %r7;
+    @%p3 bra DONE;
+    mul.wide.u32 %rd13, %r5, 4;
+    add.s64 %rd14, %rd2, %rd13;
+    ld.global.u32 %r10, [%rd14];
+    add.s64 %rd15, %rd4, %rd13;
+    st.global.u32 [%rd15], %r10;
+    add.u32 %r5, %r5, %r8;
+    bra COPY;
+DONE:
+{call("nvshmem_quiet")}
+    ret;""")

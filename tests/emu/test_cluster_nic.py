@@ -41,8 +41,8 @@ def _order(fabric, ops):
 
     class Seen:
         def issued(self, op): pass
-        def fenced(self, pe): pass
-        def quieted(self, pe): pass
+        def fenced(self, pe, threads): pass
+        def quieted(self, pe, threads): pass
         def delivered(self, op): got.append(op)
     fabric.watchers.append(Seen())
     for op in ops:
@@ -98,3 +98,51 @@ def test_puts_left_in_flight_when_the_kernels_end_arrive_before_synchronize_retu
     result = launch_all(put_and_exit(), cluster, lambda pe: [value.address(pe), slot.address(pe)])
     assert cluster.network.pending() == 0 and [int(slot.read(pe)[0]) for pe in range(4)] == [4, 1, 2, 3]
     assert result.bytes("rdma") == 2 * 4 and result.bytes("nvlink") == 2 * 4
+
+
+# --------------------------------------------------------------------------- fence and quiet per thread
+# NVSHMEM's fence and quiet act for the calling thread's operations; the emulator used to apply them to the
+# whole PE, so a kernel relying on another thread's fence passed.
+
+def test_a_fence_by_another_thread_does_not_order_a_threads_put_before_its_signal():
+    f, data, flag, src = _fabric()
+    put = NicOp("put", 0, 1, data.base, src.base, 32 * 1024, issuers=frozenset({1}))
+    sig = NicOp("signal", 0, 1, flag.base, 0, 0, sig_addr=flag.base, sig_value=1, sig_op=SIGNAL_SET,
+                issuers=frozenset({1}))
+    f.issue(put)
+    f.fence(0, frozenset({0}))  # thread 0's fence: thread 1's ops stay unordered
+    assert _order(f, [sig]) == [sig, put]
+    f, data, flag, src = _fabric()
+    put.delivered = sig.delivered = False
+    f.issue(put)
+    f.fence(0, frozenset({1}))  # thread 1's own fence orders them
+    assert _order(f, [sig]) == [put, sig]
+
+
+def test_quiet_completes_the_calling_threads_operations_only():
+    f, data, flag, src = _fabric(7)
+    mine = NicOp("put", 0, 1, data.base, src.base, 256, issuers=frozenset({32}))
+    other = NicOp("put", 0, 1, data.base + 256, src.base, 256, issuers=frozenset({33}))
+    warp = NicOp("put", 0, 1, data.base + 512, src.base, 256, issuers=frozenset(range(32, 64)))
+    for op in (mine, other, warp):
+        f.issue(op)
+    f.quiet(0, frozenset({32}))
+    assert mine.delivered and warp.delivered and not other.delivered and f.pending() == 1
+    f.quiet(0)  # every thread's (the host, nvshmem_barrier_all)
+    assert f.pending() == 0
+
+
+def test_a_kernel_whose_fence_is_another_threads_breaks_under_the_adversarial_mode_and_the_sanitizer():
+    from cluster_kernels import all_to_all_fenced_by_thread0
+
+    import ptxforge as pf
+
+    expected = expected_a2a(4, 8)
+    k = all_to_all_fenced_by_thread0()
+    wrong = sum(not np.array_equal(run_a2a(k, Cluster(nodes=2, gpus_per_node=2, sms=2, adversarial=s))[0], expected)
+                for s in range(5))
+    assert wrong >= 4
+    with pytest.raises(pf.SanitizerError) as e:
+        run_a2a(k, Cluster(nodes=2, gpus_per_node=2, sms=2, sanitize=True))
+    assert {r.kind for r in e.value.reports} == {"unfenced-signal"}
+    assert any(r.other["node"] != r.gpu // 2 for r in e.value.reports)  # a put from the other node among them

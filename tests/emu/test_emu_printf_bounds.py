@@ -59,7 +59,7 @@ def device_printf(fmt: str, *args: int | float, threads: int = 1, device: EmuDev
     lines: list[str] = []
     fmt_bytes = np.frombuffer(fmt.encode() + b"\0", np.uint8).copy()
     r = pf.parse(PRINTF).kernel("k").launch(grid=1, block=threads, args=[fmt_bytes, pack(*args)], device="emu",
-                                            printf=lines.append, emu_device_=device)
+                                            options={"printf": lines.append}, emu_device_=device)
     return lines, r
 
 

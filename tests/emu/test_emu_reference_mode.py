@@ -19,38 +19,10 @@ from ptxforge.environment import EnvironmentVariableError
 from ptxforge.errors import LaunchError
 from ptxforge.runtime.launch_config import EmulatorOptions
 
-VADD = """
-.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry vadd(.param .u64 a, .param .u64 b, .param .u64 c, .param .u32 n)
-{
-    .reg .pred %p;
-    .reg .b32 %r<6>;
-    .reg .f32 %f<4>;
-    .reg .b64 %rd<10>;
-    ld.param.u64 %rd1, [a];
-    ld.param.u64 %rd2, [b];
-    ld.param.u64 %rd3, [c];
-    ld.param.u32 %r1, [n];
-    mov.u32 %r2, %ctaid.x;
-    mov.u32 %r3, %ntid.x;
-    mov.u32 %r4, %tid.x;
-    mad.lo.s32 %r5, %r2, %r3, %r4;
-    setp.ge.u32 %p, %r5, %r1;
-    @%p bra DONE;
-    mul.wide.u32 %rd4, %r5, 4;
-    add.s64 %rd5, %rd1, %rd4;
-    add.s64 %rd6, %rd2, %rd4;
-    add.s64 %rd7, %rd3, %rd4;
-    ld.global.f32 %f1, [%rd5];
-    ld.global.f32 %f2, [%rd6];
-    add.f32 %f3, %f1, %f2;
-    st.global.f32 [%rd7], %f3;
-DONE:
-    ret;
-}
-"""
+
+def _vadd():
+    """The shipped vadd (`pf.example_path("vadd.ptx")`, the README tour's kernel), a fresh module each time."""
+    return pf.parse_file(pf.example_path("vadd.ptx")).kernel("vadd")
 
 
 def _copy(args):
@@ -155,14 +127,14 @@ def test_reference_mode_takes_no_fast_path(monkeypatch):
         monkeypatch.setattr(mod, name, spy)
     real_plan = compact.plan_for
     monkeypatch.setattr(compact, "plan_for", lambda m: used.append("plan") or real_plan(m))
-    k = pf.parse(VADD).kernel("vadd")
+    k = _vadd()
     n = 1 << 14
     a, b = np.arange(n, dtype=np.float32), np.ones(n, np.float32)
 
     def launch(reference):
         used.clear()
         c = np.zeros(n, np.float32)
-        res = k.launch(grid=(n // 256,), block=(256,), args=[a, b, c, np.uint32(n)], device="emu",
+        res = k.launch(grid=(n // 256,), block=(256,), args=[a, b, c, np.int32(n)], device="emu",
                        options=EmulatorOptions(reference=reference))
         np.testing.assert_array_equal(c, a + b)
         return res, set(used)
@@ -194,20 +166,20 @@ def test_reference_ops_use_the_semantics_functions(monkeypatch):
         real = getattr(mod, name)
         monkeypatch.setattr(mod, name, lambda *a, _r=real, _n=f"{mod.__name__}.{name}", **kw:
                             calls.append(_n) or _r(*a, **kw))
-    k = pf.parse(VADD, filename="vadd_sem.ptx").kernel("vadd")
+    k = _vadd()
     n = 512
     a, b, c = np.ones(n, np.float32), np.ones(n, np.float32), np.zeros(n, np.float32)
-    k.launch(grid=(2,), block=(256,), args=[a, b, c, np.uint32(n)], device="emu")
+    k.launch(grid=(2,), block=(256,), args=[a, b, c, np.int32(n)], device="emu")
     assert not calls
-    k.launch(grid=(2,), block=(256,), args=[a, b, c, np.uint32(n)], device="emu", options={"reference": True})
+    k.launch(grid=(2,), block=(256,), args=[a, b, c, np.int32(n)], device="emu", options={"reference": True})
     assert {"ptxforge.emu.semantics.integer.add", "ptxforge.emu.semantics.integer.mul",
             "ptxforge.emu.semantics.integer.mad", "ptxforge.emu.semantics.floating.add"} <= set(calls)
     np.testing.assert_array_equal(c, 2)
 
 
 def test_environment_variable_turns_it_on_and_is_checked(monkeypatch):
-    k = pf.parse(VADD, filename="vadd_env.ptx").kernel("vadd")
-    args = [np.ones(256, np.float32), np.ones(256, np.float32), np.zeros(256, np.float32), np.uint32(256)]
+    k = _vadd()
+    args = [np.ones(256, np.float32), np.ones(256, np.float32), np.zeros(256, np.float32), np.int32(256)]
     assert k.launch(grid=(1,), block=(256,), args=args, device="emu").mode == "fast"
     monkeypatch.setenv("PTXFORGE_EMU_REFERENCE", "1")
     assert k.launch(grid=(1,), block=(256,), args=args, device="emu").mode == "reference"
@@ -219,8 +191,8 @@ def test_environment_variable_turns_it_on_and_is_checked(monkeypatch):
 def test_options_are_checked():
     with pytest.raises(LaunchError, match="reference must be True or False, got 'yes'"):
         EmulatorOptions(reference="yes")  # type: ignore[arg-type]
-    k = pf.parse(VADD, filename="vadd_opts.ptx").kernel("vadd")
-    args = [np.ones(32, np.float32), np.ones(32, np.float32), np.zeros(32, np.float32), np.uint32(32)]
+    k = _vadd()
+    args = [np.ones(32, np.float32), np.ones(32, np.float32), np.zeros(32, np.float32), np.int32(32)]
     with pytest.raises(LaunchError, match="unknown emulator option 'referense'; the options are sanitize, "):
         k.launch(grid=(1,), block=(32,), args=args, options={"referense": True})
     with pytest.raises(LaunchError, match="options must be an EmulatorOptions or a dict"):

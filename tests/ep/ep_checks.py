@@ -359,8 +359,57 @@ def check_timeout(c: Ctx):
     raise AssertionError("no timeout")
 
 
+def _tensors(out) -> list:
+    """Every tensor (and int, list or None) of a call's results, handle fields included, in order."""
+    if hasattr(out, "current_stream_wait"):  # an event
+        return []
+    if isinstance(out, tuple):
+        return [t for o in out for t in _tensors(o)]
+    return [out]
+
+
+def _bits(t):
+    return t.view(torch.uint8) if isinstance(t, torch.Tensor) and t.dtype.itemsize == 1 else t
+
+
+def check_async_matches_sync(c: Ctx):
+    """async_finish=True gives bit for bit the synchronous calls' results once the event is waited for (the
+    `with` form, and current_stream_wait): BF16 dispatch, cached dispatch and combine with a bias; FP8 dispatch
+    padded to num_worst_tokens. Each async call's event holds its pending work and its inputs until then."""
+    from ptxforge.kernels import ops
+
+    q, s = ops.per_token_cast_to_fp8(c.x)
+    bias = torch.full_like(c.x, 0.5)
+    runs: dict = {}
+    for async_finish in (False, True):
+        (recv, idx, w, counts, handle, ev), _ = c.dispatch(async_finish=async_finish)
+        held = [ev.event is not None and ev.extra_tensors is not None]
+        with ev:
+            pass
+        cached, *_, ev2 = c.buf.dispatch(c.x, handle=handle, async_finish=async_finish)
+        combined, cw, ev3 = c.buf.combine(recv, handle, topk_weights=w, bias=bias, async_finish=async_finish)
+        (fp8, fidx, fw, fcounts, fhandle, ev4), _ = c.dispatch((q, s), num_worst_tokens=T * c.world,
+                                                               async_finish=async_finish)
+        for e in (ev2, ev3, ev4):
+            held.append(e.event is not None and e.extra_tensors is not None)
+            e.current_stream_wait()
+        released = all(e.extra_tensors is None for e in (ev, ev2, ev3, ev4))
+        runs[async_finish] = ({"dispatch": (recv, idx, w, counts, tuple(handle)), "cached": cached,
+                               "combine": (combined, cw), "fp8": (fp8, fidx, fw, fcounts, tuple(fhandle))},
+                              all(held), released)
+    (sync, sync_held, _), (asyn, async_held, released) = runs[False], runs[True]
+    assert not sync_held and async_held and released, "an async call's event holds its work and inputs until waited"
+    for part in sync:
+        ta, tb = _tensors(sync[part]), _tensors(asyn[part])
+        assert len(ta) == len(tb), part
+        for u, v in zip(ta, tb, strict=True):
+            same = (u is None and v is None) or (isinstance(u, torch.Tensor) and isinstance(v, torch.Tensor)
+                                                 and u.dtype == v.dtype and _bits(u).equal(_bits(v))) or u == v
+            assert same, part
+
+
 CHECKS = [check_layout, check_dispatch_rows, check_combine, check_fp8_lossless, check_moe_matches_reference,
-          check_stats, check_empty_ranks, check_bad_input]
+          check_stats, check_empty_ranks, check_bad_input, check_async_matches_sync]
 
 
 # the checks whose outcome depends on how many channels the communication kernels use (rows split over

@@ -20,15 +20,15 @@ def warm() -> None:
         ops.get_dispatch_layout(idx, 32, ranks, 4)
 
 
-def warm_comm() -> None:
-    """Trace the communication kernels the kernel-backend checks specialize (4 ranks)."""
+def warm_comm(ranks: int = 4) -> None:
+    """Trace the communication kernels the kernel-backend checks specialize (for `ranks` ranks)."""
     from ptxforge.ep.intranode import _special
     from ptxforge.kernels import comm
 
     for scales in (False, True):
         for topk in (False, True):
-            _special(comm.intranode_dispatch, R=4, UNIT=16, HAS_SCALES=scales, HAS_TOPK=topk, HAS_W=topk,
+            _special(comm.intranode_dispatch, R=ranks, UNIT=16, HAS_SCALES=scales, HAS_TOPK=topk, HAS_W=topk,
                      BUG="").module()
     for bias in (0, 2):
         for w in (False, True):
-            _special(comm.intranode_combine, R=4, UNIT=16, NUM_BIAS=bias, HAS_W=w).module()
+            _special(comm.intranode_combine, R=ranks, UNIT=16, NUM_BIAS=bias, HAS_W=w).module()

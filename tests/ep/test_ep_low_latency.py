@@ -34,6 +34,11 @@ def make_inputs(rank: int):
     return x, topk_idx, weights
 
 
+def bf16_bits(t: torch.Tensor):
+    """A BF16 tensor's bits as a numpy int16 array."""
+    return t.contiguous().view(torch.int16).numpy().copy()
+
+
 def cast_back(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     """FP8 rows times their per-128-channel scales, to BF16 (DeepEP's per_token_cast_back)."""
     n, h = q.shape
@@ -60,15 +65,43 @@ def exponent_bytes(packed: torch.Tensor) -> torch.Tensor:
 FORMS = [(False, False, False), (True, False, False), (True, True, False), (True, True, True)]
 
 
-def ll_suite(rank: int, world: int):
+def simulated_gemm(recv, use_fp8: bool, use_ue8m0: bool) -> torch.Tensor:
+    """What the combine sends back, as DeepEP's test makes it: what arrived, cast back to BF16 (its simulated
+    GEMM is the identity)."""
+    if not use_fp8:
+        return recv.clone()
+    q, scales = recv
+    s = scales.contiguous()
+    if use_ue8m0:
+        s = (exponent_bytes(s).to(torch.int32) << 23).view(torch.float32)
+    return cast_back(q.view(-1, HIDDEN), s.view(-1, HIDDEN // 128)).view(q.shape)
+
+
+def valid_rows(recv, count, handle):
+    """What a dispatch defines (rows past each expert's count are unspecified): per local expert its first
+    recv_count rows of x (and scales), src_info, and the layout."""
+    q, scales = recv if isinstance(recv, tuple) else (recv, None)
+    out = {"count": count.numpy().copy(), "layout_range": handle[1].numpy().copy(),
+           "src_info": handle[0].numpy().copy()}  # numpy: tensors would leave the rank's process by shared memory
+    for i, n in enumerate(count.tolist()):
+        out[f"x{i}"] = q[i, :n].contiguous().view(torch.uint8).numpy().copy()
+        if scales is not None:
+            dense = torch.empty(scales[i, :n].shape, dtype=scales.dtype).copy_(scales[i, :n])  # standard strides
+            out[f"scales{i}"] = dense.view(torch.uint8).numpy().copy()
+    return out
+
+
+def ll_suite(rank: int, world: int, backend: str = "torch"):
+    """Every check of the contract on this rank; returns {case: calc_diff of its combine} and {case: tensors}."""
     group = dist.new_group(list(range(world)))
     hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(N_MAX, HIDDEN, world, EXPERTS)
-    buf = deep_ep.Buffer(group, 0, hint, low_latency_mode=True, num_qps_per_rank=EXPERTS // world, timeout_s=20)
+    buf = deep_ep.Buffer(group, 0, hint, low_latency_mode=True, num_qps_per_rank=EXPERTS // world, timeout_s=20,
+                         backend=backend)
     x, topk_idx, weights = make_inputs(rank)
     all_x = [make_inputs(r)[0] for r in range(world)]
     all_idx = [make_inputs(r)[1] for r in range(world)]
     el = EXPERTS // world
-    out = {}
+    out, tensors = {}, {}
     for hook_mode in (False, True):
         for use_fp8, round_scale, use_ue8m0 in FORMS:
             stats = torch.zeros(el, dtype=torch.int32)
@@ -77,6 +110,7 @@ def ll_suite(rank: int, world: int):
                 round_scale=round_scale, use_ue8m0=use_ue8m0, async_finish=not hook_mode,
                 return_recv_hook=hook_mode)
             hook() if hook_mode else event.current_stream_wait()
+            tensors[(hook_mode, use_fp8, round_scale, use_ue8m0)] = valid_rows(recv, count, handle)
             src_info, layout_range = handle[0], handle[1]
             for i in range(el):
                 expert = rank * el + i
@@ -104,15 +138,7 @@ def ll_suite(rank: int, world: int):
                     if cnt and not round_scale:  # the sender's rank, and the token index in the last columns
                         assert bool((back[:, :-128] == src - 128).all())
                         assert torch.equal(back[:, -128:].float(), tokens[src].float().view(-1, 1).expand(-1, 128))
-            # combine what arrived, as DeepEP's test does (its simulated GEMM is the identity)
-            if use_fp8:
-                q, scales = recv
-                s = scales.contiguous()
-                if use_ue8m0:
-                    s = (exponent_bytes(s).to(torch.int32) << 23).view(torch.float32)
-                gemm = cast_back(q.view(-1, HIDDEN), s.view(-1, HIDDEN // 128)).view(q.shape)
-            else:
-                gemm = recv.clone()
+            gemm = simulated_gemm(recv, use_fp8, use_ue8m0)
             want = x.float() * weights.masked_fill(topk_idx == -1, 0).sum(1, keepdim=True)
             for zero_copy in (False, True):
                 if zero_copy:
@@ -127,7 +153,9 @@ def ll_suite(rank: int, world: int):
                 if not round_scale:
                     assert diff < (9e-4 if use_fp8 else 1e-5), (diff, use_fp8, zero_copy)
                 out[(hook_mode, use_fp8, round_scale, use_ue8m0, zero_copy)] = diff
-    return out
+                tensors[(hook_mode, use_fp8, round_scale, use_ue8m0, zero_copy)] = bf16_bits(combined)
+    buf.destroy()
+    return out, tensors
 
 
 @pytest.fixture(scope="module")
@@ -137,20 +165,35 @@ def ll_results():
 
 def test_low_latency_contract(ll_results):
     assert len(ll_results) == WORLD
-    for diffs in ll_results:
+    for diffs, _ in ll_results:
         assert len(diffs) == 2 * len(FORMS) * 2
         assert diffs[(False, False, False, False, False)] < 1e-5
 
 
 def test_combine_of_bf16_dispatch_is_exact(ll_results):
     """BF16 rows summed in f32 and rounded once: the combine equals the f32 weighted sum rounded to BF16."""
-    for diffs in ll_results:
+    for diffs, _ in ll_results:
         assert diffs[(True, False, False, False, True)] == diffs[(False, False, False, False, False)]
 
 
-def bad_input_suite(rank: int, world: int, case: str):
+def warm_low_latency() -> None:
+    """Import the kernels backend and trace its 4-rank specializations once, before the ranks fork (each
+    inherits them)."""
+    import ptxforge.ep.kernel_backend  # noqa: F401  # the emulator and the DSL
+    from ptxforge.ep.low_latency_rank import _special
+    from ptxforge.kernels import low_latency as K
+
+    for fp8, rnd in ((False, False), (True, False), (True, True)):
+        _special(K.ll_dispatch_send, R=4, FP8=fp8, ROUND=rnd, RDMA=False, BUG="").module()
+    for fp8, ue in ((False, False), (True, False), (True, True)):
+        _special(K.ll_dispatch_recv, R=4, FP8=fp8, UE8M0=ue).module()
+    _special(K.ll_combine_send, R=4, RDMA=False).module()
+    K.ll_combine_recv.module()
+
+
+def bad_input_suite(rank: int, world: int, case: str, backend: str = "torch"):
     hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(N_MAX, HIDDEN, world, EXPERTS)
-    buf = deep_ep.Buffer(None, 0, hint, low_latency_mode=True, timeout_s=10)
+    buf = deep_ep.Buffer(None, 0, hint, low_latency_mode=True, timeout_s=10, backend=backend)
     x, topk_idx, weights = make_inputs(rank)
     if case == "too many tokens" and rank == 1:
         x = torch.cat([x, x])[:N_MAX + 1]
@@ -180,7 +223,10 @@ def bad_input_suite(rank: int, world: int, case: str):
     ("third pending", "low-latency buffer 0, which still holds the data of low_latency_dispatch #1"),
     ("logfmt", "rank 3: use_logfmt=True: ptxforge has no LogFMT combine"),
 ])
-def test_bad_input_raises_on_every_rank(case, words):
-    results = run_ranks(bad_input_suite, WORLD, case, timeout_s=120)
+@pytest.mark.parametrize("backend", ["torch", "kernels"])
+def test_bad_input_raises_on_every_rank(case, words, backend):
+    if backend == "kernels":
+        warm_low_latency()
+    results = run_ranks(bad_input_suite, WORLD, case, backend, timeout_s=120)
     assert all(r != "no error" for r in results), results
     assert all(words in r for r in results), results

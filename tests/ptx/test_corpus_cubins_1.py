@@ -10,3 +10,4 @@ pytestmark = [pytest.mark.slow, needs_ptxas]
 
 def test_canonical_text_builds_identical_cubins():
     check_shard(shard_index(__file__))
+

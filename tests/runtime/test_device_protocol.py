@@ -12,6 +12,7 @@ import pytest
 
 import ptxforge as pf
 from ptxforge.emu import ClusterGpu, Node
+from ptxforge.emu.cluster_procs import RankDevice
 from ptxforge.emu.ipc import IpcDevice, ipc_device, rank_base
 from ptxforge.emu.launch import MAX_IMAGES, EmuDevice, emu_device
 from ptxforge.emu.node import NodeGpu
@@ -23,7 +24,7 @@ from ptxforge.runtime.device import DEVICE_KINDS, Device, DeviceMemory, is_emula
 SRC = Path(pf.__file__).parent
 MEMBERS = [n for n in vars(Device) if not n.startswith("_")]
 # every class in src a device is made of (_GreenContextDevice: a GPU seen through a green context)
-DEVICE_CLASSES = (EmuDevice, NodeGpu, ClusterGpu, IpcDevice, CudaDevice, _GreenContextDevice)
+DEVICE_CLASSES = (EmuDevice, NodeGpu, ClusterGpu, IpcDevice, RankDevice, CudaDevice, _GreenContextDevice)
 
 TABLE = """.version 8.0
 .target sm_80

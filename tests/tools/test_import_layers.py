@@ -218,3 +218,18 @@ def test_a_type_checking_import_is_no_cycle_but_still_no_upward_import(tmp_path)
     graph, edges = import_graph(root)
     assert cycles(graph) == []
     assert upward(edges) == ["ptxforge.ptx.ir:3 imports ptxforge.runtime.kernel, a layer above it"]
+
+
+def test_ep_has_no_import_cycle_even_through_type_checking_imports():
+    """Inside ptxforge.ep every import edge counts, TYPE_CHECKING ones too: Buffer sits above its backends,
+    the backends above the kernels' host code, and nothing below names what is above it (a type included)."""
+    _, edges = _package_graph()
+    graph: dict[str, set[str]] = {}
+    for importer, imported, _ in edges:
+        if importer.startswith("ptxforge.ep.") and imported.startswith("ptxforge.ep.") and importer != imported:
+            graph.setdefault(importer, set()).add(imported)
+            graph.setdefault(imported, set())
+    assert "ptxforge.ep.backends.base" in graph["ptxforge.ep.buffer"] or any(
+        m.startswith("ptxforge.ep.backends") for m in graph["ptxforge.ep.buffer"])
+    found = cycles(graph)
+    assert not found, "import cycles inside ptxforge.ep:\n" + "\n".join(" <-> ".join(c) for c in found)

@@ -5,6 +5,7 @@ upward or cyclic import that the layering keeps on purpose. Everything else is i
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import ptxforge
@@ -26,7 +27,8 @@ def _function_local_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFro
     return found
 
 
-def _local_imports() -> list[tuple[str, bool]]:
+@functools.cache  # four tests read it: parse the package once per worker
+def _local_imports() -> tuple[tuple[str, bool], ...]:
     """(where and what, whether it carries a comment) for each function-local import in the package."""
     out = []
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -39,7 +41,7 @@ def _local_imports() -> list[tuple[str, bool]]:
             above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
             commented = any("#" in line for line in span) or above.startswith("#")
             out.append((f"{rel}:{node.lineno}: {span[0].strip()}", commented))
-    return out
+    return tuple(out)
 
 
 def test_each_function_local_import_says_why():

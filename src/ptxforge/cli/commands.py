@@ -39,6 +39,7 @@ PLAN_DESCRIPTION = """\
 
     ptxforge plan --preset deepseek-v3-h800 [--PARAM VALUE ...] [--routing FILE | --scores random|skewed]
                   [--json] [--png FILE]
+    ptxforge plan --measured spans.json [--schedule dualpipev --pp 2 --micro-batches 8] [--svg F] [--png F]
 
 Every model parameter is an option (`--tokens 8192`, `--scaleout-gbs 100`); `--list` shows the presets and
 the parameters with their values and sources.
@@ -224,7 +225,8 @@ class _StrictParams(argparse.ArgumentParser):
             bad = next((a for a in extras if a.startswith("-")), extras[0])
             valid = ", ".join("--" + n.replace("_", "-") for n in PARAM_NAMES)
             self.exit(1, f"{self.prog}: error: unknown parameter {bad!r}; valid parameters: {valid} "
-                         f"(and --preset, --routing, --scores, --seed, --json, --png, --list)\n")
+                         f"(and --preset, --routing, --scores, --seed, --json, --png, --list, --measured, "
+                         f"--schedule, --warmup-steps, --svg)\n")
         return ns, []
 
 
@@ -242,6 +244,16 @@ def _plan(sub: Subparsers) -> argparse.ArgumentParser:
                                                                   "top-k instead of the average-case formula")
     p.add_argument("--seed", type=int, default=0, help="seed of --scores (default 0)")
     p.add_argument("--list", action="store_true", help="list the presets and parameters with their sources")
+    m = p.add_argument_group("a measured run (ptxforge.pipeline.trace spans): predicted against measured")
+    m.add_argument("--measured", metavar="SPANS.json", help="read a run's spans (save_json), take its per-op "
+                   "costs, predict its step and overlap, print both side by side; --pp (pipeline ranks) and "
+                   "--micro-batches default to the file's meta")
+    m.add_argument("--schedule", choices=SCHEDULES, type=str.lower,
+                   help="with --measured: the run's schedule (default: the file's meta, else dualpipev)")
+    m.add_argument("--warmup-steps", type=int, default=0, metavar="N",
+                   help="with --measured: leave out the first N steps (spans with attrs step < N)")
+    m.add_argument("--svg", metavar="FILE", help="with --measured: the measured timeline, the comparison in its "
+                   "caption (--png writes it as PNG)")
     g = p.add_argument_group("model parameters (default: the preset's)")
     for n in PARAM_NAMES:
         kind: Any = PARAM_TYPES[n]
@@ -250,6 +262,62 @@ def _plan(sub: Subparsers) -> argparse.ArgumentParser:
         g.add_argument(*names, dest=n, type=kind, default=None, metavar=kind.__name__.upper(),
                        choices=CHOICES.get(n))
     return _runs(p, "plan")
+
+
+TRAIN_DESCRIPTION = """\
+`ptxforge train`: a small DeepSeek-V3-shaped model (multi-head attention + MoE with a shared expert, sigmoid
+group-limited routing with bias balancing) trained with DualPipe x expert parallelism on gloo processes: FP8
+(--fp8) or BF16 dispatch, BF16 combine through ptxforge.ep, one micro-batch's dispatch and combine overlapped
+with another's attention and experts (--sync: every call synchronous). Prints the loss of every step; on exit
+the overlap fraction and a per-rank timeline of the last steps (SVG, or PNG by the name's suffix).
+
+    ptxforge train --pp 2 --ep 2 --steps 20 [--fp8] [--check] [--timeline t.svg]
+
+Starts pp * ep processes itself; under torchrun (RANK, WORLD_SIZE set; several machines by torchrun's usual
+flags) each process is one rank."""
+
+
+def _train(sub: Subparsers) -> argparse.ArgumentParser:
+    p = sub.add_parser("train", help="train a small DeepSeek-V3-shaped MoE model with DualPipe x EP on gloo",
+                       description=TRAIN_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pp", type=int, default=2, help="pipeline ranks (DualPipe: even)")
+    p.add_argument("--ep", type=int, default=2, help="expert-parallel ranks per pipeline rank")
+    p.add_argument("--steps", type=int, default=20, help="training steps")
+    p.add_argument("--chunks", type=int, default=4, help="micro-batches per step and EP rank (even, >= 2 * pp)")
+    p.add_argument("--micro-batch", type=int, default=2, help="sequences per micro-batch")
+    p.add_argument("--seq", type=int, default=16, help="tokens per sequence")
+    p.add_argument("--layers", type=int, default=2, help="transformer blocks (a multiple of --pp)")
+    p.add_argument("--hidden", type=int, default=128, help="model width (a multiple of 128)")
+    p.add_argument("--heads", type=int, default=4, help="attention heads")
+    p.add_argument("--vocab", type=int, default=128, help="vocabulary size")
+    p.add_argument("--experts", type=int, default=8, help="routed experts (split evenly over the EP ranks)")
+    p.add_argument("--inter", type=int, default=64, help="each expert's intermediate size")
+    p.add_argument("--topk", type=int, default=2, help="routed experts per token")
+    p.add_argument("--groups", type=int, default=4, help="expert groups of the group-limited routing")
+    p.add_argument("--topk-groups", type=int, default=2, help="groups a token's experts may come from")
+    p.add_argument("--lr", type=float, default=0.2, help="SGD learning rate")
+    p.add_argument("--seed", type=int, default=0, help="weights and tokens")
+    p.add_argument("--fp8", action="store_true", help="dispatch FP8 1x128 activations (default BF16)")
+    p.add_argument("--sync", action="store_true", help="every EP call synchronous, no overlap (the baseline)")
+    p.add_argument("--backend", choices=("torch", "kernels"), default="torch",
+                   help="ptxforge.ep.Buffer's backend (kernels: the DSL communication kernels on emulated GPUs)")
+    p.add_argument("--float64", action="store_true",
+                   help="compute in float64 (the run then equals one process's to ~1e-15; see --check)")
+    p.add_argument("--check", action="store_true",
+                   help="also run the same training in one process and print both losses of every step")
+    p.add_argument("--timeline", metavar="FILE", default=None,
+                   help="the timeline picture, .svg or .png (default: ptxforge_train_timeline.svg in the temp "
+                        "directory)")
+    p.add_argument("--spans", metavar="FILE.json", default=None, help="also write the measured spans as JSON")
+    p.add_argument("--record-steps", type=int, default=2, help="the last steps the timeline shows")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds any rank waits for another before every rank stops with an error")
+    p.add_argument("--quiet", action="store_true", help="no line per step")
+    p.add_argument("--fail-rank", type=int, default=None, metavar="RANK",
+                   help="fault injection: this rank raises inside its first overlapped chunk of --fail-step "
+                        "(every rank must then stop with an error naming it)")
+    p.add_argument("--fail-step", type=int, default=1, help="the step --fail-rank fails in")
+    return _runs(p, "train_cmd")
 
 
 def _cache(sub: Subparsers) -> argparse.ArgumentParser:
@@ -266,7 +334,7 @@ def _cache(sub: Subparsers) -> argparse.ArgumentParser:
 # name -> what adds its parser, in the order `ptxforge --help` lists them
 _TABLE: dict[str, Callable[[Subparsers], argparse.ArgumentParser]] = {
     "fmt": _fmt, "check": _check, "retarget": _retarget, "run": _run, "emit": _emit, "stats": _stats, "sass": _sass,
-    "devices": _devices, "demo": _demo, "pipeline": _pipeline, "plan": _plan, "cache": _cache,
+    "devices": _devices, "demo": _demo, "pipeline": _pipeline, "plan": _plan, "train": _train, "cache": _cache,
 }
 COMMANDS = tuple(_TABLE)
 

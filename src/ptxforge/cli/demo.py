@@ -22,6 +22,7 @@ from ptxforge.ptx.printer import has_debug_info
 from ptxforge.ptx.validator import validate
 from ptxforge.runtime.cuda_device import cuda_device
 from ptxforge.runtime.cuda_driver import unavailable_reason
+from ptxforge.runtime.launch_config import EmulatorOptions
 from ptxforge.runtime.result import LaunchResult
 from ptxforge.toolchain import ToolNotFound, assemble, elf_sections, find_tool, ptxas_version
 
@@ -54,8 +55,10 @@ def run(args: argparse.Namespace) -> int:
         ok &= node_section(args.sm_map)
         if with_torch:
             ok &= with_torch.comm_section()
+            ok &= with_torch.train_section()
         else:
             _section("communication kernels beside a GEMM: skipped (needs torch: pip install 'ptxforge[torch]')")
+            _section("training with DualPipe x EP: skipped (needs torch: pip install 'ptxforge[torch]')")
     print("\ndemo: all checks passed" if ok else "\ndemo: some checks FAILED")
     return 0 if ok else 1
 
@@ -63,18 +66,19 @@ def run(args: argparse.Namespace) -> int:
 class _TorchSections(NamedTuple):
     expert_parallel: Callable[[], bool]
     comm_section: Callable[[], bool]
+    train_section: Callable[[], bool]
 
 
 def _torch_sections() -> _TorchSections | None:
-    """The two sections that need torch, or None when it is not installed."""
+    """The sections that need torch, or None when it is not installed."""
     try:
         # torch is optional (the `torch` extra) and a second to load: only these sections import it, when it is there
-        from ptxforge.cli import demo_comm, demo_ep
+        from ptxforge.cli import demo_comm, demo_ep, demo_train
     except ImportError as e:
         if (e.name or "").partition(".")[0] != "torch":
             raise
         return None
-    return _TorchSections(demo_ep.expert_parallel, demo_comm.comm_section)
+    return _TorchSections(demo_ep.expert_parallel, demo_comm.comm_section, demo_train.train_section)
 
 
 def _section(title: str) -> None:
@@ -207,11 +211,11 @@ def _sanitize(m: ir.Module) -> bool:
     x = np.arange(512, dtype=np.float32)
     out = np.zeros(2, np.float32)
     m.kernel("block_sum").launch(grid=(2,), block=(256,), args=[x, out, np.int32(512)], device="emu",
-                                 sanitize=True)
+                                 options=EmulatorOptions(sanitize=True))
     print("block_sum (correct): no reports")
     try:
         m.kernel("block_sum_racy").launch(grid=(2,), block=(256,), args=[x, out, np.int32(512)], device="emu",
-                                          sanitize=True)
+                                          options=EmulatorOptions(sanitize=True))
     except SanitizerError as e:
         print(str(e.reports[0]))
         print(f"({len(e.reports)} distinct report{'s' * (len(e.reports) != 1)}, kinds: "

@@ -31,7 +31,8 @@ class UserError(Error):
 
 
 _API_TO_FLAGS = tuple((re.compile(p), flag) for p, flag in (
-    (r"device='(emu|cuda|auto)'", r"--device \1"), (r"sanitize=True", "--sanitize"),
+    (r"device='(emu|cuda|auto)'", r"--device \1"), (r"options=EmulatorOptions\(sanitize=True\)", "--sanitize"),
+    (r"sanitize=True", "--sanitize"),
     (r"\bshared_mem\b", "--shared-mem"), (r"\bnum_sms\b", "--sms"), (r"\bwatchdog_s\b", "--watchdog"),
     (r"\btime_limit_s\b", "--time-limit")))
 

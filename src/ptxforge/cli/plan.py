@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 
+from ptxforge.cli import plan_measured
 from ptxforge.cli.errors import UserError
 from ptxforge.outputs import check_output
 from ptxforge.plan import model
@@ -48,6 +49,10 @@ def _load(args: argparse.Namespace) -> tuple[Params, RoutingStats | None]:
 def run(args: argparse.Namespace) -> int:
     if args.list:
         return _list()
+    if args.measured:
+        return plan_measured.run(args)
+    if args.svg or args.schedule:
+        raise UserError(f"{'--svg' if args.svg else '--schedule'} goes with --measured SPANS.json")
     inputs = {args.routing: "--routing"} if args.routing else {}
     if args.png:
         check_output(args.png, "--png", inputs)

@@ -27,6 +27,7 @@ from ptxforge.outputs import check_output, output_path
 from ptxforge.ptx.ir import Param
 from ptxforge.runtime.buffers import resolve_device
 from ptxforge.runtime.device import is_emulated
+from ptxforge.runtime.launch_config import EmulatorOptions
 
 
 def parse_dims(text: str, what: str) -> tuple[int, ...]:
@@ -204,8 +205,9 @@ def run(args: argparse.Namespace) -> int:
     device = args.device or environment.device() or "emu"
     try:
         res = k.launch(grid=grid, block=block, args=values, device=device, shared_mem=args.shared_mem,
-                       num_sms=args.sms, watchdog_s=args.watchdog, time_limit_s=_time_limit(args, device),
-                       sanitize=sanitize, cooperative=args.cooperative)
+                       cooperative=args.cooperative,
+                       options=EmulatorOptions(sanitize=sanitize, num_sms=args.sms, watchdog_s=args.watchdog,
+                                               time_limit_s=_time_limit(args, device)))
     except (EmulatorError, KernelFault) as e:  # the kernel ran: a fault, or the sanitizer's findings
         if isinstance(e, EmulatorError):  # the emulator copied back what completed in bounds: keep it
             for path, where, arr in saves:

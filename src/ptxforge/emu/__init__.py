@@ -22,11 +22,13 @@ CTA rank in their high bits (memory.CLUSTER_RANK_SHIFT), resolved in `LaneMemory
 A whole node: `Node(gpus=N)` (node.py) gives N devices sharing one address space (node_memory.py), with
 streams on SM partitions whose launches `Node.synchronize` runs concurrently (schedule.py).
 A cluster: `Cluster(nodes=N, gpus_per_node=G)` (cluster.py) joins nodes by NICs (nic.py) that PTX drives
-through NVSHMEM's device API (nvshmem.py, nvshmem_library.py) on a symmetric heap (symmetric_heap.py).
+through NVSHMEM's device API (nvshmem.py, nvshmem_library.py) on a symmetric heap (symmetric_heap.py);
+`ClusterRank` (cluster_procs.py) runs one GPU of such a cluster per process (nic_procs.py, nic_transport.py).
 """
 
 from ptxforge.emu.allocator import tune_malloc
 from ptxforge.emu.cluster import Cluster, ClusterGpu, ClusterResult
+from ptxforge.emu.cluster_procs import ClusterRank, RankBuffer
 from ptxforge.emu.errors import (
     EmulatorError,
     KernelTrap,
@@ -44,7 +46,8 @@ from ptxforge.emu.symmetric_heap import SymmetricBuffer
 tune_malloc()  # before the first wave: lane arrays come from the heap, not fresh mmaps (see allocator.py)
 
 __all__ = [
-    "Cluster", "ClusterGpu", "ClusterResult", "EmuDevice", "emu_device", "LinkModel", "SymmetricBuffer",
+    "Cluster", "ClusterGpu", "ClusterRank", "ClusterResult", "RankBuffer", "EmuDevice", "emu_device", "LinkModel",
+    "SymmetricBuffer",
     "emulate", "EmulatorError", "KernelTrap", "LaunchError", "MemoryFault", "Node",
     "NodeGpu", "PendingLaunch", "Stream", "TimeLimitExceeded", "UnsupportedInstruction",
     "WatchdogTimeout",

@@ -6,11 +6,11 @@ still pays for all of them. A *session* gathers the lanes standing in a loop of 
 (integer, float and video arithmetic, conversions, moves, selects, predicates, branches: ops that read and
 write only their own lane's registers and static special registers, see `Plan`) into short arrays and
 takes the machine's own steps, in the machine's order (the lowest pc first, the periodic rotation, call
-contexts kept apart), on them: without masks while they all stand at one pc, with masks over the gathered
-lanes only when they do not. Lanes that cannot run again before the loop ends (past its last backward
-branch) go back to the machine after a branch, and the rest are compacted. A parked (not gathered) lane
-whose turn comes joins the session at a lane-local instruction; at an ordinary op or an exit it runs on the
-machine's own state, which holds everything about it.
+contexts kept apart: the one `WaveSchedule` of wave_schedule.py), on them: without masks while they all
+stand at one pc, with masks over the gathered lanes only when they do not. Lanes that cannot run again
+before the loop ends (past its last backward branch) go back to the machine after a branch, and the rest
+are compacted. A parked (not gathered) lane whose turn comes joins the session at a lane-local instruction;
+at an ordinary op or an exit it runs on the machine's own state, which holds everything about it.
 
 shfl runs in a session too, when the gathered lanes are whole warps in lane order and the lanes at the shfl are
 whole warps with nobody waiting (the machine's step would run exactly them; `Session._warps_ready`).
@@ -38,6 +38,7 @@ from ptxforge.emu.errors import InternalEmulatorError, MemoryFault
 from ptxforge.emu.liveness import Liveness, liveness_for
 from ptxforge.emu.operands import DYNAMIC_SREGS
 from ptxforge.emu.progress import PROBE_STEPS, TICK_MASK
+from ptxforge.emu.wave_schedule import one_context
 from ptxforge.ptx import ir
 from ptxforge.ptx.isa.effects import lane_local
 
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from ptxforge.emu.machine import LaneState, Machine
     from ptxforge.emu.operands import Value
     from ptxforge.emu.program import Layout
+    from ptxforge.emu.wave_schedule import WaveSchedule
 
 ENABLED = True  # off: no sessions, the rest fast (benchmarks/divergence_speed.py measures sessions alone);
 # a launch's own switch is reference mode (`Machine.reference`), which turns off every fast path
@@ -284,12 +286,12 @@ class Session:
         self.rid = int(plan.region[lo])
         self.wait_bar, self.exited = wait_bar, exited  # the machine's pc flags (machine.py imports this module)
 
-    def start(self, lo: int, steps: int, dmask: int) -> bool:
+    def start(self, lo: int, sched: WaveSchedule) -> bool:
         """Gather the lanes standing between `lo` (the wave's lowest pc) and the end of its loop; False
         (nothing done) when they are too many for gathering to pay, or the next step is the watchdog's."""
         m = self.m
-        s1 = steps + 1
-        if s1 & dmask == 0:
+        s1 = sched.steps + 1
+        if sched.tick_due(s1):
             probe = m.watch.probe
             if probe is None or s1 & TICK_MASK == 0 or s1 - probe.steps > PROBE_STEPS:
                 return False
@@ -343,9 +345,9 @@ class Session:
             return not bool((self.ppc == self.upc).all())  # type: ignore[union-attr]
         return not np.array_equal(self.sp, self.ppc)  # type: ignore[arg-type]
 
-    def run(self, steps: int, div_steps: int, rot_last: int, dmask: int,
-            rotate_every: int) -> tuple[int, int, int, int]:
-        """Take the machine's steps until it must take over; returns (steps, div_steps, rot_last, steps taken).
+    def run(self, sched: WaveSchedule) -> int:
+        """Take the machine's steps, by the wave's schedule `sched`, until the machine must take over;
+        returns the number of steps taken.
 
         While every gathered lane stands at one pc (`upc`; a loop all of them still run) the steps are the
         machine's converged ones on the gathered arrays: no masks, one count for all."""
@@ -358,8 +360,8 @@ class Session:
         sub = self.sub
         try:
             while True:
-                s1 = steps + 1
-                if s1 & dmask == 0 and not self._tick_free(s1):
+                s1 = sched.steps + 1
+                if sched.tick_due(s1) and not self._tick_free(s1):
                     break  # the watchdog's tick (and a Node's yield) look at the machine's own state
                 upc = self.upc
                 if upc is not None:
@@ -375,17 +377,11 @@ class Session:
                     if others == 0 or (self.parked_min == lo and
                                        others == np.count_nonzero(self.parked & (m.pcs == lo))):
                         break  # every live lane stands at lo: the machine reconverges the wave
-                nd = div_steps + 1
-                P, rot, parked_at_P = lo, rot_last, self.parked_min == lo
-                if nd % rotate_every == 0:  # the machine's rotation, over our lanes and the parked ones
-                    if upc is not None:
-                        cs = upc if upc > rot_last else None
-                    else:
-                        c = sp[sp > rot_last]
-                        cs = int(c.min()) if c.size else None
-                    pk = m.pcs[self.parked]
-                    pk = pk[(pk > rot_last) & (pk < wait_bar)]
-                    cp = int(pk.min()) if pk.size else None
+                nd = sched.div_steps + 1
+                P, rot, parked_at_P = lo, sched.rot_last, self.parked_min == lo
+                if sched.rotation_due(nd):  # the machine's rotation, over our lanes and the parked ones
+                    cs = sched.rotation_pick(upc if upc is not None else sp)
+                    cp = sched.rotation_pick(m.pcs[self.parked])
                     if cs is None and cp is None:
                         rot = -1
                     else:
@@ -399,8 +395,8 @@ class Session:
                 if not outside and ops[P].kind == C.WARPSYNC and not self._warps_ready(P, parked_at_P):
                     break
                 # commit: this is the machine's step
-                div_steps, rot_last = nd, rot
-                steps = s1
+                sched.div_steps, sched.rot_last = nd, rot
+                sched.steps = s1
                 taken += 1
                 if outside:
                     self._parked_step(ops[P], P)
@@ -421,13 +417,9 @@ class Session:
                     continue
                 sp = self.sp
                 ex = sp == P
-                nex = int(np.count_nonzero(ex))
                 if self.top is not None:
-                    keys = self.top[ex]
-                    kmin = keys.min()
-                    if keys.max() != kmin:
-                        ex = ex & (self.top == kmin)
-                        nex = int(np.count_nonzero(ex))
+                    ex = one_context(ex, self.top)
+                nex = int(np.count_nonzero(ex))
                 if nex == sp.size and (self.top is None or self.top.min() == self.top.max()):
                     self._to_uniform(P)  # every gathered lane is here: run on without masks
                     self.upend += 1
@@ -469,7 +461,7 @@ class Session:
         plan.steps_taken += taken
         global _STEPS_RUN
         _STEPS_RUN += taken
-        return steps, div_steps, rot_last, taken
+        return taken
 
     def _warps_ready(self, P: int, parked_at_P: bool) -> bool:
         """True when the machine's step at the warp-synchronous op at P would run exactly the gathered lanes
@@ -499,10 +491,7 @@ class Session:
         # the op may keep a register array (a cached ramp, an alias): scatters make new ones from here on
         self.owned.clear()
         if m.retstack is not None:
-            keys = m.top_ret[ex]
-            kmin = keys.min()
-            if keys.max() != kmin:
-                ex = ex & (m.top_ret == kmin)
+            ex = one_context(ex, m.top_ret)
         np.add(m.icount, ex, out=m.icount)
         if op.kind == C.NORMAL:
             op.fn(m.st, ex)

@@ -5,9 +5,13 @@ Every NVSHMEM operation a kernel issues (nvshmem.py) becomes a `NicOp` queued on
 so the warps keep running while data is in flight. What NVSHMEM permits, and so what the fabric may do:
 
 - operations of one PE to one target PE are delivered in any order, unless an `nvshmem_fence` between them
-  orders them (an op waits for every op of an earlier fence epoch to the same target);
+  orders them. Fence and quiet act for the calling thread's operations (NVSHMEM's rule for multithreaded
+  PEs): each op records the threads that issued it (one, or a warp's or block's for the collective forms)
+  and, per thread, its fence epoch; an op waits for every op of an earlier epoch of one of its threads to
+  the same target;
 - a put-with-signal writes its data, then its signal (one unit here);
-- `nvshmem_quiet` completes all the PE's operations: here it delivers them at once, in a permitted order;
+- `nvshmem_quiet` completes the calling thread's operations: here it delivers them at once, in a permitted
+  order (`nvshmem_barrier_all` and the host complete every thread's);
 - the source of a non-blocking put is read when it is delivered (the latest NVSHMEM allows: before quiet).
 
 Default mode: an op becomes deliverable one round after it is issued plus one round per 8 KiB, so large puts
@@ -38,6 +42,7 @@ AMO_ADD = -1  # nvshmem_uint64_atomic_add: an add, kept apart from signal ops in
 BYTES_PER_ROUND = 8192  # default mode: an op waits one more round per this many bytes
 SIGNAL_BYTES = 8
 MASK64 = (1 << 64) - 1
+HOST = -1  # the issuer of an op no kernel thread issued (made on the host, in tests)
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,8 @@ class NicOp:
     sig_value: int = 0
     sig_op: int = SIGNAL_SET
     site: Site | None = None
-    epoch: int = 0
+    issuers: frozenset[int] = frozenset({HOST})  # the issuing threads (block * 1024 + thread, per PE)
+    epochs: dict[int, int] = field(default_factory=dict)  # each issuer's fence epoch when it issued
     seq: int = 0
     due: int = 0
     delivered: bool = False
@@ -127,7 +133,7 @@ class Nic:
     pe: int
     node: int
     queue: list[NicOp] = field(default_factory=list)
-    epoch: int = 0
+    epochs: dict[int, int] = field(default_factory=dict)  # per issuing thread: its fence epoch
 
 
 class Fabric:
@@ -160,7 +166,7 @@ class Fabric:
     def issue(self, op: NicOp) -> None:
         """Queue `op` on its source NIC (its addresses already checked)."""
         nic = self.nics[op.src]
-        op.epoch, op.seq = nic.epoch, next(self._seq)
+        op.epochs, op.seq = {t: nic.epochs.get(t, 0) for t in op.issuers}, next(self._seq)
         op.due = self.round + self._delay(op)
         nic.queue.append(op)
         for w in self.watchers:
@@ -173,18 +179,45 @@ class Fabric:
             return int(self.rng.integers(4, 48))
         return int(self.rng.integers(0, 4))
 
-    def fence(self, pe: int) -> None:
-        """nvshmem_fence: the PE's later operations to each target follow its earlier ones."""
-        self.nics[pe].epoch += 1
+    def fence(self, pe: int, threads: frozenset[int] | None = None) -> None:
+        """nvshmem_fence by `threads` of PE `pe` (None: every thread): their later operations to each target
+        follow their earlier ones."""
+        self._next_epoch(self.nics[pe], threads)
         for w in self.watchers:
-            w.fenced(pe)
+            w.fenced(pe, threads)
 
-    def quiet(self, pe: int) -> None:
-        """nvshmem_quiet: every operation the PE issued is delivered now."""
-        self._deliver(self.nics[pe], everything=True)
-        self.nics[pe].epoch += 1
+    def quiet(self, pe: int, threads: frozenset[int] | None = None) -> None:
+        """nvshmem_quiet by `threads` of PE `pe` (None: every thread): their operations are delivered now."""
+        nic = self.nics[pe]
+        self._deliver(nic, everything=True, only=threads)
+        self._next_epoch(nic, threads)
         for w in self.watchers:
-            w.quieted(pe)
+            w.quieted(pe, threads)
+
+    def _next_epoch(self, nic: Nic, threads: frozenset[int] | None) -> None:
+        known = set(nic.epochs) | {t for op in nic.queue for t in op.issuers}
+        for t in known if threads is None else threads:
+            nic.epochs[t] = nic.epochs.get(t, 0) + 1
+
+    # ------------------------------------------------------------------ nvshmem_barrier_all
+    def barrier_arrive(self, pe: int) -> int | None:
+        """PE `pe`'s calling thread arrives; returns the generation to wait for (None: it waits already)."""
+        if pe in self.barrier_arrived:
+            return None
+        self.barrier_arrived.add(pe)
+        target = self.barrier_gen + 1
+        if len(self.barrier_arrived) == len(self.nics):
+            self.drain()
+            self.barrier_arrived.clear()
+            self.barrier_gen = target
+        return target
+
+    def barrier_reached(self, generation: int) -> bool:
+        return self.barrier_gen >= generation
+
+    def barrier_missing(self) -> list[int]:
+        """The PEs that have not arrived at the barrier now under way."""
+        return [p for p in range(len(self.nics)) if p not in self.barrier_arrived]
 
     # ------------------------------------------------------------------ delivery
     def advance(self) -> bool:
@@ -203,13 +236,16 @@ class Fabric:
     def pending(self) -> int:
         return sum(len(n.queue) for n in self.nics)
 
-    def _deliver(self, nic: Nic, everything: bool) -> bool:
+    def _deliver(self, nic: Nic, everything: bool, only: frozenset[int] | None = None) -> bool:
+        """Deliver what is due (`everything`: all of it; `only`: the ops of these threads), within the fences."""
         moved = False
         while nic.queue:
-            oldest: dict[int, int] = {}  # target -> lowest epoch still queued for it
+            oldest: dict[tuple[int, int], int] = {}  # (target, thread) -> its lowest epoch still queued
             for op in nic.queue:
-                oldest[op.dst] = min(oldest.get(op.dst, op.epoch), op.epoch)
-            ready = [op for op in nic.queue if op.epoch == oldest[op.dst] and (everything or op.due <= self.round)]
+                for t, e in op.epochs.items():
+                    oldest[(op.dst, t)] = min(oldest.get((op.dst, t), e), e)
+            ready = [op for op in nic.queue if all(e == oldest[(op.dst, t)] for t, e in op.epochs.items())
+                     and (everything or op.due <= self.round) and (only is None or op.issuers & only)]
             if not ready:
                 break
             ready.sort(key=lambda o: (o.due, o.seq))
@@ -220,23 +256,37 @@ class Fabric:
         return moved
 
     def _apply(self, op: NicOp) -> None:
+        self._write(op, self._source_bytes(op))
+        op.delivered = True
+        self._count(op)
+        for w in self.watchers:
+            w.delivered(op)
+
+    def _source_bytes(self, op: NicOp) -> np.ndarray:
+        """What a put carries, read from its source now (NVSHMEM lets the NIC read it until quiet)."""
+        if not op.nbytes:
+            return np.zeros(0, np.uint8)
+        s = self._offset(op.src_addr)
+        return self.memory.arena[s: s + op.nbytes].copy()
+
+    def _write(self, op: NicOp, data: np.ndarray) -> None:
+        """The one place that writes a target's memory: the data, then the signal."""
         arena = self.memory.arena
         if op.nbytes:
-            s, d = self._offset(op.src_addr), self._offset(op.dst_addr)
-            arena[d: d + op.nbytes] = arena[s: s + op.nbytes].copy()
+            d = self._offset(op.dst_addr)
+            arena[d: d + op.nbytes] = data
         if op.signals:
             o = self._offset(op.sig_addr)
             old = int(arena[o: o + 8].view(np.uint64)[0])
             new = op.sig_value if op.sig_op == SIGNAL_SET else old + op.sig_value
             arena[o: o + 8].view(np.uint64)[0] = np.uint64(new & MASK64)
-        op.delivered = True
+
+    def _count(self, op: NicOp) -> None:
         link = self.traffic.get((op.src, op.dst))
         if link is None:
             link = self.traffic[(op.src, op.dst)] = LinkTraffic(op.src, op.dst, self.link_kind(op.src, op.dst))
         link.bytes += op.nbytes + (SIGNAL_BYTES if op.signals else 0)
         link.messages += 1
-        for w in self.watchers:
-            w.delivered(op)
 
     def _offset(self, addr: int) -> int:
         a = self.memory.find(addr)

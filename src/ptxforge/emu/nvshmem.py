@@ -15,7 +15,8 @@ Names, argument order and types are NVSHMEM's (the unmangled C functions of its 
 Addresses are symmetric: a kernel passes the address of its own PE's copy (`SymmetricBuffer.address(pe)`)
 and the NIC finds the target's copy at the same offset (symmetric_heap.py). Thread forms act per calling
 thread, warp forms once per warp, block forms once per block (with the arguments of its first calling
-thread; lanes that disagree are an error). `nvshmem_fence` and `nvshmem_quiet` act for the whole PE.
+thread; lanes that disagree are an error). `nvshmem_fence` and `nvshmem_quiet` act for the calling thread's
+operations (a warp's or block's put belongs to each of its threads).
 
 The two calls that block, `nvshmem_signal_wait_until` and `nvshmem_barrier_all`, are PTX functions of our own
 (nvshmem_library.py) that spin on the non-blocking test builtins below.
@@ -112,14 +113,14 @@ def _put(name: str, unit: int, signal: bool) -> Builtin:
             try:
                 target = net.heap.translate(dest, gpu, pe, name, nbytes)
                 op = NicOp("put_signal" if signal else "put", gpu, pe, target, source, nbytes,
-                           site=_site(st, lane, net, gpu))
+                           site=_site(st, lane, net, gpu), issuers=_threads(st, g))
                 net.check_range(op.dst_addr, nbytes, f"{name}: dest on PE {pe}")
                 src = net.check_range(source, nbytes, f"{name}: source")
-                g = net.gpus_per_node
-                if src.gpu is not None and src.gpu // g != gpu // g:
-                    raise MemoryFault(f"{name}: source {source:#x} is in {src.name}, on node {src.gpu // g}; a put "
-                                      f"sends from its own node's memory (node {gpu // g})", kind="invalid",
-                                      address=source, size=nbytes)
+                per_node = net.gpus_per_node
+                if src.gpu is not None and src.gpu // per_node != gpu // per_node:
+                    raise MemoryFault(f"{name}: source {source:#x} is in {src.name}, on node {src.gpu // per_node}; "
+                                      f"a put sends from its own node's memory (node {gpu // per_node})",
+                                      kind="invalid", address=source, size=nbytes)
                 if signal:
                     sig, value = _u64(st, args[3], one)[0], _u64(st, args[4], one)[0]
                     op.sig_op = _sig_op(_s32(st, args[5], one)[0], name, lane)
@@ -151,7 +152,8 @@ def _signal_op(name: str, atomic: bool) -> Builtin:
             except MemoryFault as e:
                 raise _fault(e, lane) from None
             net.issue(NicOp("atomic_add" if atomic else "signal", gpu, pe, target, 0, 0, sig_addr=target,
-                            sig_value=value, sig_op=SIGNAL_ADD if atomic else code, site=_site(st, lane, net, gpu)))
+                            sig_value=value, sig_op=SIGNAL_ADD if atomic else code, site=_site(st, lane, net, gpu),
+                            issuers=_threads(st, one)))
         return None
     return signal
 
@@ -164,14 +166,21 @@ def _n_pes(st: LaneState, lanes: np.ndarray, args: list[int], rets: list[int]) -
     return np.full(lanes.size, len(_fabric(st, "nvshmem_n_pes")[0].nics), np.int32)
 
 
+def _threads(st: LaneState, lanes: np.ndarray) -> frozenset[int]:
+    """The calling lanes as per-PE thread keys (block * 1024 + thread): what fence and quiet act for."""
+    m = st.machine
+    per = m.lanes_per_block
+    return frozenset(int(m.block_ids[lane // per]) * 1024 + lane % per for lane in np.asarray(lanes).tolist())
+
+
 def _fence(st: LaneState, lanes: np.ndarray, args: list[int], rets: list[int]) -> Any:
     net, gpu = _fabric(st, "nvshmem_fence")
-    net.fence(gpu)
+    net.fence(gpu, _threads(st, lanes))
 
 
 def _quiet(st: LaneState, lanes: np.ndarray, args: list[int], rets: list[int]) -> Any:
     net, gpu = _fabric(st, "nvshmem_quiet")
-    net.quiet(gpu)
+    net.quiet(gpu, _threads(st, lanes))
 
 
 def _ptr(st: LaneState, lanes: np.ndarray, args: list[int], rets: list[int]) -> Any:
@@ -227,15 +236,10 @@ def _barrier_arrive(st: LaneState, lanes: np.ndarray, args: list[int], rets: lis
     """`__ptxforge_nvshmem_barrier_arrive() -> u64`: the calling thread's PE arrives at nvshmem_barrier_all;
     returns the barrier generation to wait for."""
     net, gpu = _fabric(st, "nvshmem_barrier_all")
-    if lanes.size > 1 or gpu in net.barrier_arrived:
+    target = None if lanes.size > 1 else net.barrier_arrive(gpu)
+    if target is None:
         raise _fault(MemoryFault(f"nvshmem_barrier_all: called by more than one thread of PE {gpu} (the thread "
                                  f"form is called by one thread per PE)", kind="invalid"), int(lanes[-1]))
-    net.barrier_arrived.add(gpu)
-    target = net.barrier_gen + 1
-    if len(net.barrier_arrived) == len(net.nics):
-        net.drain()
-        net.barrier_arrived.clear()
-        net.barrier_gen = target
     return np.full(lanes.size, target, np.uint64)
 
 
@@ -243,7 +247,7 @@ def _barrier_test(st: LaneState, lanes: np.ndarray, args: list[int], rets: list[
     """`__ptxforge_nvshmem_barrier_test(generation) -> u32`: whether every PE arrived."""
     net, gpu = _fabric(st, "nvshmem_barrier_all")
     want = _u64(st, args[0], lanes)
-    out = np.asarray([net.barrier_gen >= w for w in want], np.uint32)
+    out = np.asarray([net.barrier_reached(w) for w in want], np.uint32)
     m = st.machine
     for lane in lanes.tolist():
         slot = lane // m.lanes_per_block
@@ -251,9 +255,8 @@ def _barrier_test(st: LaneState, lanes: np.ndarray, args: list[int], rets: list[
         if out.all():
             net.waiting.pop(key, None)
         else:
-            missing = [p for p in range(len(net.nics)) if p not in net.barrier_arrived]
             net.waiting[key] = (f"node {gpu // net.gpus_per_node} GPU {gpu} block {m.lane_coords(lane)[1]} warp "
-                                f"{key[2]}: nvshmem_barrier_all waits for PE(s) {missing} to arrive")
+                                f"{key[2]}: nvshmem_barrier_all waits for PE(s) {net.barrier_missing()} to arrive")
     if lanes.size and not out.any():
         st.spun = True
     return out

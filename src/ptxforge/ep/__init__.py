@@ -32,10 +32,12 @@ Differences from DeepEP (V1 normal mode):
   ptxforge.ep.elastic, over this Buffer; its differences are in docs/ep.md);
   `num_nvl_bytes`, `num_qps_per_rank`, `allow_*`, `explicitly_destroy`, `enable_shrink`, `comm` are accepted
   and unused.
-- `async_finish=True` (torch backend, normal mode): the call returns with its data all_to_all pending on gloo's
-  thread and its results filled at the event's wait; `previous_event` is waited for before the call; the
-  agreement and count collectives stay synchronous, and backend="kernels" runs synchronously (its event holds
-  nothing). `allocate_on_comm_stream` is accepted and unused (docs/ep.md, "Asynchronous calls").
+- `async_finish=True` (normal mode): the call returns with its work pending and its results filled at the
+  event's wait: the torch backend's data all_to_all on gloo's thread (`previous_event` is waited for before
+  the call); backend="kernels" on an emulated GPU runs its kernels on the device's worker thread, in call
+  order (`previous_event` and the handle's dispatch ordered there; a dispatch returns once its notify step
+  gave the counts), on a CUDA GPU on the caller's thread. The agreement and count collectives stay
+  synchronous. `allocate_on_comm_stream` is accepted and unused (docs/ep.md, "Asynchronous calls").
 - `Config` and `set_num_sms` are checked and kept (the handle's channel matrices use `num_sms / 2` channels);
   the torch backend's transport ignores them.
 - `get_dispatch_layout` and `dispatch`/`combine` each run a small agreement collective (the price of raising on

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import ml_dtypes
 import numpy as np
@@ -31,7 +31,6 @@ from ptxforge.runtime.result import LaunchResult
 if TYPE_CHECKING:
     from ptxforge.dsl.kernel import Kernel
     from ptxforge.emu.node import PendingLaunch
-    from ptxforge.ep.kernel_backend import IpcFabric, NodeFabric
     from ptxforge.runtime.device import Device
 
 _SPECIAL: dict = {}
@@ -42,6 +41,22 @@ def _special(k, **consts):
     if key not in _SPECIAL:
         _SPECIAL[key] = k.specialize(**consts)
     return _SPECIAL[key]
+
+
+class Fabric(Protocol):
+    """Every rank's communication buffer, reachable by every rank's kernels (kernel_backend's `NodeFabric`
+    and `IpcFabric`)."""
+
+    size: int
+    peer_lost: bool  # a peer's process died: release frees this rank's buffer only
+
+    def ensure(self, rank: int, nbytes: int) -> int: ...
+
+    def addresses(self) -> list[int]: ...
+
+    def own(self, rank: int) -> DeviceBuffer | None: ...
+
+    def release(self) -> None: ...
 
 
 @dataclass
@@ -71,6 +86,21 @@ class Launched:
 
 
 @dataclass
+class Notified:
+    """What a dispatch's notify step told this rank, before any data moves."""
+
+    rank_prefix: np.ndarray  # int32 [R, R]: tokens each source rank sends each rank, prefix-summed over sources
+    chan_prefix: np.ndarray  # int32 [R, C]
+    recv_chan: np.ndarray    # int32 [R, C]
+    expert_recv: np.ndarray  # int32 [experts per rank]: tokens this rank's experts receive
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """int64 [R, R]: tokens rank src sends rank dst (the same on every rank)."""
+        return np.diff(self.rank_prefix.astype(np.int64), axis=0, prepend=0)
+
+
+@dataclass
 class DispatchOut:
     recv_x: np.ndarray           # uint8 [N, x_bytes]
     recv_scales: np.ndarray | None
@@ -88,7 +118,7 @@ class DispatchOut:
 class CommRank:
     """Rank `rank` of `world`: launches on `device` (an emulated GPU: a Node's, or a process's own)."""
 
-    def __init__(self, rank: int, world: int, device: Device, fabric: NodeFabric | IpcFabric,
+    def __init__(self, rank: int, world: int, device: Device, fabric: Fabric,
                  timeout_s: float = K.DEFAULT_TIMEOUT_S) -> None:
         self.rank, self.world, self.device, self.fabric = rank, world, device, fabric
         self.timeout_s = timeout_s  # each wait of the kernels (a spin on a peer's counter) is bounded by it
@@ -197,6 +227,20 @@ class CommRank:
         return CommTimeout(f"{line}; each wait is bounded by timeout_s = {self.timeout_s:g} s (Buffer(timeout_s=...), "
                            f"NodeGroup(timeout_s=...)); the kernel trapped: a peer that stopped, or a protocol error")
 
+    def dispatch_layout(self, x_bytes: int, scale_words: int, k: int, has_weights: bool, num_experts: int,
+                        tun: Tunables) -> K.CommLayout:
+        """The buffer a dispatch of rows of `x_bytes` (+ scale words, k ids and weights) needs."""
+        slot = K.DispatchSlot(x_bytes, scale_words, k, has_weights)
+        return K.CommLayout(self.world, num_experts, tun.channels, tun.ring, slot.nbytes)
+
+    def combine_layout(self, hidden: int, k: int, num_experts: int, tun: Tunables) -> K.CommLayout:
+        """The buffer a combine of BF16 rows of `hidden` (+ k weights) needs."""
+        return K.CommLayout(self.world, num_experts, tun.channels, tun.ring, K.combine_slot_bytes(hidden, k))
+
+    def grows(self, layout: K.CommLayout) -> bool:
+        """Whether `layout` needs a larger buffer than every rank has (`ensure` then is a collective)."""
+        return layout.nbytes > self.fabric.size
+
     def ensure(self, layout: K.CommLayout) -> None:
         """Every rank's buffer holds `layout` (a collective: every rank calls it with the same layout)."""
         generation = self.fabric.ensure(self.rank, layout.nbytes)
@@ -231,33 +275,35 @@ class CommRank:
     def dispatch(self, x: np.ndarray, scales: np.ndarray | None, topk_idx: np.ndarray | None,
                  topk_w: np.ndarray | None, in_rank: np.ndarray, per_expert: np.ndarray, num_experts: int,
                  tun: Tunables, bug: str = "",
-                 on_counts: Callable[[np.ndarray], object] | None = None) -> Generator[None, None, DispatchOut]:
+                 on_notified: Callable[[Notified], object] | None = None) -> Generator[None, None, DispatchOut]:
         """Generator: yields twice (after queuing notify, then dispatch); returns a `DispatchOut`.
 
         x: uint8 [T, x_bytes] (the payload's bytes); scales: uint32 [T, words] or None; topk_idx int64 [T, K];
-        topk_w f32 [T, K]; in_rank bool [T, R]; per_expert int [E]. `on_counts(matrix)` sees the tokens
-        every rank sends every rank (int64 [R, R], the same on every rank) before the data moves."""
+        topk_w f32 [T, K]; in_rank bool [T, R]; per_expert int [E]. `on_notified` sees what the notify step
+        told this rank (`Notified`: the counts, the same matrix on every rank) before the data moves."""
         self._forget("dispatch")
         self._free_temps()  # what a call that raised left behind
         t_, xb = x.shape
         k_ = topk_idx.shape[1] if topk_idx is not None else 0
         sw = scales.shape[1] if scales is not None else 0
         slot = K.DispatchSlot(xb, sw, k_, topk_w is not None)
-        layout = K.CommLayout(self.world, num_experts, tun.channels, tun.ring, slot.nbytes)
+        layout = self.dispatch_layout(xb, sw, k_, topk_w is not None, num_experts, tun)
         self.ensure(layout)
         per_channel = max(1, -(-t_ // tun.channels))
         notified = self._notify(in_rank, per_expert, layout, per_channel, tun, "dispatch")
         yield
-        rank_prefix = _host(notified["rank_prefix"])
-        if on_counts is not None:
-            on_counts(np.diff(rank_prefix.astype(np.int64), axis=0, prepend=0))
+        epr = num_experts // self.world
+        told = Notified(_host(notified["rank_prefix"]), _host(notified["chan_prefix"]), _host(notified["recv_chan"]),
+                        _host(notified["expert_recv"])[:epr])
+        if on_notified is not None:
+            on_notified(told)
+        rank_prefix = told.rank_prefix
         n = int(rank_prefix[-1, self.rank])
         out = {"recv_x": self.empty((n, xb), np.uint8, "recv_x"), "recv_src": self.empty((n,), np.int32, "recv_src"),
                "send_head": self.empty((t_, self.world), np.int32, "send_head"),
                "recv_scales": self.empty((n, max(sw, 1)), np.uint32, "recv_scales"),
                "recv_idx": self.empty((n, max(k_, 1)), np.int64, "recv_topk_idx"),
                "recv_w": self.empty((n, max(k_, 1)), np.float32, "recv_topk_weights")}
-        epr = num_experts // self.world
         kern = _special(K.intranode_dispatch, R=self.world, UNIT=K.copy_unit(xb), HAS_SCALES=scales is not None,
                         HAS_TOPK=topk_idx is not None, HAS_W=topk_w is not None, BUG=bug)
         dummy = self.empty((1,), np.uint32, "unused")
@@ -278,8 +324,7 @@ class CommRank:
         result = DispatchOut(host["recv_x"], host["recv_scales"][:, :sw] if scales is not None else None,
                            host["recv_idx"][:, :k_] if topk_idx is not None else None,
                            host["recv_w"][:, :k_] if topk_w is not None else None, host["recv_src"],
-                           host["send_head"], rank_prefix, _host(notified["chan_prefix"]),
-                           _host(notified["recv_chan"]), _host(notified["expert_recv"])[:epr],
+                           host["send_head"], rank_prefix, told.chan_prefix, told.recv_chan, told.expert_recv,
                            [la for la in self.launches if la.call == "dispatch"])
         self._free_temps()
         return result
@@ -296,7 +341,7 @@ class CommRank:
         h = x.shape[1]
         k_ = w.shape[1] if w is not None else 0
         slot_bytes = K.combine_slot_bytes(h, k_)
-        layout = K.CommLayout(self.world, num_experts, tun.channels, tun.ring, slot_bytes)
+        layout = self.combine_layout(h, k_, num_experts, tun)
         self.ensure(layout)
         per_channel = max(1, -(-t_ // tun.channels))
         self._notify(in_rank, np.zeros(num_experts, np.int32), layout, per_channel, tun, "combine")

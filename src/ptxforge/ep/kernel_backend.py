@@ -24,7 +24,7 @@ import torch.distributed as dist
 from ptxforge.emu import ipc
 from ptxforge.ep.errors import CommTimeout
 from ptxforge.ep.handle import DispatchHandle, pad_rows
-from ptxforge.ep.intranode import CommRank, DispatchOut, Tunables
+from ptxforge.ep.intranode import CommRank, DispatchOut, Notified, Tunables
 from ptxforge.ep.rows import Field, RowFormat
 from ptxforge.errors import KernelFault
 from ptxforge.runtime import cuda_ipc
@@ -33,7 +33,7 @@ from ptxforge.runtime.cuda_device import cuda_device
 
 if TYPE_CHECKING:
     from ptxforge.emu.node import Node
-    from ptxforge.ep.buffer import DispatchHandle, Received
+    from ptxforge.ep.backends.base import Received
     from ptxforge.ep.config import Config
     from ptxforge.ep.rows import RowFormat
     from ptxforge.runtime.buffers import DeviceBuffer
@@ -52,6 +52,7 @@ class NodeFabric:
         self.bufs: list = [None] * world
         self.size = 0
         self.generation = 0
+        self.peer_lost = False  # one process: no peer process to lose
 
     def ensure(self, rank: int, nbytes: int) -> int:
         if nbytes > self.size:
@@ -217,13 +218,13 @@ def _bf16_torch(a: np.ndarray, device: torch.device) -> torch.Tensor:
 def start_dispatch(comm: CommRank, x: torch.Tensor, x_scales: torch.Tensor | None, topk_idx: torch.Tensor | None,
                    topk_weights: torch.Tensor | None, in_rank: torch.Tensor, per_expert: torch.Tensor,
                    num_experts: int, tun: Tunables, bug: str = "",
-                   on_counts: Callable[[np.ndarray], object] | None = None) -> Generator[None, None, DispatchOut]:
+                   on_notified: Callable[[Notified], object] | None = None) -> Generator[None, None, DispatchOut]:
     """The rank's dispatch generator (see `CommRank.dispatch`) for torch inputs."""
     return comm.dispatch(_bytes(x), _words(x_scales) if x_scales is not None else None,
                          topk_idx.detach().cpu().to(torch.int64).numpy() if topk_idx is not None else None,
                          topk_weights.detach().cpu().to(torch.float32).numpy() if topk_weights is not None else None,
                          in_rank.detach().cpu().numpy(), per_expert.detach().cpu().numpy(), num_experts, tun, bug,
-                         on_counts)
+                         on_notified)
 
 
 def finish_dispatch(out: DispatchOut, x: torch.Tensor, x_scales: torch.Tensor | None, in_rank: torch.Tensor,

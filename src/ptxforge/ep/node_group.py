@@ -29,7 +29,7 @@ from ptxforge.kernels.comm import DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
     from ptxforge.emu.node import Node
-    from ptxforge.ep.buffer import DispatchOutput
+    from ptxforge.ep.backends.base import DispatchOutput
 
 _ids = itertools.count(1_000_000)
 

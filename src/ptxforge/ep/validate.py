@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
-if TYPE_CHECKING:
-    from ptxforge.ep.buffer import Buffer
-
 FORMS = {"bf16": 0, "fp8": 1, "fp8-ue8m0": 2}
+
+
+class BufferFacts(Protocol):
+    """What the checks read of a `Buffer` (its group, its id, the last layout's expert count)."""
+
+    id: int
+    group_size: int
+    num_nodes: int
 
 
 @dataclass
@@ -85,7 +90,7 @@ def _check_x(x) -> tuple[str, str, int, int]:
     return bad, "bf16", (x.shape[0] if not bad else -1), (x.shape[1] if not bad else -1)
 
 
-def check_dispatch(buf: Buffer, x: Any, handle: Any, num_tokens_per_rank: Any, num_tokens_per_rdma_rank: Any,
+def check_dispatch(buf: BufferFacts, x: Any, handle: Any, num_tokens_per_rank: Any, num_tokens_per_rdma_rank: Any,
                    is_token_in_rank: Any, num_tokens_per_expert: Any, topk_idx: Any, topk_weights: Any,
                    expert_alignment: Any, num_worst_tokens: Any, config: Any) -> Checked:
     c = Checked()
@@ -113,8 +118,8 @@ def check_dispatch(buf: Buffer, x: Any, handle: Any, num_tokens_per_rank: Any, n
                             "num_tokens_per_expert)")
         if isinstance(num_tokens_per_expert, torch.Tensor):
             num_experts = num_tokens_per_expert.numel()
-        elif isinstance(getattr(buf, "_last_num_experts", None), int):
-            num_experts = buf._last_num_experts
+        elif isinstance(last := getattr(buf, "_last_num_experts", None), int):  # set by a layout call
+            num_experts = last
         if num_tokens_per_rdma_rank is not None and buf.num_nodes > 1:
             bad = _expect("num_tokens_per_rdma_rank", num_tokens_per_rdma_rank, (torch.int32, torch.int64),
                           (buf.num_nodes,))
@@ -169,7 +174,7 @@ def check_dispatch(buf: Buffer, x: Any, handle: Any, num_tokens_per_rank: Any, n
     return c
 
 
-def check_combine(buf: Buffer, x: Any, handle: Any, topk_weights: Any, bias: Any) -> tuple[str, dict]:
+def check_combine(buf: BufferFacts, x: Any, handle: Any, topk_weights: Any, bias: Any) -> tuple[str, dict]:
     problems = []
     h = -1
     if getattr(handle, "_buffer_id", None) != buf.id:

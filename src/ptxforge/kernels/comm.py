@@ -267,15 +267,18 @@ class _Bound:
     rank: Index
     formats: Pointer
     kernel: str
+    on_timeout: Callable[..., None] | None = None  # another kernel family's record (internode kernels)
 
 
 _LATE: list[list] = []  # wait loops of the kernel being traced, placed after its last instruction
 _BOUND: list[_Bound] = []  # the kernel being traced's (set by `_bound_waits`)
 
 
-def _bound_waits(timeout_ns: Reg, peers: Pointer, rank: Index, formats: Pointer, kernel: str) -> None:
-    """Declare the kernel's wait bound (called first in each kernel's body)."""
-    _BOUND[-1] = _Bound(timeout_ns, peers, rank, formats, kernel)
+def _bound_waits(timeout_ns: Reg, peers: Pointer, rank: Index, formats: Pointer, kernel: str,
+                 on_timeout: Callable[..., None] | None = None) -> None:
+    """Declare the kernel's wait bound (called first in each kernel's body); `on_timeout(role, *values)`
+    replaces `_timed_out` for kernels with records of their own."""
+    _BOUND[-1] = _Bound(timeout_ns, peers, rank, formats, kernel, on_timeout)
 
 
 def _now() -> Reg:
@@ -324,7 +327,7 @@ def _waits_at_end() -> Iterator[None]:
             place_label(check)
             bra(poll, when=(_now() - t0) <= _BOUND[-1].timeout_ns)
             role, *values = record()
-            _timed_out(str(role), *values)
+            (_BOUND[-1].on_timeout or _timed_out)(str(role), *values)
     finally:
         _LATE.pop()
         _BOUND.pop()

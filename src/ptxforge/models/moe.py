@@ -90,10 +90,12 @@ class _Experts(nn.Module):
     def one(self, e: int, x: torch.Tensor) -> torch.Tensor:
         return (nn.functional.silu(x @ self.w1[e].T) * (x @ self.w3[e].T)) @ self.w2[e].T
 
-    def mix(self, x: torch.Tensor, idx: torch.Tensor, w: torch.Tensor, first: int = 0) -> torch.Tensor:
-        """sum_k w[t, k] * expert_{idx[t, k] - first}(x[t]) over the slots whose expert is one of these."""
+    def mix(self, x: torch.Tensor, idx: torch.Tensor, w: torch.Tensor, first: int = 0,
+            only: range | None = None) -> torch.Tensor:
+        """sum_k w[t, k] * expert_{idx[t, k] - first}(x[t]) over the slots whose expert is one of these (or of
+        the experts numbered in `only`)."""
         out = torch.zeros_like(x)
-        for e in range(self.w1.shape[0]):
+        for e in (range(self.w1.shape[0]) if only is None else only):
             rows, slot = torch.nonzero(idx == first + e, as_tuple=True)
             if rows.numel():
                 out = out.index_add(0, rows, self.one(e, x[rows]) * w[rows, slot].unsqueeze(1))

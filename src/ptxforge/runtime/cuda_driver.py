@@ -17,11 +17,11 @@ from ptxforge.errors import DeviceUnavailable, KernelFault
 
 # What to try next, for the errors a user can act on.
 _HINTS = {
-    "CUDA_ERROR_ILLEGAL_ADDRESS": "find the access with device='emu', sanitize=True (it names the thread and "
-                                  "PTX line)",
-    "CUDA_ERROR_MISALIGNED_ADDRESS": "find the access with device='emu', sanitize=True",
+    "CUDA_ERROR_ILLEGAL_ADDRESS": "find the access with device='emu', options=EmulatorOptions(sanitize=True) (it "
+                                  "names the thread and PTX line)",
+    "CUDA_ERROR_MISALIGNED_ADDRESS": "find the access with device='emu', options=EmulatorOptions(sanitize=True)",
     "CUDA_ERROR_ILLEGAL_INSTRUCTION": "run it on device='emu' to see which instruction the kernel reached",
-    "CUDA_ERROR_LAUNCH_FAILED": "rerun with device='emu', sanitize=True",
+    "CUDA_ERROR_LAUNCH_FAILED": "rerun with device='emu', options=EmulatorOptions(sanitize=True)",
     "CUDA_ERROR_ASSERT": "a trap or assertion fired; device='emu' names the PTX line",
     "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "too many registers for this block size: lower the block size or "
                                          "cap registers (.maxnreg / maxrregcount)",

@@ -9,6 +9,10 @@ launch's GPU is passed as it is.
 
 from __future__ import annotations
 
+import os
+import sys
+import types
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
@@ -67,16 +71,36 @@ def _config(grid: Any, block: Any, args: Any, shared_mem: Any, cluster: Any,
     return grid, args
 
 
-def _options(options: EmulatorOptions | dict[str, Any] | None, sanitize: Any, num_sms: int | None, watchdog_s: float,
-             time_limit_s: float | None, printf: Callable[[str], Any] | None) -> EmulatorOptions:
-    """The launch's EmulatorOptions (given, or made from the keywords)."""
-    if options is None:
-        return EmulatorOptions(sanitize, num_sms, watchdog_s, time_limit_s, printf)
-    given = [name for name, v, default in (("sanitize", sanitize, False), ("num_sms", num_sms, None),
-                                           ("watchdog_s", watchdog_s, 60.0), ("time_limit_s", time_limit_s, None),
-                                           ("printf", printf, None)) if v is not default and v != default]
+# the loose emulator options `launch` still takes (deprecated: options=EmulatorOptions(...) replaces them)
+DEPRECATED_LAUNCH_KEYWORDS = ("sanitize", "num_sms", "watchdog_s", "time_limit_s", "printf")
+
+
+def _user_level() -> int:
+    """The `stacklevel` that points a warning raised in our caller at the first frame outside ptxforge (the
+    user's call, also through the DSL's or CuPy-style launch)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _options(options: EmulatorOptions | dict[str, Any] | None, loose: dict[str, Any]) -> EmulatorOptions:
+    """The launch's EmulatorOptions: `options=` as given, or made from the deprecated loose keywords (`loose`:
+    each of DEPRECATED_LAUNCH_KEYWORDS, _UNSET where not given), with a DeprecationWarning naming the replacement."""
+    given = {k: v for k, v in loose.items() if v is not _UNSET}
     if given:
-        raise LaunchError(f"{', '.join(given)} given beside options=: set them in the EmulatorOptions")
+        kws = ", ".join(f"{k}=..." for k in given)
+        warnings.warn(f"Kernel.launch({kws}) is deprecated: pass options=EmulatorOptions({kws}) "
+                      f"(ptxforge.runtime.EmulatorOptions), or options={{...}} with the same names; the loose emulator "
+                      f"keywords will be removed in a later release", DeprecationWarning, stacklevel=_user_level())
+    if options is None:
+        return EmulatorOptions(**given)
+    defaults = EmulatorOptions()
+    clash = [k for k, v in given.items() if v is not getattr(defaults, k) and v != getattr(defaults, k)]
+    if clash:
+        raise LaunchError(f"{', '.join(clash)} given beside options=: set them in the EmulatorOptions")
     return EmulatorOptions.from_mapping(options)
 
 
@@ -127,8 +151,9 @@ class Kernel:
                validate: bool = ...) -> LaunchResult: ...
 
     def launch(self, grid: Any = (1,), block: Any = _UNSET, args: Any = (), *, device: Any = None,
-               shared_mem: int = 0, sanitize: Any = False, num_sms: int | None = None, watchdog_s: float = 60.0,
-               time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
+               shared_mem: int = 0, sanitize: Any = _UNSET, num_sms: int | None = _UNSET,
+               watchdog_s: float = _UNSET, time_limit_s: float | None = _UNSET,
+               printf: Callable[[str], Any] | None = _UNSET,
                emu_device_: EmuDevice | None = None, cluster: Any = None,
                stream: Stream | GreenStream | None = None, cooperative: bool = False,
                options: EmulatorOptions | dict[str, Any] | None = None, validate: bool = True) -> LaunchOutcome:
@@ -143,11 +168,14 @@ class Kernel:
         `cooperative`: a cooperative launch (all blocks resident at once, refused otherwise, and the grid
         workspace cooperative groups' `grid.sync()` needs), as cuLaunchCooperativeKernel makes it.
 
-        The emulator's own options come as keywords or as `options=EmulatorOptions(...)`: `sanitize` is False,
-        True (every check) or a `ptxforge.emu.sanitizer.Sanitizer` with options; `num_sms`; `watchdog_s`:
-        seconds the launch may go without progress (its state repeating) before it is stopped;
-        `time_limit_s`: a plain wall-clock limit on the launch (None: none); `printf` capture; `emu_device_`;
-        `EmulatorOptions(checks=[...])`: your own `ptxforge.emu.hooks.Check`s watching the launch.
+        The emulator's own options come as `options=EmulatorOptions(...)` (or a dict of its fields,
+        `options={"sanitize": True}`): `sanitize` is False, True (every check) or a
+        `ptxforge.emu.sanitizer.Sanitizer` with options; `num_sms`; `watchdog_s`: seconds the launch may go
+        without progress (its state repeating) before it is stopped; `time_limit_s`: a plain wall-clock limit on
+        the launch (None: none); `printf` capture; `checks`: your own `ptxforge.emu.hooks.Check`s watching the
+        launch; `reference`, `tier`, `threads`. The same names as loose keywords (`sanitize=True`, `num_sms=`,
+        `watchdog_s=`, `time_limit_s=`, `printf=`) still work but are deprecated (a DeprecationWarning names the
+        replacement). `emu_device_`: the emulated device to run on (for tests).
         `stream`: a stream of a `ptxforge.emu.Node` GPU; the launch is queued there and a `PendingLaunch` is
         returned at once (`node.synchronize()` runs it; its `result()` is the `LaunchResult`; see
         `ptxforge.runtime.streams`). Or a `ptxforge.runtime.cuda_green.GreenStream` of a GPU: the kernel runs
@@ -161,7 +189,8 @@ class Kernel:
         """
         check_before_launch(self.module, validate)
         config, args = _config(grid, block, args, shared_mem, cluster, cooperative)
-        opts = _options(options, sanitize, num_sms, watchdog_s, time_limit_s, printf)
+        opts = _options(options, {"sanitize": sanitize, "num_sms": num_sms, "watchdog_s": watchdog_s,
+                                  "time_limit_s": time_limit_s, "printf": printf})
         gpu_stream = None
         if isinstance(stream, GreenStream):  # a GPU launch on the green context's SMs
             gpu_stream, stream = stream, None
@@ -231,7 +260,7 @@ class Kernel:
                  enable_cooperative_groups: bool = False, **options: Any) -> LaunchOutcome:
         """CuPy's RawKernel spelling: `kernel(grid, block, args, shared_mem=0)` is
         `launch(grid, block, args, shared_mem=..., cooperative=enable_cooperative_groups)`; other keywords
-        (`device`, `sanitize` ...) are `launch`'s."""
+        (`device`, `options` ...) are `launch`'s."""
         return self.launch(grid, block, tuple(args), shared_mem=shared_mem, stream=stream,
                            cooperative=enable_cooperative_groups, **options)
 

@@ -16,6 +16,7 @@ extra: `pip install 'ptxforge[triton]'`.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -80,6 +81,10 @@ def _from_environment() -> None:
         _activate()
 
 
-_from_environment()
+try:
+    _from_environment()
+except environment.EnvironmentVariableError:
+    if sys.argv[:1] != ["-m"]:  # under `python -m ptxforge.triton` (argv[0] is "-m" while runpy imports the
+        raise  # package) __main__ reports it as a usage error, without a traceback
 
 __all__ = ["EmulatorDriver", "Settings", "emulate", "enabled"]

@@ -27,6 +27,7 @@ from ptxforge.errors import LaunchError
 from ptxforge.ptx.parser import parse
 from ptxforge.runtime.buffers import DeviceBuffer, resolve_device
 from ptxforge.runtime.kernel import Kernel
+from ptxforge.runtime.launch_config import EmulatorOptions
 from ptxforge.runtime.occupancy import sm_limits
 from ptxforge.toolchain import elf_sections
 
@@ -195,8 +196,8 @@ class TritonLauncher:
                       for name, ty, a in zip(self.arg_names, self.arg_types, args, strict=True) if ty != "constexpr"]
             values += self._scratch(len(values), grid, dev, storages)
             cluster = (self.num_ctas, 1, 1) if self.num_ctas > 1 else None
-            self.kernel.launch(grid, (self.block,), values, device="emu", shared_mem=self.shared,
-                               sanitize=settings.sanitize, num_sms=settings.num_sms, cluster=cluster)
+            self.kernel.launch(grid, (self.block,), values, device="emu", shared_mem=self.shared, cluster=cluster,
+                               options=EmulatorOptions(sanitize=settings.sanitize, num_sms=settings.num_sms))
         finally:
             for host, buf in storages.values():  # what the kernel wrote (in bounds) comes back, also after a fault
                 if host is not None:

@@ -80,6 +80,9 @@ class IpcDevice(EmuDevice):
         if alloc is not None and mp is not None and mp.closed:
             return (f" ({alloc.name}: rank {owner} closed its device, segment {mp.name}: the memory behind the "
                     f"pointer is gone)")
+        why = mem.unmapped_note(owner) if mem.unmapped_note is not None and alloc is None else None
+        if why:
+            return f" ({why})"
         return f" (it is rank {owner}'s memory, not open on rank {self.rank}: open the buffer's handle first)"
 
     def close(self) -> None:

@@ -147,6 +147,9 @@ class IpcMemory(DeviceMemory):
     # called at every watchdog tick of a launch on this memory (every few hundred steps): a job's own check
     # that its peers live (ptxforge.ep's kernels backend watches its process group); may raise to stop it
     peer_check: Callable[[], None] | None = None
+    # what to say of an address in rank r's memory when none of it is mapped here, if the job knows better than
+    # "open its handle" (a ClusterRank: another node's memory, reached through the NIC); None: the default
+    unmapped_note: Callable[[int], str | None] | None = None
 
     def __init__(self, rank: int, world: int, capacity: int = DEFAULT_CAPACITY):
         super().__init__(PAD)
@@ -282,8 +285,9 @@ class IpcMemory(DeviceMemory):
             return None
         mp = self.peers.get(r)
         if mp is None:
-            return (f"an address in rank {r}'s memory, none of which is open on rank {self.rank} "
-                    f"(open its buffer's handle with ipc_open_mem_handle)")
+            why = self.unmapped_note(r) if self.unmapped_note is not None else None
+            return why or (f"an address in rank {r}'s memory, none of which is open on rank {self.rank} "
+                           f"(open its buffer's handle with ipc_open_mem_handle)")
         opened = sorted((a for a, _ in mp.opened.values()), key=lambda a: a.base)
         return describe_address(opened, address, nbytes) + f" (the buffers of rank {r} open on rank {self.rank})"
 

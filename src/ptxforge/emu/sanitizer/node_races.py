@@ -49,9 +49,10 @@ from ptxforge.emu.hooks import Check
 from ptxforge.emu.op import NORMAL
 from ptxforge.emu.sanitizer import bounds
 from ptxforge.emu.sanitizer.report import SanitizerReport
+from ptxforge.ptx.isa.effects import STRONG_ORDERS, effects
 
 SCOPES = {"cta": 0, "cluster": 1, "gpu": 2, "sys": 3}
-STRONG = {"volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "mmio"}
+STRONG = STRONG_ORDERS  # the orders of a strong access (ptx/isa/effects.py)
 GPU, SYS = 2, 3
 WEAK = -1
 NONE = -1  # w_sync of a byte whose last write publishes nothing
@@ -103,7 +104,7 @@ class _Launch(Check):
         self.fence = [f[0] == WEAK and f[1] != WEAK for f in facts]  # pc -> a fence instruction
         # pc -> an mbarrier wait: a phase completing hands what its arriving warps acquired to the waiters,
         # taken (leniently) as a barrier of the block
-        self.mbar_wait = [p.ins.opcode == "mbarrier" and bool({"try_wait", "test_wait"} & set(p.ins.suffixes))
+        self.mbar_wait = [(e := effects(p.ins)) is not None and e.async_part == "mbarrier_wait"
                           for p in machine.layout.placed]
         self.pc = 0
         self.prior: list = []  # the earlier launches of its stream (it is ordered after all they did)

@@ -48,30 +48,40 @@ class RemoteOrder:
         self.reset()
 
     def reset(self) -> None:
-        self.unfenced: dict[tuple[int, int], list[NicOp]] = defaultdict(list)
+        # (source, target) -> its puts no fence or quiet ordered yet, each with the threads that fenced since
+        self.unfenced: dict[tuple[int, int], list[tuple[NicOp, set[int]]]] = defaultdict(list)
         self.outstanding: dict[int, list[NicOp]] = defaultdict(list)
         self.hazards: dict[int, list[_Hazard]] = defaultdict(list)  # target PE -> hazards
 
     # ------------------------------------------------------------------ fabric events
     def issued(self, op: NicOp) -> None:
         key = (op.src, op.dst)
-        if op.signals:
-            self.hazards[op.dst] += [_Hazard(p, op) for p in self.unfenced[key]]
+        if op.signals:  # ordered after a put only by a fence of a thread that issued both
+            self.hazards[op.dst] += [_Hazard(p, op) for p, fenced in self.unfenced[key] if not fenced & op.issuers]
         if op.nbytes:
             for hs in self.hazards.values():  # a newer put of the same bytes supersedes an older one's hazard
                 hs[:] = [h for h in hs if not (h.put.dst == op.dst and op.dst_addr <= h.put.dst_addr
                                                 and h.put.dst_addr + h.put.nbytes <= op.dst_addr + op.nbytes)]
             if op.kind == "put":  # a put-with-signal's data is ordered before its own signal, which its reader awaits
-                self.unfenced[key].append(op)
+                self.unfenced[key].append((op, set()))
             self.outstanding[op.src].append(op)
 
-    def fenced(self, pe: int) -> None:
+    def fenced(self, pe: int, threads: frozenset[int] | None = None) -> None:
         for key in [k for k in self.unfenced if k[0] == pe]:
-            del self.unfenced[key]
+            if threads is None:
+                del self.unfenced[key]
+                continue
+            for p, fenced in self.unfenced[key]:
+                fenced |= p.issuers & threads
 
-    def quieted(self, pe: int) -> None:
-        self.fenced(pe)
-        self.outstanding.pop(pe, None)
+    def quieted(self, pe: int, threads: frozenset[int] | None = None) -> None:
+        if threads is None:
+            self.fenced(pe)
+            self.outstanding.pop(pe, None)
+            return
+        for key in [k for k in self.unfenced if k[0] == pe]:  # completed: ordered before everything later
+            self.unfenced[key] = [(p, f) for p, f in self.unfenced[key] if not p.issuers & threads]
+        self.outstanding[pe] = [p for p in self.outstanding.get(pe, []) if not p.issuers & threads]
 
     def delivered(self, op: NicOp) -> None:
         if op.signals:

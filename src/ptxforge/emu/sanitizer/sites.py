@@ -16,12 +16,10 @@ import numpy as np
 from ptxforge.emu.sanitizer.order import GPU, SCOPES, SYS
 from ptxforge.ptx import ir
 from ptxforge.ptx.isa import Effects, effects, lookup
+from ptxforge.ptx.isa.effects import STRONG_ORDERS
 
 _INLINED = re.compile(r"inlined_at\s+(\d+)\s+(\d+)(?:\s+(\d+))?")
-STRONG = {"volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "mmio"}  # memory orders that are no race
-# the asynchronous copies whose destination stays pending until a wait (or its mbarrier) completes it
-ASYNC_COPIES = frozenset({"cp.async", "cp.async.bulk", "cp.async.bulk.tensor", "cp.async.bulk.prefetch",
-                          "cp.async.bulk.prefetch.tensor"})
+STRONG = STRONG_ORDERS  # memory orders that are no race (the ISA table's word for them)
 _NONE = Effects()
 
 
@@ -52,35 +50,36 @@ class SiteInfo:
 
 
 def site_info(pc: int, ins: ir.Instruction, guard_slot: Any, wait_slot: int | None = None) -> SiteInfo:
-    """The access class of one instruction from the ISA table's effects (memory kind, order, scope); the
-    sub-operations the sanitizer models one by one (async groups and waits, mbarrier phases) by family."""
+    """The access class of one instruction from the ISA table's effects: memory kind, order, scope, and its part
+    in asynchronous work (async copies, their groups and waits, mbarrier operations and phase waits)."""
     op = ins.opcode
     sx = set(ins.suffixes)
     e = effects(ins) or _NONE
     family = spec.family if (spec := lookup(ins)) is not None else op
-    mbar = op == "mbarrier" or any(s.startswith("mbarrier") for s in sx)  # the op updates an mbarrier word
+    part = e.async_part
+    barrier_word = part in ("mbarrier", "mbarrier_wait")  # an mbarrier operation (order.py models its phases)
+    # the op updates an mbarrier word: an mbarrier operation, or one completing on an mbarrier (.mbarrier::...)
+    mbar = barrier_word or any(s.startswith("mbarrier") for s in sx)
     atomic = e.memory == "atomic"
     strong = e.order in STRONG
-    barrier_word = family.startswith("mbarrier")  # an mbarrier operation (order.py models its phases)
     returns = bool(e.writes) and not barrier_word  # an access whose value the lane gets back
     # a proxy fence (fence.proxy.*, fence.mbarrier_init) orders one proxy's accesses, not threads'
-    proxy = family == "fence" and ("mbarrier_init" in sx or any(s.startswith("proxy") for s in sx))
+    proxy = e.memory == "fence" and ("mbarrier_init" in sx or any(s.startswith("proxy") for s in sx))
     fence = e.memory == "fence" and e.lanes == "lane" and not proxy
     release = e.memory in ("store", "atomic") and not barrier_word and e.order in ("release", "acq_rel")
     acquire = (atomic and returns) or (e.memory == "load" and e.order in ("acquire", "acq_rel"))
     strong_read = (atomic and returns) or (e.memory == "load" and strong)
-    bulk = family.startswith(("cp.async.bulk", "cp.reduce.async.bulk"))
+    bulk = part == "bulk"
     strong_write = (atomic and not barrier_word and not bulk) or (e.memory == "store" and strong)
-    is_async = e.memory == "async" and family in ASYNC_COPIES
-    wait = {"cp.async.wait_group": "group", "cp.async.bulk.wait_group": "group", "cp.async.wait_all": "all"}.get(
-        family, "")
+    is_async = e.memory == "async" and part in ("copy", "bulk")
+    wait = {"wait_group": "group", "wait_all": "all"}.get(part, "")
     return SiteInfo(pc, op, sync=atomic or strong, atomic=atomic, acquire=acquire, release=release,
                     fence=fence, strong_read=strong_read, strong_write=strong_write, scope=_scope(e),
                     async_copy=is_async, async_wait=wait,
-                    async_commit=family in ("cp.async.commit_group", "cp.async.bulk.commit_group"),
-                    warp_sync=family == "bar.warp.sync", guard=guard_slot, mbarrier=mbar,
-                    mbar_wait=wait_slot if family in ("mbarrier.test_wait", "mbarrier.try_wait") else None,
-                    async_via_mbarrier=family == "cp.async.mbarrier.arrive",
+                    async_commit=part == "commit",
+                    warp_sync=e.memory == "fence" and e.lanes == "warp", guard=guard_slot, mbarrier=mbar,
+                    mbar_wait=wait_slot if part == "mbarrier_wait" else None,
+                    async_via_mbarrier=part == "arrive",
                     bulk=bulk, warpgroup=family == "wgmma.mma_async")
 
 

@@ -35,9 +35,11 @@ BLACKWELL_A = ("sm_110a", "sm_120a", "sm_100f", "sm_110f", "sm_120f")
 BLACKWELL_DC = ("sm_110a", "sm_100f", "sm_110f")  # datacenter parts: tcgen05 & co
 
 
-def fx(writes: Any = (), memory: str = "none", lanes: str = "lane", carry: bool = False, loaded: Any = ()) -> Effects:
-    """An instruction's effects (see spec.Effects); `writes` and `loaded` list operand indexes."""
-    return Effects(tuple(writes), memory, lanes, carry, tuple(loaded))
+def fx(writes: Any = (), memory: str = "none", lanes: str = "lane", carry: bool = False, loaded: Any = (),
+       part: str = "") -> Effects:
+    """An instruction's effects (see spec.Effects); `writes` and `loaded` list operand indexes, `part` is its
+    `async_part`."""
+    return Effects(tuple(writes), memory, lanes, carry, tuple(loaded), async_part=part)
 
 
 # the common cases

@@ -16,6 +16,7 @@ from ptxforge.ptx.isa.lookup import lookup
 from ptxforge.ptx.isa.spec import Effects, holds
 
 ORDERS = ("weak", "relaxed", "acquire", "release", "acq_rel", "sc", "volatile", "mmio")
+STRONG_ORDERS = frozenset(ORDERS) - {"weak"}  # the orders of a strong access (the memory model's "morally strong")
 SCOPES = {"cta": "cta", "cluster": "cluster", "gpu": "gpu", "sys": "sys", "gl": "gpu"}  # membar.gl is .gpu
 
 

@@ -86,6 +86,8 @@ class Removal:
 
 MEMORY_KINDS = ("none", "load", "store", "atomic", "async", "fence")
 LANE_CLASSES = ("lane", "warp", "block", "cluster", "grid")
+# an instruction's part in asynchronous work that completes later (Effects.async_part)
+ASYNC_PARTS = ("", "copy", "bulk", "commit", "wait_group", "wait_all", "arrive", "mbarrier", "mbarrier_wait")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +101,12 @@ class Effects:
     or it waits for: lane (its own registers only), warp, block, cluster (the CTA's place in its cluster),
     grid. `carry`: it reads or writes the carry flag (.cc, addc), state outside its operands. `loaded`: the
     written operands that receive the bytes it reads (ld, atom's old value; not an mbarrier's state). `order` and
-    `scope` come from the instruction's suffixes (`effects.effects`), not from the table.
+    `scope` come from the instruction's suffixes (`effects.effects`), not from the table. `async_part`: its part in
+    asynchronous work that completes later (what the sanitizer tracks): copy (an asynchronous copy whose
+    destination is pending until its group's wait), bulk (a bulk copy or reduction, completed through an
+    mbarrier's transaction count), commit / wait_group / wait_all (the async-copy groups), arrive
+    (cp.async.mbarrier.arrive: the lane's earlier copies complete with the mbarrier's phase), mbarrier (an
+    operation on an mbarrier object), mbarrier_wait (test_wait/try_wait: observes a phase), or "" (none).
     """
 
     writes: tuple[int, ...] = ()
@@ -109,12 +116,15 @@ class Effects:
     loaded: tuple[int, ...] = ()  # the operands (among `writes`) that receive the bytes it reads from memory
     order: str = ""  # weak relaxed acquire release acq_rel sc volatile mmio, or "" when none is written
     scope: str = ""  # cta cluster gpu sys, or "" when none is written
+    async_part: str = ""  # one of ASYNC_PARTS
 
     def __post_init__(self) -> None:
         if self.memory not in MEMORY_KINDS:
             raise ValueError(f"memory kind {self.memory!r}: expected one of {MEMORY_KINDS}")
         if self.lanes not in LANE_CLASSES:
             raise ValueError(f"lane class {self.lanes!r}: expected one of {LANE_CLASSES}")
+        if self.async_part not in ASYNC_PARTS:
+            raise ValueError(f"async part {self.async_part!r}: expected one of {ASYNC_PARTS}")
 
     @property
     def lane_local(self) -> bool:

@@ -1,0 +1,245 @@
+"""`Buffer(low_latency_mode=True, backend="kernels")`: the low-latency calls by the communication kernels.
+
+The same checks, agreement, double buffering, handle and tensors as the torch backend (`LowLatency`, whose
+calls this subclass replaces), with the data moved by `ptxforge.kernels.low_latency` on this process's
+emulated IPC GPU (a gloo group; every rank's buffer mapped through emulator IPC). The send kernel runs in the
+call; the receive kernel runs in the hook (`return_recv_hook=True`), in the event's wait (`async_finish`), or
+before the call returns. The Buffer's agreed call number is the kernels' signal epoch.
+
+A peer that dies is noticed through the process group (`PeerWatch`): a receive kernel spinning on its count
+stops and the call raises `EPPeerLostError` naming it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ptxforge.ep import peers as peer_procs
+from ptxforge.ep.errors import EPPeerLostError
+from ptxforge.ep.low_latency import LowLatency, LowLatencyHandle
+from ptxforge.ep.peer_watch import PeerWatch
+from ptxforge.ep.rows import Field, RowFormat
+from ptxforge.ep.stats import CallStats
+from ptxforge.ep.validate_ll import check_low_latency_combine, check_low_latency_dispatch
+
+
+@dataclass
+class DispatchTensors:
+    """The torch tensors a low-latency dispatch returns, made before its receive and filled by it."""
+
+    recv_x: torch.Tensor
+    scale_base: torch.Tensor | None  # f32 [E, scales, rows] or uint8 [E, packs, rows, 4]
+    recv_scales: torch.Tensor | None
+    src_info: torch.Tensor
+    layout_range: torch.Tensor
+    recv_count: torch.Tensor
+
+    @classmethod
+    def empty(cls, el: int, ranks: int, rows: int, h: int, use_fp8: bool, use_ue8m0: bool,
+              device: Any) -> DispatchTensors:
+        recv_x = torch.empty((el, rows, h), dtype=torch.float8_e4m3fn if use_fp8 else torch.bfloat16, device=device)
+        base = scales = None
+        ns = h // 128
+        if use_fp8 and use_ue8m0:
+            packs = -(-ns // 4)
+            base = torch.zeros((el, packs, rows, 4), dtype=torch.uint8, device=device)
+            scales = base.view(torch.int32).view(el, packs, rows).transpose(1, 2)
+        elif use_fp8:
+            base = torch.empty((el, ns, rows), dtype=torch.float32, device=device)
+            scales = base.transpose(1, 2)
+        return cls(recv_x, base, scales, torch.full((el, rows), -1, dtype=torch.int32, device=device),
+                   torch.zeros((el, ranks), dtype=torch.int64, device=device),
+                   torch.zeros(el, dtype=torch.int32, device=device))
+
+    def fill(self, got: dict[str, np.ndarray]) -> None:
+        self.recv_x.view(torch.uint8).copy_(torch.from_numpy(got["recv_x"]))
+        if self.scale_base is not None:
+            src = torch.from_numpy(got["scales"])
+            self.scale_base.copy_(src if self.scale_base.dtype == torch.uint8 else src.view(torch.float32))
+        self.src_info.copy_(torch.from_numpy(got["src_info"]))
+        self.layout_range.copy_(torch.from_numpy(got["layout_range"]))
+        self.recv_count.copy_(torch.from_numpy(got["recv_count"]))
+
+    @property
+    def recv(self) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        return (self.recv_x, self.recv_scales) if self.recv_scales is not None else self.recv_x
+
+
+def bf16_rows(t: torch.Tensor) -> np.ndarray:
+    """A BF16 tensor's bits as uint16 (a copy on the host)."""
+    return t.detach().cpu().contiguous().view(torch.int16).numpy().view(np.uint16).copy()
+
+
+def bf16_tensor(a: np.ndarray, device: Any = "cpu") -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16).to(device)
+
+
+class _Phase:
+    """The receive half of a call, as the `Pending` `LowLatency._finisher` waits on."""
+
+    def __init__(self, run: Any) -> None:
+        self._run = run
+
+    def wait(self) -> Any:
+        return self._run()
+
+
+@dataclass
+class LowLatencyKernels(LowLatency):
+    """The low-latency calls of one Buffer, backend="kernels" (see the module docstring)."""
+
+    group: Any = None
+    timeout_s: float = 60.0
+    rank_side: Any = None
+    watches: list = field(default_factory=list)
+
+    def _rank(self) -> Any:
+        if self.rank_side is None:
+            from ptxforge.ep import kernel_backend as KB  # heavy (the emulator), as Buffer's _kernel_backend
+            from ptxforge.ep.low_latency_rank import LowLatencyRank  # the DSL kernels: heavy, loaded on first use
+
+            dev = KB.comm_device(self.rank, self.num_ranks, "emu")
+            self.rank_side = LowLatencyRank(self.rank, self.num_ranks, dev, KB.IpcFabric(dev, self.group,
+                                                                                         self.num_ranks),
+                                            timeout_s=self.timeout_s)
+        return self.rank_side
+
+    def release(self) -> None:
+        if self.rank_side is not None:
+            self.rank_side.fabric.release()
+            self.rank_side = None
+
+    @contextlib.contextmanager
+    def _peer_loss(self, call: str, what: str) -> Iterator[None]:
+        """A connection to a dead peer (gloo's error, or the watch's) raised as the `EPPeerLostError` naming it;
+        this rank's buffer is then released without the group."""
+        try:
+            yield
+        except RuntimeError as e:
+            if isinstance(e, EPPeerLostError) or peer_procs.connection_lost(e):
+                if self.rank_side is not None:
+                    self.rank_side.fabric.peer_lost = True
+                peer_procs.reclaim_segments()
+                raise (e if isinstance(e, EPPeerLostError) else self.transport.lost(call, what, e)) from None
+            raise
+
+    def _agree(self, call: str, facts: dict, complaint: str) -> None:
+        with self._peer_loss(call, "the agreement on its arguments"):
+            self.transport.agree(call, facts, complaint)
+
+    def _start(self, call: str, gen: Generator[None, None, Any]) -> _Phase:
+        """Run the send phase now; the returned phase runs the receive (once). One `PeerWatch` covers both:
+        this rank answers it when its send phase is done (what the peers' receives wait for), so a peer that
+        dies before its send makes a receive spinning on it raise, and one that exits after it does not."""
+        from ptxforge.ep import kernel_backend as KB  # heavy (the emulator), as Buffer's kernels backend
+
+        with self._peer_loss(call, "its low-latency kernels"):
+            watch = PeerWatch(self.transport, call, self.buffer_id * 1_000_003 + 500_000 + self.serial)
+            self.watches = [*self.watches[-7:], watch]  # their answers must outlive the call (gloo sends)
+            KB.check_peers_during_launches(watch.check)
+            try:
+                next(gen)
+            finally:
+                KB.check_peers_during_launches(None)
+                watch.finish()
+
+        def receive() -> Any:
+            with self._peer_loss(call, "its low-latency kernels"):
+                KB.check_peers_during_launches(watch.check)
+                try:
+                    next(gen)
+                    next(gen)
+                except StopIteration as stop:
+                    return stop.value
+                finally:
+                    KB.check_peers_during_launches(None)
+            raise AssertionError("a low-latency generator has two phases")  # pragma: no cover
+        return _Phase(receive)
+
+    # ------------------------------------------------------------------ dispatch
+    def dispatch(self, x: Any, topk_idx: Any, n_max: Any, num_experts: Any, stats_out: torch.Tensor | None,
+                 wait_stats: torch.Tensor | None, use_fp8: bool, round_scale: bool, use_ue8m0: bool,
+                 async_finish: bool, return_recv_hook: bool, stats: CallStats) -> tuple:
+        complaint, facts = check_low_latency_dispatch(x, topk_idx, n_max, num_experts, self.num_ranks, stats_out,
+                                                      wait_stats, use_fp8, round_scale, use_ue8m0)
+        if not complaint:
+            complaint = self._slot_complaint("low_latency_dispatch") or \
+                self._size_complaint(n_max, x.shape[1], num_experts)
+        self.serial += 1
+        self._agree("low_latency_dispatch", dict(facts, serial=self.serial), complaint)
+        t_, h = x.shape
+        r_, el = self.num_ranks, num_experts // self.num_ranks
+        valid = topk_idx >= 0
+        send_counts = torch.bincount(topk_idx[valid] // el, minlength=r_).tolist()
+        fmt = RowFormat([Field("x", torch.float8_e4m3fn if use_fp8 else torch.bfloat16, h, "payload"),
+                         Field("scales", torch.float32, h // 128 if use_fp8 else 0, "scales"),
+                         Field("src", torch.int32, 1, "meta")])
+        for peer in range(r_):
+            stats.record("sent", peer, send_counts[peer], fmt, True)
+        out = DispatchTensors.empty(el, r_, n_max * r_, h, use_fp8, use_ue8m0, x.device)
+        started = time.perf_counter_ns()
+        gen = self._rank().dispatch(bf16_rows(x), topk_idx.detach().cpu().numpy(), n_max, num_experts, use_fp8,
+                                    round_scale, use_ue8m0, self.slot, self.serial)
+        work = self._start("low_latency_dispatch", gen)
+        stats.control_bytes = self.transport.take_control_bytes()
+        counts = torch.zeros((el, r_), dtype=torch.int64)
+        received: list[bool] = []
+
+        def unpack(got: dict[str, np.ndarray]) -> None:
+            out.fill(got)
+            counts.copy_(out.layout_range & 0xFFFFFFFF)
+            for peer in range(r_):
+                stats.record("recv", peer, int(counts[:, peer].sum()), fmt, True)
+            received.append(True)
+            if stats_out is not None:
+                stats_out.add_(out.recv_count.to(stats_out.dtype).to(stats_out.device))
+            if wait_stats is not None:  # the send-to-receive time, for each source that sent something
+                waited = time.perf_counter_ns() - started
+                wait_stats.add_(waited * (counts.sum(0) > 0).to(wait_stats.dtype))
+
+        event, hook = self._finisher(f"low_latency_dispatch #{self.serial}", work, unpack, async_finish,  # type: ignore[arg-type]
+                                     return_recv_hook)
+        handle = LowLatencyHandle((out.src_info, out.layout_range, n_max, h, num_experts))
+        handle.__dict__.update(_buffer_id=self.buffer_id, _serial=self.serial, _topk_idx=topk_idx.clone(),
+                               _pairs=None, _send_counts=send_counts, _counts=counts, _received=received)
+        return out.recv, out.recv_count, handle, event, hook
+
+    # ------------------------------------------------------------------ combine
+    def combine(self, x: Any, topk_idx: Any, topk_weights: Any, handle: Any, use_logfmt: bool, zero_copy: bool,
+                async_finish: bool, return_recv_hook: bool, out: Any, stats: CallStats) -> tuple:
+        complaint, facts = check_low_latency_combine(x, topk_idx, topk_weights, handle, use_logfmt, zero_copy, out,
+                                                     self.buffer_id, self.num_ranks)
+        if not complaint and zero_copy and self.slots[self.slot].combine_send is None:
+            complaint = ("zero_copy=True needs the data in the buffer get_next_low_latency_combine_buffer(handle) "
+                         "returned just before this call")
+        complaint = complaint or self._slot_complaint("low_latency_combine")
+        self.serial += 1
+        self._agree("low_latency_combine", dict(facts, serial=self.serial), complaint)
+        src_info, layout_range, n_max, h, num_experts = handle
+        data: torch.Tensor = self.slots[self.slot].combine_send if zero_copy else x  # type: ignore[assignment]
+        fmt = RowFormat([Field("x", torch.bfloat16, h, "payload")])
+        counts = handle._counts
+        for peer in range(self.num_ranks):
+            stats.record("sent", peer, int(counts[:, peer].sum()), fmt, True)
+            stats.record("recv", peer, handle._send_counts[peer], fmt, True)
+        t_ = topk_idx.shape[0]
+        combined = out if out is not None else torch.empty((t_, h), dtype=torch.bfloat16, device=x.device)
+        gen = self._rank().combine(bf16_rows(data), layout_range.cpu().numpy(), src_info.cpu().numpy(),
+                                   topk_idx.detach().cpu().numpy(), topk_weights.detach().cpu().to(torch.float32)
+                                   .numpy(), n_max, num_experts, self.slot, self.serial)
+        work = self._start("low_latency_combine", gen)
+        stats.control_bytes = self.transport.take_control_bytes()
+
+        def unpack(got: np.ndarray) -> None:
+            combined.copy_(bf16_tensor(got))
+
+        event, hook = self._finisher(f"low_latency_combine #{self.serial}", work, unpack, async_finish,  # type: ignore[arg-type]
+                                     return_recv_hook)
+        return combined, event, hook
