@@ -405,10 +405,12 @@ def peer_python(arg: str | None, env: str, probe: str) -> str | None:
     return None
 
 
-def pocl_run(py: str, repeat: int) -> dict:
+def pocl_run(py: str, repeat: int, threads: int | None = None) -> dict:
+    """POCL's times; `threads`: its worker threads (POCL_MAX_PTHREAD_COUNT; None: every core)."""
     rows = [(key, kind, n) for key, _, kind, n in POCL_ROWS if kind is not None]
+    env = dict(os.environ, **({"POCL_MAX_PTHREAD_COUNT": str(threads)} if threads else {}))
     r = subprocess.run([py, "-c", POCL_SCRIPT, json.dumps(rows), str(repeat)], capture_output=True, text=True,
-                       timeout=3600)
+                       timeout=3600, env=env)
     if r.returncode != 0:
         return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -443,13 +445,15 @@ def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None, reference
         print("llvmlite is not installed: no native-tier columns")
     base = baseline_rows(baseline, repeat) if baseline else None
     peer = pocl_run(pocl_py, repeat) if pocl_py else None
+    peer1 = pocl_run(pocl_py, repeat, threads=1) if pocl_py and native else None
     if peer is not None and "device" in peer:
         print(f"POCL: {peer['device']}")
     cols = ["algorithm", "thread-instr", "ptxforge s", "ptxforge M thr-instr/s"]
     cols += ["baseline M/s", "speed-up"] if base else []
     cols += ["reference s", "fast paths buy"] if ref else []
     cols += ["POCL s", "POCL M thr-instr/s", "ptxforge / POCL time"]
-    cols += ["native 1 thread s", f"native {os.cpu_count()} threads s", "native / POCL time"] if native else []
+    cols += ["native 1 thread s", f"native {os.cpu_count()} threads s", "native / POCL time",
+             "POCL 1 thread s", "native / POCL, 1 thread each"] if native else []
     print("\n| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|")
     plain = rows["vadd_1m"][1]
     for key, label, kind, _ in POCL_ROWS:
@@ -467,12 +471,16 @@ def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None, reference
             ps = peer[key]["s"]
             cells += [f"{ps:.5f}", f"{ti / ps / 1e6:.1f}", f"{s / ps:.1f}x" + ("" if peer[key]["ok"] else " (wrong)")]
         if native and kind is None:
-            cells += ["-", "-", "-"]
+            cells += ["-", "-", "-", "-", "-"]
         elif native:
             (t1, s1), (tn, sn) = native[1][key], native[0][key]
             assert t1 == tn == ti, f"{key}: thread-instruction counts differ between tiers"
             ratio = f"{sn / peer[key]['s']:.1f}x" if peer is not None and "error" not in peer else "-"
             cells += [f"{s1:.5f}", f"{sn:.5f}", ratio]
+            if peer1 is not None and "error" not in peer1:
+                cells += [f"{peer1[key]['s']:.5f}", f"{s1 / peer1[key]['s']:.1f}x"]
+            else:
+                cells += ["-", "-"]
         print("| " + " | ".join(cells) + " |")
     if peer is None:
         print("\nPOCL not found (apt-get install pocl-opencl-icd ocl-icd-libopencl1; pip install pyopencl into a "
@@ -494,6 +502,20 @@ def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None, reference
         goals.append(("within 10x of POCL on every row but the divergent one"
                       + (f" (not on {', '.join(far)})" if far else ""), not far))
     print("\nGoals (issue 18): " + "; ".join(f"{g}: {'met' if ok else 'NOT met'}" for g, ok in goals))
+    if native and peer is not None and "error" not in peer:
+        print("Goals (issue 29, native tier at all threads): " + "; ".join(native_goals(native[0], peer)))
+        if peer1 is not None and "error" not in peer1:
+            print("Goals (issue 29, one thread each): " + "; ".join(native_goals(native[1], peer1)))
+
+
+def native_goals(native: dict, peer: dict) -> list[str]:
+    """Issue 29's: within 3x of POCL on every row but the divergent one, within 10x there, a tiny launch
+    (the 1K vector add) within 3x."""
+    ratio = {k: native[k][1] / peer[k]["s"] for k, _, kind, _ in POCL_ROWS if kind is not None}
+    far = [k for k, r in ratio.items() if k != "collatz" and r > 3]
+    return [f"within 3x on every row but Collatz: {'met' if not far else 'NOT met (' + ', '.join(far) + ')'}",
+            f"Collatz within 10x: {'met' if ratio['collatz'] <= 10 else 'NOT met'} ({ratio['collatz']:.1f}x)",
+            f"tiny launch within 3x: {'met' if ratio['vadd_1k'] <= 3 else 'NOT met'} ({ratio['vadd_1k']:.1f}x)"]
 
 
 def numba_python(arg: str | None) -> str | None:

@@ -150,8 +150,8 @@ def test_out_of_bounds_is_a_fault_on_both_tiers(tier):
     with pytest.raises(MemoryFault, match=want) as e:
         k.launch(grid=(1,), block=(256,), args=[a, b, c, np.int32(256)], options=EmulatorOptions(tier=tier))
     assert e.value.address == c.address + 200 * 4
-    # (what the other lanes stored before it may differ: the interpreter checks a warp's addresses before any
-    # lane stores, the native tier stores lane by lane; docs/native-tier.md says so)
+    # (what other warps stored before it may differ: the interpreter checks the whole wave's addresses first, the
+    # native tier a warp's; test_native_vector.py checks the faulting warp stores nothing)
 
 
 def test_threads_give_identical_results():
@@ -206,18 +206,68 @@ $L_top:
 """
 
 
-def test_a_launch_past_its_limit_is_stopped():
+def test_a_launch_past_its_time_limit_is_stopped():
+    import time
+
+    import ptxforge as pf
+    from ptxforge.emu.errors import TimeLimitExceeded
+
+    k = pf.parse(SPIN, filename="spin.ptx").kernel("spin")  # 2^32 steps a thread: seconds, were it not stopped
+    out = np.zeros(1, np.uint32)
+    t = time.monotonic()
+    with pytest.raises(TimeLimitExceeded, match=r"spin: kernel ran past its time limit of 0\.3 s \(time_limit_s\)"):
+        k.launch(grid=(1,), block=(32,), args=[out], options=EmulatorOptions(tier="native", time_limit_s=0.3))
+    assert time.monotonic() - t < 30
+
+
+# warp 1 waits for a flag only warp 0 sets after the wait: never (a spin on memory nobody writes)
+FLAG_SPIN = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry flagspin(.param .u64 flag)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<2>;
+    .reg .pred %p<3>;
+    ld.param.u64 %rd1, [flag];
+    mov.u32 %r1, %tid.x;
+    setp.lt.u32 %p1, %r1, 32;
+    @%p1 bra DONE;
+WAIT:
+    ld.volatile.global.u32 %r2, [%rd1];
+    setp.eq.u32 %p2, %r2, 0;
+    @%p2 bra WAIT;
+DONE:
+    ret;
+}
+"""
+
+
+def test_a_spin_nobody_ends_is_stopped_by_the_watchdog_naming_where():
     import time
 
     import ptxforge as pf
     from ptxforge.emu.errors import WatchdogTimeout
 
-    k = pf.parse(SPIN, filename="spin.ptx").kernel("spin")  # 2^32 steps a thread: minutes, were it not stopped
-    out = np.zeros(1, np.uint32)
+    k = pf.parse(FLAG_SPIN, filename="flagspin.ptx").kernel("flagspin")
+    flag = np.zeros(1, np.uint32)
     t = time.monotonic()
-    with pytest.raises(WatchdogTimeout, match=r"spin: the native tier stopped the launch after 0\.3 s"):
-        k.launch(grid=(1,), block=(32,), args=[out], options=EmulatorOptions(tier="native", watchdog_s=0.3))
+    with pytest.raises(WatchdogTimeout, match=r"flagspin: kernel made no progress for 0\.2 s \(watchdog_s\): block "
+                       r"\(0,0,0\) keeps coming back to the same state .* warp 1 at flagspin\.ptx:\d+: "):
+        k.launch(grid=(1,), block=(64,), args=[flag], options=EmulatorOptions(tier="native", watchdog_s=0.2))
     assert time.monotonic() - t < 30
+
+
+def test_a_long_loop_whose_registers_change_is_not_stopped_by_the_watchdog():
+    """2^24 turns of a loop that writes nothing but counts in a register: progress, as in the interpreter."""
+    import ptxforge as pf
+
+    text = SPIN.replace("setp.ne.s32 %p1, %r1, 0;", "setp.ne.s32 %p1, %r1, 16777216;")
+    k = pf.parse(text, filename="count.ptx").kernel("spin")
+    r = k.launch(grid=(1,), block=(32,), args=[np.zeros(1, np.uint32)],
+                 options=EmulatorOptions(tier="native", watchdog_s=0.02))
+    assert r.tier == "native" and r.thread_instructions == 32 * (2 + 3 * 16777216)
 
 
 @pytest.mark.parametrize("kernel,dt", [("int_divmod", np.int32), ("int_divmod64", np.int64)])

@@ -359,7 +359,7 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
             chosen, note = None, "reference mode runs on the interpreter"
         if chosen is not None:
             stats = run_native(m, chosen, threads)
-            return replace(EmulationStats.from_dict(stats), tier="native")
+            return EmulationStats(**stats, tier="native")
         return replace(EmulationStats.from_dict(m.run()), tier="interp", tier_note=note)
     finally:
         if workspace is not None:

@@ -9,9 +9,11 @@ exited, then the next warp runs; when every warp waits, the barrier releases. Pe
 on which warp runs first for a race-free kernel, so they equal the interpreter's, and so do the counts (each
 lane counts every instruction it steps, a guarded-off one too).
 
-Registers live in a register file on the stack (one i64 per register per thread), pcs in an i32 per
-thread. Out-of-bounds and misaligned accesses stop the launch with a status the launcher turns into the
-interpreter's kind of fault.
+A segment runs as LLVM vector code over the warp's 32 lanes with the mask of the lanes standing at it
+(warp.py): a converged warp is one pass of vector instructions, a diverged one runs each path under its
+mask. Registers live in a register file on the stack, per warp one 32-lane slot per register at its
+declared width; pcs in an i32 per thread. Out-of-bounds and misaligned accesses stop the launch with a
+status the launcher turns into the interpreter's kind of fault.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from llvmlite import ir as L
 from ptxforge.emu import op as C
 from ptxforge.emu.memory import GLOBAL_BASE
 from ptxforge.emu.native.dataflow import live_in, registers_to_zero, shuffled
-from ptxforge.emu.native.lower import I1, I8, I32, I64, SREGS, NotNative, lower, read, write
+from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, read, write
+from ptxforge.emu.native.lower_warp import WARP_OPS, member_operand
+from ptxforge.emu.native.lowering import lower
+from ptxforge.emu.native.warp import IOTA, SegmentRegs, WarpEnv, splat, storage
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
@@ -37,9 +42,13 @@ MAX_REGFILE = 4 << 20  # bytes of register file a block may keep on a worker's s
 CTX_PARAMS, CTX_ARENA, CTX_ARENA_SIZE, CTX_GMAP, CTX_SHARED, CTX_STATUS, CTX_COUNTS = range(7)
 CTX_GRID = 7  # 7, 8, 9: nctaid.x/y/z
 CTX_SHARED_SIZE = 10
-CTX_LEN = 11
+CTX_PROBE = 11  # this worker's probe slot (the no-progress watchdog's; see `emit_probe`)
+CTX_LEN = 12
+# probe slot: [request (the launcher sets 1, the code answers with 0; -1: the worker is done), hash of the
+# block's pcs and registers, block, memory writes so far, warp, pc]
+PROBE_REQ, PROBE_HASH, PROBE_BLOCK, PROBE_WRITES, PROBE_WARP, PROBE_PC, PROBE_LEN = range(7)
 # status[0] codes (status: [code, pc, thread, block, address, nbytes, write])
-ST_OK, ST_FAULT, ST_MISALIGNED, ST_READONLY, ST_NOT_CONVERGED, ST_STOP = 0, 1, 2, 3, 4, 5
+ST_OK, ST_FAULT, ST_MISALIGNED, ST_READONLY, ST_NOT_CONVERGED, ST_STOP, ST_NO_PROGRESS = 0, 1, 2, 3, 4, 5, 6
 GRANULE = 64  # bytes per entry of the global validity map (allocations start on 256-byte boundaries)
 GMAP_READONLY = 0x80  # flag in a map entry: the bytes belong to a read-only (.const) allocation
 
@@ -50,7 +59,7 @@ BARRIER_OPCODES = ("bar", "barrier")
 class Segment:
     start: int
     end: int  # one past its last pc
-    kind: str  # "lanes", "shfl", "bar"
+    kind: str  # "lanes", "warp" (shfl, vote, match, redux, bar.warp.sync), "bar"
 
 
 def segments(layout: Layout, ops: list[Any]) -> list[Segment]:
@@ -79,103 +88,9 @@ def segments(layout: Layout, ops: list[Any]) -> list[Segment]:
     out = []
     for a, z in zip(cuts, cuts[1:], strict=False):
         k = ops[a].kind
-        kind = "bar" if k == C.BAR else "shfl" if k == C.WARPSYNC else "lanes"
+        kind = "bar" if k == C.BAR else "warp" if k == C.WARPSYNC else "lanes"
         out.append(Segment(a, z, kind))
     return out
-
-
-class LaneEnv:
-    """What `lower` needs while emitting one lane's code: the builder, registers, memory, sregs."""
-
-    def __init__(self, gen: BlockGen, b: L.IRBuilder, lane: L.Value, pc: int, cache: dict | None = None):
-        self.gen, self.b, self.lane, self.pc = gen, b, lane, pc
-        self.cache = cache  # slot -> its value written earlier in this segment (stored at its end if live)
-        gen.current_pc = pc
-        self.placed = gen.layout.placed[pc]
-
-    def reg(self, o: Any) -> tuple[int, str]:
-        hit = self.gen.layout.lookup(self.placed, o.name)
-        if not isinstance(hit, tuple):
-            raise NotNative(f"{o.name} is not a plain register")
-        return hit[1], self.gen.layout.reg_types[hit[1]]
-
-    def symbol_address(self, name: str) -> int | None:
-        hit = self.gen.layout.lookup(self.placed, name)
-        if hit is None or isinstance(hit, tuple):
-            return None
-        if hit.kind == "shared":
-            return int(hit.value)
-        if hit.kind == "global":
-            return int(hit.value)
-        return None
-
-    def _slot_ptr(self, slot: int) -> L.Value:
-        b = self.b
-        idx = b.add(b.mul(self.lane, L.Constant(I64, self.gen.nregs)), L.Constant(I64, slot))
-        return b.gep(self.gen.regfile, [idx], inbounds=True)
-
-    def load_reg(self, slot: int) -> L.Value:
-        if self.cache is not None and slot in self.cache:
-            return self.cache[slot]
-        return self.b.load(self._slot_ptr(slot), align=8)
-
-    def store_reg(self, slot: int, v: L.Value) -> None:
-        if self.cache is not None:
-            self.cache[slot] = v
-        else:
-            self.b.store(v, self._slot_ptr(slot), align=8)
-
-    def flush(self, keep: int) -> None:
-        """Store the cached registers whose bit is set in `keep` and forget them all."""
-        assert self.cache is not None
-        for slot, v in self.cache.items():
-            if keep >> slot & 1:
-                self.b.store(v, self._slot_ptr(slot), align=8)
-        self.cache.clear()
-
-    def sreg(self, name: str) -> L.Value:
-        if name not in SREGS:
-            raise NotNative(f"special register {name} is not in the native tier yet")
-        return self.gen.sreg(self.b, name, self.lane)
-
-    def module_intrinsic(self, name: str, ret: L.Type, args: list[L.Type]) -> L.Function:
-        return self.gen.intrinsic(name, ret, args)
-
-    def param_offset(self, addr: Any) -> int:
-        if not isinstance(addr, ir.Address) or not isinstance(addr.base, ir.Symbol | ir.Register):
-            raise NotNative("ld.param from a register address")
-        hit = self.gen.layout.kparams.get(addr.base.name)
-        if hit is None:
-            raise NotNative(f"ld.param of {addr.base.name}")
-        return hit[0] + addr.offset
-
-    def load_param(self, off: int, t: L.Type) -> L.Value:
-        if off < 0 or off + t.width // 8 > self.gen.layout.kparam_size:
-            raise NotNative("ld.param outside the parameters")
-        b = self.b
-        p = b.gep(self.gen.params, [L.Constant(I64, off)])
-        return b.load(b.bitcast(p, t.as_pointer()), align=1)
-
-    def address(self, space: str, addr: Any, nbytes: int, write: bool, text: Any) -> L.Value:
-        """An i8* to `nbytes` at the address operand, after the interpreter's checks (else the fault path)."""
-        if not isinstance(addr, ir.Address):
-            raise NotNative("address operand")
-        b = self.b
-        if addr.base is None:
-            raise NotNative("absolute address")
-        sym = self.symbol_address(addr.base.name)
-        if sym is not None:
-            hit = self.gen.layout.lookup(self.placed, addr.base.name)
-            if space != "shared" or isinstance(hit, tuple) or hit is None or hit.kind != "shared":
-                raise NotNative("a symbol address outside shared memory")
-            a = L.Constant(I64, sym + addr.offset)
-        else:
-            a = read(self, addr.base, ".u64" if self.reg(addr.base)[1] in (".u64", ".b64", ".s64") else ".u32")
-            if a.type.width < 64:
-                a = b.zext(a, I64)
-            if addr.offset:
-                a = b.add(a, L.Constant(I64, addr.offset & (2**64 - 1)))
-        return self.gen.checked_pointer(b, space, a, nbytes, write, self.pc, self.lane)
 
 
 class BlockGen:
@@ -186,10 +101,16 @@ class BlockGen:
         self.current_pc: int | None = None
         self.threads = block[0] * block[1] * block[2]
         self.nwarps = (self.threads + 31) // 32
-        self.nlanes = self.nwarps * 32
         self.nregs = max(1, len(layout.reg_types))
-        if self.nlanes * self.nregs * 8 > MAX_REGFILE:
-            raise NotNative(f"{self.nlanes} threads x {self.nregs} registers exceed the native register file")
+        types = [storage(t) for t in layout.reg_types] or [I8]
+        self.slot_type = types
+        self.slot_off, off = [], 0
+        for t in types:  # a slot: 32 lanes of one register, side by side (a vector load)
+            self.slot_off.append(off)
+            off += WARP * t.width // 8
+        self.warp_bytes = off
+        if self.nwarps * self.warp_bytes > MAX_REGFILE:
+            raise NotNative(f"{self.threads} threads x {self.nregs} registers exceed the native register file")
         self.segs = segments(layout, ops)
         fl = layout.functions[layout.kernel_func.name]
         self.live = live_in(layout, ops, fl.entry, fl.end)
@@ -203,6 +124,10 @@ class BlockGen:
         if f is None:
             f = self._intrinsics[name] = L.Function(self.module, L.FunctionType(ret, args), name)
         return f
+
+    def all_of(self, b: L.IRBuilder, v: L.Value) -> L.Value:
+        """i1: every element of the <32 x i1> `v` is set."""
+        return b.icmp_unsigned("==", b.bitcast(v, I32), L.Constant(I32, 0xFFFFFFFF))
 
     # ------------------------------------------------------------------ the function
     def build(self) -> L.Module:
@@ -218,23 +143,32 @@ class BlockGen:
             return b.load(b.gep(ctxp, [L.Constant(I64, i)]))
         i8p = I8.as_pointer()
         self.params = b.inttoptr(ctx(CTX_PARAMS), i8p)
-        self.arena = b.inttoptr(ctx(CTX_ARENA), i8p)
+        self.arena_base = ctx(CTX_ARENA)
         self.arena_size = ctx(CTX_ARENA_SIZE)
         self.gmap = b.inttoptr(ctx(CTX_GMAP), i8p)
         self.shared = b.inttoptr(ctx(CTX_SHARED), i8p)
+        self.shared_base = ctx(CTX_SHARED)
         self.status = b.inttoptr(ctx(CTX_STATUS), I64.as_pointer())
+        self.probe = b.inttoptr(ctx(CTX_PROBE), I64.as_pointer())
         self.counts = b.inttoptr(ctx(CTX_COUNTS), I64.as_pointer())
         self.grid = [b.trunc(ctx(CTX_GRID + i), I32) for i in range(3)]
         self.shared_size = ctx(CTX_SHARED_SIZE)
-        self.regfile = b.alloca(I64, self.nlanes * self.nregs, name="regs")
-        self.pcs = b.alloca(I32, self.nlanes, name="pcs")
-        self.tmp = b.alloca(I64, 32, name="shfl_tmp")
-        self.tmp_ok = b.alloca(I1, 32, name="shfl_ok")
+        self.regfile = b.alloca(I8, self.nwarps * self.warp_bytes, name="regs")
+        self.regfile.align = 64
+        self.pcs = b.alloca(I32, self.nwarps * WARP, name="pcs")
+        self.pcs.align = 64
+        self.tmp = b.alloca(V(I32), name="shfl_tmp")
         self.icount = b.alloca(I64, name="icount")
         self.ctaid = [b.alloca(I32, name=f"ctaid{d}") for d in "xyz"]
         self.bid = b.alloca(I64, name="bid")
         self.warp = b.alloca(I64, name="warp")
+        self.ran = b.alloca(I1, name="ran")  # a warp ran a segment in this sweep over the block's warps
+        self.writes = b.alloca(I64, name="writes")  # memory-writing warp instructions (the watchdog's progress)
+        b.store(L.Constant(I64, 0), self.writes)
         memset = self.intrinsic("llvm.memset.p0i8.i64", L.VoidType(), [i8p, I8, I64, I1])
+        # (once per call: the watchdog's probe hashes the whole file, and LLVM takes unwritten bytes as undefined)
+        b.call(memset, [self.regfile, L.Constant(I8, 0), L.Constant(I64, self.nwarps * self.warp_bytes),
+                        L.Constant(I1, 0)])
         b.store(first, self.bid)
 
         blk_top = fn.append_basic_block("block_top")
@@ -257,8 +191,7 @@ class BlockGen:
         entry_pc = self.segs[0].start
         for w in range(self.nwarps):
             vals = [entry_pc if w * 32 + i < self.threads else EXITED for i in range(32)]
-            vp = b.bitcast(b.gep(self.pcs, [L.Constant(I64, w * 32)]), L.VectorType(I32, 32).as_pointer())
-            b.store(L.Constant(L.VectorType(I32, 32), vals), vp, align=4)
+            b.store(L.Constant(V(I32), vals), self.pc_ptr(b, L.Constant(I64, w)), align=64)
 
         sched = fn.append_basic_block("sched")
         warp_top = fn.append_basic_block("warp_top")
@@ -266,8 +199,12 @@ class BlockGen:
         release = fn.append_basic_block("release")
         block_done = fn.append_basic_block("block_done")
         b.branch(sched)
+        # sched: a sweep over the block's warps, each running one segment in turn (a warp spinning on a flag
+        # another warp sets lets that warp run), until none can run: then a barrier releases or the block ends
         b.position_at_end(sched)
         b.store(L.Constant(I64, 0), self.warp)
+        b.store(L.Constant(I1, 0), self.ran)
+        self.emit_probe(b)
         b.branch(warp_top)
 
         # warp_top: the lowest pc of the warp's runnable lanes, dispatched to its segment
@@ -277,9 +214,8 @@ class BlockGen:
         b.cbranch(b.icmp_signed("!=", stopped, L.Constant(I64, 0)), self.ret_block, warp_go)
         b.position_at_end(warp_go)
         w = b.load(self.warp)
-        vp = b.bitcast(b.gep(self.pcs, [b.mul(w, L.Constant(I64, 32))]), L.VectorType(I32, 32).as_pointer())
-        vec = b.load(vp, align=4)
-        umin = self.intrinsic("llvm.vector.reduce.umin.v32i32", I32, [L.VectorType(I32, 32)])
+        vec = b.load(self.pc_ptr(b, w), align=64)
+        umin = self.intrinsic("llvm.vector.reduce.umin.v32i32", I32, [V(I32)])
         lowest = b.call(umin, [vec])
         runnable = b.icmp_unsigned("<", lowest, L.Constant(I32, WAIT_BAR))
         dispatch = fn.append_basic_block("dispatch")
@@ -291,28 +227,34 @@ class BlockGen:
             blk = fn.append_basic_block(f"seg{seg.start}")
             sw.add_case(L.Constant(I32, seg.start), blk)
             b.position_at_end(blk)
-            self.emit_segment(b, seg, w, warp_top)
+            mask = b.icmp_unsigned("==", vec, L.Constant(V(I32), seg.start))
+            self.emit_segment(b, seg, w, vec, mask)
+            b.store(L.Constant(I1, 1), self.ran)
+            b.branch(next_warp)
         b.position_at_end(bad)
         b.branch(next_warp)  # (no segment starts there: cannot happen for pcs this code writes)
 
         b.position_at_end(next_warp)
         w2 = b.add(b.load(self.warp), L.Constant(I64, 1))
         b.store(w2, self.warp)
-        b.cbranch(b.icmp_signed("<", w2, L.Constant(I64, self.nwarps)), warp_top, release)
+        sweep_end = fn.append_basic_block("sweep_end")
+        b.cbranch(b.icmp_signed("<", w2, L.Constant(I64, self.nwarps)), warp_top, sweep_end)
+        b.position_at_end(sweep_end)
+        b.cbranch(b.load(self.ran), sched, release)
 
         # every warp waits or has exited: a barrier releases its lanes, or the block is done
         b.position_at_end(release)
         any_wait = L.Constant(I32, 0)
-        vt = L.VectorType(I32, 32)
+        vt = V(I32)
+        orr = self.intrinsic("llvm.vector.reduce.or.v32i32", I32, [vt])
         for wi in range(self.nwarps):
-            vp = b.bitcast(b.gep(self.pcs, [L.Constant(I64, wi * 32)]), vt.as_pointer())
-            v = b.load(vp, align=4)
-            waiting = b.icmp_unsigned("<", v, L.Constant(vt, [EXITED] * 32))
-            flag = b.and_(v, L.Constant(vt, [WAIT_BAR] * 32))
-            orr = self.intrinsic("llvm.vector.reduce.or.v32i32", I32, [vt])
+            vp = self.pc_ptr(b, L.Constant(I64, wi))
+            v = b.load(vp, align=64)
+            waiting = b.icmp_unsigned("<", v, L.Constant(vt, EXITED))
+            flag = b.and_(v, L.Constant(vt, WAIT_BAR))
             any_wait = b.or_(any_wait, b.call(orr, [flag]))
-            cleared = b.and_(v, L.Constant(vt, [~WAIT_BAR & 0xFFFFFFFF] * 32))
-            b.store(b.select(waiting, cleared, v), vp, align=4)
+            cleared = b.and_(v, L.Constant(vt, ~WAIT_BAR & 0xFFFFFFFF))
+            b.store(b.select(waiting, cleared, v), vp, align=64)
         b.cbranch(b.icmp_unsigned("!=", any_wait, L.Constant(I32, 0)), sched, block_done)
 
         b.position_at_end(block_done)
@@ -322,108 +264,154 @@ class BlockGen:
         b.branch(blk_top)
         return self.module
 
+    def pc_ptr(self, b: L.IRBuilder, w: L.Value) -> L.Value:
+        return b.bitcast(b.gep(self.pcs, [b.mul(w, L.Constant(I64, WARP))], inbounds=True), V(I32).as_pointer())
+
+    def slot_ptr(self, b: L.IRBuilder, w: L.Value, slot: int) -> L.Value:
+        off = b.add(b.mul(w, L.Constant(I64, self.warp_bytes)), L.Constant(I64, self.slot_off[slot]))
+        return b.bitcast(b.gep(self.regfile, [off], inbounds=True), V(self.slot_type[slot]).as_pointer())
+
+    def load_slot(self, b: L.IRBuilder, w: L.Value, slot: int) -> L.Value:
+        v = b.load(self.slot_ptr(b, w, slot), align=32)
+        return b.trunc(v, V(I1)) if self.layout.reg_types[slot] == ".pred" else v
+
+    def store_slot(self, b: L.IRBuilder, w: L.Value, slot: int, v: L.Value, mask: L.Value | None) -> None:
+        """Store `v` into the slot's lanes that `mask` selects (None: all)."""
+        if v.type.element.width == 1:
+            v = b.zext(v, V(I8))
+        p = self.slot_ptr(b, w, slot)
+        if mask is not None:
+            v = b.select(mask, v, b.load(p, align=32))
+        b.store(v, p, align=32)
+
+    def emit_probe(self, b: L.IRBuilder) -> None:
+        """Answer the watchdog's request, if any: a hash of the block's pcs and registers, the block, the memory
+        writes so far, and the first runnable warp and its pc. The same answer twice with no write in between
+        is a state the block cannot leave (the launcher decides: launcher.py)."""
+        fn = self.fn
+        req = b.load_atomic(b.gep(self.probe, [L.Constant(I64, PROBE_REQ)]), "monotonic", 8)
+        answer, done = fn.append_basic_block("probe"), fn.append_basic_block("probe_done")
+        b.cbranch(b.icmp_signed(">", req, L.Constant(I64, 0)), answer, done)
+        b.position_at_end(answer)
+        h = L.Constant(I64, 0xCBF29CE484222325)
+        words = [(self.pcs, self.nwarps * WARP // 2), (self.regfile, self.nwarps * self.warp_bytes // 8)]
+        for base, n in words:
+            p64 = b.bitcast(base, I64.as_pointer())
+            pre = b.block
+            head, body, out = (fn.append_basic_block(f"probe_{x}") for x in ("head", "body", "out"))
+            b.branch(head)
+            b.position_at_end(head)
+            i = b.phi(I64)
+            hv = b.phi(I64)
+            i.add_incoming(L.Constant(I64, 0), pre)
+            hv.add_incoming(h, pre)
+            b.cbranch(b.icmp_signed("<", i, L.Constant(I64, n)), body, out)
+            b.position_at_end(body)
+            x = b.load(b.gep(p64, [i]), align=8)
+            h2 = b.mul(b.xor(hv, x), L.Constant(I64, 0x100000001B3))
+            i.add_incoming(b.add(i, L.Constant(I64, 1)), body)
+            hv.add_incoming(h2, body)
+            b.branch(head)
+            b.position_at_end(out)
+            h = hv
+        # the first warp with a runnable lane, and its lowest pc (what the message names)
+        umin = self.intrinsic("llvm.vector.reduce.umin.v32i32", I32, [V(I32)])
+        warp_i, pc_i = L.Constant(I64, -1), L.Constant(I64, -1)
+        for wi in range(self.nwarps - 1, -1, -1):
+            low = b.call(umin, [b.load(self.pc_ptr(b, L.Constant(I64, wi)), align=64)])
+            run = b.icmp_unsigned("<", low, L.Constant(I32, WAIT_BAR))
+            warp_i = b.select(run, L.Constant(I64, wi), warp_i)
+            pc_i = b.select(run, b.zext(low, I64), pc_i)
+        for slot, v in ((PROBE_HASH, h), (PROBE_BLOCK, b.load(self.bid)), (PROBE_WRITES, b.load(self.writes)),
+                        (PROBE_WARP, warp_i), (PROBE_PC, pc_i)):
+            b.store(v, b.gep(self.probe, [L.Constant(I64, slot)]))
+        b.store_atomic(L.Constant(I64, 0), b.gep(self.probe, [L.Constant(I64, PROBE_REQ)]), "release", 8)
+        b.branch(done)
+        b.position_at_end(done)
+
+    def count_write(self, b: L.IRBuilder) -> None:
+        """A warp instruction wrote memory (progress, for the watchdog)."""
+        b.store(b.add(b.load(self.writes), L.Constant(I64, 1)), self.writes)
+
     def _zero_registers(self, b: L.IRBuilder) -> None:
-        """Zero the registers some path may read before writing (zeroing.py), in every lane of the block."""
+        """Zero the registers some path may read before writing (zeroing.py), in every warp of the block."""
         fl = self.layout.functions[self.layout.kernel_func.name]
         need = registers_to_zero(self.layout, self.ops, fl.entry, fl.end)
         if not need:
             return
         if 2 * len(need) >= self.nregs:
             memset = self.intrinsic("llvm.memset.p0i8.i64", L.VoidType(), [I8.as_pointer(), I8, I64, I1])
-            b.call(memset, [b.bitcast(self.regfile, I8.as_pointer()), L.Constant(I8, 0),
-                            L.Constant(I64, self.nlanes * self.nregs * 8), L.Constant(I1, 0)])
+            b.call(memset, [self.regfile, L.Constant(I8, 0), L.Constant(I64, self.nwarps * self.warp_bytes),
+                            L.Constant(I1, 0)])
             return
-        fn = self.fn
-        head, body, done = (fn.append_basic_block(f"zero_{x}") for x in ("head", "body", "done"))
-        pre = b.block
-        b.branch(head)
-        b.position_at_end(head)
-        lane = b.phi(I64)
-        lane.add_incoming(L.Constant(I64, 0), pre)
-        b.cbranch(b.icmp_signed("<", lane, L.Constant(I64, self.nlanes)), body, done)
-        b.position_at_end(body)
-        base = b.mul(lane, L.Constant(I64, self.nregs))
-        for slot in need:
-            b.store(L.Constant(I64, 0), b.gep(self.regfile, [b.add(base, L.Constant(I64, slot))], inbounds=True))
-        lane.add_incoming(b.add(lane, L.Constant(I64, 1)), body)
-        b.branch(head)
-        b.position_at_end(done)
+        for w in range(self.nwarps):
+            for slot in need:
+                b.store(L.Constant(V(self.slot_type[slot]), 0), self.slot_ptr(b, L.Constant(I64, w), slot),
+                        align=32)
 
     # ------------------------------------------------------------------ segments
-    def _lane_loop(self, b: L.IRBuilder, seg: Segment, w: L.Value, body, after: L.Block) -> None:
-        """for l in 0..31: lane = w*32 + l; if pcs[lane] == seg.start: body(b, lane, pc_ptr); then `after`."""
-        fn = self.fn
-        head = fn.append_basic_block(f"s{seg.start}_head")
-        test = fn.append_basic_block(f"s{seg.start}_test")
-        run = fn.append_basic_block(f"s{seg.start}_run")
-        step = fn.append_basic_block(f"s{seg.start}_step")
-        pre = b.block
-        b.branch(head)
-        b.position_at_end(head)
-        li = b.phi(I64)
-        li.add_incoming(L.Constant(I64, 0), pre)
-        b.cbranch(b.icmp_signed("<", li, L.Constant(I64, 32)), test, after)
-        b.position_at_end(test)
-        lane = b.add(b.mul(w, L.Constant(I64, 32)), li)
-        pcp = b.gep(self.pcs, [lane], inbounds=True)
-        here = b.icmp_unsigned("==", b.load(pcp), L.Constant(I32, seg.start))
-        b.cbranch(here, run, step)
-        b.position_at_end(run)
-        body(b, lane, pcp, li)
-        b.branch(step)
-        b.position_at_end(step)
-        li.add_incoming(b.add(li, L.Constant(I64, 1)), step)
-        b.branch(head)
+    def _count(self, b: L.IRBuilder, mask: L.Value, n: int) -> None:
+        """Each lane of `mask` steps `n` instructions."""
+        pop = self.intrinsic("llvm.ctpop.i32", I32, [I32])
+        lanes = b.zext(b.call(pop, [b.bitcast(mask, I32)]), I64)
+        b.store(b.add(b.load(self.icount), b.mul(lanes, L.Constant(I64, n))), self.icount)
 
-    def _count(self, b: L.IRBuilder, n: int) -> None:
-        b.store(b.add(b.load(self.icount), L.Constant(I64, n)), self.icount)
+    def _set_pcs(self, b: L.IRBuilder, w: L.Value, old: L.Value, mask: L.Value, dest: L.Value) -> None:
+        b.store(b.select(mask, dest, old), self.pc_ptr(b, w), align=64)
 
-    def emit_segment(self, b: L.IRBuilder, seg: Segment, w: L.Value, after: L.Block) -> None:
+    def emit_segment(self, b: L.IRBuilder, seg: Segment, w: L.Value, pcs: L.Value, mask: L.Value) -> None:
+        """The segment for the lanes of `mask` (those standing at its start; `pcs`: the warp's pcs)."""
         if seg.kind == "bar":
             self._check_bar(seg.start)
-
-            def bar_body(b, lane, pcp, li):
-                self._count(b, 1)
-                b.store(L.Constant(I32, (seg.start + 1) | WAIT_BAR), pcp)
-            self._lane_loop(b, seg, w, bar_body, after)
+            self._count(b, mask, 1)
+            self._set_pcs(b, w, pcs, mask, L.Constant(V(I32), (seg.start + 1) | WAIT_BAR))
             return
-        if seg.kind == "shfl":
-            self.emit_shfl(b, seg, w, after)
+        if seg.kind == "warp":
+            self.emit_warp(b, seg, w, pcs, mask)
             return
+        self._count(b, mask, seg.end - seg.start)
+        regs = SegmentRegs()
+        for pc in range(seg.start, seg.end):
+            op = self.ops[pc]
+            ins = self.layout.placed[pc].ins
+            env = WarpEnv(self, b, w, pc, mask, regs)
+            if ins.guard is not None:
+                env.guard = self._guard(env, ins)
+            if op.kind == C.NORMAL:
+                lower(ins, env)
+                continue
+            nxt = L.Constant(V(I32), pc + 1)
+            if op.kind == C.BRA:
+                tgt = L.Constant(V(I32), op.target)
+                dest = tgt if env.guard is None else b.select(env.guard, tgt, nxt)
+                after_pcs = [op.target] if ins.guard is None else [op.target, pc + 1]
+            elif op.kind in (C.EXIT, C.RET):
+                ex = L.Constant(V(I32), EXITED)
+                dest = ex if env.guard is None else b.select(env.guard, ex, nxt)
+                after_pcs = [] if ins.guard is None else [pc + 1]
+            else:
+                raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+            self._flush(b, w, regs, mask, self._live_after(after_pcs))
+            self._set_pcs(b, w, pcs, mask, dest)
+            return
+        self._flush(b, w, regs, mask, self._live_after([seg.end]))
+        self._set_pcs(b, w, pcs, mask, L.Constant(V(I32), seg.end))
 
-        def body(b, lane, pcp, li):
-            self._count(b, seg.end - seg.start)
-            cache: dict[int, L.Value] = {}
-            every = (1 << self.nregs) - 1
-            for pc in range(seg.start, seg.end):
-                op = self.ops[pc]
-                ins = self.layout.placed[pc].ins
-                env = LaneEnv(self, b, lane, pc, cache)
-                if op.kind == C.NORMAL:
-                    if ins.guard is not None:  # a guarded write may not happen: the file holds the current values
-                        env.flush(every)
-                        direct = LaneEnv(self, b, lane, pc, None)
-                        self._guarded(b, direct, ins, lambda env=direct, ins=ins: lower(ins, env))
-                    else:
-                        lower(ins, env)
-                    continue
-                nxt = L.Constant(I32, pc + 1)
-                if op.kind == C.BRA:
-                    tgt = L.Constant(I32, op.target)
-                    dest = tgt if ins.guard is None else b.select(self._guard(env, ins), tgt, nxt)
-                    after_pcs = [op.target] if ins.guard is None else [op.target, pc + 1]
-                elif op.kind in (C.EXIT, C.RET):
-                    ex = L.Constant(I32, EXITED)
-                    dest = ex if ins.guard is None else b.select(self._guard(env, ins), ex, nxt)
-                    after_pcs = [] if ins.guard is None else [pc + 1]
-                else:
-                    raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
-                env.flush(self._live_after(after_pcs))
-                b.store(dest, pcp)
-                return
-            LaneEnv(self, b, lane, seg.end - 1, cache).flush(self._live_after([seg.end]))
-            b.store(L.Constant(I32, seg.end), pcp)
-        self._lane_loop(b, seg, w, body, after)
+    def _flush(self, b: L.IRBuilder, w: L.Value, regs: SegmentRegs, mask: L.Value, keep: int) -> None:
+        """Store the written registers whose bit is set in `keep`, for the lanes of `mask`."""
+        full = self.all_of(b, mask)
+        slots = sorted(s for s in regs.dirty if keep >> s & 1)
+        if not slots:
+            return
+        fn = self.fn
+        whole, part, done = (fn.append_basic_block(f"flush_{x}") for x in ("all", "some", "done"))
+        b.cbranch(full, whole, part)
+        for blk, m in ((whole, None), (part, mask)):
+            b.position_at_end(blk)
+            for s in slots:
+                self.store_slot(b, w, s, regs.values[s], m)
+            b.branch(done)
+        b.position_at_end(done)
 
     def _live_after(self, pcs: list[int]) -> int:
         bits = self.shuffled
@@ -431,18 +419,11 @@ class BlockGen:
             bits |= self.live.get(pc, 0)
         return bits
 
-    def _guard(self, env: LaneEnv, ins: ir.Instruction) -> L.Value:
+    def _guard(self, env: WarpEnv, ins: ir.Instruction) -> L.Value:
         g = ins.guard
         assert g is not None
         p = read(env, ir.Register(g.predicate), ".pred")
         return env.b.not_(p) if g.negated else p
-
-    def _guarded(self, b: L.IRBuilder, env: LaneEnv, ins: ir.Instruction, emit) -> None:
-        if ins.guard is None:
-            emit()
-            return
-        with b.if_then(self._guard(env, ins)):
-            emit()
 
     def _check_bar(self, pc: int) -> None:
         self.current_pc = pc
@@ -453,10 +434,45 @@ class BlockGen:
         if not ok:
             raise NotNative(f"{ins.mnemonic} (other than bar.sync 0 for the whole block) is not in the native tier yet")
 
-    def emit_shfl(self, b: L.IRBuilder, seg: Segment, w: L.Value, after: L.Block) -> None:
+    def emit_warp(self, b: L.IRBuilder, seg: Segment, w: L.Value, pcs: L.Value, here: L.Value) -> None:
+        """A warp-wide instruction, once every running lane of its member mask stands at it."""
         pc = self.current_pc = seg.start
         ins = self.layout.placed[pc].ins
-        if ins.opcode != "shfl" or ins.guard is not None or "b32" not in ins.suffixes:
+        if ins.guard is not None:
+            raise NotNative(f"{ins.mnemonic} under a guard is not in the native tier yet")
+        fn = self.fn
+        regs = SegmentRegs()
+        env = WarpEnv(self, b, w, pc, here, regs)
+        # the lanes of the member mask still running must all stand here (the interpreter waits for them)
+        here_bits = b.bitcast(here, I32)
+        alive_bits = b.bitcast(b.icmp_unsigned("!=", pcs, L.Constant(V(I32), EXITED)), I32)
+        mo = member_operand(ins)
+        if mo is not None:
+            cttz = self.intrinsic("llvm.cttz.i32", I32, [I32, I1])
+            lead = b.call(cttz, [here_bits, L.Constant(I1, 1)])
+            mm = b.extract_element(read(env, mo, ".b32"), lead)
+        else:
+            mm = L.Constant(I32, 0xFFFFFFFF)
+        missing = b.and_(b.and_(mm, alive_bits), b.not_(here_bits))
+        fail = fn.append_basic_block(f"s{pc}_unconverged")
+        mid = fn.append_basic_block(f"s{pc}_mid")
+        b.cbranch(b.icmp_unsigned("!=", missing, L.Constant(I32, 0)), fail, mid)
+        b.position_at_end(fail)
+        self._set_status(b, ST_NOT_CONVERGED, pc, b.mul(w, L.Constant(I64, 32)), L.Constant(I64, 0), 4, False)
+        b.branch(self.ret_block)
+        b.position_at_end(mid)
+        self._count(b, here, 1)
+        if ins.opcode == "shfl":
+            self._shfl(b, env, ins)
+        elif ins.opcode in WARP_OPS:
+            WARP_OPS[ins.opcode](ins, env)
+        elif not (ins.opcode == "bar" and "warp" in ins.suffixes):  # (bar.warp.sync: the wait above is all)
+            raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+        self._flush(b, w, regs, here, self._live_after([pc + 1]))
+        self._set_pcs(b, w, pcs, here, L.Constant(V(I32), pc + 1))
+
+    def _shfl(self, b: L.IRBuilder, env: WarpEnv, ins: ir.Instruction) -> None:
+        if "b32" not in ins.suffixes:
             raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
         mode = next((s for s in ins.suffixes if s in ("up", "down", "bfly", "idx")), None)
         ops = ins.operands
@@ -466,135 +482,105 @@ class BlockGen:
             d, p = ops[0].first, (None if isinstance(ops[0].second, ir.Sink) else ops[0].second)
         else:
             d, p = ops[0], None
-        fn = self.fn
-        mid = fn.append_basic_block(f"s{pc}_mid")
-        # the lanes of the member mask still running must all stand here (the interpreter waits for them)
-        vt = L.VectorType(I32, 32)
-        vp = b.bitcast(b.gep(self.pcs, [b.mul(w, L.Constant(I64, 32))]), vt.as_pointer())
-        v = b.load(vp, align=4)
-        lanebits = L.Constant(vt, [1 << i for i in range(32)])
-        orr = self.intrinsic("llvm.vector.reduce.or.v32i32", I32, [vt])
-        zero = L.Constant(vt, [0] * 32)
-        here = b.call(orr, [b.select(b.icmp_unsigned("==", v, L.Constant(vt, [pc] * 32)), lanebits, zero)])
-        alive = b.call(orr, [b.select(b.icmp_unsigned("!=", v, L.Constant(vt, [EXITED] * 32)), lanebits, zero)])
-        env0 = LaneEnv(self, b, b.mul(w, L.Constant(I64, 32)), pc)
-        mm = read(env0, ops[4], ".b32")
-        missing = b.and_(b.and_(mm, alive), b.not_(here))
-        fail = fn.append_basic_block(f"s{pc}_unconverged")
-        b.cbranch(b.icmp_unsigned("!=", missing, L.Constant(I32, 0)), fail, mid)
-        b.position_at_end(fail)
-        self._set_status(b, ST_NOT_CONVERGED, pc, b.mul(w, L.Constant(I64, 32)), L.Constant(I64, 0), 4, False)
-        b.branch(self.ret_block)
-        b.position_at_end(mid)
-        gather_done = fn.append_basic_block(f"s{pc}_gathered")
-
-        def gather(b, lane, pcp, li):
-            env = LaneEnv(self, b, lane, pc)
-            bv = b.and_(read(env, ops[2], ".b32"), L.Constant(I32, 31))
-            cv = read(env, ops[3], ".b32")
-            seg_mask = b.and_(b.lshr(cv, L.Constant(I32, 8)), L.Constant(I32, 31))
-            clamp = b.and_(cv, L.Constant(I32, 31))
-            ln = b.trunc(li, I32)
-            max_lane = b.or_(b.and_(ln, seg_mask), b.and_(clamp, b.not_(seg_mask)))
-            if mode == "up":
-                j = b.sub(ln, bv)
-                ok = b.icmp_signed(">=", j, max_lane)
-            else:
-                j = {"down": lambda: b.add(ln, bv), "bfly": lambda: b.xor(ln, bv),
-                     "idx": lambda: b.or_(b.and_(ln, seg_mask), b.and_(bv, b.not_(seg_mask)))}[mode]()
-                ok = b.icmp_signed("<=", j, max_lane)
-            j = b.select(ok, j, ln)
-            src = LaneEnv(self, b, b.add(b.mul(w, L.Constant(I64, 32)), b.zext(j, I64)), pc)
-            b.store(b.zext(read(src, ops[1], ".b32"), I64), b.gep(self.tmp, [li]))
-            b.store(ok, b.gep(self.tmp_ok, [li]))
-        self._lane_loop(b, seg, w, gather, gather_done)
-        b.position_at_end(gather_done)
-        seg2 = Segment(seg.start, seg.end, "shfl_write")
-
-        def scatter(b, lane, pcp, li):
-            env = LaneEnv(self, b, lane, pc)
-            self._count(b, 1)
-            write(env, d, b.trunc(b.load(b.gep(self.tmp, [li])), I32))
-            if p is not None:
-                write(env, p, b.load(b.gep(self.tmp_ok, [li])))
-            b.store(L.Constant(I32, pc + 1), pcp)
-        self._lane_loop(b, seg2, w, scatter, after)
+        bv = b.and_(read(env, ops[2], ".b32"), L.Constant(V(I32), 31))
+        cv = read(env, ops[3], ".b32")
+        seg_mask = b.and_(b.lshr(cv, L.Constant(V(I32), 8)), L.Constant(V(I32), 31))
+        clamp = b.and_(cv, L.Constant(V(I32), 31))
+        ln = IOTA
+        max_lane = b.or_(b.and_(ln, seg_mask), b.and_(clamp, b.not_(seg_mask)))
+        if mode == "up":
+            j = b.sub(ln, bv)
+            ok = b.icmp_signed(">=", j, max_lane)
+        else:
+            j = {"down": lambda: b.add(ln, bv), "bfly": lambda: b.xor(ln, bv),
+                 "idx": lambda: b.or_(b.and_(ln, seg_mask), b.and_(bv, b.not_(seg_mask)))}[mode]()
+            ok = b.icmp_signed("<=", j, max_lane)
+        j = b.select(ok, j, ln)
+        b.store(read(env, ops[1], ".b32"), self.tmp, align=64)
+        base = b.ptrtoint(self.tmp, I64)
+        ptrs = b.inttoptr(b.add(splat(b, base), b.mul(b.zext(j, V(I64)), L.Constant(V(I64), 4))),
+                          V(I32.as_pointer()))
+        gather = self.intrinsic("llvm.masked.gather.v32i32.v32p0", V(I32), [V(I32.as_pointer()), I32, V(I1), V(I32)])
+        got = b.call(gather, [ptrs, L.Constant(I32, 4), L.Constant(V(I1), 1), L.Constant(V(I32), 0)])
+        write(env, d, got)
+        if p is not None:
+            write(env, p, ok)
 
     # ------------------------------------------------------------------ memory
-    def _set_status(self, b: L.IRBuilder, code: int, pc: int, lane: L.Value, addr: L.Value, nbytes: int,
+    def _set_status(self, b: L.IRBuilder, code: int | L.Value, pc: int, lane: L.Value, addr: L.Value, nbytes: int,
                     wr: bool) -> None:
-        vals = [L.Constant(I64, code), L.Constant(I64, pc), lane, b.load(self.bid), addr,
-                L.Constant(I64, nbytes), L.Constant(I64, int(wr))]
+        code_v = code if isinstance(code, L.Value) else L.Constant(I64, code)
+        vals = [code_v, L.Constant(I64, pc), lane, b.load(self.bid), addr, L.Constant(I64, nbytes),
+                L.Constant(I64, int(wr))]
         for i, v in enumerate(vals[1:], 1):
             b.store(v, b.gep(self.status, [L.Constant(I64, i)]))
         b.store(vals[0], self.status)  # the code last: the launcher reads the rest once it is set
 
-    def checked_pointer(self, b: L.IRBuilder, space: str, a: L.Value, nbytes: int, wr: bool, pc: int,
-                        lane: L.Value) -> L.Value:
+    def checked(self, b: L.IRBuilder, space: str, a: L.Value, nbytes: int, wr: bool, pc: int, w: L.Value,
+                active: L.Value) -> L.Value:
+        """Host addresses of the PTX addresses `a` (<32 x i64>); an active lane's bad one (misaligned, out of
+        bounds, a write to read-only memory) stops the launch, naming the first such lane."""
         fn = self.fn
-        ok_blk = fn.append_basic_block(f"pc{pc}_ok")
-        bad_blk = fn.append_basic_block(f"pc{pc}_fault")
-        mis_blk = fn.append_basic_block(f"pc{pc}_misaligned")
-        aligned = b.icmp_unsigned("==", b.and_(a, L.Constant(I64, nbytes - 1)), L.Constant(I64, 0))
-        check = fn.append_basic_block(f"pc{pc}_check")
-        b.cbranch(aligned, check, mis_blk)
-        b.position_at_end(mis_blk)
-        self._set_status(b, ST_MISALIGNED, pc, lane, a, nbytes, wr)
-        b.branch(self.ret_block)
-        b.position_at_end(check)
+        vt = V(I64)
+        zero = L.Constant(vt, 0)
+        misaligned = b.icmp_unsigned("!=", b.and_(a, L.Constant(vt, nbytes - 1)), zero)
+        readonly = None
         if space == "shared":
-            inb = b.icmp_unsigned("<=", b.add(a, L.Constant(I64, nbytes)), self.shared_size)
-            inb = b.and_(inb, b.icmp_unsigned("<", a, self.shared_size))
-            b.cbranch(inb, ok_blk, bad_blk)
-            b.position_at_end(bad_blk)
-            self._set_status(b, ST_FAULT, pc, lane, a, nbytes, wr)
-            b.branch(self.ret_block)
-            b.position_at_end(ok_blk)
-            return b.gep(self.shared, [a])
-        off = b.sub(a, L.Constant(I64, GLOBAL_BASE))
-        inarena = b.icmp_unsigned("<", off, self.arena_size)
-        mapped = fn.append_basic_block(f"pc{pc}_mapped")
-        b.cbranch(inarena, mapped, bad_blk)
-        b.position_at_end(mapped)
-        g = b.load(b.gep(self.gmap, [b.lshr(off, L.Constant(I64, 6))]))
-        g = b.zext(g, I64)
-        valid = b.and_(g, L.Constant(I64, GMAP_READONLY - 1))
-        within = b.add(b.and_(off, L.Constant(I64, GRANULE - 1)), L.Constant(I64, nbytes))
-        ok = b.icmp_unsigned("<=", within, valid)
-        if wr:
-            ro = b.icmp_unsigned("!=", b.and_(g, L.Constant(I64, GMAP_READONLY)), L.Constant(I64, 0))
-            ro_blk = fn.append_basic_block(f"pc{pc}_readonly")
-            ok2 = fn.append_basic_block(f"pc{pc}_ok2")
-            b.cbranch(ok, ok2, bad_blk)
-            b.position_at_end(ok2)
-            b.cbranch(ro, ro_blk, ok_blk)
-            b.position_at_end(ro_blk)
-            self._set_status(b, ST_READONLY, pc, lane, a, nbytes, wr)
-            b.branch(self.ret_block)
+            inb = b.and_(b.icmp_unsigned("<=", b.add(a, L.Constant(vt, nbytes)), splat(b, self.shared_size)),
+                         b.icmp_unsigned("<", a, splat(b, self.shared_size)))
+            host = b.add(a, splat(b, self.shared_base))
         else:
-            b.cbranch(ok, ok_blk, bad_blk)
-        b.position_at_end(bad_blk)
-        self._set_status(b, ST_FAULT, pc, lane, a, nbytes, wr)
+            off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
+            inarena = b.icmp_unsigned("<", off, splat(b, self.arena_size))
+            # (an i32 gather of the map's bytes, the map padded for it: x86 has no byte gather, and LLVM would
+            # turn an i8 one into 32 branches)
+            gptrs = b.inttoptr(b.add(splat(b, b.ptrtoint(self.gmap, I64)), b.lshr(off, L.Constant(vt, 6))),
+                               V(I32.as_pointer()))
+            gather = self.intrinsic("llvm.masked.gather.v32i32.v32p0", V(I32),
+                                    [V(I32.as_pointer()), I32, V(I1), V(I32)])
+            g = b.call(gather, [gptrs, L.Constant(I32, 1), b.and_(active, inarena), L.Constant(V(I32), 0)])
+            g = b.zext(b.trunc(g, V(I8)), vt)
+            valid = b.and_(g, L.Constant(vt, GMAP_READONLY - 1))
+            within = b.add(b.and_(off, L.Constant(vt, GRANULE - 1)), L.Constant(vt, nbytes))
+            inb = b.and_(inarena, b.icmp_unsigned("<=", within, valid))
+            if wr:
+                readonly = b.icmp_unsigned("!=", b.and_(g, L.Constant(vt, GMAP_READONLY)), zero)
+            host = b.add(off, splat(b, self.arena_base))
+        bad = b.or_(misaligned, b.not_(inb))
+        if readonly is not None:
+            bad = b.or_(bad, readonly)
+        bad_bits = b.bitcast(b.and_(active, bad), I32)
+        fault = fn.append_basic_block(f"pc{pc}_fault")
+        ok = fn.append_basic_block(f"pc{pc}_ok")
+        b.cbranch(b.icmp_unsigned("!=", bad_bits, L.Constant(I32, 0)), fault, ok)
+        b.position_at_end(fault)
+        cttz = self.intrinsic("llvm.cttz.i32", I32, [I32, I1])
+        li = b.call(cttz, [bad_bits, L.Constant(I1, 1)])
+        code = b.select(b.extract_element(misaligned, li), L.Constant(I64, ST_MISALIGNED),
+                        b.select(b.extract_element(inb, li),
+                                 L.Constant(I64, ST_READONLY), L.Constant(I64, ST_FAULT)))
+        lane = b.add(b.mul(w, L.Constant(I64, WARP)), b.zext(li, I64))
+        self._set_status(b, code, pc, lane, b.extract_element(a, li), nbytes, wr)
         b.branch(self.ret_block)
-        b.position_at_end(ok_blk)
-        return b.gep(self.arena, [off])
+        b.position_at_end(ok)
+        return host
 
     # ------------------------------------------------------------------ special registers
-    def sreg(self, b: L.IRBuilder, name: str, lane: L.Value) -> L.Value:
+    def sreg(self, b: L.IRBuilder, name: str, w: L.Value) -> L.Value:
         bx, by, bz = self.block
         if name.startswith("%ntid."):
-            return L.Constant(I32, self.block["xyz".index(name[-1])])
+            return L.Constant(V(I32), self.block["xyz".index(name[-1])])
         if name.startswith("%nctaid."):
-            return self.grid["xyz".index(name[-1])]
+            return splat(b, self.grid["xyz".index(name[-1])])
         if name.startswith("%ctaid."):
-            return b.load(self.ctaid["xyz".index(name[-1])])
-        t = b.trunc(lane, I32)
+            return splat(b, b.load(self.ctaid["xyz".index(name[-1])]))
         if name == "%laneid":
-            return b.and_(t, L.Constant(I32, 31))
+            return IOTA
         if name == "%warpid":
-            return b.lshr(t, L.Constant(I32, 5))
+            return splat(b, b.trunc(w, I32))
+        t = b.add(splat(b, b.mul(b.trunc(w, I32), L.Constant(I32, WARP))), IOTA)
         if name == "%tid.x":
-            return b.urem(t, L.Constant(I32, bx))
+            return b.urem(t, L.Constant(V(I32), bx))
         if name == "%tid.y":
-            return b.urem(b.udiv(t, L.Constant(I32, bx)), L.Constant(I32, by))
-        return b.udiv(t, L.Constant(I32, bx * by))
+            return b.urem(b.udiv(t, L.Constant(V(I32), bx)), L.Constant(V(I32), by))
+        return b.udiv(t, L.Constant(V(I32), bx * by))

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ptxforge.emu.errors import EmulatorError, MemoryFault, WatchdogTimeout
+from ptxforge.emu.errors import EmulatorError, MemoryFault, TimeLimitExceeded, WatchdogTimeout
 from ptxforge.emu.memory import describe_address
 from ptxforge.emu.native import codegen as G
 from ptxforge.emu.native.jit import load
+from ptxforge.emu.native.watchdog import STALLED_WORKER, WATCHDOG
 
 if TYPE_CHECKING:
     from ptxforge.emu.machine import Machine
@@ -57,7 +58,7 @@ def validity_map(memory: Any) -> np.ndarray:
     """Per 64-byte granule of the arena: how many of its bytes from its start lie in an allocation (flag 0x80:
     a read-only one). Allocations start on 256-byte boundaries, so a granule belongs to at most one. Kept per
     memory until its allocations change."""
-    key = (memory.arena.size, tuple((a.offset, a.size, a.readonly) for a in memory.allocations))
+    key = (memory.arena.size, memory.allocations)  # (the same Allocation objects compare by identity first)
     hit = _MAPS.get(memory)
     if hit is not None and hit[0] == key:
         return hit[1]
@@ -68,13 +69,34 @@ def validity_map(memory: Any) -> np.ndarray:
 
 def _build_map(memory: Any) -> np.ndarray:
     n = (memory.arena.size + G.GRANULE - 1) // G.GRANULE
-    gmap = np.zeros(n + 1, np.uint8)
+    gmap = np.zeros(n + 4, np.uint8)  # (+4: the code reads each entry as the low byte of an i32)
     for a in memory.allocations:
         first, end = a.offset, a.offset + a.size
         g0, g1 = first // G.GRANULE, (end + G.GRANULE - 1) // G.GRANULE
         valid = np.minimum(end - np.arange(g0, g1, dtype=np.int64) * G.GRANULE, G.GRANULE).astype(np.uint8)
         gmap[g0:g1] = valid | (G.GMAP_READONLY if a.readonly else 0)
     return gmap
+
+
+_LOCAL = threading.local()  # per thread: its shared-memory buffer and launch record, reused by later launches
+STATUS_LEN = 8
+
+
+def _shared_buffer(nbytes: int) -> np.ndarray:
+    buf = getattr(_LOCAL, "shared", None)
+    if buf is None or buf.size < nbytes:
+        buf = _LOCAL.shared = np.zeros(max(nbytes, 4096), np.uint8)  # (the code zeroes it per block)
+    return buf
+
+
+def _record(nblocks: int) -> tuple[np.ndarray, int]:
+    """This thread's launch record (context, status, a count per block: int64s) and its address."""
+    rec = getattr(_LOCAL, "record", None)
+    need = G.CTX_LEN + STATUS_LEN + nblocks
+    if rec is None or rec[0].size < need:
+        arr = np.zeros(max(need, 4096), np.int64)
+        rec = _LOCAL.record = (arr, arr.ctypes.data)
+    return rec
 
 
 def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict:
@@ -89,27 +111,55 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict
     gmap = validity_map(memory)
     nblocks = m.nblocks
     nthreads = max(1, min(threads or default_threads(), nblocks))
-    status = np.zeros(8, np.int64)
-    counts = np.zeros(nblocks, np.int64)
     shared_size = int(m.shared_size)
-    params = m.params
+    gx, gy, gz = m.grid
+    rec, addr = _record(nblocks)
+    ctx0 = rec[:G.CTX_LEN]
+    status = rec[G.CTX_LEN:G.CTX_LEN + STATUS_LEN]
+    counts = rec[G.CTX_LEN + STATUS_LEN:G.CTX_LEN + STATUS_LEN + nblocks]
+    status[:] = 0
+    ctx0[:G.CTX_PROBE] = (m.params.ctypes.data, arena.ctypes.data, arena.size, gmap.ctypes.data,
+               _shared_buffer(shared_size).ctypes.data, addr + 8 * G.CTX_LEN, addr + 8 * (G.CTX_LEN + STATUS_LEN),
+               gx, gy, gz, shared_size)
+    errors: list[BaseException] = []
+    probes = np.zeros((nthreads, G.PROBE_LEN), np.int64)
+    probes[:, G.PROBE_BLOCK] = -1
+    ctx0[G.CTX_PROBE] = probes.ctypes.data
+    token = WATCHDOG.watch(status, probes, m.time_limit_s, m.watchdog_s)
+    try:
+        if nthreads == 1:  # (no pool, no lock: a tiny launch's cost is mostly this path)
+            fn(addr, 0, nblocks)
+        else:
+            _run_threads(fn, ctx0, status, probes, nblocks, nthreads, shared_size, errors)
+    finally:
+        WATCHDOG.forget(token)
+    name = m.layout.kernel_func.name
+    if status[0] == G.ST_STOP and not errors:
+        raise TimeLimitExceeded(f"{name}: kernel ran past its time limit of {m.time_limit_s:g} s (time_limit_s) on "
+                                f"the native tier")
+    if status[0] == G.ST_NO_PROGRESS:
+        raise _no_progress(m, probes[int(status[STALLED_WORKER])])
+    if errors:
+        raise EmulatorError(f"{m.layout.kernel_func.name}: the native tier failed: {errors[0]}")
+    if status[0] != 0:
+        raise _fault(m, status.copy())
+    sms = m.sm_ids[np.arange(nblocks) % m.resident % m.sm_ids.size]
+    per_sm = np.bincount(sms, weights=counts, minlength=m.per_sm.size).astype(np.int64)
+    return {"thread_instructions": int(counts.sum()), "per_sm": per_sm, "wall_s": time.perf_counter() - t0,
+            "waves": -(-nblocks // m.resident), "resident_blocks": m.resident, "steps": 0}
+
+
+def _run_threads(fn: Any, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int, nthreads: int,
+                 shared_size: int, errors: list[BaseException]) -> None:
+    """The caller's thread is one worker, the others come from the shared pool; each takes chunks of blocks."""
     chunk = max(1, nblocks // (nthreads * 8))
     next_block = [0]
     lock = threading.Lock()
-    errors: list[BaseException] = []
 
-    def worker() -> None:
-        shared = np.zeros(max(shared_size, 8), np.uint8)
-        ctx = np.zeros(G.CTX_LEN, np.int64)
-        ctx[G.CTX_PARAMS] = params.ctypes.data
-        ctx[G.CTX_ARENA] = arena.ctypes.data
-        ctx[G.CTX_ARENA_SIZE] = arena.size
-        ctx[G.CTX_GMAP] = gmap.ctypes.data
-        ctx[G.CTX_SHARED] = shared.ctypes.data
-        ctx[G.CTX_STATUS] = status.ctypes.data
-        ctx[G.CTX_COUNTS] = counts.ctypes.data
-        ctx[G.CTX_GRID:G.CTX_GRID + 3] = m.grid
-        ctx[G.CTX_SHARED_SIZE] = shared_size
+    def worker(wk: int) -> None:
+        ctx = ctx0.copy()
+        ctx[G.CTX_SHARED] = _shared_buffer(shared_size).ctypes.data
+        ctx[G.CTX_PROBE] = probes[wk:].ctypes.data
         try:
             while status[0] == 0:
                 with lock:
@@ -121,73 +171,12 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict
         except BaseException as e:  # (a ctypes error): reported by the launcher
             errors.append(e)
             status[0] = G.ST_STOP
+        finally:
+            probes[wk, G.PROBE_REQ] = -1  # done: the watchdog stops asking
 
-    limit = m.time_limit_s if m.time_limit_s is not None else m.watchdog_s
-    # the caller's thread is one worker; the others come from the shared pool. A timer stops the workers at
-    # the wall-clock limit (they look at the status between segments).
-    token = _WATCHDOG.watch(status, limit)
-    try:
-        helpers = [_pool().submit(worker) for _ in range(nthreads - 1)]
-        worker()
-        concurrent.futures.wait(helpers)
-    finally:
-        _WATCHDOG.forget(token)
-    if status[0] == G.ST_STOP and not errors:
-        raise WatchdogTimeout(f"{m.layout.kernel_func.name}: the native tier stopped the launch after "
-                              f"{limit:g} s (its wall-clock limit: watchdog_s / time_limit_s)")
-    if errors:
-        raise EmulatorError(f"{m.layout.kernel_func.name}: the native tier failed: {errors[0]}")
-    if status[0] != 0:
-        raise _fault(m, status)
-    per_slot_sm = m.sm_ids[np.arange(m.resident) % m.sm_ids.size]
-    per_sm = np.zeros_like(m.per_sm)
-    np.add.at(per_sm, per_slot_sm[np.arange(nblocks) % m.resident], counts)
-    return {"thread_instructions": int(counts.sum()), "per_sm": per_sm, "wall_s": time.perf_counter() - t0,
-            "waves": -(-nblocks // m.resident), "resident_blocks": m.resident, "steps": 0}
-
-
-class _Watchdog:
-    """One thread that stops launches past their wall-clock limit (a status set to ST_STOP), started once."""
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.live: dict[int, tuple[float, np.ndarray]] = {}
-        self.next_token = 0
-        self.thread: threading.Thread | None = None
-        self.wake: float | None = None  # when the thread wakes next (None: when notified)
-
-    def watch(self, status: np.ndarray, limit: float) -> int | None:
-        if limit == float("inf"):
-            return None
-        with self.cond:
-            self.next_token += 1
-            self.live[self.next_token] = (time.monotonic() + limit, status)
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._run, daemon=True, name="ptxforge-native-watchdog")
-                self.thread.start()
-            deadline = self.live[self.next_token][0]
-            if self.wake is None or deadline < self.wake:  # (waking the thread costs a GIL hand-over)
-                self.cond.notify()
-            return self.next_token
-
-    def forget(self, token: int | None) -> None:
-        if token is not None:
-            with self.cond:
-                self.live.pop(token, None)
-
-    def _run(self) -> None:
-        with self.cond:
-            while True:
-                now = time.monotonic()
-                for deadline, status in self.live.values():
-                    if deadline <= now and status[0] == 0:
-                        status[0] = G.ST_STOP
-                # sleep until the earliest deadline (a launch that ended early leaves it: a spare wake-up)
-                self.wake = min((d for d, _ in self.live.values() if d > now), default=None)
-                self.cond.wait(None if self.wake is None else self.wake - now)
-
-
-_WATCHDOG = _Watchdog()
+    helpers = [_pool().submit(worker, wk) for wk in range(1, nthreads)]
+    worker(0)
+    concurrent.futures.wait(helpers)
 
 
 _KINDS = {G.ST_FAULT: "out-of-bounds", G.ST_MISALIGNED: "misaligned", G.ST_READONLY: "write to read-only memory"}
@@ -215,6 +204,19 @@ def _fault(m: Machine, status: np.ndarray) -> EmulatorError:
     msg = f"{kind} {space} access of {nbytes} bytes at {addr:#x}" + (f" ({note})" if note else "")
     return MemoryFault(f"{op.where}: {op.text}: {msg} by {who}", kind=kind, address=addr, size=nbytes, thread=tid,
                        block=cta, ptx_line=op.line, instruction=op.text)
+
+
+def _no_progress(m: Machine, probe: np.ndarray) -> WatchdogTimeout:
+    bid, warp, pc = (int(probe[i]) for i in (G.PROBE_BLOCK, G.PROBE_WARP, G.PROBE_PC))
+    gx, gy, _ = m.grid
+    cta = (bid % gx, bid // gx % gy, bid // (gx * gy))
+    where = f"{m.ops[pc].where}: {m.ops[pc].text}" if 0 <= pc < len(m.ops) else "a barrier"
+    return WatchdogTimeout(
+        f"{m.layout.kernel_func.name}: kernel made no progress for {m.watchdog_s:g} s (watchdog_s): block "
+        f"({cta[0]},{cta[1]},{cta[2]}) keeps coming back to the same state (the same pcs and registers, no memory "
+        f"written), warp {warp} at {where}. The native tier runs a block's warps in turn and each worker's blocks "
+        f"one after another: a block waiting for another block's write waits forever there; launch with "
+        f"tier='interp' if the kernel waits on other blocks")
 
 
 def _alloc_name(memory: Any, addr: int) -> str:

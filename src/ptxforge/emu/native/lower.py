@@ -1,7 +1,9 @@
-"""One PTX instruction as scalar LLVM IR for one lane, with the interpreter's exact semantics.
+"""One PTX instruction as LLVM vector IR for a warp's 32 lanes, with the interpreter's exact semantics.
 
-Registers live in the block's register file as i64 bit patterns (a predicate as 0/1), written truncated to
-the register's declared width as the interpreter's storage dtypes hold them. Anything whose exact result
+Every value is a <32 x T> vector, one element per lane; lanes that do not stand at the instruction compute
+too, on whatever their registers hold, and the warp environment keeps their effects out (registers are
+written under the active mask, memory is touched only for active lanes). Registers hold the bits of their
+declared width as the interpreter's storage dtypes do (a predicate as i1). Anything whose exact result
 LLVM has no plain form for (other rounding modes, .ftz, .sat, conversions to or from floats, f64 NaN
 payloads, division) raises `NotNative`, so the kernel falls back to the interpreter: never a result that
 differs.
@@ -18,11 +20,19 @@ from ptxforge.emu.errors import EmulatorError
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
-    from ptxforge.emu.native.codegen import LaneEnv
+    from ptxforge.emu.native.codegen import WarpEnv
 
 I1, I8, I16, I32, I64 = L.IntType(1), L.IntType(8), L.IntType(16), L.IntType(32), L.IntType(64)
-F32 = L.FloatType()
+F32, F64 = L.FloatType(), L.DoubleType()
 INT = {8: I8, 16: I16, 32: I32, 64: I64}
+WARP = 32
+
+
+def V(t: L.Type) -> L.VectorType:
+    """A warp's vector of `t`."""
+    return L.VectorType(t, WARP)
+
+
 SREGS = ("%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%ctaid.x", "%ctaid.y", "%ctaid.z",
          "%nctaid.x", "%nctaid.y", "%nctaid.z", "%laneid", "%warpid")
 CANON_NAN_F32 = 0x7FFFFFFF
@@ -56,27 +66,19 @@ def signed(ty: str) -> bool:
     return ty.startswith(".s")
 
 
-def lower(ins: ir.Instruction, env: LaneEnv) -> None:
-    """Emit `ins` for the current lane into env.b (the guard is the caller's)."""
-    fn = _LOWER.get(ins.opcode)
-    if fn is None:
-        raise NotNative(f"{ins.opcode} is not in the native tier yet")
-    fn(ins, env)
-
-
 # ---------------------------------------------------------------------------------------------- operands
-def read(env: LaneEnv, o: Any, ty: str) -> L.Value:
-    """Operand `o` read as PTX type `ty`: an iN (N = the type's width; i1 for .pred)."""
+def read(env: WarpEnv, o: Any, ty: str) -> L.Value:
+    """Operand `o` read as PTX type `ty`: a <32 x iN> (N = the type's width; i1 for .pred)."""
     b = env.b
     bits = bits_of(ty)
-    t = I1 if bits == 1 else INT[bits]
+    t = V(I1 if bits == 1 else INT[bits])
     if isinstance(o, ir.Register):
         slot, rty = env.reg(o)
         rbits = bits_of(rty)
         if rbits != bits and not (bits < rbits and bits > 1):
             raise NotNative(f"{o.name} ({rty}) read as {ty}")
         v = env.load_reg(slot)
-        return b.trunc(v, t) if bits < 64 else v
+        return b.trunc(v, t) if bits < rbits else v
     if isinstance(o, ir.Immediate):
         return L.Constant(t, _imm_bits(o, ty))
     if isinstance(o, ir.SpecialRegister):
@@ -101,8 +103,8 @@ def _imm_bits(o: ir.Immediate, ty: str) -> int:
     return int(o.value) & ((1 << bits) - 1)
 
 
-def write(env: LaneEnv, o: Any, v: L.Value) -> None:
-    """Store `v` (an iN) into register operand `o`, truncated to the register's width."""
+def write(env: WarpEnv, o: Any, v: L.Value) -> None:
+    """Store `v` (a <32 x iN>) into register operand `o`, truncated to the register's width."""
     if isinstance(o, ir.Sink):
         return
     if not isinstance(o, ir.Register):
@@ -110,23 +112,24 @@ def write(env: LaneEnv, o: Any, v: L.Value) -> None:
     slot, rty = env.reg(o)
     b = env.b
     rbits = bits_of(rty)
-    vbits = v.type.width
+    vbits = v.type.element.width
     if vbits > rbits:
-        v = b.trunc(v, I1 if rbits == 1 else INT[rbits])
-        vbits = rbits
-    elif vbits < rbits and vbits != 1:
-        raise NotNative(f"{vbits}-bit value into {o.name} ({rty})")
-    env.store_reg(slot, b.zext(v, I64) if vbits < 64 else v)
+        v = b.trunc(v, V(I1 if rbits == 1 else INT[rbits]))
+    elif vbits < rbits:
+        if vbits != 1:
+            raise NotNative(f"{vbits}-bit value into {o.name} ({rty})")
+        v = b.zext(v, V(INT[rbits]))
+    env.store_reg(slot, v)
 
 
 def _f32(b: L.IRBuilder, v: L.Value) -> L.Value:
-    return b.bitcast(v, F32)
+    return b.bitcast(v, V(F32))
 
 
 def _canon_f32(b: L.IRBuilder, f: L.Value) -> L.Value:
     """The bits of an f32 result, a NaN made canonical (0x7fffffff) as the hardware and interpreter do."""
     isnan = b.fcmp_unordered("uno", f, f)
-    return b.select(isnan, L.Constant(I32, CANON_NAN_F32), b.bitcast(f, I32))
+    return b.select(isnan, L.Constant(V(I32), CANON_NAN_F32), b.bitcast(f, V(I32)))
 
 
 # ---------------------------------------------------------------------------------------------- integer
@@ -136,7 +139,7 @@ def _check_mods(ins: ir.Instruction, allowed: tuple[str, ...]) -> None:
         raise NotNative(f"{ins.mnemonic}: {bad[0]} is not in the native tier yet")
 
 
-def _float_arith(ins: ir.Instruction, env: LaneEnv) -> bool:
+def _float_arith(ins: ir.Instruction, env: WarpEnv) -> bool:
     ty = type_of(ins)
     if ty not in (".f32", ".f64", ".f16", ".bf16", ".f16x2", ".bf16x2"):
         return False
@@ -155,7 +158,7 @@ def _float_arith(ins: ir.Instruction, env: LaneEnv) -> bool:
     elif ins.opcode in ("fma", "mad"):
         if ins.opcode == "mad" and "rn" not in ins.suffixes:
             raise NotNative("mad.f32 without a rounding mode")
-        fma = env.module_intrinsic("llvm.fma.f32", F32, [F32, F32, F32])
+        fma = env.module_intrinsic("llvm.fma.v32f32", V(F32), [V(F32)] * 3)
         r = b.call(fma, x)
     else:
         raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
@@ -163,7 +166,7 @@ def _float_arith(ins: ir.Instruction, env: LaneEnv) -> bool:
     return True
 
 
-def _arith(ins: ir.Instruction, env: LaneEnv) -> None:
+def _arith(ins: ir.Instruction, env: WarpEnv) -> None:
     if _float_arith(ins, env):
         return
     ty = type_of(ins)
@@ -182,16 +185,16 @@ def _arith(ins: ir.Instruction, env: LaneEnv) -> None:
     wide = "wide" in mods
     x, y = read(env, ops[1], ty), read(env, ops[2], ty)
     if wide:
-        wt = INT[2 * x.type.width]
+        wt = V(INT[2 * x.type.element.width])
         ext = b.sext if signed(ty) else b.zext
         x, y = ext(x, wt), ext(y, wt)
     r = b.mul(x, y)
     if op == "mad":
-        r = b.add(r, read(env, ops[3], f"{'.s' if signed(ty) else '.b'}{r.type.width}"))
+        r = b.add(r, read(env, ops[3], f"{'.s' if signed(ty) else '.b'}{r.type.element.width}"))
     write(env, ops[0], r)
 
 
-def _bitwise(ins: ir.Instruction, env: LaneEnv) -> None:
+def _bitwise(ins: ir.Instruction, env: WarpEnv) -> None:
     ty = type_of(ins)
     b = env.b
     ops = ins.operands
@@ -203,14 +206,14 @@ def _bitwise(ins: ir.Instruction, env: LaneEnv) -> None:
     write(env, ops[0], f(x, y))
 
 
-def _shift(ins: ir.Instruction, env: LaneEnv) -> None:
+def _shift(ins: ir.Instruction, env: WarpEnv) -> None:
     ty = type_of(ins)
     b = env.b
     ops = ins.operands
     x = read(env, ops[1], ty)
-    w = x.type.width
+    w = x.type.element.width
     amt = read(env, ops[2], ".u32")
-    big = b.icmp_unsigned(">=", amt, L.Constant(I32, w))  # PTX clamps the amount at the width
+    big = b.icmp_unsigned(">=", amt, L.Constant(V(I32), w))  # PTX clamps the amount at the width
     a = b.zext(amt, x.type) if w > 32 else b.trunc(amt, x.type) if w < 32 else amt
     a = b.select(big, L.Constant(x.type, w - 1), a)
     if ins.opcode == "shl":
@@ -222,7 +225,7 @@ def _shift(ins: ir.Instruction, env: LaneEnv) -> None:
     write(env, ops[0], r)
 
 
-def _minmax(ins: ir.Instruction, env: LaneEnv) -> None:
+def _minmax(ins: ir.Instruction, env: WarpEnv) -> None:
     ty = type_of(ins)
     if ty.startswith(".f") or ins.modifiers:
         raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
@@ -234,7 +237,7 @@ def _minmax(ins: ir.Instruction, env: LaneEnv) -> None:
     write(env, ops[0], b.select(c, x, y))
 
 
-def _setp(ins: ir.Instruction, env: LaneEnv) -> None:
+def _setp(ins: ir.Instruction, env: WarpEnv) -> None:
     ty = type_of(ins)
     b = env.b
     ops = ins.operands
@@ -262,14 +265,14 @@ def _setp(ins: ir.Instruction, env: LaneEnv) -> None:
     write(env, ops[0], r)
 
 
-def _selp(ins: ir.Instruction, env: LaneEnv) -> None:
+def _selp(ins: ir.Instruction, env: WarpEnv) -> None:
     ty = type_of(ins)
     ops = ins.operands
     x, y, p = read(env, ops[1], ty), read(env, ops[2], ty), read(env, ops[3], ".pred")
     write(env, ops[0], env.b.select(p, x, y))
 
 
-def _mov(ins: ir.Instruction, env: LaneEnv) -> None:
+def _mov(ins: ir.Instruction, env: WarpEnv) -> None:
     ty = type_of(ins)
     ops = ins.operands
     src = ops[1]
@@ -277,25 +280,48 @@ def _mov(ins: ir.Instruction, env: LaneEnv) -> None:
         addr = env.symbol_address(src.name)
         if addr is None:
             raise NotNative(f"mov of {src.name}")
-        write(env, ops[0], L.Constant(INT[bits_of(ty)], addr))
+        write(env, ops[0], L.Constant(V(INT[bits_of(ty)]), addr))
         return
-    if isinstance(src, ir.Register | ir.Immediate | ir.SpecialRegister):
+    if isinstance(src, ir.Register | ir.Immediate | ir.SpecialRegister) and not isinstance(ops[0], ir.Vector):
         write(env, ops[0], read(env, src, ty))
+        return
+    if isinstance(src, ir.Vector) != isinstance(ops[0], ir.Vector):
+        _pack(env, ops[0], src, ty)
         return
     raise NotNative(f"{ins.mnemonic} of a {type(src).__name__}")
 
 
-def _cvt(ins: ir.Instruction, env: LaneEnv) -> None:
+def _pack(env: WarpEnv, dst: Any, src: Any, ty: str) -> None:
+    """mov.bN d, {a, b, ...} (the first element in the low bits) or mov.bN {a, b, ...}, s (unpacked so)."""
+    b = env.b
+    w = bits_of(ty)
+    parts = src.elements if isinstance(src, ir.Vector) else dst.elements
+    if w % len(parts) or w > 64:
+        raise NotNative(f"mov.{ty[1:]} of {len(parts)} parts")
+    pw = w // len(parts)
+    wt, pt = V(INT[w]), V(INT[pw])
+    if isinstance(src, ir.Vector):
+        acc = L.Constant(wt, 0)
+        for i, p in enumerate(parts):
+            acc = b.or_(acc, b.shl(b.zext(read(env, p, f".b{pw}"), wt), L.Constant(wt, i * pw)))
+        write(env, dst, acc)
+        return
+    whole = read(env, src, ty)
+    for i, p in enumerate(parts):
+        write(env, p, b.trunc(b.lshr(whole, L.Constant(wt, i * pw)), pt))
+
+
+def _cvt(ins: ir.Instruction, env: WarpEnv) -> None:
     ts = ins.types
     if len(ts) != 2 or ins.modifiers or any(t.startswith(".f") for t in ts):
         raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
     dty, sty = ts
     b = env.b
     x = read(env, ins.operands[1], sty)
-    dt = INT[bits_of(dty)]
-    if dt.width < x.type.width:
+    dt = V(INT[bits_of(dty)])
+    if dt.element.width < x.type.element.width:
         r = b.trunc(x, dt)
-    elif dt.width > x.type.width:
+    elif dt.element.width > x.type.element.width:
         r = (b.sext if signed(sty) else b.zext)(x, dt)
     else:
         r = x
@@ -304,7 +330,7 @@ def _cvt(ins: ir.Instruction, env: LaneEnv) -> None:
     write(env, ins.operands[0], r)
 
 
-def _cvta(ins: ir.Instruction, env: LaneEnv) -> None:
+def _cvta(ins: ir.Instruction, env: WarpEnv) -> None:
     if ins.suffixes[:2] != ("to", "global") or type_of(ins) != ".u64":
         raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
     write(env, ins.operands[0], read(env, ins.operands[1], ".u64"))  # global addresses are generic ones
@@ -315,13 +341,15 @@ def _space(ins: ir.Instruction) -> str:
     if len(sp) != 1:
         raise NotNative(f"{ins.mnemonic}: generic or unusual state space is not in the native tier yet")
     extra = [m[1:] for m in ins.modifiers if m[1:] not in (*LOADS, "nc", "v2", "v4", "ca", "cg", "cs", "lu",
-                                                          "cv", "wb", "wt")]
+                                                          "cv", "wb", "wt", "volatile", "relaxed", "acquire",
+                                                          "release", "cta", "gpu", "sys")
+             and not m[1:].startswith(("L1::", "L2::"))]  # (cache hints: the interpreter ignores them too)
     if extra:
         raise NotNative(f"{ins.mnemonic}: .{extra[0]} is not in the native tier yet")
     return sp[0]
 
 
-def _ld(ins: ir.Instruction, env: LaneEnv) -> None:
+def _ld(ins: ir.Instruction, env: WarpEnv) -> None:
     space = _space(ins)
     ty = type_of(ins)
     if ty.startswith(".f") and ty not in (".f32", ".f64"):
@@ -336,25 +364,34 @@ def _ld(ins: ir.Instruction, env: LaneEnv) -> None:
             v = env.load_param(off + i * nbytes, t)
             write(env, r, _extend(env, v, ty, r))
         return
-    ptr = env.address(space, addr, nbytes * len(regs), write=False, text=ins)
+    host = env.address(space, addr, nbytes * len(regs), write=False)
+    if ordered(ins):  # (volatile, relaxed, acquire: an atomic load per lane, which sees other workers' stores)
+        if len(regs) != 1:
+            raise NotNative(f"{ins.mnemonic}: a vector ordered load is not in the native tier yet")
+        write(env, regs[0], _extend(env, env.atomic(host, "load", [], space == "shared", t), ty, regs[0]))
+        return
     for i, r in enumerate(regs):
-        p = env.b.gep(ptr, [L.Constant(I64, i * nbytes)]) if i else ptr
-        v = env.b.load(env.b.bitcast(p, t.as_pointer()), align=nbytes)
+        v = env.load_mem(host, t, i * nbytes, contiguous=len(regs) == 1)
         write(env, r, _extend(env, v, ty, r))
 
 
-def _extend(env: LaneEnv, v: L.Value, ty: str, reg: Any) -> L.Value:
+def ordered(ins: ir.Instruction) -> bool:
+    """A volatile, relaxed, acquire or release access (memory other threads may write or read meanwhile)."""
+    return any(m[1:] in ("volatile", "relaxed", "acquire", "release") for m in ins.modifiers)
+
+
+def _extend(env: WarpEnv, v: L.Value, ty: str, reg: Any) -> L.Value:
     """A loaded value widened to its destination register as the interpreter does (sign by the type)."""
     if isinstance(reg, ir.Sink):
         return v
     _, rty = env.reg(reg)
     rbits = bits_of(rty)
-    if rbits > v.type.width:
-        return (env.b.sext if signed(ty) else env.b.zext)(v, INT[rbits])
+    if rbits > v.type.element.width:
+        return (env.b.sext if signed(ty) else env.b.zext)(v, V(INT[rbits]))
     return v
 
 
-def _st(ins: ir.Instruction, env: LaneEnv) -> None:
+def _st(ins: ir.Instruction, env: WarpEnv) -> None:
     space = _space(ins)
     if space == "param":
         raise NotNative("st.param")
@@ -362,20 +399,23 @@ def _st(ins: ir.Instruction, env: LaneEnv) -> None:
     addr, src = ins.operands
     vals = src.elements if isinstance(src, ir.Vector) else (src,)
     nbytes = bits_of(ty) // 8
-    t = INT[8 * nbytes]
     data = [read(env, v, ty) for v in vals]
-    ptr = env.address(space, addr, nbytes * len(vals), write=True, text=ins)
+    host = env.address(space, addr, nbytes * len(vals), write=True)
+    if ordered(ins):  # (an atomic exchange per lane, in lane order: other workers see it)
+        if len(vals) != 1:
+            raise NotNative(f"{ins.mnemonic}: a vector ordered store is not in the native tier yet")
+        env.atomic(host, "xchg", data, space == "shared")
+        return
     for i, v in enumerate(data):
-        p = env.b.gep(ptr, [L.Constant(I64, i * nbytes)]) if i else ptr
-        env.b.store(v, env.b.bitcast(p, t.as_pointer()), align=nbytes)
+        env.store_mem(host, v, i * nbytes, contiguous=len(vals) == 1)
 
 
-def _fma(ins: ir.Instruction, env: LaneEnv) -> None:
+def _fma(ins: ir.Instruction, env: WarpEnv) -> None:
     if not _float_arith(ins, env):
         raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
 
 
-def _divrem(ins: ir.Instruction, env: LaneEnv) -> None:
+def _divrem(ins: ir.Instruction, env: WarpEnv) -> None:
     """Integer div / rem as the interpreter's semantics.integer: x/0 and x%0 all ones, INT_MIN/-1 = INT_MIN."""
     ty = type_of(ins)
     if ty.startswith(".f") or ins.modifiers:
@@ -384,7 +424,7 @@ def _divrem(ins: ir.Instruction, env: LaneEnv) -> None:
     ops = ins.operands
     x, y = read(env, ops[1], ty), read(env, ops[2], ty)
     t = x.type
-    w = t.width
+    w = t.element.width
     zero = b.icmp_unsigned("==", y, L.Constant(t, 0))
     bad = zero
     if signed(ty):  # INT_MIN / -1 overflows in LLVM: divide by 1 instead (INT_MIN, remainder 0: the same)
@@ -403,7 +443,7 @@ _ATOM_OPS = {"add": "add", "and": "and", "or": "or", "xor": "xor", "exch": "xchg
 _ATOM_MODS = ("global", "shared", "cta", "gpu", "sys", "relaxed", "acquire", "release", "acq_rel")
 
 
-def _atom(ins: ir.Instruction, env: LaneEnv) -> None:
+def _atom(ins: ir.Instruction, env: WarpEnv) -> None:
     """atom / red on integers as LLVM atomics (sequentially consistent: at least what any PTX order asks)."""
     ty = type_of(ins)
     if ty not in (".u32", ".s32", ".b32", ".u64", ".s64", ".b64"):
@@ -420,25 +460,19 @@ def _atom(ins: ir.Instruction, env: LaneEnv) -> None:
     addr = operands[0] if red else operands[1]
     vals = operands[1:] if red else operands[2:]
     nbytes = bits_of(ty) // 8
-    t = INT[8 * nbytes]
     data = [read(env, v, ty) for v in vals]
-    b = env.b
-    ptr = b.bitcast(env.address(space, addr, nbytes, write=True, text=ins), t.as_pointer())
-    if op == "cas":
-        if red:
-            raise NotNative("red.cas")
-        pair = b.cmpxchg(ptr, data[0], data[1], "seq_cst", "seq_cst")
-        old = b.extract_value(pair, 0)
-    else:
-        rmw = _ATOM_OPS[op]
-        if rmw in ("min", "max") and not signed(ty):
-            rmw = "u" + rmw
-        old = b.atomic_rmw(rmw, ptr, data[0], "seq_cst")
+    if op == "cas" and red:
+        raise NotNative("red.cas")
+    host = env.address(space, addr, nbytes, write=True)
+    rmw = "cas" if op == "cas" else _ATOM_OPS[op]
+    if rmw in ("min", "max") and not signed(ty):
+        rmw = "u" + rmw
+    old = env.atomic(host, rmw, data, shared=space == "shared")
     if not red:
         write(env, operands[0], old)
 
 
-_LOWER = {
+LOWER = {  # (lowering.py adds the other modules' instructions)
     "add": _arith, "sub": _arith, "mul": _arith, "mad": _arith, "fma": _fma,
     "and": _bitwise, "or": _bitwise, "xor": _bitwise, "not": _bitwise,
     "shl": _shift, "shr": _shift, "min": _minmax, "max": _minmax, "setp": _setp, "selp": _selp, "mov": _mov,

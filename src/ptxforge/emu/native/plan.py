@@ -2,9 +2,8 @@
 
 The tier comes from the launch option (`tier=`), else $PTXFORGE_EMU_TIER, else DEFAULT_TIER. "auto" and
 "native" run a launch natively where the kernel and the launch allow it and fall back to the interpreter
-(saying why) elsewhere; "interp" always interprets. The default stays "interp" until the native tier has a
-no-progress watchdog of its own (it has a wall-clock limit only) and the suite's tests of the interpreter's
-machinery name their tier.
+(saying why) elsewhere; "interp" always interprets. The default stays "interp" until the whole suite passes
+with "auto" (docs/native-tier.md says what is missing).
 """
 
 from __future__ import annotations

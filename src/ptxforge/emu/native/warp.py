@@ -1,0 +1,253 @@
+"""What lowering one instruction for a warp needs: its registers, special registers and memory, under a mask.
+
+A `WarpEnv` belongs to one segment of one warp. Values are <32 x T> vectors. Registers a segment writes stay
+in SSA values (`SegmentRegs`) and reach the register file at its end, only for the lanes that stood there
+and only where live afterwards; a guarded instruction writes under its guard. Memory is touched by the
+active lanes only (the segment's lanes and the guard), after the interpreter's checks for all of them, so a
+faulting warp stores nothing, as in the interpreter. Consecutive addresses of a full warp are one vector
+load or store; others are a masked gather or scatter (a scatter writes lanes in order: the highest lane
+wins, as the interpreter's). Atomics go lane by lane in lane order.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from llvmlite import ir as L
+
+from ptxforge.emu.native.lower import I1, I8, I32, I64, INT, SREGS, WARP, NotNative, V, bits_of, read
+from ptxforge.ptx import ir
+
+if TYPE_CHECKING:
+    from ptxforge.emu.native.codegen import BlockGen
+
+IOTA = L.Constant(V(I32), list(range(WARP)))
+IOTA64 = L.Constant(V(I64), list(range(WARP)))
+
+
+class SegmentRegs:
+    """The registers a segment has read or written: slot -> vector value, and which it wrote."""
+
+    def __init__(self) -> None:
+        self.values: dict[int, L.Value] = {}
+        self.dirty: set[int] = set()
+
+
+class WarpEnv:
+    """One instruction's view of the warp (see the module docstring)."""
+
+    def __init__(self, gen: BlockGen, b: L.IRBuilder, w: L.Value, pc: int, mask: L.Value, regs: SegmentRegs):
+        self.gen, self.b, self.w, self.pc, self.mask, self.regs = gen, b, w, pc, mask, regs
+        gen.current_pc = pc
+        self.placed = gen.layout.placed[pc]
+        self.guard: L.Value | None = None  # the instruction's guard (<32 x i1>), set by the caller
+
+    def active(self) -> L.Value:
+        return self.mask if self.guard is None else self.b.and_(self.mask, self.guard)
+
+    # ------------------------------------------------------------------ registers
+    def reg(self, o: Any) -> tuple[int, str]:
+        hit = self.gen.layout.lookup(self.placed, o.name)
+        if not isinstance(hit, tuple):
+            raise NotNative(f"{o.name} is not a plain register")
+        return hit[1], self.gen.layout.reg_types[hit[1]]
+
+    def symbol_address(self, name: str) -> int | None:
+        hit = self.gen.layout.lookup(self.placed, name)
+        if hit is None or isinstance(hit, tuple) or hit.kind not in ("shared", "global"):
+            return None
+        return int(hit.value)
+
+    def load_reg(self, slot: int) -> L.Value:
+        v = self.regs.values.get(slot)
+        if v is None:
+            v = self.regs.values[slot] = self.gen.load_slot(self.b, self.w, slot)
+        return v
+
+    def store_reg(self, slot: int, v: L.Value) -> None:
+        if self.guard is not None:
+            v = self.b.select(self.guard, v, self.load_reg(slot))
+        self.regs.values[slot] = v
+        self.regs.dirty.add(slot)
+
+    def sreg(self, name: str) -> L.Value:
+        if name not in SREGS:
+            raise NotNative(f"special register {name} is not in the native tier yet")
+        return self.gen.sreg(self.b, name, self.w)
+
+    def module_intrinsic(self, name: str, ret: L.Type, args: list[L.Type]) -> L.Function:
+        return self.gen.intrinsic(name, ret, args)
+
+    # ------------------------------------------------------------------ parameters
+    def param_offset(self, addr: Any) -> int:
+        if not isinstance(addr, ir.Address) or not isinstance(addr.base, ir.Symbol | ir.Register):
+            raise NotNative("ld.param from a register address")
+        hit = self.gen.layout.kparams.get(addr.base.name)
+        if hit is None:
+            raise NotNative(f"ld.param of {addr.base.name}")
+        return hit[0] + addr.offset
+
+    def load_param(self, off: int, t: L.Type) -> L.Value:
+        if off < 0 or off + t.width // 8 > self.gen.layout.kparam_size:
+            raise NotNative("ld.param outside the parameters")
+        b = self.b
+        p = b.gep(self.gen.params, [L.Constant(I64, off)])
+        x = b.load(b.bitcast(p, t.as_pointer()), align=1)
+        return splat(b, x)
+
+    # ------------------------------------------------------------------ memory
+    def address(self, space: str, addr: Any, nbytes: int, write: bool) -> L.Value:
+        """The active lanes' host addresses (<32 x i64>) of `nbytes` at the operand, checked as the interpreter
+        checks them (a bad one stops the launch with its fault)."""
+        if not isinstance(addr, ir.Address):
+            raise NotNative("address operand")
+        if addr.base is None:
+            raise NotNative("absolute address")
+        b = self.b
+        sym = self.symbol_address(addr.base.name)
+        if sym is not None:
+            hit = self.gen.layout.lookup(self.placed, addr.base.name)
+            if space != "shared" or isinstance(hit, tuple) or hit is None or hit.kind != "shared":
+                raise NotNative("a symbol address outside shared memory")
+            a: L.Value = L.Constant(V(I64), sym + addr.offset)
+        else:
+            wide = self.reg(addr.base)[1] in (".u64", ".b64", ".s64")
+            a = read(self, addr.base, ".u64" if wide else ".u32")
+            if not wide:
+                a = b.zext(a, V(I64))
+            if addr.offset:
+                a = b.add(a, L.Constant(V(I64), addr.offset & (2**64 - 1)))
+        return self.gen.checked(b, space, a, nbytes, write, self.pc, self.w, self.active())
+
+    def _contiguous(self, host: L.Value, nbytes: int) -> L.Value:
+        """i1: every lane is active and the addresses are consecutive `nbytes` apart."""
+        b = self.b
+        first = b.extract_element(host, L.Constant(I32, 0))
+        expect = b.add(splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
+        same = b.icmp_unsigned("==", host, expect)
+        return b.and_(self.gen.all_of(b, same), self.gen.all_of(b, self.active()))
+
+    def load_mem(self, host: L.Value, t: L.IntType, offset: int, contiguous: bool) -> L.Value:
+        b = self.b
+        nbytes = t.width // 8
+        if offset:
+            host = b.add(host, L.Constant(V(I64), offset))
+        gather = self.gen.intrinsic(f"llvm.masked.gather.v32i{t.width}.v32p0", V(t),
+                                    [V(t.as_pointer()), I32, V(I1), V(t)])
+        if not contiguous:
+            return b.call(gather, [b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active(),
+                                   L.Constant(V(t), 0)])
+        fn = self.gen.fn
+        fast, slow, join = (fn.append_basic_block(f"pc{self.pc}_ld_{x}") for x in ("vec", "gather", "join"))
+        b.cbranch(self._contiguous(host, nbytes), fast, slow)
+        b.position_at_end(fast)
+        p = b.inttoptr(b.extract_element(host, L.Constant(I32, 0)), V(t).as_pointer())
+        v1 = b.load(p, align=nbytes)
+        b.branch(join)
+        b.position_at_end(slow)
+        v2 = b.call(gather, [b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active(),
+                             L.Constant(V(t), 0)])
+        b.branch(join)
+        b.position_at_end(join)
+        phi = b.phi(V(t))
+        phi.add_incoming(v1, fast)
+        phi.add_incoming(v2, slow)
+        return phi
+
+    def store_mem(self, host: L.Value, v: L.Value, offset: int, contiguous: bool) -> None:
+        b = self.b
+        self.gen.count_write(b)
+        t = v.type.element
+        nbytes = t.width // 8
+        if offset:
+            host = b.add(host, L.Constant(V(I64), offset))
+        scatter = self.gen.intrinsic(f"llvm.masked.scatter.v32i{t.width}.v32p0", L.VoidType(),
+                                     [V(t), V(t.as_pointer()), I32, V(I1)])
+        if not contiguous:
+            b.call(scatter, [v, b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active()])
+            return
+        fn = self.gen.fn
+        fast, slow, join = (fn.append_basic_block(f"pc{self.pc}_st_{x}") for x in ("vec", "scatter", "join"))
+        b.cbranch(self._contiguous(host, nbytes), fast, slow)
+        b.position_at_end(fast)
+        b.store(v, b.inttoptr(b.extract_element(host, L.Constant(I32, 0)), V(t).as_pointer()), align=nbytes)
+        b.branch(join)
+        b.position_at_end(slow)
+        b.call(scatter, [v, b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active()])
+        b.branch(join)
+        b.position_at_end(join)
+
+    def atomic(self, host: L.Value, rmw: str, data: list[L.Value], shared: bool, t: L.IntType | None = None
+               ) -> L.Value:
+        """An atomic read-modify-write (`rmw`: an LLVM atomicrmw operation or "cas"; "load": an atomic load of
+        type `t`, which no loop hoists and which sees other workers' stores) of each active lane, in lane
+        order; the old values (inactive lanes: 0). On shared memory it is a plain load and store: a block's
+        shared memory is only ever touched by the one worker thread running the block."""
+        b = self.b
+        if rmw != "load":
+            self.gen.count_write(b)
+            t = data[0].type.element
+        assert t is not None
+        fn = self.gen.fn
+        bits = b.bitcast(self.active(), I32)
+        pre = b.block
+        head, body, do, step, done = (fn.append_basic_block(f"pc{self.pc}_atom_{x}")
+                                      for x in ("head", "body", "do", "step", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        li = b.phi(I32)
+        acc = b.phi(V(t))
+        li.add_incoming(L.Constant(I32, 0), pre)
+        acc.add_incoming(L.Constant(V(t), 0), pre)
+        b.cbranch(b.icmp_unsigned("<", li, L.Constant(I32, WARP)), body, done)
+        b.position_at_end(body)
+        on = b.trunc(b.lshr(bits, li), I1)
+        b.cbranch(on, do, step)
+        b.position_at_end(do)
+        ptr = b.inttoptr(b.extract_element(host, li), t.as_pointer())
+        xs = [b.extract_element(d, li) for d in data]
+        if rmw == "load":
+            old = b.load_atomic(ptr, "monotonic", t.width // 8)
+        elif shared:
+            old = b.load(ptr, align=t.width // 8)
+            b.store(_plain_rmw(b, rmw, old, xs), ptr, align=t.width // 8)
+        elif rmw == "cas":
+            old = b.extract_value(b.cmpxchg(ptr, xs[0], xs[1], "seq_cst", "seq_cst"), 0)
+        else:
+            old = b.atomic_rmw(rmw, ptr, xs[0], "seq_cst")
+        acc2 = b.insert_element(acc, old, li)
+        b.branch(step)
+        b.position_at_end(step)
+        acc3 = b.phi(V(t))
+        acc3.add_incoming(acc, body)
+        acc3.add_incoming(acc2, do)
+        li.add_incoming(b.add(li, L.Constant(I32, 1)), step)
+        acc.add_incoming(acc3, step)
+        b.branch(head)
+        b.position_at_end(done)
+        return acc
+
+
+def _plain_rmw(b: L.IRBuilder, rmw: str, old: L.Value, xs: list[L.Value]) -> L.Value:
+    """The value an atomicrmw `rmw` (or "cas") of `xs` stores over `old`."""
+    x = xs[0]
+    if rmw == "cas":
+        return b.select(b.icmp_unsigned("==", old, x), xs[1], old)
+    if rmw == "xchg":
+        return x
+    if rmw in ("add", "and", "or", "xor"):
+        return {"add": b.add, "and": b.and_, "or": b.or_, "xor": b.xor}[rmw](old, x)
+    cmp = b.icmp_unsigned if rmw.startswith("u") else b.icmp_signed
+    return b.select(cmp("<" if rmw.endswith("min") else ">", x, old), x, old)
+
+
+def splat(b: L.IRBuilder, x: L.Value) -> L.Value:
+    """A scalar as a warp's vector."""
+    v = b.insert_element(L.Constant(V(x.type), None), x, L.Constant(I32, 0))
+    return b.shuffle_vector(v, L.Constant(V(x.type), None), L.Constant(V(I32), 0))
+
+
+def storage(rty: str) -> L.IntType:
+    """How a register of PTX type `rty` is kept in the register file (a predicate as a byte)."""
+    bits = bits_of(rty)
+    return I8 if bits == 1 else INT[bits]

@@ -1,0 +1,230 @@
+"""The native tier's warp-as-a-vector execution against the interpreter: shared atomics in lane order, a
+faulting warp storing nothing, diverged paths under their masks. Hand-written PTX, bit-exact comparisons."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from emu_corpus import corpus_module
+
+import ptxforge as pf
+from ptxforge.emu.errors import MemoryFault
+from ptxforge.runtime.buffers import to_device
+from ptxforge.runtime.launch_config import EmulatorOptions
+
+pytest.importorskip("llvmlite")
+
+# One warp: every lane hits one of 8 words of each op's group (4 lanes a word), so the old values depend on
+# lane order; each lane records the old value of each op, and the shared words are copied out at the end.
+SHARED_ATOMICS = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry satom(.param .u64 out, .param .u64 olds)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<40>;
+    .reg .b64 %rd<8>;
+    .shared .align 4 .b32 sh[96];
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [olds];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, sh;
+    shl.b32 %r3, %r1, 2;
+    add.u32 %r4, %r2, %r3;
+    mul.lo.u32 %r5, %r1, -1640531535;
+    st.shared.u32 [%r4], %r5;
+    xor.b32 %r6, %r5, 12345;
+    st.shared.u32 [%r4+128], %r6;
+    add.u32 %r7, %r5, 777;
+    st.shared.u32 [%r4+256], %r7;
+    bar.sync 0;
+    and.b32 %r8, %r1, 7;
+    shl.b32 %r9, %r8, 2;
+    add.u32 %r10, %r2, %r9;
+    mul.lo.u32 %r11, %r1, -7;
+    atom.shared.add.u32 %r20, [%r10], %r11;
+    atom.shared.min.s32 %r21, [%r10+32], %r11;
+    atom.shared.max.s32 %r22, [%r10+64], %r11;
+    atom.shared.min.u32 %r23, [%r10+96], %r11;
+    atom.shared.max.u32 %r24, [%r10+128], %r11;
+    atom.shared.exch.b32 %r25, [%r10+160], %r11;
+    and.b32 %r12, %r1, 1;
+    atom.shared.cas.b32 %r26, [%r10+192], %r12, %r11;
+    atom.shared.and.b32 %r27, [%r10+224], %r11;
+    atom.shared.or.b32 %r28, [%r10+256], %r11;
+    atom.shared.xor.b32 %r29, [%r10+288], %r11;
+    setp.gt.u32 %p1, %r1, 20;
+    @%p1 red.shared.add.u32 [%r10+320], %r1;
+    bar.sync 0;
+    mul.wide.u32 %rd3, %r1, 48;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.v4.u32 [%rd4], {%r20, %r21, %r22, %r23};
+    st.global.v4.u32 [%rd4+16], {%r24, %r25, %r26, %r27};
+    st.global.v2.u32 [%rd4+32], {%r28, %r29};
+    mul.wide.u32 %rd5, %r1, 12;
+    add.s64 %rd6, %rd1, %rd5;
+    ld.shared.u32 %r30, [%r4];
+    ld.shared.u32 %r31, [%r4+128];
+    ld.shared.u32 %r32, [%r4+256];
+    st.global.u32 [%rd6], %r30;
+    st.global.u32 [%rd6+4], %r31;
+    st.global.u32 [%rd6+8], %r32;
+    ret;
+}
+"""
+
+
+def _launch(kernel, grid, block, args, tier):
+    r = kernel.launch(grid=grid, block=block, args=args, options=EmulatorOptions(tier=tier))
+    assert r.tier == tier, r.tier_note
+    return r
+
+
+def test_shared_atomics_go_in_lane_order_as_the_interpreter():
+    k = pf.parse(SHARED_ATOMICS, filename="satom.ptx").kernel("satom")
+    got = {}
+    for tier in ("interp", "native"):
+        out, olds = np.zeros(96, np.uint32), np.zeros(32 * 12, np.uint32)
+        r = _launch(k, (1,), (32,), [out, olds], tier)
+        got[tier] = (out.tobytes(), olds.tobytes(), r.thread_instructions)
+    assert got["native"] == got["interp"]
+    olds = np.frombuffer(got["native"][1], np.uint32).reshape(32, 12)
+    lanes = np.arange(32, dtype=np.uint32)
+    word = lanes * np.uint32(2654435761)  # (the initial shared words; -1640531535 as a u32)
+    add = lanes * np.uint32(2**32 - 7)
+    want = [(int(word[lane % 8]) + int(add[:lane][lanes[:lane] % 8 == lane % 8].sum(dtype=np.uint64))) % 2**32
+            for lane in range(32)]
+    assert (olds[:, 0] == np.array(want, np.uint32)).all()  # the add's old values, lane after lane
+
+
+def test_a_faulting_warp_stores_nothing():
+    """Lanes 192..199 of warp 6 are in bounds, lane 200 is not: no lane of that warp stores (its addresses are
+    checked before any lane stores, as the interpreter checks a wave's). The warps before it may have stored on
+    the native tier (it runs a block's warps one after another; the interpreter stores nothing of the wave)."""
+    k = corpus_module("vector_ops").kernel("vadd_f32")
+    mem = {}
+    for tier in ("interp", "native"):
+        a, b = to_device(np.ones(256, np.float32)), to_device(np.full(256, 2, np.float32))
+        c = to_device(np.zeros(200, np.float32))
+        with pytest.raises(MemoryFault, match=r"by thread \(200,0,0\) block \(0,0,0\)$"):
+            k.launch(grid=(1,), block=(256,), args=[a, b, c, np.int32(256)], options=EmulatorOptions(tier=tier))
+        mem[tier] = c.to_host().copy()
+        for x in (a, b, c):
+            x.free()
+    assert (mem["interp"] == 0).all()
+    assert (mem["native"][192:] == 0).all() and (mem["native"][:192] == 3).all()
+
+
+# One lane per input pair: f32/f64 arithmetic, division, square roots, conversions, min/max and bit fields on
+# raw bit patterns (NaNs with payloads, infinities, subnormals, zeros of both signs among them).
+OPS = """
+.version 7.8
+.target sm_80
+.address_size 64
+.visible .entry ops(.param .u64 a, .param .u64 b, .param .u64 out)
+{
+    .reg .pred %p<4>;
+    .reg .b16 %h<3>;
+    .reg .b32 %r<40>;
+    .reg .f32 %f<20>;
+    .reg .b64 %rd<40>;
+    .reg .f64 %fd<20>;
+    ld.param.u64 %rd1, [a];
+    ld.param.u64 %rd2, [b];
+    ld.param.u64 %rd3, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %ctaid.x;
+    mad.lo.u32 %r3, %r2, 128, %r1;
+    mul.wide.u32 %rd4, %r3, 8;
+    add.s64 %rd5, %rd1, %rd4;
+    add.s64 %rd6, %rd2, %rd4;
+    ld.global.u64 %rd7, [%rd5];
+    ld.global.u64 %rd8, [%rd6];
+    mov.b64 {%r4, %r5}, %rd7;
+    mov.b64 {%r6, %r7}, %rd8;
+    mov.b32 %f1, %r4;
+    mov.b32 %f2, %r6;
+    mov.b64 %fd1, %rd7;
+    mov.b64 %fd2, %rd8;
+    div.rn.f32 %f3, %f1, %f2;
+    div.approx.f32 %f4, %f1, %f2;
+    sqrt.rn.f32 %f5, %f1;
+    rcp.rn.f32 %f6, %f2;
+    min.f32 %f7, %f1, %f2;
+    max.f32 %f8, %f1, %f2;
+    add.f64 %fd3, %fd1, %fd2;
+    sub.f64 %fd4, %fd1, %fd2;
+    mul.f64 %fd5, %fd1, %fd2;
+    fma.rn.f64 %fd6, %fd1, %fd2, %fd1;
+    div.rn.f64 %fd7, %fd1, %fd2;
+    sqrt.rn.f64 %fd8, %fd2;
+    cvt.rzi.s32.f32 %r8, %f1;
+    cvt.rni.u32.f32 %r9, %f2;
+    cvt.rmi.s64.f64 %rd9, %fd1;
+    cvt.rpi.s32.f64 %r10, %fd2;
+    cvt.rn.f32.s32 %f9, %r5;
+    cvt.rn.f64.u64 %fd9, %rd8;
+    cvt.rn.f32.f64 %f10, %fd1;
+    cvt.f64.f32 %fd10, %f2;
+    bfe.s32 %r11, %r4, %r5, %r7;
+    bfe.u64 %rd10, %rd7, %r6, %r7;
+    bfi.b32 %r12, %r4, %r6, %r5, %r7;
+    prmt.b32 %r13, %r4, %r6, %r5;
+    popc.b64 %r14, %rd7;
+    clz.b32 %r15, %r4;
+    mul.hi.s32 %r16, %r4, %r6;
+    setp.ltu.f64 %p1, %fd1, %fd2;
+    selp.u32 %r17, 1, 0, %p1;
+    mov.b32 {%h1, %h2}, %r4;
+    mov.b32 %r18, {%h2, %h1};
+    mul.wide.u32 %rd11, %r3, 192;
+    add.s64 %rd12, %rd3, %rd11;
+    mov.b32 %r20, %f3;
+    mov.b32 %r21, %f4;
+    st.global.v4.u32 [%rd12], {%r20, %r21, %r8, %r9};
+    mov.b32 %r22, %f5;
+    mov.b32 %r23, %f6;
+    mov.b32 %r24, %f7;
+    mov.b32 %r25, %f8;
+    st.global.v4.u32 [%rd12+16], {%r22, %r23, %r24, %r25};
+    st.global.v2.f64 [%rd12+32], {%fd3, %fd4};
+    st.global.v2.f64 [%rd12+48], {%fd5, %fd6};
+    st.global.v2.f64 [%rd12+64], {%fd7, %fd8};
+    st.global.v2.u64 [%rd12+80], {%rd9, %rd10};
+    st.global.v2.f64 [%rd12+96], {%fd9, %fd10};
+    mov.b32 %r26, %f9;
+    mov.b32 %r27, %f10;
+    st.global.v4.u32 [%rd12+112], {%r26, %r27, %r10, %r11};
+    st.global.v4.u32 [%rd12+128], {%r12, %r13, %r14, %r15};
+    st.global.v4.u32 [%rd12+144], {%r16, %r17, %r18, %r18};
+    ret;
+}
+"""
+
+
+def _special_bits(rng, n: int) -> np.ndarray:
+    f32 = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFC12345, 1, 0x807FFFFF,
+                    0x3F800000, 0x7F7FFFFF, 0x4F000000, 0xCF000001], np.uint64)
+    f64 = np.array([0, 1 << 63, 0x7FF0000000000000, 0x7FF8000000000001, 0xFFF0000000000123, 1,
+                    0x3FF0000000000000, 0x43E0000000000000, 0xC3E0000000000001], np.uint64)
+    x = rng.integers(0, 2**64, n, dtype=np.uint64)
+    x[: n // 4] = (x[: n // 4] & np.uint64(0xFFFFFFFF00000000)) | rng.choice(f32, n // 4)
+    x[n // 4: n // 2] = rng.choice(f64, n // 2 - n // 4)
+    return x
+
+
+def test_float_and_bit_instructions_are_bit_exact_with_the_interpreter():
+    k = pf.parse(OPS, filename="ops.ptx").kernel("ops")
+    rng = np.random.default_rng(5)
+    n = 512
+    a, b = _special_bits(rng, n), _special_bits(rng, n)
+    got = {}
+    for tier in ("interp", "native"):
+        out = np.zeros(n * 48, np.uint32)
+        r = _launch(k, (n // 128,), (128,), [a, b, out], tier)
+        got[tier] = (out, r.thread_instructions)
+    want, have = got["interp"][0].reshape(n, 48), got["native"][0].reshape(n, 48)
+    bad = np.argwhere(want != have)
+    assert bad.size == 0, f"{len(bad)} words differ, first (lane, word): {bad[:5].tolist()}"
+    assert got["native"][1] == got["interp"][1]
