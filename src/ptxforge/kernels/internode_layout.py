@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ptxforge.kernels import comm
+
 HEADER_BYTES = 64
 ERROR_OFF = 16
 KERNELS = ("notify", "dispatch", "combine")
@@ -113,31 +115,16 @@ class Topology:
 
 
 @dataclass(frozen=True)
-class DispatchSlot:
+class DispatchSlot(comm.DispatchSlot):
     """One token in a dispatch ring (RDMA and NVLink rings alike): payload, scales, top-k ids and weights,
     then its source token, source rank, the bit set of the node's GPUs that want it and its row on each."""
 
-    x_bytes: int
-    scale_words: int
-    topk: int
-    weights: bool
     gpus: int
 
     @property
-    def scales_off(self) -> int:
-        return align(self.x_bytes)
-
-    @property
-    def idx_off(self) -> int:
-        return align(self.scales_off + 4 * self.scale_words, 8)
-
-    @property
-    def w_off(self) -> int:
-        return self.idx_off + 8 * self.topk
-
-    @property
     def meta_off(self) -> int:
-        return self.w_off + (4 * self.topk if self.weights else 0)
+        """The intranode slot's source word, followed here by the source rank, the GPU bit set and the rows."""
+        return self.src_off
 
     @property
     def nbytes(self) -> int:
