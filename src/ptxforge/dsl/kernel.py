@@ -129,7 +129,7 @@ class Kernel:
             name = self.name + "".join(f"_{k}{_ident(v)}" for k, v in sorted(consts.items()))
         k = Kernel(self.fn, self.arch, name, {**self.consts, **consts}, self.maxntid, self.minnctapersm,
                    self.localns)
-        if self.arch not in (None, "auto"):
+        if _trace_now(self.fn, self.arch):
             k.module()
         return k
 
@@ -290,6 +290,13 @@ def _validate(m: ir.Module) -> None:
         raise DSLError(f"{d.message} (validator)", (d.file, d.line, d.col, ""))
 
 
+def _trace_now(fn: Callable[..., object], arch: str | None) -> bool:
+    """Whether a kernel with a fixed arch is traced where it is defined. Users' kernels are, so that errors point
+    at the definition; ptxforge's own library kernels (tested in the suite) are traced at first use, so that a
+    process importing `ptxforge.kernels` or `ptxforge.ep` pays only for the kernels it launches."""
+    return arch not in (None, "auto") and not (getattr(fn, "__module__", None) or "").startswith("ptxforge.")
+
+
 @overload
 def kernel(fn: Callable[..., object], *, arch: str | None = "auto", name: str | None = None,
            maxntid: int | Sequence[int] | None = None, minnctapersm: int | None = None) -> Kernel: ...
@@ -305,7 +312,7 @@ def kernel(fn: Callable[..., object] | None = None, *, arch: str | None = "auto"
 
     def wrap(f: Callable[..., object]) -> Kernel:
         k = Kernel(f, arch, name, None, maxntid, minnctapersm, localns)
-        if arch not in (None, "auto"):
+        if _trace_now(f, arch):
             k.module()  # trace now: errors show where the kernel is defined
         return k
     return wrap(fn) if fn is not None else wrap
