@@ -1,4 +1,5 @@
-"""An on-disk cache of tool outputs (ptxas cubins), keyed by content, tool version and flags.
+"""An on-disk cache of tool outputs (ptxas cubins) and of ptxforge's own traced DSL kernels (`dsl.trace_cache`),
+keyed by content, tool version and flags.
 
 Entries live in `$PTXFORGE_CACHE_DIR` (default `$XDG_CACHE_HOME/ptxforge`, i.e. `~/.cache/ptxforge`);
 `PTXFORGE_CACHE_DIR=off` turns the cache off. Each entry is written to a temporary file in the same

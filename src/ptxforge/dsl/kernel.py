@@ -21,6 +21,7 @@ import inspect
 import sys
 from typing import TYPE_CHECKING, Any, overload
 
+from ptxforge.dsl import trace_cache
 from ptxforge.dsl import types as T
 from ptxforge.dsl.arith import operand
 from ptxforge.dsl.builder import Builder, current
@@ -138,7 +139,12 @@ class Kernel:
         arch = resolve_arch(arch or self.arch)
         m = self._modules.get(arch)
         if m is None:
-            m = self._build(arch)
+            k = trace_cache.entry_key(self.fn, self.name, self.consts, arch, (self.maxntid, self.minnctapersm))
+            m = trace_cache.load(k, f"<dsl {self.name}>") if k else None
+            if m is None:
+                m = self._build(arch)
+                if k:
+                    trace_cache.store(k, m)
             self._modules[arch] = m
         return m
 
