@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.demo-installed
 PIP := $(BIN)/pip install -q --disable-pip-version-check
 
-.PHONY: demo test lint bench peers venv docs clean
+.PHONY: demo test test-all lint bench peers venv docs clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -30,7 +30,12 @@ demo: $(DEMO_STAMP)
 
 # PYTHONDONTWRITEBYTECODE is cleared for the suite: with it set, each worker and each process a test starts
 # compiles every module (and pytest re-rewrites every test file) again, on every run (~5 s of CPU a worker)
+# `make test` is the suite CI runs (.ci/run): everything but the tests marked slow (the big shapes, every build of
+# the corpus, ten-seed sweeps), which `make test-all` adds.
 test: $(STAMP)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --dist loadgroup -m "not slow"
+
+test-all: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --dist loadgroup
 
 lint: $(STAMP)

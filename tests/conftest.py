@@ -44,8 +44,8 @@ def _no_internal_emulator_errors(monkeypatch, request):
 # --------------------------------------------------------------------------- markers
 # `gpu`: every test under tests/gpu (collected only where a GPU can be used) and every case parametrized
 # with device="cuda" (the DSL examples, kernels/...); `pytest -m gpu` runs exactly what needs the GPU.
-# `slow`: the long corpus checks mark themselves (pytestmark);
-# `make test` runs everything, `pytest -m "not slow"` the quick part.
+# `slow`: the big shapes, every build of the corpus and the many-seed sweeps mark themselves;
+# `make test` (CI) runs `-m "not slow"`, `make test-all` everything.
 GPU_TESTS = TESTS / "gpu"
 
 
