@@ -97,3 +97,10 @@ class Combine:
         dtype = state["dtype"]
         state.clear()
         return {self.inputs[0]: recv.to(dtype)}
+
+
+def rows_per_source(handle: Any, rank: int) -> list[int]:
+    """How many of the rows a dispatch delivered to `rank` came from each rank (they arrive grouped by source
+    rank, in ascending order): a column of the handle's rank_prefix_matrix, differenced."""
+    prefix = [int(v) for v in handle.rank_prefix_matrix[:, rank].tolist()]
+    return [b - a for a, b in zip([0, *prefix[:-1]], prefix, strict=True)]
