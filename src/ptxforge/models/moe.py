@@ -112,9 +112,10 @@ class _Experts(nn.Module):
                        rows_per_source: list[int]) -> torch.Tensor:
         """`mix` on each source rank's rows apart (they arrive grouped by source): each expert multiplies the
         rows of one source's micro-batch, as the single-process reference does (a float32 matmul's rows depend
-        on how many rows it has), and its weights' gradient is one use per source (`grad64`)."""
-        parts = [self.mix(*t) for t in zip(x.split(rows_per_source), idx.split(rows_per_source),
-                                           w.split(rows_per_source), strict=True)]
+        on how many rows it has), and its weights' gradient is one use per source (`grad64`). Rows after the
+        sources' (a dispatch's padding to num_worst_tokens) get zeros."""
+        split = [*rows_per_source, x.shape[0] - sum(rows_per_source)]  # and the padding rows (ids -1)
+        parts = [self.mix(*t) for t in zip(x.split(split), idx.split(split), w.split(split), strict=True)]
         return torch.cat(parts) if parts else torch.zeros_like(x)
 
 
