@@ -299,13 +299,15 @@ def train_rank(rank: int, world: int, cfg: TrainConfig, recorder: Any = None,
 
 def _step(model: DualPipe, x: torch.Tensor | None, labels: torch.Tensor | None, cfg: TrainConfig, recorder: Any,
           step: int) -> torch.Tensor | None:
-    """One DualPipe step; with a recorder, also a "step" span and one "chunk" span per F, B, W or FB op (what
-    `ptxforge plan --measured` reads)."""
+    """One DualPipe step; with a recorder, also a "step" span, one "chunk" span per F, B, W or FB op and a
+    "wait" span per commit of p2p messages between ops (what `ptxforge plan --measured` reads)."""
     if recorder is None:
         return model.step(x, num_chunks=cfg.chunks, criterion=criterion, labels=(labels,))[0]
-    model.trace = []
+    model.trace, model.p2p_waits = [], []
     with recorder.span("step", "step", step=step):
         loss = model.step(x, num_chunks=cfg.chunks, criterion=criterion, labels=(labels,))[0]
     recorder.add(trace.executor_spans(model.trace, recorder.rank, step=step))
+    recorder.add(trace.TraceSpan(recorder.rank, "p2p wait", "wait", t0, t1, None, {"step": step})
+                 for t0, t1 in model.p2p_waits)
     model.trace = None
     return loss
