@@ -16,6 +16,7 @@ from ep_checks import E, encoded_x, random_topk
 
 import ptxforge.ep as deep_ep
 from ptxforge.ep.config import Completion
+from ptxforge.ep.layout import dispatch_layout
 from ptxforge.ep.spawn import run_ranks
 from ptxforge.kernels import ops
 
@@ -216,3 +217,37 @@ def test_an_event_keeps_the_error_of_its_work_and_releases_its_tensors():
     ok.current_stream_wait()
     ok.current_stream_wait()
     assert filled == [1] and ok.event.done
+
+
+def whole_call_world(rank: int, world: int) -> dict:
+    """A dispatch given num_worst_tokens (sizes known without asking the peers) runs whole on the Buffer's
+    communication thread: it returns while the peer has not even entered the call (its agreement and counts
+    included), and a bad input on one rank is raised at the wait, on every rank, naming the call."""
+    buf = deep_ep.Buffer(None, timeout_s=20)
+    x, idx, w = _inputs(rank)
+    if rank == 1:
+        time.sleep(1.0)  # rank 0's agreement with this rank waits that long: on its thread, not in the call
+    t0 = time.monotonic()
+    ntr, _, nte, in_rank = dispatch_layout(idx, E, world, world)  # get_dispatch_layout's, without its agreement
+    layout = {"num_tokens_per_rank": ntr, "is_token_in_rank": in_rank, "num_tokens_per_expert": nte}
+    *_, ev = buf.dispatch(x, topk_idx=idx, topk_weights=w, **layout, num_worst_tokens=64, async_finish=True)
+    call_s = time.monotonic() - t0
+    ev.current_stream_wait()
+    bad = w.to(torch.float64) if rank == 1 else w  # rank 1's weights have the wrong dtype
+    *_, ev2 = buf.dispatch(x, topk_idx=idx, topk_weights=bad, **layout, num_worst_tokens=64, async_finish=True)
+    try:
+        ev2.current_stream_wait()
+        error = None
+    except Exception as e:  # noqa: BLE001 - the error is the evidence
+        error = f"{type(e).__name__}: {e}"
+    buf.destroy()
+    return {"call_s": call_s, "error": error}
+
+
+def test_a_call_with_known_sizes_runs_whole_off_the_callers_thread_and_errors_at_the_wait():
+    res = run_ranks(whole_call_world, 2, timeout_s=60)
+    assert res[0]["call_s"] < 0.5, res  # rank 1 entered the call a second later
+    for case in res:
+        err = case["error"]
+        assert err is not None and err.startswith("EPInputError: ptxforge.ep dispatch: bad input"), err
+        assert "rank 1: " in err, err

@@ -162,3 +162,40 @@ def test_the_measured_step_without_step_spans_is_said_how_it_was_taken(tmp_path,
     save_json(spans, path, meta={"steps": 2})
     assert main(["plan", "--measured", str(path)]) == 0
     assert "note: measured step: the extent of all spans / 2 steps" in capsys.readouterr().out
+
+
+def test_replay_simulates_each_step_with_its_own_op_times_and_sums_the_waits():
+    """Two EP slices of a 1F1B pipeline (pp 2): slice 0's ops are fast, slice 1's three times slower in step 1
+    and the other way round in step 2. Means per op kind predict a step between the two; the replay simulates
+    each step's slices with their own times and takes the slower, as the run's step does. Waits: a p2p wait
+    span carries its step, an EP wait span is counted in the step span around it."""
+    from ptxforge.pipeline.engine import Costs, run
+    from ptxforge.pipeline.schedules import one_f_one_b
+    from ptxforge.plan.measured import replay
+
+    sched = one_f_one_b(2, 2)
+    spans = []
+    for step in (1, 2):
+        end = 0.0
+        for ep_rank in (0, 1):
+            slow = 3.0 if (ep_rank == 1) == (step == 1) else 1.0
+            res = run(sched, Costs(F=slow, B=2 * slow, W=0))
+            for sp in res.spans:
+                rank = sp.rank * 2 + ep_rank  # global rank: pipeline rank * ep + EP rank
+                spans.append(S(rank, sp.op.kind, "chunk", 100 * step + sp.start, 100 * step + sp.end, sp.op.mb,
+                               module=sp.op.module, zb=False, step=step))
+            end = max(end, res.makespan)
+        for rank in range(4):
+            spans.append(S(rank, "step", "step", 100 * step, 100 * step + end, step=step))
+            spans.append(S(rank, "p2p wait", "wait", 100 * step, 100 * step + 0.5, step=step))
+            spans.append(S(rank, "dispatch 0 wait", "wait", 100 * step + 1, 100 * step + 1.25))
+    mc = measured_costs(spans)
+    rp = replay(spans, mc, "1f1b", 2, 2, ep=2)
+    g = mc.gap
+    expected = run(sched, Costs(F=3 + g, B=6 + g, W=0)).makespan
+    assert rp is not None and rp.steps == [expected, expected] and rp.step == expected
+    assert predict(mc, "1f1b", 2, 2).step < 0.8 * rp.step  # the means: every op at 2 and 4
+    assert (rp.p2p_wait, rp.ep_wait) == (0.5, 0.25)
+    fast, slow_res = (run(sched, Costs(F=f + g, B=2 * f + g, W=0)) for f in (1, 3))
+    idle = [r.makespan - b for r in (fast, slow_res) for b in r.busy]
+    assert rp.p2p_wait_replayed == pytest.approx(sum(idle) / len(idle))

@@ -302,7 +302,7 @@ def _train(sub: Subparsers) -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("torch", "kernels"), default="torch",
                    help="ptxforge.ep.Buffer's backend (kernels: the DSL communication kernels on emulated GPUs)")
     p.add_argument("--float64", action="store_true",
-                   help="compute in float64 (the run then equals one process's to ~1e-15; see --check)")
+                   help="compute in float64 (default float32; either equals one process bit for bit: --check)")
     p.add_argument("--check", action="store_true",
                    help="also run the same training in one process and print both losses of every step")
     p.add_argument("--timeline", metavar="FILE", default=None,

@@ -13,7 +13,16 @@ from ptxforge.outputs import check_output, output_path
 from ptxforge.pipeline.ops import ScheduleError
 from ptxforge.pipeline.trace_spans import TraceFileError, load_trace, overlap_fraction
 from ptxforge.pipeline.trace_timeline import to_png, to_svg
-from ptxforge.plan.measured import MeasuredCosts, Prediction, caption, measured_costs, predict, report
+from ptxforge.plan.measured import (
+    MeasuredCosts,
+    Prediction,
+    Replay,
+    caption,
+    measured_costs,
+    predict,
+    replay,
+    report,
+)
 
 
 def _size(args: argparse.Namespace, meta: dict[str, Any], flag: str, key: str, *meta_keys: str) -> int | None:
@@ -49,21 +58,25 @@ def run(args: argparse.Namespace) -> int:
     pp = _size(args, meta, "--pp", "pp", "pp", "pp_ranks")
     chunks = _size(args, meta, "--micro-batches", "micro_batches", "num_chunks", "micro_batches")
     pred = None
+    rp: Replay | None = None
     if pp is None or chunks is None:
         missing = " and ".join(f for f, v in (("--pp", pp), ("--micro-batches", chunks)) if v is None)
         note = f"no prediction: give {missing} (the spans file's meta does not say)"
     else:
         try:
             pred = predict(mc, schedule, pp, chunks)
+            ep = meta.get("ep", 1)
+            rp = replay(spans, mc, schedule, pp, chunks, ep if isinstance(ep, int) and ep > 0 else 1,
+                        args.warmup_steps)
             note = ""
         except (ValueError, ScheduleError) as e:
             raise UserError(f"{path}: {schedule} with {pp} pipeline ranks and {chunks} micro-batches: {e}") from None
     if args.json:
-        json.dump(_as_dict(mc, pred, spans), sys.stdout, indent=1)
+        json.dump(_as_dict(mc, pred, spans, rp), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         print(f"{path}: {len(spans)} spans")
-        print("\n".join(report(mc, pred, spans)))
+        print("\n".join(report(mc, pred, spans, rp)))
         if note:
             print(note)
     lines = caption(mc, pred, spans) if pred is not None else []
@@ -83,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _as_dict(mc: MeasuredCosts, pred: Prediction | None, spans) -> dict[str, Any]:
+def _as_dict(mc: MeasuredCosts, pred: Prediction | None, spans, rp: Replay | None = None) -> dict[str, Any]:
     ops = {k: {"count": c.count, "duration_s": c.duration, "compute_s": c.compute, "comm_s": c.comm,
                "exposed_s": c.exposed, "dispatch_calls": c.dispatch_calls, "combine_calls": c.combine_calls}
            for k, c in mc.ops.items()}
@@ -95,4 +108,7 @@ def _as_dict(mc: MeasuredCosts, pred: Prediction | None, spans) -> dict[str, Any
                              "step_s": pred.step, "step_measured_fb_s": pred.step_measured_fb,
                              "step_planner_s": pred.step_planner, "step_serial_s": pred.step_serial,
                              "fb_planner_s": pred.fb_planner, "overlap": pred.overlap_planner}
+    if rp is not None:
+        out["replay"] = {"step_s": rp.step, "steps_s": rp.steps, "ep_wait_s": rp.ep_wait, "p2p_wait_s": rp.p2p_wait,
+                         "p2p_wait_replayed_s": rp.p2p_wait_replayed}
     return out

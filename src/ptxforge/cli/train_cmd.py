@@ -175,5 +175,6 @@ def _check(cfg: TrainConfig, losses: list[float]) -> int:
     print("single-process run of the same model, weights and data:")
     for i, (a, b, r) in enumerate(zip(losses, ref, rel, strict=True), 1):
         print(f"  step {i:>3}  {a:.9f}  one process {b:.9f}  relative difference {r:.1e}")
-    print(f"largest relative difference {max(rel):.1e}")
+    same = sum(a == b for a, b in zip(losses, ref, strict=True))
+    print(f"largest relative difference {max(rel):.1e}; {same} of {len(ref)} steps equal bit for bit")
     return 0

@@ -33,11 +33,14 @@ Differences from DeepEP (V1 normal mode):
   `num_nvl_bytes`, `num_qps_per_rank`, `allow_*`, `explicitly_destroy`, `enable_shrink`, `comm` are accepted
   and unused.
 - `async_finish=True` (normal mode): the call returns with its work pending and its results filled at the
-  event's wait: the torch backend's data all_to_all on gloo's thread (`previous_event` is waited for before
-  the call); backend="kernels" on an emulated GPU runs its kernels on the device's worker thread, in call
-  order (`previous_event` and the handle's dispatch ordered there; a dispatch returns once its notify step
-  gave the counts), on a CUDA GPU on the caller's thread. The agreement and count collectives stay
-  synchronous. `allocate_on_comm_stream` is accepted and unused (docs/ep.md, "Asynchronous calls").
+  event's wait: with the torch backend a combine, a cached dispatch or a dispatch given `num_worst_tokens`
+  runs whole on the Buffer's communication thread (agreement and counts included; errors at the wait), any
+  other dispatch its data all_to_all on gloo's thread (`previous_event` is waited for before the call,
+  unless it is work on that thread, which runs in call order); backend="kernels" on an emulated GPU runs
+  its kernels on the device's worker thread, in call order (`previous_event` and the handle's dispatch
+  ordered there; a dispatch returns once its notify step gave the counts), on a CUDA GPU on the caller's
+  thread. Elsewhere the agreement and count collectives
+  stay synchronous. `allocate_on_comm_stream` is accepted and unused (docs/ep.md, "Asynchronous calls").
 - `Config` and `set_num_sms` are checked and kept (the handle's channel matrices use `num_sms / 2` channels);
   the torch backend's transport ignores them.
 - `get_dispatch_layout` and `dispatch`/`combine` each run a small agreement collective (the price of raising on

@@ -3,12 +3,17 @@
 Buffer checks each call's input, agrees on it with every rank (so bad input raises on all of them before any
 data moves), keeps the call's record (`stats()`), and hands the call to its backend (`ptxforge.ep.backends`),
 which moves the rows.
+
+With backend="torch", an `async_finish=True` call whose results' sizes are known without asking the other ranks
+(a combine; a cached dispatch; a dispatch given `num_worst_tokens`, as DeepEP does without a CPU sync) runs
+whole on the Buffer's communication thread (`ptxforge.ep.comm_thread`): its results are allocated at once and
+filled there, and its errors (bad input on any rank, a timeout, a lost peer) are raised at the event's wait.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -17,6 +22,7 @@ from ptxforge import environment
 from ptxforge.ep.backends import Backend, CombineCall, DispatchCall, EPGroup, LowLatencyOps, backend_class
 from ptxforge.ep.backends.base import Bias, DispatchOutput, LayoutOutput, Payload, Received
 from ptxforge.ep.backends.torch_transport import _rank_bits, _rank_unbits  # noqa: F401 - tests import them here
+from ptxforge.ep.comm_thread import CommThread, Job
 from ptxforge.ep.config import COMBINE_CONFIGS, DISPATCH_CONFIGS, Config, EventOverlap, recommended
 from ptxforge.ep.errors import EPInputError
 from ptxforge.ep.handle import DispatchHandle
@@ -70,6 +76,7 @@ class Buffer:
         self.num_nodes = self.group_size // num_ranks_per_node
         self._serial = 0
         self._stats: list[CallStats] = []
+        self._thread: CommThread | None = None  # started by the first call it can run whole (module docstring)
         self._backend: Backend = kind(EPGroup(self.transport, group, self.rank, self.group_size,
                                               num_ranks_per_node, self.id))
         self.low_latency_mode, self.num_qps_per_rank = bool(low_latency_mode), int(num_qps_per_rank)
@@ -81,6 +88,9 @@ class Buffer:
     # ------------------------------------------------------------------ DeepEP's small API
 
     def destroy(self) -> None:
+        if self._thread is not None:
+            self._thread.close()
+            self._thread = None
         self._stats.clear()
         self._backend.close()
 
@@ -139,6 +149,8 @@ class Buffer:
 
     def stats(self, reset: bool = False) -> list[CallStats]:
         """This rank's record of each dispatch/combine (the last 1000), oldest first."""
+        if self._thread is not None:
+            self._thread.drain()
         out = list(self._stats)
         if reset:
             self._stats.clear()
@@ -158,6 +170,13 @@ class Buffer:
                             allocate_on_comm_stream: bool = False) -> LayoutOutput:
         """(tokens per rank int32 [R], per node int32 [N] or None, per expert int32 [E], is_token_in_rank
         bool [T, R], event). Agrees on validity with the group first (one small collective)."""
+        if self._thread is not None:
+            return self._thread.run("get_dispatch_layout", lambda: self._layout_now(  # type: ignore[return-value]
+                topk_idx, num_experts, previous_event))
+        return self._layout_now(topk_idx, num_experts, previous_event)
+
+    def _layout_now(self, topk_idx: torch.Tensor, num_experts: int,
+                    previous_event: EventOverlap | None) -> LayoutOutput:
         if previous_event is not None:
             previous_event.current_stream_wait()  # the layout is computed here, on the caller's thread
         complaint = check_layout(topk_idx, num_experts, self.group_size)
@@ -177,6 +196,20 @@ class Buffer:
                  previous_event: EventOverlap | None = None, async_finish: bool = False,
                  allocate_on_comm_stream: bool = False) -> DispatchOutput:
         """(recv_x, recv_topk_idx, recv_topk_weights, num_recv_tokens_per_expert_list, handle, event)."""
+        args = (x, handle, num_tokens_per_rank, num_tokens_per_rdma_rank, is_token_in_rank, num_tokens_per_expert,
+                topk_idx, topk_weights, expert_alignment, num_worst_tokens, config, previous_event, async_finish)
+        if async_finish and self._deferrable_dispatch(x, handle, topk_idx, num_worst_tokens):
+            return self._deferred_dispatch(args)
+        if self._thread is not None:
+            return self._thread.run("dispatch", lambda: self._dispatch_now(*args))  # type: ignore[return-value]
+        return self._dispatch_now(*args)
+
+    def _dispatch_now(self, x: Payload, handle: DispatchHandle | None, num_tokens_per_rank: torch.Tensor | None,
+                      num_tokens_per_rdma_rank: torch.Tensor | None, is_token_in_rank: torch.Tensor | None,
+                      num_tokens_per_expert: torch.Tensor | None, topk_idx: torch.Tensor | None,
+                      topk_weights: torch.Tensor | None, expert_alignment: int, num_worst_tokens: int,
+                      config: Config | None, previous_event: EventOverlap | None,
+                      async_finish: bool) -> DispatchOutput:
         self._backend.order_after(previous_event)
         if isinstance(handle, DispatchHandle):
             self._backend.wait_for_handle(handle)
@@ -199,6 +232,16 @@ class Buffer:
                 allocate_on_comm_stream: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, EventOverlap]:
         """(combined_x bf16 [T, H], combined_topk_weights f32 [T, K] or None, event): each token's copies
         summed in f32 in rank order (across nodes: per node first, sent back as BF16, then over nodes)."""
+        args = (x, handle, topk_weights, bias, config, previous_event, async_finish)
+        if async_finish and self._deferrable_combine(x, handle, topk_weights):
+            return self._deferred_combine(args)
+        if self._thread is not None:
+            return self._thread.run("combine", lambda: self._combine_now(*args))  # type: ignore[return-value]
+        return self._combine_now(*args)
+
+    def _combine_now(self, x: torch.Tensor, handle: DispatchHandle, topk_weights: torch.Tensor | None, bias: Bias,
+                     config: Config | None, previous_event: EventOverlap | None,
+                     async_finish: bool) -> tuple[torch.Tensor, torch.Tensor | None, EventOverlap]:
         self._backend.order_after(previous_event)
         if isinstance(handle, DispatchHandle):
             self._backend.wait_for_handle(handle)
@@ -209,6 +252,92 @@ class Buffer:
                            async_finish, previous_event)
         return self._backend.combine(call, stats)
 
+    # ------------------------------------------------------------------ calls run whole on the comm thread
+
+    def _start_thread(self) -> CommThread:
+        if self._thread is None:
+            self._thread = CommThread(f"ptxforge.ep buffer {self.id}", self.transport.timeout_s)
+        return self._thread
+
+    def _deferrable_dispatch(self, x: object, handle: object, topk_idx: object, num_worst_tokens: int) -> bool:
+        """Whether this async dispatch's results can be sized here (else it runs as a synchronous-sized call)."""
+        if self.backend != "torch" or not _rows(x):
+            return False
+        if isinstance(handle, DispatchHandle):
+            self._backend.wait_for_handle(handle)  # a cached dispatch returns as many rows as the first received
+            return getattr(handle, "_num_recv", None) is not None
+        return handle is None and isinstance(topk_idx, torch.Tensor) and topk_idx.dim() == 2 and num_worst_tokens > 0
+
+    def _deferrable_combine(self, x: object, handle: object, topk_weights: object) -> bool:
+        return (self.backend == "torch" and isinstance(x, torch.Tensor) and x.dim() == 2
+                and isinstance(handle, DispatchHandle) and getattr(handle, "_num_tokens", None) is not None
+                and (topk_weights is None or isinstance(topk_weights, torch.Tensor) and topk_weights.dim() == 2))
+
+    def _deferred_dispatch(self, args: tuple[Any, ...]) -> DispatchOutput:
+        x, handle, topk_idx, topk_weights, num_worst, config, previous = (args[0], args[1], args[6], args[7],
+                                                                          args[9], args[10], args[11])
+        payload, scales = x if isinstance(x, tuple | list) else (x, None)
+        cached = handle is not None
+        size = handle._num_recv if cached else num_worst
+        recv_x = torch.zeros((size, payload.shape[1]), dtype=payload.dtype, device=payload.device)
+        recv_scales = None if scales is None else torch.zeros((size, scales.shape[1]), dtype=scales.dtype,
+                                                              device=payload.device)
+        recv_idx = recv_w = made = None
+        if not cached:
+            t_, r_, k = payload.shape[0], self.group_size, topk_idx.shape[1]
+            recv_idx = torch.full((size, k), -1, dtype=torch.int64, device=payload.device)
+            if topk_weights is not None:
+                recv_w = torch.zeros((size, k), dtype=torch.float32, device=payload.device)
+            c = (config or self.get_dispatch_config(r_)).num_channels
+            i32 = torch.int32
+            made = DispatchHandle((torch.zeros((r_, r_), dtype=i32), torch.zeros((r_, c), dtype=i32),
+                                   torch.zeros((r_, c), dtype=i32), torch.zeros(0, dtype=i32),  # resized below
+                                   torch.zeros((t_, r_), dtype=torch.bool), torch.full((t_, r_), -1, dtype=i32)),
+                                  _num_tokens=t_, _num_worst=num_worst, _buffer_id=self.id)
+
+        def work() -> None:
+            rx, ridx, rw, _, h, _ = self._dispatch_now(*(*args[:11], None, False))
+            got_x, got_scales = rx if isinstance(rx, tuple | list) else (rx, None)
+            _fill(recv_x, got_x)
+            if recv_scales is not None and got_scales is not None:
+                _fill(recv_scales, got_scales)
+            if made is not None and h is not None:
+                for mine, theirs in zip((recv_idx, recv_w), (ridx, rw), strict=True):
+                    if mine is not None and theirs is not None:
+                        _fill(mine, theirs)
+                made.recv_src_idx.resize_(h.recv_src_idx.shape)  # a row per received row, as the call made it
+                for mine, theirs in zip(made, h, strict=True):
+                    _fill(mine, theirs)
+                made.__dict__.update({k: v for k, v in h.__dict__.items() if k != "_pending"})
+
+        self._order_first(previous)
+        job = self._start_thread().submit("dispatch", work)
+        if made is not None:
+            made._pending = job
+        recv = (recv_x, recv_scales) if recv_scales is not None else recv_x
+        return recv, recv_idx, recv_w, None if cached else [], made, EventOverlap(job, (x, topk_idx, topk_weights))
+
+    def _deferred_combine(self, args: tuple[Any, ...]) -> tuple[torch.Tensor, torch.Tensor | None, EventOverlap]:
+        x, handle, topk_weights, previous = args[0], args[1], args[2], args[5]
+        combined = torch.zeros((handle._num_tokens, x.shape[1]), dtype=torch.bfloat16, device=x.device)
+        combined_w = None if topk_weights is None else torch.zeros((handle._num_tokens, topk_weights.shape[1]),
+                                                                   dtype=torch.float32, device=x.device)
+
+        def work() -> None:
+            got, got_w, _ = self._combine_now(*(*args[:5], None, False))
+            combined.copy_(got)
+            if combined_w is not None and got_w is not None:
+                combined_w.copy_(got_w)
+
+        self._order_first(previous)
+        job = self._start_thread().submit("combine", work)
+        return combined, combined_w, EventOverlap(job, (x, topk_weights, args[3]))
+
+    def _order_first(self, previous: EventOverlap | None) -> None:
+        """`previous_event`: work queued on the thread is ordered by the queue; other work is waited for here."""
+        if previous is not None and _queued(previous) is not None:
+            previous.current_stream_wait()
+
     # ------------------------------------------------------------------ low-latency mode
 
     @staticmethod
@@ -218,6 +347,8 @@ class Buffer:
         return rdma_size_hint(num_max_dispatch_tokens_per_rank, hidden, num_ranks, num_experts)
 
     def _low_latency(self, call: str) -> LowLatencyOps:
+        if self._thread is not None:
+            self._thread.drain()  # the normal-mode calls queued before, then this one on the caller's thread
         if self._ll is None:
             raise EPInputError(f"ptxforge.ep {call}: this Buffer was made without low_latency_mode=True")
         return self._ll
@@ -250,3 +381,18 @@ class Buffer:
 
     def clean_low_latency_buffer(self, num_max_dispatch_tokens_per_rank: int, hidden: int, num_experts: int) -> None:
         self._low_latency("clean_low_latency_buffer").clean(num_max_dispatch_tokens_per_rank, hidden, num_experts)
+
+
+def _rows(x: object) -> bool:
+    """x is dispatch's rows: a 2-D tensor, or (2-D payload, 2-D scales)."""
+    parts = x if isinstance(x, tuple | list) else (x,)
+    return 1 <= len(parts) <= 2 and all(isinstance(t, torch.Tensor) and t.dim() == 2 for t in parts)
+
+
+def _queued(event: EventOverlap | None) -> EventOverlap | None:
+    """`event` unless its work is a job on a communication thread (which the queue orders)."""
+    return None if event is None or isinstance(event.event, Job) else event
+
+
+def _fill(mine: torch.Tensor, theirs: torch.Tensor) -> None:
+    mine[:theirs.shape[0]].copy_(theirs)

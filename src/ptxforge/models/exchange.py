@@ -5,9 +5,12 @@
 - `Combine`: each rank's weighted expert outputs back to the tokens' ranks as BF16, summed there; its backward is
   a dispatch of the output gradient (BF16) with the dispatch's handle.
 
-Every call is made with `async_finish=True` (the data moves on gloo's thread until `finish` waits on the event);
-a combine names its dispatch's event as `previous_event` (it reads that dispatch's handle); with
-`asynchronous=False` every call completes before it returns (the peer the overlap is measured against).
+Every call is made with `async_finish=True`: the dispatch with `num_worst_tokens` (every token of every rank:
+its results' sizes are then known at once, as in DeepEP without a CPU sync), so that each call, its agreement,
+count exchange, packing and unpacking included, runs whole on the Buffer's communication thread (backend="torch")
+until `finish` waits on the event; the received rows are padded to that size (ids -1, zeros). A combine names
+its dispatch's event as `previous_event` (it reads that dispatch's handle); with `asynchronous=False` every call
+completes before it returns (the peer the overlap is measured against).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 import torch
 
+from ptxforge.ep.layout import dispatch_layout
 from ptxforge.models import wire
 from ptxforge.models.pieces import Env
 
@@ -33,10 +37,13 @@ class Dispatch:
     def issue(self, env: Env, state: dict) -> None:
         u, idx, w = (env[n] for n in self.inputs)
         buf = self.buffer
-        ntr, _, nte, in_rank, _ = buf.get_dispatch_layout(idx, self.num_experts)
         x = wire.to_fp8(u) if self.fp8 else u.to(torch.bfloat16)
-        out = buf.dispatch(x, num_tokens_per_rank=ntr, is_token_in_rank=in_rank, num_tokens_per_expert=nte,
-                           topk_idx=idx, topk_weights=w.float(), async_finish=self.asynchronous)
+        # get_dispatch_layout's numbers computed here, without its agreement (the dispatch's checks the input)
+        ntr, ntrr, nte, in_rank = dispatch_layout(idx, self.num_experts, buf.group_size, buf.ranks_per_node)
+        out = buf.dispatch(x, num_tokens_per_rank=ntr, num_tokens_per_rdma_rank=ntrr, is_token_in_rank=in_rank,
+                           num_tokens_per_expert=nte,
+                           topk_idx=idx, topk_weights=w.float(), num_worst_tokens=u.shape[0] * buf.group_size,
+                           async_finish=self.asynchronous)
         state.update(out=out, k=idx.shape[1], hidden=u.shape[1], dtype=u.dtype)
 
     def finish(self, state: dict) -> Env:
@@ -77,7 +84,7 @@ class Combine:
 
     def issue(self, env: Env, state: dict) -> None:
         y, handle, dispatched = (env[n] for n in self.inputs)
-        state.update(handle=handle, dtype=y.dtype)
+        state.update(handle=handle, dtype=y.dtype, rows=y.shape[0])
         state["out"] = self.buffer.combine(y.to(torch.bfloat16), handle, previous_event=dispatched,
                                            async_finish=self.asynchronous)
 
@@ -94,6 +101,15 @@ class Combine:
     def finish_backward(self, state: dict) -> Env:
         recv, *_, event = state.pop("back")
         event.current_stream_wait()
-        dtype = state["dtype"]
+        dtype, rows = state["dtype"], state["rows"]
         state.clear()
+        if recv.shape[0] < rows:  # y had the dispatch's padding rows: their gradient is zero
+            recv = torch.cat([recv, recv.new_zeros((rows - recv.shape[0], recv.shape[1]))])
         return {self.inputs[0]: recv.to(dtype)}
+
+
+def rows_per_source(handle: Any, rank: int) -> list[int]:
+    """How many of the rows a dispatch delivered to `rank` came from each rank (they arrive grouped by source
+    rank, in ascending order): a column of the handle's rank_prefix_matrix, differenced."""
+    prefix = [int(v) for v in handle.rank_prefix_matrix[:, rank].tolist()]
+    return [b - a for a, b in zip([0, *prefix[:-1]], prefix, strict=True)]

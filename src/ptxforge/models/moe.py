@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from ptxforge.kernels import ops
+from ptxforge.models import grad64
 
 
 @dataclass(frozen=True)
@@ -87,19 +88,35 @@ class _Experts(nn.Module):
         self.w3 = nn.Parameter(torch.randn((n, inter, hidden), generator=gen) * hidden ** -0.5)
         self.w2 = nn.Parameter(torch.randn((n, hidden, inter), generator=gen) * inter ** -0.5)
 
-    def one(self, e: int, x: torch.Tensor) -> torch.Tensor:
-        return (nn.functional.silu(x @ self.w1[e].T) * (x @ self.w3[e].T)) @ self.w2[e].T
+    def one(self, e: int, x: torch.Tensor, weights: tuple | None = None) -> torch.Tensor:
+        w1, w2, w3 = weights or self.used()
+        return (nn.functional.silu(x @ w1[e].T) * (x @ w3[e].T)) @ w2[e].T
+
+    def used(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(w1, w2, w3) for one use (`ptxforge.models.grad64`)."""
+        return grad64.use(self.w1), grad64.use(self.w2), grad64.use(self.w3)
 
     def mix(self, x: torch.Tensor, idx: torch.Tensor, w: torch.Tensor, first: int = 0,
             only: range | None = None) -> torch.Tensor:
         """sum_k w[t, k] * expert_{idx[t, k] - first}(x[t]) over the slots whose expert is one of these (or of
         the experts numbered in `only`)."""
         out = torch.zeros_like(x)
+        weights = self.used()
         for e in (range(self.w1.shape[0]) if only is None else only):
             rows, slot = torch.nonzero(idx == first + e, as_tuple=True)
             if rows.numel():
-                out = out.index_add(0, rows, self.one(e, x[rows]) * w[rows, slot].unsqueeze(1))
+                out = out.index_add(0, rows, self.one(e, x[rows], weights) * w[rows, slot].unsqueeze(1))
         return out
+
+    def mix_per_source(self, x: torch.Tensor, idx: torch.Tensor, w: torch.Tensor,
+                       rows_per_source: list[int]) -> torch.Tensor:
+        """`mix` on each source rank's rows apart (they arrive grouped by source): each expert multiplies the
+        rows of one source's micro-batch, as the single-process reference does (a float32 matmul's rows depend
+        on how many rows it has), and its weights' gradient is one use per source (`grad64`). Rows after the
+        sources' (a dispatch's padding to num_worst_tokens) get zeros."""
+        split = [*rows_per_source, x.shape[0] - sum(rows_per_source)]  # and the padding rows (ids -1)
+        parts = [self.mix(*t) for t in zip(x.split(split), idx.split(split), w.split(split), strict=True)]
+        return torch.cat(parts) if parts else torch.zeros_like(x)
 
 
 class MoE(nn.Module):

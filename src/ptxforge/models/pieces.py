@@ -10,7 +10,8 @@ micro-batch's dispatch or combine is on the wire, the other's attention or exper
 
 Values flow between pieces by name in an environment (a dict); the `Tape` of a forward keeps each piece's
 leaves and outputs for its backward. A `Recorder` (`ptxforge.pipeline.trace`) may time every piece: compute
-pieces as spans, exchanges as asynchronous spans from issue to the end of the wait.
+pieces as spans, exchanges as asynchronous spans from issue to the end of the wait, and inside those, as "wait"
+spans, the time the rank's thread spent in the exchange's issue and in its wait (blocked, computing nothing).
 """
 
 from __future__ import annotations
@@ -95,9 +96,11 @@ def run_forward(pieces: list[Compute | Exchange], env: Env, tape: Tape, rec: Any
         else:
             state: dict = {}
             token = rec.begin(p.name, "comm", mb=tape.mb, stage=tape.stage)
-            p.issue(env, state)
+            with rec.span(p.name + " issue", "wait", mb=tape.mb, stage=tape.stage):
+                p.issue(env, state)
             yield
-            env.update(p.finish(state))
+            with rec.span(p.name + " wait", "wait", mb=tape.mb, stage=tape.stage):
+                env.update(p.finish(state))
             rec.end(token)
             tape.records.append((p, state))
 
@@ -126,9 +129,12 @@ def run_backward_pieces(tape: Tape, grads: Env, rec: Any = NO_RECORDER) -> Run:
         else:
             state = record[1]
             token = rec.begin(p.name + " backward", "comm", mb=tape.mb, stage=tape.stage)
-            p.issue_backward({n: grads.pop(n, None) for n in p.outputs}, state)
+            with rec.span(p.name + " backward issue", "wait", mb=tape.mb, stage=tape.stage):
+                p.issue_backward({n: grads.pop(n, None) for n in p.outputs}, state)
             yield
-            for n, g in p.finish_backward(state).items():
+            with rec.span(p.name + " backward wait", "wait", mb=tape.mb, stage=tape.stage):
+                done = p.finish_backward(state)
+            for n, g in done.items():
                 _add(grads, n, g)
             rec.end(token)
 

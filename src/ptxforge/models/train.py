@@ -25,6 +25,7 @@ from torch import nn
 import ptxforge.ep as deep_ep
 from ptxforge.ep.errors import EPPeerLostError, EPTimeoutError
 from ptxforge.errors import Error
+from ptxforge.models import grad64
 from ptxforge.models.moe import balance_bias
 from ptxforge.models.transformer import ModelConfig, Stage
 from ptxforge.pipeline import trace
@@ -141,14 +142,20 @@ def _sgd(modules: list[Stage], grads: list[list[torch.Tensor]], loads: list[list
     with torch.no_grad():
         for m, gs, ls in zip(modules, grads, loads, strict=True):
             for p, g in zip(m.parameters(), gs, strict=True):
-                p.sub_(cfg.lr * g)
+                p.sub_(cfg.lr * g.to(p.dtype))  # the float64 sum rounded once, as the PP x EP ranks do
             for b, load in zip(m.block_list, ls, strict=True):
                 balance_bias(b.moe.bias, load, cfg.model.moe.bias_rate)
                 b.step_load.zero_()
 
 
 def _grads(m: Stage) -> list[torch.Tensor]:
-    return [p.grad if p.grad is not None else torch.zeros_like(p) for p in m.parameters()]
+    """Every weight's gradient summed over its uses in float64 (`ptxforge.models.grad64`)."""
+    return [grad64.take(p) for p in m.parameters()]
+
+
+def _zero(m: Stage) -> None:
+    m.zero_grad()
+    grad64.clear(m.parameters())
 
 
 def reference_losses(cfg: TrainConfig) -> list[float]:
@@ -167,7 +174,7 @@ def reference_losses(cfg: TrainConfig) -> list[float]:
 
 def _reference_steps(cfg: TrainConfig, model: Stage, data: list[torch.Tensor], out: list[float]) -> None:
     for _ in range(cfg.steps):
-        model.zero_grad()
+        _zero(model)
         losses = []
         for batch in data:
             for mb in batch.split(cfg.micro_batch):
@@ -262,7 +269,7 @@ def train_rank(rank: int, world: int, cfg: TrainConfig, recorder: Any = None,
         for step in range(1, cfg.steps + 1):
             t0 = time.perf_counter()
             for m in mods:
-                m.zero_grad()
+                _zero(m)
                 m.calls = 0
                 m.fault = (f"fault injected on rank {rank} (pp {w.pp_rank}, ep {w.ep_rank}) in step {step}"
                            if rank == cfg.fail_rank and step == cfg.fail_step else None)
@@ -273,7 +280,7 @@ def train_rank(rank: int, world: int, cfg: TrainConfig, recorder: Any = None,
             loads = _sum_copies(w, cfg, [[b.step_load for b in m.block_list] for m in mods],
                                 [[True] * len(m.block_list) for m in mods])
             _sgd(mods, grads, loads, cfg)
-            total = torch.tensor([float(loss.sum()) if loss is not None else 0.0,
+            total = torch.tensor([float(loss.double().sum()) if loss is not None else 0.0,
                                   float(loss.numel()) if loss is not None else 0.0], dtype=torch.float64)
             dist.all_reduce(total)
             losses.append(float(total[0] / total[1]))
@@ -292,13 +299,15 @@ def train_rank(rank: int, world: int, cfg: TrainConfig, recorder: Any = None,
 
 def _step(model: DualPipe, x: torch.Tensor | None, labels: torch.Tensor | None, cfg: TrainConfig, recorder: Any,
           step: int) -> torch.Tensor | None:
-    """One DualPipe step; with a recorder, also a "step" span and one "chunk" span per F, B, W or FB op (what
-    `ptxforge plan --measured` reads)."""
+    """One DualPipe step; with a recorder, also a "step" span, one "chunk" span per F, B, W or FB op and a
+    "wait" span per commit of p2p messages between ops (what `ptxforge plan --measured` reads)."""
     if recorder is None:
         return model.step(x, num_chunks=cfg.chunks, criterion=criterion, labels=(labels,))[0]
-    model.trace = []
+    model.trace, model.p2p_waits = [], []
     with recorder.span("step", "step", step=step):
         loss = model.step(x, num_chunks=cfg.chunks, criterion=criterion, labels=(labels,))[0]
     recorder.add(trace.executor_spans(model.trace, recorder.rank, step=step))
+    recorder.add(trace.TraceSpan(recorder.rank, "p2p wait", "wait", t0, t1, None, {"step": step})
+                 for t0, t1 in model.p2p_waits)
     model.trace = None
     return loss

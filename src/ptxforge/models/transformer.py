@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from ptxforge.errors import Error
-from ptxforge.models import wire
-from ptxforge.models.exchange import Combine, Dispatch
+from ptxforge.models import grad64, wire
+from ptxforge.models.exchange import Combine, Dispatch, rows_per_source
 from ptxforge.models.moe import MoE, MoEConfig, route
 from ptxforge.models.pieces import (
     NO_RECORDER,
@@ -47,8 +47,8 @@ class ModelConfig:
     layers: int = 2
     moe: MoEConfig = field(default_factory=lambda: MoEConfig(hidden=128, inter=64))
     seed: int = 0
-    dtype: str = "float32"       # the computation's ("float64": a PP x EP run equals one process's to ~1e-15,
-    # since no summation-order difference is large enough to flip a BF16 rounding of the traffic)
+    dtype: str = "float32"       # the computation's ("float64" also; a PP x EP run equals one process's bit
+    # for bit in either: docs/models.md)
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -88,11 +88,12 @@ class Block(nn.Module):
         """h [B, S, H] -> h2 = h + attention, the tokens u = norm(h2) [B*S, H], their routing and shared expert."""
         b, s, d = h.shape
         nh = self.cfg.heads
-        q, k, v = (_rms_norm(h, self.norm1) @ self.qkv.T).view(b, s, 3, nh, d // nh).permute(2, 0, 3, 1, 4)
+        use = grad64.use
+        q, k, v = (_rms_norm(h, use(self.norm1)) @ use(self.qkv).T).view(b, s, 3, nh, d // nh).permute(2, 0, 3, 1, 4)
         a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        h2 = h + a.transpose(1, 2).reshape(b, s, d) @ self.out.T
-        u = _rms_norm(h2, self.norm2).reshape(b * s, d)
-        idx, w = route(u @ self.moe.gate.T, self.moe.bias, self.cfg.moe)
+        h2 = h + a.transpose(1, 2).reshape(b, s, d) @ use(self.out).T
+        u = _rms_norm(h2, use(self.norm2)).reshape(b * s, d)
+        idx, w = route(u @ use(self.moe.gate).T, self.moe.bias, self.cfg.moe)
         self.step_load += torch.bincount(idx.flatten(), minlength=self.cfg.moe.num_experts)
         n = self.layer
         return {f"h2{n}": h2, f"shared{n}": self.moe.shared.one(0, u), f"u{n}": u, f"idx{n}": idx, f"w{n}": w}
@@ -162,7 +163,7 @@ class Stage(nn.Module):
         if not 0 <= first < last <= cfg.layers:
             raise ValueError(f"Stage: layers [{first}, {last}) are not a part of the model's {cfg.layers}")
         self.cfg, self.first, self.last = cfg, first, last
-        self.ep_world, self.fp8, self.overlap = ep_world, fp8, overlap
+        self.ep_rank, self.ep_world, self.fp8, self.overlap = ep_rank, ep_world, fp8, overlap
         gen = torch.Generator().manual_seed(cfg.seed * 1000 + 999)
         embed = torch.randn((cfg.vocab, cfg.hidden), generator=gen)
         pos = torch.randn((cfg.seq, cfg.hidden), generator=gen) * 0.1
@@ -193,7 +194,7 @@ class Stage(nn.Module):
                 out.append(Compute(f"moe {n} (one process)", (f"u{n}", f"idx{n}", f"w{n}"), self._emulated(b)))
             else:
                 out += [Dispatch(n, buffer, self.cfg.moe.num_experts, self.fp8, self.overlap),
-                        Compute(f"experts {n}", (f"rx{n}", f"ridx{n}", f"rw{n}"), self._experts(b)),
+                        Compute(f"experts {n}", (f"rx{n}", f"ridx{n}", f"rw{n}", f"handle{n}"), self._experts(b)),
                         Combine(n, buffer, self.overlap)]
             nxt = f"attention {n + 1}" if n + 1 < self.last else "head" if self.head is not None else "output"
             out.append(Compute(nxt, (f"h2{n}", f"shared{n}", f"comb{n}"), self._merge(n)))
@@ -201,7 +202,9 @@ class Stage(nn.Module):
 
     def _enter(self, t: Env) -> Env:
         x = t["x"]
-        h = self.embed[x] + self.pos[:x.shape[1]] if self.embed is not None and self.pos is not None else x
+        if self.embed is None or self.pos is None:
+            return self.block_list[0].attention(x)
+        h = grad64.use(self.embed)[x] + grad64.use(self.pos)[:x.shape[1]]
         return self.block_list[0].attention(h)
 
     def _emulated(self, b: Block):
@@ -214,7 +217,8 @@ class Stage(nn.Module):
     def _experts(self, b: Block):
         def fn(t: Env) -> Env:
             n = b.layer
-            return {f"y{n}": b.moe.experts.mix(t[f"rx{n}"], t[f"ridx{n}"], t[f"rw{n}"])}
+            sources = rows_per_source(t[f"handle{n}"], self.ep_rank)
+            return {f"y{n}": b.moe.experts.mix_per_source(t[f"rx{n}"], t[f"ridx{n}"], t[f"rw{n}"], sources)}
         return fn
 
     def _merge(self, n: int):
@@ -224,7 +228,7 @@ class Stage(nn.Module):
             if n + 1 < self.last:
                 return self.block_list[n + 1 - self.first].attention(h)
             if self.head is not None and self.norm is not None:
-                return {"out": _rms_norm(h, self.norm) @ self.head.T}
+                return {"out": _rms_norm(h, grad64.use(self.norm)) @ grad64.use(self.head).T}
             return {"out": h}
         return fn
 

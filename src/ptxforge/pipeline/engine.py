@@ -73,6 +73,10 @@ class Costs:
             return self.fb
         return 0.0
 
+    def on(self, rank: int, op: Op) -> float:
+        """`op`'s time on `rank` (the same on every rank here; a subclass may measure each op apart)."""
+        return self.of(op)
+
 
 @dataclass
 class Span:
@@ -308,7 +312,7 @@ def run(s: Schedule, costs: Costs | None = None, *, w_holds_activation: bool = F
                     else:
                         do_forward(r, op, op.module, op.mb)
                         do_backward(r, op, op.bmodule, op.bmb, False)
-                    dur = costs.of(op)
+                    dur = costs.on(r, op)
                     stage = p.stage[(r, op.module)] if (r, op.module) in p.stage else -1
                     bstage = p.stage.get((r, op.bmodule), -1) if op.kind == FB else -1
                     spans.append(Span(r, t, t + dur, op, stage, bstage))

@@ -131,6 +131,7 @@ class PipelineExecutor(nn.Module):
         # set to a list to record (op, start, end, cpu) of every compute op of the next steps: wall-clock
         # perf_counter times and the thread's CPU seconds
         self.trace: list[tuple[Op, float, float, float]] | None = None
+        self.p2p_waits: list[tuple[float, float]] = []  # with a trace: each commit of p2p messages (start, end)
 
     # ------------------------------------------------------------------ helpers
     def _schedule(self, num_chunks: int, forward_only: bool) -> Schedule:
@@ -300,6 +301,16 @@ class PipelineExecutor(nn.Module):
     def _commit(self) -> None:
         if not self.comm_ops:
             return
+        if self.trace is None:
+            self._commit_now()
+            return
+        t0 = time.perf_counter()
+        try:
+            self._commit_now()
+        finally:
+            self.p2p_waits.append((t0, time.perf_counter()))
+
+    def _commit_now(self) -> None:
         peers = sorted({self.rank_mapping[dist.get_group_rank(self.group, op.peer)] for op in self.comm_ops})
         waiting = (f"its messages to and from pp rank(s) {', '.join(map(str, peers))} in step {self._steps} "
                    f"(pp rank {self.rank})")

@@ -22,6 +22,16 @@ Three predictions of the step, each the simulator's makespan for the schedule wi
       serial     F + B: no overlap at all
 and the planner's overlap fraction: the FB chunks hide min(compute, comm) of their communication, the other
 chunks what they hid in the run, over all communication of the step.
+
+Communication waits (`replay`): on shared CPUs an op's time varies from step to step and from rank to rank,
+mostly by how long it waits at its EP exchanges for the EP peer (a "wait" span: the rank's thread in an
+exchange's issue or wait, computing nothing), and the pipeline ranks then wait for each other at their p2p
+sends and receives (a "p2p wait" span: a commit of the executor's messages). Means per op kind lose that: the
+slow ops of one step line up on one pipeline rank and the others wait for them. The replay simulates each step
+of each EP slice (the pipeline ranks of one EP rank) with each op's own measured duration in that step (its EP
+waits inside) plus the gap, takes the slowest slice, and reports the median over steps beside the measured
+step; and the waits per rank and step: EP exchanges and p2p as measured, and the p2p waits the replay's
+schedule implies (its step less the rank's busy time).
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ptxforge.pipeline.engine import Costs, SimResult, run
-from ptxforge.pipeline.ops import FB, B, F, W
+from ptxforge.pipeline.ops import FB, B, F, Op, W
 from ptxforge.pipeline.schedules import dualpipe, dualpipev, one_f_one_b, zb1p
 from ptxforge.pipeline.trace_spans import (
     CHUNK,
@@ -285,6 +295,73 @@ def planner_overlap(mc: MeasuredCosts, counts: Mapping[str, int]) -> float:
     return hidden / total if total > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class _StepCosts(Costs):
+    """Each op's measured time on each pipeline rank in one step (`table`); the mean costs for any op missing."""
+
+    table: Mapping[tuple, float] = field(default_factory=dict)
+
+    def on(self, rank: int, op: Op) -> float:
+        return self.table.get(_op_key(rank, op.kind, op.module, op.mb, op.bmodule, op.bmb), self.of(op))
+
+
+def _op_key(rank: int, kind: str, module: object, mb: object, bmodule: object, bmb: object) -> tuple:
+    return (rank, kind, module, mb, bmodule if kind == FB else None, bmb if kind == FB else None)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The simulator on each step's own measured op times (see the module docstring); seconds."""
+
+    step: float               # median over steps of the slowest EP slice's simulated step
+    steps: list[float]        # per step
+    ep_wait: float            # per rank and step, measured: blocked in EP exchanges (issue + wait)
+    p2p_wait: float           # per rank and step, measured: blocked committing p2p sends and receives
+    p2p_wait_replayed: float  # per rank and step, the replay's: its step less the rank's busy time
+
+
+def replay(spans: list[TraceSpan], mc: MeasuredCosts, schedule: str, pp: int, num_chunks: int, ep: int = 1,
+           warmup_steps: int = 0) -> Replay | None:
+    """Simulate each recorded step with its ops' measured durations (see the module docstring); global rank g is
+    pipeline rank g // ep of EP slice g % ep. None when no chunk span carries a step number."""
+    sched = _schedule_function(schedule)(pp, num_chunks)
+    base = mc.costs()
+    by_step: dict[int, list[TraceSpan]] = {}
+    for s in spans:
+        st = s.attrs.get("step")
+        if isinstance(st, int) and st >= warmup_steps:
+            by_step.setdefault(st, []).append(s)
+    per_step, idle = [], []
+    for st in sorted(by_step):
+        chunks = [s for s in by_step[st] if s.kind == CHUNK and chunk_op(s) is not None]
+        slices: dict[int, dict[tuple, float]] = {}
+        for c in chunks:
+            a = c.attrs
+            key = _op_key(c.rank // ep, c.name, a.get("module"), c.mb, a.get("bmodule"), a.get("bmb"))
+            slices.setdefault(c.rank % ep, {})[key] = c.duration + mc.gap
+        if not slices:
+            continue
+        results = [run(sched, _StepCosts(base.F, base.B, base.W, base.FB, base.p2p, table))
+                   for table in slices.values()]
+        per_step.append(max(r.makespan for r in results))
+        idle += [r.makespan - b for r in results for b in r.busy]
+    if not per_step:
+        return None
+    windows = {(s.rank, st): (s.start, s.end) for st, ss in by_step.items() for s in ss if s.name == "step"}
+    waits: dict[tuple[int, int], list[float]] = {}
+    for s in spans:
+        if s.kind != WAIT:
+            continue
+        st = s.attrs.get("step")  # a piece's wait spans carry none: the step span around them says
+        st = st if isinstance(st, int) else next((k for (r, k), (t0, t1) in windows.items()
+                                                  if r == s.rank and t0 <= s.start < t1), None)
+        if st is not None and (s.rank, st) in windows:
+            waits.setdefault((s.rank, st), [0.0, 0.0])[s.name == "p2p wait"] += s.duration
+    rank_steps = max(1, len({(s.rank, st) for st, ss in by_step.items() for s in ss if s.kind == CHUNK}))
+    return Replay(_median(per_step), per_step, sum(w[0] for w in waits.values()) / rank_steps,
+                  sum(w[1] for w in waits.values()) / rank_steps, statistics.fmean(idle) if idle else 0.0)
+
+
 def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:.2f}"
 
@@ -295,7 +372,8 @@ def _err(pred: float | None, meas: float | None) -> str:
     return f"{100 * (pred - meas) / meas:+.1f}%"
 
 
-def report(mc: MeasuredCosts, pred: Prediction | None, spans: list[TraceSpan]) -> list[str]:
+def report(mc: MeasuredCosts, pred: Prediction | None, spans: list[TraceSpan],
+           rp: Replay | None = None) -> list[str]:
     """The text report: measured per-op costs, then predicted against measured (step time, overlap)."""
     out = [f"measured per-op costs ({mc.ranks} ranks, {mc.steps} step{'s' * (mc.steps != 1)}; ms, mean per chunk):",
            "  op   chunks  duration  compute  comm inside  exposed  dispatch/chunk  combine/chunk"]
@@ -322,6 +400,12 @@ def report(mc: MeasuredCosts, pred: Prediction | None, spans: list[TraceSpan]) -
                f"{_err(pred.step_planner, mc.step):>6}")
     out.append(f"  step (ms), no overlap (FB = F + B)    {_ms(pred.step_serial):>9}  {_ms(mc.step):>9}  "
                f"{_err(pred.step_serial, mc.step):>6}")
+    if rp is not None:
+        out.append(f"  step (ms), replay of each step's ops  {_ms(rp.step):>9}  {_ms(mc.step):>9}  "
+                   f"{_err(rp.step, mc.step):>6}")
+        out.append(f"  p2p waits per rank and step (ms)      {_ms(rp.p2p_wait_replayed):>9}  {_ms(rp.p2p_wait):>9}  "
+                   f"{_err(rp.p2p_wait_replayed, rp.p2p_wait):>6}")
+        out.append(f"  EP exchange waits per rank and step (ms), measured, inside the ops: {_ms(rp.ep_wait)}")
     fb = mc.ops.get(FB)
     fb_meas = fb.duration if fb else None
     out.append(f"  FB chunk (ms), planner                {_ms(pred.fb_planner):>9}  {_ms(fb_meas):>9}  "
