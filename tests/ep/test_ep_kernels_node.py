@@ -36,8 +36,13 @@ def run_node(form, num_sms, sanitize=False):
                    for o, c, cb, p in zip(outs, cached, comb, plain, strict=True)]
 
 
-@pytest.mark.parametrize("num_sms", NUM_SMS)
-@pytest.mark.parametrize("form", FORMS)
+# Each form and each SM count runs in the default suite (a pairwise cover: 8 s of CPU a case at 2 SMs); the
+# rest of the grid is slow-marked.
+QUICK = {("bf16", 2), ("fp8", 4), ("bf16", 20)}
+
+
+@pytest.mark.parametrize("form, num_sms", [pytest.param(f, n, marks=() if (f, n) in QUICK else pytest.mark.slow)
+                                           for f in FORMS for n in NUM_SMS])
 def test_bit_identical_to_torch_backend(reference, form, num_sms):
     _, got = run_node(form, num_sms)
     for r in range(WORLD):
