@@ -2,8 +2,10 @@
 
 Each worker thread takes chunks of blocks from a shared counter and calls the compiled `run_blocks` (ctypes
 drops the GIL for the call), with its own shared-memory buffer; blocks write their own count slot, so the
-counts never race. A fault stops every worker at its next segment; the launcher then raises the fault the
-interpreter would (out of bounds, misaligned, read-only), naming the PTX line, the thread and the block.
+counts never race. With the default thread count, a launch whose first chunk shows it would finish within
+ALONE_S on the caller's thread runs there alone; `threads=N` always uses N workers. A fault stops every
+worker at its next segment; the launcher then raises the fault the interpreter would (out of bounds,
+misaligned, read-only), naming the PTX line, the thread and the block.
 """
 
 from __future__ import annotations
@@ -170,7 +172,9 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict
     try:
         if nthreads == 1:  # (no pool, no lock: a tiny launch's cost is mostly this path)
             fn(addr, 0, nblocks)
-        else:
+        elif threads is None:  # every core unless the launch is small (`_run_spread`)
+            _run_spread(fn, addr, ctx0, status, probes, nblocks, nthreads, shared_size, errors)
+        else:  # as many workers as asked
             _run_threads(fn, ctx0, status, probes, nblocks, nthreads, shared_size, errors)
     finally:
         WATCHDOG.forget(token)
@@ -189,14 +193,33 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict
             "waves": -(-nblocks // m.resident), "resident_blocks": m.resident, "steps": 0}
 
 
+ALONE_S = 0.0005  # a launch the caller's thread would finish alone within this (estimated) gets no helpers
+
+
+def _run_spread(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int,
+                nthreads: int, shared_size: int, errors: list[BaseException]) -> None:
+    """The first chunk of blocks on the caller's thread, timed: when the rest would take it under ALONE_S, it
+    runs them too (waking helpers costs more than a small launch's work, and on a loaded machine a helper may
+    wait long for a core); otherwise the rest is shared with helpers (`_run_threads`)."""
+    chunk = max(1, nblocks // (nthreads * 8))
+    t = time.perf_counter()
+    fn(addr, 0, chunk)
+    if status[0] != 0:
+        return
+    if (time.perf_counter() - t) * (nblocks - chunk) / chunk < ALONE_S:
+        fn(addr, chunk, nblocks)
+        return
+    _run_threads(fn, ctx0, status, probes, nblocks, nthreads, shared_size, errors, chunk)
+
+
 def _run_threads(fn: Any, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int, nthreads: int,
-                 shared_size: int, errors: list[BaseException]) -> None:
+                 shared_size: int, errors: list[BaseException], start: int = 0) -> None:
     """The caller's thread is one worker, the others come from the shared pool; each takes chunks of blocks.
 
     A helper that starts after every block was taken leaves without touching the launch, and the caller waits
     only for the helpers that joined (a small launch does not wait for the pool's threads to wake up)."""
     chunk = max(1, nblocks // (nthreads * 8))
-    state = [0, 0, False]  # next block, helpers at work, closed (every block taken, no helper may join)
+    state = [start, 0, False]  # next block, helpers at work, closed (every block taken, no helper may join)
     cond = threading.Condition()
 
     def worker(wk: int) -> None:
