@@ -116,6 +116,33 @@ def test_a_faulting_warp_stores_nothing():
     assert (mem["native"][192:] == 0).all() and (mem["native"][:192] == 3).all()
 
 
+@pytest.mark.parametrize("start, size, lane", [(8, 40, None), (8, 39, 31), (0, 31, 31), (13, 44, 31),
+                                               (16, 40, 24)])
+def test_a_warp_on_consecutive_words_is_checked_as_lane_by_lane(start, size, lane):
+    """A warp whose lanes read consecutive words takes the warp-wide check (one look per 64-byte granule of the
+    validity map); it must pass and fault exactly where the lane-by-lane check does, which it falls back to:
+    the warp ending on the allocation's last byte (mid-granule), one word short, starting past a granule."""
+    k = corpus_module("vector_ops").kernel("vadd_f32")
+    found = {}
+    for tier in ("interp", "native"):
+        a = to_device(np.arange(size, dtype=np.float32))  # (allocations start on 256-byte boundaries)
+        c = to_device(np.zeros(32, np.float32))
+        args = [a.address + 4 * start, a.address + 4 * start, c, np.int32(32)]
+        try:
+            k.launch(grid=(1,), block=(32,), args=args, options=EmulatorOptions(tier=tier))
+            found[tier] = ("ok", c.to_host().tobytes())
+        except MemoryFault as e:
+            found[tier] = ("fault", e.thread, e.address - a.address)
+        a.free()
+        c.free()
+    assert found["interp"] == found["native"]
+    if lane is None:
+        assert found["native"][0] == "ok"
+        assert found["native"][1] == (2 * np.arange(start, start + 32, dtype=np.float32)).tobytes()
+    else:
+        assert found["native"] == ("fault", (lane, 0, 0), 4 * (start + lane))
+
+
 # One lane per input pair: f32/f64 arithmetic, division, square roots, conversions, min/max and bit fields on
 # raw bit patterns (NaNs with payloads, infinities, subnormals, zeros of both signs among them).
 OPS = """

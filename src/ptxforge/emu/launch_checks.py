@@ -38,6 +38,9 @@ class LaunchShape:
 
 def dims(d: Any, what: str) -> tuple[int, int, int]:
     """A grid/block/cluster shape (any value, checked) as a 3-tuple of positive integers."""
+    if type(d) is tuple and len(d) == 3 and type(d[0]) is type(d[1]) is type(d[2]) is int \
+            and d[0] >= 1 and d[1] >= 1 and d[2] >= 1:
+        return d  # already one (each launch checks its shape several times: LaunchConfig, the launch, emulate)
     if isinstance(d, int | np.integer):
         d = (int(d),)
     try:
@@ -109,8 +112,27 @@ def _variables(stmts):
             yield from _variables(s.body)
 
 
+_SHAPES: dict[tuple, tuple[tuple[int, int, int], tuple[int, int, int]]] = {}  # (grid, block) -> checked
+
+
 def grid_and_block(grid: Any, block: Any) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """`grid` and `block` as 3-tuples within the driver's limits (any kernel's); LaunchError otherwise."""
+    """`grid` and `block` as 3-tuples within the driver's limits (any kernel's); LaunchError otherwise.
+
+    Shapes that passed are remembered (a launch checks its shape several times, and launches repeat theirs):
+    equal shapes pass or fail alike, so a hashable shape seen before is not checked again."""
+    try:
+        hit = _SHAPES.get((grid, block))
+    except TypeError:  # (a list)
+        return _grid_and_block(grid, block)
+    if hit is None:
+        hit = _grid_and_block(grid, block)
+        if len(_SHAPES) >= 1024:
+            _SHAPES.clear()
+        _SHAPES[(grid, block)] = hit
+    return hit
+
+
+def _grid_and_block(grid: Any, block: Any) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     grid, block = dims(grid, "grid"), dims(block, "block")
     threads = block[0] * block[1] * block[2]
     if threads > MAX_BLOCK_THREADS:

@@ -40,7 +40,7 @@ from ptxforge.emu.compact import (
 )
 from ptxforge.emu.device_printf import PRINTF_FIFO_SIZE, PrintfBuffer
 from ptxforge.emu.errors import EmulatorError, InternalEmulatorError, KernelTrap, MemoryFault, WatchdogTimeout
-from ptxforge.emu.hooks import Check, Hooks
+from ptxforge.emu.hooks import NO_HOOKS, Check, Hooks
 from ptxforge.emu.lane_state import LaneState, LazyLanes
 from ptxforge.emu.memory import LaneMemory
 from ptxforge.emu.op import EXITED, PC_MASK, WAIT_BAR, WAIT_WARP
@@ -103,7 +103,8 @@ class Machine(StaticLanes, Barriers, Calls):
                  reference: bool = False):
         self.layout = layout
         self.reference = reference  # no fast path: no compaction, ramps, whole-wave memory shortcuts (see docs)
-        self.hooks = Hooks(checks)  # what watches the launch (hooks.py: the sanitizer and the other checks)
+        checks = tuple(checks)
+        self.hooks = Hooks(checks) if checks else NO_HOOKS  # what watches the launch (the sanitizer, other checks)
         for check in self.hooks.checks:
             ops = check.instrument(layout, ops)
         self.ops = ops

@@ -96,12 +96,16 @@ def _options(options: EmulatorOptions | dict[str, Any] | None, loose: dict[str, 
                       f"(ptxforge.runtime.EmulatorOptions), or options={{...}} with the same names; the loose emulator "
                       f"keywords will be removed in a later release", DeprecationWarning, stacklevel=_user_level())
     if options is None:
-        return EmulatorOptions(**given)
-    defaults = EmulatorOptions()
-    clash = [k for k, v in given.items() if v is not getattr(defaults, k) and v != getattr(defaults, k)]
-    if clash:
-        raise LaunchError(f"{', '.join(clash)} given beside options=: set them in the EmulatorOptions")
+        return EmulatorOptions(**given) if given else _DEFAULT_OPTIONS
+    if given:
+        clash = [k for k, v in given.items()
+                 if v is not getattr(_DEFAULT_OPTIONS, k) and v != getattr(_DEFAULT_OPTIONS, k)]
+        if clash:
+            raise LaunchError(f"{', '.join(clash)} given beside options=: set them in the EmulatorOptions")
     return EmulatorOptions.from_mapping(options)
+
+
+_DEFAULT_OPTIONS = EmulatorOptions()  # (frozen: one instance serves every launch that gives no options)
 
 
 class Kernel:

@@ -52,7 +52,11 @@ class LaunchConfig:
     def from_keywords(cls, grid: Any, block: Any, shared_mem: Any = 0, cluster: Any = None,
                       cooperative: Any = False) -> LaunchConfig:
         """The config of `Kernel.launch`'s keyword form (its messages name `shared_mem`, the keyword used)."""
-        return cls(*_checked(grid, block, shared_mem, cluster, cooperative, "shared_mem"))
+        config = object.__new__(cls)  # (checked once, here, not again by __post_init__)
+        for name, value in zip(_CONFIG_FIELDS, _checked(grid, block, shared_mem, cluster, cooperative, "shared_mem"),
+                               strict=True):
+            object.__setattr__(config, name, value)
+        return config
 
     @property
     def threads(self) -> int:
@@ -81,6 +85,9 @@ def _checked(grid: Any, block: Any, shmem: Any, cluster: Any, cooperative: Any,
     if not isinstance(cooperative, bool | np.bool_):
         raise LaunchError(f"cooperative must be True or False, got {cooperative!r}")
     return grid3, block3, size, shape, bool(cooperative)
+
+
+_CONFIG_FIELDS = ("grid", "block", "shmem_size", "cluster", "cooperative")
 
 
 @dataclass(frozen=True)
@@ -137,13 +144,31 @@ class EmulatorOptions:
             return options
         if not isinstance(options, dict):
             raise LaunchError(f"options must be an EmulatorOptions or a dict of its fields, got {options!r}")
-        names = [f.name for f in fields(cls)]
+        # options of plain values that passed are remembered by value and type (equal ones pass or fail alike);
+        # objects (a Sanitizer, printf, checks) are not: the options must hold the very objects given
+        key: tuple | None = None
+        if all(type(v) in _PLAIN for v in options.values()):
+            key = tuple((k, type(v), v) for k, v in options.items())
+            hit = _MADE.get(key)
+            if hit is not None:
+                return hit
+        names = _OPTION_NAMES
         unknown = [k for k in options if k not in names]
         if unknown:
             raise LaunchError(f"unknown emulator option {unknown[0]!r}; the options are {', '.join(names)}")
-        return cls(**options)
+        made = cls(**options)
+        if key is not None:
+            if len(_MADE) >= 256:
+                _MADE.clear()
+            _MADE[key] = made
+        return made
 
     def given(self) -> list[str]:
         """The options set to something a GPU cannot do (watchdog_s is not one: a GPU has no watchdog)."""
-        return [f.name for f in fields(self)
-                if f.name != "watchdog_s" and getattr(self, f.name) not in (None, False, ())]
+        return [name for name in _OPTION_NAMES
+                if name != "watchdog_s" and getattr(self, name) not in (None, False, ())]
+
+
+_OPTION_NAMES = tuple(f.name for f in fields(EmulatorOptions))
+_PLAIN = (type(None), bool, int, float, str)
+_MADE: dict[tuple, EmulatorOptions] = {}  # from_mapping's: (name, type, value) of each option -> the options

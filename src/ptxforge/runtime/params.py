@@ -58,8 +58,7 @@ def check_args(kernel: str, params: tuple[ir.Param, ...], args: list, is_buffer:
         sig = ", ".join(f"{p.type} {p.name}" for p in params)
         raise LaunchError(f"{kernel} takes {len(params)} argument(s) ({sig}), got {len(args)}")
     plan: list[tuple[str, ir.Param, Any]] = []  # (kind, parameter, value): "ptr" with a pointer, "bytes" with bytes
-    for i, (p, a) in enumerate(zip(params, args, strict=True)):
-        where = f"{kernel} argument {i} ({p.name}, {p.type}{f'[{p.size}]' if p.array else ''})"
+    for i, (where, p, a) in enumerate(zip(_argument_names(kernel, params), params, args, strict=True)):
         typed = pointee[i] if pointee else None
         is_pointer = typed is not None or p.name in pointers or p.ptr_space is not None
         if p.array:
@@ -86,6 +85,23 @@ def check_args(kernel: str, params: tuple[ir.Param, ...], args: list, is_buffer:
         else:
             plan.append(("scalar", p, scalar_bytes(a, p.type, where)))
     return plan
+
+
+_NAMES: dict[int, tuple[Any, str, tuple[str, ...]]] = {}  # id(params) -> (params, kernel, argument names)
+
+
+def _argument_names(kernel: str, params: Any) -> tuple[str, ...]:
+    """How messages name each argument of `kernel` (made once per parameter list, not at every launch; keyed
+    by identity: hashing the parameters costs more than naming them)."""
+    hit = _NAMES.get(id(params))
+    if hit is not None and hit[0] is params and hit[1] == kernel:
+        return hit[2]
+    names = tuple(f"{kernel} argument {i} ({p.name}, {p.type}{f'[{p.size}]' if p.array else ''})"
+                  for i, p in enumerate(params))
+    if len(_NAMES) > 4096:
+        _NAMES.clear()
+    _NAMES[id(params)] = (params, kernel, names)
+    return names
 
 
 _POINTER_CACHE: dict[int, tuple[ir.Function, frozenset[str]]] = {}
@@ -154,9 +170,26 @@ def param_offsets(params: tuple[ir.Param, ...]) -> tuple[tuple[int, ...], int]:
     return tuple(offsets), end
 
 
+_OFFSETS: dict[tuple[int, ...], tuple[tuple, tuple[tuple[int, ...], int]]] = {}
+
+
+def _offsets_of(params: tuple[ir.Param, ...]) -> tuple[tuple[int, ...], int]:
+    """`param_offsets`, keyed by the parameters' identities (a launch packs the same Param objects each time;
+    hashing them costs more than the rest of the packing)."""
+    key = tuple(map(id, params))
+    hit = _OFFSETS.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], params, strict=True)):
+        return hit[1]
+    found = param_offsets(params)
+    if len(_OFFSETS) > 4096:
+        _OFFSETS.clear()
+    _OFFSETS[key] = (params, found)
+    return found
+
+
 def pack(plan: list, pointer: Callable[[ir.Param, Any], int]) -> tuple[bytes, list[int]]:
     """The packed parameter buffer and each parameter's offset; `pointer(param, arg)` gives an address."""
-    at, total = param_offsets(tuple(p for _, p, _ in plan))
+    at, total = _offsets_of(tuple(p for _, p, _ in plan))
     offsets = list(at)
     out = bytearray(total)
     for (kind, p, a), off in zip(plan, offsets, strict=True):

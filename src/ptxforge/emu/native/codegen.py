@@ -49,6 +49,7 @@ CTX_LEN = 12
 PROBE_REQ, PROBE_HASH, PROBE_BLOCK, PROBE_WRITES, PROBE_WARP, PROBE_PC, PROBE_LEN = range(7)
 # status[0] codes (status: [code, pc, thread, block, address, nbytes, write])
 ST_OK, ST_FAULT, ST_MISALIGNED, ST_READONLY, ST_NOT_CONVERGED, ST_STOP, ST_NO_PROGRESS = 0, 1, 2, 3, 4, 5, 6
+SPAN_BYTES = (1, 2, 4, 8, 16)  # access sizes whose consecutive warp-wide accesses `_span_valid` checks at once
 GRANULE = 64  # bytes per entry of the global validity map (allocations start on 256-byte boundaries)
 GMAP_READONLY = 0x80  # flag in a map entry: the bytes belong to a read-only (.const) allocation
 
@@ -523,6 +524,12 @@ class BlockGen:
         fn = self.fn
         vt = V(I64)
         zero = L.Constant(vt, 0)
+        ok = fn.append_basic_block(f"pc{pc}_ok")
+        if space != "shared" and nbytes in SPAN_BYTES:  # a whole warp on consecutive valid bytes: no per-lane look
+            off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
+            lanes = fn.append_basic_block(f"pc{pc}_lanes")
+            b.cbranch(self._span_valid(b, off, nbytes, wr, active), ok, lanes)
+            b.position_at_end(lanes)
         misaligned = b.icmp_unsigned("!=", b.and_(a, L.Constant(vt, nbytes - 1)), zero)
         readonly = None
         if space == "shared":
@@ -551,7 +558,6 @@ class BlockGen:
             bad = b.or_(bad, readonly)
         bad_bits = b.bitcast(b.and_(active, bad), I32)
         fault = fn.append_basic_block(f"pc{pc}_fault")
-        ok = fn.append_basic_block(f"pc{pc}_ok")
         b.cbranch(b.icmp_unsigned("!=", bad_bits, L.Constant(I32, 0)), fault, ok)
         b.position_at_end(fault)
         cttz = self.intrinsic("llvm.cttz.i32", I32, [I32, I1])
@@ -563,7 +569,40 @@ class BlockGen:
         self._set_status(b, code, pc, lane, b.extract_element(a, li), nbytes, wr)
         b.branch(self.ret_block)
         b.position_at_end(ok)
-        return host
+        if space == "shared":
+            return host
+        return b.add(b.sub(a, L.Constant(vt, GLOBAL_BASE)), splat(b, self.arena_base))
+
+    def _span_valid(self, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool, active: L.Value) -> L.Value:
+        """i1: every lane is active, lane i's arena offset is lane 0's + i * nbytes, lane 0's is aligned, and
+        the warp's bytes lie in the arena with every 64-byte granule they touch valid up to where they end
+        (writable for a write). Then every lane passes the per-lane check, which runs only where this fails
+        (and names the faulting lane as before). Granules are read from the validity map one by one."""
+        span = WARP * nbytes
+        first = b.extract_element(off, L.Constant(I32, 0))
+        expect = b.add(splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
+        good = b.and_(self.all_of(b, active), self.all_of(b, b.icmp_unsigned("==", off, expect)))
+        good = b.and_(good, b.icmp_unsigned("==", b.and_(first, L.Constant(I64, nbytes - 1)), L.Constant(I64, 0)))
+        end = b.add(first, L.Constant(I64, span))
+        size = self.arena_size
+        inarena = b.and_(b.icmp_unsigned("<", first, size), b.icmp_unsigned("<=", end, size))
+        good = b.and_(good, inarena)
+        g_first = b.select(inarena, b.lshr(first, L.Constant(I64, 6)), L.Constant(I64, 0))
+        last = b.sub(end, L.Constant(I64, 1))
+        g_last = b.select(inarena, b.lshr(last, L.Constant(I64, 6)), L.Constant(I64, 0))
+        need = b.add(b.and_(last, L.Constant(I64, GRANULE - 1)), L.Constant(I64, 1))  # bytes valid in the last
+        mask = 0xFF if wr else GMAP_READONLY - 1  # (a write needs the read-only flag clear)
+        for j in range(span // GRANULE + 2):
+            g = b.add(g_first, L.Constant(I64, j))
+            g = b.select(b.icmp_unsigned("<", g, g_last), g, g_last)  # (past the last: the last again)
+            entry = b.zext(b.load(b.gep(self.gmap, [g])), I64)
+            full = b.icmp_unsigned("==", b.and_(entry, L.Constant(I64, mask)), L.Constant(I64, GRANULE))
+            ends = b.icmp_unsigned("<=", need, b.and_(entry, L.Constant(I64, GMAP_READONLY - 1)))
+            if wr:
+                ends = b.and_(ends, b.icmp_unsigned("==", b.and_(entry, L.Constant(I64, GMAP_READONLY)),
+                                                    L.Constant(I64, 0)))
+            good = b.and_(good, b.select(b.icmp_unsigned("<", g, g_last), full, ends))
+        return good
 
     # ------------------------------------------------------------------ special registers
     def sreg(self, b: L.IRBuilder, name: str, w: L.Value) -> L.Value:

@@ -2,8 +2,10 @@
 
 Each worker thread takes chunks of blocks from a shared counter and calls the compiled `run_blocks` (ctypes
 drops the GIL for the call), with its own shared-memory buffer; blocks write their own count slot, so the
-counts never race. A fault stops every worker at its next segment; the launcher then raises the fault the
-interpreter would (out of bounds, misaligned, read-only), naming the PTX line, the thread and the block.
+counts never race. With the default thread count, a launch whose first chunk shows it would finish within
+ALONE_S on the caller's thread runs there alone; `threads=N` always uses N workers. A fault stops every
+worker at its next segment; the launcher then raises the fault the interpreter would (out of bounds,
+misaligned, read-only), naming the PTX line, the thread and the block.
 """
 
 from __future__ import annotations
@@ -32,11 +34,16 @@ _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
 
 def default_threads() -> int:
-    """Worker threads a launch uses unless told: every core this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # (not Linux)
-        return max(1, os.cpu_count() or 1)
+    """Worker threads a launch uses unless told: every core this process may run on (asked once)."""
+    if not _CORES:
+        try:
+            _CORES.append(max(1, len(os.sched_getaffinity(0))))
+        except AttributeError:  # (not Linux)
+            _CORES.append(max(1, os.cpu_count() or 1))
+    return _CORES[0]
+
+
+_CORES: list[int] = []
 
 
 _MAPS: weakref.WeakKeyDictionary[Any, tuple[tuple, np.ndarray]] = weakref.WeakKeyDictionary()
@@ -99,6 +106,44 @@ def _record(nblocks: int) -> tuple[np.ndarray, int]:
     return rec
 
 
+def _probes(nthreads: int) -> tuple[np.ndarray, int]:
+    """This thread's probe rows for a launch of `nthreads` workers (PROBE_BLOCK -1: nothing answered yet)."""
+    pr = getattr(_LOCAL, "probes", None)
+    if pr is None or pr[0].shape[0] < nthreads:
+        arr = np.zeros((max(nthreads, 4), G.PROBE_LEN), np.int64)
+        pr = _LOCAL.probes = (arr, arr.ctypes.data)
+    arr = pr[0][:nthreads]
+    arr[:] = 0
+    arr[:, G.PROBE_BLOCK] = -1
+    return arr, pr[1]
+
+
+_ADDRESSES: dict[int, tuple[weakref.ref, int]] = {}  # id(array) -> (a weak reference to it, its address)
+
+
+def _address(arr: np.ndarray) -> int:
+    """The address of a long-lived array (an arena, a map, a shared-memory buffer), looked up once per array
+    (`.ctypes.data` costs a microsecond at every launch)."""
+    hit = _ADDRESSES.get(id(arr))
+    if hit is not None and hit[0]() is arr:
+        return hit[1]
+    if len(_ADDRESSES) > 256:
+        _ADDRESSES.clear()
+    address = arr.ctypes.data
+    _ADDRESSES[id(arr)] = (weakref.ref(arr), address)
+    return address
+
+
+def per_sm_counts(m: Machine, counts: np.ndarray) -> np.ndarray:
+    """Thread-instructions per SM: block b ran on slot b % resident of its wave, slot i on SM sm_ids[i % n]."""
+    nblocks, sm_ids = counts.size, m.sm_ids
+    if nblocks <= sm_ids.size:  # one wave, one block per SM (a small launch: skip the index arithmetic)
+        sms = sm_ids[:nblocks]
+    else:
+        sms = sm_ids[np.arange(nblocks) % m.resident % sm_ids.size]
+    return np.bincount(sms, weights=counts, minlength=m.per_sm.size).astype(np.int64)
+
+
 def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict:
     """Run every block of the launch `m` (a Machine set up for it) natively; its stats as `Machine.run` gives."""
     t0 = time.perf_counter()
@@ -118,18 +163,18 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict
     status = rec[G.CTX_LEN:G.CTX_LEN + STATUS_LEN]
     counts = rec[G.CTX_LEN + STATUS_LEN:G.CTX_LEN + STATUS_LEN + nblocks]
     status[:] = 0
-    ctx0[:G.CTX_PROBE] = (m.params.ctypes.data, arena.ctypes.data, arena.size, gmap.ctypes.data,
-               _shared_buffer(shared_size).ctypes.data, addr + 8 * G.CTX_LEN, addr + 8 * (G.CTX_LEN + STATUS_LEN),
-               gx, gy, gz, shared_size)
+    ctx0[:G.CTX_PROBE] = (m.params.ctypes.data, _address(arena), arena.size, _address(gmap),
+                          _address(_shared_buffer(shared_size)), addr + 8 * G.CTX_LEN,
+                          addr + 8 * (G.CTX_LEN + STATUS_LEN), gx, gy, gz, shared_size)
     errors: list[BaseException] = []
-    probes = np.zeros((nthreads, G.PROBE_LEN), np.int64)
-    probes[:, G.PROBE_BLOCK] = -1
-    ctx0[G.CTX_PROBE] = probes.ctypes.data
+    probes, ctx0[G.CTX_PROBE] = _probes(nthreads)
     token = WATCHDOG.watch(status, probes, m.time_limit_s, m.watchdog_s)
     try:
         if nthreads == 1:  # (no pool, no lock: a tiny launch's cost is mostly this path)
             fn(addr, 0, nblocks)
-        else:
+        elif threads is None:  # every core unless the launch is small (`_run_spread`)
+            _run_spread(fn, addr, ctx0, status, probes, nblocks, nthreads, shared_size, errors)
+        else:  # as many workers as asked
             _run_threads(fn, ctx0, status, probes, nblocks, nthreads, shared_size, errors)
     finally:
         WATCHDOG.forget(token)
@@ -143,40 +188,75 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict
         raise EmulatorError(f"{m.layout.kernel_func.name}: the native tier failed: {errors[0]}")
     if status[0] != 0:
         raise _fault(m, status.copy())
-    sms = m.sm_ids[np.arange(nblocks) % m.resident % m.sm_ids.size]
-    per_sm = np.bincount(sms, weights=counts, minlength=m.per_sm.size).astype(np.int64)
+    per_sm = per_sm_counts(m, counts)
     return {"thread_instructions": int(counts.sum()), "per_sm": per_sm, "wall_s": time.perf_counter() - t0,
             "waves": -(-nblocks // m.resident), "resident_blocks": m.resident, "steps": 0}
 
 
-def _run_threads(fn: Any, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int, nthreads: int,
-                 shared_size: int, errors: list[BaseException]) -> None:
-    """The caller's thread is one worker, the others come from the shared pool; each takes chunks of blocks."""
+ALONE_S = 0.0005  # a launch the caller's thread would finish alone within this (estimated) gets no helpers
+
+
+def _run_spread(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int,
+                nthreads: int, shared_size: int, errors: list[BaseException]) -> None:
+    """The first chunk of blocks on the caller's thread, timed: when the rest would take it under ALONE_S, it
+    runs them too (waking helpers costs more than a small launch's work, and on a loaded machine a helper may
+    wait long for a core); otherwise the rest is shared with helpers (`_run_threads`)."""
     chunk = max(1, nblocks // (nthreads * 8))
-    next_block = [0]
-    lock = threading.Lock()
+    t = time.perf_counter()
+    fn(addr, 0, chunk)
+    if status[0] != 0:
+        return
+    if (time.perf_counter() - t) * (nblocks - chunk) / chunk < ALONE_S:
+        fn(addr, chunk, nblocks)
+        return
+    _run_threads(fn, ctx0, status, probes, nblocks, nthreads, shared_size, errors, chunk)
+
+
+def _run_threads(fn: Any, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int, nthreads: int,
+                 shared_size: int, errors: list[BaseException], start: int = 0) -> None:
+    """The caller's thread is one worker, the others come from the shared pool; each takes chunks of blocks.
+
+    A helper that starts after every block was taken leaves without touching the launch, and the caller waits
+    only for the helpers that joined (a small launch does not wait for the pool's threads to wake up)."""
+    chunk = max(1, nblocks // (nthreads * 8))
+    state = [start, 0, False]  # next block, helpers at work, closed (every block taken, no helper may join)
+    cond = threading.Condition()
 
     def worker(wk: int) -> None:
+        if wk:
+            with cond:
+                if state[2]:
+                    return  # came too late: the launch may already be over, its arrays reused
+                state[1] += 1
         ctx = ctx0.copy()
-        ctx[G.CTX_SHARED] = _shared_buffer(shared_size).ctypes.data
+        ctx[G.CTX_SHARED] = _address(_shared_buffer(shared_size))
         ctx[G.CTX_PROBE] = probes[wk:].ctypes.data
         try:
             while status[0] == 0:
-                with lock:
-                    first = next_block[0]
-                    next_block[0] = first + chunk
-                if first >= nblocks:
-                    return
+                with cond:
+                    first = state[0]
+                    state[0] = first + chunk
+                    if first >= nblocks:
+                        state[2] = True
+                        return
                 fn(ctx.ctypes.data, first, min(first + chunk, nblocks))
         except BaseException as e:  # (a ctypes error): reported by the launcher
             errors.append(e)
             status[0] = G.ST_STOP
         finally:
             probes[wk, G.PROBE_REQ] = -1  # done: the watchdog stops asking
+            if wk:
+                with cond:
+                    state[1] -= 1
+                    cond.notify_all()
 
-    helpers = [_pool().submit(worker, wk) for wk in range(1, nthreads)]
+    pool = _pool()
+    for wk in range(1, nthreads):
+        pool.submit(worker, wk)
     worker(0)
-    concurrent.futures.wait(helpers)
+    with cond:
+        state[2] = True  # (also after a stop: no helper joins from now on)
+        cond.wait_for(lambda: state[1] == 0)
 
 
 _KINDS = {G.ST_FAULT: "out-of-bounds", G.ST_MISALIGNED: "misaligned", G.ST_READONLY: "write to read-only memory"}
