@@ -300,6 +300,16 @@ HALF_UNARY = [(f"cvt.f32.{t} {{d}}, {{a}}", 32) for t in ("f16", "bf16")] + \
     [("cvt.f64.f16 {d}, {a}", 64), ("cvt.rn.f16x2.e4m3x2 {d}, {a}", 32), ("cvt.rn.f16x2.e5m2x2 {d}, {a}", 32),
      ("cvt.rn.relu.f16x2.e4m3x2 {d}, {a}", 32), ("cvt.rzi.sat.u16.f16 {d}, {a}", 16),
      ("cvt.rn.f32.s16 {d}, {a}", 32)]
+HALF_BINARY = [(f"{op}{r}{f}.{t} {{d}}, {{a}}, {{b}}", 32) for t in ("f16x2", "bf16x2") for op in ("add", "sub", "mul")
+               for r in _RND for f in ("", ".sat", ".ftz")
+               if not (f == ".ftz" and t == "bf16x2") and not (f == ".sat" and t == "bf16x2")] + \
+    [(f"fma{r}{f}.{t} {{d}}, {{a}}, {{b}}, {{a}}", 32) for t in ("f16x2", "bf16x2") for r in (".rn",)
+     for f in ("", ".relu")] + [("fma.rn.sat.f16x2 {d}, {a}, {b}, {b}", 32)] + \
+    [(f"{op}{f}.{t} {{d}}, {{a}}", 32) for t in ("f16x2", "bf16x2") for op in ("neg", "abs")
+     for f in ("", ".ftz") if not (f and t == "bf16x2")] + \
+    [(f"{op}{m}.{t} {{d}}, {{a}}, {{b}}", 32) for t in ("f16x2", "bf16x2") for op in ("min", "max")
+     for m in ("", ".NaN", ".xorsign.abs", ".ftz")
+     if not (m == ".ftz" and t == "bf16x2")]
 PAIR_UNARY = [(f"cvt.rn.satfinite{r}.{t}.{s} {{d}}, {{a}}", 16) for t in ("e4m3x2", "e5m2x2")
               for s in ("f16x2", "bf16x2") for r in ("", ".relu")]
 
@@ -317,6 +327,8 @@ SMOKE = {
                   "rcp.approx.ftz.f64"),
     "half_unary": ("cvt.f32.bf16", "cvt.rn.f16x2.e4m3x2"),
     "pair_unary": ("cvt.rn.satfinite.e5m2x2.f16x2",),
+    "half_binary": ("add.rz.sat.f16x2", "mul.rm.bf16x2", "fma.rn.relu.bf16x2", "min.xorsign.abs.f16x2",
+                    "neg.ftz.f16x2"),
 }
 
 
@@ -334,6 +346,9 @@ def _float_group(group: str, smoke: bool) -> None:
         "f64_binary": (F64_BINARY, 64, lambda: _grid(e64, 2, rng, 1024)),
         "f64_unary": (F64_UNARY, 64, lambda: _grid(e64, 1, rng, 1024)),
         "half_unary": (HALF_UNARY, 16, lambda: [np.resize(h16, -(-len(h16) // 256) * 256)]),
+        "half_binary": (HALF_BINARY, 32, lambda: _grid(np.concatenate(
+            [(h16[::97, None].astype(np.uint32) << 16) | np.array([0x7C00, 0x0001, 0x3C00, 0xFF80, 0x8000, 0x7BFF],
+                                                                   np.uint32)]).ravel(), 2, rng, 1024)),
         "pair_unary": (PAIR_UNARY, 32, lambda: _grid(np.concatenate(
             [e32, rng.integers(0, 1 << 32, 2048, dtype=np.uint64).astype(np.uint32)]), 1, rng, 0)),
     }

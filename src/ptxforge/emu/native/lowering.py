@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ptxforge.emu.native import lower as core
 from ptxforge.emu.native import lower_bits as bits
-from ptxforge.emu.native import lower_cvt
+from ptxforge.emu.native import lower_cvt, lower_half
 from ptxforge.emu.native import lower_float as flt
 from ptxforge.emu.native import lower_warp as warp
 from ptxforge.emu.native.lower import NotNative, read, type_of, write
@@ -30,8 +30,14 @@ def _is_float(ins: ir.Instruction) -> bool:
     return bool(ins.types) and ins.types[-1].startswith((".f", ".bf"))
 
 
+def _half(ins: ir.Instruction) -> bool:
+    return bool(ins.types) and ins.types[-1] in lower_half.HALVES
+
+
 def _arith(ins: ir.Instruction, env: WarpEnv) -> None:
-    if _is_float(ins):
+    if _half(ins):
+        lower_half.arith(ins, env)
+    elif _is_float(ins):
         flt.arith(ins, env)
     elif ins.opcode == "mul" and "hi" in ins.suffixes and not _is_float(ins):
         bits.mul_hi(ins, env)
@@ -44,11 +50,11 @@ def _div(ins: ir.Instruction, env: WarpEnv) -> None:
 
 
 def _minmax(ins: ir.Instruction, env: WarpEnv) -> None:
-    (flt.minmax if _is_float(ins) else core.LOWER[ins.opcode])(ins, env)
+    (lower_half.minmax if _half(ins) else flt.minmax if _is_float(ins) else core.LOWER[ins.opcode])(ins, env)
 
 
 def _neg_abs(ins: ir.Instruction, env: WarpEnv) -> None:
-    (flt.absneg if _is_float(ins) else bits.neg_abs)(ins, env)
+    (lower_half.absneg if _half(ins) else flt.absneg if _is_float(ins) else bits.neg_abs)(ins, env)
 
 
 def _cvt(ins: ir.Instruction, env: WarpEnv) -> None:
