@@ -373,3 +373,60 @@ def test_float_modifiers_on_edge_values_match_the_interpreter(group):
 @pytest.mark.parametrize("group", GROUPS)
 def test_every_float_form_on_edge_values_matches_the_interpreter(group):
     _float_group(group, smoke=False)
+
+
+# ---------------------------------------------------------------------------------------------- mma.sync
+def _mma_kernel(shape: str, ty: str) -> str:
+    na = 4 if shape == "m16n8k16" else 2
+    nb = na // 2
+    regs = ", ".join
+    lines = [".version 8.0", ".target sm_90", ".address_size 64",
+             ".visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd)", "{",
+             ".reg .b32 %a<4>;", ".reg .b32 %b<2>;", ".reg .f32 %c<4>;", ".reg .f32 %d<4>;", ".reg .b32 %r<4>;",
+             ".reg .b64 %rd<12>;", "mov.u32 %r1, %ctaid.x;", "mov.u32 %r2, %ntid.x;", "mov.u32 %r3, %tid.x;",
+             "mad.lo.s32 %r1, %r1, %r2, %r3;", "mul.wide.u32 %rd9, %r1, 16;"]
+    for i, p in enumerate(("pa", "pb", "pc", "pd")):
+        lines += [f"ld.param.u64 %rd{i}, [{p}];", f"add.s64 %rd{i}, %rd{i}, %rd9;"]
+    lines += [f"ld.global.b32 %a{i}, [%rd0+{4 * i}];" for i in range(na)]
+    lines += [f"ld.global.b32 %b{i}, [%rd1+{4 * i}];" for i in range(nb)]
+    lines += [f"ld.global.f32 %c{i}, [%rd2+{4 * i}];" for i in range(4)]
+    lines += [f"mma.sync.aligned.{shape}.row.col.f32.{ty}.{ty}.f32 {{{regs(f'%d{i}' for i in range(4))}}}, "
+              f"{{{regs(f'%a{i}' for i in range(na))}}}, {{{regs(f'%b{i}' for i in range(nb))}}}, "
+              f"{{{regs(f'%c{i}' for i in range(4))}}};"]
+    lines += [f"st.global.f32 [%rd3+{4 * i}], %d{i};" for i in range(4)] + ["ret;", "}"]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("shape,ty", [("m16n8k16", "f16"),
+                                      *(pytest.param(s, t, marks=pytest.mark.slow)  # (LLVM: ~4 s CPU a kernel)
+                                        for s, t in (("m16n8k16", "bf16"), ("m16n8k8", "f16"), ("m16n8k8", "bf16")))])
+def test_mma_sync_on_the_native_tier_matches_the_interpreter(shape, ty):
+    """mma.sync .f32 accumulators with .f16/.bf16 inputs: the tensor cores' fitted summation, bit for bit,
+    on 64 warps of normal values of wide exponent spread, with subnormals, zeros of both signs, infinities
+    and NaNs mixed into some warps."""
+    import ml_dtypes
+
+    import ptxforge as pf
+
+    rng = np.random.default_rng(7)
+    n = 64 * 32
+    dt = np.float16 if ty == "f16" else ml_dtypes.bfloat16
+    vals = (rng.standard_normal(n * 16) * np.exp2(rng.integers(-8, 8, n * 16))).astype(dt).view(np.uint16)
+    special = np.array([0, 0x8000, 0x0001, 0x7C00 if ty == "f16" else 0x7F80, 0x7E00 if ty == "f16" else 0x7FC0,
+                        0x0200 if ty == "f16" else 0x0040], np.uint16)
+    hit = rng.random(n * 16) < 0.01
+    vals = np.where(hit, special[rng.integers(0, len(special), n * 16)], vals)
+    a = vals.view(np.uint32)[: n * 4].copy()
+    b = vals.view(np.uint32)[n * 4: n * 8].copy()  # (each thread reads its first one or two words)
+    c = (rng.standard_normal(n * 4) * np.exp2(rng.integers(-20, 20, n * 4))).astype(np.float32)
+    c[rng.random(n * 4) < 0.005] = -0.0
+    k = pf.parse(_mma_kernel(shape, ty), filename="mma.ptx").kernel("k")
+    assert _plan(k).ir_text is not None, _plan(k).reason
+    outs = {}
+    for tier in ("interp", "native"):
+        d = np.zeros(n * 4, np.uint32)
+        r = k.launch(grid=(n // 256,), block=(256,), args=[a, b, c, d], options=EmulatorOptions(tier=tier))
+        assert r.tier == tier, r.tier_note
+        outs[tier] = d
+    diff = np.flatnonzero(outs["interp"] != outs["native"])
+    assert diff.size == 0, (diff.size, diff[:4], outs["interp"][diff[:4]], outs["native"][diff[:4]])
