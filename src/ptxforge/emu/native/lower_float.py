@@ -1,15 +1,10 @@
-"""Floating-point instructions as LLVM vector code, bit for bit as the interpreter's semantics
-(`ptxforge.emu.semantics.floating`, `float_misc`, `convert`):
-
-- `add`/`sub`/`mul`/`fma` `.f64` in round-to-nearest: a NaN result takes the first NaN input's payload,
-  quieted, else the canonical NaN (`sub` is `a + (-b)`, so a NaN `b` comes back with its sign flipped);
-- `min`/`max` `.f32`/`.f64` (a NaN input yields the other, two NaNs the canonical NaN, -0 below +0), and
-  `abs`/`neg` (the sign bit);
-- `cvt` float -> integer with `.rni/.rzi/.rmi/.rpi` (clamped to the destination; NaN -> 0, or 1 << (w - 1)
-  from an .f64 or into 64 bits), integer -> float `.rn`, `.f64` -> `.f32` `.rn` (NaN -> canonical),
-  `.f32` -> `.f64` (NaN payload kept, quieted) and float -> same float rounded to an integral value.
-
-`.ftz`, `.sat`, other rounding modes and the narrow formats raise NotNative (the kernel runs interpreted).
+"""Floating-point instructions on .f32/.f64 as LLVM vector code, bit for bit as the interpreter's semantics
+(`ptxforge.emu.semantics.floating`, `float_misc`, `approx`): add/sub/mul/fma in every rounding mode with
+.ftz and .sat (.f64: add/sub in every mode, the others in .rn), div/rcp/sqrt, rsqrt.approx, min/max with
+their modifiers, abs/neg, copysign, testp and setp's comparisons. Directed roundings come from exact float64
+steps (lower_round.py). .f64 NaN results take the first NaN input's payload, quieted, else the canonical NaN
+(`sub` is `a + (-b)`, so a NaN `b` comes back with its sign flipped); .f32 NaN results are canonical.
+cvt lives in lower_cvt.py, half precision in lower_half.py.
 """
 
 from __future__ import annotations
@@ -19,7 +14,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir as L
 
 from ptxforge.emu.native import lower_round as R
-from ptxforge.emu.native.lower import F32, F64, I1, I32, I64, INT, NotNative, V, bits_of, read, signed, write
+from ptxforge.emu.native.lower import F32, F64, I1, I32, I64, INT, NotNative, V, bits_of, read, write
 from ptxforge.emu.semantics import formats
 
 if TYPE_CHECKING:
@@ -29,7 +24,6 @@ if TYPE_CHECKING:
 FLOAT = {32: F32, 64: F64}
 NAN = {32: formats.F32.nan, 64: formats.F64.nan}
 QUIET64 = 1 << 51  # (a NaN input's payload, quieted, as floating._nan64 keeps it)
-ROUND_INT = {"rni": "llvm.roundeven", "rzi": "llvm.trunc", "rmi": "llvm.floor", "rpi": "llvm.ceil"}
 
 
 def _ftype(ty: str) -> tuple[int, L.Type]:

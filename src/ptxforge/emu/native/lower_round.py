@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from ptxforge.emu.native.warp import WarpEnv
     from ptxforge.emu.semantics.formats import FloatFormat
 
-DIRECTED = ("rz", "rm", "rp")
 SIGN32, EXP32, ONE32, NAN32 = 0x80000000, 0x7F800000, 0x3F800000, 0x7FFFFFFF
 
 
@@ -52,12 +51,6 @@ def round_to_odd(b: L.IRBuilder, s: L.Value, e: L.Value) -> L.Value:
     same = b.icmp_unsigned("==", b.lshr(b.bitcast(e, V(I64)), c(I64, 63)), b.lshr(sb, c(I64, 63)))
     step = b.select(same, c(I64, 1), c(I64, -1))
     return b.bitcast(b.select(b.and_(need, even), b.add(sb, step), sb), V(F64))
-
-
-def signed_step(b: L.IRBuilder, s: L.Value, resid: L.Value) -> L.Value:
-    """round_to_odd(s, sign) where `resid` is a float64 vector whose sign says where the exact value lies
-    (0 or NaN: exact)."""
-    return round_to_odd(b, s, resid)
 
 
 def _fabs(b: L.IRBuilder, x: L.Value) -> L.Value:
@@ -229,10 +222,3 @@ def table_lookup(env: WarpEnv, key: str, table: np.ndarray, index: L.Value) -> L
     gather = env.module_intrinsic(f"llvm.masked.gather.v32i{t.width}.v32p0", V(t),
                                   [V(t.as_pointer()), I32, V(I1), V(t)])
     return b.call(gather, [ptrs, L.Constant(I32, t.width // 8), c(I1, 1), c(t, 0)])
-
-
-def const_bits(x: float, w: int) -> int:
-    return int(np.asarray(x, np.float32 if w == 32 else np.float64).view(np.uint32 if w == 32 else np.uint64))
-
-
-__all__ = ["DIRECTED", "I8", "encode", "f64_to_f32", "finish32", "round_to_odd", "table_lookup", "two_sum"]
