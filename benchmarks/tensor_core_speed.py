@@ -4,6 +4,11 @@ with another ptxforge source tree given by --baseline (e.g. a worktree of an old
 process. Times are CPU seconds of the launch (process time), the median of --repeat runs.
 
     python benchmarks/tensor_core_speed.py [--baseline PATH/TO/OTHER/src] [--shape 256,256,512] [--repeat 3]
+        [--expert 4096,2048,7168]
+
+The peer is torch's FP32 matmul (CPU) of the same shape and of a DeepSeek-V3 expert shape (--expert), timed
+in the same run; the emulator's expert-shape time is extrapolated from the measured shape (the launch is
+one wgmma per 64x128x32 tile, so it scales with M*N*K), and the table says so.
 """
 
 from __future__ import annotations
@@ -59,11 +64,30 @@ def measure(src: Path, shape, repeat: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def torch_matmul_s(m: int, n: int, k: int, repeat: int) -> float | None:
+    """CPU seconds of torch's FP32 matmul [m, k] @ [k, n], the median of `repeat` runs (None without torch)."""
+    try:
+        import time
+
+        import torch
+    except ImportError:
+        return None
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    torch.matmul(a, b)
+    times = []
+    for _ in range(repeat):
+        t = time.process_time()
+        torch.matmul(a, b)
+        times.append(time.process_time() - t)
+    return sorted(times)[len(times) // 2]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--baseline", type=Path, help="another ptxforge src/ directory to time beside this one")
     ap.add_argument("--shape", default="256,256,512", help="M,N,K (multiples of 128)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--expert", default="4096,2048,7168", help="M,N,K of the extrapolated expert shape")
     args = ap.parse_args()
     shape = [int(x) for x in args.shape.split(",")]
     m, n, k = shape
@@ -76,6 +100,16 @@ def main() -> None:
     for name, r in rows:
         per_call = r["launch_s"] / calls * 1e3
         print(f"{name:<48} {r['launch_s']:9.2f} {per_call:13.2f} {r['call_ms']:12.2f}  {r['digest']}")
+    em, en, ek = (int(x) for x in args.expert.split(","))
+    grow = em * en * ek / (m * n * k)
+    for label, (tm, tn, tk), emu in ((f"{m}x{n}x{k} (measured)", (m, n, k), rows[0][1]["launch_s"]),
+                                     (f"{em}x{en}x{ek} (emulator extrapolated x{grow:.0f})", (em, en, ek),
+                                      rows[0][1]["launch_s"] * grow)):
+        ref = torch_matmul_s(tm, tn, tk, max(1, args.repeat))
+        if ref is None:
+            print("torch is not installed: no FP32 matmul peer")
+            break
+        print(f"{label:<48} emulator {emu:9.2f} s, torch FP32 matmul {ref:8.3f} s: {emu / ref:8.0f}x")
     if len(rows) == 2:
         same = rows[0][1]["digest"] == rows[1][1]["digest"]
         print(f"speed-up: launch {rows[1][1]['launch_s'] / rows[0][1]['launch_s']:.1f}x, "

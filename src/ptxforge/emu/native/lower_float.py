@@ -1,15 +1,10 @@
-"""Floating-point instructions as LLVM vector code, bit for bit as the interpreter's semantics
-(`ptxforge.emu.semantics.floating`, `float_misc`, `convert`):
-
-- `add`/`sub`/`mul`/`fma` `.f64` in round-to-nearest: a NaN result takes the first NaN input's payload,
-  quieted, else the canonical NaN (`sub` is `a + (-b)`, so a NaN `b` comes back with its sign flipped);
-- `min`/`max` `.f32`/`.f64` (a NaN input yields the other, two NaNs the canonical NaN, -0 below +0), and
-  `abs`/`neg` (the sign bit);
-- `cvt` float -> integer with `.rni/.rzi/.rmi/.rpi` (clamped to the destination; NaN -> 0, or 1 << (w - 1)
-  from an .f64 or into 64 bits), integer -> float `.rn`, `.f64` -> `.f32` `.rn` (NaN -> canonical),
-  `.f32` -> `.f64` (NaN payload kept, quieted) and float -> same float rounded to an integral value.
-
-`.ftz`, `.sat`, other rounding modes and the narrow formats raise NotNative (the kernel runs interpreted).
+"""Floating-point instructions on .f32/.f64 as LLVM vector code, bit for bit as the interpreter's semantics
+(`ptxforge.emu.semantics.floating`, `float_misc`, `approx`): add/sub/mul/fma in every rounding mode with
+.ftz and .sat (.f64: add/sub in every mode, the others in .rn), div/rcp/sqrt, rsqrt.approx, min/max with
+their modifiers, abs/neg, copysign, testp and setp's comparisons. Directed roundings come from exact float64
+steps (lower_round.py). .f64 NaN results take the first NaN input's payload, quieted, else the canonical NaN
+(`sub` is `a + (-b)`, so a NaN `b` comes back with its sign flipped); .f32 NaN results are canonical.
+cvt lives in lower_cvt.py, half precision in lower_half.py.
 """
 
 from __future__ import annotations
@@ -18,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir as L
 
-from ptxforge.emu.native.lower import F32, F64, I32, I64, INT, NotNative, V, bits_of, read, signed, write
+from ptxforge.emu.native import lower_round as R
+from ptxforge.emu.native.lower import F32, F64, I1, I32, I64, INT, NotNative, V, bits_of, read, write
 from ptxforge.emu.semantics import formats
 
 if TYPE_CHECKING:
@@ -28,7 +24,6 @@ if TYPE_CHECKING:
 FLOAT = {32: F32, 64: F64}
 NAN = {32: formats.F32.nan, 64: formats.F64.nan}
 QUIET64 = 1 << 51  # (a NaN input's payload, quieted, as floating._nan64 keeps it)
-ROUND_INT = {"rni": "llvm.roundeven", "rzi": "llvm.trunc", "rmi": "llvm.floor", "rpi": "llvm.ceil"}
 
 
 def _ftype(ty: str) -> tuple[int, L.Type]:
@@ -67,11 +62,65 @@ def _nan64(b: L.IRBuilder, r: L.Value, ins_bits: list[L.Value]) -> L.Value:
     return out
 
 
-def arith64(ins: ir.Instruction, env: WarpEnv) -> None:
-    """add/sub/mul/fma .f64 in round-to-nearest."""
+RNDS = ("rn", "rz", "rm", "rp")
+
+
+def float_mods(ins: ir.Instruction, extra: tuple[str, ...] = ("ftz", "sat")) -> tuple[str, bool, bool]:
+    """(rounding, .ftz, .sat) of a float instruction; NotNative for any other modifier."""
     mods = [m[1:] for m in ins.modifiers]
-    if any(m != "rn" for m in mods) or (ins.opcode in ("fma", "mad") and mods != ["rn"]):
-        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    rnd = [m for m in mods if m in RNDS]
+    bad = [m for m in mods if m not in RNDS and m not in extra]
+    if len(rnd) > 1 or bad:
+        raise NotNative(f"{ins.mnemonic}: .{(bad or rnd)[0]} is not in the native tier yet")
+    return (rnd[0] if rnd else "rn"), "ftz" in mods, "sat" in mods
+
+
+def arith(ins: ir.Instruction, env: WarpEnv) -> None:
+    """add/sub/mul/fma/mad .f32 in every rounding mode with .ftz and .sat (floating.add/mul/fma), and .f64
+    (`arith64`)."""
+    ty = ins.types[-1]
+    if ty == ".f64":
+        arith64(ins, env)
+        return
+    if ty != ".f32":
+        raise NotNative(f"{ins.mnemonic}: {ty} arithmetic is not in the native tier yet")
+    rnd, ftz, sat = float_mods(ins)
+    b = env.b
+    ops = ins.operands
+    xs = [read(env, o, ty) for o in ops[1:]]
+    if ftz:
+        xs = [R.ftz32(b, x) for x in xs]
+    if ins.opcode == "sub":
+        xs[1] = b.xor(xs[1], L.Constant(V(I32), R.SIGN32))
+    fs = [b.bitcast(x, V(F32)) for x in xs]
+    op = "add" if ins.opcode in ("add", "sub") else "mul" if ins.opcode == "mul" else "fma"
+    if rnd == "rn":
+        if op == "add":
+            r = b.fadd(fs[0], fs[1])
+        elif op == "mul":
+            r = b.fmul(fs[0], fs[1])
+        else:
+            r = b.call(_intr(env, "llvm.fma", F32, 3), fs)
+        bits = b.bitcast(r, V(I32))
+    else:
+        ds = [b.fpext(f, V(F64)) for f in fs]
+        if op == "mul":  # (exact in float64)
+            v = b.fmul(ds[0], ds[1])
+        else:
+            x, y = (ds[0], ds[1]) if op == "add" else (b.fmul(ds[0], ds[1]), ds[2])
+            v = R.round_to_odd(b, *R.two_sum(b, x, y))
+            if rnd == "rm":
+                v = R.rm_zero_sign(b, v, x, y)
+        bits = R.f64_to_f32(b, v, rnd)
+    write(env, ops[0], R.finish32(b, bits, ftz, sat))
+
+
+def arith64(ins: ir.Instruction, env: WarpEnv) -> None:
+    """add/sub/mul/fma .f64 in round-to-nearest, and add/sub in every rounding mode (floating._add64)."""
+    rnd, ftz, sat = float_mods(ins, ())
+    if rnd != "rn" and ins.opcode not in ("add", "sub"):
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet (directed .f64 products round exactly "
+                        "only with rational arithmetic)")
     b = env.b
     ops = ins.operands
     xs = [read(env, o, ".f64") for o in ops[1:]]
@@ -79,7 +128,10 @@ def arith64(ins: ir.Instruction, env: WarpEnv) -> None:
         xs[1] = b.xor(xs[1], L.Constant(V(I64), 1 << 63))
     fs = [b.bitcast(x, V(F64)) for x in xs]
     if ins.opcode in ("add", "sub"):
-        r = b.fadd(fs[0], fs[1])
+        if rnd == "rn":
+            r = b.fadd(fs[0], fs[1])
+        else:
+            r = _add64_directed(b, fs[0], fs[1], rnd)
     elif ins.opcode == "mul":
         r = b.fmul(fs[0], fs[1])
     elif ins.opcode in ("fma", "mad"):
@@ -89,85 +141,135 @@ def arith64(ins: ir.Instruction, env: WarpEnv) -> None:
     write(env, ops[0], _nan64(b, r, xs))
 
 
+def _finite(b: L.IRBuilder, x: L.Value) -> L.Value:
+    return b.fcmp_ordered("<", R._fabs(b, x), L.Constant(x.type, float("inf")))
+
+
+def _add64_directed(b: L.IRBuilder, x: L.Value, y: L.Value, rnd: str) -> L.Value:
+    """floating._add64 with a directed rounding: two_sum's error says where the exact sum lies (an overflow
+    to infinity lies beyond the exact sum)."""
+    s, e = R.two_sum(b, x, y)
+    zero = L.Constant(V(F64), 0.0)
+    fin = b.and_(_finite(b, x), _finite(b, y))
+    s_inf = b.not_(b.or_(_finite(b, s), _isnan(b, s)))
+    s_neg = b.fcmp_ordered("<", s, zero)
+    above = b.and_(fin, b.select(s_inf, s_neg, b.fcmp_ordered(">", e, zero)))
+    below = b.and_(fin, b.select(s_inf, b.not_(s_neg), b.fcmp_ordered("<", e, zero)))
+    r = b.bitcast(R.fix_directed(b, b.bitcast(s, V(I64)), above, below, rnd), V(F64))
+    if rnd == "rm":
+        r = b.select(fin, R.rm_zero_sign(b, r, x, y), r)
+    return r
+
+
 def minmax(ins: ir.Instruction, env: WarpEnv) -> None:
-    """min/max .f32/.f64 without modifiers, two inputs (float_misc.minmax_bits)."""
+    """min/max .f32/.f64 with .ftz, .NaN, .xorsign.abs, .relu and a third input (float_misc.min/max)."""
     bits, ft = _ftype(ins.types[-1])
+    mods = [m[1:] for m in ins.modifiers]
+    bad = [m for m in mods if m not in ("ftz", "NaN", "xorsign", "abs", "relu")]
+    xorsign = "xorsign" in mods
     ops = ins.operands
-    if ins.modifiers or len(ops) != 3:
+    if bad or ("abs" in mods) != xorsign or (xorsign and len(ops) != 3) or len(ops) not in (3, 4):
         raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
-    b = env.b
-    it = V(INT[bits])
-    xb, yb = read(env, ops[1], ins.types[-1]), read(env, ops[2], ins.types[-1])
-    x, y = b.bitcast(xb, V(ft)), b.bitcast(yb, V(ft))
+    ftz, nan, relu = "ftz" in mods, "NaN" in mods, "relu" in mods
+    xs = [read(env, o, ins.types[-1]) for o in ops[1:]]
     pick_min = ins.opcode == "min"
-    take_x = b.fcmp_ordered("<" if pick_min else ">", x, y)
-    r = b.select(take_x, xb, yb)
-    r = b.select(_isnan(b, x), yb, b.select(_isnan(b, y), xb, r))
-    zero = L.Constant(V(ft), 0.0)
-    both = b.and_(b.fcmp_ordered("==", x, zero), b.fcmp_ordered("==", y, zero))
-    r = b.select(both, b.or_(xb, yb) if pick_min else b.and_(xb, yb), r)  # -0.0 < +0.0
-    r = b.select(b.and_(_isnan(b, x), _isnan(b, y)), L.Constant(it, NAN[bits]), r)
+    if len(xs) == 3:
+        r = _minmax_bits(env, xs[0], xs[1], bits, pick_min, ftz, nan, False, False)
+        r = _minmax_bits(env, r, xs[2], bits, pick_min, ftz, nan, False, relu)
+    else:
+        r = _minmax_bits(env, xs[0], xs[1], bits, pick_min, ftz, nan, xorsign, relu)
     write(env, ops[0], r)
 
 
+def _flush(b: L.IRBuilder, x: L.Value, bits: int) -> L.Value:
+    """float_misc.flush_bits: subnormals -> the zero of their sign."""
+    it = V(INT[bits])
+    exp = (0x7FF << 52) if bits == 64 else R.EXP32
+    sub = b.icmp_unsigned("==", b.and_(x, L.Constant(it, exp)), L.Constant(it, 0))
+    return b.select(sub, b.and_(x, L.Constant(it, 1 << (bits - 1))), x)
+
+
+def _minmax_bits(env: WarpEnv, xb: L.Value, yb: L.Value, bits: int, pick_min: bool, ftz: bool, nan: bool,
+                 xorsign: bool, relu: bool) -> L.Value:
+    """float_misc.minmax_bits for .f32/.f64 on bits."""
+    b = env.b
+    ft, it = V(FLOAT[bits]), V(INT[bits])
+    sign = L.Constant(it, 1 << (bits - 1))
+    if ftz:
+        xb, yb = _flush(b, xb, bits), _flush(b, yb, bits)
+    xs = b.and_(b.xor(xb, yb), sign)
+    if xorsign:
+        xb, yb = b.and_(xb, b.not_(sign)), b.and_(yb, b.not_(sign))
+    x, y = b.bitcast(xb, ft), b.bitcast(yb, ft)
+    take_x = b.fcmp_ordered("<" if pick_min else ">", x, y)
+    r = b.select(take_x, xb, yb)
+    nx, ny = _isnan(b, x), _isnan(b, y)
+    r = b.select(nx, yb, b.select(ny, xb, r))
+    if not xorsign:  # -0.0 < +0.0
+        zero = L.Constant(ft, 0.0)
+        both = b.and_(b.fcmp_ordered("==", x, zero), b.fcmp_ordered("==", y, zero))
+        r = b.select(both, b.or_(xb, yb) if pick_min else b.and_(xb, yb), r)
+    else:
+        r = b.or_(b.and_(r, b.not_(sign)), xs)
+    any_nan = b.or_(nx, ny) if nan else b.and_(nx, ny)
+    r = b.select(any_nan, L.Constant(it, NAN[bits]), r)
+    if relu:
+        neg = b.icmp_unsigned("!=", b.and_(r, sign), L.Constant(it, 0))
+        r = b.select(b.and_(neg, b.not_(_isnan(b, b.bitcast(r, ft)))), L.Constant(it, 0), r)
+    return r
+
+
 def absneg(ins: ir.Instruction, env: WarpEnv) -> None:
-    """abs/neg .f32/.f64 (no .ftz): the sign bit cleared or flipped, NaNs kept as they are."""
+    """abs/neg{.ftz} .f32/.f64: the sign bit cleared or flipped (after the flush), NaNs kept as they are."""
     bits, _ = _ftype(ins.types[-1])
-    if ins.modifiers:
+    mods = [m[1:] for m in ins.modifiers]
+    if any(m != "ftz" for m in mods):
         raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
     b = env.b
     x = read(env, ins.operands[1], ins.types[-1])
+    if mods:
+        x = _flush(b, x, bits)
     sign = L.Constant(V(INT[bits]), 1 << (bits - 1))
     write(env, ins.operands[0], b.and_(x, b.not_(sign)) if ins.opcode == "abs" else b.xor(x, sign))
 
 
-def cvt(ins: ir.Instruction, env: WarpEnv) -> None:
-    """cvt with a float on either side (see the module docstring)."""
-    dty, sty = ins.types
-    mods = [m[1:] for m in ins.modifiers]
-    rnd = [m for m in mods if m in ("rn", "rz", "rm", "rp", "rna", "rs", *ROUND_INT)]
-    other = [m for m in mods if m not in rnd]
-    b = env.b
-    src_float, dst_float = sty.startswith(".f"), dty.startswith(".f")
-    if src_float and not dst_float:  # float -> integer (.sat changes nothing: it is always clamped)
-        if len(rnd) != 1 or rnd[0] not in ROUND_INT or any(m != "sat" for m in other):
-            raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
-        sbits, ft = _ftype(sty)
-        x = b.bitcast(read(env, ins.operands[1], sty), V(ft))
-        r = b.call(_intr(env, ROUND_INT[rnd[0]], ft, 1), [x])
-        wd = bits_of(dty)
-        it = V(INT[wd])
-        kind = "fptosi" if signed(dty) else "fptoui"
-        conv = env.module_intrinsic(f"llvm.{kind}.sat.v32i{wd}.{_vname(ft)}", it, [V(ft)])
-        v = b.call(conv, [r])
-        if sbits == 64 or wd == 64:
-            v = b.select(_isnan(b, r), L.Constant(it, 1 << (wd - 1)), v)
-        write(env, ins.operands[0], v)
-        return
-    if other:
-        raise NotNative(f"{ins.mnemonic}: .{other[0]} is not in the native tier yet")
-    if not src_float:  # integer -> float, round to nearest
-        dbits, ft = _ftype(dty)
-        if rnd != ["rn"] and not (not rnd and dbits == 64 and bits_of(sty) <= 32):
-            raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
-        x = read(env, ins.operands[1], sty)
-        f = b.sitofp(x, V(ft)) if signed(sty) else b.uitofp(x, V(ft))
-        write(env, ins.operands[0], b.bitcast(f, V(INT[dbits])))
-        return
-    sbits, sft = _ftype(sty)
-    dbits, dft = _ftype(dty)
-    x = b.bitcast(read(env, ins.operands[1], sty), V(sft))
-    if sbits == dbits:  # to an integral value
-        if len(rnd) != 1 or rnd[0] not in ROUND_INT:
-            raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
-        write(env, ins.operands[0], _canon(b, b.call(_intr(env, ROUND_INT[rnd[0]], sft, 1), [x]), dbits))
-    elif dbits > sbits and rnd in ([], ["rn"]):  # a NaN keeps its payload, quieted (the interpreter's fast
-        # path, numpy's astype; its reference mode, convert.py, gives the canonical NaN: they disagree)
-        write(env, ins.operands[0], b.bitcast(b.fpext(x, V(dft)), V(INT[dbits])))
-    elif dbits < sbits and rnd == ["rn"]:
-        write(env, ins.operands[0], _canon(b, b.fptrunc(x, V(dft)), dbits))
-    else:
+def copysign(ins: ir.Instruction, env: WarpEnv) -> None:
+    """copysign.{f32,f64} d, a, b: b with a's sign."""
+    ty = ins.types[-1]
+    bits, _ = _ftype(ty)
+    if ins.modifiers:
         raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    b = env.b
+    ops = ins.operands
+    sign = L.Constant(V(INT[bits]), 1 << (bits - 1))
+    x, y = read(env, ops[1], ty), read(env, ops[2], ty)
+    write(env, ops[0], b.or_(b.and_(y, b.not_(sign)), b.and_(x, sign)))
+
+
+def testp(ins: ir.Instruction, env: WarpEnv) -> None:
+    """testp.op.{f32,f64} (float_misc.testp)."""
+    ty = ins.types[-1]
+    bits, _ = _ftype(ty)
+    op = [m[1:] for m in ins.modifiers]
+    if len(op) != 1:
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    b = env.b
+    it = V(INT[bits])
+    expo = (0x7FF << 52) if bits == 64 else R.EXP32
+    x = read(env, ins.operands[1], ty)
+    e = b.and_(x, L.Constant(it, expo))
+    m = b.and_(x, L.Constant(it, (1 << (bits - 1)) - 1 - expo))
+    zero, full = L.Constant(it, 0), L.Constant(it, expo)
+    e_full, e_zero = b.icmp_unsigned("==", e, full), b.icmp_unsigned("==", e, zero)
+    m_zero = b.icmp_unsigned("==", m, zero)
+    res = {"finite": lambda: b.not_(e_full), "infinite": lambda: b.and_(e_full, m_zero),
+           "number": lambda: b.not_(b.and_(e_full, b.not_(m_zero))),
+           "notanumber": lambda: b.and_(e_full, b.not_(m_zero)),
+           "normal": lambda: b.and_(b.not_(e_zero), b.not_(e_full)),
+           "subnormal": lambda: b.and_(e_zero, b.not_(m_zero))}.get(op[0])
+    if res is None:
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    write(env, ins.operands[0], res())
 
 
 def setp_float(env: WarpEnv, cmpop: str, x: L.Value, y: L.Value, ty: str) -> L.Value:
@@ -190,30 +292,110 @@ def setp_float(env: WarpEnv, cmpop: str, x: L.Value, y: L.Value, ty: str) -> L.V
 
 
 def div_rcp_sqrt(ins: ir.Instruction, env: WarpEnv) -> None:
-    """div/rcp/sqrt .f32 and .f64 without .ftz, as floating.div/rcp/sqrt: `.rn` (and `.full` division, and
-    `.approx` square root and reciprocal, which the interpreter also rounds to nearest) is IEEE's correctly
-    rounded result; `div.approx.f32` is a * (1/b) with the reciprocal's subnormals flushed."""
+    """div/rcp/sqrt as floating.div/rcp/sqrt. .f32: every rounding mode and .ftz; `.full` division and the
+    `.approx` square root and reciprocal are the correctly rounded result (as the interpreter computes them);
+    `div.approx.f32` is a * (1/b) with the reciprocal's subnormals flushed. .f64: `.rn`, and
+    `rcp.approx.ftz.f64`."""
     ty = ins.types[-1]
     bits, ft = _ftype(ty)
     mods = [m[1:] for m in ins.modifiers]
-    allowed = {"div": ("rn", "full", "approx") if bits == 32 else ("rn",), "rcp": ("rn", "approx"),
-               "sqrt": ("rn", "approx")}[ins.opcode]
-    if len(mods) != 1 or mods[0] not in allowed or (ins.opcode == "rcp" and bits == 64 and mods[0] == "approx"):
+    ftz = "ftz" in mods
+    modes = [m for m in mods if m != "ftz"]
+    mode = modes[0] if len(modes) == 1 else None
+    allowed = {"div": (*RNDS, "full", "approx"), "rcp": (*RNDS, "approx"), "sqrt": (*RNDS, "approx")}[ins.opcode]
+    if mode not in allowed:
         raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
     b = env.b
     ops = ins.operands
-    one = L.Constant(V(INT[bits]), 0x3FF0000000000000 if bits == 64 else 0x3F800000)
     xs = [read(env, o, ty) for o in ops[1:]]
+    if bits == 64:
+        if ins.opcode == "rcp" and mode == "approx":
+            write(env, ops[0], _rcp_approx64(b, xs[0]))
+            return
+        if ftz or mode not in ("rn", "approx") or (mode == "approx" and ins.opcode != "sqrt"):
+            raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+        fs = [b.bitcast(x, V(F64)) for x in xs]
+        r = b.call(_intr(env, "llvm.sqrt", F64, 1), fs) if ins.opcode == "sqrt" else \
+            b.fdiv(L.Constant(V(F64), 1.0) if ins.opcode == "rcp" else fs[0], fs[-1])
+        write(env, ops[0], _nan64(b, r, xs))
+        return
+    if ftz:
+        xs = [R.ftz32(b, x) for x in xs]
     if ins.opcode == "rcp":
-        xs = [one, xs[0]]
-    fs = [b.bitcast(x, V(ft)) for x in xs]
-    if ins.opcode == "sqrt":
-        r = b.call(_intr(env, "llvm.sqrt", ft, 1), fs)
-    elif mods[0] == "approx" and ins.opcode == "div":
-        rc = b.bitcast(b.fdiv(L.Constant(V(F32), 1.0), fs[1]), V(I32))
-        sub = b.icmp_unsigned("==", b.and_(rc, L.Constant(V(I32), 0x7F800000)), L.Constant(V(I32), 0))
-        rc = b.select(sub, b.and_(rc, L.Constant(V(I32), 0x80000000)), rc)
-        r = b.fmul(fs[0], b.bitcast(rc, V(F32)))
+        xs = [L.Constant(V(I32), R.ONE32), xs[0]]
+    if mode in ("approx", "full") and ins.opcode != "div" or mode == "full":
+        mode = "rn"
+    fs = [b.bitcast(x, V(F32)) for x in xs]
+    if mode == "approx":  # div.approx
+        rc = R.ftz32(b, b.bitcast(b.fdiv(L.Constant(V(F32), 1.0), fs[1]), V(I32)))
+        bits32 = b.bitcast(b.fmul(fs[0], b.bitcast(rc, V(F32))), V(I32))
+    elif mode == "rn":
+        r = b.call(_intr(env, "llvm.sqrt", F32, 1), fs) if ins.opcode == "sqrt" else b.fdiv(fs[0], fs[1])
+        bits32 = b.bitcast(r, V(I32))
     else:
-        r = b.fdiv(fs[0], fs[1])
-    write(env, ops[0], _nan64(b, r, xs) if bits == 64 else _canon(b, r, 32))
+        bits32 = R.f64_to_f32(b, _div_sqrt_to_odd(env, ins.opcode, fs), mode)
+    write(env, ops[0], R.finish32(b, bits32, ftz, False))
+
+
+def _div_sqrt_to_odd(env: WarpEnv, opcode: str, fs: list[L.Value]) -> L.Value:
+    """The float64 round-to-odd of an f32 quotient or square root: the float64 result stepped by the sign
+    of its exact remainder (an fma), as floating.div/sqrt do with two_prod."""
+    b = env.b
+    fma = _intr(env, "llvm.fma", F64, 3)
+    zero = L.Constant(V(F64), 0.0)
+    if opcode == "sqrt":
+        x = b.fpext(fs[0], V(F64))
+        q = b.call(_intr(env, "llvm.sqrt", F64, 1), [x])
+        rem = b.call(fma, [b.fneg(q), q, x])
+        flip = L.Constant(V(I1), 0)
+        ok = L.Constant(V(I1), 1)
+    else:
+        x, y = (b.fpext(f, V(F64)) for f in fs)
+        q = b.fdiv(x, y)
+        rem = b.call(fma, [b.fneg(q), y, x])
+        flip = b.icmp_signed("<", b.bitcast(y, V(I64)), L.Constant(V(I64), 0))
+        ok = b.fcmp_ordered("!=", y, zero)
+    need = b.and_(ok, b.and_(b.fcmp_ordered("!=", rem, zero), _finite(b, rem)))
+    neg = b.xor(b.fcmp_ordered("<", rem, zero), flip)
+    e = b.select(need, b.select(neg, L.Constant(V(F64), -1.0), L.Constant(V(F64), 1.0)), zero)
+    return R.round_to_odd(b, q, e)
+
+
+def _rcp_approx64(b: L.IRBuilder, x: L.Value) -> L.Value:
+    """rcp.approx.ftz.f64 (approx.py / floating.rcp): 1/x of the flushed input, a NaN 0x7fffffff00000000,
+    the result flushed."""
+    xf = _flush(b, x, 64)
+    f = b.bitcast(xf, V(F64))
+    r = b.bitcast(b.fdiv(L.Constant(V(F64), 1.0), f), V(I64))
+    r = b.select(_isnan(b, f), L.Constant(V(I64), 0x7FFFFFFF00000000), r)
+    return _flush(b, r, 64)
+
+
+def rsqrt(ins: ir.Instruction, env: WarpEnv) -> None:
+    """rsqrt.approx{.ftz}.{f32,f64} as approx.py computes it: 1 / sqrt(x) in float64 (two IEEE operations),
+    rounded once to f32. ex2, lg2, sin, cos and tanh stay on the interpreter: it evaluates them with numpy's
+    float64 functions, which LLVM cannot reproduce bit for bit."""
+    ty = ins.types[-1]
+    bits, _ = _ftype(ty)
+    mods = [m[1:] for m in ins.modifiers]
+    if "approx" not in mods or any(m not in ("approx", "ftz") for m in mods):
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    ftz = "ftz" in mods
+    b = env.b
+    x = read(env, ins.operands[1], ty)
+    if ftz:
+        x = _flush(b, x, bits)
+    f = b.bitcast(x, V(F64)) if bits == 64 else b.fpext(b.bitcast(x, V(F32)), V(F64))
+    r = b.fdiv(L.Constant(V(F64), 1.0), b.call(_intr(env, "llvm.sqrt", F64, 1), [f]))
+    if bits == 32:
+        out = R.canon32(b, b.bitcast(b.fptrunc(r, V(F32)), V(I32)))
+    else:
+        nan = 0x7FFFFFFF00000000 if ftz else NAN[64]
+        out = b.select(_isnan(b, r), L.Constant(V(I64), nan), b.bitcast(r, V(I64)))
+    write(env, ins.operands[0], _flush(b, out, bits) if ftz else out)
+
+
+def not_exact(ins: ir.Instruction, env: WarpEnv) -> None:
+    """ex2/lg2/sin/cos/tanh: the interpreter's values come from numpy's float64 functions (approx.py)."""
+    raise NotNative(f"{ins.mnemonic}: the interpreter evaluates it with numpy's float64 {ins.opcode}, which "
+                    "the native tier cannot reproduce bit for bit")

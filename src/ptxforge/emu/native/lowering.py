@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ptxforge.emu.native import lower as core
 from ptxforge.emu.native import lower_bits as bits
+from ptxforge.emu.native import lower_cvt, lower_half
 from ptxforge.emu.native import lower_float as flt
 from ptxforge.emu.native import lower_warp as warp
 from ptxforge.emu.native.lower import NotNative, read, type_of, write
@@ -29,9 +30,15 @@ def _is_float(ins: ir.Instruction) -> bool:
     return bool(ins.types) and ins.types[-1].startswith((".f", ".bf"))
 
 
+def _half(ins: ir.Instruction) -> bool:
+    return bool(ins.types) and ins.types[-1] in lower_half.HALVES
+
+
 def _arith(ins: ir.Instruction, env: WarpEnv) -> None:
-    if ins.types and ins.types[-1] == ".f64":
-        flt.arith64(ins, env)
+    if _half(ins):
+        lower_half.arith(ins, env)
+    elif _is_float(ins):
+        flt.arith(ins, env)
     elif ins.opcode == "mul" and "hi" in ins.suffixes and not _is_float(ins):
         bits.mul_hi(ins, env)
     else:
@@ -43,16 +50,16 @@ def _div(ins: ir.Instruction, env: WarpEnv) -> None:
 
 
 def _minmax(ins: ir.Instruction, env: WarpEnv) -> None:
-    (flt.minmax if _is_float(ins) else core.LOWER[ins.opcode])(ins, env)
+    (lower_half.minmax if _half(ins) else flt.minmax if _is_float(ins) else core.LOWER[ins.opcode])(ins, env)
 
 
 def _neg_abs(ins: ir.Instruction, env: WarpEnv) -> None:
-    (flt.absneg if _is_float(ins) else bits.neg_abs)(ins, env)
+    (lower_half.absneg if _half(ins) else flt.absneg if _is_float(ins) else bits.neg_abs)(ins, env)
 
 
 def _cvt(ins: ir.Instruction, env: WarpEnv) -> None:
     if len(ins.types) == 2 and any(t.startswith((".f", ".bf", ".e", ".tf")) for t in ins.types):
-        flt.cvt(ins, env)
+        lower_cvt.cvt(ins, env)
     else:
         core.LOWER["cvt"](ins, env)
 
@@ -80,5 +87,7 @@ TABLE = {
     "div": _div, "min": _minmax, "max": _minmax, "neg": _neg_abs, "abs": _neg_abs, "cvt": _cvt, "setp": _setp,
     "popc": bits.count, "clz": bits.count, "brev": bits.count, "bfe": bits.bfe, "bfi": bits.bfi,
     "prmt": bits.prmt, "activemask": warp.activemask, "fence": _fence, "membar": _fence,
-    "rcp": flt.div_rcp_sqrt, "sqrt": flt.div_rcp_sqrt,
+    "rcp": flt.div_rcp_sqrt, "sqrt": flt.div_rcp_sqrt, "rsqrt": flt.rsqrt, "copysign": flt.copysign,
+    "testp": flt.testp, "ex2": flt.not_exact, "lg2": flt.not_exact, "sin": flt.not_exact, "cos": flt.not_exact,
+    "tanh": flt.not_exact,
 }

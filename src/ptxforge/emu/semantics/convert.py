@@ -209,7 +209,7 @@ def _float_to_float(a, dst, src, rnd, sat, ftz, relu, satfinite, rbits=None):
         raise ValueError(".rna rounding applies only to cvt.tf32.f32")
     if df is F64:
         r = x.view(np.uint64).copy()
-        r = np.where(np.isnan(x), np.uint64(F64.nan), r)
+        r = np.where(np.isnan(x), _nan_to_f64(bits) if sf is F32 else np.uint64(F64.nan), r)
     else:
         r = encode(x, df, rnd, satfinite=satfinite, rbits=rbits)
     r = _float_post(r, df, sat, ftz, relu)
@@ -221,6 +221,15 @@ def _float_to_float(a, dst, src, rnd, sat, ftz, relu, satfinite, rbits=None):
         kept = bits & np.uint32(0xFFFFE000)
         r = np.where(np.isnan(x) & ((kept & np.uint32(0x7FFFFF)) != 0), kept, r)
     return r
+
+
+def _nan_to_f64(bits):
+    """cvt.f64.f32 of a NaN: its sign and payload kept, quieted (IEEE 754's recommended payload
+    preservation; what x86 and numpy's float32 -> float64 cast give, which the interpreter's fast path and
+    the native tier use)."""
+    b = T.raw(bits, 32).astype(np.uint64)
+    return ((b & np.uint64(0x80000000)) << np.uint64(32)) | np.uint64(0x7FF8000000000000) | \
+        ((b & np.uint64(0x7FFFFF)) << np.uint64(29))
 
 
 # --------------------------------------------------------------------------- packed formats
