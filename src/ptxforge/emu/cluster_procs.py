@@ -16,6 +16,7 @@ point-to-point). Errors end on every rank: a rank whose launch fails tells the o
 
 from __future__ import annotations
 
+from dataclasses import fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -263,8 +264,14 @@ class ClusterRank:
     def launch(self, kernel: Any, grid: Any, block: Any, args: Any, **options: Any) -> Any:
         """`kernel.launch(grid, block, args, device=this rank's GPU, watchdog_s=..., **options)`; when it fails,
         every other rank is told (and raises this rank's message); a WatchdogTimeout here also names what
-        each warp waiting in NVSHMEM's calls waits for."""
-        options.setdefault("watchdog_s", self.watchdog_s)
+        each warp waiting in NVSHMEM's calls waits for. `explain` (optional): maps this rank's error to the one
+        raised here and told to the others (say, a trap to the timeout record that explains it)."""
+        explain = options.pop("explain", None)
+        if "watchdog_s" not in options:  # the rank's watchdog, in the options the launch takes
+            given = options.get("options")
+            given = dict(given) if isinstance(given, dict) else {} if given is None else \
+                {f.name: getattr(given, f.name) for f in fields(given)}
+            options["options"] = {"watchdog_s": self.watchdog_s, **given}
         try:
             return kernel.launch(grid, block, args, device=self.device, **options)
         except PeerStopped as e:  # another rank's error; what this rank's warps waited for, too
@@ -275,6 +282,8 @@ class ClusterRank:
             notes = self.network.stuck_notes()
             if notes and isinstance(e, WatchdogTimeout):
                 e = WatchdogTimeout(f"{e}; NVSHMEM waits: " + "; ".join(notes))
+            if explain is not None:
+                e = explain(e)
             self.network.abort(f"{type(e).__name__}: {e}")
             self.network.abandon()
             raise e from None
