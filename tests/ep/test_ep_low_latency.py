@@ -91,18 +91,21 @@ def valid_rows(recv, count, handle):
     return out
 
 
-def ll_suite(rank: int, world: int, backend: str = "torch"):
-    """Every check of the contract on this rank; returns {case: calc_diff of its combine} and {case: tensors}."""
+def ll_suite(rank: int, world: int, backend: str = "torch", ranks_per_node: int | None = None,
+             hook_modes: tuple[bool, ...] = (False, True)):
+    """Every check of the contract on this rank; returns {case: calc_diff of its combine} and {case: tensors}.
+    `ranks_per_node` (None: one node) puts the ranks on several nodes; `hook_modes`: with the receive hook
+    (True) and with async_finish (False)."""
     group = dist.new_group(list(range(world)))
     hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(N_MAX, HIDDEN, world, EXPERTS)
     buf = deep_ep.Buffer(group, 0, hint, low_latency_mode=True, num_qps_per_rank=EXPERTS // world, timeout_s=20,
-                         backend=backend)
+                         backend=backend, num_ranks_per_node=ranks_per_node or world)
     x, topk_idx, weights = make_inputs(rank)
     all_x = [make_inputs(r)[0] for r in range(world)]
     all_idx = [make_inputs(r)[1] for r in range(world)]
     el = EXPERTS // world
     out, tensors = {}, {}
-    for hook_mode in (False, True):
+    for hook_mode in hook_modes:
         for use_fp8, round_scale, use_ue8m0 in FORMS:
             stats = torch.zeros(el, dtype=torch.int32)
             recv, count, handle, event, hook = buf.low_latency_dispatch(
