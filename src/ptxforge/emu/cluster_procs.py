@@ -279,9 +279,11 @@ class ClusterRank:
             self.network.abandon()
             raise e from None
 
-    def synchronize(self) -> ClusterResult:
-        """Complete every NIC operation of every rank (a collective), then what each link carried since the last
-        synchronize, the same on every rank."""
+    def synchronize(self, gather: bool = True) -> ClusterResult:
+        """Complete every NIC operation of every rank (every rank calls it, in the same order), then what each
+        link carried since the last synchronize, the same on every rank. `gather=False`: only the links from
+        this rank, and no collective on the process group (the NIC transport alone: safe on a thread other
+        than the one that runs the group's collectives)."""
         self._generation += 1
         try:
             self.network.finish(self._generation)
@@ -295,7 +297,7 @@ class ClusterRank:
                for k, (b, m) in mine.items()}
         self._counted = mine
         out = []
-        for part in self._gather(new):
+        for part in (self._gather(new) if gather else [new]):
             for (src, dst), (b, m) in part.items():
                 if b or m:
                     kind = self.network.link_kind(src, dst)

@@ -42,11 +42,14 @@ from ptxforge.ep.peer_watch import PeerWatch
 from ptxforge.ep.rows import Field, RowFormat
 
 if TYPE_CHECKING:
+    from ptxforge.emu.cluster_procs import ClusterRank
     from ptxforge.ep.handle import DispatchHandle
     from ptxforge.ep.intranode import CommRank, Notified
     from ptxforge.ep.low_latency_kernels import LowLatencyKernels
     from ptxforge.ep.stats import CallStats
 
+
+CLUSTER_SMS = 132  # SMs of a cluster GPU (an H100/H200's); the kernels run num_sms persistent blocks on it
 
 
 class KernelsBackend(Backend):
@@ -61,6 +64,7 @@ class KernelsBackend(Backend):
         self.low_latency_ops: LowLatencyKernels | None = None
         self._watches: list[PeerWatch] = []  # the last calls' peer watches: their answers outlive the call
         self._across_nodes = TorchBackend(group, layout=self.layout)
+        self.cluster: ClusterRank | None = None  # this rank's GPU of the emulated cluster, across nodes
 
     def layout(self, topk_idx: torch.Tensor, num_experts: int) -> Layout:
         from ptxforge.kernels import ops  # the DSL layout kernel: heavy, as the module docstring says
@@ -92,10 +96,26 @@ class KernelsBackend(Backend):
                                                  ranks_per_node=g.ranks_per_node)
         return self.low_latency_ops
 
+    def cluster_rank(self) -> ClusterRank:
+        """This Buffer's GPU of an emulated cluster (`ptxforge.emu.cluster_procs.ClusterRank`: `ranks_per_node`
+        GPUs a node, the NIC model between nodes, emulator IPC inside one), made at the first call that needs it
+        and kept until `close()`. Making it is a collective over the group: every rank asks at the same call, on
+        the caller's thread. Its watchdog, and the bound on every wait for another rank, is the group's
+        timeout_s; its NIC transport is PTXFORGE_NIC_TRANSPORT's (default shared memory)."""
+        if self.cluster is None:
+            from ptxforge.emu.cluster_procs import ClusterRank  # heavy: the emulator (see the docstring)
+
+            g = self.group
+            self.cluster = ClusterRank(g.group, num_ranks_per_node=g.ranks_per_node, sms=CLUSTER_SMS,
+                                       watchdog_s=g.transport.timeout_s)
+        return self.cluster
+
     def _drain(self) -> None:
-        """Wait until this rank's device worker has ended every call queued so far."""
+        """Wait until this rank's device workers have ended every call queued so far."""
         if self.comm_rank is not None:
             worker_for(self.comm_rank.device).drain()
+        if self.cluster is not None:
+            worker_for(self.cluster.device).drain()
 
     def close(self) -> None:
         self._drain()
@@ -105,6 +125,9 @@ class KernelsBackend(Backend):
             self.comm_rank.close_streams()  # a GPU's green contexts
             self.comm_rank.fabric.release()
             self.comm_rank = None
+        if self.cluster is not None:  # the cluster GPU, its symmetric buffers and its NIC transport
+            self.cluster.close()
+            self.cluster = None
 
     def comm(self, like: torch.Tensor | None = None) -> CommRank:
         """This rank's `CommRank`, made at the first call: on GPUs (an NCCL group, or CUDA inputs `like`), the
