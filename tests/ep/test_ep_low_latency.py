@@ -179,18 +179,18 @@ def test_combine_of_bf16_dispatch_is_exact(ll_results):
         assert diffs[(True, False, False, False, True)] == diffs[(False, False, False, False, False)]
 
 
-def warm_low_latency() -> None:
+def warm_low_latency(rdma: bool = False) -> None:
     """Import the kernels backend and trace its 4-rank specializations once, before the ranks fork (each
-    inherits them)."""
+    inherits them); `rdma`: the send kernels that reach other nodes by NVSHMEM puts."""
     import ptxforge.ep.kernel_backend  # noqa: F401  # the emulator and the DSL
     from ptxforge.ep.low_latency_rank import _special
     from ptxforge.kernels import low_latency as K
 
     for fp8, rnd in ((False, False), (True, False), (True, True)):
-        _special(K.ll_dispatch_send, R=4, FP8=fp8, ROUND=rnd, RDMA=False, BUG="").module()
+        _special(K.ll_dispatch_send, R=4, FP8=fp8, ROUND=rnd, RDMA=rdma, BUG="").module()
     for fp8, ue in ((False, False), (True, False), (True, True)):
         _special(K.ll_dispatch_recv, R=4, FP8=fp8, UE8M0=ue).module()
-    _special(K.ll_combine_send, R=4, RDMA=False).module()
+    _special(K.ll_combine_send, R=4, RDMA=rdma).module()
     K.ll_combine_recv.module()
 
 

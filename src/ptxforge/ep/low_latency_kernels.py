@@ -123,8 +123,8 @@ def _last(gen: Generator[None, None, Any]) -> Any:
 @dataclass
 class LowLatencyKernels(LowLatency):
     """The low-latency calls of one Buffer, backend="kernels" (see the module docstring). `ranks_per_node`
-    below the group's size puts the ranks on several nodes: this process's GPU is then `cluster_rank()`'s
-    (a `ClusterRank`, whose holder closes it), or one this object makes and closes."""
+    below the group's size puts the ranks on several nodes: this process's GPU is then `cluster_rank()`'s (a
+    `ClusterRank`, made and closed by the backend)."""
 
     group: Any = None
     timeout_s: float = 60.0
@@ -144,9 +144,9 @@ class LowLatencyKernels(LowLatency):
             from ptxforge.ep.low_latency_rank import LowLatencyRank, RankGpuFabric  # the DSL kernels: heavy
 
             if self.across_nodes:
+                assert self.cluster_rank is not None, "several nodes need the backend's cluster_rank"
                 g = self.ranks_per_node
-                fabric = RankGpuFabric(self.cluster_rank() if self.cluster_rank is not None else self._own_gpu(),
-                                       owned=self.cluster_rank is None)
+                fabric = RankGpuFabric(self.cluster_rank())
                 reachable = [p // g == self.rank // g for p in range(self.num_ranks)]
                 self.rank_side = LowLatencyRank(self.rank, self.num_ranks, fabric.rank.device, fabric,
                                                 timeout_s=self.timeout_s, reachable=reachable, rdma=True)
@@ -158,12 +158,6 @@ class LowLatencyKernels(LowLatency):
                                                                                              self.num_ranks),
                                                 timeout_s=self.timeout_s)
         return self.rank_side
-
-    def _own_gpu(self) -> ClusterRank:
-        """This process's GPU of an emulated cluster of the group (2 or more nodes), for low-latency mode alone."""
-        from ptxforge.emu.cluster_procs import ClusterRank  # the emulator: heavy
-
-        return ClusterRank(self.group, num_ranks_per_node=self.ranks_per_node, watchdog_s=self.timeout_s)
 
     def _worker(self) -> Worker:
         return worker_for(self._rank().device)

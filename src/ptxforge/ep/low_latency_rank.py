@@ -14,7 +14,7 @@ offset of the symmetric buffer (the fabric's buffers must then be symmetric: `Cl
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
@@ -66,44 +66,49 @@ class RankGpuFabric:
     one symmetric allocation (a collective, as nvshmem_malloc: every rank grows at the same call), the same
     node's copies mapped here (pointers) and the other nodes' reached by the NIC's puts. Launches go through
     the rank, so a failing one stops every rank with its message; `push` hands the NIC's queued puts to the
-    targets once a send kernel has ended. `owned`: close the rank on `release` (else its holder does).
-    ClusterRank has no nvshmem_free: a grown buffer's old allocation stays until the rank closes."""
+    targets once a send kernel has ended. ClusterRank has no nvshmem_free: a grown buffer's old allocation
+    stays until the rank closes (its holder closes it)."""
 
-    def __init__(self, rank: ClusterRank, owned: bool = False) -> None:
-        self.rank, self.owned = rank, owned
+    def __init__(self, rank: ClusterRank) -> None:
+        self.rank = rank
         self.buf: Any = None
         self.size = 0
         self.peer_lost = False
+        self.failed = False  # a launch of this rank failed: the cluster stopped
 
     def ensure(self, rank: int, nbytes: int) -> int:
         if nbytes > self.size:
             self.size = max(nbytes, 2 * self.size)
-            self.buf = self.rank.malloc((self.size,), np.uint8, name=f"low-latency buffer {len(self.rank.heap.objects)}")
+            self.buf = self.rank.malloc((self.size,), np.uint8,
+                                        name=f"low-latency buffer {len(self.rank.heap.objects)}")
         return 0
 
     def addresses(self) -> list[int]:
         return list(self.buf.bases)
 
-    def launch(self, kern: Kernel, grid: int, block: int, args: list) -> Any:
-        return self.rank.launch(kern, (grid,), (block,), args)
+    def launch(self, kern: Kernel, grid: int, block: int, args: list,
+               explain: Callable[[Exception], Exception | None]) -> Any:
+        try:
+            return self.rank.launch(kern, (grid,), (block,), args, explain=explain)
+        except Exception:
+            self.failed = True  # every rank has been told
+            raise
 
     def push(self) -> None:
         try:
             self.rank.network.push()
         except Exception as e:
+            self.failed = True
             self.rank.network.abort(f"{type(e).__name__}: {e}")
             raise
 
     def release(self) -> None:
-        """Close the rank (when owned) once every rank is done with it (a collective: the same node's ranks
-        map its memory and the others' NICs poll it); after a peer was lost, at once."""
-        if not self.owned:
-            return
-        try:
-            if not self.peer_lost and self.rank.network.stopped is None:
-                self.rank.synchronize()
-        finally:
-            self.rank.close()
+        """Every rank is done with the buffers before any goes on to close its rank (a collective over the NIC
+        transport: the same node's ranks map this rank's memory, the others' NICs poll it); after a peer was
+        lost or the cluster stopped (a failure every rank raised), nothing to wait for."""
+        if self.buf is not None and not (self.peer_lost or self.failed or self.rank.closed) \
+                and self.rank.network.stopped is None:
+            self.rank.synchronize(gather=False)
 
 
 class LowLatencyRank:
@@ -140,8 +145,9 @@ class LowLatencyRank:
         return np.uint64(min(int(float(self.timeout_s) * 1e9), 2**64 - 1))
 
     def _launch(self, call: str, phase: str, kern: Kernel, grid: int, block: int, args: list) -> None:
-        if isinstance(self.fabric, RankGpuFabric):
-            p = self.fabric.launch(kern, grid, block, args)
+        if isinstance(self.fabric, RankGpuFabric):  # a failure stops every rank, with the timeout it was
+            p = self.fabric.launch(kern, grid, block, args, lambda e: self.last_timeout
+                                   if isinstance(e, KernelFault) else None)
             if phase == "send":
                 self.fabric.push()  # the data is on its way when the send phase ends: no SM waits for it
             self.launches.append({"call": call, "phase": phase, "kernel": kern.name, "pending": p})

@@ -93,7 +93,7 @@ class KernelsBackend(Backend):
         g = self.group
         self.low_latency_ops = LowLatencyKernels(g.transport, g.rank, g.size, g.buffer_id, num_rdma_bytes,
                                                  group=g.group, timeout_s=g.transport.timeout_s,
-                                                 ranks_per_node=g.ranks_per_node)
+                                                 ranks_per_node=g.ranks_per_node, cluster_rank=self.cluster_rank)
         return self.low_latency_ops
 
     def cluster_rank(self) -> ClusterRank:
