@@ -132,7 +132,6 @@ def main():
         runs["cluster"] = run_ranks(bench_rank, WORLD, args.tokens, args.hidden, args.experts, args.topk,
                                     args.kernel_iters, args.overlap_n, "kernels", WORLD // 2, timeout_s=3000)
         configs.append(("cluster", "kernels backend, 2 nodes x 2 (emulated cluster, RDMA puts between nodes)"))
-    res = runs["torch"]
 
     def slowest(key, backend="torch"):
         return max(r[key] for r in runs[backend])
