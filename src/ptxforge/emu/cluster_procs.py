@@ -16,6 +16,7 @@ point-to-point). Errors end on every rank: a rank whose launch fails tells the o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -261,12 +262,12 @@ class ClusterRank:
         self._gather(None)  # nobody goes on (and perhaps ends, unlinking its memory) before every rank mapped it
         return buf
 
-    def launch(self, kernel: Any, grid: Any, block: Any, args: Any, **options: Any) -> Any:
+    def launch(self, kernel: Any, grid: Any, block: Any, args: Any,
+               explain: Callable[[Exception], Exception | None] | None = None, **options: Any) -> Any:
         """`kernel.launch(grid, block, args, device=this rank's GPU, watchdog_s=..., **options)`; when it fails,
         every other rank is told (and raises this rank's message); a WatchdogTimeout here also names what
-        each warp waiting in NVSHMEM's calls waits for. `explain` (optional): maps this rank's error to the one
-        raised here and told to the others (say, a trap to the timeout record that explains it)."""
-        explain = options.pop("explain", None)
+        each warp waiting in NVSHMEM's calls waits for. `explain(error)` may give the error to raise and tell
+        instead (say, what a trapping kernel's status words say it waited for)."""
         if "watchdog_s" not in options:  # the rank's watchdog, in the options the launch takes
             given = options.get("options")
             given = dict(given) if isinstance(given, dict) else {} if given is None else \
@@ -283,7 +284,7 @@ class ClusterRank:
             if notes and isinstance(e, WatchdogTimeout):
                 e = WatchdogTimeout(f"{e}; NVSHMEM waits: " + "; ".join(notes))
             if explain is not None:
-                e = explain(e)
+                e = explain(e) or e
             self.network.abort(f"{type(e).__name__}: {e}")
             self.network.abandon()
             raise e from None

@@ -97,7 +97,8 @@ class KernelsBackend(Backend):
 
         g = self.group
         self.low_latency_ops = LowLatencyKernels(g.transport, g.rank, g.size, g.buffer_id, num_rdma_bytes,
-                                                 group=g.group, timeout_s=g.transport.timeout_s)
+                                                 group=g.group, timeout_s=g.transport.timeout_s,
+                                                 ranks_per_node=g.ranks_per_node, cluster_rank=self.cluster_rank)
         return self.low_latency_ops
 
     def cluster_rank(self) -> ClusterRank:
@@ -108,10 +109,11 @@ class KernelsBackend(Backend):
         timeout_s; its NIC transport is PTXFORGE_NIC_TRANSPORT's (default shared memory)."""
         if self.cluster is None:
             from ptxforge.emu.cluster_procs import ClusterRank  # heavy: the emulator (see the docstring)
+            from ptxforge.emu.ipc.memory import DEFAULT_CAPACITY as IPC_CAPACITY  # 1 GiB, sparse
 
             g = self.group
             self.cluster = ClusterRank(g.group, num_ranks_per_node=g.ranks_per_node, sms=CLUSTER_SMS,
-                                       watchdog_s=g.transport.timeout_s)
+                                       watchdog_s=g.transport.timeout_s, capacity=IPC_CAPACITY)
         return self.cluster
 
     def internode(self) -> RankGroup:
@@ -139,6 +141,10 @@ class KernelsBackend(Backend):
             self.comm_rank.fabric.release()
             self.comm_rank = None
         if self.cluster is not None:  # the cluster GPU, its symmetric buffers and its NIC transport
+            try:  # every rank is past its last NIC wait (which reads the others' rings) before any closes
+                self.group.transport.agree("Buffer.destroy", {})
+            except Exception:  # noqa: BLE001 - a broken group (a peer's error, its death): close this rank's alone
+                pass
             self.cluster.close()
             self.cluster = self.internode_rank = None
 
