@@ -43,7 +43,8 @@ class RankGroup(ClusterGroup):
         self.rank_cluster = cluster
         self.me = cluster.pe
         self._configure(cluster.gpus_per_node, [cluster.pe], cluster.npes, timeout_s, rdma_ring, nvl_ring, chunk)
-        self.nvlink_writes: dict[int, int] = {}  # bytes the last call's kernels stored into each peer's memory
+        self.nvlink_writes: dict[int, int] = {}  # bytes the phase's kernels stored into each peer's memory so far
+        self.phases: list[dict[str, dict[int, int]]] = []  # per phase of the last call: bytes sent each peer
 
     @property
     def device(self) -> Any:
@@ -72,7 +73,7 @@ class RankGroup(ClusterGroup):
         return self.rank_cluster.malloc(nbytes, np.uint8, name)
 
     def _start(self, call: str) -> dict[int, _Call]:
-        self.nvlink_writes = {}
+        self.nvlink_writes, self.phases = {}, []
         return super()._start(call)
 
     def _kernel_launch(self, r: int, kern: Kernel, grid: int, block: int, args: list, num_sms: int) -> Any:
@@ -87,16 +88,14 @@ class RankGroup(ClusterGroup):
                 self.nvlink_writes[peer] = self.nvlink_writes.get(peer, 0) + n
 
     def link_bytes(self) -> dict[str, dict[int, int]]:
-        """What this rank sent each peer during the last call, measured: "rdma" and "nvlink" by the NIC model
-        (its puts), "nvlink" also the kernels' stores into same-node peers' memory."""
-        out: dict[str, dict[int, int]] = {"rdma": {}, "nvlink": {}}
-        for result in self.traffic:
-            for t in result.links:
-                if t.src == self.me and t.kind in out:
-                    out[t.kind][t.dst] = out[t.kind].get(t.dst, 0) + t.bytes
-        for peer, n in self.nvlink_writes.items():
-            out["nvlink"][peer] = out["nvlink"].get(peer, 0) + n
-        return out
+        """What this rank sent each peer during the last call's data phase (its dispatch or combine kernel),
+        measured: "rdma" and "nvlink" by the NIC model (its puts and signals), "nvlink" also the kernel's
+        stores, reductions and atomics into same-node peers' memory."""
+        return self.phases[-1] if self.phases else {"rdma": {}, "nvlink": {}}
+
+    def notify_bytes(self) -> dict[str, int]:
+        """The same, summed over peers, for the last call's notify phase (its count exchange)."""
+        return {k: sum(v for ph in self.phases[:-1] for v in ph[k].values()) for k in ("rdma", "nvlink")}
 
     def _explain(self, e: Exception) -> Exception:
         """A trap that this rank's timed-out wait caused, as the `CommTimeout` naming it (told to every rank)."""
@@ -107,5 +106,15 @@ class RankGroup(ClusterGroup):
         return e
 
     def _run(self) -> None:
-        """The phase's launches have run: the NIC completes every rank's puts (bounded by the watchdog)."""
-        self.traffic.append(self.rank_cluster.synchronize(gather=False))
+        """The phase's launches have run: the NIC completes every rank's puts (bounded by the watchdog); what
+        this rank sent each peer in the phase (`link_bytes`) is kept."""
+        result = self.rank_cluster.synchronize(gather=False)
+        self.traffic.append(result)
+        phase: dict[str, dict[int, int]] = {"rdma": {}, "nvlink": {}}
+        for t in result.links:
+            if t.src == self.me and t.kind in phase:
+                phase[t.kind][t.dst] = phase[t.kind].get(t.dst, 0) + t.bytes
+        for peer, n in self.nvlink_writes.items():
+            phase["nvlink"][peer] = phase["nvlink"].get(peer, 0) + n
+        self.nvlink_writes = {}
+        self.phases.append(phase)

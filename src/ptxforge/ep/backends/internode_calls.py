@@ -7,8 +7,9 @@ step has given the counts that size its results; `async_finish=True` leaves the 
 event. The handle is the intranode-form `DispatchHandle` the torch backend also returns across nodes, with
 the internode kernels' own handle (per-node channel counts, what each forwarded token wanted) kept private
 for the combine and cached dispatches (docs/internode.md lists the differences from DeepEP's internode
-handle). The call's record gets `links`: the bytes this rank sent each peer over RDMA and NVLink, measured
-by the NIC model and by counting the kernels' stores into peers' memory, once the call's kernels end.
+handle). The call's record gets `links`: the bytes this rank's dispatch or combine kernel sent each peer over
+RDMA and NVLink, measured by the NIC model and by counting the kernel's stores into peers' memory, once the
+call's kernels end; `notify_links`: the total of its notify kernel's (the count exchange).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def dispatch(be: KernelsBackend, call: DispatchCall, stats: CallStats) -> Dispat
             raise
         if not ih.done():
             ih.set_result(out.handle)
-        stats.links = side.link_bytes()
+        stats.links, stats.notify_links = side.link_bytes(), side.notify_bytes()
         return out, stats.links
 
     def layout_of(side: RankGroup) -> Any:
@@ -142,7 +143,7 @@ def combine(be: KernelsBackend, call: CombineCall, stats: CallStats) -> CombineO
     def run(side: RankGroup) -> tuple:
         [(out, out_w)] = side.combine([x_np], [handle._internode.result()], [w_np] if w_np is not None else None,
                                       [tuple(biases)] if biases else None, num_sms)
-        stats.links = side.link_bytes()
+        stats.links, stats.notify_links = side.link_bytes(), side.notify_bytes()
         return out, out_w
 
     name = f"combine #{stats.serial}"
