@@ -41,17 +41,22 @@ def _dequant(recv, rank: int):
 
 def calls(buf, rank: int, form: str, num_sms: int, empty: bool, full: bool) -> dict:
     """Layout, dispatch, combine with weights and two biases; `full`: also a cached dispatch and a plain
-    combine (no weights, no bias)."""
+    combine (no weights, no bias); else the dispatch and combine run with async_finish=True, the combine
+    ordered after the dispatch's event, and each event waited for."""
     from ptxforge.ep import Config
 
     x, idx, w, bias = inputs(rank, form, empty)
     cfg = Config(num_sms, 6, 16, 6, 16)
     ntr, ntrr, nte, in_rank, _ = buf.get_dispatch_layout(idx, E)
-    recv, ridx, rw, counts, handle, _ = buf.dispatch(x, num_tokens_per_rank=ntr, num_tokens_per_rdma_rank=ntrr,
-                                                     is_token_in_rank=in_rank, num_tokens_per_expert=nte,
-                                                     topk_idx=idx, topk_weights=w, config=cfg, expert_alignment=4)
+    recv, ridx, rw, counts, handle, ev = buf.dispatch(x, num_tokens_per_rank=ntr, num_tokens_per_rdma_rank=ntrr,
+                                                      is_token_in_rank=in_rank, num_tokens_per_expert=nte,
+                                                      topk_idx=idx, topk_weights=w, config=cfg, expert_alignment=4,
+                                                      async_finish=not full)
+    ev.current_stream_wait()
     y = _dequant(recv, rank)
-    comb, comb_w, _ = buf.combine(y, handle, topk_weights=rw, bias=bias, config=cfg)
+    comb, comb_w, ev = buf.combine(y, handle, topk_weights=rw, bias=bias, config=cfg, async_finish=not full,
+                                   previous_event=ev)
+    ev.current_stream_wait()
     out = {"layout": (ntr, ntrr, nte, in_rank), "recv": recv, "idx": ridx, "w": rw, "counts": counts,
            "handle": tuple(handle), "combined": comb, "combined_w": comb_w}
     if full:
