@@ -4,8 +4,9 @@ backend in the same world; the bytes each link carried as measured by the NIC an
 stores into peers' memory.
 
 The default suite runs one world: BF16 at num_sms 2 with an empty rank, a cached dispatch and a plain
-combine, and FP8 (FP32 scales) at num_sms 4 with async_finish, each with a combine of weights and two biases. UE8M0 scales,
-num_sms 20, the bytes against `ptxforge plan --routing` and 2 nodes x 4 GPUs are slow-marked."""
+combine, and FP8 (FP32 scales) at num_sms 4 with async_finish, each with a combine of weights and two
+biases. UE8M0 scales, num_sms 20, the bytes against `ptxforge plan --routing` and 2 nodes x 4 GPUs are
+slow-marked."""
 
 import json
 import subprocess
