@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from ptxforge.emu.memory import Allocation, LaneMemory
     from ptxforge.ptx import ir
 
+# the emulator options a launch still takes as loose keywords (the runtime's DEPRECATED_LAUNCH_KEYWORDS, a layer
+# above): given one, the watchdog goes beside it, as a loose keyword too
+_LOOSE_OPTIONS = {"sanitize", "num_sms", "watchdog_s", "time_limit_s", "printf"}
 DEFAULT_CAPACITY = 1 << 28  # each rank's IPC segment (sparse: pages exist once touched)
 
 
@@ -268,10 +271,11 @@ class ClusterRank:
         every other rank is told (and raises this rank's message); a WatchdogTimeout here also names what
         each warp waiting in NVSHMEM's calls waits for. `explain(error)` may give the error to raise and tell
         instead (say, what a trapping kernel's status words say it waited for)."""
-        if "watchdog_s" not in options:  # the rank's watchdog, in the options the launch takes
-            given = options.get("options")
-            given = dict(given) if isinstance(given, dict) else {} if given is None else \
-                {f.name: getattr(given, f.name) for f in fields(given)}
+        given = options.get("options")
+        if given is None or set(options) & _LOOSE_OPTIONS:
+            options.setdefault("watchdog_s", self.watchdog_s)
+        else:  # the rank's watchdog in the options= given (say, with checks), unless they set one
+            given = dict(given) if isinstance(given, dict) else {f.name: getattr(given, f.name) for f in fields(given)}
             options["options"] = {"watchdog_s": self.watchdog_s, **given}
         try:
             return kernel.launch(grid, block, args, device=self.device, **options)

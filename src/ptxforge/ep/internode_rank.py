@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ptxforge.emu.nic_procs import PeerStopped
 from ptxforge.emu.peer_writes import PeerWrites
-from ptxforge.ep.errors import CommTimeout
+from ptxforge.ep.errors import CommTimeout, EPError
 from ptxforge.ep.internode_cluster import ClusterGroup, _Call
 from ptxforge.errors import KernelFault
 from ptxforge.kernels import internode_layout as L
@@ -83,6 +84,8 @@ class RankGroup(ClusterGroup):
         try:
             return self.rank_cluster.launch(kern, (grid,), (block,), args, explain=self._explain,
                                             options={"checks": (count,)})
+        except PeerStopped as e:
+            raise _stopped(e) from None
         finally:
             for peer, n in count.bytes.items():
                 self.nvlink_writes[peer] = self.nvlink_writes.get(peer, 0) + n
@@ -108,7 +111,10 @@ class RankGroup(ClusterGroup):
     def _run(self) -> None:
         """The phase's launches have run: the NIC completes every rank's puts (bounded by the watchdog); what
         this rank sent each peer in the phase (`link_bytes`) is kept."""
-        result = self.rank_cluster.synchronize(gather=False)
+        try:
+            result = self.rank_cluster.synchronize(gather=False)
+        except PeerStopped as e:
+            raise _stopped(e) from None
         self.traffic.append(result)
         phase: dict[str, dict[int, int]] = {"rdma": {}, "nvlink": {}}
         for t in result.links:
@@ -118,3 +124,9 @@ class RankGroup(ClusterGroup):
             phase["nvlink"][peer] = phase["nvlink"].get(peer, 0) + n
         self.nvlink_writes = {}
         self.phases.append(phase)
+
+
+def _stopped(e: PeerStopped) -> Exception:
+    """Another rank's error as this rank's: its CommTimeout (the same text), or an EPError with its message."""
+    kind = CommTimeout if "CommTimeout" in str(e) else EPError
+    return kind(f"ptxforge.ep: {e}")

@@ -14,27 +14,54 @@ call's kernels end; `notify_links`: the total of its notify kernel's (the count 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
 
-from ptxforge.ep.backends.base import CombineCall, CombineOutput, DispatchCall, DispatchOutput, check_worst
+from ptxforge.ep.backends.base import (
+    CombineCall,
+    CombineOutput,
+    DispatchCall,
+    DispatchOutput,
+    EPGroup,
+    Layout,
+    check_worst,
+)
+from ptxforge.ep.config import EventOverlap
 from ptxforge.ep.rows import Field, RowFormat
 
 if TYPE_CHECKING:
     from ptxforge.ep.backends.base import Received
-    from ptxforge.ep.backends.kernels import KernelsBackend
     from ptxforge.ep.internode_cluster import InternodeDispatch
     from ptxforge.ep.internode_rank import RankGroup
     from ptxforge.ep.stats import CallStats
 
 
-def dispatch(be: KernelsBackend, call: DispatchCall, stats: CallStats) -> DispatchOutput:
-    """Buffer.dispatch across nodes (see the module docstring)."""
-    from ptxforge.ep import kernel_backend as KB  # loaded by the backend already
+class Host(Protocol):
+    """What these calls use of the `KernelsBackend` that runs them (its device worker, events and sides)."""
 
+    group: EPGroup
+
+    def layout(self, topk_idx: torch.Tensor, num_experts: int) -> Layout: ...
+
+    def internode(self) -> RankGroup: ...
+
+    def _start(self, call: str, name: str, side_of: Callable[[], Any], layout_of: Callable[[Any], Any],
+               run: Callable[[Any], Any], after: list) -> tuple[Any, Future]: ...
+
+    def _after(self, pending: object, previous_event: EventOverlap | None) -> list: ...
+
+    def _event(self, name: str, worker: Any, future: Future, fill: Callable[[Any], None], async_finish: bool,
+               keep: tuple) -> EventOverlap: ...
+
+
+def dispatch(be: Host, call: DispatchCall, stats: CallStats, KB: ModuleType) -> DispatchOutput:
+    """Buffer.dispatch across nodes (see the module docstring); `KB`: `ptxforge.ep.kernel_backend`, which the
+    backend loads at its first kernels call."""
     g, handle = be.group, call.handle
     x, scales, in_rank, per_expert = call.x, call.scales, call.in_rank, call.per_expert
     topk_idx, topk_weights = call.topk_idx, call.topk_weights
@@ -91,7 +118,7 @@ def dispatch(be: KernelsBackend, call: DispatchCall, stats: CallStats) -> Dispat
     if handle is not None:  # the counts are the handle's: nothing to wait for here
         record(stats, be, _matrix(handle.rank_prefix_matrix.cpu().numpy()), fmt, dispatch=True)
         n = handle._num_recv
-        cached, fill_cached = _received(x, scales, n)
+        cached, fill_cached = _received(x, scales, n, KB)
         return (cached, None, None, None, None,
                 be._event(name, worker, future, lambda res: fill_cached(res[0]), call.async_finish, keep))
     try:
@@ -103,7 +130,7 @@ def dispatch(be: KernelsBackend, call: DispatchCall, stats: CallStats) -> Dispat
     record(stats, be, _matrix(counts["rank_prefix"]), fmt, dispatch=True)
     stats.control_bytes = g.transport.take_control_bytes()
     size = max(n, call.num_worst_tokens)
-    recv, fill_recv = _received(x, scales, size)
+    recv, fill_recv = _received(x, scales, size, KB)
     k = topk_idx.shape[1] if topk_idx is not None else 0
     idx = torch.full((size, k), -1, dtype=torch.int64, device=x.device) if topk_idx is not None else None
     w = torch.zeros((size, k), dtype=torch.float32, device=x.device) if topk_weights is not None else None
@@ -127,10 +154,8 @@ def dispatch(be: KernelsBackend, call: DispatchCall, stats: CallStats) -> Dispat
     return recv, idx, w, per_expert_recv, made, event
 
 
-def combine(be: KernelsBackend, call: CombineCall, stats: CallStats) -> CombineOutput:
-    """Buffer.combine across nodes (see the module docstring)."""
-    from ptxforge.ep import kernel_backend as KB  # loaded by the backend already
-
+def combine(be: Host, call: CombineCall, stats: CallStats, KB: ModuleType) -> CombineOutput:
+    """Buffer.combine across nodes (see the module docstring; `KB` as for dispatch)."""
     handle, w = call.handle, call.topk_weights
     n, h = handle._num_recv, call.x.shape[1]
     k = w.shape[1] if w is not None else 0
@@ -165,7 +190,7 @@ def combine(be: KernelsBackend, call: CombineCall, stats: CallStats) -> CombineO
     return out, out_w, be._event(name, worker, future, fill, call.async_finish, (call.x, w, call.bias))
 
 
-def record(stats: CallStats, be: KernelsBackend, matrix: torch.Tensor, fmt: RowFormat, dispatch: bool) -> None:
+def record(stats: CallStats, be: Host, matrix: torch.Tensor, fmt: RowFormat, dispatch: bool) -> None:
     """The call's rows to and from each peer (`matrix[src, dst]`; a combine sends back what its dispatch got),
     split by whether the peer is on this node. The bytes the links carried are `stats.links` (measured)."""
     g = be.group
@@ -196,10 +221,8 @@ def _handle_fields(counts: dict, in_rank: torch.Tensor, me: int, n: int) -> tupl
             torch.zeros(n, dtype=torch.int32, device=dev), in_rank, as_t(send_head))
 
 
-def _received(x: torch.Tensor, scales: torch.Tensor | None, size: int) -> tuple[Received, Any]:
+def _received(x: torch.Tensor, scales: torch.Tensor | None, size: int, KB: ModuleType) -> tuple[Received, Any]:
     """recv_x (and its scales) of `size` rows in x's form, zeros, and what fills its first rows from a result."""
-    from ptxforge.ep import kernel_backend as KB
-
     recv_x = torch.zeros((size, x.shape[1]), dtype=x.dtype, device=x.device)
     recv_s = torch.zeros((size, scales.shape[1]), dtype=scales.dtype, device=x.device) if scales is not None else None
 

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 
 CLUSTER_SMS = 132  # SMs of a cluster GPU (an H100/H200's); the kernels run num_sms persistent blocks on it
+CLUSTER_CAPACITY = 1 << 30  # a cluster GPU's memory (sparse: pages exist once touched), as emulator IPC's default
 
 
 class KernelsBackend(Backend):
@@ -109,11 +110,10 @@ class KernelsBackend(Backend):
         timeout_s; its NIC transport is PTXFORGE_NIC_TRANSPORT's (default shared memory)."""
         if self.cluster is None:
             from ptxforge.emu.cluster_procs import ClusterRank  # heavy: the emulator (see the docstring)
-            from ptxforge.emu.ipc.memory import DEFAULT_CAPACITY as IPC_CAPACITY  # 1 GiB, sparse
 
             g = self.group
             self.cluster = ClusterRank(g.group, num_ranks_per_node=g.ranks_per_node, sms=CLUSTER_SMS,
-                                       watchdog_s=g.transport.timeout_s, capacity=IPC_CAPACITY)
+                                       watchdog_s=g.transport.timeout_s, capacity=CLUSTER_CAPACITY)
         return self.cluster
 
     def internode(self) -> RankGroup:
@@ -215,11 +215,6 @@ class KernelsBackend(Backend):
                 raise CommTimeout(_named(str(e), name)) from None
             except RuntimeError as e:
                 raise self._lost(call, e, "its communication kernels") from None
-            except Exception as e:
-                if _peer_stopped(e):  # across nodes: another rank's error (its CommTimeout, its fault)
-                    kind = CommTimeout if "CommTimeout" in str(e) else EPError
-                    raise kind(_named(str(e), name)) from None
-                raise
             finally:
                 KB.check_peers_during_launches(None)
                 watch.finish()
@@ -245,7 +240,7 @@ class KernelsBackend(Backend):
 
     def dispatch(self, call: DispatchCall, stats: CallStats) -> DispatchOutput:
         if self.group.num_nodes > 1:
-            return internode_calls.dispatch(self, call, stats)
+            return internode_calls.dispatch(self, call, stats, _kernel_backend())
         KB, g, handle = _kernel_backend(), self.group, call.handle
         x, scales, in_rank, per_expert = call.x, call.scales, call.in_rank, call.per_expert
         topk_idx, topk_weights = call.topk_idx, call.topk_weights
@@ -329,7 +324,7 @@ class KernelsBackend(Backend):
 
     def combine(self, call: CombineCall, stats: CallStats) -> CombineOutput:
         if self.group.num_nodes > 1:
-            return internode_calls.combine(self, call, stats)
+            return internode_calls.combine(self, call, stats, _kernel_backend())
         KB, g, handle, w = _kernel_backend(), self.group, call.handle, call.topk_weights
         tun = KB.tunables(call.config, handle._tunables.num_sms)
         h, k = call.x.shape[1], w.shape[1] if w is not None else 0
@@ -367,13 +362,6 @@ class KernelsBackend(Backend):
             work.wait()
             return EventOverlap()
         return EventOverlap(work, extra_tensors=keep)
-
-
-def _peer_stopped(e: Exception) -> bool:
-    """Whether `e` is a cluster rank's word that another rank stopped (the emulator is loaded by then)."""
-    from ptxforge.emu.nic_procs import PeerStopped  # loaded already: the cluster's ranks raise it
-
-    return isinstance(e, PeerStopped)
 
 
 def _named(text: str, name: str) -> str:
