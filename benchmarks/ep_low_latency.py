@@ -1,13 +1,16 @@
 """DeepEP's low-latency mode on 4 gloo ranks: per-call time and bytes of low_latency_dispatch (FP8) and
 low_latency_combine for decode-sized batches, on both backends (torch's all_to_all; the low-latency kernels on
-one emulated IPC GPU per rank), next to normal-mode dispatch + combine of the same tokens, in the same run; and
-what the receive hook buys: a dispatch with `return_recv_hook=True`, a CPU matmul standing in for the next
-micro-batch's attention, then `hook()`, against the two parts run one after the other.
+one emulated GPU per rank: one node of 4 IPC GPUs, and 2 nodes x 2 GPUs of an emulated cluster whose nodes
+exchange RDMA puts through the NIC model), next to normal-mode dispatch + combine of the same tokens, in the
+same run; and what the receive hook buys: a dispatch with `return_recv_hook=True`, a CPU matmul standing in for
+the next micro-batch's attention, then `hook()`, against the two parts alone and one after the other (the
+kernels backend's send and receive phases run on the device worker thread, the matmul on the caller's).
 
 Times are medians over iterations of the slowest rank; one intra-op thread per rank. No GPU here: DeepEP's
 published H800 figures (EP8, 128 tokens, hidden 7168, top-8: dispatch 77 us, combine 114 us) are the reference row.
 Usage: python benchmarks/ep_low_latency.py [--tokens 128] [--hidden 7168] [--experts 64] [--topk 8] [--iters 10]
-       [--kernel-iters 3] [--overlap-n 256] [--append]   (--append adds the table to benchmarks/RESULTS.md)
+       [--kernel-iters 3] [--overlap-n 256] [--no-cluster] [--append]
+       (--append adds the table to benchmarks/RESULTS.md; --no-cluster skips the 2 nodes x 2 GPUs run)
 """
 
 from __future__ import annotations
@@ -29,20 +32,21 @@ def warm_kernels() -> None:
     from ptxforge.ep.low_latency_rank import _special
     from ptxforge.kernels import low_latency as K
 
-    _special(K.ll_dispatch_send, R=WORLD, FP8=True, ROUND=False, RDMA=False, BUG="").module()
+    for rdma in (False, True):
+        _special(K.ll_dispatch_send, R=WORLD, FP8=True, ROUND=False, RDMA=rdma, BUG="").module()
+        _special(K.ll_combine_send, R=WORLD, RDMA=rdma).module()
     _special(K.ll_dispatch_recv, R=WORLD, FP8=True, UE8M0=False).module()
-    _special(K.ll_combine_send, R=WORLD, RDMA=False).module()
     K.ll_combine_recv.module()
 
 
-def bench_rank(rank, world, tokens, hidden, experts, topk, iters, overlap_n, backend):
+def bench_rank(rank, world, tokens, hidden, experts, topk, iters, overlap_n, backend, per_node=WORLD):
     import torch
 
     import ptxforge.ep as deep_ep
 
     x, idx, w = moe_inputs(rank, tokens, hidden, experts, topk)
     hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(tokens, hidden, world, experts)
-    buf = deep_ep.Buffer(None, 0, hint, low_latency_mode=True, num_ranks_per_node=world, backend=backend,
+    buf = deep_ep.Buffer(None, 0, hint, low_latency_mode=True, num_ranks_per_node=per_node, backend=backend,
                          timeout_s=600)
     state = {}
 
@@ -76,6 +80,10 @@ def bench_rank(rank, world, tokens, hidden, experts, topk, iters, overlap_n, bac
         for _ in range(int(reps)):
             a @ b
 
+    # once more, from the loop's own time (the ranks' matmuls contend for the cores): about one dispatch
+    reps = torch.tensor([max(1, round(int(reps) * t_dispatch / median_time(compute, 2)))])
+    torch.distributed.all_reduce(reps, op=torch.distributed.ReduceOp.MAX)
+
     def apart():
         buf.low_latency_dispatch(x, idx, tokens, experts)
         compute()
@@ -85,12 +93,19 @@ def bench_rank(rank, world, tokens, hidden, experts, topk, iters, overlap_n, bac
         compute()
         hook()
 
+    def dispatch_alone():
+        _, _, _, _, hook = buf.low_latency_dispatch(x, idx, tokens, experts, return_recv_hook=True)
+        hook()
+
     t_compute = median_time(compute, iters)
+    t_alone = median_time(dispatch_alone, iters)
     t_apart = median_time(apart, iters)
     t_together = median_time(together, iters)
-    return {"dispatch": t_dispatch, "combine": t_combine, "normal": t_normal, "compute": t_compute,
-            "apart": t_apart, "together": t_together, "dispatch_bytes": st[0].wire_sent,
-            "combine_bytes": st[1].wire_sent, "reps": int(reps)}
+    out = {"dispatch": t_dispatch, "combine": t_combine, "normal": t_normal, "compute": t_compute,
+           "alone": t_alone, "apart": t_apart, "together": t_together, "dispatch_bytes": st[0].wire_sent,
+           "combine_bytes": st[1].wire_sent, "reps": int(reps)}
+    buf.destroy()
+    return out
 
 
 def main():
@@ -102,6 +117,7 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--kernel-iters", type=int, default=3, help="iterations of the kernels backend (emulated)")
     ap.add_argument("--overlap-n", type=int, default=256, help="size of the matmuls standing in for attention")
+    ap.add_argument("--no-cluster", action="store_true", help="skip the kernels backend on 2 nodes x 2 GPUs")
     ap.add_argument("--append", action="store_true")
     args = ap.parse_args()
     from ptxforge.ep.spawn import run_ranks
@@ -111,7 +127,11 @@ def main():
     warm_kernels()
     runs["kernels"] = run_ranks(bench_rank, WORLD, args.tokens, args.hidden, args.experts, args.topk,
                                 args.kernel_iters, args.overlap_n, "kernels", timeout_s=3000)
-    res = runs["torch"]
+    configs = [("kernels", "kernels backend, 1 node x 4 (emulated IPC GPUs)")]
+    if not args.no_cluster:
+        runs["cluster"] = run_ranks(bench_rank, WORLD, args.tokens, args.hidden, args.experts, args.topk,
+                                    args.kernel_iters, args.overlap_n, "kernels", WORLD // 2, timeout_s=3000)
+        configs.append(("cluster", "kernels backend, 2 nodes x 2 (emulated cluster, RDMA puts between nodes)"))
 
     def slowest(key, backend="torch"):
         return max(r[key] for r in runs[backend])
@@ -127,24 +147,21 @@ def main():
         f"{mean_bytes('dispatch_bytes') / 1e6:.2f} MB |",
         f"| low_latency_combine, BF16 | {slowest('combine') * 1e3:.2f} ms | "
         f"{mean_bytes('combine_bytes') / 1e6:.2f} MB |",
-        f"| low_latency_dispatch, FP8, kernels backend (emulated GPUs) | {slowest('dispatch', 'kernels') * 1e3:.2f} ms"
-        f" | {mean_bytes('dispatch_bytes', 'kernels') / 1e6:.2f} MB |",
-        f"| low_latency_combine, BF16, kernels backend (emulated GPUs) | {slowest('combine', 'kernels') * 1e3:.2f} ms"
-        f" | {mean_bytes('combine_bytes', 'kernels') / 1e6:.2f} MB |",
+        *(f"| low_latency_dispatch, FP8, {name} | {slowest('dispatch', key) * 1e3:.2f} ms | "
+          f"{mean_bytes('dispatch_bytes', key) / 1e6:.2f} MB |" for key, name in configs),
+        *(f"| low_latency_combine, BF16, {name} | {slowest('combine', key) * 1e3:.2f} ms | "
+          f"{mean_bytes('combine_bytes', key) / 1e6:.2f} MB |" for key, name in configs),
         f"| normal-mode dispatch + combine, BF16, same tokens | {slowest('normal') * 1e3:.2f} ms | |",
         "| DeepEP on H800, EP8, 128 tokens x 7168, top-8 (published) | dispatch 0.077 ms, combine 0.114 ms | |",
         "",
-        "| receive hook | time (slowest rank) |",
-        "|---|---|",
-        f"| compute alone ({args.overlap_n}^2 matmuls x {res[0]['reps']}, about one dispatch) | "
-        f"{slowest('compute') * 1e3:.2f} ms |",
-        f"| dispatch, then compute (no hook) | {slowest('apart') * 1e3:.2f} ms |",
-        f"| dispatch with return_recv_hook, compute, hook() | {slowest('together') * 1e3:.2f} ms |",
-        f"| kernels backend: compute alone (x {runs['kernels'][0]['reps']}) | "
-        f"{slowest('compute', 'kernels') * 1e3:.2f} ms |",
-        f"| kernels backend: dispatch, then compute | {slowest('apart', 'kernels') * 1e3:.2f} ms |",
-        f"| kernels backend: dispatch with return_recv_hook, compute, hook() | "
-        f"{slowest('together', 'kernels') * 1e3:.2f} ms |",
+        "| receive hook: work between dispatch and hook() | compute alone | dispatch alone (hook at once) | "
+        "sum of both alone | dispatch, then compute (no hook) | dispatch with hook, compute, hook() |",
+        "|---|---|---|---|---|---|",
+        *(f"| {name}: {args.overlap_n}^2 matmuls x {runs[key][0]['reps']} (about one dispatch) | "
+          f"{slowest('compute', key) * 1e3:.2f} ms | {slowest('alone', key) * 1e3:.2f} ms | "
+          f"{(slowest('compute', key) + slowest('alone', key)) * 1e3:.2f} ms | {slowest('apart', key) * 1e3:.2f} ms | "
+          f"{slowest('together', key) * 1e3:.2f} ms |"
+          for key, name in [("torch", "torch backend"), *configs]),
     ]
     print("\n".join(lines))
     if args.append:

@@ -91,18 +91,21 @@ def valid_rows(recv, count, handle):
     return out
 
 
-def ll_suite(rank: int, world: int, backend: str = "torch"):
-    """Every check of the contract on this rank; returns {case: calc_diff of its combine} and {case: tensors}."""
+def ll_suite(rank: int, world: int, backend: str = "torch", ranks_per_node: int | None = None,
+             hook_modes: tuple[bool, ...] = (False, True)):
+    """Every check of the contract on this rank; returns {case: calc_diff of its combine} and {case: tensors}.
+    `ranks_per_node` (None: one node) puts the ranks on several nodes; `hook_modes`: with the receive hook
+    (True) and with async_finish (False)."""
     group = dist.new_group(list(range(world)))
     hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(N_MAX, HIDDEN, world, EXPERTS)
     buf = deep_ep.Buffer(group, 0, hint, low_latency_mode=True, num_qps_per_rank=EXPERTS // world, timeout_s=20,
-                         backend=backend)
+                         backend=backend, num_ranks_per_node=ranks_per_node or world)
     x, topk_idx, weights = make_inputs(rank)
     all_x = [make_inputs(r)[0] for r in range(world)]
     all_idx = [make_inputs(r)[1] for r in range(world)]
     el = EXPERTS // world
     out, tensors = {}, {}
-    for hook_mode in (False, True):
+    for hook_mode in hook_modes:
         for use_fp8, round_scale, use_ue8m0 in FORMS:
             stats = torch.zeros(el, dtype=torch.int32)
             recv, count, handle, event, hook = buf.low_latency_dispatch(
@@ -176,18 +179,18 @@ def test_combine_of_bf16_dispatch_is_exact(ll_results):
         assert diffs[(True, False, False, False, True)] == diffs[(False, False, False, False, False)]
 
 
-def warm_low_latency() -> None:
+def warm_low_latency(rdma: bool = False) -> None:
     """Import the kernels backend and trace its 4-rank specializations once, before the ranks fork (each
-    inherits them)."""
+    inherits them); `rdma`: the send kernels that reach other nodes by NVSHMEM puts."""
     import ptxforge.ep.kernel_backend  # noqa: F401  # the emulator and the DSL
     from ptxforge.ep.low_latency_rank import _special
     from ptxforge.kernels import low_latency as K
 
     for fp8, rnd in ((False, False), (True, False), (True, True)):
-        _special(K.ll_dispatch_send, R=4, FP8=fp8, ROUND=rnd, RDMA=False, BUG="").module()
+        _special(K.ll_dispatch_send, R=4, FP8=fp8, ROUND=rnd, RDMA=rdma, BUG="").module()
     for fp8, ue in ((False, False), (True, False), (True, True)):
         _special(K.ll_dispatch_recv, R=4, FP8=fp8, UE8M0=ue).module()
-    _special(K.ll_combine_send, R=4, RDMA=False).module()
+    _special(K.ll_combine_send, R=4, RDMA=rdma).module()
     K.ll_combine_recv.module()
 
 

@@ -16,6 +16,8 @@ point-to-point). Errors end on every rank: a rank whose launch fails tells the o
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +39,9 @@ if TYPE_CHECKING:
     from ptxforge.emu.memory import Allocation, LaneMemory
     from ptxforge.ptx import ir
 
+# the emulator options a launch still takes as loose keywords (the runtime's DEPRECATED_LAUNCH_KEYWORDS, a layer
+# above): given one, the watchdog goes beside it, as a loose keyword too
+_LOOSE_OPTIONS = {"sanitize", "num_sms", "watchdog_s", "time_limit_s", "printf"}
 DEFAULT_CAPACITY = 1 << 28  # each rank's IPC segment (sparse: pages exist once touched)
 
 
@@ -260,11 +265,18 @@ class ClusterRank:
         self._gather(None)  # nobody goes on (and perhaps ends, unlinking its memory) before every rank mapped it
         return buf
 
-    def launch(self, kernel: Any, grid: Any, block: Any, args: Any, **options: Any) -> Any:
+    def launch(self, kernel: Any, grid: Any, block: Any, args: Any,
+               explain: Callable[[Exception], Exception | None] | None = None, **options: Any) -> Any:
         """`kernel.launch(grid, block, args, device=this rank's GPU, watchdog_s=..., **options)`; when it fails,
         every other rank is told (and raises this rank's message); a WatchdogTimeout here also names what
-        each warp waiting in NVSHMEM's calls waits for."""
-        options.setdefault("watchdog_s", self.watchdog_s)
+        each warp waiting in NVSHMEM's calls waits for. `explain(error)` may give the error to raise and tell
+        instead (say, what a trapping kernel's status words say it waited for)."""
+        given = options.get("options")
+        if given is None or set(options) & _LOOSE_OPTIONS:
+            options.setdefault("watchdog_s", self.watchdog_s)
+        else:  # the rank's watchdog in the options= given (say, with checks), unless they set one
+            given = dict(given) if isinstance(given, dict) else {f.name: getattr(given, f.name) for f in fields(given)}
+            options["options"] = {"watchdog_s": self.watchdog_s, **given}
         try:
             return kernel.launch(grid, block, args, device=self.device, **options)
         except PeerStopped as e:  # another rank's error; what this rank's warps waited for, too
@@ -275,13 +287,17 @@ class ClusterRank:
             notes = self.network.stuck_notes()
             if notes and isinstance(e, WatchdogTimeout):
                 e = WatchdogTimeout(f"{e}; NVSHMEM waits: " + "; ".join(notes))
+            if explain is not None:
+                e = explain(e) or e
             self.network.abort(f"{type(e).__name__}: {e}")
             self.network.abandon()
             raise e from None
 
-    def synchronize(self) -> ClusterResult:
-        """Complete every NIC operation of every rank (a collective), then what each link carried since the last
-        synchronize, the same on every rank."""
+    def synchronize(self, gather: bool = True) -> ClusterResult:
+        """Complete every NIC operation of every rank (every rank calls it, in the same order), then what each
+        link carried since the last synchronize, the same on every rank. `gather=False`: only the links from
+        this rank, and no collective on the process group (the NIC transport alone: safe on a thread other
+        than the one that runs the group's collectives)."""
         self._generation += 1
         try:
             self.network.finish(self._generation)
@@ -295,7 +311,7 @@ class ClusterRank:
                for k, (b, m) in mine.items()}
         self._counted = mine
         out = []
-        for part in self._gather(new):
+        for part in (self._gather(new) if gather else [new]):
             for (src, dst), (b, m) in part.items():
                 if b or m:
                     kind = self.network.link_kind(src, dst)

@@ -99,6 +99,11 @@ class RankFabric(Fabric):
         self._deliver(self.nics[self.me], everything=True)
         self.wait(self._acked, lambda: f"the acknowledgements of its puts to {self._unacked()}")
 
+    def push(self) -> None:
+        """Hand everything the own NIC holds to its targets (written, or sent over the transport), without
+        waiting for the acknowledgements: the data is on its way once a launch that put it has ended."""
+        self._deliver(self.nics[self.me], everything=True)
+
     def quiet(self, pe: int, threads: frozenset[int] | None = None) -> None:
         super().quiet(pe, threads)  # then every acknowledgement: more than the threads' own, which is allowed
         self.wait(self._acked, lambda: f"nvshmem_quiet: the acknowledgements of its puts to {self._unacked()}")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ptxforge.ep.config import EventOverlap
+from ptxforge.ep.config import Completion, EventOverlap
 from ptxforge.ep.rows import Field, RowFormat
 from ptxforge.ep.validate_ll import check_low_latency_combine, check_low_latency_dispatch
 
@@ -140,7 +140,7 @@ class LowLatency:
         if return_recv_hook:
             return EventOverlap(), receive
         if async_finish:
-            return EventOverlap(_Receive(receive)), _no_hook
+            return EventOverlap(_Receive(call, receive, work)), _no_hook
         receive()
         return EventOverlap(), _no_hook
 
@@ -322,11 +322,10 @@ def _no_hook() -> None:
     """The hook of a call made without return_recv_hook: the data has been received (or the event will)."""
 
 
-class _Receive:
-    """The pending receive behind an `EventOverlap` of an async_finish call: `wait()` receives the data."""
+class _Receive(Completion):
+    """The pending receive behind an `EventOverlap` of an async_finish call: the first `wait()` receives the
+    data (an error is raised again at every later wait); `work` is what it waits on."""
 
-    def __init__(self, receive: Callable[[], None]) -> None:
-        self._receive = receive
-
-    def wait(self) -> None:
-        self._receive()
+    def __init__(self, call: str, receive: Callable[[], None], work: Pending) -> None:
+        super().__init__(call, receive)
+        self.work = work

@@ -14,20 +14,25 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from ptxforge.ep import peers as peer_procs
-from ptxforge.ep.errors import EPPeerLostError
+from ptxforge.ep.device_worker import Worker, worker_for
+from ptxforge.ep.errors import CommTimeout, EPError, EPPeerLostError
 from ptxforge.ep.low_latency import LowLatency, LowLatencyHandle
 from ptxforge.ep.peer_watch import PeerWatch
 from ptxforge.ep.rows import Field, RowFormat
 from ptxforge.ep.stats import CallStats
 from ptxforge.ep.validate_ll import check_low_latency_combine, check_low_latency_dispatch
+
+if TYPE_CHECKING:
+    from ptxforge.emu.cluster_procs import ClusterRank
 
 
 @dataclass
@@ -82,37 +87,84 @@ def bf16_tensor(a: np.ndarray, device: Any = "cpu") -> torch.Tensor:
 
 
 class _Phase:
-    """The receive half of a call, as the `Pending` `LowLatency._finisher` waits on."""
+    """The receive half of a call on the device worker, as the `Pending` `LowLatency._finisher` waits on:
+    queued at once (`queue()`, a call without the hook) or by the first `wait()` (the hook), which waits for it
+    and returns its results (its error, raised here, names the call)."""
 
-    def __init__(self, run: Any) -> None:
-        self._run = run
+    def __init__(self, worker: Worker, run: Callable[[], Any]) -> None:
+        self._worker, self._run = worker, run
+        self._future: Future | None = None
+
+    def queue(self) -> None:
+        if self._future is None:
+            self._future = self._worker.submit(self._run)
+
+    @property
+    def ended(self) -> bool:
+        """The receive phase has run (well or not)."""
+        return self._future is not None and self._future.done()
 
     def wait(self) -> Any:
-        return self._run()
+        self.queue()
+        assert self._future is not None
+        return self._future.result()
+
+
+def _last(gen: Generator[None, None, Any]) -> Any:
+    """Run a low-latency generator's receive phase and return its results."""
+    next(gen)
+    try:
+        next(gen)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("a low-latency generator has two phases")  # pragma: no cover
 
 
 @dataclass
 class LowLatencyKernels(LowLatency):
-    """The low-latency calls of one Buffer, backend="kernels" (see the module docstring)."""
+    """The low-latency calls of one Buffer, backend="kernels" (see the module docstring). `ranks_per_node`
+    below the group's size puts the ranks on several nodes: this process's GPU is then `cluster_rank()`'s (a
+    `ClusterRank`, made and closed by the backend)."""
 
     group: Any = None
     timeout_s: float = 60.0
+    ranks_per_node: int = 0
+    cluster_rank: Callable[[], ClusterRank] | None = None
     rank_side: Any = None
     watches: list = field(default_factory=list)
 
-    def _rank(self) -> Any:
-        if self.rank_side is None:
-            from ptxforge.ep import kernel_backend as KB  # heavy (the emulator), as Buffer's _kernel_backend
-            from ptxforge.ep.low_latency_rank import LowLatencyRank  # the DSL kernels: heavy, loaded on first use
+    @property
+    def across_nodes(self) -> bool:
+        return 0 < self.ranks_per_node < self.num_ranks
 
-            dev = KB.comm_device(self.rank, self.num_ranks, "emu")
-            self.rank_side = LowLatencyRank(self.rank, self.num_ranks, dev, KB.IpcFabric(dev, self.group,
-                                                                                         self.num_ranks),
-                                            timeout_s=self.timeout_s)
+    def _rank(self) -> Any:
+        """This rank's `LowLatencyRank`, made at the first call (on the caller's thread: its set-up talks to the
+        process group)."""
+        if self.rank_side is None:
+            from ptxforge.ep.low_latency_rank import LowLatencyRank, RankGpuFabric  # the DSL kernels: heavy
+
+            if self.across_nodes:
+                assert self.cluster_rank is not None, "several nodes need the backend's cluster_rank"
+                g = self.ranks_per_node
+                fabric = RankGpuFabric(self.cluster_rank())
+                reachable = [p // g == self.rank // g for p in range(self.num_ranks)]
+                self.rank_side = LowLatencyRank(self.rank, self.num_ranks, fabric.rank.device, fabric,
+                                                timeout_s=self.timeout_s, reachable=reachable, rdma=True)
+            else:
+                from ptxforge.ep import kernel_backend as KB  # heavy (the emulator), as Buffer's _kernel_backend
+
+                dev = KB.comm_device(self.rank, self.num_ranks, "emu")
+                self.rank_side = LowLatencyRank(self.rank, self.num_ranks, dev, KB.IpcFabric(dev, self.group,
+                                                                                             self.num_ranks),
+                                                timeout_s=self.timeout_s)
         return self.rank_side
+
+    def _worker(self) -> Worker:
+        return worker_for(self._rank().device)
 
     def release(self) -> None:
         if self.rank_side is not None:
+            self._worker().drain()
             self.rank_side.fabric.release()
             self.rank_side = None
 
@@ -134,34 +186,65 @@ class LowLatencyKernels(LowLatency):
         with self._peer_loss(call, "the agreement on its arguments"):
             self.transport.agree(call, facts, complaint)
 
-    def _start(self, call: str, gen: Generator[None, None, Any]) -> _Phase:
-        """Run the send phase now; the returned phase runs the receive (once). One `PeerWatch` covers both:
-        this rank answers it when its send phase is done (what the peers' receives wait for), so a peer that
-        dies before its send makes a receive spinning on it raise, and one that exits after it does not."""
+    def _grow(self, call: str, n_max: int, hidden: int, num_experts: int) -> None:
+        """Make the buffer (or grow it) on the caller's thread, a collective, once the worker has ended every
+        earlier call (none of its kernels still uses the buffer a growth frees)."""
+        from ptxforge.kernels.low_latency import LowLatencyLayout  # the DSL kernels: heavy
+
+        rank = self._rank()
+        nbytes = LowLatencyLayout(self.num_ranks, num_experts, n_max, hidden).nbytes
+        if nbytes > rank.fabric.size:
+            self._worker().drain()
+            with self._peer_loss(call, "its low-latency buffer's set-up"):
+                rank.fabric.ensure(self.rank, nbytes)
+
+    def _start(self, call: str, name: str, gen: Generator[None, None, Any], hook: bool) -> _Phase:
+        """Queue the send phase on this rank's device worker, and the receive phase after it (now, or at the
+        hook's call). One `PeerWatch` covers both: this rank answers it when its send phase is done (what the
+        peers' receives wait for), so a peer that dies before its send makes a receive spinning on it raise, and
+        one that exits after it does not. An error of either phase is raised at the wait, naming the call."""
         from ptxforge.ep import kernel_backend as KB  # heavy (the emulator), as Buffer's kernels backend
 
         with self._peer_loss(call, "its low-latency kernels"):
             watch = PeerWatch(self.transport, call, self.buffer_id * 1_000_003 + 500_000 + self.serial)
-            self.watches = [*self.watches[-7:], watch]  # their answers must outlive the call (gloo sends)
+        self.watches = [*self.watches[-7:], watch]  # their answers must outlive the call (gloo sends)
+        sent: Future = Future()
+
+        def named(step: Callable[[], Any]) -> Any:
             KB.check_peers_during_launches(watch.check)
             try:
-                next(gen)
+                with self._peer_loss(call, "its low-latency kernels"):
+                    return step()
+            except CommTimeout as e:  # its text names rank, kernel and phase: add the call, for a later wait
+                raise CommTimeout(str(e).replace("ptxforge.ep: ", f"ptxforge.ep {name}: ", 1)) from None
+            except EPError:
+                raise
+            except Exception as e:  # a fault, another rank's stop: named for the wait that raises it
+                raise EPError(f"ptxforge.ep {name}: {type(e).__name__}: {e}") from e
             finally:
                 KB.check_peers_during_launches(None)
+
+        def send() -> None:
+            try:
+                named(lambda: next(gen))
+                sent.set_result(None)
+            except BaseException as e:
+                sent.set_exception(e)
+                raise
+            finally:
                 watch.finish()
 
         def receive() -> Any:
-            with self._peer_loss(call, "its low-latency kernels"):
-                KB.check_peers_during_launches(watch.check)
-                try:
-                    next(gen)
-                    next(gen)
-                except StopIteration as stop:
-                    return stop.value
-                finally:
-                    KB.check_peers_during_launches(None)
-            raise AssertionError("a low-latency generator has two phases")  # pragma: no cover
-        return _Phase(receive)
+            if sent.exception() is not None:
+                raise sent.exception()  # type: ignore[misc]
+            return named(lambda: _last(gen))
+
+        worker = self._worker()
+        worker.submit(send)
+        phase = _Phase(worker, receive)
+        if not hook:
+            phase.queue()
+        return phase
 
     # ------------------------------------------------------------------ dispatch
     def dispatch(self, x: Any, topk_idx: Any, n_max: Any, num_experts: Any, stats_out: torch.Tensor | None,
@@ -185,9 +268,10 @@ class LowLatencyKernels(LowLatency):
             stats.record("sent", peer, send_counts[peer], fmt, True)
         out = DispatchTensors.empty(el, r_, n_max * r_, h, use_fp8, use_ue8m0, x.device)
         started = time.perf_counter_ns()
+        self._grow("low_latency_dispatch", n_max, h, num_experts)
         gen = self._rank().dispatch(bf16_rows(x), topk_idx.detach().cpu().numpy(), n_max, num_experts, use_fp8,
                                     round_scale, use_ue8m0, self.slot, self.serial)
-        work = self._start("low_latency_dispatch", gen)
+        work = self._start("low_latency_dispatch", f"low_latency_dispatch #{self.serial}", gen, return_recv_hook)
         stats.control_bytes = self.transport.take_control_bytes()
         counts = torch.zeros((el, r_), dtype=torch.int64)
         received: list[bool] = []
@@ -231,10 +315,11 @@ class LowLatencyKernels(LowLatency):
             stats.record("recv", peer, handle._send_counts[peer], fmt, True)
         t_ = topk_idx.shape[0]
         combined = out if out is not None else torch.empty((t_, h), dtype=torch.bfloat16, device=x.device)
+        self._grow("low_latency_combine", n_max, h, num_experts)
         gen = self._rank().combine(bf16_rows(data), layout_range.cpu().numpy(), src_info.cpu().numpy(),
                                    topk_idx.detach().cpu().numpy(), topk_weights.detach().cpu().to(torch.float32)
                                    .numpy(), n_max, num_experts, self.slot, self.serial)
-        work = self._start("low_latency_combine", gen)
+        work = self._start("low_latency_combine", f"low_latency_combine #{self.serial}", gen, return_recv_hook)
         stats.control_bytes = self.transport.take_control_bytes()
 
         def unpack(got: np.ndarray) -> None:

@@ -8,12 +8,13 @@ kernels backend; a lone emulated IPC GPU runs each launch at once) or one proces
 call is resident: the receive hook is the second phase.
 
 A rank reaches a peer's buffer by pointer when `reachable[peer]` (same node), else by NVSHMEM puts to the same
-offset of the symmetric buffer (the fabric's buffers must then be symmetric: `ClusterFabric`).
+offset of the symmetric buffer (the fabric's buffers must then be symmetric: `ClusterFabric` for one process's
+`Cluster`, `RankGpuFabric` for a `ClusterRank`, one GPU of the cluster a process).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
@@ -27,6 +28,7 @@ from ptxforge.runtime.buffers import DeviceBuffer
 if TYPE_CHECKING:
     from ptxforge.dsl.kernel import Kernel
     from ptxforge.emu.cluster import Cluster
+    from ptxforge.emu.cluster_procs import ClusterRank
     from ptxforge.runtime.device import Device
 
 DEFAULT_TIMEOUT_S = 100.0
@@ -57,6 +59,56 @@ class ClusterFabric:
 
     def addresses(self) -> list[int]:
         return [self.buf.address(pe) for pe in range(len(self.cluster.devices))]
+
+
+class RankGpuFabric:
+    """The low-latency buffer of this process's GPU of an emulated cluster (`ClusterRank`, one GPU a process):
+    one symmetric allocation (a collective, as nvshmem_malloc: every rank grows at the same call), the same
+    node's copies mapped here (pointers) and the other nodes' reached by the NIC's puts. Launches go through
+    the rank, so a failing one stops every rank with its message; `push` hands the NIC's queued puts to the
+    targets once a send kernel has ended. ClusterRank has no nvshmem_free: a grown buffer's old allocation
+    stays until the rank closes (its holder closes it)."""
+
+    def __init__(self, rank: ClusterRank) -> None:
+        self.rank = rank
+        self.buf: Any = None
+        self.size = 0
+        self.peer_lost = False
+        self.failed = False  # a launch of this rank failed: the cluster stopped
+
+    def ensure(self, rank: int, nbytes: int) -> int:
+        if nbytes > self.size:
+            self.size = max(nbytes, 2 * self.size)
+            self.buf = self.rank.malloc((self.size,), np.uint8,
+                                        name=f"low-latency buffer {len(self.rank.heap.objects)}")
+        return 0
+
+    def addresses(self) -> list[int]:
+        return list(self.buf.bases)
+
+    def launch(self, kern: Kernel, grid: int, block: int, args: list,
+               explain: Callable[[Exception], Exception | None]) -> Any:
+        try:
+            return self.rank.launch(kern, (grid,), (block,), args, explain=explain)
+        except Exception:
+            self.failed = True  # every rank has been told
+            raise
+
+    def push(self) -> None:
+        try:
+            self.rank.network.push()
+        except Exception as e:
+            self.failed = True
+            self.rank.network.abort(f"{type(e).__name__}: {e}")
+            raise
+
+    def release(self) -> None:
+        """Every rank is done with the buffers before any goes on to close its rank (a collective over the NIC
+        transport: the same node's ranks map this rank's memory, the others' NICs poll it); after a peer was
+        lost or the cluster stopped (a failure every rank raised), nothing to wait for."""
+        if self.buf is not None and not (self.peer_lost or self.failed or self.rank.closed) \
+                and self.rank.network.stopped is None:
+            self.rank.synchronize(gather=False)
 
 
 class LowLatencyRank:
@@ -93,6 +145,14 @@ class LowLatencyRank:
         return np.uint64(min(int(float(self.timeout_s) * 1e9), 2**64 - 1))
 
     def _launch(self, call: str, phase: str, kern: Kernel, grid: int, block: int, args: list) -> None:
+        if isinstance(self.fabric, RankGpuFabric):  # a failure stops every rank, with the timeout it was
+            p = self.fabric.launch(kern, grid, block, args, lambda e: self.last_timeout
+                                   if isinstance(e, KernelFault) else None)
+            if phase == "send":
+                self.fabric.push()  # the data is on its way when the send phase ends: no SM waits for it
+            self.launches.append({"call": call, "phase": phase, "kernel": kern.name, "pending": p})
+            del self.launches[:-16]
+            return
         kw: dict = {}
         if self.device.streams_supported:
             if self._stream is None:

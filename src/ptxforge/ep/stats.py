@@ -49,6 +49,10 @@ class CallStats:
     intra_node_recv: Traffic = field(default_factory=Traffic)
     inter_node_recv: Traffic = field(default_factory=Traffic)
     control_bytes: int = 0  # agreement and count messages
+    # measured, where the kernels ran across nodes, set when the call's kernels end: bytes the dispatch or combine
+    # kernel sent each peer per link ("rdma", "nvlink"), and the bytes per link of its notify (the count exchange)
+    links: dict[str, dict[int, int]] = field(default_factory=dict)
+    notify_links: dict[str, int] = field(default_factory=dict)
 
     def record(self, direction: str, peer: int, rows: int, fmt: RowFormat, same_node: bool) -> None:
         if rows == 0:
