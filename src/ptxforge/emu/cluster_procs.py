@@ -17,6 +17,7 @@ point-to-point). Errors end on every rank: a rank whose launch fails tells the o
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -267,7 +268,11 @@ class ClusterRank:
         every other rank is told (and raises this rank's message); a WatchdogTimeout here also names what
         each warp waiting in NVSHMEM's calls waits for. `explain(error)` may give the error to raise and tell
         instead (say, what a trapping kernel's status words say it waited for)."""
-        options.setdefault("watchdog_s", self.watchdog_s)
+        if "watchdog_s" not in options:  # the rank's watchdog, in the options the launch takes
+            given = options.get("options")
+            given = dict(given) if isinstance(given, dict) else {} if given is None else \
+                {f.name: getattr(given, f.name) for f in fields(given)}
+            options["options"] = {"watchdog_s": self.watchdog_s, **given}
         try:
             return kernel.launch(grid, block, args, device=self.device, **options)
         except PeerStopped as e:  # another rank's error; what this rank's warps waited for, too

@@ -27,6 +27,7 @@ class DispatchHandle(tuple):
     _num_worst: int
     _tunables: Any
     _per: int  # tokens per channel
+    _internode: Any  # across nodes, backend="kernels": a Future of the internode kernels' own handle
     _pending: Any  # the Completion of an async_finish dispatch that made it (waited before the handle is read)
 
     def __new__(cls, fields: tuple[torch.Tensor, ...], **private: Any) -> DispatchHandle:

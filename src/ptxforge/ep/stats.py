@@ -49,6 +49,9 @@ class CallStats:
     intra_node_recv: Traffic = field(default_factory=Traffic)
     inter_node_recv: Traffic = field(default_factory=Traffic)
     control_bytes: int = 0  # agreement and count messages
+    # measured, where the kernels ran across nodes: bytes sent each peer per link ("rdma", "nvlink"), set when the
+    # call's kernels end
+    links: dict[str, dict[int, int]] = field(default_factory=dict)
 
     def record(self, direction: str, peer: int, rows: int, fmt: RowFormat, same_node: bool) -> None:
         if rows == 0:

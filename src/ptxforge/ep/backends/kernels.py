@@ -1,7 +1,8 @@
 """`backend="kernels"`: the layout by the DSL layout kernel, and on one node dispatch and combine by the intranode
 communication kernels (`ptxforge.kernels.comm`) on this process's device: an emulated GPU whose memory the other
-ranks' processes map through emulator IPC, or a CUDA GPU (CUDA IPC). Across nodes the torch transport moves
-the data. Low-latency mode runs the low-latency kernels (`ptxforge.ep.low_latency_kernels`, on the caller's
+ranks' processes map through emulator IPC, or a CUDA GPU (CUDA IPC). Across nodes the internode communication
+kernels on this process's GPU of an emulated cluster (`cluster_rank()`; `ptxforge.ep.backends.internode_calls`).
+Low-latency mode runs the low-latency kernels (`ptxforge.ep.low_latency_kernels`, on the caller's
 thread). The kernels, the runtime and the emulator load at the first call that needs them (over a second a
 process), never for the torch backend.
 
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 
 from ptxforge.ep import peers
+from ptxforge.ep.backends import internode_calls
 from ptxforge.ep.backends.base import (
     Backend,
     CombineCall,
@@ -34,7 +36,6 @@ from ptxforge.ep.backends.base import (
     Received,
     check_worst,
 )
-from ptxforge.ep.backends.torch_transport import TorchBackend
 from ptxforge.ep.config import EventOverlap
 from ptxforge.ep.device_worker import QueuedWork, Worker, worker_for
 from ptxforge.ep.errors import CommTimeout, EPError, EPPeerLostError
@@ -44,6 +45,7 @@ from ptxforge.ep.rows import Field, RowFormat
 if TYPE_CHECKING:
     from ptxforge.emu.cluster_procs import ClusterRank
     from ptxforge.ep.handle import DispatchHandle
+    from ptxforge.ep.internode_rank import RankGroup
     from ptxforge.ep.intranode import CommRank, Notified
     from ptxforge.ep.low_latency_kernels import LowLatencyKernels
     from ptxforge.ep.stats import CallStats
@@ -63,8 +65,8 @@ class KernelsBackend(Backend):
         self.comm_rank: CommRank | None = None
         self.low_latency_ops: LowLatencyKernels | None = None
         self._watches: list[PeerWatch] = []  # the last calls' peer watches: their answers outlive the call
-        self._across_nodes = TorchBackend(group, layout=self.layout)
         self.cluster: ClusterRank | None = None  # this rank's GPU of the emulated cluster, across nodes
+        self.internode_rank: RankGroup | None = None  # this rank's side of the internode kernels on it
 
     def layout(self, topk_idx: torch.Tensor, num_experts: int) -> Layout:
         from ptxforge.kernels import ops  # the DSL layout kernel: heavy, as the module docstring says
@@ -75,6 +77,9 @@ class KernelsBackend(Backend):
     def sm_map(self) -> list[dict]:
         """On the emulator: per block of this rank's last dispatch's and last combine's kernels, its SM, role
         (notify, sender, receiver), channel and thread-instructions."""
+        if self.internode_rank is not None:
+            self._drain()
+            return self.internode_rank.sm_map()
         if self.comm_rank is None:
             return super().sm_map()
         self._drain()
@@ -104,11 +109,21 @@ class KernelsBackend(Backend):
         timeout_s; its NIC transport is PTXFORGE_NIC_TRANSPORT's (default shared memory)."""
         if self.cluster is None:
             from ptxforge.emu.cluster_procs import ClusterRank  # heavy: the emulator (see the docstring)
+            from ptxforge.emu.ipc.memory import DEFAULT_CAPACITY as IPC_CAPACITY  # 1 GiB, sparse
 
             g = self.group
             self.cluster = ClusterRank(g.group, num_ranks_per_node=g.ranks_per_node, sms=CLUSTER_SMS,
-                                       watchdog_s=g.transport.timeout_s)
+                                       watchdog_s=g.transport.timeout_s, capacity=IPC_CAPACITY)
         return self.cluster
+
+    def internode(self) -> RankGroup:
+        """This rank's side of the internode kernels (`ptxforge.ep.internode_rank.RankGroup`) on
+        `cluster_rank()`, made at the first dispatch or combine across nodes."""
+        if self.internode_rank is None:
+            from ptxforge.ep.internode_rank import RankGroup  # heavy: the internode kernels
+
+            self.internode_rank = RankGroup(self.cluster_rank(), timeout_s=self.group.transport.timeout_s)
+        return self.internode_rank
 
     def _drain(self) -> None:
         """Wait until this rank's device workers have ended every call queued so far."""
@@ -126,8 +141,12 @@ class KernelsBackend(Backend):
             self.comm_rank.fabric.release()
             self.comm_rank = None
         if self.cluster is not None:  # the cluster GPU, its symmetric buffers and its NIC transport
+            try:  # every rank is past its last NIC wait (which reads the others' rings) before any closes
+                self.group.transport.agree("Buffer.destroy", {})
+            except Exception:  # noqa: BLE001 - a broken group (a peer's error, its death): close this rank's alone
+                pass
             self.cluster.close()
-            self.cluster = None
+            self.cluster = self.internode_rank = None
 
     def comm(self, like: torch.Tensor | None = None) -> CommRank:
         """This rank's `CommRank`, made at the first call: on GPUs (an NCCL group, or CUDA inputs `like`), the
@@ -157,21 +176,22 @@ class KernelsBackend(Backend):
             super().wait_for_handle(handle)
 
     def _queued_here(self, work: object) -> bool:
-        return isinstance(work, QueuedWork) and self.comm_rank is not None and \
-            work.worker is worker_for(self.comm_rank.device)
+        sides = [s for s in (self.comm_rank, self.cluster) if s is not None]
+        return isinstance(work, QueuedWork) and any(work.worker is worker_for(s.device) for s in sides)
 
     # ------------------------------------------------------------------ running a call on the worker
 
-    def _start(self, call: str, name: str, like: torch.Tensor, layout_of: Callable[[CommRank], Any],
-               run: Callable[[CommRank], Any], after: list[QueuedWork]) -> tuple[Worker, Future]:
+    def _start(self, call: str, name: str, side_of: Callable[[], Any], layout_of: Callable[[Any], Any],
+               run: Callable[[Any], Any], after: list[QueuedWork]) -> tuple[Worker, Future]:
         """Queue `run(comm)` on this rank's device worker, watched (`PeerWatch`): a dead peer raises
         `EPPeerLostError` at once, also from inside a kernel spinning on it (an emulated GPU's launches run the
-        watch's check), and its /dev/shm segment is reclaimed. Here, on the caller's thread: the rank's
-        `CommRank` and, when `layout_of(comm)` needs a larger buffer, the collective that grows it (after the
-        worker has ended every earlier call). `after`: queued work this call's work must not run without."""
+        watch's check), and its /dev/shm segment is reclaimed. Here, on the caller's thread: the rank's side of
+        the kernels (`side_of()`: its `CommRank` on one node, its `RankGroup` across nodes) and, when
+        `layout_of(side)` needs a larger buffer, the collective that grows it (after the worker has ended every
+        earlier call). `after`: queued work this call's work must not run without."""
         g, KB = self.group, _kernel_backend()
         try:
-            comm = self.comm(like)
+            comm = side_of()
             worker = worker_for(comm.device)
             layout = layout_of(comm)
             if comm.grows(layout):
@@ -192,9 +212,14 @@ class KernelsBackend(Backend):
                                       f"failed ({type(failed).__name__}: {failed})")
                 return run(comm)
             except CommTimeout as e:  # its text names rank, kernel and role: add the call, for an async wait
-                raise CommTimeout(str(e).replace("ptxforge.ep: ", f"ptxforge.ep {name}: ", 1)) from None
+                raise CommTimeout(_named(str(e), name)) from None
             except RuntimeError as e:
                 raise self._lost(call, e, "its communication kernels") from None
+            except Exception as e:
+                if _peer_stopped(e):  # across nodes: another rank's error (its CommTimeout, its fault)
+                    kind = CommTimeout if "CommTimeout" in str(e) else EPError
+                    raise kind(_named(str(e), name)) from None
+                raise
             finally:
                 KB.check_peers_during_launches(None)
                 watch.finish()
@@ -220,7 +245,7 @@ class KernelsBackend(Backend):
 
     def dispatch(self, call: DispatchCall, stats: CallStats) -> DispatchOutput:
         if self.group.num_nodes > 1:
-            return self._across_nodes.dispatch(call, stats)
+            return internode_calls.dispatch(self, call, stats)
         KB, g, handle = _kernel_backend(), self.group, call.handle
         x, scales, in_rank, per_expert = call.x, call.scales, call.in_rank, call.per_expert
         topk_idx, topk_weights = call.topk_idx, call.topk_weights
@@ -255,7 +280,7 @@ class KernelsBackend(Backend):
                                         None else 0, topk_weights is not None, call.num_experts, tun)
 
         name = f"dispatch #{stats.serial}"
-        worker, future = self._start("dispatch", name, x, layout_of, run, self._after(
+        worker, future = self._start("dispatch", name, lambda: self.comm(x), layout_of, run, self._after(
             handle.__dict__.get("_pending") if handle is not None else None, call.previous_event))
         fmt = KB.dispatch_format(x, scales, topk_idx, topk_weights)
         keep = (x, scales, topk_idx, topk_weights)
@@ -304,7 +329,7 @@ class KernelsBackend(Backend):
 
     def combine(self, call: CombineCall, stats: CallStats) -> CombineOutput:
         if self.group.num_nodes > 1:
-            return self._across_nodes.combine(call, stats)
+            return internode_calls.combine(self, call, stats)
         KB, g, handle, w = _kernel_backend(), self.group, call.handle, call.topk_weights
         tun = KB.tunables(call.config, handle._tunables.num_sms)
         h, k = call.x.shape[1], w.shape[1] if w is not None else 0
@@ -314,7 +339,7 @@ class KernelsBackend(Backend):
             return KB.finish_combine(KB.drive(gen, comm.device, comm), call.x)
 
         name = f"combine #{stats.serial}"
-        worker, future = self._start("combine", name, call.x,
+        worker, future = self._start("combine", name, lambda: self.comm(call.x),
                                      lambda comm: comm.combine_layout(h, k, handle._num_experts, tun), run,
                                      self._after(handle.__dict__.get("_pending"), call.previous_event))
         fmt = RowFormat([Field("x", torch.bfloat16, h, "payload"), Field("w", torch.float32, k, "meta")])
@@ -342,6 +367,19 @@ class KernelsBackend(Backend):
             work.wait()
             return EventOverlap()
         return EventOverlap(work, extra_tensors=keep)
+
+
+def _peer_stopped(e: Exception) -> bool:
+    """Whether `e` is a cluster rank's word that another rank stopped (the emulator is loaded by then)."""
+    from ptxforge.emu.nic_procs import PeerStopped  # loaded already: the cluster's ranks raise it
+
+    return isinstance(e, PeerStopped)
+
+
+def _named(text: str, name: str) -> str:
+    """An error's text naming the call `name` ("ptxforge.ep dispatch #3: ...")."""
+    return text.replace("ptxforge.ep: ", f"ptxforge.ep {name}: ", 1) if "ptxforge.ep: " in text else \
+        f"ptxforge.ep {name}: {text}"
 
 
 def _row_bytes(t: torch.Tensor | None) -> int:

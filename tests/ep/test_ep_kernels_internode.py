@@ -1,0 +1,129 @@
+"""Buffer(backend="kernels") across nodes: 2 nodes x 2 GPUs as 4 gloo processes, each rank's emulated GPU
+running the internode kernels (its own process, the NIC model between nodes), bit-identical to the torch
+backend in the same world; the bytes each link carried as measured by the NIC and by counting the kernels'
+stores into peers' memory.
+
+The default suite runs one world: BF16 at num_sms 2 with an empty rank, a cached dispatch and a plain
+combine, and FP8 (FP32 scales) at num_sms 4, each with a combine of weights and two biases. UE8M0 scales,
+num_sms 20, the bytes against `ptxforge plan --routing` and 2 nodes x 4 GPUs are slow-marked."""
+
+import json
+import subprocess
+import sys
+
+import ep_warm
+import internode_buffer_cases as C
+import numpy as np
+import pytest
+from ep_checks import E
+
+from ptxforge.ep.spawn import run_ranks
+
+NODES, GPUS = 2, 2
+WORLD = NODES * GPUS
+CASES = [("bf16", 2, 1, True), ("fp8", 4, None, False)]
+
+
+@pytest.fixture(scope="module")
+def world():
+    ep_warm.warm()  # the layout and FP8 kernels, then the internode ones: built once, before the fork
+    C.warm(NODES, GPUS)
+    return run_ranks(C.compare, WORLD, GPUS, CASES, timeout_s=600)
+
+
+def _mismatches(results):
+    return {r: res["mismatch"] for r, res in enumerate(results) if res["mismatch"]}
+
+
+def test_bit_identical_to_the_torch_backend_bf16_fp8_empty_rank_cached_two_biases(world):
+    assert not _mismatches(world), _mismatches(world)
+    assert all(set(res["cpu_s"]) == {(f, s) for f, s, _, _ in CASES} for res in world)
+
+
+def test_measured_links_rdma_to_the_same_local_gpu_of_the_other_node_nvlink_inside_the_node(world):
+    for r, res in enumerate(world):
+        for case, calls in res["links"].items():
+            assert [c for c, _ in calls] == (["dispatch", "combine", "dispatch", "combine"] if case[0] == "bf16"
+                                             else ["dispatch", "combine"]), calls
+            for call, links in calls:
+                rail = {(r + GPUS) % WORLD}  # each token crosses to the other node once, to this local index
+                assert set(links["rdma"]) == rail, (r, case, call, links)
+                assert set(links["nvlink"]) <= {r // GPUS * GPUS + j for j in range(GPUS)} - {r}, (r, case, links)
+                assert links["rdma"][(r + GPUS) % WORLD] > 0
+        (_, first), = [c for c in res["links"][("bf16", 2)][:1]]
+        if r != 1:  # the empty rank sends no rows: its RDMA puts are the ring's tails and heads only
+            assert first["rdma"][(r + GPUS) % WORLD] > 16 * 8, first
+    assert {role for _, role in world[0]["roles"]} >= {"notify", "forwarder"}
+
+
+@pytest.mark.slow
+def test_ue8m0_and_num_sms_20_bit_identical():
+    ep_warm.warm()
+    out = run_ranks(C.compare, WORLD, GPUS, [("fp8-ue8m0", 4, 2, True), ("bf16", 20, None, True)], timeout_s=900)
+    assert not _mismatches(out), _mismatches(out)
+
+
+@pytest.mark.slow
+def test_2_nodes_of_4_gpus_bit_identical():
+    ep_warm.warm()
+    out = run_ranks(C.compare, 8, 4, [("fp8", 4, 5, True)], timeout_s=1200)
+    assert not _mismatches(out), _mismatches(out)
+
+
+def _torus_routing(tokens, k, experts, nodes, gpus, seed=3):
+    """Top-k ids [R, T, k] where GPU (n, l) routes like GPU 0 with every destination moved by (n, l) on the
+    nodes x gpus torus: every GPU sends and receives the same volume (imbalance 1)."""
+    ranks, epr = nodes * gpus, experts // (nodes * gpus)
+    rng = np.random.default_rng(seed)
+    base = np.stack([rng.choice(experts, k, replace=False) for _ in range(tokens)])
+    out = []
+    for r in range(ranks):
+        d, o = base // epr, base % epr
+        moved = ((d // gpus + r // gpus) % nodes) * gpus + (d % gpus + r % gpus) % gpus
+        out.append(moved * epr + o)
+    return np.stack(out).astype(np.int64)
+
+
+def _routed(rank, world, per_node, ids, hidden):
+    """A dispatch and a combine of `ids[rank]` on a kernels Buffer: the measured links of each."""
+    import torch
+
+    import ptxforge.ep as deep_ep
+
+    buf = deep_ep.Buffer(None, 0, 0, num_ranks_per_node=per_node, backend="kernels", timeout_s=120)
+    idx = torch.from_numpy(ids[rank])
+    x = torch.zeros((idx.shape[0], hidden), dtype=torch.bfloat16)
+    w = torch.ones(idx.shape, dtype=torch.float32)
+    ntr, ntrr, nte, in_rank, _ = buf.get_dispatch_layout(idx, E)
+    recv, _, rw, _, handle, _ = buf.dispatch(x, num_tokens_per_rank=ntr, num_tokens_per_rdma_rank=ntrr,
+                                             is_token_in_rank=in_rank, num_tokens_per_expert=nte, topk_idx=idx,
+                                             topk_weights=w, config=deep_ep.Config(2, 6, 16, 6, 16))
+    buf.combine(recv, handle, topk_weights=rw)
+    links = [s.links for s in buf.stats()]
+    buf.destroy()
+    return links
+
+
+@pytest.mark.slow
+def test_measured_link_bytes_equal_what_ptxforge_plan_predicts_for_the_routing(tmp_path):
+    from ptxforge.kernels.internode_layout import CombineSlot, DispatchSlot
+
+    tokens, hidden, k = 16, 512, 4
+    ids = _torus_routing(tokens, k, E, NODES, GPUS)
+    np.save(tmp_path / "routing.npy", ids)
+    ep_warm.warm()
+    links = run_ranks(_routed, WORLD, GPUS, ids, hidden, timeout_s=900)
+
+    def predicted(meta):
+        cmd = [sys.executable, "-m", "ptxforge", "plan", "--routing", str(tmp_path / "routing.npy"), "--json",
+               "--nodes", str(NODES), "--gpus-per-node", str(GPUS), "--tokens", str(tokens), "--hidden", str(hidden),
+               "--experts", str(E), "--top-k", str(k), "--dispatch-dtype", "bf16", "--meta-bytes", str(meta)]
+        return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=120).stdout)
+
+    plan_d = predicted(DispatchSlot(2 * hidden, 0, k, True, GPUS).nbytes - 2 * hidden)["dispatch"]["link_bytes"]
+    plan_c = predicted(CombineSlot(hidden, k).nbytes - 2 * hidden)["combine"]["link_bytes"]
+    for r in range(WORLD):
+        (d, c) = links[r]
+        for measured, plan in ((d, plan_d), (c, plan_c)):
+            assert abs(sum(measured["rdma"].values()) / plan["ib"] - 1) < 0.01, (r, measured, plan)
+            assert abs(sum(measured["nvlink"].values()) / plan["nvlink"] - 1) < 0.01, (r, measured, plan)
