@@ -2,9 +2,12 @@
 
 The same checks, agreement, double buffering, handle and tensors as the torch backend (`LowLatency`, whose
 calls this subclass replaces), with the data moved by `ptxforge.kernels.low_latency` on this process's
-emulated IPC GPU (a gloo group; every rank's buffer mapped through emulator IPC). The send kernel runs in the
-call; the receive kernel runs in the hook (`return_recv_hook=True`), in the event's wait (`async_finish`), or
-before the call returns. The Buffer's agreed call number is the kernels' signal epoch.
+emulated GPU: on one node an IPC GPU (every rank's buffer mapped through emulator IPC), across nodes the
+backend's `ClusterRank` (the same node's buffers by pointer, the other nodes' by the NIC's RDMA puts). Both
+phases run on the device's worker thread (`ptxforge.ep.device_worker`), in call order: the send phase is
+queued by the call, the receive phase by the call too (`async_finish`: the event's wait fills the tensors; a
+synchronous call waits) or by the hook (`return_recv_hook=True`). The agreement and the buffer's set-up stay on
+the caller's thread. The Buffer's agreed call number is the kernels' signal epoch.
 
 A peer that dies is noticed through the process group (`PeerWatch`): a receive kernel spinning on its count
 stops and the call raises `EPPeerLostError` naming it.
