@@ -40,8 +40,8 @@ from ptxforge.ep.spawn import run_ranks
 PER_NODE = 2
 
 
-def _buffer(timeout_s: float = 20.0):
-    hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(N_MAX, HIDDEN, WORLD, EXPERTS)
+def _buffer(timeout_s: float = 20.0, n_max: int = N_MAX):
+    hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(n_max, HIDDEN, WORLD, EXPERTS)
     return deep_ep.Buffer(None, 0, hint, low_latency_mode=True, backend="kernels", timeout_s=timeout_s,
                           num_ranks_per_node=PER_NODE)
 
@@ -80,8 +80,9 @@ def async_case(rank: int) -> dict:
 def hook_case(rank: int) -> dict:
     """return_recv_hook: the call returns while its send phase waits in the (held) worker's queue; once the
     worker has run it, this rank's last launch is the send kernel and nothing is received; hook() launches the
-    receive kernel and fills the results (dispatch, then combine)."""
-    buf = _buffer()
+    receive kernel and fills the results (dispatch, then combine). A call that would grow the buffer while a
+    hook is pending is refused on every rank (the hook reads the buffer a growth replaces)."""
+    buf = _buffer(n_max=2 * N_MAX)
     x, idx, w = make_inputs(rank)
     want_recv, want_count, want_handle, _, _ = buf.low_latency_dispatch(x, idx, N_MAX, EXPERTS, use_fp8=False)
     want = valid_rows(want_recv, want_count, want_handle)
@@ -105,6 +106,13 @@ def hook_case(rank: int) -> dict:
     out["combine_before_hook"] = [la["phase"] for la in ll.launches[-2:]]
     hook()
     out["combine_same"] = bool(torch.equal(combined.view(torch.int16), want_comb.view(torch.int16)))
+    *_, hook = buf.low_latency_dispatch(x, idx, N_MAX, EXPERTS, use_fp8=False, return_recv_hook=True)
+    try:
+        buf.low_latency_dispatch(x, idx, 2 * N_MAX, EXPERTS, use_fp8=False)
+        out["growth"] = "no error"
+    except deep_ep.EPInputError as e:
+        out["growth"] = str(e)
+    hook()
     buf.destroy()
     return out
 
@@ -202,6 +210,8 @@ def test_the_hook_runs_the_receive_phase(results):
         assert v["dispatch_before_hook"] == ["receive", "send"] and v["received_before_hook"] == 0, (rank, v)
         assert v["dispatch_after_hook"] == ["send", "receive"] and v["dispatch_same"], (rank, v)
         assert v["combine_before_hook"] == ["receive", "send"] and v["combine_same"], (rank, v)
+        assert "needs a larger low-latency buffer" in v["growth"] and "low_latency_dispatch #5 still waits for " \
+            "its receive hook" in v["growth"], (rank, v)
 
 
 def test_a_kernel_timeout_is_raised_at_the_wait_on_every_rank_naming_the_call(results):

@@ -2,9 +2,12 @@
 
 The same checks, agreement, double buffering, handle and tensors as the torch backend (`LowLatency`, whose
 calls this subclass replaces), with the data moved by `ptxforge.kernels.low_latency` on this process's
-emulated IPC GPU (a gloo group; every rank's buffer mapped through emulator IPC). The send kernel runs in the
-call; the receive kernel runs in the hook (`return_recv_hook=True`), in the event's wait (`async_finish`), or
-before the call returns. The Buffer's agreed call number is the kernels' signal epoch.
+emulated GPU: on one node an IPC GPU (every rank's buffer mapped through emulator IPC), across nodes the
+backend's `ClusterRank` (the same node's buffers by pointer, the other nodes' by the NIC's RDMA puts). Both
+phases run on the device's worker thread (`ptxforge.ep.device_worker`), in call order: the send phase is
+queued by the call, the receive phase by the call too (`async_finish`: the event's wait fills the tensors; a
+synchronous call waits) or by the hook (`return_recv_hook=True`). The agreement and the buffer's set-up stay on
+the caller's thread. The Buffer's agreed call number is the kernels' signal epoch.
 
 A peer that dies is noticed through the process group (`PeerWatch`): a receive kernel spinning on its count
 stops and the call raises `EPPeerLostError` naming it.
@@ -186,6 +189,20 @@ class LowLatencyKernels(LowLatency):
         with self._peer_loss(call, "the agreement on its arguments"):
             self.transport.agree(call, facts, complaint)
 
+    def _growth_complaint(self, call: str, n_max: int, hidden: int, num_experts: int) -> str:
+        """Why the buffer cannot grow now: a call whose receive is still pending reads the one it would free."""
+        from ptxforge.kernels.low_latency import LowLatencyLayout  # the DSL kernels: heavy
+
+        pending = [s.pending for s in self.slots if s.pending]
+        if self.rank_side is None or not pending:
+            return ""
+        nbytes = LowLatencyLayout(self.num_ranks, num_experts, n_max, hidden).nbytes
+        if nbytes <= self.rank_side.fabric.size:
+            return ""
+        return (f"{call} needs a larger low-latency buffer ({nbytes} bytes, made at the largest shape used so "
+                f"far) while {pending[0]} still waits for its receive hook, which reads the present one: call "
+                f"that hook first")
+
     def _grow(self, call: str, n_max: int, hidden: int, num_experts: int) -> None:
         """Make the buffer (or grow it) on the caller's thread, a collective, once the worker has ended every
         earlier call (none of its kernels still uses the buffer a growth frees)."""
@@ -254,7 +271,8 @@ class LowLatencyKernels(LowLatency):
                                                       wait_stats, use_fp8, round_scale, use_ue8m0)
         if not complaint:
             complaint = self._slot_complaint("low_latency_dispatch") or \
-                self._size_complaint(n_max, x.shape[1], num_experts)
+                self._size_complaint(n_max, x.shape[1], num_experts) or \
+                self._growth_complaint("low_latency_dispatch", n_max, x.shape[1], num_experts)
         self.serial += 1
         self._agree("low_latency_dispatch", dict(facts, serial=self.serial), complaint)
         t_, h = x.shape

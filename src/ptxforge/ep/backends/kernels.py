@@ -2,9 +2,9 @@
 communication kernels (`ptxforge.kernels.comm`) on this process's device: an emulated GPU whose memory the other
 ranks' processes map through emulator IPC, or a CUDA GPU (CUDA IPC). Across nodes the internode communication
 kernels on this process's GPU of an emulated cluster (`cluster_rank()`; `ptxforge.ep.backends.internode_calls`).
-Low-latency mode runs the low-latency kernels (`ptxforge.ep.low_latency_kernels`, on the caller's
-thread). The kernels, the runtime and the emulator load at the first call that needs them (over a second a
-process), never for the torch backend.
+Low-latency mode runs the low-latency kernels (`ptxforge.ep.low_latency_kernels`, on the device worker;
+across nodes on the same `cluster_rank()`). The kernels, the runtime and the emulator load at the first call
+that needs them (over a second a process), never for the torch backend.
 
 Each call's kernels run on the device's worker thread (`ptxforge.ep.device_worker`), in call order; a call with
 `async_finish=True` returns with them pending (a dispatch once its notify step has given the counts that size
