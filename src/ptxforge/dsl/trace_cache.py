@@ -19,6 +19,7 @@ from typing import Any
 
 from ptxforge import cache as disk
 from ptxforge.ptx import ir
+from ptxforge.ptx.parser import parse
 
 KIND = "dsl"
 _PACKAGE = Path(__file__).resolve().parent.parent  # src/ptxforge
@@ -48,8 +49,6 @@ def load(k: str, filename: str) -> ir.Module | None:
     raw = disk.get_json(KIND, k)
     if not isinstance(raw, dict) or not isinstance(raw.get("ptx"), str) or not isinstance(raw.get("spans"), list):
         return None
-    from ptxforge.ptx.parser import parse
-
     try:
         m = parse(raw["ptx"], filename=filename)
         spans = [ir.Span(str(f), int(line), int(col)) for f, line, col in raw["spans"]]

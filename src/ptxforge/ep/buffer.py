@@ -261,7 +261,7 @@ class Buffer:
 
     def _deferrable_dispatch(self, x: object, handle: object, topk_idx: object, num_worst_tokens: int) -> bool:
         """Whether this async dispatch's results can be sized here (else it runs as a synchronous-sized call)."""
-        if self.backend != "torch" or not _rows(x):
+        if not self._backend.runs_on_comm_thread or not _rows(x):
             return False
         if isinstance(handle, DispatchHandle):
             self._backend.wait_for_handle(handle)  # a cached dispatch returns as many rows as the first received
@@ -269,7 +269,7 @@ class Buffer:
         return handle is None and isinstance(topk_idx, torch.Tensor) and topk_idx.dim() == 2 and num_worst_tokens > 0
 
     def _deferrable_combine(self, x: object, handle: object, topk_weights: object) -> bool:
-        return (self.backend == "torch" and isinstance(x, torch.Tensor) and x.dim() == 2
+        return (self._backend.runs_on_comm_thread and isinstance(x, torch.Tensor) and x.dim() == 2
                 and isinstance(handle, DispatchHandle) and getattr(handle, "_num_tokens", None) is not None
                 and (topk_weights is None or isinstance(topk_weights, torch.Tensor) and topk_weights.dim() == 2))
 

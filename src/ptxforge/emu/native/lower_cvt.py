@@ -18,7 +18,7 @@ from llvmlite import ir as L
 
 from ptxforge.emu.native import lower_round as R
 from ptxforge.emu.native.lower import F32, F64, I32, I64, INT, NotNative, V, bits_of, read, signed, write
-from ptxforge.emu.semantics import formats
+from ptxforge.emu.semantics import convert, formats
 
 if TYPE_CHECKING:
     from ptxforge.emu.native.warp import WarpEnv
@@ -84,8 +84,6 @@ def _kw(rnd: str | None, flags: set[str]) -> dict:
 
 
 def _by_table(ins: ir.Instruction, env: WarpEnv, dty: str, sty: str, rnd: str | None, flags: set[str]) -> None:
-    from ptxforge.emu.semantics import convert
-
     w = bits_of(sty)
     dbits = bits_of(dty)
     if dbits not in (8, 16, 32, 64):
@@ -105,8 +103,6 @@ def _pair_by_table(ins: ir.Instruction, env: WarpEnv, dty: str, sty: str, rnd: s
                    flags: set[str]) -> None:
     """A packed f16x2/bf16x2 source into an fp8 pair: each half converts on its own (convert._cvt_packed),
     so one table of a half's 65536 values (the other half zero) serves both."""
-    from ptxforge.emu.semantics import convert
-
     key = f"cvt|{dty}|{sty}|{rnd}|{sorted(flags)}"
     try:
         table = np.asarray(convert.cvt(np.arange(1 << 16, dtype=np.uint32), dty, sty, **_kw(rnd, flags)))

@@ -20,6 +20,7 @@ from llvmlite import ir as L
 from ptxforge.emu.native import lower_round as R
 from ptxforge.emu.native.lower import F32, F64, I1, I16, I32, I64, NotNative, V, read, write
 from ptxforge.emu.native.lower_half import decode
+from ptxforge.emu.native.warp import splat
 from ptxforge.emu.semantics import formats
 from ptxforge.emu.semantics import mma as S
 
@@ -177,8 +178,6 @@ def _alloca(env: WarpEnv, n: int) -> L.Value:
 
 
 def _splat(b: L.IRBuilder, x: L.Value) -> L.Value:
-    from ptxforge.emu.native.warp import splat
-
     return splat(b, x)
 
 

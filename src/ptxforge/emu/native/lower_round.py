@@ -16,6 +16,8 @@ import numpy as np
 from llvmlite import ir as L
 
 from ptxforge.emu.native.lower import F32, F64, I1, I8, I32, I64, INT, NotNative, V
+from ptxforge.emu.native.warp import splat
+from ptxforge.emu.semantics.formats import _max_code as _formats_max_code
 
 if TYPE_CHECKING:
     from ptxforge.emu.native.warp import WarpEnv
@@ -131,9 +133,7 @@ def finish32(b: L.IRBuilder, bits: L.Value, ftz: bool, sat: bool) -> L.Value:
 
 # ---------------------------------------------------------------------------------------------- narrow formats
 def _max_code(fmt: FloatFormat) -> int:
-    from ptxforge.emu.semantics.formats import _max_code as mc
-
-    return mc(fmt)
+    return _formats_max_code(fmt)
 
 
 def encode(b: L.IRBuilder, v: L.Value, fmt: FloatFormat, rnd: str, satfinite: bool = False) -> L.Value:
@@ -216,8 +216,6 @@ def table_lookup(env: WarpEnv, key: str, table: np.ndarray, index: L.Value) -> L
     b = env.b
     idx = b.zext(index, V(I64)) if index.type.element.width < 64 else index
     base = b.ptrtoint(g, I64)
-    from ptxforge.emu.native.warp import splat
-
     ptrs = b.inttoptr(b.add(splat(b, base), b.mul(idx, c(I64, t.width // 8))), V(t.as_pointer()))
     gather = env.module_intrinsic(f"llvm.masked.gather.v32i{t.width}.v32p0", V(t),
                                   [V(t.as_pointer()), I32, V(I1), V(t)])

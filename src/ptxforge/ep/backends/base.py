@@ -109,6 +109,9 @@ class Backend(ABC):
 
     name: ClassVar[str]
     low_latency_missing: ClassVar[str | None] = None  # why low-latency mode is absent (None: it is there)
+    # whether an async call whose result sizes are known ahead may run whole on the Buffer's communication
+    # thread (ep/comm_thread.py): the torch transport's calls are host work; the kernels queue on a device worker
+    runs_on_comm_thread: ClassVar[bool] = False
 
     def __init__(self, group: EPGroup) -> None:
         self.group = group

@@ -44,6 +44,7 @@ class TorchBackend(Backend):
     gave only topk_idx (default: vectorized torch; the kernels backend passes its layout kernel)."""
 
     name = "torch"
+    runs_on_comm_thread = True
 
     def __init__(self, group: EPGroup, layout: LayoutFn | None = None) -> None:
         super().__init__(group)
