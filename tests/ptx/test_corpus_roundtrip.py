@@ -4,6 +4,7 @@ the same cubin is checked in shards (test_corpus_cubins_<k>.py, corpus_cubins.py
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,14 @@ CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 MANIFEST = json.loads((CORPUS / "manifest.json").read_text())["files"]
 ENTRIES = {e["path"]: e for e in MANIFEST}
 PATHS = sorted(ENTRIES)
+# both tests of a file run on one worker and share its parse (modules are immutable)
+pytestmark = pytest.mark.xdist_group("corpus_roundtrip")
+
+
+@cache
+def _parsed(path: str) -> tuple:
+    text = (CORPUS / path).read_text()
+    return text, pf.parse(text, filename=path)
 
 
 def test_corpus_is_big_and_varied():
@@ -27,8 +36,7 @@ def test_corpus_is_big_and_varied():
 
 @pytest.mark.parametrize("path", PATHS)
 def test_parse_and_print_back(path):
-    text = (CORPUS / path).read_text()
-    m = pf.parse(text, filename=path)
+    text, m = _parsed(path)
     assert m.to_ptx() == text  # lossless: byte for byte
     assert sorted(k.name for k in m.kernels) == sorted(ENTRIES[path]["kernels"])
     canon = m.to_ptx(canonical=True)
@@ -42,5 +50,5 @@ def test_validates_clean(path):
     """No false positives: real compiler output passes the validator."""
     from ptxforge.ptx.validator import validate
 
-    m = pf.parse((CORPUS / path).read_text(), filename=path)
+    _, m = _parsed(path)
     assert [d.format() for d in validate(m)] == []
