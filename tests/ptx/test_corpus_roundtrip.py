@@ -16,11 +16,7 @@ CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 MANIFEST = json.loads((CORPUS / "manifest.json").read_text())["files"]
 ENTRIES = {e["path"]: e for e in MANIFEST}
 PATHS = sorted(ENTRIES)
-# both tests of a file run on one worker and share its parse (modules are immutable)
-pytestmark = pytest.mark.xdist_group("corpus_roundtrip")
-
-
-@cache
+@cache  # a file's two tests share its parse where they run on one worker (modules are immutable)
 def _parsed(path: str) -> tuple:
     text = (CORPUS / path).read_text()
     return text, pf.parse(text, filename=path)
