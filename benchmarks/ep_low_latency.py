@@ -109,16 +109,16 @@ def bench_rank(rank, world, tokens, hidden, experts, topk, iters, overlap_n, bac
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--hidden", type=int, default=7168)
-    ap.add_argument("--experts", type=int, default=64)
-    ap.add_argument("--topk", type=int, default=8)
-    ap.add_argument("--iters", type=int, default=10)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tokens", type=int, default=128, help="tokens per rank (num_max_dispatch_tokens_per_rank)")
+    ap.add_argument("--hidden", type=int, default=7168, help="hidden size (a multiple of 128)")
+    ap.add_argument("--experts", type=int, default=64, help="experts over the 4 ranks")
+    ap.add_argument("--topk", type=int, default=8, help="experts each token selects")
+    ap.add_argument("--iters", type=int, default=10, help="timed iterations of the torch backend (median)")
     ap.add_argument("--kernel-iters", type=int, default=3, help="iterations of the kernels backend (emulated)")
     ap.add_argument("--overlap-n", type=int, default=256, help="size of the matmuls standing in for attention")
     ap.add_argument("--no-cluster", action="store_true", help="skip the kernels backend on 2 nodes x 2 GPUs")
-    ap.add_argument("--append", action="store_true")
+    ap.add_argument("--append", action="store_true", help="append the tables to benchmarks/RESULTS.md")
     args = ap.parse_args()
     from ptxforge.ep.spawn import run_ranks
 
