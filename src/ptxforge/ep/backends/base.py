@@ -8,6 +8,7 @@ when `low_latency_mode=True` asks for it); one that has it returns its `LowLaten
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
 
@@ -167,6 +168,19 @@ def wait_dispatch_of(handle: DispatchHandle) -> None:
     pending = handle.__dict__.get("_pending")
     if pending is not None:
         pending.wait()
+
+
+def kernel_dispatch_inputs(call: DispatchCall, layout: Callable[[torch.Tensor, int], Layout],
+                           tunables: Callable[[Any], Any]) -> tuple[Any, Any, Any, Any, Any]:
+    """(is_token_in_rank, per_expert, topk_idx, topk_weights, tunables) a kernels dispatch runs with: a cached
+    dispatch takes the handle's (and sends no top-k), a fresh one the call's (the layout computed if missing)."""
+    in_rank, per_expert = call.in_rank, call.per_expert
+    topk_idx, topk_weights = call.topk_idx, call.topk_weights
+    if call.handle is not None:
+        return call.handle.is_token_in_rank, per_expert, None, None, call.handle._tunables
+    if in_rank is None or per_expert is None:
+        _, _, per_expert, in_rank = layout(topk_idx, call.num_experts)  # type: ignore[arg-type]
+    return in_rank, per_expert, topk_idx, topk_weights if topk_idx is not None else None, tunables(call.config)
 
 
 def check_worst(matrix: torch.Tensor, num_worst_tokens: int) -> None:

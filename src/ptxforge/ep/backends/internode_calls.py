@@ -30,6 +30,7 @@ from ptxforge.ep.backends.base import (
     EPGroup,
     Layout,
     check_worst,
+    kernel_dispatch_inputs,
 )
 from ptxforge.ep.config import EventOverlap
 from ptxforge.ep.rows import Field, RowFormat
@@ -63,17 +64,8 @@ def dispatch(be: Host, call: DispatchCall, stats: CallStats, KB: ModuleType) -> 
     """Buffer.dispatch across nodes (see the module docstring); `KB`: `ptxforge.ep.kernel_backend`, which the
     backend loads at its first kernels call."""
     g, handle = be.group, call.handle
-    x, scales, in_rank, per_expert = call.x, call.scales, call.in_rank, call.per_expert
-    topk_idx, topk_weights = call.topk_idx, call.topk_weights
-    if handle is not None:
-        in_rank, tun = handle.is_token_in_rank, handle._tunables
-        topk_idx = topk_weights = None
-    else:
-        if in_rank is None or per_expert is None:
-            _, _, per_expert, in_rank = be.layout(topk_idx, call.num_experts)  # type: ignore[arg-type]
-        tun = KB.tunables(call.config)
-        if topk_idx is None:
-            topk_weights = None
+    x, scales = call.x, call.scales
+    in_rank, per_expert, topk_idx, topk_weights, tun = kernel_dispatch_inputs(call, be.layout, KB.tunables)
     xb = KB._bytes(x)
     sw = KB._words(scales) if scales is not None else None
     idx_np = topk_idx.detach().cpu().to(torch.int64).numpy() if topk_idx is not None else None

@@ -35,6 +35,7 @@ from ptxforge.ep.backends.base import (
     LowLatencyOps,
     Received,
     check_worst,
+    kernel_dispatch_inputs,
 )
 from ptxforge.ep.config import EventOverlap
 from ptxforge.ep.device_worker import QueuedWork, Worker, worker_for
@@ -242,18 +243,10 @@ class KernelsBackend(Backend):
         if self.group.num_nodes > 1:
             return internode_calls.dispatch(self, call, stats, _kernel_backend())
         KB, g, handle = _kernel_backend(), self.group, call.handle
-        x, scales, in_rank, per_expert = call.x, call.scales, call.in_rank, call.per_expert
-        topk_idx, topk_weights = call.topk_idx, call.topk_weights
+        x, scales = call.x, call.scales
+        in_rank, per_expert, topk_idx, topk_weights, tun = kernel_dispatch_inputs(call, self.layout, KB.tunables)
         if handle is not None:
-            in_rank, tun = handle.is_token_in_rank, handle._tunables
             per_expert = torch.zeros(call.num_experts, dtype=torch.int32)
-            topk_idx = topk_weights = None
-        else:
-            if in_rank is None or per_expert is None:
-                _, _, per_expert, in_rank = self.layout(topk_idx, call.num_experts)  # type: ignore[arg-type]
-            tun = KB.tunables(call.config)
-            if topk_idx is None:
-                topk_weights = None
         told: Future = Future()  # the notify step's counts: the caller sizes the results by them
 
         def notified(n: Notified) -> None:
