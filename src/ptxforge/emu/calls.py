@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ptxforge.emu.errors import EmulatorError
+from ptxforge.emu.op import EXITED
 from ptxforge.emu.operands import FUNC_BASE
 from ptxforge.emu.program import storage_dtype
 
@@ -107,6 +108,7 @@ class Calls:
         self.retstack[d, lanes] = P + 1
         self.top_ret[lanes] = P + 1
         self.depth[lanes] = d + 1
+        self.one_ctx = same_context(self.top_ret, self.pcs)
         st.fb[lanes] += info.caller.frame_size
         need = int(st.fb[lanes].max()) + callee.frame_size
         if need > st.mem.local_stride:
@@ -160,6 +162,14 @@ class Calls:
                 st.pvars[dst][sub, :n] = st.pvars[src][sub, :n]
             st.fb[sub] -= call.caller.frame_size
         self.pcs[lanes] = rp
+        self.one_ctx = same_context(self.top_ret, self.pcs)
+
+
+def same_context(top_ret, pcs) -> bool:
+    """Whether every lane that has not exited has the same return address on top of its stack: then any set of
+    running lanes is in one call context (lanes only leave that set, by exiting, until the next call or return)."""
+    tr = top_ret[pcs != EXITED]
+    return tr.size == 0 or int(tr.min()) == int(tr.max())
 
 
 def _arg_lanes(st, reader, lanes):

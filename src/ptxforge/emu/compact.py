@@ -490,7 +490,7 @@ class Session:
         ex = self.parked & (pcs == P)
         # the op may keep a register array (a cached ramp, an alias): scatters make new ones from here on
         self.owned.clear()
-        if m.retstack is not None:
+        if not m.one_ctx:
             ex = one_context(ex, m.top_ret)
         np.add(m.icount, ex, out=m.icount)
         if op.kind == C.NORMAL:

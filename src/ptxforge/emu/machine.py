@@ -350,6 +350,7 @@ class Machine(StaticLanes, Barriers, Calls):
         self.icount = None  # made at first look (see `icount`)
         self.retstack = np.zeros((8, N), np.int32) if lay.has_calls else None
         self.depth = self.top_ret = None  # LazyLanes: made at first use
+        self.one_ctx = True  # every lane not exited has the same return address on top (`calls.same_context`)
         self.saves: dict = {}
         for f in self.hooks.on_wave:
             f(self, st)
@@ -491,7 +492,7 @@ class Machine(StaticLanes, Barriers, Calls):
                     ex = self._warp_ready(ex | (pcs == (P | WAIT_WARP)), P, op)
                     if ex is None:
                         continue
-                elif self.retstack is not None:
+                elif not self.one_ctx:
                     ex = one_context(ex, self.top_ret)
                 # (where=: the masks here are mostly runs of lanes, which it skips fast; compact.py's data-
                 # dependent ones take op.advance)
@@ -558,7 +559,7 @@ class Machine(StaticLanes, Barriers, Calls):
 
     def _one_context(self) -> bool:
         """True when every live lane is in the same call context (same return address on top)."""
-        if self.retstack is None:
+        if self.one_ctx:
             return True
         tr = self.top_ret if self.st.live is None else self.top_ret[self.st.live]
         return tr.size == 0 or tr.min() == tr.max()
