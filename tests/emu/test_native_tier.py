@@ -68,13 +68,13 @@ def _args(kernel, seed: int):
     return out
 
 
-def _run(mod, name, grid, block, tier, threads=None):
+def _run(mod, name, grid, block, tier, threads=None, level=None):
     k = corpus_module(mod).kernel(name)
     args = _args(k, 7)
     shared = 4096 if name == "dynamic_smem_reverse" else 0
     try:
         r = k.launch(grid=grid, block=block, args=args, shared_mem=shared,
-                     options=EmulatorOptions(tier=tier, threads=threads))
+                     options=EmulatorOptions(tier=tier, threads=threads, level=level))
         outcome: object = r
     except EmulatorError as e:
         outcome = e
@@ -108,6 +108,51 @@ def test_native_matches_interpreter(mod, name, grid, block):
     assert got.thread_instructions == want.thread_instructions
     assert np.array_equal(got.per_sm, want.per_sm)
     assert got_mem == want_mem
+
+
+# the optimized level on kernels with barriers, shuffles, divergence and shared atomics (the test above runs
+# every kernel at the quick level: the level a cold kernel gets)
+OPT_LEVEL = ["reduce_sum_shared", "collatz_steps", "histogram_shared"]
+
+
+@pytest.mark.parametrize("mod,name,grid,block", [k for k in NATIVE if k[1] in OPT_LEVEL], ids=OPT_LEVEL)
+def test_optimized_level_matches_the_interpreter(mod, name, grid, block):
+    want, want_mem = _run(mod, name, grid, block, "interp")
+    got, got_mem = _run(mod, name, grid, block, "native", level="opt")
+    assert not isinstance(got, Exception), got
+    assert (got.tier, got.level) == ("native", "opt"), got.tier_note
+    assert got.thread_instructions == want.thread_instructions and np.array_equal(got.per_sm, want.per_sm)
+    assert got_mem == want_mem
+
+
+def test_auto_tiers_a_kernel_by_its_heat(monkeypatch):
+    """Cold: the interpreter, saying why; warm: the quick level; hot: the optimized one; results equal."""
+    import ptxforge as pf
+    from ptxforge.emu.native import select
+    from ptxforge.errors import LaunchError
+
+    # a module of this test's own: its kernel's heat starts at zero
+    k = pf.parse(corpus_module("vector_ops").to_ptx(), filename="tiering.ptx").kernel("vadd_f32")
+    monkeypatch.setattr(select, "QUICK_BASE_MS", 5.0)  # (thresholds a few launches apart)
+    monkeypatch.setattr(select, "QUICK_OP_MS", 0.0)
+    n = 1000
+    a, b = np.arange(n, dtype=np.float32), np.full(n, 0.5, np.float32)
+    seen = []
+    for _ in range(12):
+        c = np.zeros(n, np.float32)
+        r = k.launch(grid=(4,), block=(256,), args=[a, b, c, np.int32(n)], options=EmulatorOptions(tier="auto"))
+        assert np.array_equal(c, a + b)
+        seen.append((r.tier, r.level))
+        if r.tier == "interp":
+            assert "vadd_f32 is cold (about" in r.tier_note, r.tier_note
+    tiers = [t for i, t in enumerate(seen) if i == 0 or seen[i - 1] != t]
+    assert tiers == [("interp", ""), ("native", "quick"), ("native", "opt")], seen
+    # a forced level wins over the heat; a bad one is named
+    r = k.launch(grid=(4,), block=(256,), args=[a, b, np.zeros(n, np.float32), np.int32(n)],
+                 options=EmulatorOptions(tier="auto", level="quick"))
+    assert (r.tier, r.level) == ("native", "quick")
+    with pytest.raises(LaunchError, match="level must be one of 'auto', 'quick', 'opt', not 'fast'"):
+        EmulatorOptions(level="fast")
 
 
 def test_fallback_names_the_first_unsupported_instruction():
@@ -187,15 +232,20 @@ def test_object_code_is_cached_on_disk_by_content(tmp_path, monkeypatch):
     layout, ops = emu_device().image(m).compiled(next(f for f in m.functions if f.name == "vadd_f32"))
     text = native_plan(layout, ops, (64, 1, 1)).ir_text + f"\n; {tmp_path}\n"  # a key of this test's own
     before = dict(jit.STATS)
-    addr = jit.load(text)
-    assert jit.STATS["compiled"] == before["compiled"] + 1
+    addr, level = jit.load(text, "quick")
+    assert level == "quick" and jit.STATS["compiled_quick"] == before["compiled_quick"] + 1
     files = [f for f in tmp_path.rglob("*") if f.is_file()]
-    assert [f.name for f in files] == [jit.cache_key(text)] and files[0].parent.parent.name == jit.KIND
-    assert jit.load(text) == addr and jit.STATS["memory_hits"] == before["memory_hits"] + 1
-    jit._LOADED.pop(jit.cache_key(text))  # a new process: the object comes from disk, not LLVM
-    jit.load(text)
+    assert [f.name for f in files] == [jit.cache_key(text, "quick")] and files[0].parent.parent.name == jit.KIND
+    assert jit.cache_key(text, "quick") != jit.cache_key(text, "opt")  # the level is part of the key
+    assert jit.load(text, "quick") == (addr, "quick") and jit.STATS["memory_hits"] == before["memory_hits"] + 1
+    jit._LOADED.pop(jit.cache_key(text, "quick"))  # a new process: the object comes from disk, not LLVM
+    assert jit.load(text, "quick")[1] == "quick"
     assert jit.STATS["disk_hits"] == before["disk_hits"] + 1
     assert jit.STATS["compiled"] == before["compiled"] + 1
+    # the optimized level is compiled once; a quick request takes it from then on
+    assert jit.load(text, "opt")[1] == "opt" and jit.STATS["compiled_opt"] == before["compiled_opt"] + 1
+    assert jit.load(text, "quick")[1] == "opt"
+    assert jit.STATS["compiled"] == before["compiled"] + 2
 
 
 SPIN = """

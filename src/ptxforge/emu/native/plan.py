@@ -1,9 +1,10 @@
 """Which tier runs a launch, and whether a kernel can run natively (else the first instruction that cannot).
 
-The tier comes from the launch option (`tier=`), else $PTXFORGE_EMU_TIER, else DEFAULT_TIER. "auto" and
-"native" run a launch natively where the kernel and the launch allow it and fall back to the interpreter
-(saying why) elsewhere; "interp" always interprets. The default stays "interp" until the whole suite passes
-with "auto" (docs/native-tier.md says what is missing).
+The tier comes from the launch option (`tier=`), else $PTXFORGE_EMU_TIER, else DEFAULT_TIER. "native" runs a
+launch natively where the kernel and the launch allow it and falls back to the interpreter (saying why)
+elsewhere; "auto" does too for a kernel hot enough to repay a compile (select.py), and interprets the others;
+"interp" always interprets. The compile level of a native launch (jit.py: "quick" or "opt") comes from the
+`level=` option, else $PTXFORGE_NATIVE_LEVEL, else "auto" (select.py picks by the kernel's heat).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 TIERS = ("auto", "native", "interp")
 ENV = "PTXFORGE_EMU_TIER"
 DEFAULT_TIER = "interp"
+LEVELS = ("auto", "quick", "opt")
+LEVEL_ENV = "PTXFORGE_NATIVE_LEVEL"
 
 
 def requested_tier(option: str | None = None) -> str:
@@ -32,6 +35,16 @@ def requested_tier(option: str | None = None) -> str:
         where = "tier" if option is not None else f"${ENV}"
         raise LaunchError(f"{where} must be one of {', '.join(map(repr, TIERS))}, not {tier!r}")
     return tier
+
+
+def requested_level(option: str | None = None) -> str:
+    """The compile level asked for: `option`, else $PTXFORGE_NATIVE_LEVEL, else "auto" (a LaunchError for
+    anything else)."""
+    level = option if option is not None else environment.native_level() or "auto"
+    if level not in LEVELS:
+        where = "level" if option is not None else f"${LEVEL_ENV}"
+        raise LaunchError(f"{where} must be one of {', '.join(map(repr, LEVELS))}, not {level!r}")
+    return level
 
 
 @dataclass(frozen=True)
