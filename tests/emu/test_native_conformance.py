@@ -69,6 +69,20 @@ def test_instruction_on_the_native_tier_matches_the_h200(case):
     assert hw_ops.same_bits(out, want).all(), hw_ops.mismatch_report(case.name, ins, out, want)
 
 
+def test_the_optimized_level_matches_the_h200():
+    """The tests above run at the quick level (LLVM -O0: what a cold kernel gets); -O3 and its passes once, on a
+    fused multiply-add (where a contraction or reassociation would show)."""
+    case = next(c for c in hw_ops.EXACT if c.name == "fma.rn.f32")
+    k = hw_ops._kernel(case.ptx(), case.name)
+    ins = case.make_inputs(hw_ops.REFERENCE_N, hw_ops.case_rng(case.name))
+    n = len(ins[0])
+    out = hw_ops.poisoned_output(case, n)
+    r = k.launch(grid=(n // 256,), block=(256,), args=[*ins, out, np.uint32(n)],
+                 options=EmulatorOptions(tier="native", level="opt"))
+    assert (r.tier, r.level) == ("native", "opt"), r.tier_note
+    assert hw_ops.same_bits(out, HW[f"op/{case.name}"]).all()
+
+
 @pytest.mark.parametrize("name", sorted(hw_ops.WARP_BODIES))
 def test_warp_operation_on_the_native_tier_matches_the_h200(name):
     k = hw_ops._kernel(hw_ops.warp_case_ptx(name), name)

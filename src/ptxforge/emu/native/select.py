@@ -58,6 +58,30 @@ def heat(layout: Layout) -> Heat:
     return h
 
 
+_WAITS: weakref.WeakKeyDictionary[Layout, str] = weakref.WeakKeyDictionary()
+_ORDERED = ("volatile", "acquire", "relaxed")
+
+
+def cross_block_wait(layout: Layout, ops: list[Any]) -> str:
+    """The first instruction of the kernel by which a block may wait on another block ("" if none): an ordered
+    (volatile, acquire, relaxed) load of global or generic memory (a flag), a lock's atomic (cas, exch), or
+    nanosleep. The native tier runs a worker's blocks one after another, so such a wait may never end there;
+    "auto" keeps these kernels on the interpreter, whose waves run every resident block together."""
+    hit = _WAITS.get(layout)
+    if hit is None:
+        fl = layout.functions[layout.kernel_func.name]
+        hit = ""
+        for pc in range(fl.entry, fl.end):
+            ins = layout.placed[pc].ins
+            sx = ins.suffixes
+            if ((ins.opcode == "ld" and "shared" not in sx and any(o in sx for o in _ORDERED))
+                    or (ins.opcode == "atom" and ("cas" in sx or "exch" in sx)) or ins.opcode == "nanosleep"):
+                hit = f"{ops[pc].where}: {ins.mnemonic}"
+                break
+        _WAITS[layout] = hit
+    return hit
+
+
 def static_ops(m: Machine) -> int:
     fl = m.layout.functions[m.layout.kernel_func.name]
     return max(1, fl.end - fl.entry)
@@ -109,6 +133,11 @@ def choose_tier(m: Machine, option: str | None, *, checks: bool, cooperative: bo
     hot = h.spent_ms + predicted_ms(m)
     quick = quick_compile_ms(m)
     loaded = h.levels.get(block)
+    wait = cross_block_wait(m.layout, m.ops) if tier == "auto" else ""
+    if wait:
+        return Choice(None, note=f"the native tier was not used: {m.layout.kernel_func.name} may wait for another "
+                                 f"block ({wait}), which only the interpreter's waves guarantee; tier='native' "
+                                 f"runs it natively")
     if tier == "auto" and forced == "auto" and loaded is None and hot < quick:
         return Choice(None, note=f"the native tier was not used: {m.layout.kernel_func.name} is cold (about "
                                  f"{hot:.0f} ms of interpreting so far, a compile costs about {quick:.0f} ms)")
