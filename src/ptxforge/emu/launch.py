@@ -317,7 +317,7 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
     `time_limit_s`: a plain wall-clock limit on the launch (None: none). See `progress`.
     `reference`: run every instruction through its semantics function with no fast path (also
     PTXFORGE_EMU_REFERENCE=1); slower, for checking the fast paths (docs/emulator.md, "Reference mode");
-    `tier`: "auto", "native" or "interp" (None: $PTXFORGE_EMU_TIER, else "interp"; see `ptxforge.emu.native`);
+    `tier`: "auto", "native" or "interp" (None: $PTXFORGE_EMU_TIER, else "auto"; see `ptxforge.emu.native`);
     `threads`: worker threads of the native tier (None: every core); `level`: its compile level, "auto",
     "quick" or "opt" (None: $PTXFORGE_NATIVE_LEVEL, else "auto": by the kernel's heat, native/select.py). The
     stats say which tier and level ran, and why the interpreter ran where it did."""

@@ -98,7 +98,7 @@ class EmulatorOptions:
     callable given each line of device printf output (None: print it); checks: `ptxforge.emu.hooks.Check`s that
     watch the launch beside the sanitizer (see README, "Writing a check"); reference: run every instruction
     through its semantics function with no fast path (as PTXFORGE_EMU_REFERENCE=1; docs/emulator.md); tier: "auto",
-    "native" or "interp" (None: $PTXFORGE_EMU_TIER, else "interp"; see docs/native-tier.md); threads: the native
+    "native" or "interp" (None: $PTXFORGE_EMU_TIER, else "auto"; see docs/native-tier.md); threads: the native
     tier's worker threads (None: every core); level: the native tier's compile level, "auto", "quick" or "opt"
     (None: $PTXFORGE_NATIVE_LEVEL, else "auto": quick for a lukewarm kernel, optimized for a hot one)."""
 

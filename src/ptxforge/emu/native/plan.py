@@ -2,9 +2,9 @@
 
 The tier comes from the launch option (`tier=`), else $PTXFORGE_EMU_TIER, else DEFAULT_TIER. "native" runs a
 launch natively where the kernel and the launch allow it and falls back to the interpreter (saying why)
-elsewhere; "auto" does too for a kernel hot enough to repay a compile (select.py), and interprets the others;
-"interp" always interprets. The compile level of a native launch (jit.py: "quick" or "opt") comes from the
-`level=` option, else $PTXFORGE_NATIVE_LEVEL, else "auto" (select.py picks by the kernel's heat).
+elsewhere; "auto" (the default) does too for a kernel hot enough to repay a compile (select.py), and interprets
+the others; "interp" always interprets. The compile level of a native launch (jit.py: "quick" or "opt") comes
+from the `level=` option, else $PTXFORGE_NATIVE_LEVEL, else "auto" (select.py picks by the kernel's heat).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 TIERS = ("auto", "native", "interp")
 ENV = "PTXFORGE_EMU_TIER"
-DEFAULT_TIER = "interp"
+DEFAULT_TIER = "auto"
 LEVELS = ("auto", "quick", "opt")
 LEVEL_ENV = "PTXFORGE_NATIVE_LEVEL"
 
