@@ -10,7 +10,6 @@ from the `level=` option, else $PTXFORGE_NATIVE_LEVEL, else "auto" (select.py pi
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ptxforge import environment
@@ -47,12 +46,27 @@ def requested_level(option: str | None = None) -> str:
     return level
 
 
-@dataclass(frozen=True)
 class NativePlan:
-    """A kernel at one block shape: the LLVM IR of its block function, or why it cannot run natively."""
+    """A kernel at one block shape: the LLVM IR of its block function, or why it cannot run natively.
 
-    ir_text: str | None
-    reason: str = ""  # "file:line: instruction: why" of the first instruction the tier cannot run
+    The IR's text (`ir_text`) is printed at its first use (printing is half of building it in Python): a plan
+    asked only whether the kernel runs natively (`native`) never prints it."""
+
+    def __init__(self, module: Any, reason: str = ""):
+        self._module = module
+        self._text: str | None = None
+        self.reason = reason  # "file:line: instruction: why" of the first instruction the tier cannot run
+
+    @property
+    def native(self) -> bool:
+        return self._module is not None
+
+    @property
+    def ir_text(self) -> str | None:
+        if self._text is None and self._module is not None:
+            self._text = str(self._module)
+            self._module = True  # (the IR objects are freed; the text stands for them)
+        return self._text
 
 
 _PLANS: weakref.WeakKeyDictionary[Layout, dict[tuple[int, int, int], NativePlan]] = weakref.WeakKeyDictionary()
@@ -71,7 +85,7 @@ def _build(layout: Layout, ops: list[Any], block: tuple[int, int, int]) -> Nativ
     gen = None
     try:
         gen = BlockGen(layout, ops, block)
-        return NativePlan(str(gen.build()))
+        return NativePlan(gen.build())
     except NotNative as e:
         pc = e.pc if e.pc is not None else getattr(gen, "current_pc", None)
         if pc is None:

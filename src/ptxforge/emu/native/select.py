@@ -142,7 +142,7 @@ def choose_tier(m: Machine, option: str | None, *, checks: bool, cooperative: bo
         return Choice(None, note=f"the native tier was not used: {m.layout.kernel_func.name} is cold (about "
                                  f"{hot:.0f} ms of interpreting so far, a compile costs about {quick:.0f} ms)")
     plan = native_plan(m.layout, m.ops, block)
-    if plan.ir_text is None:
+    if not plan.native:
         return Choice(None, note=f"the native tier cannot run {m.layout.kernel_func.name}: {plan.reason}")
     if forced != "auto":
         return Choice(plan, forced, exact=True)
