@@ -138,14 +138,19 @@ def test_auto_tiers_a_kernel_by_its_heat(monkeypatch):
     seen = []
     for _ in range(12):
         c = np.zeros(n, np.float32)
-        r = k.launch(grid=(4,), block=(256,), args=[a, b, c, np.int32(n)], options=EmulatorOptions(tier="auto"))
+        r = k.launch(grid=(4,), block=(256,), args=[a, b, c, np.int32(n)],
+                     options=EmulatorOptions(tier="auto", level="auto"))  # (whatever $PTXFORGE_NATIVE_LEVEL says)
         assert np.array_equal(c, a + b)
         seen.append((r.tier, r.level))
         if r.tier == "interp":
             assert "vadd_f32 is cold (about" in r.tier_note, r.tier_note
     tiers = [t for i, t in enumerate(seen) if i == 0 or seen[i - 1] != t]
     assert tiers == [("interp", ""), ("native", "quick"), ("native", "opt")], seen
-    # a forced level wins over the heat; a bad one is named
+    # a forced level wins over the heat, and does not make a cold kernel native; a bad one is named
+    cold = pf.parse(corpus_module("vector_ops").to_ptx(), filename="cold.ptx").kernel("vadd_f32")
+    r = cold.launch(grid=(4,), block=(256,), args=[a, b, np.zeros(n, np.float32), np.int32(n)],
+                    options=EmulatorOptions(tier="auto", level="opt"))
+    assert r.tier == "interp" and "is cold" in r.tier_note
     r = k.launch(grid=(4,), block=(256,), args=[a, b, np.zeros(n, np.float32), np.int32(n)],
                  options=EmulatorOptions(tier="auto", level="quick"))
     assert (r.tier, r.level) == ("native", "quick")

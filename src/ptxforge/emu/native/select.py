@@ -10,7 +10,8 @@ so the choice is the same in every run). A launch estimated before it runs from 
 instructions, its threads and its waves. Under "auto", a kernel whose heat with this launch stays under what a
 quick compile would cost runs on the interpreter (no IR is built for it); past that it runs natively at the
 quick level, and past OPT_FACTOR times that at the optimized level (compiled once, cached). "native" skips
-the interpreter step. A forced level (`level=`, $PTXFORGE_NATIVE_LEVEL) overrides the heat.
+the interpreter step. A forced level (`level=`, $PTXFORGE_NATIVE_LEVEL) sets the level of a native launch in
+place of the heat, never whether the launch is native.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ def choose_tier(m: Machine, option: str | None, *, checks: bool, cooperative: bo
         return Choice(None, note=f"the native tier was not used: {m.layout.kernel_func.name} may wait for another "
                                  f"block ({wait}), which only the interpreter's waves guarantee; tier='native' "
                                  f"runs it natively")
-    if tier == "auto" and forced == "auto" and loaded is None and hot < quick:
+    if tier == "auto" and loaded is None and hot < quick:  # (a forced level does not decide the tier)
         return Choice(None, note=f"the native tier was not used: {m.layout.kernel_func.name} is cold (about "
                                  f"{hot:.0f} ms of interpreting so far, a compile costs about {quick:.0f} ms)")
     plan = native_plan(m.layout, m.ops, block)
