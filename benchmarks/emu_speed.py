@@ -283,10 +283,11 @@ def ptxforge_runs(repeat: int):
     b = np.random.rand(n).astype(np.float32)
     c = np.zeros(n, np.float32)
     k = vec.kernel("vadd_f32")
-    k.launch(grid=(n // 256,), block=(256,), args=[a[:256], b[:256], c[:256], np.int32(256)])  # compile
+    interp = {"tier": "interp"}  # (the interpreter against numba's simulator)
+    k.launch(grid=(n // 256,), block=(256,), args=[a[:256], b[:256], c[:256], np.int32(256)], options=interp)
     best = None
     for _ in range(repeat):
-        r = k.launch(grid=(n // 256,), block=(256,), args=[a, b, c, np.int32(n)])
+        r = k.launch(grid=(n // 256,), block=(256,), args=[a, b, c, np.int32(n)], options=interp)
         best = r if best is None or r.wall_s < best.wall_s else best
     assert np.array_equal(c, a + b)
     rows.append(("vector add, 1M threads (4096 x 256)", best.thread_instructions, best.wall_s, None))
@@ -301,7 +302,8 @@ def ptxforge_runs(repeat: int):
             best = None
             for _ in range(repeat):
                 out[:] = 0
-                r = k.launch(grid=(n // 256,), block=(256,), args=[x, out, nty(n)], options={"sanitize": sanitize})
+                r = k.launch(grid=(n // 256,), block=(256,), args=[x, out, nty(n)],
+                             options={"sanitize": sanitize, **interp})
                 best = r if best is None or r.wall_s < best.wall_s else best
             assert np.allclose(out, x.reshape(-1, 256).sum(1), rtol=1e-4)
             walls[sanitize] = best.wall_s
@@ -388,11 +390,12 @@ def _pocl_row_launch(kind, n, mods, rng, repeat):
             lambda calls: int(bufs[1].to_host().max()) > 100)
 
 
-def ptxforge_pocl_rows(repeat: int, tier: str | None = None, threads: int | None = None,
+def ptxforge_pocl_rows(repeat: int, tier: str = "interp", threads: int | None = None,
                        reference: bool = False) -> dict:
     """{key: (thread-instructions, seconds)} of each POCL_ROWS kernel on device buffers, best of `repeat`.
-    `tier` "native": the native tier with `threads` workers (None: every core); the sanitizer row is left out
-    (it runs on the interpreter). `reference`: in the emulator's reference mode (no fast path)."""
+    `tier` "native": the native tier at its optimized level (a hot kernel's) with `threads` workers (None: every
+    core); the sanitizer row is left out (it runs on the interpreter). `reference`: in the emulator's reference
+    mode (no fast path)."""
     from emu_corpus import corpus_module
 
     mods = {m: corpus_module(m, "sm_80.O3")
@@ -400,16 +403,17 @@ def ptxforge_pocl_rows(repeat: int, tier: str | None = None, threads: int | None
     rng = np.random.default_rng(0)
     out = {}
     for key, _, kind, n in POCL_ROWS:
-        if tier is not None and kind is None:
+        if tier != "interp" and kind is None:
             continue
         k, grid, block, args, bufs, check = _pocl_row_launch(kind, n, mods, rng, repeat)
         san = kind is None
 
         def launch(k=k, grid=grid, block=block, args=args, san=san):
             return k.launch(grid=grid, block=block, args=args,
-                            options={"sanitize": san, "reference": reference, "tier": tier, "threads": threads})
+                            options={"sanitize": san, "reference": reference, "tier": tier, "threads": threads,
+                                     "level": "opt" if tier == "native" else None})
         first = launch()  # compile (and warm the allocator)
-        if tier is not None and first.tier != tier:
+        if first.tier != tier:
             raise SystemExit(f"{key}: the {tier} tier did not run it: {first.tier_note}")
         s, r, made = _best(launch, repeat)
         assert check(1 + made), f"{key}: wrong result"

@@ -209,3 +209,8 @@ def triton_emulation() -> tuple[bool, bool, str]:
 def emu_tier() -> str | None:
     """PTXFORGE_EMU_TIER as written (auto, native or interp: the emulator checks it, naming the variable)."""
     return _get("PTXFORGE_EMU_TIER")
+
+
+def native_level() -> str | None:
+    """PTXFORGE_NATIVE_LEVEL as written (auto, quick or opt: the emulator checks it, naming the variable)."""
+    return _get("PTXFORGE_NATIVE_LEVEL")

@@ -36,7 +36,7 @@ def _plan(kernel):
 
 
 def _native_exact(case) -> bool:
-    return _plan(hw_ops._kernel(case.ptx(), case.name)).ir_text is not None
+    return _plan(hw_ops._kernel(case.ptx(), case.name)).native
 
 
 # the recorded cases the default suite runs on the native tier (those it ran before the float modifiers; each is
@@ -54,7 +54,7 @@ DEFAULT_H200 = {"add.rn.f32", "fma.rn.f32", "div.rn.f32", "sqrt.rn.f64", "cvt.rn
 def test_instruction_on_the_native_tier_matches_the_h200(case):
     k = hw_ops._kernel(case.ptx(), case.name)
     plan = _plan(k)
-    if plan.ir_text is None:
+    if not plan.native:
         assert f"{case.name}.ptx:" in plan.reason and "not in the native tier" in plan.reason, plan.reason
         return
     ins = case.make_inputs(hw_ops.REFERENCE_N, hw_ops.case_rng(case.name))
@@ -69,11 +69,25 @@ def test_instruction_on_the_native_tier_matches_the_h200(case):
     assert hw_ops.same_bits(out, want).all(), hw_ops.mismatch_report(case.name, ins, out, want)
 
 
+def test_the_optimized_level_matches_the_h200():
+    """The tests above run at the quick level (LLVM -O0: what a cold kernel gets); -O3 and its passes once, on a
+    fused multiply-add (where a contraction or reassociation would show)."""
+    case = next(c for c in hw_ops.EXACT if c.name == "fma.rn.f32")
+    k = hw_ops._kernel(case.ptx(), case.name)
+    ins = case.make_inputs(hw_ops.REFERENCE_N, hw_ops.case_rng(case.name))
+    n = len(ins[0])
+    out = hw_ops.poisoned_output(case, n)
+    r = k.launch(grid=(n // 256,), block=(256,), args=[*ins, out, np.uint32(n)],
+                 options=EmulatorOptions(tier="native", level="opt"))
+    assert (r.tier, r.level) == ("native", "opt"), r.tier_note
+    assert hw_ops.same_bits(out, HW[f"op/{case.name}"]).all()
+
+
 @pytest.mark.parametrize("name", sorted(hw_ops.WARP_BODIES))
 def test_warp_operation_on_the_native_tier_matches_the_h200(name):
     k = hw_ops._kernel(hw_ops.warp_case_ptx(name), name)
     plan = _plan(k)
-    if plan.ir_text is None:
+    if not plan.native:
         assert "not in the native tier" in plan.reason, plan.reason
         return
     a, b = hw_ops.warp_inputs(name, hw_ops.REFERENCE_N)
@@ -87,7 +101,7 @@ def test_warp_operation_on_the_native_tier_matches_the_h200(name):
 
 def test_the_native_tier_covers_the_recorded_cases_it_did():
     exact = sum(_native_exact(c) for c in hw_ops.EXACT)
-    warp = sum(_plan(hw_ops._kernel(hw_ops.warp_case_ptx(n), n)).ir_text is not None for n in hw_ops.WARP_BODIES)
+    warp = sum(_plan(hw_ops._kernel(hw_ops.warp_case_ptx(n), n)).native for n in hw_ops.WARP_BODIES)
     assert exact >= MIN_NATIVE_EXACT and warp >= MIN_NATIVE_WARP, (exact, warp)
 
 
@@ -152,7 +166,7 @@ def _check_module(rel: str) -> None:
             layout, ops = emu_device().image(m).compiled(f)
         except EmulatorError:
             continue  # (the interpreter's own tests cover what it refuses)
-        if native_plan(layout, ops, (128, 1, 1)).ir_text is None or _args(k) is None:
+        if not native_plan(layout, ops, (128, 1, 1)).native or _args(k) is None:
             continue
         want, want_mem = _run(k, "interp")
         got, got_mem = _run(k, "native")
@@ -247,7 +261,7 @@ def _both_tiers(forms: list[tuple[str, int]], win: int, ins: list[np.ndarray]) -
 
     k = pf.parse(_forms_kernel(forms, win), filename="forms.ptx").kernel("k")
     plan = _plan(k)
-    assert plan.ir_text is not None, plan.reason
+    assert plan.native, plan.reason
     n = len(ins[0])
     ins = ins + [ins[0]] * (3 - len(ins))
     outs = {}
@@ -432,7 +446,7 @@ def test_mma_sync_on_the_native_tier_matches_the_interpreter(shape, ty):
     c = (rng.standard_normal(n * 4) * np.exp2(rng.integers(-20, 20, n * 4))).astype(np.float32)
     c[rng.random(n * 4) < 0.005] = -0.0
     k = pf.parse(_mma_kernel(shape, ty), filename="mma.ptx").kernel("k")
-    assert _plan(k).ir_text is not None, _plan(k).reason
+    assert _plan(k).native, _plan(k).reason
     outs = {}
     for tier in ("interp", "native"):
         d = np.zeros(n * 4, np.uint32)

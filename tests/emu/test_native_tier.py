@@ -68,13 +68,13 @@ def _args(kernel, seed: int):
     return out
 
 
-def _run(mod, name, grid, block, tier, threads=None):
+def _run(mod, name, grid, block, tier, threads=None, level=None):
     k = corpus_module(mod).kernel(name)
     args = _args(k, 7)
     shared = 4096 if name == "dynamic_smem_reverse" else 0
     try:
         r = k.launch(grid=grid, block=block, args=args, shared_mem=shared,
-                     options=EmulatorOptions(tier=tier, threads=threads))
+                     options=EmulatorOptions(tier=tier, threads=threads, level=level))
         outcome: object = r
     except EmulatorError as e:
         outcome = e
@@ -86,9 +86,10 @@ def _run(mod, name, grid, block, tier, threads=None):
 
 
 # the default suite runs these 12 (a vector loop, divergence, shuffles, barriers, atomics, a 3-D grid, 64-bit
-# division, a sort, a matmul: each an LLVM compile of about a second); the other 17 are slow-marked
+# division, a 2-D shared tile, a matmul: each an LLVM compile at the quick level of 0.2-1 s); the other 17 are
+# slow-marked (the bitonic sort among them: 684 instructions, 7 s of LLVM at the quick level)
 DEFAULT = {"vadd_f32", "collatz_steps", "search_goto", "reduce_sum_warp", "reduce_sum_shared", "matmul_tiled_f32",
-           "scan_exclusive_blelloch", "bitonic_sort_f32", "grid_3d_special_regs", "histogram_shared",
+           "scan_exclusive_blelloch", "transpose_padded", "grid_3d_special_regs", "histogram_shared",
            "atomics_scoped_shared", "int_divmod64"}
 assert DEFAULT <= {n for _, n, _, _ in NATIVE}
 
@@ -108,6 +109,53 @@ def test_native_matches_interpreter(mod, name, grid, block):
     assert got.thread_instructions == want.thread_instructions
     assert np.array_equal(got.per_sm, want.per_sm)
     assert got_mem == want_mem
+
+
+def test_optimized_level_matches_the_interpreter():
+    """The test above runs every kernel at the quick level (the level a cold kernel gets); the optimized level
+    (LLVM -O3 and its passes) on a kernel with shuffles, barriers and a loop."""
+    mod, name, grid, block = next(k for k in NATIVE if k[1] == "reduce_sum_warp")
+    want, want_mem = _run(mod, name, grid, block, "interp")
+    got, got_mem = _run(mod, name, grid, block, "native", level="opt")
+    assert not isinstance(got, Exception), got
+    assert (got.tier, got.level) == ("native", "opt"), got.tier_note
+    assert got.thread_instructions == want.thread_instructions and np.array_equal(got.per_sm, want.per_sm)
+    assert got_mem == want_mem
+
+
+def test_auto_tiers_a_kernel_by_its_heat(monkeypatch):
+    """Cold: the interpreter, saying why; warm: the quick level; hot: the optimized one; results equal."""
+    import ptxforge as pf
+    from ptxforge.emu.native import select
+    from ptxforge.errors import LaunchError
+
+    # a module of this test's own: its kernel's heat starts at zero
+    k = pf.parse(corpus_module("vector_ops").to_ptx(), filename="tiering.ptx").kernel("vadd_f32")
+    monkeypatch.setattr(select, "QUICK_BASE_MS", 5.0)  # (thresholds a few launches apart)
+    monkeypatch.setattr(select, "QUICK_OP_MS", 0.0)
+    n = 1000
+    a, b = np.arange(n, dtype=np.float32), np.full(n, 0.5, np.float32)
+    seen = []
+    for _ in range(12):
+        c = np.zeros(n, np.float32)
+        r = k.launch(grid=(4,), block=(256,), args=[a, b, c, np.int32(n)],
+                     options=EmulatorOptions(tier="auto", level="auto"))  # (whatever $PTXFORGE_NATIVE_LEVEL says)
+        assert np.array_equal(c, a + b)
+        seen.append((r.tier, r.level))
+        if r.tier == "interp":
+            assert "vadd_f32 is cold (about" in r.tier_note, r.tier_note
+    tiers = [t for i, t in enumerate(seen) if i == 0 or seen[i - 1] != t]
+    assert tiers == [("interp", ""), ("native", "quick"), ("native", "opt")], seen
+    # a forced level wins over the heat, and does not make a cold kernel native; a bad one is named
+    cold = pf.parse(corpus_module("vector_ops").to_ptx(), filename="cold.ptx").kernel("vadd_f32")
+    r = cold.launch(grid=(4,), block=(256,), args=[a, b, np.zeros(n, np.float32), np.int32(n)],
+                    options=EmulatorOptions(tier="auto", level="opt"))
+    assert r.tier == "interp" and "is cold" in r.tier_note
+    r = k.launch(grid=(4,), block=(256,), args=[a, b, np.zeros(n, np.float32), np.int32(n)],
+                 options=EmulatorOptions(tier="auto", level="quick"))
+    assert (r.tier, r.level) == ("native", "quick")
+    with pytest.raises(LaunchError, match="level must be one of 'auto', 'quick', 'opt', not 'fast'"):
+        EmulatorOptions(level="fast")
 
 
 def test_fallback_names_the_first_unsupported_instruction():
@@ -187,15 +235,20 @@ def test_object_code_is_cached_on_disk_by_content(tmp_path, monkeypatch):
     layout, ops = emu_device().image(m).compiled(next(f for f in m.functions if f.name == "vadd_f32"))
     text = native_plan(layout, ops, (64, 1, 1)).ir_text + f"\n; {tmp_path}\n"  # a key of this test's own
     before = dict(jit.STATS)
-    addr = jit.load(text)
-    assert jit.STATS["compiled"] == before["compiled"] + 1
+    addr, level = jit.load(text, "quick")
+    assert level == "quick" and jit.STATS["compiled_quick"] == before["compiled_quick"] + 1
     files = [f for f in tmp_path.rglob("*") if f.is_file()]
-    assert [f.name for f in files] == [jit.cache_key(text)] and files[0].parent.parent.name == jit.KIND
-    assert jit.load(text) == addr and jit.STATS["memory_hits"] == before["memory_hits"] + 1
-    jit._LOADED.pop(jit.cache_key(text))  # a new process: the object comes from disk, not LLVM
-    jit.load(text)
+    assert [f.name for f in files] == [jit.cache_key(text, "quick")] and files[0].parent.parent.name == jit.KIND
+    assert jit.cache_key(text, "quick") != jit.cache_key(text, "opt")  # the level is part of the key
+    assert jit.load(text, "quick") == (addr, "quick") and jit.STATS["memory_hits"] == before["memory_hits"] + 1
+    jit._LOADED.pop(jit.cache_key(text, "quick"))  # a new process: the object comes from disk, not LLVM
+    assert jit.load(text, "quick")[1] == "quick"
     assert jit.STATS["disk_hits"] == before["disk_hits"] + 1
     assert jit.STATS["compiled"] == before["compiled"] + 1
+    # the optimized level is compiled once; a quick request takes it from then on
+    assert jit.load(text, "opt")[1] == "opt" and jit.STATS["compiled_opt"] == before["compiled_opt"] + 1
+    assert jit.load(text, "quick")[1] == "opt"
+    assert jit.STATS["compiled"] == before["compiled"] + 2
 
 
 SPIN = """
@@ -300,3 +353,36 @@ def test_global_atomics_over_threads_give_identical_results():
     runs = [_run("histogram", "histogram_global", (16,), (256,), "native", threads=t) for t in (1, 4)]
     assert all(getattr(r, "tier", None) == "native" for r, _ in runs), runs
     assert runs[0][1] == runs[1][1]
+
+
+def test_auto_keeps_a_kernel_that_may_wait_for_another_block_on_the_interpreter():
+    import ptxforge as pf
+
+    ptx = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry wait_flag(.param .u64 p)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [p];
+    mov.u32 %r1, %ctaid.x;
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 bra SPIN;
+    st.volatile.global.u32 [%rd1], 1;
+    ret;
+SPIN:
+    ld.volatile.global.u32 %r2, [%rd1];
+    setp.eq.u32 %p1, %r2, 0;
+    @%p1 bra SPIN;
+    ret;
+}
+"""
+    k = pf.parse(ptx, filename="wait.ptx").kernel("wait_flag")
+    flag = np.zeros(1, np.uint32)
+    r = k.launch(grid=(2,), block=(32,), args=[flag], options=EmulatorOptions(tier="auto", level="quick"))
+    assert r.tier == "interp" and "wait_flag may wait for another block (wait.ptx:17: ld.volatile.global.u32)" \
+        in r.tier_note, r.tier_note
+    assert flag[0] == 1

@@ -75,18 +75,20 @@ SHARED_ATOMICS = """
 """
 
 
-def _launch(kernel, grid, block, args, tier):
-    r = kernel.launch(grid=grid, block=block, args=args, options=EmulatorOptions(tier=tier))
+def _launch(kernel, grid, block, args, tier, level=None):
+    r = kernel.launch(grid=grid, block=block, args=args, options=EmulatorOptions(tier=tier, level=level))
     assert r.tier == tier, r.tier_note
     return r
 
 
 def test_shared_atomics_go_in_lane_order_as_the_interpreter():
+    """(at the optimized level: the other tests of this file run at the quick level, a cold kernel's)"""
     k = pf.parse(SHARED_ATOMICS, filename="satom.ptx").kernel("satom")
     got = {}
     for tier in ("interp", "native"):
         out, olds = np.zeros(96, np.uint32), np.zeros(32 * 12, np.uint32)
-        r = _launch(k, (1,), (32,), [out, olds], tier)
+        r = _launch(k, (1,), (32,), [out, olds], tier, "opt" if tier == "native" else None)
+        assert r.level == ("opt" if tier == "native" else "")
         got[tier] = (out.tobytes(), olds.tobytes(), r.thread_instructions)
     assert got["native"] == got["interp"]
     olds = np.frombuffer(got["native"][1], np.uint32).reshape(32, 12)

@@ -130,15 +130,15 @@ def test_emulate_returns_typed_stats_that_read_as_the_old_dict(fill):
     a = dev.memory.alloc(out.nbytes)
     try:
         stats = emulate(fill.module, fill.function, grid=(2,), block=(32,), params=a.base.to_bytes(8, "little"),
-                        device=dev)
+                        device=dev, tier="interp")
     finally:
         dev.memory.free(a)
     assert isinstance(stats, EmulationStats)
     assert stats.thread_instructions == stats["thread_instructions"] == 64 * 9  # 9 instructions
     assert stats.waves == stats["waves"] == 1 and stats["per_sm"].sum() == 576
-    assert sorted(stats) == ["mode", "per_sm", "printf_truncated", "resident_blocks", "steps", "thread_instructions",
-                             "tier", "tier_note", "wall_s", "waves"]
-    assert stats.mode == "fast" and stats.tier == "interp" and stats.tier_note == ""
+    assert sorted(stats) == ["level", "mode", "per_sm", "printf_truncated", "resident_blocks", "steps",
+                             "thread_instructions", "tier", "tier_note", "wall_s", "waves"]
+    assert stats.mode == "fast" and stats.tier == "interp" and stats.tier_note == "" and stats.level == ""
     assert "wall_s" in stats and stats.get("nope") is None and dict(stats)["steps"] == stats.steps
     with pytest.raises(KeyError):
         stats["nope"]

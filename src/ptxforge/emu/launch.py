@@ -25,7 +25,8 @@ from ptxforge.emu.launch_checks import cluster_shape as _cluster_shape
 from ptxforge.emu.launch_stats import EmulationStats
 from ptxforge.emu.machine import Machine
 from ptxforge.emu.memory import PAD, DeviceMemory
-from ptxforge.emu.native.select import choose_tier, run_native
+from ptxforge.emu.native.plan import requested_tier
+from ptxforge.emu.native.select import Choice, account_interp, choose_tier, run_native
 from ptxforge.emu.operands import FUNC_BASE
 from ptxforge.emu.program import Layout
 from ptxforge.emu.progress import check_time_options
@@ -287,7 +288,7 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
             checks: Sequence[Check] = (), cluster: Any = None, sm_ids: Any = None,
             run: Literal[True] = True, cooperative: bool = False,
             reference: bool = False, tier: str | None = None,
-            threads: int | None = None) -> EmulationStats: ...
+            threads: int | None = None, level: str | None = None) -> EmulationStats: ...
 @overload
 def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, params: bytes, shared_mem: int = 0,
             device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
@@ -295,14 +296,14 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
             checks: Sequence[Check] = (), cluster: Any = None, sm_ids: Any = None,
             run: Literal[False], cooperative: bool = False,
             reference: bool = False, tier: str | None = None,
-            threads: int | None = None) -> Machine: ...
+            threads: int | None = None, level: str | None = None) -> Machine: ...
 def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, params: bytes, shared_mem: int = 0,
             device: EmuDevice | None = None, num_sms: int | None = None, watchdog_s: float = 60.0,
             time_limit_s: float | None = None, printf: Callable[[str], Any] | None = None,
             checks: Sequence[Check] = (), cluster: Any = None, sm_ids: Any = None,
             run: bool = True, cooperative: bool = False,
             reference: bool = False, tier: str | None = None,
-            threads: int | None = None) -> EmulationStats | Machine:
+            threads: int | None = None, level: str | None = None) -> EmulationStats | Machine:
     """Run one launch; `params` is the packed kernel parameter buffer. Returns its `EmulationStats`.
 
     `cooperative`: a cooperative launch (cuLaunchCooperativeKernel): every block must be resident at once, and
@@ -316,8 +317,10 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
     `time_limit_s`: a plain wall-clock limit on the launch (None: none). See `progress`.
     `reference`: run every instruction through its semantics function with no fast path (also
     PTXFORGE_EMU_REFERENCE=1); slower, for checking the fast paths (docs/emulator.md, "Reference mode");
-    `tier`: "auto", "native" or "interp" (None: $PTXFORGE_EMU_TIER, else "interp"; see `ptxforge.emu.native`);
-    `threads`: worker threads of the native tier (None: every core). The stats say which tier ran and why."""
+    `tier`: "auto", "native" or "interp" (None: $PTXFORGE_EMU_TIER, else "auto"; see `ptxforge.emu.native`);
+    `threads`: worker threads of the native tier (None: every core); `level`: its compile level, "auto",
+    "quick" or "opt" (None: $PTXFORGE_NATIVE_LEVEL, else "auto": by the kernel's heat, native/select.py). The
+    stats say which tier and level ran, and why the interpreter ran where it did."""
     watchdog_s, time_limit_s = check_time_options(watchdog_s, time_limit_s)
     reference = bool(reference) or emu_reference()
     device = device or emu_device()
@@ -354,13 +357,16 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
             m.node_clock, m.t0_ns = node.clock, node.t0_ns
         if not run:
             return m
-        chosen, note = choose_tier(m, tier, checks=bool(checks), cooperative=cooperative, node=node)
-        if reference and chosen is not None:  # the reference path is the interpreter's semantics functions
-            chosen, note = None, "reference mode runs on the interpreter"
-        if chosen is not None:
-            stats = run_native(m, chosen, threads)
-            return EmulationStats(**stats, tier="native")
-        return replace(EmulationStats.from_dict(m.run()), tier="interp", tier_note=note)
+        if reference:  # the reference path is the interpreter's semantics functions
+            choice = Choice(None, note="" if requested_tier(tier) == "interp" else
+                            "reference mode runs on the interpreter")
+        else:
+            choice = choose_tier(m, tier, checks=bool(checks), cooperative=cooperative, node=node, level=level)
+        if choice.plan is not None:
+            return EmulationStats(**run_native(m, choice, threads), tier="native")
+        stats = m.run()
+        account_interp(m, stats)
+        return replace(EmulationStats.from_dict(stats), tier="interp", tier_note=choice.note)
     finally:
         if workspace is not None:
             device.memory.free(workspace)

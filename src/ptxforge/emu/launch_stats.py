@@ -24,6 +24,7 @@ class EmulationStats(Mapping):
     mode: str = "fast"  # "reference": every instruction ran through its semantics function, no fast path
     tier: str = "interp"  # which tier ran the launch: "native" or "interp"
     tier_note: str = ""  # why the interpreter ran where the native tier was asked for or possible
+    level: str = ""  # the native tier's compile level that ran it ("quick" or "opt"; "" on the interpreter)
 
     @classmethod
     def from_dict(cls, stats: Mapping[str, Any]) -> EmulationStats:

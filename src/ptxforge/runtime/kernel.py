@@ -248,7 +248,7 @@ class Kernel:
                 result, sanitizer = self._run_emu(dev, packed, grid, block, shared, sanitize, opts.num_sms,
                                                   (opts.watchdog_s, opts.time_limit_s), opts.printf, cluster,
                                                   config.cooperative, opts.checks, opts.reference,
-                                                  (opts.tier, opts.threads))
+                                                  (opts.tier, opts.threads, opts.level))
             copy_back(dev, copies)
         except (EmulatorError, LaunchError, KernelFault):  # a fault stops the launch: what completed still comes back
             copy_back_quietly(dev, copies)
@@ -272,7 +272,8 @@ class Kernel:
                  num_sms: int | None, limits: tuple[float, float | None], printf: Callable[[str], Any] | None,
                  cluster: Any, cooperative: bool = False,
                  checks: tuple = (), reference: bool = False,
-                 tier: tuple[str | None, int | None] = (None, None)) -> tuple[LaunchResult, Any]:
+                 tier: tuple[str | None, int | None, str | None] = (None, None, None)
+                 ) -> tuple[LaunchResult, Any]:
         watchdog_s, time_limit_s = limits
         sanitizer = None
         if sanitize:
@@ -291,7 +292,8 @@ class Kernel:
                             time_limit_s=time_limit_s,
                             printf=sink, checks=(sanitizer, *checks) if sanitizer is not None else checks,
                             cluster=cluster,
-                            cooperative=cooperative, reference=reference, tier=tier[0], threads=tier[1])
+                            cooperative=cooperative, reference=reference, tier=tier[0], threads=tier[1],
+                            level=tier[2])
         except (EmulatorError, LaunchError) as e:
             if sanitizer is not None:  # keep what the sanitizer found before the launch stopped
                 sanitizer.finish(stopped=e)
@@ -299,7 +301,7 @@ class Kernel:
         return LaunchResult(self.name, "emu", as_tuple(grid), as_tuple(block), stats.thread_instructions,
                             stats.wall_s, stats.per_sm, stats.waves, lines,
                             printf_truncated=stats.printf_truncated, mode=stats.mode, tier=stats.tier,
-                            tier_note=stats.tier_note), sanitizer
+                            tier_note=stats.tier_note, level=stats.level), sanitizer
 
     def _run_gpu(self, dev: Any, packed: bytes, offsets: list[int], grid: Any, block: Any, shared_mem: int,
                  cluster: Any, cooperative: bool = False, stream: GreenStream | None = None) -> LaunchResult:

@@ -20,7 +20,7 @@ import numpy as np
 from ptxforge.emu.hooks import Check
 from ptxforge.emu.launch import sm_count
 from ptxforge.emu.launch_checks import MAX_CLUSTER, dims, grid_and_block, shared_bytes
-from ptxforge.emu.native.plan import requested_tier
+from ptxforge.emu.native.plan import requested_level, requested_tier
 from ptxforge.emu.progress import check_time_options
 from ptxforge.emu.sanitizer import Sanitizer
 from ptxforge.errors import LaunchError
@@ -98,8 +98,9 @@ class EmulatorOptions:
     callable given each line of device printf output (None: print it); checks: `ptxforge.emu.hooks.Check`s that
     watch the launch beside the sanitizer (see README, "Writing a check"); reference: run every instruction
     through its semantics function with no fast path (as PTXFORGE_EMU_REFERENCE=1; docs/emulator.md); tier: "auto",
-    "native" or "interp" (None: $PTXFORGE_EMU_TIER, else "interp"; see docs/native-tier.md); threads: the native
-    tier's worker threads (None: every core)."""
+    "native" or "interp" (None: $PTXFORGE_EMU_TIER, else "auto"; see docs/native-tier.md); threads: the native
+    tier's worker threads (None: every core); level: the native tier's compile level, "auto", "quick" or "opt"
+    (None: $PTXFORGE_NATIVE_LEVEL, else "auto": quick for a lukewarm kernel, optimized for a hot one)."""
 
     sanitize: Any = False
     num_sms: int | None = None
@@ -110,10 +111,13 @@ class EmulatorOptions:
     reference: bool = False
     tier: str | None = None
     threads: int | None = None
+    level: str | None = None
 
     def __post_init__(self) -> None:
         if self.tier is not None:
             requested_tier(self.tier)  # a LaunchError naming the tiers
+        if self.level is not None:
+            requested_level(self.level)  # a LaunchError naming the levels
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
                                          or self.threads < 1):
             raise LaunchError(f"threads must be a whole number of at least 1, not {self.threads!r}")

@@ -27,6 +27,7 @@ class LaunchResult:
     mode: str = ""  # the emulator's mode: "fast", or "reference" (no fast path, docs/emulator.md); "" on a GPU
     tier: str = ""  # on the emulator: "native" or "interp", the tier that ran it (docs/native-tier.md)
     tier_note: str = ""  # why the interpreter ran it where the native tier could have been used
+    level: str = ""  # on the native tier: its compile level that ran it, "quick" or "opt"
 
     @property
     def rate(self) -> float:

@@ -47,7 +47,8 @@ _CORES: list[int] = []
 
 
 _MAPS: weakref.WeakKeyDictionary[Any, tuple[tuple, np.ndarray]] = weakref.WeakKeyDictionary()
-_FUNCS: dict[str, Any] = {}  # IR text -> the ctypes function (a str's hash is computed once)
+# (IR text, level asked: "quick", "opt", or "auto": quick or better) -> (the ctypes function, its level)
+_FUNCS: dict[tuple[str, str], tuple[Any, str]] = {}
 _POOL: list[concurrent.futures.ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
 
@@ -144,13 +145,24 @@ def per_sm_counts(m: Machine, counts: np.ndarray) -> np.ndarray:
     return np.bincount(sms, weights=counts, minlength=m.per_sm.size).astype(np.int64)
 
 
-def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict:
-    """Run every block of the launch `m` (a Machine set up for it) natively; its stats as `Machine.run` gives."""
+def function(ir_text: str, level: str, exact: bool = False) -> tuple[Any, str]:
+    """(the callable machine code of `ir_text`, the level it was compiled at) for a launch asking `level`
+    (jit.load: unless `exact`, the optimized code serves a quick request once it is loaded)."""
+    key = (ir_text, level if exact or level == "opt" else "auto")
+    hit = _FUNCS.get(key)
+    if hit is None or (hit[1] == "quick" and key[1] == "auto" and (ir_text, "opt") in _FUNCS):
+        addr, got = load(ir_text, level, exact)
+        hit = _FUNCS[key] = (_RUN(addr), got)
+    return hit
+
+
+def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: str = "opt",
+               exact: bool = False) -> dict:
+    """Run every block of the launch `m` (a Machine set up for it) natively at `level` (`function`); its stats as
+    `Machine.run` gives, with the compile level that ran (`level`)."""
     t0 = time.perf_counter()
     assert plan.ir_text is not None
-    fn = _FUNCS.get(plan.ir_text)
-    if fn is None:
-        fn = _FUNCS[plan.ir_text] = _RUN(load(plan.ir_text))
+    fn, ran_level = function(plan.ir_text, level, exact)
     memory = m.device
     arena = memory.arena
     gmap = validity_map(memory)
@@ -190,7 +202,7 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None) -> dict
         raise _fault(m, status.copy())
     per_sm = per_sm_counts(m, counts)
     return {"thread_instructions": int(counts.sum()), "per_sm": per_sm, "wall_s": time.perf_counter() - t0,
-            "waves": -(-nblocks // m.resident), "resident_blocks": m.resident, "steps": 0}
+            "waves": -(-nblocks // m.resident), "resident_blocks": m.resident, "steps": 0, "level": ran_level}
 
 
 ALONE_S = 0.0005  # a launch the caller's thread would finish alone within this (estimated) gets no helpers

@@ -1,15 +1,15 @@
 """Which tier runs a launch, and whether a kernel can run natively (else the first instruction that cannot).
 
-The tier comes from the launch option (`tier=`), else $PTXFORGE_EMU_TIER, else DEFAULT_TIER. "auto" and
-"native" run a launch natively where the kernel and the launch allow it and fall back to the interpreter
-(saying why) elsewhere; "interp" always interprets. The default stays "interp" until the whole suite passes
-with "auto" (docs/native-tier.md says what is missing).
+The tier comes from the launch option (`tier=`), else $PTXFORGE_EMU_TIER, else DEFAULT_TIER. "native" runs a
+launch natively where the kernel and the launch allow it and falls back to the interpreter (saying why)
+elsewhere; "auto" (the default) does too for a kernel hot enough to repay a compile (select.py), and interprets
+the others; "interp" always interprets. The compile level of a native launch (jit.py: "quick" or "opt") comes
+from the `level=` option, else $PTXFORGE_NATIVE_LEVEL, else "auto" (select.py picks by the kernel's heat).
 """
 
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ptxforge import environment
@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 
 TIERS = ("auto", "native", "interp")
 ENV = "PTXFORGE_EMU_TIER"
-DEFAULT_TIER = "interp"
+DEFAULT_TIER = "auto"
+LEVELS = ("auto", "quick", "opt")
+LEVEL_ENV = "PTXFORGE_NATIVE_LEVEL"
 
 
 def requested_tier(option: str | None = None) -> str:
@@ -34,12 +36,37 @@ def requested_tier(option: str | None = None) -> str:
     return tier
 
 
-@dataclass(frozen=True)
-class NativePlan:
-    """A kernel at one block shape: the LLVM IR of its block function, or why it cannot run natively."""
+def requested_level(option: str | None = None) -> str:
+    """The compile level asked for: `option`, else $PTXFORGE_NATIVE_LEVEL, else "auto" (a LaunchError for
+    anything else)."""
+    level = option if option is not None else environment.native_level() or "auto"
+    if level not in LEVELS:
+        where = "level" if option is not None else f"${LEVEL_ENV}"
+        raise LaunchError(f"{where} must be one of {', '.join(map(repr, LEVELS))}, not {level!r}")
+    return level
 
-    ir_text: str | None
-    reason: str = ""  # "file:line: instruction: why" of the first instruction the tier cannot run
+
+class NativePlan:
+    """A kernel at one block shape: the LLVM IR of its block function, or why it cannot run natively.
+
+    The IR's text (`ir_text`) is printed at its first use (printing is half of building it in Python): a plan
+    asked only whether the kernel runs natively (`native`) never prints it."""
+
+    def __init__(self, module: Any, reason: str = ""):
+        self._module = module
+        self._text: str | None = None
+        self.reason = reason  # "file:line: instruction: why" of the first instruction the tier cannot run
+
+    @property
+    def native(self) -> bool:
+        return self._module is not None
+
+    @property
+    def ir_text(self) -> str | None:
+        if self._text is None and self._module is not None:
+            self._text = str(self._module)
+            self._module = True  # (the IR objects are freed; the text stands for them)
+        return self._text
 
 
 _PLANS: weakref.WeakKeyDictionary[Layout, dict[tuple[int, int, int], NativePlan]] = weakref.WeakKeyDictionary()
@@ -58,7 +85,7 @@ def _build(layout: Layout, ops: list[Any], block: tuple[int, int, int]) -> Nativ
     gen = None
     try:
         gen = BlockGen(layout, ops, block)
-        return NativePlan(str(gen.build()))
+        return NativePlan(gen.build())
     except NotNative as e:
         pc = e.pc if e.pc is not None else getattr(gen, "current_pc", None)
         if pc is None:

@@ -241,10 +241,17 @@ def _plain_rmw(b: L.IRBuilder, rmw: str, old: L.Value, xs: list[L.Value]) -> L.V
     return b.select(cmp("<" if rmw.endswith("min") else ">", x, old), x, old)
 
 
+_ZEROS: dict[str, L.Constant] = {}  # a warp vector of zeros per element type (its text formatted once)
+_LANE0 = L.Constant(I32, 0)
+_SPLAT_MASK = L.Constant(V(I32), None)  # (zeroinitializer: lane 0 to every lane)
+
+
 def splat(b: L.IRBuilder, x: L.Value) -> L.Value:
     """A scalar as a warp's vector."""
-    v = b.insert_element(L.Constant(V(x.type), None), x, L.Constant(I32, 0))
-    return b.shuffle_vector(v, L.Constant(V(x.type), None), L.Constant(V(I32), 0))
+    zero = _ZEROS.get(str(x.type))
+    if zero is None:
+        zero = _ZEROS[str(x.type)] = L.Constant(V(x.type), None)
+    return b.shuffle_vector(b.insert_element(zero, x, _LANE0), zero, _SPLAT_MASK)
 
 
 def storage(rty: str) -> L.IntType:
