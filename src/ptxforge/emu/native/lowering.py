@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ptxforge.emu.native import lower as core
 from ptxforge.emu.native import lower_bits as bits
-from ptxforge.emu.native import lower_cvt, lower_half
+from ptxforge.emu.native import lower_cvt, lower_half, lower_wgmma
 from ptxforge.emu.native import lower_float as flt
 from ptxforge.emu.native import lower_warp as warp
 from ptxforge.emu.native.lower import NotNative, read, type_of, write
@@ -89,5 +89,5 @@ TABLE = {
     "prmt": bits.prmt, "activemask": warp.activemask, "fence": _fence, "membar": _fence,
     "rcp": flt.div_rcp_sqrt, "sqrt": flt.div_rcp_sqrt, "rsqrt": flt.rsqrt, "copysign": flt.copysign,
     "testp": flt.testp, "ex2": flt.not_exact, "lg2": flt.not_exact, "sin": flt.not_exact, "cos": flt.not_exact,
-    "tanh": flt.not_exact,
+    "tanh": flt.not_exact, "wgmma": lower_wgmma.sync_op,
 }
