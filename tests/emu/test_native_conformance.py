@@ -284,6 +284,7 @@ F32_TERNARY = [(f"fma{r}{f}.f32 {{d}}, {{a}}, {{b}}, {{c}}", 32) for r in _RND f
      ("max.ftz.f32 {d}, {a}, {b}, {c}", 32)]
 F32_UNARY = [(f"{op}{r}{f}.f32 {{d}}, {{a}}", 32) for op in ("sqrt", "rcp") for r in (*_RND, ".approx")
              for f in ("", ".ftz")] + \
+    [(f"{op}.approx{f}.f32 {{d}}, {{a}}", 32) for op in ("ex2", "lg2", "sin", "cos") for f in ("", ".ftz")] + \
     [("rsqrt.approx.f32 {d}, {a}", 32), ("rsqrt.approx.ftz.f32 {d}, {a}", 32), ("abs.ftz.f32 {d}, {a}", 32),
      ("neg.ftz.f32 {d}, {a}", 32)] + \
     [(f"testp.{t}.f32 {{d}}, {{a}}", 1) for t in ("finite", "infinite", "number", "notanumber", "normal",
@@ -310,7 +311,8 @@ F64_UNARY = [(f"cvt{r}{f}.f32.f64 {{d}}, {{a}}", 32) for r in _RND for f in ("",
 HALF_UNARY = [(f"cvt.f32.{t} {{d}}, {{a}}", 32) for t in ("f16", "bf16")] + \
     [("cvt.f64.f16 {d}, {a}", 64), ("cvt.rn.f16x2.e4m3x2 {d}, {a}", 32), ("cvt.rn.f16x2.e5m2x2 {d}, {a}", 32),
      ("cvt.rn.relu.f16x2.e4m3x2 {d}, {a}", 32), ("cvt.rzi.sat.u16.f16 {d}, {a}", 16),
-     ("cvt.rn.f32.s16 {d}, {a}", 32)]
+     ("cvt.rn.f32.s16 {d}, {a}", 32), ("ex2.approx.f16 {d}, {a}", 16), ("ex2.approx.ftz.bf16 {d}, {a}", 16),
+     ("tanh.approx.f16 {d}, {a}", 16), ("tanh.approx.bf16 {d}, {a}", 16)]
 HALF_BINARY = [(f"{op}{r}{f}.{t} {{d}}, {{a}}, {{b}}", 32) for t in ("f16x2", "bf16x2") for op in ("add", "sub", "mul")
                for r in _RND for f in ("", ".sat", ".ftz")
                if not (f == ".ftz" and t == "bf16x2") and not (f == ".sat" and t == "bf16x2")] + \
@@ -320,7 +322,9 @@ HALF_BINARY = [(f"{op}{r}{f}.{t} {{d}}, {{a}}, {{b}}", 32) for t in ("f16x2", "b
      for f in ("", ".ftz") if not (f and t == "bf16x2")] + \
     [(f"{op}{m}.{t} {{d}}, {{a}}, {{b}}", 32) for t in ("f16x2", "bf16x2") for op in ("min", "max")
      for m in ("", ".NaN", ".xorsign.abs", ".ftz")
-     if not (m == ".ftz" and t == "bf16x2")]
+     if not (m == ".ftz" and t == "bf16x2")] + \
+    [("ex2.approx.f16x2 {d}, {a}", 32), ("ex2.approx.ftz.bf16x2 {d}, {a}", 32), ("tanh.approx.f16x2 {d}, {a}", 32),
+     ("tanh.approx.bf16x2 {d}, {a}", 32)]
 PAIR_UNARY = [(f"cvt.rn.satfinite{r}.{t}.{s} {{d}}, {{a}}", 16) for t in ("e4m3x2", "e5m2x2")
               for s in ("f16x2", "bf16x2") for r in ("", ".relu")]
 
@@ -330,16 +334,17 @@ SMOKE = {
     "f32_binary": ("add.rz.ftz.sat.f32", "sub.rm.f32", "mul.rp.ftz.f32", "div.rz.f32", "div.approx.ftz.f32",
                    "min.ftz.NaN.xorsign.abs.f32", "cvt.rn.satfinite.e4m3x2.f32", "cvt.rz.relu.bf16x2.f32"),
     "f32_ternary": ("fma.rm.sat.f32", "fma.rp.ftz.f32"),
-    "f32_unary": ("sqrt.rp.f32", "rcp.rm.ftz.f32", "rsqrt.approx.ftz.f32", "testp.subnormal.f32",
+    "f32_unary": ("sqrt.rp.f32", "rcp.rm.ftz.f32", "rsqrt.approx.ftz.f32", "testp.subnormal.f32", "ex2.approx.f32",
+                  "lg2.approx.ftz.f32", "sin.approx.f32", "cos.approx.ftz.f32",
                   "cvt.rz.sat.f16.f32", "cvt.rna.tf32.f32", "cvt.rmi.ftz.s64.f32", "cvt.ftz.f64.f32",
                   "cvt.rz.f32.u32"),
     "f64_binary": ("add.rm.f64", "sub.rz.f64"),
     "f64_unary": ("cvt.rp.ftz.f32.f64", "cvt.rm.f16.f64", "cvt.rz.f32.s64", "cvt.rp.f64.u64",
                   "rcp.approx.ftz.f64"),
-    "half_unary": ("cvt.f32.bf16", "cvt.rn.f16x2.e4m3x2"),
+    "half_unary": ("cvt.f32.bf16", "cvt.rn.f16x2.e4m3x2", "ex2.approx.ftz.bf16", "tanh.approx.f16"),
     "pair_unary": ("cvt.rn.satfinite.e5m2x2.f16x2",),
     "half_binary": ("add.rz.sat.f16x2", "mul.rm.bf16x2", "fma.rn.relu.bf16x2", "min.xorsign.abs.f16x2",
-                    "neg.ftz.f16x2"),
+                    "neg.ftz.f16x2", "ex2.approx.f16x2"),
 }
 
 

@@ -373,8 +373,7 @@ def _rcp_approx64(b: L.IRBuilder, x: L.Value) -> L.Value:
 
 def rsqrt(ins: ir.Instruction, env: WarpEnv) -> None:
     """rsqrt.approx{.ftz}.{f32,f64} as approx.py computes it: 1 / sqrt(x) in float64 (two IEEE operations),
-    rounded once to f32. ex2, lg2, sin, cos and tanh stay on the interpreter: it evaluates them with numpy's
-    float64 functions, which LLVM cannot reproduce bit for bit."""
+    rounded once to f32 (ex2, lg2, sin, cos and tanh: lower_approx.py)."""
     ty = ins.types[-1]
     bits, _ = _ftype(ty)
     mods = [m[1:] for m in ins.modifiers]
@@ -393,9 +392,3 @@ def rsqrt(ins: ir.Instruction, env: WarpEnv) -> None:
         nan = 0x7FFFFFFF00000000 if ftz else NAN[64]
         out = b.select(_isnan(b, r), L.Constant(V(I64), nan), b.bitcast(r, V(I64)))
     write(env, ins.operands[0], _flush(b, out, bits) if ftz else out)
-
-
-def not_exact(ins: ir.Instruction, env: WarpEnv) -> None:
-    """ex2/lg2/sin/cos/tanh: the interpreter's values come from numpy's float64 functions (approx.py)."""
-    raise NotNative(f"{ins.mnemonic}: the interpreter evaluates it with numpy's float64 {ins.opcode}, which "
-                    "the native tier cannot reproduce bit for bit")

@@ -1,13 +1,14 @@
 """Which lowering runs each PTX instruction: lower.py's core (memory, integer arithmetic, compares, moves),
-lower_float.py, lower_bits.py and lower_warp.py. `lower(ins, env)` emits one instruction for a warp."""
+lower_float.py, lower_approx.py, lower_bits.py, lower_warp.py and lower_wgmma.py. `lower(ins, env)` emits one
+instruction for a warp."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from ptxforge.emu.native import lower as core
+from ptxforge.emu.native import lower_approx, lower_cvt, lower_half, lower_wgmma
 from ptxforge.emu.native import lower_bits as bits
-from ptxforge.emu.native import lower_cvt, lower_half, lower_wgmma
 from ptxforge.emu.native import lower_float as flt
 from ptxforge.emu.native import lower_warp as warp
 from ptxforge.emu.native.lower import NotNative, read, type_of, write
@@ -88,6 +89,7 @@ TABLE = {
     "popc": bits.count, "clz": bits.count, "brev": bits.count, "bfe": bits.bfe, "bfi": bits.bfi,
     "prmt": bits.prmt, "activemask": warp.activemask, "fence": _fence, "membar": _fence,
     "rcp": flt.div_rcp_sqrt, "sqrt": flt.div_rcp_sqrt, "rsqrt": flt.rsqrt, "copysign": flt.copysign,
-    "testp": flt.testp, "ex2": flt.not_exact, "lg2": flt.not_exact, "sin": flt.not_exact, "cos": flt.not_exact,
-    "tanh": flt.not_exact, "wgmma": lower_wgmma.sync_op,
+    "testp": flt.testp, "ex2": lower_approx.transcendental, "lg2": lower_approx.transcendental,
+    "sin": lower_approx.transcendental, "cos": lower_approx.transcendental, "tanh": lower_approx.transcendental,
+    "wgmma": lower_wgmma.sync_op,
 }
