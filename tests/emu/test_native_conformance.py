@@ -299,7 +299,8 @@ F32_UNARY = [(f"{op}{r}{f}.f32 {{d}}, {{a}}", 32) for op in ("sqrt", "rcp") for 
     [(f"cvt{f}.f64.f32 {{d}}, {{a}}", 64) for f in ("", ".ftz", ".sat")] + \
     [(f"cvt{r}{s}.f{w}.{t}32 {{d}}, {{a}}", w) for w in (32, 64) for t in "su" for r in _RND for s in ("", ".sat")]
 F64_BINARY = [(f"{op}{r}.f64 {{d}}, {{a}}, {{b}}", 64) for op in ("add", "sub") for r in _RND] + \
-    [("mul.rn.f64 {d}, {a}, {b}", 64), ("div.rn.f64 {d}, {a}, {b}", 64), ("fma.rn.f64 {d}, {a}, {b}, {a}", 64),
+    [(f"mul{r}.f64 {{d}}, {{a}}, {{b}}", 64) for r in _RND] + \
+    [("div.rn.f64 {d}, {a}, {b}", 64), ("fma.rn.f64 {d}, {a}, {b}, {a}", 64),
      ("min.f64 {d}, {a}, {b}", 64), ("max.f64 {d}, {a}, {b}", 64), ("copysign.f64 {d}, {a}, {b}", 64)]
 F64_UNARY = [(f"cvt{r}{f}.f32.f64 {{d}}, {{a}}", 32) for r in _RND for f in ("", ".ftz", ".sat")] + \
     [(f"cvt{r}.{t}.f64 {{d}}, {{a}}", 16) for t in ("f16", "bf16") for r in _RND] + \
@@ -339,7 +340,7 @@ SMOKE = {
                   "lg2.approx.ftz.f32", "sin.approx.f32", "cos.approx.ftz.f32",
                   "cvt.rz.sat.f16.f32", "cvt.rna.tf32.f32", "cvt.rmi.ftz.s64.f32", "cvt.ftz.f64.f32",
                   "cvt.rz.f32.u32"),
-    "f64_binary": ("add.rm.f64", "sub.rz.f64"),
+    "f64_binary": ("add.rm.f64", "sub.rz.f64", "mul.rz.f64", "mul.rm.f64", "mul.rp.f64"),
     "f64_unary": ("cvt.rp.ftz.f32.f64", "cvt.rm.f16.f64", "cvt.rz.f32.s64", "cvt.rp.f64.u64",
                   "rcp.approx.ftz.f64"),
     "half_unary": ("cvt.f32.bf16", "cvt.rn.f16x2.e4m3x2", "ex2.approx.ftz.bf16", "tanh.approx.f16"),

@@ -118,9 +118,9 @@ def arith(ins: ir.Instruction, env: WarpEnv) -> None:
 def arith64(ins: ir.Instruction, env: WarpEnv) -> None:
     """add/sub/mul/fma .f64 in round-to-nearest, and add/sub in every rounding mode (floating._add64)."""
     rnd, ftz, sat = float_mods(ins, ())
-    if rnd != "rn" and ins.opcode not in ("add", "sub"):
-        raise NotNative(f"{ins.mnemonic} is not in the native tier yet (directed .f64 products round exactly "
-                        "only with rational arithmetic)")
+    if rnd != "rn" and ins.opcode not in ("add", "sub", "mul"):
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet (directed .f64 fma rounds exactly only "
+                        "with rational arithmetic)")
     b = env.b
     ops = ins.operands
     xs = [read(env, o, ".f64") for o in ops[1:]]
@@ -133,7 +133,7 @@ def arith64(ins: ir.Instruction, env: WarpEnv) -> None:
         else:
             r = _add64_directed(b, fs[0], fs[1], rnd)
     elif ins.opcode == "mul":
-        r = b.fmul(fs[0], fs[1])
+        r = b.fmul(fs[0], fs[1]) if rnd == "rn" else _mul64_directed(env, fs[0], fs[1], rnd)
     elif ins.opcode in ("fma", "mad"):
         r = b.call(_intr(env, "llvm.fma", F64, 3), fs)
     else:
@@ -159,6 +159,51 @@ def _add64_directed(b: L.IRBuilder, x: L.Value, y: L.Value, rnd: str) -> L.Value
     if rnd == "rm":
         r = b.select(fin, R.rm_zero_sign(b, r, x, y), r)
     return r
+
+
+def _mul64_directed(env: WarpEnv, x: L.Value, y: L.Value, rnd: str) -> L.Value:
+    """x * y (float64) rounded in `rnd`: where the exact product x*y lies against its nearest double (the
+    interpreter's exact rational rounding, computed exactly). Products of at least 2**-960: RN(x*y) and the
+    fma remainder (exact there). Smaller ones: x and y scaled by 2**500 each, the scaled product's RN and
+    remainder (a double-double of x*y*2**1000), rounded to nearest at the subnormal quantum by one scaling
+    back, the side of the exact product from the double-double; below 2**-1960 the result is a zero or the
+    smallest subnormal, by the product's sign. An overflow to infinity lies beyond the exact product."""
+    b = env.b
+    vt = V(F64)
+    zero = L.Constant(vt, 0.0)
+    fma = _intr(env, "llvm.fma", F64, 3)
+
+    def cf(v: float) -> L.Constant:
+        return L.Constant(vt, v)
+    p = b.fmul(x, y)
+    e = b.call(fma, [x, y, b.fneg(p)])
+    fin = b.and_(_finite(b, x), _finite(b, y))
+    p_inf = b.not_(b.or_(_finite(b, p), _isnan(b, p)))
+    p_neg = b.fcmp_ordered("<", p, zero)
+    above = b.select(p_inf, p_neg, b.fcmp_ordered(">", e, zero))
+    below = b.select(p_inf, b.not_(p_neg), b.fcmp_ordered("<", e, zero))
+    t = p
+    # tiny products: the double-double of x*y*2**1000
+    small = b.fcmp_ordered("<", R._fabs(b, p), cf(2.0 ** -960))
+    xs, ys = b.fmul(x, cf(2.0 ** 500)), b.fmul(y, cf(2.0 ** 500))
+    ps = b.fmul(xs, ys)
+    es = b.call(fma, [xs, ys, b.fneg(ps)])
+    ts = b.fmul(ps, cf(2.0 ** -1000))
+    d = b.fsub(ps, b.fmul(ts, cf(2.0 ** 1000)))
+    d_zero = b.fcmp_ordered("==", d, zero)
+    above_s = b.or_(b.fcmp_ordered(">", d, zero), b.and_(d_zero, b.fcmp_ordered(">", es, zero)))
+    below_s = b.or_(b.fcmp_ordered("<", d, zero), b.and_(d_zero, b.fcmp_ordered("<", es, zero)))
+    # far below the subnormals: the product's sign says which side of zero it lies
+    tiny = b.fcmp_ordered("<", R._fabs(b, ps), cf(2.0 ** -960))
+    nonzero = b.and_(b.fcmp_ordered("!=", x, zero), b.fcmp_ordered("!=", y, zero))
+    neg = b.icmp_signed("<", b.xor(b.bitcast(x, V(I64)), b.bitcast(y, V(I64))), L.Constant(V(I64), 0))
+    above_s = b.select(tiny, b.and_(nonzero, b.not_(neg)), above_s)
+    below_s = b.select(tiny, b.and_(nonzero, neg), below_s)
+    small = b.and_(small, b.and_(nonzero, fin))  # (a zero factor: an exact zero, and no scaling of a huge one)
+    t = b.select(small, ts, t)
+    above = b.and_(fin, b.select(small, above_s, above))
+    below = b.and_(fin, b.select(small, below_s, below))
+    return b.bitcast(R.fix_directed(b, b.bitcast(t, V(I64)), above, below, rnd), vt)
 
 
 def minmax(ins: ir.Instruction, env: WarpEnv) -> None:
