@@ -306,7 +306,8 @@ F64_UNARY = [(f"cvt{r}{f}.f32.f64 {{d}}, {{a}}", 32) for r in _RND for f in ("",
     [(f"cvt{r}.{t}.f64 {{d}}, {{a}}", 16) for t in ("f16", "bf16") for r in _RND] + \
     [(f"cvt{r}.{t}.f64 {{d}}, {{a}}", 32 if t[1:] == "32" else 64) for t in ("s32", "u32", "s64", "u64")
      for r in (".rni", ".rzi")] + \
-    [("sqrt.rn.f64 {d}, {a}", 64), ("rcp.rn.f64 {d}, {a}", 64), ("rcp.approx.ftz.f64 {d}, {a}", 64),
+    [(f"sqrt{r}.f64 {{d}}, {{a}}", 64) for r in _RND] + \
+    [("rcp.rn.f64 {d}, {a}", 64), ("rcp.approx.ftz.f64 {d}, {a}", 64),
      ("rsqrt.approx.f64 {d}, {a}", 64), ("rsqrt.approx.ftz.f64 {d}, {a}", 64), ("abs.f64 {d}, {a}", 64),
      ("cvt.rmi.f64.f64 {d}, {a}", 64), ("cvt.sat.f64.f64 {d}, {a}", 64)] + \
     [(f"cvt{r}.f{w}.{t}64 {{d}}, {{a}}", w) for w in (32, 64) for t in "su" for r in _RND]
@@ -342,7 +343,7 @@ SMOKE = {
                   "cvt.rz.f32.u32"),
     "f64_binary": ("add.rm.f64", "sub.rz.f64", "mul.rz.f64", "mul.rm.f64", "mul.rp.f64"),
     "f64_unary": ("cvt.rp.ftz.f32.f64", "cvt.rm.f16.f64", "cvt.rz.f32.s64", "cvt.rp.f64.u64",
-                  "rcp.approx.ftz.f64"),
+                  "rcp.approx.ftz.f64", "sqrt.rz.f64", "sqrt.rm.f64", "sqrt.rp.f64"),
     "half_unary": ("cvt.f32.bf16", "cvt.rn.f16x2.e4m3x2", "ex2.approx.ftz.bf16", "tanh.approx.f16"),
     "pair_unary": ("cvt.rn.satfinite.e5m2x2.f16x2",),
     "half_binary": ("add.rz.sat.f16x2", "mul.rm.bf16x2", "fma.rn.relu.bf16x2", "min.xorsign.abs.f16x2",

@@ -6,9 +6,9 @@ registers) from global memory into registers in register order, runs wgmma.mma_a
 commit_group / wait_group and stores D. It runs on both tiers from the same inputs: element values of every
 kind (normal, subnormal, signed zeros) with NaN and infinities planted in A, B and C, descriptors in each
 swizzle mode (and DeepGEMM's K slices inside a 128-byte swizzled row), transposed operands, A in registers,
-scale-d off, negated operands, two warpgroups, and (slow) lanes that exited. The corpus kernels the
-interpreter's wgmma tests use (wgmma_variants, the DeepGEMM-shaped FP8 GEMM) run on both tiers with -m slow
-(each an LLVM compile of 5-25 s).
+scale-d off, negated operands, two warpgroups, and (slow) lanes that exited; the thread-instruction counts
+agree too. The corpus kernels the interpreter's wgmma tests use (wgmma_variants, the DeepGEMM-shaped FP8
+GEMM) run on both tiers with -m slow (each an LLVM compile of 5-25 s).
 """
 
 from __future__ import annotations
@@ -186,17 +186,19 @@ def run_forms(forms: list[tuple], block: int, exit_lanes: bool = False, seed: in
     src = kernel_ptx(forms, image.size, exit_lanes)
     kern = pf.parse(src, filename="wgmma_forms.ptx").kernel("k")
     c_all = np.concatenate([c.ravel() for c in cs])
-    out = {}
+    out, counts = {}, {}
     for tier in ("interp", "native"):
         d = np.full(c_all.size, 0xA5A5A5A5, np.uint32)
         r = kern.launch(grid=1, block=block, device="emu", options=EmulatorOptions(tier=tier),
                         args=[image, c_all, d, a_words, *[np.uint64(x) for x in descs]])
         assert r.tier == tier, r.tier_note
+        counts[tier] = r.thread_instructions
         parts, at_ = [], 0
         for c in cs:
             parts.append(d[at_: at_ + c.size].reshape(c.shape)[:block])
             at_ += c.size
         out[tier] = parts
+    assert counts["interp"] == counts["native"], counts
     return out, [c[:block] for c in cs]
 
 
@@ -233,13 +235,15 @@ def test_wide_wgmma_forms_with_exited_lanes_match_the_interpreter():
 
 # ------------------------------------------------------------------------------ the interpreter's corpus kernels
 def _both_tiers(kern, grid, block, make_args):
-    """The arrays of `make_args()` after a launch on each tier."""
-    res = {}
+    """The arrays of `make_args()` after a launch on each tier (whose thread-instruction counts agree)."""
+    res, counts = {}, {}
     for tier in ("interp", "native"):
         args = make_args()
         r = kern.launch(grid=grid, block=block, device="emu", args=args, options=EmulatorOptions(tier=tier))
         assert r.tier == tier, r.tier_note
         res[tier] = [x for x in args if isinstance(x, np.ndarray)]
+        counts[tier] = r.thread_instructions
+    assert counts["interp"] == counts["native"], counts
     return res["interp"], res["native"]
 
 

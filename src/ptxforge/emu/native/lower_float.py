@@ -339,8 +339,8 @@ def setp_float(env: WarpEnv, cmpop: str, x: L.Value, y: L.Value, ty: str) -> L.V
 def div_rcp_sqrt(ins: ir.Instruction, env: WarpEnv) -> None:
     """div/rcp/sqrt as floating.div/rcp/sqrt. .f32: every rounding mode and .ftz; `.full` division and the
     `.approx` square root and reciprocal are the correctly rounded result (as the interpreter computes them);
-    `div.approx.f32` is a * (1/b) with the reciprocal's subnormals flushed. .f64: `.rn`, and
-    `rcp.approx.ftz.f64`."""
+    `div.approx.f32` is a * (1/b) with the reciprocal's subnormals flushed. .f64: `.rn`, `sqrt` in every mode,
+    and `rcp.approx.ftz.f64`."""
     ty = ins.types[-1]
     bits, ft = _ftype(ty)
     mods = [m[1:] for m in ins.modifiers]
@@ -356,6 +356,9 @@ def div_rcp_sqrt(ins: ir.Instruction, env: WarpEnv) -> None:
     if bits == 64:
         if ins.opcode == "rcp" and mode == "approx":
             write(env, ops[0], _rcp_approx64(b, xs[0]))
+            return
+        if ins.opcode == "sqrt" and mode in ("rz", "rm", "rp") and not ftz:
+            write(env, ops[0], _nan64(b, _sqrt64_directed(env, b.bitcast(xs[0], V(F64)), mode), xs))
             return
         if ftz or mode not in ("rn", "approx") or (mode == "approx" and ins.opcode != "sqrt"):
             raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
@@ -380,6 +383,22 @@ def div_rcp_sqrt(ins: ir.Instruction, env: WarpEnv) -> None:
     else:
         bits32 = R.f64_to_f32(b, _div_sqrt_to_odd(env, ins.opcode, fs), mode)
     write(env, ops[0], R.finish32(b, bits32, ftz, False))
+
+
+def _sqrt64_directed(env: WarpEnv, x: L.Value, rnd: str) -> L.Value:
+    """sqrt(x) (float64) rounded in `rnd`: RN(sqrt) stepped by the sign of the exact remainder x - r*r (an
+    fma); x under 2**-900 is scaled by 2**1000 first and the root back by 2**-500 (both exact: the root of a
+    double is normal)."""
+    b = env.b
+    vt = V(F64)
+    zero = L.Constant(vt, 0.0)
+    small = b.and_(b.fcmp_ordered(">", x, zero), b.fcmp_ordered("<", x, L.Constant(vt, 2.0 ** -900)))
+    xx = b.select(small, b.fmul(x, L.Constant(vt, 2.0 ** 1000)), x)
+    r = b.call(_intr(env, "llvm.sqrt", F64, 1), [xx])
+    e = b.call(_intr(env, "llvm.fma", F64, 3), [b.fneg(r), r, xx])
+    rd = R.fix_directed(b, b.bitcast(r, V(I64)), b.fcmp_ordered(">", e, zero), b.fcmp_ordered("<", e, zero), rnd)
+    rd = b.bitcast(rd, vt)
+    return b.select(small, b.fmul(rd, L.Constant(vt, 2.0 ** -500)), rd)
 
 
 def _div_sqrt_to_odd(env: WarpEnv, opcode: str, fs: list[L.Value]) -> L.Value:
