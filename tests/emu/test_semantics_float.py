@@ -161,7 +161,9 @@ def test_sqrt_all_modes(fmt):
     dt = np.float32 if nb == 32 else np.float64
     rng = np.random.default_rng(7)
     x = np.abs(_random_bits(rng, 400, nb).view(dt)).astype(dt)
-    x = np.concatenate([x, np.array([0.0, -0.0, 4.0, np.inf, -1.0, 2.0 ** -1074 if nb == 64 else 1e-45], dt)])
+    top = np.finfo(dt).max
+    x = np.concatenate([x, np.array([0.0, -0.0, 4.0, np.inf, -1.0, 2.0 ** -1074 if nb == 64 else 1e-45, top,
+                                     np.nextafter(top, dt(0)), top / 3], dt)])
     xb = x.view(UINT[nb])
     for rnd in RNDS:
         got = floating.sqrt(xb, fmt, rnd=rnd).view(dt)

@@ -36,7 +36,7 @@ from ptxforge.ptx import ir
 if TYPE_CHECKING:
     from ptxforge.emu.operands import Ctx
 
-_SWIZZLE = {0: 0, 1: 128, 2: 64, 3: 32}  # descriptor bits 62-63 -> swizzle width in bytes
+SWIZZLE_WIDTH = {0: 0, 1: 128, 2: 64, 3: 32}  # descriptor bits 62-63 -> swizzle width in bytes
 _ESIZE = {".f16": 2, ".bf16": 2, ".tf32": 4, ".e4m3": 1, ".e5m2": 1, ".s8": 1, ".u8": 1}
 _FLOAT8 = (".e4m3", ".e5m2")
 _INT8 = (".s8", ".u8")
@@ -56,7 +56,7 @@ def descriptor_addresses(desc: int, rows: int, cols: int, esize: int, k_major: b
     start = (desc & 0x3FFF) << 4
     lbo = ((desc >> 16) & 0x3FFF) << 4
     sbo = ((desc >> 32) & 0x3FFF) << 4
-    return canonical_addresses(start, lbo, sbo, _SWIZZLE[(desc >> 62) & 3], rows, cols, esize, k_major)
+    return canonical_addresses(start, lbo, sbo, SWIZZLE_WIDTH[(desc >> 62) & 3], rows, cols, esize, k_major)
 
 
 @functools.lru_cache(maxsize=512)
@@ -87,7 +87,7 @@ def _canonical_addresses(start, lbo, sbo, width, rows, cols, esize, k_major):
     return addr ^ (((addr >> 7) & mask) << 4)
 
 
-class _Form:
+class WgmmaForm:
     """The static part of one wgmma.mma_async: types, shape, immediates, fragment coordinates."""
 
     def __init__(self, ctx):
@@ -153,9 +153,9 @@ def build_wgmma(ctx: Ctx) -> Op:
         return _op(lambda st, m: None, "normal")
     if not ins.has("mma_async"):
         raise ctx.error(f"{ins.mnemonic} is not supported")
-    fm = _Form(ctx)
+    fm = WgmmaForm(ctx)
     ops = ins.operands
-    d_elems = list(ops[0].elements)  # type: ignore[union-attr]  # a Vector: _Form checked
+    d_elems = list(ops[0].elements)  # type: ignore[union-attr]  # a Vector: WgmmaForm checked
     dregs = [ctx.write(e, ".b32") for e in d_elems]
     dread = [ctx.read(e, ".b32") for e in d_elems]
     a_regs = [ctx.read(e, ".b32") for e in ops[1].elements] if fm.a_in_regs else None  # type: ignore[union-attr]

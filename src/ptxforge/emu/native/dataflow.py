@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ptxforge.emu.program import Layout
 
 _NO_DEST = frozenset({"st", "bar", "barrier", "bra", "ret", "exit", "red", "trap"})
+_READS_DEST = frozenset({"wgmma"})  # wgmma.mma_async's D is its accumulator too
 
 
 def _slots(layout: Layout, pc: int, operands: Any) -> int:
@@ -41,6 +42,8 @@ def _flow(layout: Layout, ops: list[Any], lo: int, hi: int) -> tuple[dict, dict,
         has_dest = ins.opcode not in _NO_DEST and ops_
         dest = _slots(layout, pc, ops_[:1]) if has_dest else 0
         r = _slots(layout, pc, ops_[1:] if has_dest else ops_)
+        if ins.opcode in _READS_DEST:
+            r |= dest
         if ins.guard is not None:
             r |= _slots(layout, pc, [ir.Register(ins.guard.predicate)])
         reads[pc] = r

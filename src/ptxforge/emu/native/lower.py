@@ -35,7 +35,6 @@ def V(t: L.Type) -> L.VectorType:
 
 SREGS = ("%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%ctaid.x", "%ctaid.y", "%ctaid.z",
          "%nctaid.x", "%nctaid.y", "%nctaid.z", "%laneid", "%warpid")
-CANON_NAN_F32 = 0x7FFFFFFF
 INT_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
            "lo": "<", "ls": "<=", "hi": ">", "hs": ">="}
 FLOAT_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}  # ordered ('ne' too)
@@ -126,50 +125,12 @@ def _f32(b: L.IRBuilder, v: L.Value) -> L.Value:
     return b.bitcast(v, V(F32))
 
 
-def _canon_f32(b: L.IRBuilder, f: L.Value) -> L.Value:
-    """The bits of an f32 result, a NaN made canonical (0x7fffffff) as the hardware and interpreter do."""
-    isnan = b.fcmp_unordered("uno", f, f)
-    return b.select(isnan, L.Constant(V(I32), CANON_NAN_F32), b.bitcast(f, V(I32)))
-
-
 # ---------------------------------------------------------------------------------------------- integer
-def _check_mods(ins: ir.Instruction, allowed: tuple[str, ...]) -> None:
-    bad = [m for m in ins.modifiers if m[1:] not in allowed]
-    if bad:
-        raise NotNative(f"{ins.mnemonic}: {bad[0]} is not in the native tier yet")
-
-
-def _float_arith(ins: ir.Instruction, env: WarpEnv) -> bool:
-    ty = type_of(ins)
-    if ty not in (".f32", ".f64", ".f16", ".bf16", ".f16x2", ".bf16x2"):
-        return False
-    if ty != ".f32":
-        raise NotNative(f"{ins.mnemonic}: {ty} arithmetic is not in the native tier yet")
-    _check_mods(ins, ("rn",))
-    b = env.b
-    ops = ins.operands
-    x = [_f32(b, read(env, o, ty)) for o in ops[1:]]
-    if ins.opcode == "add":
-        r = b.fadd(x[0], x[1])
-    elif ins.opcode == "sub":
-        r = b.fsub(x[0], x[1])
-    elif ins.opcode == "mul":
-        r = b.fmul(x[0], x[1])
-    elif ins.opcode in ("fma", "mad"):
-        if ins.opcode == "mad" and "rn" not in ins.suffixes:
-            raise NotNative("mad.f32 without a rounding mode")
-        fma = env.module_intrinsic("llvm.fma.v32f32", V(F32), [V(F32)] * 3)
-        r = b.call(fma, x)
-    else:
-        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
-    write(env, ops[0], _canon_f32(b, r))
-    return True
-
-
 def _arith(ins: ir.Instruction, env: WarpEnv) -> None:
-    if _float_arith(ins, env):
-        return
+    """Integer add/sub/mul/mad (the float forms are lower_float's and lower_half's)."""
     ty = type_of(ins)
+    if ty.startswith((".f", ".bf")):
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
     b = env.b
     op = ins.opcode
     ops = ins.operands
@@ -410,11 +371,6 @@ def _st(ins: ir.Instruction, env: WarpEnv) -> None:
         env.store_mem(host, v, i * nbytes, contiguous=len(vals) == 1)
 
 
-def _fma(ins: ir.Instruction, env: WarpEnv) -> None:
-    if not _float_arith(ins, env):
-        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
-
-
 def _divrem(ins: ir.Instruction, env: WarpEnv) -> None:
     """Integer div / rem as the interpreter's semantics.integer: x/0 and x%0 all ones, INT_MIN/-1 = INT_MIN."""
     ty = type_of(ins)
@@ -473,7 +429,7 @@ def _atom(ins: ir.Instruction, env: WarpEnv) -> None:
 
 
 LOWER = {  # (lowering.py adds the other modules' instructions)
-    "add": _arith, "sub": _arith, "mul": _arith, "mad": _arith, "fma": _fma,
+    "add": _arith, "sub": _arith, "mul": _arith, "mad": _arith,
     "and": _bitwise, "or": _bitwise, "xor": _bitwise, "not": _bitwise,
     "shl": _shift, "shr": _shift, "min": _minmax, "max": _minmax, "setp": _setp, "selp": _selp, "mov": _mov,
     "cvt": _cvt, "cvta": _cvta, "ld": _ld, "st": _st, "atom": _atom, "red": _atom,

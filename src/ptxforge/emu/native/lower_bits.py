@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir as L
 
 from ptxforge.emu.native.lower import I32, I64, INT, NotNative, V, bits_of, read, signed, type_of, write
+from ptxforge.emu.semantics.bitops import _PRMT_MODES as PRMT_MODES
 
 if TYPE_CHECKING:
     from ptxforge.emu.native.warp import WarpEnv
@@ -111,8 +112,11 @@ def bfi(ins: ir.Instruction, env: WarpEnv) -> None:
 
 
 def prmt(ins: ir.Instruction, env: WarpEnv) -> None:
-    """prmt.b32 in the default mode: byte i of d is byte (c >> 4i) & 7 of {b, a}, or its sign with bit 3."""
-    if ins.modifiers or [s for s in ins.suffixes if s != "b32"]:
+    """prmt.b32 in the default mode: byte i of d is byte (c >> 4i) & 7 of {b, a}, or its sign with bit 3; in the
+    .f4e/.b4e/.rc8/.ecl/.ecr/.rc16 modes byte i is byte MODES[mode][c & 3][i] (semantics.bitops' table)."""
+    modes = [s for s in ins.suffixes if s != "b32"]
+    if len(modes) > 1 or (modes and modes[0] not in PRMT_MODES) or \
+            any(m[1:] not in PRMT_MODES for m in ins.modifiers):
         raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
     b = env.b
     ops = ins.operands
@@ -120,6 +124,17 @@ def prmt(ins: ir.Instruction, env: WarpEnv) -> None:
     t = V(I64)
     src = b.or_(b.shl(b.zext(hi, t), _const(t, 32)), b.zext(a, t))
     d = _const(V(I32), 0)
+    if modes:
+        table = PRMT_MODES[modes[0]]
+        sel = b.and_(c, _const(V(I32), 3))
+        for i in range(4):
+            s = _const(t, table[0][i])
+            for j in (1, 2, 3):
+                s = b.select(b.icmp_unsigned("==", sel, _const(V(I32), j)), _const(t, table[j][i]), s)
+            byte = b.trunc(b.and_(b.lshr(src, b.mul(s, _const(t, 8))), _const(t, 0xFF)), V(I32))
+            d = b.or_(d, b.shl(byte, _const(V(I32), 8 * i)))
+        write(env, ops[0], d)
+        return
     for i in range(4):
         sel = b.and_(b.lshr(c, _const(V(I32), 4 * i)), _const(V(I32), 0xF))
         byte = b.and_(b.lshr(src, b.zext(b.mul(b.and_(sel, _const(V(I32), 7)), _const(V(I32), 8)), t)),

@@ -118,9 +118,9 @@ def arith(ins: ir.Instruction, env: WarpEnv) -> None:
 def arith64(ins: ir.Instruction, env: WarpEnv) -> None:
     """add/sub/mul/fma .f64 in round-to-nearest, and add/sub in every rounding mode (floating._add64)."""
     rnd, ftz, sat = float_mods(ins, ())
-    if rnd != "rn" and ins.opcode not in ("add", "sub"):
-        raise NotNative(f"{ins.mnemonic} is not in the native tier yet (directed .f64 products round exactly "
-                        "only with rational arithmetic)")
+    if rnd != "rn" and ins.opcode not in ("add", "sub", "mul"):
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet (directed .f64 fma rounds exactly only "
+                        "with rational arithmetic)")
     b = env.b
     ops = ins.operands
     xs = [read(env, o, ".f64") for o in ops[1:]]
@@ -133,7 +133,7 @@ def arith64(ins: ir.Instruction, env: WarpEnv) -> None:
         else:
             r = _add64_directed(b, fs[0], fs[1], rnd)
     elif ins.opcode == "mul":
-        r = b.fmul(fs[0], fs[1])
+        r = b.fmul(fs[0], fs[1]) if rnd == "rn" else _mul64_directed(env, fs[0], fs[1], rnd)
     elif ins.opcode in ("fma", "mad"):
         r = b.call(_intr(env, "llvm.fma", F64, 3), fs)
     else:
@@ -159,6 +159,51 @@ def _add64_directed(b: L.IRBuilder, x: L.Value, y: L.Value, rnd: str) -> L.Value
     if rnd == "rm":
         r = b.select(fin, R.rm_zero_sign(b, r, x, y), r)
     return r
+
+
+def _mul64_directed(env: WarpEnv, x: L.Value, y: L.Value, rnd: str) -> L.Value:
+    """x * y (float64) rounded in `rnd`: where the exact product x*y lies against its nearest double (the
+    interpreter's exact rational rounding, computed exactly). Products of at least 2**-960: RN(x*y) and the
+    fma remainder (exact there). Smaller ones: x and y scaled by 2**500 each, the scaled product's RN and
+    remainder (a double-double of x*y*2**1000), rounded to nearest at the subnormal quantum by one scaling
+    back, the side of the exact product from the double-double; below 2**-1960 the result is a zero or the
+    smallest subnormal, by the product's sign. An overflow to infinity lies beyond the exact product."""
+    b = env.b
+    vt = V(F64)
+    zero = L.Constant(vt, 0.0)
+    fma = _intr(env, "llvm.fma", F64, 3)
+
+    def cf(v: float) -> L.Constant:
+        return L.Constant(vt, v)
+    p = b.fmul(x, y)
+    e = b.call(fma, [x, y, b.fneg(p)])
+    fin = b.and_(_finite(b, x), _finite(b, y))
+    p_inf = b.not_(b.or_(_finite(b, p), _isnan(b, p)))
+    p_neg = b.fcmp_ordered("<", p, zero)
+    above = b.select(p_inf, p_neg, b.fcmp_ordered(">", e, zero))
+    below = b.select(p_inf, b.not_(p_neg), b.fcmp_ordered("<", e, zero))
+    t = p
+    # tiny products: the double-double of x*y*2**1000
+    small = b.fcmp_ordered("<", R._fabs(b, p), cf(2.0 ** -960))
+    xs, ys = b.fmul(x, cf(2.0 ** 500)), b.fmul(y, cf(2.0 ** 500))
+    ps = b.fmul(xs, ys)
+    es = b.call(fma, [xs, ys, b.fneg(ps)])
+    ts = b.fmul(ps, cf(2.0 ** -1000))
+    d = b.fsub(ps, b.fmul(ts, cf(2.0 ** 1000)))
+    d_zero = b.fcmp_ordered("==", d, zero)
+    above_s = b.or_(b.fcmp_ordered(">", d, zero), b.and_(d_zero, b.fcmp_ordered(">", es, zero)))
+    below_s = b.or_(b.fcmp_ordered("<", d, zero), b.and_(d_zero, b.fcmp_ordered("<", es, zero)))
+    # far below the subnormals: the product's sign says which side of zero it lies
+    tiny = b.fcmp_ordered("<", R._fabs(b, ps), cf(2.0 ** -960))
+    nonzero = b.and_(b.fcmp_ordered("!=", x, zero), b.fcmp_ordered("!=", y, zero))
+    neg = b.icmp_signed("<", b.xor(b.bitcast(x, V(I64)), b.bitcast(y, V(I64))), L.Constant(V(I64), 0))
+    above_s = b.select(tiny, b.and_(nonzero, b.not_(neg)), above_s)
+    below_s = b.select(tiny, b.and_(nonzero, neg), below_s)
+    small = b.and_(small, b.and_(nonzero, fin))  # (a zero factor: an exact zero, and no scaling of a huge one)
+    t = b.select(small, ts, t)
+    above = b.and_(fin, b.select(small, above_s, above))
+    below = b.and_(fin, b.select(small, below_s, below))
+    return b.bitcast(R.fix_directed(b, b.bitcast(t, V(I64)), above, below, rnd), vt)
 
 
 def minmax(ins: ir.Instruction, env: WarpEnv) -> None:
@@ -294,8 +339,8 @@ def setp_float(env: WarpEnv, cmpop: str, x: L.Value, y: L.Value, ty: str) -> L.V
 def div_rcp_sqrt(ins: ir.Instruction, env: WarpEnv) -> None:
     """div/rcp/sqrt as floating.div/rcp/sqrt. .f32: every rounding mode and .ftz; `.full` division and the
     `.approx` square root and reciprocal are the correctly rounded result (as the interpreter computes them);
-    `div.approx.f32` is a * (1/b) with the reciprocal's subnormals flushed. .f64: `.rn`, and
-    `rcp.approx.ftz.f64`."""
+    `div.approx.f32` is a * (1/b) with the reciprocal's subnormals flushed. .f64: `.rn`, `sqrt` in every mode,
+    and `rcp.approx.ftz.f64`."""
     ty = ins.types[-1]
     bits, ft = _ftype(ty)
     mods = [m[1:] for m in ins.modifiers]
@@ -311,6 +356,9 @@ def div_rcp_sqrt(ins: ir.Instruction, env: WarpEnv) -> None:
     if bits == 64:
         if ins.opcode == "rcp" and mode == "approx":
             write(env, ops[0], _rcp_approx64(b, xs[0]))
+            return
+        if ins.opcode == "sqrt" and mode in ("rz", "rm", "rp") and not ftz:
+            write(env, ops[0], _nan64(b, _sqrt64_directed(env, b.bitcast(xs[0], V(F64)), mode), xs))
             return
         if ftz or mode not in ("rn", "approx") or (mode == "approx" and ins.opcode != "sqrt"):
             raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
@@ -335,6 +383,22 @@ def div_rcp_sqrt(ins: ir.Instruction, env: WarpEnv) -> None:
     else:
         bits32 = R.f64_to_f32(b, _div_sqrt_to_odd(env, ins.opcode, fs), mode)
     write(env, ops[0], R.finish32(b, bits32, ftz, False))
+
+
+def _sqrt64_directed(env: WarpEnv, x: L.Value, rnd: str) -> L.Value:
+    """sqrt(x) (float64) rounded in `rnd`: RN(sqrt) stepped by the sign of the exact remainder x - r*r (an
+    fma); x under 2**-900 is scaled by 2**1000 first and the root back by 2**-500 (both exact: the root of a
+    double is normal)."""
+    b = env.b
+    vt = V(F64)
+    zero = L.Constant(vt, 0.0)
+    small = b.and_(b.fcmp_ordered(">", x, zero), b.fcmp_ordered("<", x, L.Constant(vt, 2.0 ** -900)))
+    xx = b.select(small, b.fmul(x, L.Constant(vt, 2.0 ** 1000)), x)
+    r = b.call(_intr(env, "llvm.sqrt", F64, 1), [xx])
+    e = b.call(_intr(env, "llvm.fma", F64, 3), [b.fneg(r), r, xx])
+    rd = R.fix_directed(b, b.bitcast(r, V(I64)), b.fcmp_ordered(">", e, zero), b.fcmp_ordered("<", e, zero), rnd)
+    rd = b.bitcast(rd, vt)
+    return b.select(small, b.fmul(rd, L.Constant(vt, 2.0 ** -500)), rd)
 
 
 def _div_sqrt_to_odd(env: WarpEnv, opcode: str, fs: list[L.Value]) -> L.Value:
@@ -373,8 +437,7 @@ def _rcp_approx64(b: L.IRBuilder, x: L.Value) -> L.Value:
 
 def rsqrt(ins: ir.Instruction, env: WarpEnv) -> None:
     """rsqrt.approx{.ftz}.{f32,f64} as approx.py computes it: 1 / sqrt(x) in float64 (two IEEE operations),
-    rounded once to f32. ex2, lg2, sin, cos and tanh stay on the interpreter: it evaluates them with numpy's
-    float64 functions, which LLVM cannot reproduce bit for bit."""
+    rounded once to f32 (ex2, lg2, sin, cos and tanh: lower_approx.py)."""
     ty = ins.types[-1]
     bits, _ = _ftype(ty)
     mods = [m[1:] for m in ins.modifiers]
@@ -393,9 +456,3 @@ def rsqrt(ins: ir.Instruction, env: WarpEnv) -> None:
         nan = 0x7FFFFFFF00000000 if ftz else NAN[64]
         out = b.select(_isnan(b, r), L.Constant(V(I64), nan), b.bitcast(r, V(I64)))
     write(env, ins.operands[0], _flush(b, out, bits) if ftz else out)
-
-
-def not_exact(ins: ir.Instruction, env: WarpEnv) -> None:
-    """ex2/lg2/sin/cos/tanh: the interpreter's values come from numpy's float64 functions (approx.py)."""
-    raise NotNative(f"{ins.mnemonic}: the interpreter evaluates it with numpy's float64 {ins.opcode}, which "
-                    "the native tier cannot reproduce bit for bit")

@@ -54,7 +54,7 @@ def mma_sync(ins: ir.Instruction, env: WarpEnv) -> None:
         return b.bitcast(state[name], V(t).as_pointer())
 
     def chunk(it: L.Value) -> None:
-        idx = b.add(_splat(b, b.mul(it, L.Constant(I64, 32))), L.Constant(V(I64), list(range(32))))
+        idx = b.add(splat(b, b.mul(it, L.Constant(I64, 32))), L.Constant(V(I64), list(range(32))))
         row, col = b.udiv(idx, R.c(I64, n)), b.urem(idx, R.c(I64, n))
         c = _gather_at(env, cmat, idx)
         b.store(_exponent(b, c), vec("top", I64))
@@ -101,7 +101,7 @@ def _operands(env: WarpEnv, amat: L.Value, bmat: L.Value, row: L.Value, col: L.V
               k: int) -> tuple[L.Value, L.Value]:
     """A[row, kk] and B[kk, col] per lane."""
     b = env.b
-    kv = _splat(b, kk)
+    kv = splat(b, kk)
     x = _gather_at(env, amat, b.add(b.mul(row, R.c(I64, k)), kv))
     y = _gather_at(env, bmat, b.add(b.mul(kv, R.c(I64, n)), col))
     return x, y
@@ -110,7 +110,7 @@ def _operands(env: WarpEnv, amat: L.Value, bmat: L.Value, row: L.Value, col: L.V
 def _gather_at(env: WarpEnv, base: L.Value, idx: L.Value) -> L.Value:
     """base[idx] per lane (float64 elements; `base` an address)."""
     b = env.b
-    ptrs = b.inttoptr(b.add(_splat(b, base), b.mul(idx, R.c(I64, 8))), V(F64.as_pointer()))
+    ptrs = b.inttoptr(b.add(splat(b, base), b.mul(idx, R.c(I64, 8))), V(F64.as_pointer()))
     gather = env.module_intrinsic("llvm.masked.gather.v32f64.v32p0", V(F64),
                                   [V(F64.as_pointer()), I32, V(I1), V(F64)])
     return b.call(gather, [ptrs, L.Constant(I32, 8), R.c(I1, 1), L.Constant(V(F64), 0.0)])
@@ -158,7 +158,7 @@ def _matrix(env: WarpEnv, o: object, shape: str, operand: str, ty: str, rows_n: 
             else:
                 v = b.fpext(b.bitcast(x, V(F32)), V(F64))
             off = (rows[:, slot] * cols_n + cols[:, slot]).astype(np.int64) * 8
-            ptrs = b.inttoptr(b.add(_splat(b, base), L.Constant(V(I64), [int(t) for t in off])),
+            ptrs = b.inttoptr(b.add(splat(b, base), L.Constant(V(I64), [int(t) for t in off])),
                               V(F64.as_pointer()))
             b.call(scatter, [v, ptrs, L.Constant(I32, 8), R.c(I1, 1)])
     return base
@@ -175,10 +175,6 @@ def _alloca(env: WarpEnv, n: int) -> L.Value:
     arr.align = 64
     b.position_at_end(here)
     return arr
-
-
-def _splat(b: L.IRBuilder, x: L.Value) -> L.Value:
-    return splat(b, x)
 
 
 def _exponent(b: L.IRBuilder, x: L.Value) -> L.Value:

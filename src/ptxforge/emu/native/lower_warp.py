@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir as L
 
-from ptxforge.emu.native import lower_mma
+from ptxforge.emu.native import lower_mma, lower_wgmma
 from ptxforge.emu.native.lower import I1, I32, NotNative, V, read, write
 from ptxforge.emu.native.warp import IOTA, splat
 from ptxforge.ptx import ir
@@ -29,7 +29,7 @@ def member_operand(ins: ir.Instruction) -> Any:
         return ops[2] if len(ops) > 2 else None
     if ins.opcode == "bar" and "warp" in ins.suffixes:
         return ops[0] if ops else None
-    if ins.opcode == "mma":  # (.aligned: the whole warp)
+    if ins.opcode in ("mma", "wgmma"):  # (.aligned: the whole warp)
         return None
     raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
 
@@ -126,4 +126,5 @@ def match(ins: ir.Instruction, env: WarpEnv) -> None:
         write(env, p, same)
 
 
-WARP_OPS = {"vote": vote, "redux": redux, "match": match, "mma": lower_mma.mma_sync}
+WARP_OPS = {"vote": vote, "redux": redux, "match": match, "mma": lower_mma.mma_sync,
+            "wgmma": lower_wgmma.mma_async}

@@ -1,13 +1,14 @@
 """Which lowering runs each PTX instruction: lower.py's core (memory, integer arithmetic, compares, moves),
-lower_float.py, lower_bits.py and lower_warp.py. `lower(ins, env)` emits one instruction for a warp."""
+lower_float.py, lower_approx.py, lower_int.py, lower_bits.py, lower_warp.py and lower_wgmma.py.
+`lower(ins, env)` emits one instruction for a warp."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from ptxforge.emu.native import lower as core
+from ptxforge.emu.native import lower_approx, lower_cvt, lower_half, lower_int, lower_wgmma
 from ptxforge.emu.native import lower_bits as bits
-from ptxforge.emu.native import lower_cvt, lower_half
 from ptxforge.emu.native import lower_float as flt
 from ptxforge.emu.native import lower_warp as warp
 from ptxforge.emu.native.lower import NotNative, read, type_of, write
@@ -41,6 +42,8 @@ def _arith(ins: ir.Instruction, env: WarpEnv) -> None:
         flt.arith(ins, env)
     elif ins.opcode == "mul" and "hi" in ins.suffixes and not _is_float(ins):
         bits.mul_hi(ins, env)
+    elif "sat" in ins.suffixes and ins.opcode in ("add", "sub", "mad"):
+        lower_int.sat_s32(ins, env)
     else:
         core.LOWER[ins.opcode](ins, env)
 
@@ -82,12 +85,13 @@ def _fence(ins: ir.Instruction, env: WarpEnv) -> None:
 
 
 TABLE = {
-    **core.LOWER,
+    **core.LOWER, **lower_int.LOWER,
     "add": _arith, "sub": _arith, "mul": _arith, "mad": _arith, "fma": _arith,
     "div": _div, "min": _minmax, "max": _minmax, "neg": _neg_abs, "abs": _neg_abs, "cvt": _cvt, "setp": _setp,
     "popc": bits.count, "clz": bits.count, "brev": bits.count, "bfe": bits.bfe, "bfi": bits.bfi,
     "prmt": bits.prmt, "activemask": warp.activemask, "fence": _fence, "membar": _fence,
     "rcp": flt.div_rcp_sqrt, "sqrt": flt.div_rcp_sqrt, "rsqrt": flt.rsqrt, "copysign": flt.copysign,
-    "testp": flt.testp, "ex2": flt.not_exact, "lg2": flt.not_exact, "sin": flt.not_exact, "cos": flt.not_exact,
-    "tanh": flt.not_exact,
+    "testp": flt.testp, "ex2": lower_approx.transcendental, "lg2": lower_approx.transcendental,
+    "sin": lower_approx.transcendental, "cos": lower_approx.transcendental, "tanh": lower_approx.transcendental,
+    "wgmma": lower_wgmma.sync_op,
 }

@@ -415,7 +415,7 @@ def _sqrt64(x, rnd):
         if rnd == "rn":
             return r
         fin = np.isfinite(x) & (x > 0)
-        unsafe = fin & (x < _TINY)
+        unsafe = fin & ((x < _TINY) | (x >= _BIG))  # (near the top, two_prod's split of s overflows)
         ph, pl = two_prod(s, s)
         rem = (x - ph) - pl
         resid = np.where(fin & ~unsafe, np.sign(rem), 0.0)
