@@ -165,7 +165,7 @@ class Calls:
         self.one_ctx = same_context(self.top_ret, self.pcs)
 
 
-def same_context(top_ret, pcs) -> bool:
+def same_context(top_ret: np.ndarray, pcs: np.ndarray) -> bool:
     """Whether every lane that has not exited has the same return address on top of its stack: then any set of
     running lanes is in one call context (lanes only leave that set, by exiting, until the next call or return)."""
     tr = top_ret[pcs != EXITED]
