@@ -43,12 +43,13 @@ from ptxforge.emu.errors import EmulatorError, InternalEmulatorError, KernelTrap
 from ptxforge.emu.hooks import NO_HOOKS, Check, Hooks
 from ptxforge.emu.lane_state import LaneState, LazyLanes
 from ptxforge.emu.memory import LaneMemory
+from ptxforge.emu.npcalls import count_nonzero, highest, lowest
 from ptxforge.emu.op import EXITED, PC_MASK, WAIT_BAR, WAIT_WARP
 from ptxforge.emu.progress import Watch
 from ptxforge.emu.static_lanes import RESERVED_SMEM, STATIC_CACHE_BYTES, StaticLanes, _uses_reserved_smem
 from ptxforge.emu.variable_limits import check_local
 from ptxforge.emu.waits import LoadWatch, where
-from ptxforge.emu.wave_schedule import WaveSchedule, one_context
+from ptxforge.emu.wave_schedule import ROTATE_EVERY, WaveSchedule, one_context
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
@@ -365,6 +366,7 @@ class Machine(StaticLanes, Barriers, Calls):
         pc = self.kernel.entry
         conv = True
         ex = None  # the lanes running the op, while diverged
+        icount = None  # self.icount while diverged (nothing folds steps into it then: `_flush` is converged only)
         pend = 0  # converged steps not yet added to icount
         self.pcs = None
         self.pc = pc
@@ -411,6 +413,7 @@ class Machine(StaticLanes, Barriers, Calls):
                         else:
                             self._flush(pend)
                             pend = 0
+                            icount = self.icount
                             pcs = np.full(st.N, EXITED, np.int32)
                             pcs[t] = op.target
                             pcs[st.live_mask() & ~t] = pc + 1
@@ -443,6 +446,7 @@ class Machine(StaticLanes, Barriers, Calls):
                     # anything else: run it through the per-lane path
                     self._flush(pend)
                     pend = 0
+                    icount = self.icount
                     pcs = np.full(st.N, EXITED, np.int32)
                     pcs[st.live_mask()] = pc
                     self.pcs = pcs
@@ -452,14 +456,15 @@ class Machine(StaticLanes, Barriers, Calls):
                     continue
                 # ---------------------------------------------------------- diverged
                 pcs = self.pcs
-                lo = sched.lowest(pcs)
+                # (sched.lowest, inline while no warp has yielded)
+                lo = int(lowest(pcs)) if sched.yielded is None else sched.lowest(pcs)
                 if lo >= WAIT_BAR:
                     if lo == EXITED:
                         return
                     sched.all_waiting()
                     continue
                 ex = pcs == lo
-                nex = int(np.count_nonzero(ex))
+                nex = int(count_nonzero(ex))
                 if nex == self.nlive and not force and self._one_context():
                     conv = True
                     sched.converged()
@@ -468,7 +473,7 @@ class Machine(StaticLanes, Barriers, Calls):
                 force = False
                 # (a session schedules by the lowest pc of all lanes: none while warps have yielded)
                 if plan is not None and sched.yielded is None and nex <= ENTER_FRACTION * st.N and \
-                        not sched.rotation_due(sched.div_steps + 1):
+                        (sched.div_steps + 1) % ROTATE_EVERY:  # (not sched.rotation_due, inline)
                     rid = plan.region[lo]
                     if rid >= 0:
                         if plan.score[rid] < short:
@@ -479,7 +484,7 @@ class Machine(StaticLanes, Barriers, Calls):
                                 continue
                 P = lo
                 sched.div_steps += 1
-                if sched.rotation_due(sched.div_steps):
+                if sched.div_steps % ROTATE_EVERY == 0:  # (sched.rotation_due, inline)
                     P = sched.rotate(lo, pcs)
                     if P != lo:
                         ex = pcs == P
@@ -494,9 +499,7 @@ class Machine(StaticLanes, Barriers, Calls):
                         continue
                 elif not self.one_ctx:
                     ex = one_context(ex, self.top_ret)
-                # (where=: the masks here are mostly runs of lanes, which it skips fast; compact.py's data-
-                # dependent ones take op.advance)
-                np.add(self.icount, 1, out=self.icount, where=ex)
+                np.add(icount, ex, out=icount)  # (a bool mask adds 1 or 0: cheaper than where=ex)
                 if k == C.NORMAL or k == C.WARPSYNC:
                     op.fn(st, ex)
                     np.copyto(pcs, P + 1, where=ex)
@@ -562,7 +565,7 @@ class Machine(StaticLanes, Barriers, Calls):
         if self.one_ctx:
             return True
         tr = self.top_ret if self.st.live is None else self.top_ret[self.st.live]
-        return tr.size == 0 or tr.min() == tr.max()
+        return tr.size == 0 or lowest(tr) == highest(tr)
 
     def _flush(self, pend: int) -> None:
         if pend:

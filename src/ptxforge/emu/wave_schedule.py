@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ptxforge.emu.npcalls import any_true, highest, lowest
 from ptxforge.emu.op import EXITED, WAIT_BAR
 from ptxforge.emu.progress import TICK_MASK
 
@@ -80,11 +81,11 @@ class WaveSchedule:
         """The lowest pc of the lanes whose turn it is (the warps that yielded wait for a new round)."""
         yl = self.yielded
         if yl is None:
-            return int(pcs.min())
-        lo = int(pcs.min(where=~yl, initial=EXITED))
+            return int(lowest(pcs))
+        lo = int(lowest(pcs, where=~yl, initial=EXITED))
         if lo >= WAIT_BAR:  # all of them took their turn (or wait): a new round
             self.yielded = None
-            lo = int(pcs.min())
+            lo = int(lowest(pcs))
         return lo
 
     def rotation_due(self, div_steps: int) -> bool:
@@ -103,7 +104,7 @@ class WaveSchedule:
                 c = p[(p > last) & (p < WAIT_BAR)]
                 if not c.size:
                     continue
-                v = int(c.min())
+                v = int(lowest(c))
             elif last < p < WAIT_BAR:
                 v = int(p)
             else:
@@ -125,8 +126,8 @@ class WaveSchedule:
         """The warps of `lanes` took a back edge: they step again only once every runnable lane of the
         other warps has taken one too (or waits), so a warp spinning at a low pc (a queue-head updater
         waiting for the other warps to retire) no longer takes the steps of the warps it waits for."""
-        w = lanes.reshape(-1, 32).any(1)
-        if not w.any():
+        w = any_true(lanes.reshape(-1, 32), axis=1)
+        if not any_true(w):
             return
         yl = self.yielded
         if yl is None:
@@ -144,7 +145,7 @@ def one_context(ex: np.ndarray, top: np.ndarray) -> np.ndarray:
     """The lanes of `ex` in one call context (the lowest return address on top of their stacks, `top`):
     lanes inside a function called from different sites stay separate paths."""
     keys = top[ex]
-    kmin = keys.min()
-    if keys.max() != kmin:
+    kmin = lowest(keys)
+    if highest(keys) != kmin:
         return ex & (top == kmin)
     return ex
