@@ -302,7 +302,7 @@ class Session:
         if n > ENTER_FRACTION * pcs.size:
             return False
         self.n0 = n
-        self.idx = np.flatnonzero(inside)
+        self.idx = inside.nonzero()[0]  # (np.flatnonzero: inside is 1-d)
         self.parked = ~inside  # lanes the session leaves where they stand
         self.slots = self.plan.slots[self.rid]
         live = self.plan.span_slots(lo)  # the others are gathered when an instruction needs them

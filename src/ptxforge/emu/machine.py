@@ -49,7 +49,7 @@ from ptxforge.emu.progress import Watch
 from ptxforge.emu.static_lanes import RESERVED_SMEM, STATIC_CACHE_BYTES, StaticLanes, _uses_reserved_smem
 from ptxforge.emu.variable_limits import check_local
 from ptxforge.emu.waits import LoadWatch, where
-from ptxforge.emu.wave_schedule import ROTATE_EVERY, WaveSchedule, one_context
+from ptxforge.emu.wave_schedule import WaveSchedule, one_context
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
@@ -456,8 +456,7 @@ class Machine(StaticLanes, Barriers, Calls):
                     continue
                 # ---------------------------------------------------------- diverged
                 pcs = self.pcs
-                # (sched.lowest, inline while no warp has yielded)
-                lo = int(lowest(pcs)) if sched.yielded is None else sched.lowest(pcs)
+                lo = sched.lowest(pcs)
                 if lo >= WAIT_BAR:
                     if lo == EXITED:
                         return
@@ -473,7 +472,7 @@ class Machine(StaticLanes, Barriers, Calls):
                 force = False
                 # (a session schedules by the lowest pc of all lanes: none while warps have yielded)
                 if plan is not None and sched.yielded is None and nex <= ENTER_FRACTION * st.N and \
-                        (sched.div_steps + 1) % ROTATE_EVERY:  # (not sched.rotation_due, inline)
+                        not sched.rotation_due(sched.div_steps + 1):
                     rid = plan.region[lo]
                     if rid >= 0:
                         if plan.score[rid] < short:
@@ -484,7 +483,7 @@ class Machine(StaticLanes, Barriers, Calls):
                                 continue
                 P = lo
                 sched.div_steps += 1
-                if sched.div_steps % ROTATE_EVERY == 0:  # (sched.rotation_due, inline)
+                if sched.rotation_due(sched.div_steps):
                     P = sched.rotate(lo, pcs)
                     if P != lo:
                         ex = pcs == P

@@ -508,7 +508,7 @@ def gather(buf: np.ndarray, idx: np.ndarray, dtype: npt.DTypeLike, count: int) -
         k = _run_start(idx, nb)
         if k is not None:  # consecutive elements (a ramp's addresses): one slice
             return [buf.view(dtype)[k: k + idx.size].copy()]
-        return [np.take(buf.view(dtype), idx >> (nb.bit_length() - 1))]  # take: faster than [] on 1-D indices
+        return [buf.view(dtype).take(idx >> (nb.bit_length() - 1))]  # take: faster than [] on 1-D indices
     arr = buf.view(dtype).reshape(-1, count)[idx // nb]
     return [arr[..., i] for i in range(count)]
 

@@ -38,7 +38,7 @@ class WaveSchedule:
     """The schedule's state for one wave: the step counters, the last rotation's pick, the warps that
     yielded, and the step mask of the next watchdog tick (or Node yield)."""
 
-    __slots__ = ("m", "steps", "div_steps", "rot_last", "yielded", "dmask", "yielding", "spin_edges")
+    __slots__ = ("m", "steps", "div_steps", "rot_last", "yielded", "turn", "dmask", "yielding", "spin_edges")
 
     def __init__(self, m: Machine, spin_edges: np.ndarray):
         self.m = weakref.proxy(m)  # (the machine keeps `wave_steps`, a closure over this: no cycle)
@@ -46,6 +46,7 @@ class WaveSchedule:
         self.div_steps = 0  # diverged steps since the wave last diverged (the rotation's count)
         self.rot_last = -1  # the pc the last rotation picked (-1: none)
         self.yielded: np.ndarray | None = None  # lanes of warps that took a spinning back edge this round
+        self.turn: np.ndarray | None = None  # ~yielded (the lanes whose turn it is), kept with it
         self.yielding = m.concurrent  # under a Node's scheduler: yield at every tick
         self.dmask = m.quantum - 1 if self.yielding else TICK_MASK
         self.spin_edges = spin_edges  # per pc: the back edge of a loop that may wait for other warps
@@ -82,7 +83,7 @@ class WaveSchedule:
         yl = self.yielded
         if yl is None:
             return int(lowest(pcs))
-        lo = int(lowest(pcs, where=~yl, initial=EXITED))
+        lo = int(lowest(pcs, where=self.turn, initial=EXITED))
         if lo >= WAIT_BAR:  # all of them took their turn (or wait): a new round
             self.yielded = None
             lo = int(lowest(pcs))
@@ -133,6 +134,7 @@ class WaveSchedule:
         if yl is None:
             yl = self.yielded = np.zeros(lanes.size, bool)
         yl.reshape(-1, 32)[w] = True
+        self.turn = ~yl
 
     def all_waiting(self) -> None:
         """Every lane that has not exited waits: wake lanes waiting for their warp if that lets them run
