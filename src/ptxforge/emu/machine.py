@@ -366,7 +366,7 @@ class Machine(StaticLanes, Barriers, Calls):
         pc = self.kernel.entry
         conv = True
         ex = None  # the lanes running the op, while diverged
-        icount = None  # self.icount while diverged (nothing folds steps into it then: `_flush` is converged only)
+        icount: Any = None  # self.icount while diverged (nothing folds steps into it then: `_flush` is converged only)
         pend = 0  # converged steps not yet added to icount
         self.pcs = None
         self.pc = pc
