@@ -36,6 +36,7 @@ import numpy as np
 from ptxforge.emu import op as C
 from ptxforge.emu.errors import InternalEmulatorError, MemoryFault
 from ptxforge.emu.liveness import Liveness, liveness_for
+from ptxforge.emu.npcalls import count_nonzero, highest, lowest
 from ptxforge.emu.operands import DYNAMIC_SREGS
 from ptxforge.emu.progress import PROBE_STEPS, TICK_MASK
 from ptxforge.emu.wave_schedule import one_context
@@ -297,11 +298,11 @@ class Session:
                 return False
         pcs = m.pcs
         inside = pcs <= self.plan.hi[lo]  # every pc is >= lo, the lowest
-        n = int(np.count_nonzero(inside))
+        n = int(count_nonzero(inside))
         if n > ENTER_FRACTION * pcs.size:
             return False
         self.n0 = n
-        self.idx = np.flatnonzero(inside)
+        self.idx = inside.nonzero()[0]  # (np.flatnonzero: inside is 1-d)
         self.parked = ~inside  # lanes the session leaves where they stand
         self.slots = self.plan.slots[self.rid]
         live = self.plan.span_slots(lo)  # the others are gathered when an instruction needs them
@@ -326,7 +327,7 @@ class Session:
     def _parked_changed(self) -> None:
         m = self.m
         pk = m.pcs[self.parked]
-        self.parked_min = int(pk.min()) if pk.size else self.exited
+        self.parked_min = int(lowest(pk)) if pk.size else self.exited
         self.parked_low = Liveness.lowest_pc(pk)  # with the lanes that wait (liveness.py's view of them)
         probe = m.watch.probe
         self.parked_same = probe is not None and probe.pcs is not None and \
@@ -368,14 +369,14 @@ class Session:
                     lo_s = upc
                 else:
                     sp = self.sp
-                    lo_s = int(sp.min())
+                    lo_s = int(lowest(sp))
                 lo = min(lo_s, self.parked_min)
                 if lo >= wait_bar or (region[lo] != rid and lo_s == lo):
                     break
-                if lo_s == lo and (upc is not None or int(np.count_nonzero(sp == lo)) == sp.size):
+                if lo_s == lo and (upc is not None or int(count_nonzero(sp == lo)) == sp.size):
                     others = m.nlive - self.idx.size  # live parked lanes
                     if others == 0 or (self.parked_min == lo and
-                                       others == np.count_nonzero(self.parked & (m.pcs == lo))):
+                                       others == count_nonzero(self.parked & (m.pcs == lo))):
                         break  # every live lane stands at lo: the machine reconverges the wave
                 nd = sched.div_steps + 1
                 P, rot, parked_at_P = lo, sched.rot_last, self.parked_min == lo
@@ -419,8 +420,8 @@ class Session:
                 ex = sp == P
                 if self.top is not None:
                     ex = one_context(ex, self.top)
-                nex = int(np.count_nonzero(ex))
-                if nex == sp.size and (self.top is None or self.top.min() == self.top.max()):
+                nex = int(count_nonzero(ex))
+                if nex == sp.size and (self.top is None or lowest(self.top) == highest(self.top)):
                     self._to_uniform(P)  # every gathered lane is here: run on without masks
                     self.upend += 1
                     if op.kind != C.BRA:
@@ -535,7 +536,7 @@ class Session:
         if np.ndim(p) == 0:
             self.upc = op.target if p else P + 1
             return False
-        nt = int(np.count_nonzero(p))
+        nt = int(count_nonzero(p))
         if nt == 0 or nt == p.size:
             self.upc = op.target if nt else P + 1
             return False
@@ -581,20 +582,20 @@ class Session:
         if self.upc is not None:
             return
         sp = self.sp
-        lo = int(sp.min())
+        lo = int(lowest(sp))
         if self.plan.region[lo] != self.rid:
             return
         idle = sp > self.plan.hi[lo]
-        k = int(np.count_nonzero(idle))
+        k = int(count_nonzero(idle))
         if k == 0:
             return
         if 2 * k < sp.size or sp.size <= MIN_LANES:
-            if not eager or k == sp.size or int(np.count_nonzero(sp == lo)) != sp.size - k:
+            if not eager or k == sp.size or int(count_nonzero(sp == lo)) != sp.size - k:
                 return
         out = np.flatnonzero(idle)
         self._scatter(out)
         self.parked[self.idx[out]] = True
-        self.parked_min = min(self.parked_min, int(sp[out].min()))
+        self.parked_min = min(self.parked_min, int(lowest(sp[out])))
         self.parked_low = min(self.parked_low, self.parked_min)
         keep = ~idle
         if self.ppc is not None:
@@ -627,7 +628,7 @@ class Session:
             if np.ndim(v):
                 sub.sregs[name] = v[keep]
         sub.idx, sub.N = self.idx, self.idx.size
-        if int(self.sp.max()) == lo and (self.top is None or self.top.min() == self.top.max()):
+        if int(highest(self.sp)) == lo and (self.top is None or lowest(self.top) == highest(self.top)):
             self._to_uniform(lo)
 
     def _note_writes(self) -> None:
@@ -652,7 +653,9 @@ class Session:
             a = st.regs[s]
             if self.owned.get(s) is not a:  # a private full copy: register arrays may be shared (mov, caches);
                 # in place only while nothing but this session has seen it
-                a = st.regs[s] = np.array(np.broadcast_to(a, (st.N,)), dtype=np.result_type(a, v))
+                rt = np.result_type(a, v)
+                a = st.regs[s] = np.array(a, dtype=rt) if type(a) is np.ndarray and a.shape == (st.N,) else \
+                    np.array(np.broadcast_to(a, (st.N,)), dtype=rt)
                 self.owned[s] = a
             a[lanes] = v[pos] if np.ndim(v) else v
         m.pcs[lanes] = self.sp[pos]
@@ -665,7 +668,7 @@ class Session:
         if not lv.enabled:
             return lv.all
         q = self.sp if pos is None else self.sp[pos]
-        a, b = int(q.min()), int(q.max())
+        a, b = int(lowest(q)), int(highest(q))
         pcs = (a,) if a == b else (np.flatnonzero(np.bincount(q - a)) + a).tolist()
-        low = min(self.parked_low, int(self.sp.min()))  # the wave's lowest pc
+        low = min(self.parked_low, int(lowest(self.sp)))  # the wave's lowest pc
         return lv.needed(pcs, low)

@@ -43,6 +43,7 @@ from ptxforge.emu.errors import EmulatorError, InternalEmulatorError, KernelTrap
 from ptxforge.emu.hooks import NO_HOOKS, Check, Hooks
 from ptxforge.emu.lane_state import LaneState, LazyLanes
 from ptxforge.emu.memory import LaneMemory
+from ptxforge.emu.npcalls import count_nonzero, highest, lowest
 from ptxforge.emu.op import EXITED, PC_MASK, WAIT_BAR, WAIT_WARP
 from ptxforge.emu.progress import Watch
 from ptxforge.emu.static_lanes import RESERVED_SMEM, STATIC_CACHE_BYTES, StaticLanes, _uses_reserved_smem
@@ -365,6 +366,7 @@ class Machine(StaticLanes, Barriers, Calls):
         pc = self.kernel.entry
         conv = True
         ex = None  # the lanes running the op, while diverged
+        icount: Any = None  # self.icount while diverged (nothing folds steps into it then: `_flush` is converged only)
         pend = 0  # converged steps not yet added to icount
         self.pcs = None
         self.pc = pc
@@ -411,6 +413,7 @@ class Machine(StaticLanes, Barriers, Calls):
                         else:
                             self._flush(pend)
                             pend = 0
+                            icount = self.icount
                             pcs = np.full(st.N, EXITED, np.int32)
                             pcs[t] = op.target
                             pcs[st.live_mask() & ~t] = pc + 1
@@ -443,6 +446,7 @@ class Machine(StaticLanes, Barriers, Calls):
                     # anything else: run it through the per-lane path
                     self._flush(pend)
                     pend = 0
+                    icount = self.icount
                     pcs = np.full(st.N, EXITED, np.int32)
                     pcs[st.live_mask()] = pc
                     self.pcs = pcs
@@ -459,7 +463,7 @@ class Machine(StaticLanes, Barriers, Calls):
                     sched.all_waiting()
                     continue
                 ex = pcs == lo
-                nex = int(np.count_nonzero(ex))
+                nex = int(count_nonzero(ex))
                 if nex == self.nlive and not force and self._one_context():
                     conv = True
                     sched.converged()
@@ -494,9 +498,7 @@ class Machine(StaticLanes, Barriers, Calls):
                         continue
                 elif not self.one_ctx:
                     ex = one_context(ex, self.top_ret)
-                # (where=: the masks here are mostly runs of lanes, which it skips fast; compact.py's data-
-                # dependent ones take op.advance)
-                np.add(self.icount, 1, out=self.icount, where=ex)
+                np.add(icount, ex, out=icount)  # (a bool mask adds 1 or 0: cheaper than where=ex)
                 if k == C.NORMAL or k == C.WARPSYNC:
                     op.fn(st, ex)
                     np.copyto(pcs, P + 1, where=ex)
@@ -562,7 +564,7 @@ class Machine(StaticLanes, Barriers, Calls):
         if self.one_ctx:
             return True
         tr = self.top_ret if self.st.live is None else self.top_ret[self.st.live]
-        return tr.size == 0 or tr.min() == tr.max()
+        return tr.size == 0 or lowest(tr) == highest(tr)
 
     def _flush(self, pend: int) -> None:
         if pend:

@@ -31,6 +31,7 @@ import numpy as np
 from ptxforge.emu import ramps as R
 from ptxforge.emu.device_heap import DeviceHeap
 from ptxforge.emu.errors import MemoryFault
+from ptxforge.emu.npcalls import any_true, highest, lowest
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -50,6 +51,7 @@ PARAM_WINDOW = 0x7C00_0000_0000
 SHARED_WINDOW = 0x7D00_0000_0000
 LOCAL_WINDOW = 0x7E00_0000_0000
 GLOBAL_BASE = 0x7F00_0000_0000
+_GLOBAL_BASE_U64 = np.uint64(GLOBAL_BASE)
 WINDOW_BITS = 40
 CLUSTER_RANK_SHIFT = 24  # shared addresses carry the CTA's %cluster_ctarank from this bit up
 CLUSTER_OFF_MASK = (1 << CLUSTER_RANK_SHIFT) - 1
@@ -285,13 +287,13 @@ class LaneMemory:
                 return self.device.arena, np.zeros(0, np.int64)
         else:
             run = R.run_of(a)  # addresses made from a ramp (ramps.Ramp): its ends and step say it all
-            lo, hi = (run[0], run[0] + run[1] * (a.size - 1)) if run else (int(a.min()), int(a.max()))
+            lo, hi = (run[0], run[0] + run[1] * (a.size - 1)) if run else (int(lowest(a)), int(highest(a)))
         alloc = self.device.find(lo)
         if alloc is not None and hi + nbytes <= alloc.base + alloc.size:
             if write and alloc.readonly:
                 self._raise("write to read-only memory", space, a, nbytes, lanes,
                             np.ones(a.shape, bool), f"{alloc.name or 'allocation'} is read-only")
-            idx = (a - np.uint64(GLOBAL_BASE)).view(np.int64) if a.ndim else \
+            idx = (a - _GLOBAL_BASE_U64).view(np.int64) if a.ndim else \
                 np.int64(int(a) - GLOBAL_BASE)
             if a.ndim and run:
                 if nbytes > 1 and (lo | run[1]) & (nbytes - 1):
@@ -332,7 +334,7 @@ class LaneMemory:
         a = np.asarray(addr)
         if a.dtype.kind == "u" and a.dtype.itemsize <= 4 and a.ndim == 1 and a.size:
             # 32-bit offsets (a shared address register): never negative, so one range test
-            if int(a.max()) > limit - nbytes:
+            if int(highest(a)) > limit - nbytes:
                 self._check_range(a.astype(np.int64), nbytes, 0, limit, space, lanes, addr)
             if nbytes > 1 and int(np.bitwise_or.reduce(a)) & (nbytes - 1):
                 self._check_align(a, nbytes, lanes, space)
@@ -340,9 +342,9 @@ class LaneMemory:
             return buf, base + a  # int64 + unsigned: int64 index
         if a.dtype.kind != "i":
             a = a.astype(np.int64)
-        if a.size and ((a.min() < 0) or (a.max() > limit - nbytes)):
+        if a.size and ((lowest(a) < 0) or (highest(a) > limit - nbytes)):
             self._check_range(a, nbytes, 0, limit, space, lanes, addr)
-        if nbytes > 1 and a.size and (a & (nbytes - 1)).any():
+        if nbytes > 1 and a.size and any_true(a & (nbytes - 1)):
             self._check_align(a, nbytes, lanes, space)
         base = base_per_lane if lanes is None else base_per_lane[lanes]
         return buf, base + a
@@ -350,7 +352,7 @@ class LaneMemory:
     def _shared(self, addr, nbytes, lanes):
         a = np.asarray(addr)
         if self.cluster_size == 1 and a.dtype.kind == "u" and a.dtype.itemsize <= 4 and a.ndim == 1 and \
-                a.size and not int(a.max()) >> CLUSTER_RANK_SHIFT:  # rank 0 of a one-CTA cluster
+                a.size and not int(highest(a)) >> CLUSTER_RANK_SHIFT:  # rank 0 of a one-CTA cluster
             return self._windowed(a, nbytes, lanes, self.shared_size, self._slot_base, self.shared, "shared")
         if a.dtype.kind != "i":
             a = a.astype(np.int64)
@@ -392,7 +394,7 @@ class LaneMemory:
         if a.ndim == 0 or a.size == 0:
             kinds = {int(win)} if a.ndim == 0 else set()
         else:
-            lo, hi = int(win.min()), int(win.max())
+            lo, hi = int(lowest(win)), int(highest(win))
             kinds = {lo} if lo == hi else set(np.unique(win).tolist())
         if len(kinds) <= 1:
             k = kinds.pop() if kinds else GLOBAL_BASE >> WINDOW_BITS
@@ -506,7 +508,7 @@ def gather(buf: np.ndarray, idx: np.ndarray, dtype: npt.DTypeLike, count: int) -
         k = _run_start(idx, nb)
         if k is not None:  # consecutive elements (a ramp's addresses): one slice
             return [buf.view(dtype)[k: k + idx.size].copy()]
-        return [np.take(buf.view(dtype), idx >> (nb.bit_length() - 1))]  # take: faster than [] on 1-D indices
+        return [buf.view(dtype).take(idx >> (nb.bit_length() - 1))]  # take: faster than [] on 1-D indices
     arr = buf.view(dtype).reshape(-1, count)[idx // nb]
     return [arr[..., i] for i in range(count)]
 
@@ -556,7 +558,7 @@ def shared_elements(mem: LaneMemory, addr: Any, nbytes: int, write: bool = False
     if not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype != np.uint32 or a.shape[0] != mem.nlanes or \
             not plain(mem) or mem.cluster_size > 1:
         return None
-    if int(a.max()) > mem.shared_size - nbytes or (nbytes > 1 and int(np.bitwise_or.reduce(a)) & (nbytes - 1)):
+    if int(highest(a)) > mem.shared_size - nbytes or (nbytes > 1 and int(np.bitwise_or.reduce(a)) & (nbytes - 1)):
         return None
     if write:
         mem.writes += 1

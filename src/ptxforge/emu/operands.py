@@ -285,14 +285,14 @@ class Ctx:
                 if m is None:
                     st.regs[slot] = v
                 else:
-                    st.regs[slot] = np.where(m, v, st.regs[slot])
+                    st.regs[slot] = merge(m, v, st.regs[slot])
         else:
             def w(st, v, m):
                 v = conv(v)
                 if m is None:
                     st.regs[slot] = v
                 else:
-                    st.regs[slot] = np.where(m, v, st.regs[slot])
+                    st.regs[slot] = merge(m, v, st.regs[slot])
         return w
 
     # ------------------------------------------------------------------ addresses
@@ -363,6 +363,18 @@ class Ctx:
         if off == 0:
             return space, lambda st: st.regs[slot]
         return space, lambda st: st.regs[slot] + c
+
+
+def merge(m: np.ndarray, v: Value, old: Value) -> Value:
+    """`np.where(m, v, old)`, a masked register write: as a copy of `old` with `v` put in where `m` when `v` is an
+    array or scalar of `old`'s dtype and shape (cheaper), else by np.where (its promotion and broadcasting)."""
+    if type(old) is np.ndarray and old.shape == m.shape:
+        t = type(v)
+        if (t is np.ndarray and v.shape == old.shape or t is old.dtype.type) and v.dtype == old.dtype:
+            a = old.copy()
+            np.copyto(a, v, where=m)
+            return a
+    return np.where(m, v, old)
 
 
 def _show(op: ir.Operand) -> str:

@@ -188,7 +188,7 @@ def build_ld(ctx: Ctx) -> Op:
                 ke = sidx(st)
                 if ke is not None:
                     view, runs = st.mem.shared.view(dt)[ke[0]:], IR.of(ke[1])
-                    w(st, np.take(view, ke[1]) if runs is None else runs.take(view), None)
+                    w(st, view.take(ke[1]) if runs is None else runs.take(view), None)
                     return
             if m is None and ramp is not None:
                 base = ramp(st)
@@ -200,12 +200,12 @@ def build_ld(ctx: Ctx) -> Op:
             if m is None and shared:
                 e = M.shared_elements(st.mem, a, bits // 8)
                 if e is not None:
-                    w(st, np.take(st.mem.shared.view(dt), e), None)
+                    w(st, st.mem.shared.view(dt).take(e), None)
                     return
             if m is None:
                 w(st, M.load(st.mem, space, a, dt, 1, None)[0], None)
                 return
-            lanes = np.flatnonzero(m)
+            lanes = m.nonzero()[0]  # (np.flatnonzero without its wrappers: m is 1-d)
             if np.ndim(a):
                 a = a[lanes]
             v = M.load(st.mem, space, a, dt, 1, lanes)[0]
@@ -216,7 +216,7 @@ def build_ld(ctx: Ctx) -> Op:
         a = addr(st)
         lanes = None
         if m is not None:
-            lanes = np.flatnonzero(m)
+            lanes = m.nonzero()[0]  # (np.flatnonzero without its wrappers: m is 1-d)
             if np.ndim(a):
                 a = a[lanes]
         vals = M.load(st.mem, space, a, dt, n, lanes)
@@ -286,7 +286,7 @@ def build_st(ctx: Ctx) -> Op:
             if m is None:
                 M.store(st.mem, space, a, dt, [v], None)
                 return
-            lanes = np.flatnonzero(m)
+            lanes = m.nonzero()[0]  # (np.flatnonzero without its wrappers: m is 1-d)
             if np.ndim(a):
                 a = a[lanes]
             if np.ndim(v):
@@ -299,7 +299,7 @@ def build_st(ctx: Ctx) -> Op:
         vals = [None if r is None else r(st) for r in readers]
         lanes = None
         if m is not None:
-            lanes = np.flatnonzero(m)
+            lanes = m.nonzero()[0]  # (np.flatnonzero without its wrappers: m is 1-d)
             if np.ndim(a):
                 a = a[lanes]
             vals = [v[lanes] if v is not None and np.ndim(v) else v for v in vals]

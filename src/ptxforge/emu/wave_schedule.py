@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ptxforge.emu.npcalls import any_true, highest, lowest
 from ptxforge.emu.op import EXITED, WAIT_BAR
 from ptxforge.emu.progress import TICK_MASK
 
@@ -37,7 +38,7 @@ class WaveSchedule:
     """The schedule's state for one wave: the step counters, the last rotation's pick, the warps that
     yielded, and the step mask of the next watchdog tick (or Node yield)."""
 
-    __slots__ = ("m", "steps", "div_steps", "rot_last", "yielded", "dmask", "yielding", "spin_edges")
+    __slots__ = ("m", "steps", "div_steps", "rot_last", "yielded", "turn", "dmask", "yielding", "spin_edges")
 
     def __init__(self, m: Machine, spin_edges: np.ndarray):
         self.m = weakref.proxy(m)  # (the machine keeps `wave_steps`, a closure over this: no cycle)
@@ -45,6 +46,7 @@ class WaveSchedule:
         self.div_steps = 0  # diverged steps since the wave last diverged (the rotation's count)
         self.rot_last = -1  # the pc the last rotation picked (-1: none)
         self.yielded: np.ndarray | None = None  # lanes of warps that took a spinning back edge this round
+        self.turn: np.ndarray | None = None  # ~yielded (the lanes whose turn it is), kept with it
         self.yielding = m.concurrent  # under a Node's scheduler: yield at every tick
         self.dmask = m.quantum - 1 if self.yielding else TICK_MASK
         self.spin_edges = spin_edges  # per pc: the back edge of a loop that may wait for other warps
@@ -80,11 +82,11 @@ class WaveSchedule:
         """The lowest pc of the lanes whose turn it is (the warps that yielded wait for a new round)."""
         yl = self.yielded
         if yl is None:
-            return int(pcs.min())
-        lo = int(pcs.min(where=~yl, initial=EXITED))
+            return int(lowest(pcs))
+        lo = int(lowest(pcs, where=self.turn, initial=EXITED))
         if lo >= WAIT_BAR:  # all of them took their turn (or wait): a new round
             self.yielded = None
-            lo = int(pcs.min())
+            lo = int(lowest(pcs))
         return lo
 
     def rotation_due(self, div_steps: int) -> bool:
@@ -103,7 +105,7 @@ class WaveSchedule:
                 c = p[(p > last) & (p < WAIT_BAR)]
                 if not c.size:
                     continue
-                v = int(c.min())
+                v = int(lowest(c))
             elif last < p < WAIT_BAR:
                 v = int(p)
             else:
@@ -125,13 +127,14 @@ class WaveSchedule:
         """The warps of `lanes` took a back edge: they step again only once every runnable lane of the
         other warps has taken one too (or waits), so a warp spinning at a low pc (a queue-head updater
         waiting for the other warps to retire) no longer takes the steps of the warps it waits for."""
-        w = lanes.reshape(-1, 32).any(1)
-        if not w.any():
+        w = any_true(lanes.reshape(-1, 32), axis=1)
+        if not any_true(w):
             return
         yl = self.yielded
         if yl is None:
             yl = self.yielded = np.zeros(lanes.size, bool)
         yl.reshape(-1, 32)[w] = True
+        self.turn = ~yl
 
     def all_waiting(self) -> None:
         """Every lane that has not exited waits: wake lanes waiting for their warp if that lets them run
@@ -144,7 +147,7 @@ def one_context(ex: np.ndarray, top: np.ndarray) -> np.ndarray:
     """The lanes of `ex` in one call context (the lowest return address on top of their stacks, `top`):
     lanes inside a function called from different sites stay separate paths."""
     keys = top[ex]
-    kmin = keys.min()
-    if keys.max() != kmin:
+    kmin = lowest(keys)
+    if highest(keys) != kmin:
         return ex & (top == kmin)
     return ex
