@@ -23,7 +23,7 @@ into .f32 or to nearest into .f16); .tf32 operands drop the low 13 bits of their
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -87,10 +87,19 @@ def _canonical_addresses(start, lbo, sbo, width, rows, cols, esize, k_major):
     return addr ^ (((addr >> 7) & mask) << 4)
 
 
+class FormSource(Protocol):
+    """What `WgmmaForm` reads: the instruction, and how to make an error about it (the interpreter's `Ctx`, or
+    the native tier's)."""
+
+    ins: ir.Instruction
+
+    def error(self, msg: str) -> Exception: ...
+
+
 class WgmmaForm:
     """The static part of one wgmma.mma_async: types, shape, immediates, fragment coordinates."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: FormSource) -> None:
         ins = ctx.ins
         if ins.has("sp"):
             raise ctx.error("sparse wgmma (wgmma.mma_async.sp) is not supported")
@@ -140,8 +149,10 @@ class WgmmaForm:
             raise ctx.error(f"{form}: D needs a vector of {nregs} registers{got}")
         if len(ops[0].elements) != nregs:
             raise ctx.error(f"{form}: D needs {nregs} registers, got {len(ops[0].elements)}")
-        if self.a_in_regs and len(ops[1].elements) != 4:
-            raise ctx.error(f"{form}: A in registers needs 4 registers, got {len(ops[1].elements)}")
+        a = ops[1]
+        if self.a_in_regs and (not isinstance(a, ir.Vector) or len(a.elements) != 4):
+            count = len(a.elements) if isinstance(a, ir.Vector) else 1
+            raise ctx.error(f"{form}: A in registers needs 4 registers, got {count}")
         self.d_rows, self.d_cols = S.wgmma_d_coords(self.n)
         if self.a_in_regs:
             self.a_rows, self.a_cols = S.wgmma_a_coords(at)
