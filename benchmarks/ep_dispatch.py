@@ -15,8 +15,8 @@ cluster of `--nodes` x `--gpus-per-node` GPUs (benchmarks/ep_internode.py): thre
 load and bytes per link; DeepEP's published internode H800 figures are the reference row.
 Usage: python benchmarks/ep_dispatch.py [--tokens 256] [--hidden 7168] [--experts 64] [--topk 8] [--iters 10]
        [--kernel-sms 4,8,20] [--kernel-tokens 256] [--internode-sms 4,8,20] [--internode-tokens 256]
-       [--internode-hidden 7168] [--nodes 2] [--gpus-per-node 4] [--skip-torch] [--append]   (--append: adds
-       the tables to benchmarks/RESULTS.md)
+       [--internode-hidden 7168] [--internode-timeout 3600] [--nodes 2] [--gpus-per-node 4] [--skip-torch]
+       [--append]   (--append: adds the tables to benchmarks/RESULTS.md)
 """
 
 from __future__ import annotations
@@ -221,6 +221,8 @@ def main() -> None:
     ap.add_argument("--internode-sms", default="", help="num_sms values for the internode kernels ('' to skip)")
     ap.add_argument("--internode-tokens", type=int, default=256)
     ap.add_argument("--internode-hidden", type=int, default=7168)
+    ap.add_argument("--internode-timeout", type=float, default=3600.0,
+                    help="wall-clock bound of each wait in the internode kernels (s)")
     ap.add_argument("--nodes", type=int, default=2)
     ap.add_argument("--gpus-per-node", type=int, default=4)
     ap.add_argument("--skip-torch", action="store_true", help="only the kernel backend")
@@ -245,7 +247,7 @@ def internode(args) -> None:
 
     sms = [int(v) for v in args.internode_sms.split(",")]
     rows = internode_rows(args.nodes, args.gpus_per_node, args.internode_tokens, args.internode_hidden,
-                          args.experts, args.topk, sms)
+                          args.experts, args.topk, sms, args.internode_timeout)
     cmd = (f"python benchmarks/ep_dispatch.py --skip-torch --kernel-sms '' --internode-sms {args.internode_sms} "
            f"--internode-tokens {args.internode_tokens} --internode-hidden {args.internode_hidden} --nodes "
            f"{args.nodes} --gpus-per-node {args.gpus_per_node} --experts {args.experts} --topk {args.topk}")

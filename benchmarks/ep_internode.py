@@ -16,7 +16,9 @@ import numpy as np
 
 
 def internode_rows(nodes: int, gpus: int, tokens: int, hidden: int, experts: int, topk: int,
-                   sms_list: list[int]) -> list[dict]:
+                   sms_list: list[int], timeout_s: float = 600.0) -> list[dict]:
+    """One row per num_sms; `timeout_s` bounds each wait and the watchdog (wall-clock: one process emulates every
+    GPU, so a loaded machine needs a generous bound)."""
     import ml_dtypes
     import torch
 
@@ -37,8 +39,8 @@ def internode_rows(nodes: int, gpus: int, tokens: int, hidden: int, experts: int
         ws.append(torch.rand((tokens, topk), generator=g).numpy())
     rows = []
     for sms in sms_list:
-        cluster = Cluster(nodes=nodes, gpus_per_node=gpus, sms=max(sms, 2), watchdog_s=600)
-        group = ClusterGroup(cluster, timeout_s=600, rdma_ring=16, nvl_ring=16, chunk=4)
+        cluster = Cluster(nodes=nodes, gpus_per_node=gpus, sms=max(sms, 2), watchdog_s=timeout_s)
+        group = ClusterGroup(cluster, timeout_s=timeout_s, rdma_ring=16, nvl_ring=16, chunk=4)
         t0 = time.perf_counter()
         outs = group.dispatch(xs, scales, idxs, ws, num_experts=experts, num_sms=sms)
         t_d = time.perf_counter() - t0

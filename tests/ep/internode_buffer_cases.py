@@ -91,8 +91,10 @@ def compare(rank: int, world: int, per_node: int, cases: list[tuple[str, int, in
 
 
 def warm(nodes: int = 2, gpus: int = 2, hidden: int = HIDDEN) -> None:
-    """Trace the internode kernels the default cases specialize (BF16 with a cached dispatch and a plain
-    combine, FP8), in the parent before the fork: each rank inherits them instead of building its own."""
+    """Trace, validate and compile the internode kernels the default cases specialize (BF16 with a cached
+    dispatch and a plain combine, FP8 and its cached dispatch), in the parent before the fork: each rank inherits
+    them instead of building its own."""
+    from ptxforge.emu.cluster_procs import prepare
     from ptxforge.ep.internode_cluster import _special
     from ptxforge.kernels.comm import copy_unit
     from ptxforge.kernels.internode_combine import internode_combine
@@ -100,10 +102,11 @@ def warm(nodes: int = 2, gpus: int = 2, hidden: int = HIDDEN) -> None:
     from ptxforge.kernels.internode_notify import internode_notify
 
     for exchange in (True, False):
-        _special(internode_notify, N=nodes, G=gpus, EXCHANGE=exchange).module()
-    for x_bytes, scales, topk in ((2 * hidden, False, True), (2 * hidden, False, False), (hidden, True, True)):
-        _special(internode_dispatch, N=nodes, G=gpus, UNIT=copy_unit(x_bytes), HAS_SCALES=scales, HAS_TOPK=topk,
-                 HAS_W=topk, BUG="").module()
+        prepare(_special(internode_notify, N=nodes, G=gpus, EXCHANGE=exchange).module())
+    for x_bytes, scales, topk in ((2 * hidden, False, True), (2 * hidden, False, False), (hidden, True, True),
+                                  (hidden, True, False)):
+        prepare(_special(internode_dispatch, N=nodes, G=gpus, UNIT=copy_unit(x_bytes), HAS_SCALES=scales,
+                            HAS_TOPK=topk, HAS_W=topk, BUG="").module())
     for bias, w in ((2, True), (0, False)):
-        _special(internode_combine, N=nodes, G=gpus, UNIT=copy_unit(2 * hidden), NUM_BIAS=bias, HAS_W=w,
-                 BUG="").module()
+        prepare(_special(internode_combine, N=nodes, G=gpus, UNIT=copy_unit(2 * hidden), NUM_BIAS=bias, HAS_W=w,
+                            BUG="").module())

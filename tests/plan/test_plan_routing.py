@@ -86,3 +86,16 @@ def test_pt_routing_file(tmp_path):
     torch.save({"ids": torch.from_numpy(ids)}, f)
     with pytest.raises(ValueError, match="one tensor"):
         load_topk_ids(f)
+
+
+def test_nvlink_copies_count_the_gpus_a_token_reaches_other_than_the_forwarding_local_index():
+    # 2 nodes x 2 GPUs, one expert each; GPU 1 (node 0, local 1) sends a token to every GPU and one to GPU 3
+    ids = np.full((4, 2, 4), 0, np.int64)
+    ids[1] = [[0, 1, 2, 3], [3, 3, 3, 3]]
+    st = routing_stats(ids, 4, 2, 2)
+    # the first token: GPUs 0 and 2 over NVLink (1 and 3 hold it at local index 1); the second: none
+    # the others go to GPU 0 only: over NVLink when they come from GPU 3 (local 1), not from GPUs 0 and 2
+    assert st.nvlink_copies_per_token == pytest.approx((2 + 0 + 0 + 0 + 0 + 0 + 1 + 1) / 8)
+    p = apply(preset("deepseek-v3-h800", nodes=2, gpus_per_node=2, experts=4, top_k=4, tokens=2), st)
+    assert plan(p, overlap=False).dispatch.link_bytes["nvlink"] == pytest.approx(
+        2 * p.dispatch_bytes_per_copy * p.imbalance * st.nvlink_copies_per_token)

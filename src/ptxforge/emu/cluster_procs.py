@@ -27,6 +27,7 @@ from ptxforge.emu.cluster import ClusterResult
 from ptxforge.emu.errors import LaunchError, MemoryFault, WatchdogTimeout
 from ptxforge.emu.ipc import IpcDevice, ipc_get_mem_handle, ipc_open_mem_handle
 from ptxforge.emu.ipc.memory import ProgressBoard
+from ptxforge.emu.launch import precompile
 from ptxforge.emu.nic import LinkModel, LinkTraffic, modeled_us
 from ptxforge.emu.nic_procs import PeerStopped, RankFabric
 from ptxforge.emu.nic_transport import make_transport, torch_distributed
@@ -143,7 +144,6 @@ class RankDevice(IpcDevice):
     def __init__(self, rank: int, world: int, gpus_per_node: int, num_sms: int, capacity: int):
         super().__init__(rank, world, num_sms=num_sms, capacity=capacity)
         self.gpus_per_node = gpus_per_node
-        self._linked: ModuleCache[int, tuple[ir.Module, ir.Module]] = ModuleCache(64)
         self.memory.unmapped_note = self._other_node
 
     def _other_node(self, rank: int) -> str | None:
@@ -165,14 +165,31 @@ class RankDevice(IpcDevice):
         return f"node {self.rank // self.gpus_per_node} GPU {self.rank}"
 
     def image(self, module: ir.Module) -> ModuleImage:
-        hit = self._linked.get(id(module))
-        if hit is None or hit[0] is not module:
-            hit = (module, link(module))
-            self._linked.put(id(module), hit)
-        return super().image(hit[1])
+        return super().image(linked(module))
 
     def __repr__(self) -> str:
         return f"RankDevice(pe={self.rank}, node={self.rank // self.gpus_per_node}, sms={self.num_sms})"
+
+
+_LINKED: ModuleCache[int, tuple[ir.Module, ir.Module]] = ModuleCache(64)  # id(module) -> (module, linked)
+
+
+def linked(module: ir.Module) -> ir.Module:
+    """`module` linked with the emulator's NVSHMEM library, once per process (a forked rank inherits it)."""
+    hit = _LINKED.get(id(module))
+    if hit is None or hit[0] is not module:
+        hit = (module, link(module))
+        _LINKED.put(id(module), hit)
+    return hit[1]
+
+
+def prepare(module: ir.Module) -> None:
+    """Validate, link and compile `module` as a rank's launch would, in this process: a parent that forks the
+    ranks does it once for all of them."""
+    from ptxforge.runtime.validation import problems_of
+
+    problems_of(module)
+    precompile(linked(module))
 
 
 class ClusterRank:

@@ -142,9 +142,19 @@ def _unload(key: int, img: ModuleImage) -> None:
     img.unload()
 
 
+def precompile(module: ir.Module) -> None:
+    """Compile `module`'s kernels into this process's table (see `EmuDevice.compiled`; a module without variables):
+    a parent that forks ranks does it once for all of them."""
+    img = EmuDevice(num_sms=1).image(module)
+    for f in module.functions:
+        if f.is_kernel and f.body is not None:
+            img.compiled(f)
+
+
 # Modules an emulated device keeps loaded. Past it the least recently launched one is unloaded (its
 # .global/.const variables freed); launching it again loads it afresh, with its variables' initial values.
 MAX_IMAGES = MAX_MODULES
+COMPILED: ModuleCache[int, tuple[ir.Module, dict]] = ModuleCache(MAX_IMAGES)  # see EmuDevice.compiled
 
 
 class EmuDevice:
@@ -228,8 +238,20 @@ class EmuDevice:
             img.unload()
         img = ModuleImage(module, self)
         img.load()
+        if not img.symbols:  # no .global/.const variables: one compiled kernel serves every device sharing the table
+            shared = self.compiled.get(id(module))
+            if shared is None or shared[0] is not module:
+                shared = (module, img.kernels)
+                self.compiled.put(id(module), shared)
+            img.kernels = shared[1]
         self.images.put(key, img)
         return img
+
+    @property
+    def compiled(self) -> ModuleCache[int, tuple[ir.Module, dict]]:
+        """id(module) -> (module, kernels compiled once), for modules without variables: the process's table
+        (a forked rank inherits what its parent compiled); a Node's GPUs share their node's."""
+        return COMPILED
 
     def pin_module(self, module: ir.Module) -> Callable[[], None]:
         """Keep `module` loaded (loading it now if it is not) until the returned release is called: a queued

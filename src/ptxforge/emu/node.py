@@ -35,7 +35,6 @@ from ptxforge.ptx import ir
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from ptxforge.emu.launch import ModuleImage
     from ptxforge.emu.machine import Machine
     from ptxforge.emu.sanitizer import Sanitizer
 
@@ -137,15 +136,10 @@ class NodeGpu(EmuDevice):
         is (a peer whose access is disabled included: the kernel's access to it faults, naming both GPUs)."""
         return self.memory.owner(address) is not None
 
-    def image(self, module: ir.Module) -> ModuleImage:
-        img = super().image(module)
-        if not img.symbols:  # no .global/.const variables: one compiled kernel serves every GPU of the node
-            shared = self.node.compiled.get(id(module))
-            if shared is None or shared[0] is not module:
-                shared = (module, img.kernels)
-                self.node.compiled.put(id(module), shared)
-            img.kernels = shared[1]
-        return img
+    @property
+    def compiled(self) -> ModuleCache[int, tuple[ir.Module, dict]]:
+        """The node's table: one compiled kernel serves every GPU of the node."""
+        return self.node.compiled
 
     def stream(self, sms: Iterable[int] | None = None, priority: int = 0) -> Stream:
         """A new stream whose launches run on the SMs `sms` (a range or list; default all), in order."""

@@ -131,16 +131,16 @@ TIMEOUT_FORMATS = {
 }
 
 
-def _format_table() -> tuple[bytes, dict[tuple[str, str], int]]:
-    """The formats as one NUL-separated byte string (the kernels' `formats` argument) and their offsets."""
+def format_table(formats: dict[tuple[str, str], str]) -> tuple[bytes, dict[tuple[str, str], int]]:
+    """`formats` as one NUL-separated byte string (the kernels' `formats` argument) and their offsets."""
     data, offsets = b"", {}
-    for key, text in TIMEOUT_FORMATS.items():
+    for key, text in formats.items():
         offsets[key] = len(data)
         data += text.encode() + b"\0"
     return data, offsets
 
 
-FORMAT_BYTES, FORMAT_OFFSETS = _format_table()
+FORMAT_BYTES, FORMAT_OFFSETS = format_table(TIMEOUT_FORMATS)
 DEFAULT_TIMEOUT_S = 100.0  # DeepEP bounds its waits at 200G cycles, about 100 s
 # optional arrays (a 1-element placeholder when absent) are passed without the element-type check
 if TYPE_CHECKING:  # to mypy, a pointer parameter is the Pointer the kernel's body receives
@@ -442,19 +442,26 @@ def intranode_notify(in_rank: ptr(u8), per_expert: ptr(s32), peers: ptr(u64), ra
               lambda: ("barrier", seen, target))
     syncthreads()
     mine = me.cast(s32)[notify_off >> 2]
+    _notify_prefixes(mine, ranks, words, rank, experts_per_rank, rank_prefix, expert_recv, t, nt)
+    for i in range_(t, ranks * channels, nt):  # type: ignore[operator]
+        s, c = i // channels, i % channels
+        st(recv_chan_prefix[i], ld(mine[s * words + ranks + experts + c]))
+
+
+def _notify_prefixes(rows: Pointer, ranks: Index, words: Index, rank: Index, experts_per_rank: Index,
+                     rank_prefix: Pointer, expert_recv: Pointer, t: Index, nt: int) -> None:
+    """From every rank's notify row (`words` s32 from `rows`: its tokens to each rank, then to each expert):
+    rank_prefix[s, d], inclusive over source ranks s, and the tokens each of this rank's experts receives."""
     for d in range_(t, ranks, nt):
         run = reg.s32(0)
         for s in range_(0, ranks):
-            add(run, ld(mine[s * words + d]), out=run)
+            add(run, ld(rows[s * words + d]), out=run)
             st(rank_prefix[s * ranks + d], run)
     for j in range_(t, experts_per_rank, nt):
         n = reg.s32(0)
         for s in range_(0, ranks):
-            add(n, ld(mine[s * words + ranks + rank * experts_per_rank + j]), out=n)  # type: ignore[operator]
+            add(n, ld(rows[s * words + ranks + rank * experts_per_rank + j]), out=n)
         st(expert_recv[j], n)
-    for i in range_(t, ranks * channels, nt):  # type: ignore[operator]
-        s, c = i // channels, i % channels
-        st(recv_chan_prefix[i], ld(mine[s * words + ranks + experts + c]))
 
 
 # --------------------------------------------------------------------------- dispatch

@@ -60,18 +60,8 @@ TIMEOUT_CLAIMED = 0xFFFFFFFF
 TIMEOUT_FORMATS = {key: f"ptxforge.ep: node %u GPU %u: the internode {key[0]} kernel timed out: channel %u, peer GPU "
                         f"%u, block %u warp %u waited on {text}: wanted %u, saw %u\n"
                    for key, text in COUNTERS.items()}
-DEFAULT_TIMEOUT_S = 100.0
-
-
-def _format_table() -> tuple[bytes, dict[tuple[str, str], int]]:
-    data, offsets = b"", {}
-    for key, text in TIMEOUT_FORMATS.items():
-        offsets[key] = len(data)
-        data += text.encode() + b"\0"
-    return data, offsets
-
-
-FORMAT_BYTES, FORMAT_OFFSETS = _format_table()
+DEFAULT_TIMEOUT_S = comm.DEFAULT_TIMEOUT_S
+FORMAT_BYTES, FORMAT_OFFSETS = comm.format_table(TIMEOUT_FORMATS)
 
 
 def align(n: int, a: int = 16) -> int:

@@ -44,6 +44,7 @@ from ptxforge.dsl import (
     u64,
 )
 from ptxforge.dsl.nvshmem import nvshmem_fence, nvshmem_putmem_nbi, nvshmem_quiet, nvshmem_uint64_atomic_add
+from ptxforge.kernels.comm import _notify_prefixes
 from ptxforge.kernels.internode_device import bound_waits, gptr, late_waits, wait_until_ge
 from ptxforge.kernels.internode_layout import ERROR_OFF, TIMEOUT_WORDS
 
@@ -137,16 +138,7 @@ def internode_notify(in_rank: ptr(u8), per_expert: ptr(s32), nvl_peers: ptr(u64)
         return
     # 4. every rank's row is here: the prefix sums this rank needs
     rows = nvl_me.byte_offset(0)[nvl_notify_off].cast(s32)
-    for d in range_(t, R, nt):
-        run = reg.s32(0)
-        for s in range_(0, R):
-            add(run, ld(rows[s * words + d]), out=run)
-            st(rank_prefix[s * R + d], run)
-    for j in range_(t, experts_per_rank, nt):
-        n = reg.s32(0)
-        for s in range_(0, R):
-            add(n, ld(rows[s * words + R + rank * experts_per_rank + j]), out=n)
-        st(expert_recv[j], n)
+    _notify_prefixes(rows, R, words, rank, experts_per_rank, rank_prefix, expert_recv, t, nt)
     for i in range_(t, R * channels, nt):
         s, c = i // channels, i % channels
         st(recv_chan[i], ld(rows[s * words + rank_word + rank * channels + c]))

@@ -28,8 +28,11 @@ class Params:
     Link bandwidths are per GPU and per direction. Per-SM copy rates are what one SM of the communication
     kernel reads and writes per second with the named copy engine. `experts_per_node` is the number of
     NVLink copies a token makes in each node it reaches (DeepSeek-V3's "3.2 experts per node"; DeepEP sends
-    one copy per GPU, so a routing file sets it to the distinct GPUs per node). `nodes_per_token`,
-    `remote_fraction` 0 mean: derive them (min(node_limit, nodes); (nodes-1)/nodes).
+    one copy per GPU, so a routing file sets it to the distinct GPUs per node). `nvlink_copies` is the NVLink
+    copies a token makes in all (a routing file counts them: the GPUs it reaches in each node other than the one
+    with the source's local index, whose copy the forwarder keeps in its own memory). `nodes_per_token`,
+    `remote_fraction`, `nvlink_copies` 0 mean: derive them (min(node_limit, nodes); (nodes-1)/nodes;
+    node copies x min(experts_per_node, gpus_per_node) x (gpus_per_node-1)/gpus_per_node).
     """
 
     # cluster
@@ -63,6 +66,7 @@ class Params:
     experts_per_node: float = 3.2
     nodes_per_token: float = 0.0
     remote_fraction: float = 0.0
+    nvlink_copies: float = 0.0
     imbalance: float = 1.0
     dispatch_dtype: str = "fp8"
     scale_format: str = "fp32"
@@ -99,7 +103,7 @@ class Params:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         nonneg = ("scaleout_gbs", "nvlink_latency_us", "scaleout_latency_us", "min_sms", "node_limit",
-                  "nodes_per_token", "remote_fraction", "meta_bytes", "shared_experts",
+                  "nodes_per_token", "remote_fraction", "nvlink_copies", "meta_bytes", "shared_experts",
                   "attention_gflop_per_token", "expert_us", "attention_us", "backward_ratio")
         for name in nonneg:
             if not getattr(self, name) >= 0:
@@ -168,6 +172,14 @@ class Params:
         if self.remote_fraction:
             return self.remote_fraction
         return (self.nodes - 1) / self.nodes
+
+    @property
+    def nvlink_copies_per_token(self) -> float:
+        """NVLink copies a token makes (each to a GPU of a node it reaches other than the forwarding one)."""
+        if self.nvlink_copies:
+            return self.nvlink_copies
+        fanout = min(self.experts_per_node, float(self.gpus_per_node))
+        return self.node_copies * fanout * (self.gpus_per_node - 1) / self.gpus_per_node
 
     @property
     def sm_read_gbs(self) -> float:

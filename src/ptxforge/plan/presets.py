@@ -52,6 +52,8 @@ SOURCES_V3 = {
     "experts_per_node": f"{V3}, 3.2.2: 3.2 experts per node (NVLink 160 / IB 50), the report's design point",
     "nodes_per_token": "derived: min(node_limit, nodes, top_k)",
     "remote_fraction": "derived: (nodes-1)/nodes of the node copies leave the node",
+    "nvlink_copies": "derived: node copies x min(experts_per_node, gpus_per_node) x (gpus_per_node-1)/gpus_per_node; "
+                     "a routing file counts them",
     "imbalance": "assumed balanced (1.0); a routing file or generated scores measure it",
     "dispatch_dtype": f"{V3}, 3.3.4: FP8 dispatch",
     "scale_format": "DeepEP dispatch takes FP32 scales [N, H/128] (ue8m0 packs them into 1 byte)",

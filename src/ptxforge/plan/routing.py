@@ -87,7 +87,8 @@ class RoutingStats:
     tokens: int
     nodes_per_token: float         # distinct nodes reached
     remote_nodes_per_token: float  # of which not the token's own node: scale-out copies
-    gpus_per_node_copy: float      # distinct GPUs per (token, node): NVLink copies per node copy
+    gpus_per_node_copy: float      # distinct GPUs per (token, node) it reaches
+    nvlink_copies_per_token: float  # of all GPUs reached, those not at the source's local index: NVLink copies
     experts_per_node_copy: float
     remote_expert_copies: float    # remote (token, expert) pairs per token: scale-out copies without dedup
     tokens_per_node: np.ndarray    # node copies received per node
@@ -105,7 +106,9 @@ class RoutingStats:
     def as_dict(self) -> dict:
         return {"tokens": self.tokens, "nodes_per_token": self.nodes_per_token,
                 "remote_nodes_per_token": self.remote_nodes_per_token,
-                "gpus_per_node_copy": self.gpus_per_node_copy, "experts_per_node_copy": self.experts_per_node_copy,
+                "gpus_per_node_copy": self.gpus_per_node_copy,
+                "nvlink_copies_per_token": self.nvlink_copies_per_token,
+                "experts_per_node_copy": self.experts_per_node_copy,
                 "remote_expert_copies": self.remote_expert_copies, "saved_fraction": self.saved_fraction,
                 "tokens_per_node": self.tokens_per_node.tolist(), "imbalance_node": self.imbalance_node,
                 "imbalance_gpu": self.imbalance_gpu}
@@ -133,6 +136,11 @@ def routing_stats(topk_ids: np.ndarray, experts: int, gpus_per_node: int, nodes:
     gpu_hit = np.zeros((flat_t, gpus), bool)
     np.put_along_axis(gpu_hit, gpu.reshape(flat_t, k), True, axis=-1)
     own = np.repeat(src_node, T, axis=0).reshape(flat_t)
+    # the token reaches a node's GPU with its own local index over the scale-out link (or is there already):
+    # that GPU forwards it over NVLink to the others it wants, keeping its own copy in its own memory
+    src_local = np.repeat(np.arange(R) % gpus_per_node, T)
+    nvl_hit = gpu_hit.reshape(flat_t, nodes, gpus_per_node).copy()
+    nvl_hit[np.arange(flat_t), :, src_local] = False
     nodes_per = node_hit.sum(1)
     remote_nodes = nodes_per - node_hit[np.arange(flat_t), own]
     remote_pairs = (node.reshape(flat_t, k) != own[:, None]).sum(1)
@@ -140,7 +148,8 @@ def routing_stats(topk_ids: np.ndarray, experts: int, gpus_per_node: int, nodes:
     copies_per_gpu = gpu_hit.sum(0).astype(float)
     return RoutingStats(
         tokens=flat_t, nodes_per_token=float(nodes_per.mean()), remote_nodes_per_token=float(remote_nodes.mean()),
-        gpus_per_node_copy=float(gpu_hit.sum() / node_hit.sum()), experts_per_node_copy=float(k / nodes_per.mean()),
+        gpus_per_node_copy=float(gpu_hit.sum() / node_hit.sum()),
+        nvlink_copies_per_token=float(nvl_hit.sum() / flat_t), experts_per_node_copy=float(k / nodes_per.mean()),
         remote_expert_copies=float(remote_pairs.mean()), tokens_per_node=tokens_per_node,
         copies_per_gpu=copies_per_gpu, imbalance_node=float(tokens_per_node.max() / tokens_per_node.mean()),
         imbalance_gpu=float(copies_per_gpu.max() / copies_per_gpu.mean()))
@@ -150,4 +159,5 @@ def apply(params: Params, stats: RoutingStats) -> Params:
     """`params` with the routing's measured copies and imbalance in place of the formulas."""
     remote = stats.remote_nodes_per_token / stats.nodes_per_token if stats.nodes_per_token else 0.0
     return params.with_(nodes_per_token=stats.nodes_per_token, remote_fraction=remote or 0.0,
-                        experts_per_node=stats.gpus_per_node_copy, imbalance=stats.imbalance_gpu)
+                        experts_per_node=stats.gpus_per_node_copy, nvlink_copies=stats.nvlink_copies_per_token,
+                        imbalance=stats.imbalance_gpu)

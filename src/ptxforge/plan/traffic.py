@@ -2,7 +2,8 @@
 
 Dispatch over several nodes takes two hops (DeepSeek-V3 report, section 3.2.2): a token crosses the
 scale-out link (IB) once per node it reaches, to the GPU with the same in-node index, which forwards it
-over NVLink to the GPUs holding its experts. The SMs of the communication kernel copy every byte at each
+over NVLink to the GPUs holding its experts (the copy for the forwarding GPU itself stays in its memory: NVLink
+carries `Params.nvlink_copies_per_token` copies a token). The SMs of the communication kernel copy every byte at each
 stage, so one IB byte costs several SM copies:
 
     deepep-v1 (DeepEP's normal kernels, the 20-SM design): sender warps copy each token into one send
@@ -124,11 +125,11 @@ def dispatch(p: Params) -> Phase:
     """The dispatch phase of `p`."""
     B = p.dispatch_bytes_per_copy
     tb = p.tokens * B * p.imbalance      # one copy of every token, bytes
-    f, g = _fanout(p), (p.gpus_per_node - 1) / p.gpus_per_node
+    f = _fanout(p)
     roles: tuple[Role, ...]
     if p.nodes > 1:
         n, r = p.node_copies, p.remote_share
-        copies = {p.scaleout_name: n * r, NVLINK: n * f * g}
+        copies = {p.scaleout_name: n * r, NVLINK: p.nvlink_copies_per_token}
         if p.kernel_design == "deepep-v1":
             roles = (Role("send: token -> one send buffer per node", 1, tb, n * tb),
                      Role("forward: scale-out buffer -> NVLink peers", 0, n * tb, n * f * tb),
@@ -137,7 +138,7 @@ def dispatch(p: Params) -> Phase:
             roles = (Role("send: token -> one send buffer, own node direct", 0, tb, tb * (1 + n / p.nodes)),
                      Role("forward: scale-out buffer -> NVLink peers' output", 0, n * tb, n * f * tb))
     else:
-        copies = {NVLINK: f * g}
+        copies = {NVLINK: p.nvlink_copies_per_token}
         if p.kernel_design == "deepep-v1":
             roles = (Role("send: token -> NVLink peers' buffers", 0, tb, f * tb),
                      Role("receive: NVLink buffer -> output", 1, f * tb, f * tb))
@@ -150,16 +151,16 @@ def combine(p: Params) -> Phase:
     """The combine phase of `p` (the same copy structure for both kernel designs)."""
     B = p.combine_bytes_per_copy
     tb = p.tokens * B * p.imbalance
-    f, g = _fanout(p), (p.gpus_per_node - 1) / p.gpus_per_node
+    f = _fanout(p)
     roles: tuple[Role, ...]
     if p.nodes > 1:
         n, r = p.node_copies, p.remote_share
-        copies = {p.scaleout_name: n * r, NVLINK: n * f * g}
+        copies = {p.scaleout_name: n * r, NVLINK: p.nvlink_copies_per_token}
         roles = (Role("send: expert output -> forwarding GPU over NVLink", 1, n * f * tb, n * f * tb),
                  Role("forward: sum NVLink copies -> one scale-out copy per node", 0, n * f * tb, n * tb),
                  Role("receive: sum node copies -> output", 1, n * tb, tb))
     else:
-        copies = {NVLINK: f * g}
+        copies = {NVLINK: p.nvlink_copies_per_token}
         roles = (Role("send: expert output -> source GPU over NVLink", 0, f * tb, f * tb),
                  Role("receive: sum copies -> output", 1, f * tb, tb))
     return _phase("combine", p, B, copies, roles)
