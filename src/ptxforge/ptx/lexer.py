@@ -6,14 +6,16 @@ import bisect
 import re
 
 # Kinds (strings, so a token is a cheap tuple): word, num, str, punct, bad
-# Whitespace and comments are matched as the prefix of each token, so every match is a token.
+# Whitespace and comments are matched as the prefix of each token, so every match is a token. The alternatives
+# start with distinct characters, and each begins with a literal or a character class, which the regex engine
+# tests before entering it: one look at a token's first character picks its alternative.
 _TOKEN_RE = re.compile(
     r"""
-    (?:[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/)*
+    [ \t\r\n\f\v]*(?:(?://[^\n]*|/\*.*?\*/)[ \t\r\n\f\v]*)*
     (?:
-    (?P<num>0[fF][0-9a-fA-F]{8}(?![\w$])|0[dD][0-9a-fA-F]{16}(?![\w$])
-        |[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+
-        |0[xX][0-9a-fA-F]+U?|0[bB][01]+U?|[0-9]+U?)
+    (?P<num>[0-9](?:(?<=0)[fF][0-9a-fA-F]{8}(?![\w$])|(?<=0)[dD][0-9a-fA-F]{16}(?![\w$])
+        |[0-9]*\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]*[eE][+-]?[0-9]+
+        |(?<=0)[xX][0-9a-fA-F]+U?|(?<=0)[bB][01]+U?|[0-9]*U?))
   | (?P<word>\.[A-Za-z_$][\w$]*(?:::[\w$]+)*|[A-Za-z_$%][\w$]*(?:(?:\.|::)[\w$]+)*)
   | (?P<str>"(?:[^"\\\n]|\\.)*")
   | (?P<punct>[{}\[\]();,:<>@!|+\-*/=~&^?])
@@ -23,6 +25,7 @@ _TOKEN_RE = re.compile(
     """,
     re.VERBOSE | re.DOTALL,
 )
+_KINDS = (None, *sorted(_TOKEN_RE.groupindex, key=_TOKEN_RE.groupindex.__getitem__))  # group number -> kind
 
 
 class SourceText:
@@ -55,15 +58,11 @@ def tokenize(text: str, start: int = 0, end: int | None = None) -> list[tuple[st
     """(kind, text, offset) for every token in text[start:end], whitespace and comments dropped."""
     if end is None:
         end = len(text)
-    out: list[tuple[str, str, int]] = []
-    append = out.append
+    kinds = _KINDS
     seen: dict[str, str] = {}  # one string per distinct token text: names repeat, and the IR keeps them
     share = seen.setdefault
-    for m in _TOKEN_RE.finditer(text, start, end):
-        kind: str = m.lastgroup  # type: ignore[assignment]  # every alternative of the pattern is named
-        if kind == "end":
-            break
-        g: int = m.lastindex  # type: ignore[assignment]
-        t = m.group(g)
-        append((kind, share(t, t), m.start(g)))
+    out = [(kinds[g], share(t, t), m.start(g))  # type: ignore[misc]  # every alternative is a named group
+           for m in _TOKEN_RE.finditer(text, start, end) for g in (m.lastindex,) for t in (m[g],)]
+    while out and out[-1][0] == "end":  # the match at the end (after trailing whitespace, then an empty one)
+        out.pop()
     return out
