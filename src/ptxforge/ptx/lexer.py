@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable
 from itertools import accumulate, repeat
 from operator import add, itemgetter
 
@@ -28,7 +29,7 @@ _TOKEN_RE = re.compile(
     """,
     re.VERBOSE | re.DOTALL,
 )
-_KINDS = (None, *sorted(_TOKEN_RE.groupindex, key=_TOKEN_RE.groupindex.__getitem__))  # group number -> kind
+_KINDS = ("", *sorted(_TOKEN_RE.groupindex, key=_TOKEN_RE.groupindex.__getitem__))  # group number -> kind
 # A run of 16 or more decimal numbers written "1, 2, 3" (the tables compilers emit: curand's are 400,000
 # numbers) is matched whole as `nums` and split into its num and ',' tokens by C-level operations; the numbers
 # end where a number token would (not before a letter, digit, '_' or '.'), so the tokens are the same.
@@ -68,8 +69,8 @@ def tokenize(text: str, start: int = 0, end: int | None = None) -> list[tuple[st
     kinds = _KINDS
     seen: dict[str, str] = {}  # one string per distinct token text: names repeat, and the IR keeps them
     share = seen.setdefault
-    out = [(kinds[g], share(t, t), m.start(g))  # type: ignore[misc]  # every alternative is a named group
-           for m in _TOKEN_RE.finditer(text, start, end) for g in (m.lastindex,) for t in (m[g],)]
+    out = [(kinds[g], share(t, t), m.start(g))  # every alternative is a named group: lastindex is never None
+           for m in _TOKEN_RE.finditer(text, start, end) for g in (m.lastindex or 0,) for t in (m[g],)]
     while out and out[-1][0] == "end":  # the match at the end (after trailing whitespace, then an empty one)
         out.pop()
     if _NUMS_RE.search(text, start, end) is not None:  # perhaps a run of numbers to split
@@ -77,7 +78,9 @@ def tokenize(text: str, start: int = 0, end: int | None = None) -> list[tuple[st
     return out
 
 
-def _split_number_runs(tokens: list[tuple[str, str, int]], share) -> list[tuple[str, str, int]]:
+def _split_number_runs(tokens: list[tuple[str, str, int]], share: Callable[[str, str], str]) \
+        -> list[tuple[str, str, int]]:
+    """`tokens` with each `nums` token replaced by its numbers and commas, offsets and all."""
     kinds = list(map(itemgetter(0), tokens))
     out: list[tuple[str, str, int]] = []
     done = 0

@@ -53,7 +53,7 @@ class _Registers(dict):
             if before is _UNSET:
                 del self[name]
             else:
-                self[name] = before  # type: ignore[assignment]  # a type the same declare() stored
+                self[name] = before
 
 
 class _Validator:
