@@ -16,7 +16,7 @@ _TOKEN_RE = re.compile(
     r"""
     [ \t\r\n\f\v]*(?:(?://[^\n]*|/\*.*?\*/)[ \t\r\n\f\v]*)*
     (?:
-    (?P<nums>[0-9]+(?:,\ [0-9]+){15,}(?![\w.]))
+    (?P<nums>[0-9]++(?:,\ [0-9]++){15,}(?![\w.]))
   | (?P<num>[0-9](?:(?<=0)[fF][0-9a-fA-F]{8}(?![\w$])|(?<=0)[dD][0-9a-fA-F]{16}(?![\w$])
         |[0-9]*\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]*[eE][+-]?[0-9]+
         |(?<=0)[xX][0-9a-fA-F]+U?|(?<=0)[bB][01]+U?|[0-9]*U?))
@@ -33,7 +33,7 @@ _KINDS = ("", *sorted(_TOKEN_RE.groupindex, key=_TOKEN_RE.groupindex.__getitem__
 # A run of 16 or more decimal numbers written "1, 2, 3" (the tables compilers emit: curand's are 400,000
 # numbers) is matched whole as `nums` and split into its num and ',' tokens by C-level operations; the numbers
 # end where a number token would (not before a letter, digit, '_' or '.'), so the tokens are the same.
-_NUMS_RE = re.compile(r"[0-9]+(?:, [0-9]+){15}")
+# Its digits are possessive: a long digit run (a 20,000-digit literal) is not backtracked through digit by digit.
 
 
 class SourceText:
@@ -73,7 +73,7 @@ def tokenize(text: str, start: int = 0, end: int | None = None) -> list[tuple[st
            for m in _TOKEN_RE.finditer(text, start, end) for g in (m.lastindex or 0,) for t in (m[g],)]
     while out and out[-1][0] == "end":  # the match at the end (after trailing whitespace, then an empty one)
         out.pop()
-    if _NUMS_RE.search(text, start, end) is not None:  # perhaps a run of numbers to split
+    if "nums" in map(itemgetter(0), out):  # a run of numbers to split (a C-level scan of the kinds)
         out = _split_number_runs(out, share)
     return out
 
