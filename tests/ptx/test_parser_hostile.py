@@ -91,3 +91,31 @@ def test_header_directives_in_ptxas_order_and_once(text, line, words):
 def test_a_module_prints_its_header_once():
     text = pf.parse(HEADER + ".global .b32 g;\n").to_ptx()
     assert text.count(".version") == 1 and text.count(".target") == 1
+
+
+def test_a_table_of_numbers_gives_the_tokens_of_its_numbers_and_commas():
+    """A run of numbers ("1, 2, 3", compilers' tables) is lexed whole and split; it ends where a number token
+    would, so a suffix, exponent or letter after its last number stays that token's."""
+    from ptxforge.ptx.lexer import tokenize
+
+    for tail, last in (("", "39"), ("U", "39U"), (".5", "39.5"), ("e2", "39e2"), ("x", "39"), (" ;", "39")):
+        text = ", ".join(str(n) for n in range(40)) + tail
+        toks = tokenize(text, 0)
+        nums = [t for t in toks if t[0] == "num"]
+        assert [t[1] for t in nums] == [str(n) for n in range(39)] + [last], tail
+        assert all(text.startswith(t[1], t[2]) for t in toks)  # every offset points at its token
+        assert [t[1] for t in toks if t[0] == "punct"] == [","] * 39 + ([";"] if tail == " ;" else [])
+    m = pf.parse(".version 8.0\n.target sm_80\n.address_size 64\n.global .b8 t[40] = {"
+                 + ", ".join(str(n) for n in range(40)) + "};\n")
+    assert m.items[0].init.text == "{" + ", ".join(str(n) for n in range(40)) + "}"
+
+
+def test_a_long_digit_run_lexes_in_linear_time():
+    """A 20,000-digit literal (a fuzz input took 6 s when a check for tables of numbers backtracked through the
+    run from each of its digits), alone and after a table."""
+    text = ".version 8.0\n.target sm_80\nmov.u64 %rd1, " + "9" * 20_000 + ";\n" + ", ".join("7" * 15) + ", " \
+        + "9" * 20_000 + ";\n"
+    t = time.process_time()
+    with pytest.raises(pf.PTXSyntaxError):
+        pf.parse(text)
+    assert time.process_time() - t < 1.0

@@ -9,6 +9,8 @@ module (immediate values included, which IR equality leaves out) and print ident
 
 from __future__ import annotations
 
+from functools import cache
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,11 +33,13 @@ PERF = [".maxntid", ".reqntid", ".minnctapersm", ".maxnreg"]
 GLOBALS = ["gbuf", "table", "counter"]
 
 
+@cache  # one strategy object per argument: hypothesis validates each new one, per draw otherwise
 def register(kind: str | None = None) -> st.SearchStrategy:
     kinds = [kind] if kind else REG_TYPES
     return st.builds(lambda t, i: ir.Register(f"{REGS[t]}{i}"), st.sampled_from(kinds), st.integers(0, 7))
 
 
+@cache
 def int_text() -> st.SearchStrategy:
     """Integer literal spellings as the parser keeps them: decimal, hex, octal, binary, U suffix, a minus."""
     v = st.integers(0, (1 << 64) - 1)
@@ -44,6 +48,7 @@ def int_text() -> st.SearchStrategy:
     return st.tuples(st.booleans(), spelled).map(lambda p: ("-" if p[0] else "") + p[1])
 
 
+@cache
 def immediate() -> st.SearchStrategy:
     floats = st.sampled_from(["0f3F800000", "0fBF000000", "0d4000000000000000", "1.5", "0.0", "2.5e3"])
     exprs = st.sampled_from(["4*2", "WARP_SZ-1", "(1<<5)|3", "-7/2", "(((1)))", "~0&255", "1+2*3-4",
@@ -51,6 +56,7 @@ def immediate() -> st.SearchStrategy:
     return st.one_of(int_text(), floats, exprs).map(lambda t: ir.Immediate(0, t))
 
 
+@cache
 def address() -> st.SearchStrategy:
     base = st.one_of(register(".b64"), register(".b32"), st.sampled_from(GLOBALS).map(ir.Symbol))
     offset = st.integers(-(1 << 40), 1 << 40)
@@ -60,11 +66,13 @@ def address() -> st.SearchStrategy:
                      offset.map(lambda o: ir.Address(None, o, False)))
 
 
+@cache
 def scalar() -> st.SearchStrategy:
     return st.one_of(register(), register(), immediate(), st.sampled_from(SREGS).map(ir.SpecialRegister),
                      st.sampled_from(GLOBALS).map(ir.Symbol), st.just(ir.Sink()))
 
 
+@cache
 def operand() -> st.SearchStrategy:
     pred = register(".pred")
     return st.one_of(
@@ -97,6 +105,7 @@ def instruction(draw) -> ir.Instruction:
     return ir.Instruction(opcode, tuple(suffixes), tuple(ops), guard)
 
 
+@cache
 def statement(depth: int) -> st.SearchStrategy:
     options = [instruction(), instruction(), instruction(),
                st.sampled_from(["L0", "L1", "$L__BB0_2"]).map(ir.Label),

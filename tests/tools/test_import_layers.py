@@ -75,8 +75,8 @@ def _imports(module: str, path: Path, modules: dict[str, Path]) -> list[tuple[st
                 for alias in child.names:
                     full = f"{base}.{alias.name}"
                     add(full if full in modules else base, child.lineno, runs)
-            elif isinstance(child, ast.Call) and ast.unparse(child.func).endswith("import_module") and child.args \
-                    and isinstance(child.args[0], ast.Constant) and isinstance(child.args[0].value, str):
+            elif isinstance(child, ast.Call) and child.args and isinstance(child.args[0], ast.Constant) \
+                    and isinstance(child.args[0].value, str) and ast.unparse(child.func).endswith("import_module"):
                 add(child.args[0].value, child.lineno, runs)
             visit(child, child_runs)
     visit(tree, True)

@@ -506,6 +506,9 @@ class Parser(OperandParser):
 
     def parse_initializer(self) -> ir.Expr:
         t0 = self.peek()
+        flat = self.flat_initializer()
+        if flat is not None:
+            return ir.Expr(flat, self.span(t0))
         parts, depth = [], 0
         while True:
             t = self.peek()
@@ -522,6 +525,30 @@ class Parser(OperandParser):
         if not parts:
             self.fail(t0, "expected an initializer after '='")
         return ir.Expr(join_tokens(parts), self.span(t0))
+
+    def flat_initializer(self) -> str | None:
+        """The canonical text of an initializer `{a, b, ..., z}` of single tokens (the tables compilers write,
+        up to a million tokens) found without a Python step per token; None for any other initializer, which
+        `parse_initializer` reads token by token (to the same result)."""
+        texts = self.texts()
+        i = self.i
+        try:
+            j = texts.index(";", i)
+        except ValueError:
+            return None
+        n = j - i
+        if n < 3 or n % 2 == 0 or texts[i] != "{" or texts[j - 1] != "}":
+            return None
+        commas, items = texts[i + 2:j - 1:2], texts[i + 1:j - 1:2]
+        if commas.count(",") != len(commas) or not _NOT_AN_ITEM.isdisjoint(items):
+            return None
+        self.i = j
+        return "{" + ", ".join(items) + "}"
+
+# Token texts that change an initializer's nesting or its canonical spacing (`in "{("` also holds for "" and
+# "{(", which only a section body could be), so `flat_initializer` leaves an initializer holding one to the loop.
+_NOT_AN_ITEM = frozenset({",", ";", "{", "}", "(", ")", "", "{(", "})"})
+
 
 def parse(text: str, filename: str = "<string>") -> ir.Module:
     """Parse PTX text into a `Module`; raises `PTXSyntaxError` listing every syntax error."""

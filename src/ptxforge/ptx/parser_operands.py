@@ -56,7 +56,7 @@ class OperandParser(TokenCursor):
             self.fail(self.peek(), f"expected ',' or ';' after an operand of {t[1]}, found "
                                    f"{self.describe(self.peek())}")
         self.i += 1
-        return _Instruction(split[0], split[1], tuple(operands), guard, self.span(start_tok))
+        return _Instruction(split[0], split[1], tuple(operands), guard, _span_at(self.file, self.src, start_tok[2]))
 
     def parse_operand(self) -> Any:
         tok = self.toks[self.i]
@@ -65,6 +65,9 @@ class OperandParser(TokenCursor):
             self.i += 1
             if val[0] == "%" and val in self.regs:
                 op = _Register(val, _span_at(self.file, self.src, off))
+                nxt = self.toks[self.i][1]
+                if nxt != "|" and nxt != "+":  # the common case: a register alone
+                    return op
             else:
                 op = self.name_operand(tok)
             if isinstance(op, ir.Immediate) and self.binary_operator_follows():  # WARP_SZ-1

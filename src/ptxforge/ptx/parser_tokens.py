@@ -3,6 +3,7 @@ errors (each raises `_Recover`, and the parser resumes at the next statement). P
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, NoReturn
 
 from ptxforge.ptx import ir
@@ -39,6 +40,7 @@ class TokenCursor:
         self.paren_verdicts: dict[int, bool] = {}  # token index after a '(' -> parenthesized_constant()
         self.unary_verdicts: dict[int, bool] = {}  # token index in a run of unary operators -> a constant?
         self.layout: dict = {}  # id(node) -> (node, start, end[, head_end, close_start])
+        self._texts: list[str] | None = None
 
     # ------------------------------------------------------------------ tokens
 
@@ -62,6 +64,12 @@ class TokenCursor:
             out.append(("sectionbody", text[ob + 1:cb], ob + 1))
             out.append(("punct", "}", cb))
             pos = cb + 1
+
+    def texts(self) -> list[str]:
+        """The text of every token (built on first use), for searches that need no Python step per token."""
+        if self._texts is None:
+            self._texts = list(map(itemgetter(1), self.toks))
+        return self._texts
 
     def end_offset(self) -> int:
         """Offset just past the last consumed token."""

@@ -6,7 +6,6 @@ Every problem is collected; `check()` raises them together as one `PTXValidation
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import MutableMapping
 
 from ptxforge.ptx import ir, isa
 from ptxforge.ptx.errors import Diagnostic, PTXValidationError
@@ -29,6 +28,32 @@ def check(module: ir.Module, target: str | None = None, version: tuple[int, int]
     problems = validate(module, target, version)
     if problems:
         raise PTXValidationError(problems)
+
+
+_UNSET = object()
+
+
+class _Registers(dict):
+    """The registers visible at one point of a function, name -> type: one dict, so the several lookups per
+    operand run at dict speed, and what a `{ }` block declares is undone when the block closes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.undo: list[tuple[str, object]] = []  # (name, what it was before) per declaration, in order
+
+    def declare(self, name: str, ty: str) -> None:
+        self.undo.append((name, self.get(name, _UNSET)))
+        self[name] = ty
+
+    def close(self, opened: int) -> None:
+        """Forget the declarations made since `len(self.undo)` was `opened`."""
+        undo = self.undo
+        while len(undo) > opened:
+            name, before = undo.pop()
+            if before is _UNSET:
+                del self[name]
+            else:
+                self[name] = before
 
 
 class _Validator:
@@ -133,24 +158,25 @@ class _Validator:
         except ValueError:
             pass  # a bad target is reported once, by check_target
         self.prototypes = {s.name for s in _walk(f.body) if isinstance(s, ir.CallPrototype | ir.TargetList)}
-        regs: dict[str, str] = {}
+        regs = _Registers()
         symbols: set[str] = set()  # the function's own names; module-level ones stay in self.globals
         self.param_symbols = {p.name for p in f.params + f.returns if p.space == ".param"} | {
             s.name for s in _walk(f.body) if isinstance(s, ir.Variable) and s.space == ".param"}
         self.vectors: dict[str, int] = {}  # vector registers (.reg .v4 .u32 %v) -> element count
         for p in f.params + f.returns:
             if p.space == ".reg":
-                regs[p.name] = p.type
+                regs.declare(p.name, p.type)
                 if p.vector:
                     self.declare_vector(regs, p.name, p.vector, p.type)
             else:
                 symbols.add(p.name)
         self.labels: ChainMap[str, ir.Span] = ChainMap()
-        self.block(f.body, ChainMap(regs), symbols)
+        self.block(f.body, regs, symbols)
 
-    def block(self, body, regs: ChainMap, symbols: set) -> None:
+    def block(self, body, regs: _Registers, symbols: set) -> None:
         """Check one `{ }` scope: its registers, variables and labels are visible in it and in the blocks
         inside it (a label too: ptxas resolves a branch to the innermost enclosing block's label)."""
+        opened = len(regs.undo)
         local: dict[str, ir.Span] = {}
         labels: dict[str, ir.Span] = {}
         self.labels = self.labels.new_child(labels)
@@ -162,14 +188,14 @@ class _Validator:
             elif t is ir.RegisterDecl:
                 for name in s.declared():
                     self.duplicate(local, name, s.span, "register")
-                    regs.maps[0][name] = s.type
+                    regs.declare(name, s.type)
                     if s.vector:
-                        self.declare_vector(regs.maps[0], name, s.vector, s.type)
+                        self.declare_vector(regs, name, s.vector, s.type)
             elif t is ir.Variable:
                 self.duplicate(local, s.name, s.span, "variable")
                 self.variable_shape(s)
                 if s.space == ".reg":
-                    regs.maps[0][s.name] = s.type
+                    regs.declare(s.name, s.type)
                 else:
                     symbols.add(s.name)
         for s in body:
@@ -177,7 +203,7 @@ class _Validator:
             if t is ir.Instruction:
                 self.instruction(s, regs, symbols)
             elif t is ir.Block:
-                self.block(s.body, regs.new_child(), symbols)
+                self.block(s.body, regs, symbols)
             elif t is ir.TargetList and s.directive == ".branchtargets":
                 for name in s.targets:
                     if name not in self.labels:
@@ -187,14 +213,16 @@ class _Validator:
                     if name not in self.globals:
                         self.report(s.span, f"{s.directive}: '{name}' is not declared")
         self.labels = self.labels.parents
+        regs.close(opened)
 
-    def declare_vector(self, regs: MutableMapping[str, str], name: str, n: int, ty: str) -> None:
+    def declare_vector(self, regs: _Registers, name: str, n: int, ty: str) -> None:
         """A vector register and its elements (`name.x`, or `name.r`, ...)."""
         self.vectors[name] = n
         for e, alias in zip(ir.vector_elements(name, n), ir.VECTOR_COMPONENT_ALIASES, strict=False):
-            regs[e] = regs[name + "." + alias] = ty
+            regs.declare(e, ty)
+            regs.declare(name + "." + alias, ty)
 
-    def instruction(self, ins: ir.Instruction, regs: ChainMap, symbols: set) -> None:
+    def instruction(self, ins: ir.Instruction, regs: _Registers, symbols: set) -> None:
         if self.vectors:
             ins = ir.expand_vector_registers(ins, self.vectors.get)
         if ins.guard is not None:
@@ -229,7 +257,7 @@ class _Validator:
             for span, message in self.isa.check_instruction(ins, regs, version=self.version, target=self.target):
                 self.report(span, message)
 
-    def call_arguments(self, ins: ir.Instruction, regs: ChainMap) -> None:
+    def call_arguments(self, ins: ir.Instruction, regs: _Registers) -> None:
         """Registers passed to (or receiving) a direct call's `.reg` parameters take as many bytes as the
         parameter, a vector counted whole, and a scalar for a scalar is of a kind that converts: a float type
         takes a float or `.b` register, an integer one an integer register, as ptxas checks ("Type of
