@@ -41,6 +41,17 @@ def _no_internal_emulator_errors(monkeypatch, request):
         pytest.fail("internal error while emulating (a bug in the emulator):\n" + "\n".join(seen), pytrace=False)
 
 
+@pytest.fixture(autouse=True)
+def _every_kernel_cold():
+    """Each test starts with every kernel cold (the native tier's heat, `ptxforge.emu.native.select`): under the
+    default tier "auto", which tier runs a launch then depends on the test's own launches, not on the tests an
+    xdist worker happened to run before it (a corpus module is shared between tests)."""
+    select = sys.modules.get("ptxforge.emu.native.select")
+    if select is not None:
+        select.forget_heat()
+    yield
+
+
 # --------------------------------------------------------------------------- markers
 # `gpu`: every test under tests/gpu (collected only where a GPU can be used) and every case parametrized
 # with device="cuda" (the DSL examples, kernels/...); `pytest -m gpu` runs exactly what needs the GPU.

@@ -54,6 +54,12 @@ class Heat:
 _HEAT: weakref.WeakKeyDictionary[Layout, Heat] = weakref.WeakKeyDictionary()
 
 
+def forget_heat() -> None:
+    """Make every kernel cold again (the next launches are interpreted until their heat builds up): for tests
+    and benchmarks that must not depend on the launches before them."""
+    _HEAT.clear()
+
+
 def heat(layout: Layout) -> Heat:
     """The heat of `layout`'s kernel (kept while the layout lives: a module unloaded starts cold again)."""
     h = _HEAT.get(layout)
