@@ -94,12 +94,17 @@ def warm(nodes: int = 2, gpus: int = 2, hidden: int = HIDDEN) -> None:
     """Trace, validate and compile the internode kernels the default cases specialize (BF16 with a cached
     dispatch and a plain combine, FP8 and its cached dispatch), in the parent before the fork: each rank inherits
     them instead of building its own."""
-    from ptxforge.emu.cluster_procs import prepare
+    from ptxforge.emu import cluster_procs
     from ptxforge.ep.internode_cluster import _special
     from ptxforge.kernels.comm import copy_unit
     from ptxforge.kernels.internode_combine import internode_combine
     from ptxforge.kernels.internode_dispatch import internode_dispatch
     from ptxforge.kernels.internode_notify import internode_notify
+    from ptxforge.runtime.validation import problems_of
+
+    def prepare(module) -> None:
+        problems_of(module)
+        cluster_procs.prepare(module)
 
     for exchange in (True, False):
         prepare(_special(internode_notify, N=nodes, G=gpus, EXCHANGE=exchange).module())

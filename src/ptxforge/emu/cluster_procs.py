@@ -184,11 +184,8 @@ def linked(module: ir.Module) -> ir.Module:
 
 
 def prepare(module: ir.Module) -> None:
-    """Validate, link and compile `module` as a rank's launch would, in this process: a parent that forks the
-    ranks does it once for all of them."""
-    from ptxforge.runtime.validation import problems_of
-
-    problems_of(module)
+    """Link and compile `module` as a rank's launch would, in this process: a parent that forks the ranks does
+    it once for all of them (`ptxforge.runtime.validation.problems_of` remembers the validation the same way)."""
     precompile(linked(module))
 
 
