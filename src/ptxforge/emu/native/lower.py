@@ -435,3 +435,19 @@ LOWER = {  # (lowering.py adds the other modules' instructions)
     "cvt": _cvt, "cvta": _cvta, "ld": _ld, "st": _st, "atom": _atom, "red": _atom,
     "div": _divrem, "rem": _divrem,
 }
+
+
+def counted_loop(b: L.IRBuilder, fn: L.Function, count: int, body: Any, name: str) -> None:
+    """for i in range(count): body(i) (i an i64), as an LLVM loop whose blocks are named `name`_head/body/done."""
+    pre = b.block
+    head, loop, done = (fn.append_basic_block(f"{name}_{x}") for x in ("head", "body", "done"))
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(I64)
+    i.add_incoming(L.Constant(I64, 0), pre)
+    b.cbranch(b.icmp_signed("<", i, L.Constant(I64, count)), loop, done)
+    b.position_at_end(loop)
+    body(i)
+    i.add_incoming(b.add(i, L.Constant(I64, 1)), b.block)
+    b.branch(head)
+    b.position_at_end(done)

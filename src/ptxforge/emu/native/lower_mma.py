@@ -18,7 +18,7 @@ import numpy as np
 from llvmlite import ir as L
 
 from ptxforge.emu.native import lower_round as R
-from ptxforge.emu.native.lower import F32, F64, I1, I16, I32, I64, NotNative, V, read, write
+from ptxforge.emu.native.lower import F32, F64, I1, I16, I32, I64, NotNative, V, counted_loop, read, write
 from ptxforge.emu.native.lower_half import decode
 from ptxforge.emu.native.warp import splat
 from ptxforge.emu.semantics import formats
@@ -67,7 +67,7 @@ def mma_sync(ins: ir.Instruction, env: WarpEnv) -> None:
             s = b.add(_exponent(b, x), _exponent(b, y))
             top = b.load(vec("top", I64))
             b.store(b.select(b.icmp_signed(">", s, top), s, top), vec("top", I64))
-        _loop(env, k, pass1)
+        counted_loop(env.b, env.gen.fn, k, pass1, f"pc{env.pc}_mma")
         top = b.load(vec("top", I64))
         # scale = 2**(25 - top) (1 when every term is zero), built from its exponent bits
         sc = b.select(b.icmp_signed("<", top, R.c(I64, -10000)), R.c(I64, 0), b.sub(R.c(I64, S.TC_BITS), top))
@@ -83,14 +83,14 @@ def mma_sync(ins: ir.Instruction, env: WarpEnv) -> None:
             p = b.fmul(x, y)
             b.store(b.fadd(b.load(vec("total", F64)), _trunc(env, b.fmul(p, scale))), vec("total", F64))
             b.store(b.fadd(b.load(vec("ieee", F64)), p), vec("ieee", F64))
-        _loop(env, k - 1, pass2)
+        counted_loop(env.b, env.gen.fn, k - 1, pass2, f"pc{env.pc}_mma")
         total = b.fadd(b.load(vec("total", F64)), _trunc(env, b.fmul(c, scale)))
         model = R.canon32(b, R.f64_to_f32(b, b.fdiv(total, scale), "rz"))
         exact = R.canon32(b, b.bitcast(b.fptrunc(b.load(vec("ieee", F64)), V(F32)), V(I32)))
         fin = b.icmp_unsigned("!=", b.load(vec("fin", I64)), R.c(I64, 0))
         dp = b.inttoptr(b.add(dmat, b.mul(it, L.Constant(I64, 32 * 8))), V(I64).as_pointer())
         b.store(b.zext(b.select(fin, model, exact), V(I64)), dp)
-    _loop(env, m * n // 32, chunk)
+    counted_loop(env.b, env.gen.fn, m * n // 32, chunk, f"pc{env.pc}_mma")
     rows, cols = S.fragment_coords(shape, "d", "f32")
     for slot, reg in enumerate(_elements(d_op)):
         got = _gather_at(env, dmat, L.Constant(V(I64), [int(t) for t in rows[:, slot] * n + cols[:, slot]]))
@@ -114,24 +114,6 @@ def _gather_at(env: WarpEnv, base: L.Value, idx: L.Value) -> L.Value:
     gather = env.module_intrinsic("llvm.masked.gather.v32f64.v32p0", V(F64),
                                   [V(F64.as_pointer()), I32, V(I1), V(F64)])
     return b.call(gather, [ptrs, L.Constant(I32, 8), R.c(I1, 1), L.Constant(V(F64), 0.0)])
-
-
-def _loop(env: WarpEnv, count: int, body) -> None:
-    """for i in range(count): body(i) (i an i64), as an LLVM loop."""
-    b = env.b
-    fn = env.gen.fn
-    pre = b.block
-    head, loop, done = (fn.append_basic_block(f"pc{env.pc}_mma_{x}") for x in ("head", "body", "done"))
-    b.branch(head)
-    b.position_at_end(head)
-    i = b.phi(I64)
-    i.add_incoming(L.Constant(I64, 0), pre)
-    b.cbranch(b.icmp_signed("<", i, L.Constant(I64, count)), loop, done)
-    b.position_at_end(loop)
-    body(i)
-    i.add_incoming(b.add(i, L.Constant(I64, 1)), b.block)
-    b.branch(head)
-    b.position_at_end(done)
 
 
 def _elements(o: object) -> list:

@@ -28,7 +28,7 @@ from llvmlite import ir as L
 
 from ptxforge.emu.errors import UnsupportedInstruction
 from ptxforge.emu.native import lower_round as R
-from ptxforge.emu.native.lower import F32, F64, I1, I8, I16, I32, I64, INT, WARP, NotNative, V, read
+from ptxforge.emu.native.lower import F32, F64, I1, I8, I16, I32, I64, INT, WARP, NotNative, V, counted_loop, read
 from ptxforge.emu.native.lower_half import decode as decode_half
 from ptxforge.emu.native.warp import IOTA, splat
 from ptxforge.emu.ops_wgmma import WgmmaForm
@@ -117,22 +117,6 @@ def _helper(gen: BlockGen, fm: WgmmaForm) -> L.Function:
     return f
 
 
-def _loop(b: L.IRBuilder, fn: L.Function, count: int, body: Any, name: str) -> None:
-    """for i in range(count): body(i) (i an i64)."""
-    pre = b.block
-    head, loop, done = (fn.append_basic_block(f"{name}_{x}") for x in ("head", "body", "done"))
-    b.branch(head)
-    b.position_at_end(head)
-    i = b.phi(I64)
-    i.add_incoming(L.Constant(I64, 0), pre)
-    b.cbranch(b.icmp_signed("<", i, L.Constant(I64, count)), loop, done)
-    b.position_at_end(loop)
-    body(i)
-    i.add_incoming(b.add(i, L.Constant(I64, 1)), b.block)
-    b.branch(head)
-    b.position_at_end(done)
-
-
 def _c(t: L.Type, v: Any) -> L.Constant:
     return L.Constant(t, v)
 
@@ -217,7 +201,7 @@ class _HelperBuilder:
                 b.store(b.load(reg, align=4), mine, align=4)
             else:
                 b.store(b.select(mask, b.load(mine, align=4), b.load(reg, align=4)), reg, align=4)
-        _loop(b, self.fn, count, body, "copy")
+        counted_loop(b, self.fn, count, body, "copy")
 
     def _vptr(self, base: L.Value, idx: L.Value) -> L.Value:
         """A <32 x T>* at element `idx` of array `base` (T*)."""
@@ -229,7 +213,7 @@ class _HelperBuilder:
 
         def body(i: L.Value) -> None:
             self_b.store(v, self._vptr(base, self_b.mul(i, _c(I64, WARP))), align=4)
-        _loop(self_b, self.fn, count // WARP, body, "fill")
+        counted_loop(self_b, self.fn, count // WARP, body, "fill")
 
     # ------------------------------------------------------------------ decoding
     def _decode(self, codes: L.Value, ty: str, neg: bool) -> tuple[L.Value, L.Value]:
@@ -354,7 +338,7 @@ class _HelperBuilder:
             off = b.add(b.mul(mm, R.c(I64, row_len)), kk) if which == "a" else b.add(b.mul(kk, R.c(I64, row_len)), mm)
             self._scatter(vals, off, v)
             self._scatter(exps, off, e)
-        _loop(b, self.fn, s_len * c_len // WARP, batch, f"load_{which}")
+        counted_loop(b, self.fn, s_len * c_len // WARP, batch, f"load_{which}")
 
     def _check(self, addr: L.Value, esize: int) -> None:
         """The 16 bytes at `addr` lie in shared memory, else the helper returns its first byte out of bounds
@@ -380,7 +364,7 @@ class _HelperBuilder:
                 e = b.load(self._vptr(self.be, b.add(n0, _c(I64, kk * self.np))), align=4)
                 acc = b.or_(acc, b.icmp_signed(">=", e, R.c(I32, BAD_EXP)))
             b.store(b.zext(acc, V(I8)), self._vptr(self.colbad, n0), align=1)
-        _loop(b, self.fn, self.np // WARP, body, "colbad")
+        counted_loop(b, self.fn, self.np // WARP, body, "colbad")
 
     # ------------------------------------------------------------------ the sums
     def _compute(self) -> None:
@@ -410,8 +394,8 @@ class _HelperBuilder:
                 off = b.add(splat(b, b.add(rbase, b.mul(n0, _c(I64, 16)))), pat)
                 live = b.icmp_unsigned("<", b.add(splat(b, n0), b.zext(IOTA, V(I64))), R.c(I64, self.n))
                 self._element_block(r, n0, ea, av, rowbad, off, live)
-            _loop(b, fn, self.np // WARP, chunk, "cols")
-        _loop(b, fn, ROWS, row, "rows")
+            counted_loop(b, fn, self.np // WARP, chunk, "cols")
+        counted_loop(b, fn, ROWS, row, "rows")
 
     def _element_block(self, r: L.Value, n0: L.Value, ea: list, av: list, rowbad: L.Value, off: L.Value,
                        live: L.Value) -> None:
