@@ -299,7 +299,8 @@ F32_TERNARY = [(f"fma{r}{f}.f32 {{d}}, {{a}}, {{b}}, {{c}}", 32) for r in _RND f
      ("max.ftz.f32 {d}, {a}, {b}, {c}", 32)]
 F32_UNARY = [(f"{op}{r}{f}.f32 {{d}}, {{a}}", 32) for op in ("sqrt", "rcp") for r in (*_RND, ".approx")
              for f in ("", ".ftz")] + \
-    [(f"{op}.approx{f}.f32 {{d}}, {{a}}", 32) for op in ("ex2", "lg2", "sin", "cos") for f in ("", ".ftz")] + \
+    [(f"{op}.approx{f}.f32 {{d}}, {{a}}", 32) for op in ("ex2", "lg2", "sin", "cos")
+     for f in ("", ".ftz")] + [("tanh.approx.f32 {d}, {a}", 32)] + \
     [("rsqrt.approx.f32 {d}, {a}", 32), ("rsqrt.approx.ftz.f32 {d}, {a}", 32), ("abs.ftz.f32 {d}, {a}", 32),
      ("neg.ftz.f32 {d}, {a}", 32)] + \
     [(f"testp.{t}.f32 {{d}}, {{a}}", 1) for t in ("finite", "infinite", "number", "notanumber", "normal",
@@ -352,7 +353,7 @@ SMOKE = {
                    "min.ftz.NaN.xorsign.abs.f32", "cvt.rn.satfinite.e4m3x2.f32", "cvt.rz.relu.bf16x2.f32"),
     "f32_ternary": ("fma.rm.sat.f32", "fma.rp.ftz.f32"),
     "f32_unary": ("sqrt.rp.f32", "rcp.rm.ftz.f32", "rsqrt.approx.ftz.f32", "testp.subnormal.f32", "ex2.approx.f32",
-                  "lg2.approx.ftz.f32", "sin.approx.f32", "cos.approx.ftz.f32",
+                  "lg2.approx.ftz.f32", "sin.approx.f32", "cos.approx.ftz.f32", "tanh.approx.f32",
                   "cvt.rz.sat.f16.f32", "cvt.rna.tf32.f32", "cvt.rmi.ftz.s64.f32", "cvt.ftz.f64.f32",
                   "cvt.rz.f32.u32"),
     "f64_binary": ("add.rm.f64", "sub.rz.f64", "mul.rz.f64", "mul.rm.f64", "mul.rp.f64"),

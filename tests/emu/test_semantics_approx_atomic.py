@@ -132,3 +132,22 @@ def test_atomic_float_adds():
     r = atomic.apply("add", _f(1.0), _f(2.0 ** -24 + 2.0 ** -40), "f32")
     assert int(r[0]) == int(_f(float(np.float32(1.0) + np.float32(2.0 ** -24 + 2.0 ** -40)))[0])
     assert Fraction(float(r.view(np.float32)[0])) == 1 + Fraction(2) ** -23  # rounds to nearest
+
+
+@pytest.mark.parametrize("op", ["ex2", "lg2", "sin", "cos", "tanh"])
+def test_f32_transcendentals_are_the_c_librarys_rounded_once(op):
+    """Whatever numpy's build does (its AVX-512 exp2 and its tanh are SIMD code of their own), the interpreter
+    gives the C library's float64 function rounded once to f32: the bits the native tier computes."""
+    rng = np.random.default_rng(5)
+    bits = np.concatenate([rng.integers(0, 1 << 32, 4000, dtype=np.uint64).astype(np.uint32),
+                           _f(0.0, -0.0, 1.0, -1.0, 127.5, 128.0, -150.0, 1e30, -1e30, np.inf, -np.inf)])
+    fn = getattr(math, approx.LIBM[op])
+    want = []
+    for v in bits.view(np.float32).astype(np.float64):
+        try:
+            y = fn(v)
+        except (ValueError, OverflowError):
+            y = {"ex2": math.inf, "lg2": -math.inf if v == 0 else math.nan}.get(op, math.nan)
+        want.append(np.float32(y).view(np.uint32) if not math.isnan(y) else np.uint32(0x7FFFFFFF))
+    got = approx.approx(op, bits, "f32")
+    assert np.array_equal(got, np.array(want, np.uint32))

@@ -6,10 +6,17 @@ result is within half an ulp of the exact value: inside every error bound the PT
 tanh 2**-11 rel; f16 ex2 2**-9.9, bf16 ex2 2**-7 rel). Special inputs follow the manual's tables
 (float64 IEEE semantics give exactly those). Hardware results may differ in the last bits; no
 program may rely on them. NaN results are canonical.
+
+ex2, lg2, sin, cos and tanh are the C library's float64 functions (what Python's math module calls), so the
+native tier, which calls the same functions, gives the same bits. numpy's own function stands in where it
+gives the C library's bits on a probe set (it calls the C library, or is as exact); numpy builds with SIMD
+code of their own (exp2 and tanh on AVX-512 machines) are bypassed, element by element.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -18,15 +25,72 @@ from . import _types as T
 from .formats import BF16, F16, F32, encode
 from .half import f64_to_bf16_rn, ftz16
 
+LIBM = {"ex2": "exp2", "lg2": "log2", "sin": "sin", "cos": "cos", "tanh": "tanh"}  # op -> C function
+_NUMPY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "ex2": np.exp2, "lg2": np.log2, "sin": np.sin, "cos": np.cos, "tanh": np.tanh}
+
+
+def _domain(op: str, x: np.ndarray) -> np.ndarray:
+    """Where the math module's function returns a value (elsewhere it raises; numpy and the C library agree
+    there exactly: inf, -inf, 0 or NaN)."""
+    if op == "ex2":
+        return x < 1024.0
+    if op == "lg2":
+        return (x > 0.0) & np.isfinite(x)
+    return np.isfinite(x)
+
+
+def _probe_inputs() -> np.ndarray:
+    """f32 inputs (as float64) to compare numpy with the C library on: edge values, every power of two, random
+    bits."""
+    rng = np.random.default_rng(2029)
+    bits = np.concatenate([
+        np.array([0, 1, 0x007FFFFF, 0x00800000, 0x3F800000, 0x3F800001, 0x3F7FFFFF, 0x7F7FFFFF, 0x42FE0000,
+                  0x43000000, 0xC3150000, 0xC3160000, 0x40490FDB, 0x3FC90FDB, 0x4B800000, 0x7F800000],
+                 np.uint32),
+        (np.arange(1, 255, dtype=np.uint32) << 23),
+        rng.integers(0, 1 << 32, 4096, dtype=np.uint64).astype(np.uint32)])
+    bits = np.concatenate([bits, bits | np.uint32(1 << 31)])
+    with np.errstate(invalid="ignore"):  # (signaling NaN bits among the random ones)
+        x = bits.view(np.float32).astype(np.float64)
+    return x[np.isfinite(x)]
+
+
+def _by_element(op: str, x: np.ndarray) -> np.ndarray:
+    """The C library's function of every element (numpy's outside the math module's domain)."""
+    with np.errstate(all="ignore"):
+        y = np.asarray(_NUMPY[op](x), np.float64)
+    ok = _domain(op, x)
+    if ok.any():
+        y[ok] = np.frompyfunc(getattr(math, LIBM[op]), 1, 1)(x[ok]).astype(np.float64)
+    return y
+
+
+@functools.cache
+def numpy_is_libm(op: str) -> bool:
+    """numpy's float64 function for `op` gives the C library's bits on the probe inputs."""
+    x = _probe_inputs()
+    with np.errstate(all="ignore"):
+        want = _NUMPY[op](x)
+    got = _by_element(op, x)
+    return bool(((want.view(np.uint64) == got.view(np.uint64)) | (np.isnan(want) & np.isnan(got))).all())
+
+
+def c_library(op: str) -> Callable[[np.ndarray], np.ndarray]:
+    """The C library's float64 function for `op` (ex2 lg2 sin cos tanh) over an array: numpy's where it gives
+    the same bits, otherwise element by element through the math module."""
+    return _NUMPY[op] if numpy_is_libm(op) else functools.partial(_by_element, op)
+
+
 _FUNCS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "ex2": np.exp2,
-    "lg2": np.log2,
+    "ex2": lambda x: c_library("ex2")(x),
+    "lg2": lambda x: c_library("lg2")(x),
     "rcp": lambda x: 1.0 / x,
     "rsqrt": lambda x: 1.0 / np.sqrt(x),
     "sqrt": np.sqrt,
-    "sin": np.sin,
-    "cos": np.cos,
-    "tanh": np.tanh,
+    "sin": lambda x: c_library("sin")(x),
+    "cos": lambda x: c_library("cos")(x),
+    "tanh": lambda x: c_library("tanh")(x),
 }
 
 
