@@ -39,14 +39,26 @@ def test_fake_impl_gives_shapes_without_running():
     torch.library.opcheck(vadd_op, (torch.randn(64), torch.randn(64)), test_utils=("test_schema", "test_faketensor"))
 
 
-@pytest.mark.parametrize("BACKEND", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("BACKEND", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
 def test_inside_torch_compile(BACKEND):
+    """Between ops the backend compiles (inductor builds C++ kernels for them with the host compiler: slow)."""
     @torch.compile(fullgraph=True, backend=BACKEND)
     def f(x, y):
         return vadd_op(x * 2, y).sum() + 1
 
     x, y = torch.randn(256), torch.randn(256)
     np.testing.assert_allclose(f(x, y).item(), (x * 2 + y).sum().item() + 1, rtol=1e-5)
+
+
+def test_inside_an_inductor_graph_as_its_extern_call():
+    """Inductor traces the op through its fake impl and calls it from the compiled graph (no neighbours to
+    build C++ kernels for: those are the slow test above)."""
+    @torch.compile(fullgraph=True, backend="inductor")
+    def f(x, y):
+        return vadd_op(x, y)
+
+    x, y = torch.randn(300), torch.randn(300)
+    assert torch.equal(f(x, y), x + y)
 
 
 def test_every_parameter_must_be_named():
