@@ -8,7 +8,7 @@ import signal
 import time
 
 import torch.distributed as dist
-from ep_checks import E, encoded_x, random_topk
+from ep_checks import E, encoded_x, random_topk, survivors_meet
 
 import ptxforge.ep as deep_ep
 from ptxforge.emu.ipc import live_segments
@@ -64,17 +64,10 @@ def order_world(rank: int, world: int) -> dict:
     out = {f"order-{b}": call_order(rank, world, b) for b in ("torch", "kernels")}
     dist.barrier()
     out["never-kernels"] = never_arrives(rank, world, "kernels")
+    if rank != world - 1:  # a survivor that left early would reset a slower survivor's wait: a lost peer
+        survivors_meet(world - 1)  # instead of the timeout under test
     out["pids"] = [os.getpid()]
     return out
-
-
-def _survivors_meet(n: int, timeout_s: float = 30.0) -> None:
-    """Wait (bounded) until `n` ranks got here, through the rendezvous store (the process group is broken)."""
-    store = dist.distributed_c10d._get_default_store()
-    store.add("survivors", 1)
-    deadline = time.monotonic() + timeout_s
-    while store.add("survivors", 0) < n and time.monotonic() < deadline:
-        time.sleep(0.01)
 
 
 def killed_mid_dispatch(rank: int, world: int, backend: str, victim: int) -> dict:
@@ -99,7 +92,7 @@ def killed_mid_dispatch(rank: int, world: int, backend: str, victim: int) -> dic
             KB.drive = drive_then_die
     dead_pid = buf.transport.processes[victim][1]
     out = _outcome(lambda: _dispatch(buf, x, idx, w))
-    _survivors_meet(world - 1)  # no survivor exits before every survivor saw the loss (it names who is gone)
+    survivors_meet(world - 1)  # no survivor exits before every survivor saw the loss (it names who is gone)
     out["dead_segments"] = [n for n in live_segments() if n.startswith(f"ptxforge-emu-{dead_pid}-")]
     out["pids"] = [p for _, p in buf.transport.processes]
     out["destroy"] = _outcome(buf.destroy)  # releasing what is left works after a peer was lost

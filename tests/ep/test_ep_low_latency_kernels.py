@@ -20,7 +20,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from rank_faults import _survivors_meet as survivors_meet
+from ep_checks import survivors_meet
 from test_ep_low_latency import (
     EXPERTS,
     FORMS,
