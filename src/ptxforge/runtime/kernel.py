@@ -211,10 +211,10 @@ class Kernel:
             device = stream_device(stream, device)
         emu_only = opts.given() + (["emu_device_"] if emu_device_ is not None else [])
         if device is None or device == "auto":  # a preference ($PTXFORGE_DEVICE or auto), not an order
-            preferred = device or default_device()
-            buffers = [a.device for a in args if isinstance(a, DeviceBuffer)]
-            if buffers and emu_device_ is None:
-                device = buffers[0]  # run where the data is
+            preferred = device or default_device()  # (read even when unused: a bad $PTXFORGE_DEVICE is refused)
+            buffer = next((a for a in args if isinstance(a, DeviceBuffer)), None)
+            if buffer is not None and emu_device_ is None:
+                device = buffer.device  # run where the data is
             elif emu_only:
                 device = "emu"  # options only the emulator has
             else:

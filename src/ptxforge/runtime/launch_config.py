@@ -140,6 +140,8 @@ class EmulatorOptions:
         if not isinstance(self.sanitize, bool):
             if not isinstance(self.sanitize, Sanitizer):
                 raise LaunchError(f"sanitize must be True, False or a Sanitizer, got {self.sanitize!r}")
+        object.__setattr__(self, "_given", tuple(name for name in _OPTION_NAMES if name != "watchdog_s"
+                                                  and getattr(self, name) not in (None, False, ())))
 
     @classmethod
     def from_mapping(cls, options: Any) -> EmulatorOptions:
@@ -168,9 +170,9 @@ class EmulatorOptions:
         return made
 
     def given(self) -> list[str]:
-        """The options set to something a GPU cannot do (watchdog_s is not one: a GPU has no watchdog)."""
-        return [name for name in _OPTION_NAMES
-                if name != "watchdog_s" and getattr(self, name) not in (None, False, ())]
+        """The options set to something a GPU cannot do (watchdog_s is not one: a GPU has no watchdog); found
+        when the options are made (they are frozen), not at every launch."""
+        return list(self._given)
 
 
 _OPTION_NAMES = tuple(f.name for f in fields(EmulatorOptions))

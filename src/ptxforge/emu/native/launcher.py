@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ptxforge.emu.errors import EmulatorError, MemoryFault, TimeLimitExceeded, WatchdogTimeout
-from ptxforge.emu.memory import describe_address
+from ptxforge.emu.memory import PAD, describe_address
 from ptxforge.emu.native import codegen as G
 from ptxforge.emu.native.jit import load
 from ptxforge.emu.native.watchdog import STALLED_WORKER, WATCHDOG
@@ -97,13 +97,32 @@ def _shared_buffer(nbytes: int) -> np.ndarray:
     return buf
 
 
-def _record(nblocks: int) -> tuple[np.ndarray, int]:
-    """This thread's launch record (context, status, a count per block: int64s) and its address."""
-    rec = getattr(_LOCAL, "record", None)
-    need = G.CTX_LEN + STATUS_LEN + nblocks
-    if rec is None or rec[0].size < need:
-        arr = np.zeros(max(need, 4096), np.int64)
-        rec = _LOCAL.record = (arr, arr.ctypes.data)
+class _Record:
+    """A thread's launch record, reused by its later launches: the context, the status and a count per block
+    (int64s: `arr`, at `address`; `words` writes single slots for a fraction of numpy's per-call cost), and
+    a copy of the launch's parameter buffer (`params`, at `params_address`)."""
+
+    __slots__ = ("arr", "words", "address", "params", "params_view", "params_address")
+
+    def __init__(self, nblocks: int, nparams: int) -> None:
+        self.arr = np.zeros(max(G.CTX_LEN + STATUS_LEN + nblocks, 4096), np.int64)
+        self.words = memoryview(self.arr)
+        self.address = self.arr.ctypes.data
+        self.params = np.zeros(max(nparams, 4096), np.uint8)
+        self.params_view = memoryview(self.params)
+        self.params_address = self.params.ctypes.data
+
+
+_ZERO_STATUS = memoryview(np.zeros(STATUS_LEN, np.int64))
+_ZERO_PAD = memoryview(bytes(PAD))
+
+
+def _record(nblocks: int, nparams: int = 0) -> _Record:
+    """This thread's launch record, with room for `nblocks` counts and `nparams` bytes of parameters."""
+    rec: _Record | None = getattr(_LOCAL, "record", None)
+    if rec is None or rec.arr.size < G.CTX_LEN + STATUS_LEN + nblocks or rec.params.size < nparams:
+        rec = _LOCAL.record = _Record(max(nblocks, rec.arr.size if rec else 0),
+                                      max(nparams, rec.params.size if rec else 0))
     return rec
 
 
@@ -112,10 +131,11 @@ def _probes(nthreads: int) -> tuple[np.ndarray, int]:
     pr = getattr(_LOCAL, "probes", None)
     if pr is None or pr[0].shape[0] < nthreads:
         arr = np.zeros((max(nthreads, 4), G.PROBE_LEN), np.int64)
-        pr = _LOCAL.probes = (arr, arr.ctypes.data)
+        fresh = np.zeros(arr.shape, np.int64)
+        fresh[:, G.PROBE_BLOCK] = -1
+        pr = _LOCAL.probes = (arr, arr.ctypes.data, memoryview(arr).cast("B"), memoryview(fresh).cast("B"))
     arr = pr[0][:nthreads]
-    arr[:] = 0
-    arr[:, G.PROBE_BLOCK] = -1
+    pr[2][:] = pr[3]  # every row reset (a byte copy: numpy's two assignments cost more than a tiny launch's work)
     return arr, pr[1]
 
 
@@ -139,7 +159,17 @@ def per_sm_counts(m: Machine, counts: np.ndarray) -> np.ndarray:
     """Thread-instructions per SM: block b ran on slot b % resident of its wave, slot i on SM sm_ids[i % n]."""
     nblocks, sm_ids = counts.size, m.sm_ids
     if nblocks <= sm_ids.size:  # one wave, one block per SM (a small launch: skip the index arithmetic)
+        if m.all_sms:  # (SM i is slot i: the counts are the first SMs')
+            per_sm = np.zeros(m.per_sm.size, np.int64)
+            per_sm[:nblocks] = counts
+            return per_sm
         sms = sm_ids[:nblocks]
+    elif m.all_sms and m.resident % sm_ids.size == 0:  # (block b on SM b % n: sum the rows of n blocks)
+        n = sm_ids.size
+        full = nblocks // n * n
+        per_sm = counts[:full].reshape(-1, n).sum(0)
+        per_sm[:nblocks - full] += counts[full:]
+        return per_sm
     else:
         sms = sm_ids[np.arange(nblocks) % m.resident % sm_ids.size]
     return np.bincount(sms, weights=counts, minlength=m.per_sm.size).astype(np.int64)
@@ -157,9 +187,10 @@ def function(ir_text: str, level: str, exact: bool = False) -> tuple[Any, str]:
 
 
 def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: str = "opt",
-               exact: bool = False) -> dict:
-    """Run every block of the launch `m` (a Machine set up for it) natively at `level` (`function`); its stats as
-    `Machine.run` gives, with the compile level that ran (`level`)."""
+               exact: bool = False, params: bytes | None = None) -> dict:
+    """Run every block of the launch `m` (a Machine set up for it) natively at `level` (`function`), with the
+    packed parameters `params` (None: the machine's own); its stats as `Machine.run` gives, with the compile
+    level that ran (`level`)."""
     t0 = time.perf_counter()
     assert plan.ir_text is not None
     fn, ran_level = function(plan.ir_text, level, exact)
@@ -170,16 +201,29 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
     nthreads = max(1, min(threads or default_threads(), nblocks))
     shared_size = int(m.shared_size)
     gx, gy, gz = m.grid
-    rec, addr = _record(nblocks)
-    ctx0 = rec[:G.CTX_LEN]
-    status = rec[G.CTX_LEN:G.CTX_LEN + STATUS_LEN]
-    counts = rec[G.CTX_LEN + STATUS_LEN:G.CTX_LEN + STATUS_LEN + nblocks]
-    status[:] = 0
-    ctx0[:G.CTX_PROBE] = (m.params.ctypes.data, _address(arena), arena.size, _address(gmap),
-                          _address(_shared_buffer(shared_size)), addr + 8 * G.CTX_LEN,
-                          addr + 8 * (G.CTX_LEN + STATUS_LEN), gx, gy, gz, shared_size)
+    raw: Any = m.params if params is None else params
+    nraw = len(raw)
+    padded = max(PAD, -(-nraw // PAD) * PAD)  # (zeros past the end, as the interpreter's parameter buffer has)
+    rec = _record(nblocks, padded)
+    pv = rec.params_view  # (the record's copy: its address is known, an array's costs a lookup)
+    pv[:nraw] = raw
+    pv[nraw:padded] = _ZERO_PAD[:padded - nraw]
+    addr, arr, w = rec.address, rec.arr, rec.words
+    ctx0 = arr[:G.CTX_LEN]
+    status = arr[G.CTX_LEN:G.CTX_LEN + STATUS_LEN]
+    counts = arr[G.CTX_LEN + STATUS_LEN:G.CTX_LEN + STATUS_LEN + nblocks]
+    w[G.CTX_LEN:G.CTX_LEN + STATUS_LEN] = _ZERO_STATUS
+    w[G.CTX_PARAMS] = rec.params_address
+    w[G.CTX_ARENA] = _address(arena)
+    w[G.CTX_ARENA_SIZE] = arena.size
+    w[G.CTX_GMAP] = _address(gmap)
+    w[G.CTX_SHARED] = _address(_shared_buffer(shared_size))
+    w[G.CTX_STATUS] = addr + 8 * G.CTX_LEN
+    w[G.CTX_COUNTS] = addr + 8 * (G.CTX_LEN + STATUS_LEN)
+    w[G.CTX_GRID], w[G.CTX_GRID + 1], w[G.CTX_GRID + 2] = gx, gy, gz
+    w[G.CTX_SHARED_SIZE] = shared_size
     errors: list[BaseException] = []
-    probes, ctx0[G.CTX_PROBE] = _probes(nthreads)
+    probes, w[G.CTX_PROBE] = _probes(nthreads)
     token = WATCHDOG.watch(status, probes, m.time_limit_s, m.watchdog_s)
     try:
         if nthreads == 1:  # (no pool, no lock: a tiny launch's cost is mostly this path)
@@ -190,18 +234,21 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
             _run_threads(fn, ctx0, status, probes, nblocks, nthreads, shared_size, errors)
     finally:
         WATCHDOG.forget(token)
-    name = m.layout.kernel_func.name
-    if status[0] == G.ST_STOP and not errors:
-        raise TimeLimitExceeded(f"{name}: kernel ran past its time limit of {m.time_limit_s:g} s (time_limit_s) on "
-                                f"the native tier")
-    if status[0] == G.ST_NO_PROGRESS:
-        raise _no_progress(m, probes[int(status[STALLED_WORKER])])
-    if errors:
-        raise EmulatorError(f"{m.layout.kernel_func.name}: the native tier failed: {errors[0]}")
-    if status[0] != 0:
+    code = w[G.CTX_LEN]  # (status[0])
+    if code != 0 or errors:
+        name = m.layout.kernel_func.name
+        if code == G.ST_STOP and not errors:
+            raise TimeLimitExceeded(f"{name}: kernel ran past its time limit of {m.time_limit_s:g} s (time_limit_s) "
+                                    f"on the native tier")
+        if code == G.ST_NO_PROGRESS:
+            raise _no_progress(m, probes[int(status[STALLED_WORKER])])
+        if errors:
+            raise EmulatorError(f"{name}: the native tier failed: {errors[0]}")
         raise _fault(m, status.copy())
     per_sm = per_sm_counts(m, counts)
-    return {"thread_instructions": int(counts.sum()), "per_sm": per_sm, "wall_s": time.perf_counter() - t0,
+    # (a few blocks' counts summed in Python: numpy's sum costs more than that)
+    total = sum(w[G.CTX_LEN + STATUS_LEN:G.CTX_LEN + STATUS_LEN + nblocks]) if nblocks <= 64 else int(counts.sum())
+    return {"thread_instructions": total, "per_sm": per_sm, "wall_s": time.perf_counter() - t0,
             "waves": -(-nblocks // m.resident), "resident_blocks": m.resident, "steps": 0, "level": ran_level}
 
 

@@ -159,10 +159,11 @@ def choose_tier(m: Machine, option: str | None, *, checks: bool, cooperative: bo
     return Choice(plan, "opt" if loaded == "opt" or hot >= OPT_FACTOR * quick else "quick")
 
 
-def run_native(m: Machine, choice: Choice, threads: int | None) -> dict:
-    """Run the launch `m` natively (see launcher.py); its stats, with the level that ran."""
+def run_native(m: Machine, choice: Choice, threads: int | None, params: bytes | None = None) -> dict:
+    """Run the launch `m` natively (see launcher.py) with the packed parameters `params` (None: the machine's);
+    its stats, with the level that ran."""
     assert choice.plan is not None
-    stats = launcher.run_native(m, choice.plan, threads, choice.level, choice.exact)
+    stats = launcher.run_native(m, choice.plan, threads, choice.level, choice.exact, params)
     h = heat(m.layout)
     bx, by, bz = m.block
     h.levels[(bx, by, bz)] = stats["level"]
