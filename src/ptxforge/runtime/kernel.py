@@ -33,6 +33,7 @@ from ptxforge.runtime.cuda_green import GreenStream
 from ptxforge.runtime.cuda_launch import launch_on_gpu
 from ptxforge.runtime.device import Device, is_emulated
 from ptxforge.runtime.launch_config import EmulatorOptions, LaunchConfig
+from ptxforge.runtime.launch_plan import MAX_PLANS, RepeatPlan, repeatable, signature
 from ptxforge.runtime.register_limit import check_register_limit
 from ptxforge.runtime.result import LaunchResult
 from ptxforge.runtime.streams import label_reports, launch_on_stream, node_sanitize, peer_reachable, stream_device
@@ -117,6 +118,7 @@ class Kernel:
         self.module = module
         self.function = function
         self.pointee = tuple(pointee) if pointee is not None else None  # a PointeeType (or None) per parameter
+        self._plans: dict[tuple, RepeatPlan] = {}  # launch signature -> what its first launch checked (launch_plan)
 
     @property
     def name(self) -> str:
@@ -192,9 +194,26 @@ class Kernel:
         (or PTXFORGE_VALIDATE=0 in the environment) skips that, for PTX you know ptxas takes.
         """
         check_before_launch(self.module, validate)
+        key, opts, device_arg = None, None, device
+        if (stream is None and emu_device_ is None and cluster is None and cooperative is False and block is not _UNSET
+                and sanitize is _UNSET and num_sms is _UNSET and watchdog_s is _UNSET and time_limit_s is _UNSET
+                and printf is _UNSET):  # a launch a signature may describe (launch_plan.py)
+            try:
+                opts = _DEFAULT_OPTIONS if options is None else EmulatorOptions.from_mapping(options)
+                key = signature(grid, block, shared_mem, args, device, opts, validate,
+                                default_device() if device is None else None)
+                hit = self._plans.get(key) if key is not None else None
+                packed = hit.packed(args, opts, device) if hit is not None else None
+            except (LaunchError, ValueError):  # the full path below raises it, after the checks that come first
+                key = opts = hit = packed = None
+            if hit is not None and packed is not None:
+                return self._run_emu(hit.dev, packed, *hit.shape, False, opts.num_sms,
+                                     (opts.watchdog_s, opts.time_limit_s), opts.printf, None, False, opts.checks,
+                                     opts.reference, (opts.tier, opts.threads, opts.level))[0]
         config, args = _config(grid, block, args, shared_mem, cluster, cooperative)
-        opts = _options(options, {"sanitize": sanitize, "num_sms": num_sms, "watchdog_s": watchdog_s,
-                                  "time_limit_s": time_limit_s, "printf": printf})
+        if opts is None:
+            opts = _options(options, {"sanitize": sanitize, "num_sms": num_sms, "watchdog_s": watchdog_s,
+                                      "time_limit_s": time_limit_s, "printf": printf})
         gpu_stream = None
         if isinstance(stream, GreenStream):  # a GPU launch on the green context's SMs
             gpu_stream, stream = stream, None
@@ -235,6 +254,12 @@ class Kernel:
         plan = P.check_args(self.name, self.params, list(args), lambda a: isinstance(a, DeviceBuffer),
                             pointee=self.pointee, pointers=P.pointer_params(self.function))
         packed, offsets, copies, temps = self._pack(plan, dev)
+        if (key is not None and not on_gpu and not sanitize and dev.node is None and gpu_stream is None
+                and repeatable(plan, args, dev, copies, temps)):
+            if len(self._plans) >= MAX_PLANS:
+                self._plans.clear()
+            self._plans[key] = RepeatPlan(plan, packed, offsets, P.argument_names(self.name, self.params), args, dev,
+                                          device_arg, opts, (grid, block, shared))
         if stream is not None:
             return launch_on_stream(self, stream, dev, packed, copies, temps, grid, block, shared,
                                     sanitize, opts.num_sms, opts.watchdog_s, opts.printf, cluster, opts.checks,
