@@ -385,7 +385,7 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
                                   time_limit_s)
         choice = choose_tier(kept, tier, checks=False, cooperative=False, node=None, level=level)
         if choice.plan is not None:
-            return EmulationStats(**run_native(kept, choice, threads, params), tier="native")
+            return EmulationStats.native(run_native(kept, choice, threads, params))
     buf = np.zeros(max(PAD, (len(params) + PAD - 1) // PAD * PAD), np.uint8)
     buf[: len(params)] = np.frombuffer(params, np.uint8)
     workspace = None
@@ -418,7 +418,7 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
         elif choice is None:  # (else chosen above: the interpreter, for a plain launch)
             choice = choose_tier(m, tier, checks=bool(checks), cooperative=cooperative, node=node, level=level)
         if choice.plan is not None:
-            return EmulationStats(**run_native(m, choice, threads, params), tier="native")
+            return EmulationStats.native(run_native(m, choice, threads, params))
         stats = m.run()
         account_interp(m, stats)
         return replace(EmulationStats.from_dict(stats), tier="interp", tier_note=choice.note)

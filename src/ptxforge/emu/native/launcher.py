@@ -46,7 +46,8 @@ def default_threads() -> int:
 _CORES: list[int] = []
 
 
-_MAPS: weakref.WeakKeyDictionary[Any, tuple[tuple, np.ndarray]] = weakref.WeakKeyDictionary()
+_MAPS: weakref.WeakKeyDictionary[Any, tuple[tuple, np.ndarray, tuple[int, int, int, np.ndarray]]] = \
+    weakref.WeakKeyDictionary()
 # (IR text, level asked: "quick", "opt", or "auto": quick or better) -> (the ctypes function, its level)
 _FUNCS: dict[tuple[str, str], tuple[Any, str]] = {}
 _POOL: list[concurrent.futures.ThreadPoolExecutor] = []
@@ -66,13 +67,28 @@ def validity_map(memory: Any) -> np.ndarray:
     """Per 64-byte granule of the arena: how many of its bytes from its start lie in an allocation (flag 0x80:
     a read-only one). Allocations start on 256-byte boundaries, so a granule belongs to at most one. Kept per
     memory until its allocations change."""
-    key = (memory.arena.size, memory.allocations)  # (the same Allocation objects compare by identity first)
-    hit = _MAPS.get(memory)
-    if hit is not None and hit[0] == key:
-        return hit[1]
-    gmap = _build_map(memory)
-    _MAPS[memory] = (key, gmap)
-    return gmap
+    return _global_memory(memory)[3]
+
+
+def _global_memory(memory: Any) -> tuple[int, int, int, np.ndarray]:
+    """(the arena's address, its size, the validity map's address, the map) of `memory` as its launches see it
+    (the addresses looked up once per arena and map)."""
+    arena = memory.arena
+    key = (arena.size, memory.allocations)  # (the same Allocation objects compare by identity first)
+    last = _LAST_MAP[0]  # (the memory of the last launch: most launches run where the one before ran)
+    hit = last[1] if last is not None and last[0]() is memory else _MAPS.get(memory)
+    if hit is not None and hit[0] == key and hit[1] is arena:
+        found = hit[2]
+    else:
+        gmap = _build_map(memory)
+        found = (arena.ctypes.data, arena.size, gmap.ctypes.data, gmap)
+        hit = _MAPS[memory] = (key, arena, found)
+    if last is None or last[1] is not hit:
+        _LAST_MAP[0] = (weakref.ref(memory), hit)
+    return found
+
+
+_LAST_MAP: list[tuple[weakref.ref, tuple] | None] = [None]
 
 
 def _build_map(memory: Any) -> np.ndarray:
@@ -90,11 +106,13 @@ _LOCAL = threading.local()  # per thread: its shared-memory buffer and launch re
 STATUS_LEN = 8
 
 
-def _shared_buffer(nbytes: int) -> np.ndarray:
+def _shared_buffer(nbytes: int) -> int:
+    """The address of this thread's shared-memory buffer of at least `nbytes` (the code zeroes it per block)."""
     buf = getattr(_LOCAL, "shared", None)
-    if buf is None or buf.size < nbytes:
-        buf = _LOCAL.shared = np.zeros(max(nbytes, 4096), np.uint8)  # (the code zeroes it per block)
-    return buf
+    if buf is None or buf[0].size < nbytes:
+        arr = np.zeros(max(nbytes, 4096), np.uint8)
+        buf = _LOCAL.shared = (arr, arr.ctypes.data)
+    return buf[1]
 
 
 class _Record:
@@ -102,12 +120,14 @@ class _Record:
     (int64s: `arr`, at `address`; `words` writes single slots for a fraction of numpy's per-call cost), and
     a copy of the launch's parameter buffer (`params`, at `params_address`)."""
 
-    __slots__ = ("arr", "words", "address", "params", "params_view", "params_address")
+    __slots__ = ("arr", "words", "address", "ctx", "status", "params", "params_view", "params_address")
 
     def __init__(self, nblocks: int, nparams: int) -> None:
         self.arr = np.zeros(max(G.CTX_LEN + STATUS_LEN + nblocks, 4096), np.int64)
         self.words = memoryview(self.arr)
         self.address = self.arr.ctypes.data
+        self.ctx = self.arr[:G.CTX_LEN]
+        self.status = self.arr[G.CTX_LEN:G.CTX_LEN + STATUS_LEN]
         self.params = np.zeros(max(nparams, 4096), np.uint8)
         self.params_view = memoryview(self.params)
         self.params_address = self.params.ctypes.data
@@ -137,22 +157,6 @@ def _probes(nthreads: int) -> tuple[np.ndarray, int]:
     arr = pr[0][:nthreads]
     pr[2][:] = pr[3]  # every row reset (a byte copy: numpy's two assignments cost more than a tiny launch's work)
     return arr, pr[1]
-
-
-_ADDRESSES: dict[int, tuple[weakref.ref, int]] = {}  # id(array) -> (a weak reference to it, its address)
-
-
-def _address(arr: np.ndarray) -> int:
-    """The address of a long-lived array (an arena, a map, a shared-memory buffer), looked up once per array
-    (`.ctypes.data` costs a microsecond at every launch)."""
-    hit = _ADDRESSES.get(id(arr))
-    if hit is not None and hit[0]() is arr:
-        return hit[1]
-    if len(_ADDRESSES) > 256:
-        _ADDRESSES.clear()
-    address = arr.ctypes.data
-    _ADDRESSES[id(arr)] = (weakref.ref(arr), address)
-    return address
 
 
 def per_sm_counts(m: Machine, counts: np.ndarray) -> np.ndarray:
@@ -194,9 +198,7 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
     t0 = time.perf_counter()
     assert plan.ir_text is not None
     fn, ran_level = function(plan.ir_text, level, exact)
-    memory = m.device
-    arena = memory.arena
-    gmap = validity_map(memory)
+    arena_address, arena_size, gmap_address, _ = _global_memory(m.device)
     nblocks = m.nblocks
     nthreads = max(1, min(threads or default_threads(), nblocks))
     shared_size = int(m.shared_size)
@@ -208,16 +210,14 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
     pv = rec.params_view  # (the record's copy: its address is known, an array's costs a lookup)
     pv[:nraw] = raw
     pv[nraw:padded] = _ZERO_PAD[:padded - nraw]
-    addr, arr, w = rec.address, rec.arr, rec.words
-    ctx0 = arr[:G.CTX_LEN]
-    status = arr[G.CTX_LEN:G.CTX_LEN + STATUS_LEN]
-    counts = arr[G.CTX_LEN + STATUS_LEN:G.CTX_LEN + STATUS_LEN + nblocks]
+    addr, w, ctx0, status = rec.address, rec.words, rec.ctx, rec.status
+    counts = rec.arr[G.CTX_LEN + STATUS_LEN:G.CTX_LEN + STATUS_LEN + nblocks]
     w[G.CTX_LEN:G.CTX_LEN + STATUS_LEN] = _ZERO_STATUS
     w[G.CTX_PARAMS] = rec.params_address
-    w[G.CTX_ARENA] = _address(arena)
-    w[G.CTX_ARENA_SIZE] = arena.size
-    w[G.CTX_GMAP] = _address(gmap)
-    w[G.CTX_SHARED] = _address(_shared_buffer(shared_size))
+    w[G.CTX_ARENA] = arena_address
+    w[G.CTX_ARENA_SIZE] = arena_size
+    w[G.CTX_GMAP] = gmap_address
+    w[G.CTX_SHARED] = _shared_buffer(shared_size)
     w[G.CTX_STATUS] = addr + 8 * G.CTX_LEN
     w[G.CTX_COUNTS] = addr + 8 * (G.CTX_LEN + STATUS_LEN)
     w[G.CTX_GRID], w[G.CTX_GRID + 1], w[G.CTX_GRID + 2] = gx, gy, gz
@@ -288,7 +288,7 @@ def _run_threads(fn: Any, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarr
                     return  # came too late: the launch may already be over, its arrays reused
                 state[1] += 1
         ctx = ctx0.copy()
-        ctx[G.CTX_SHARED] = _address(_shared_buffer(shared_size))
+        ctx[G.CTX_SHARED] = _shared_buffer(shared_size)
         ctx[G.CTX_PROBE] = probes[wk:].ctypes.data
         try:
             while status[0] == 0:

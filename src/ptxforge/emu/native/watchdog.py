@@ -26,7 +26,7 @@ CHECK_S = 0.5  # seconds between probes (at most)
 STALLED_WORKER = 7  # status[7]: the worker whose block repeats
 
 
-@dataclass
+@dataclass(slots=True)
 class _Launch:
     status: np.ndarray
     probes: np.ndarray  # (workers, PROBE_LEN) int64
@@ -42,7 +42,8 @@ class Watchdog:
     """See the module docstring; `watch` a launch while it runs, `forget` it after."""
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
+        self.lock = threading.Lock()  # (`watch` and `forget` take it directly: the condition's own `with` costs more)
+        self.cond = threading.Condition(self.lock)
         self.live: dict[int, _Launch] = {}
         self.next_token = 0
         self.thread: threading.Thread | None = None
@@ -56,7 +57,7 @@ class Watchdog:
         deadline = math.inf if time_limit_s is None else now + time_limit_s
         every = min(CHECK_S, watchdog_s / 4)
         launch = _Launch(status, probes, deadline, watchdog_s, every, now, now + every)
-        with self.cond:
+        with self.lock:
             self.next_token += 1
             self.live[self.next_token] = launch
             if self.thread is None:
@@ -69,7 +70,7 @@ class Watchdog:
 
     def forget(self, token: int | None) -> None:
         if token is not None:
-            with self.cond:
+            with self.lock:
                 self.live.pop(token, None)
 
     def _run(self) -> None:
