@@ -199,17 +199,20 @@ class Kernel:
                 and sanitize is _UNSET and num_sms is _UNSET and watchdog_s is _UNSET and time_limit_s is _UNSET
                 and printf is _UNSET):  # a launch a signature may describe (launch_plan.py)
             try:
-                opts = _DEFAULT_OPTIONS if options is None else EmulatorOptions.from_mapping(options)
-                key = signature(grid, block, shared_mem, args, device, opts, validate,
+                o = _DEFAULT_OPTIONS if options is None else EmulatorOptions.from_mapping(options)
+                key = signature(grid, block, shared_mem, args, device, o, validate,
                                 default_device() if device is None else None)
                 hit = self._plans.get(key) if key is not None else None
-                packed = hit.packed(args, opts, device) if hit is not None else None
+                packed = hit.packed(args, o, device) if hit is not None else None
             except (LaunchError, ValueError):  # the full path below raises it, after the checks that come first
-                key = opts = hit = packed = None
+                key = hit = packed = None
+            else:
+                opts = o
             if hit is not None and packed is not None:
-                return self._run_emu(hit.dev, packed, *hit.shape, False, opts.num_sms,
-                                     (opts.watchdog_s, opts.time_limit_s), opts.printf, None, False, opts.checks,
-                                     opts.reference, (opts.tier, opts.threads, opts.level))[0]
+                grid3, block3, shared3 = hit.shape
+                return self._run_emu(hit.dev, packed, grid3, block3, shared3, False, o.num_sms,
+                                     (o.watchdog_s, o.time_limit_s), o.printf, None, False, o.checks, o.reference,
+                                     (o.tier, o.threads, o.level))[0]
         config, args = _config(grid, block, args, shared_mem, cluster, cooperative)
         if opts is None:
             opts = _options(options, {"sanitize": sanitize, "num_sms": num_sms, "watchdog_s": watchdog_s,

@@ -172,7 +172,7 @@ class EmulatorOptions:
     def given(self) -> list[str]:
         """The options set to something a GPU cannot do (watchdog_s is not one: a GPU has no watchdog); found
         when the options are made (they are frozen), not at every launch."""
-        return list(self._given)
+        return list(self.__dict__["_given"])
 
 
 _OPTION_NAMES = tuple(f.name for f in fields(EmulatorOptions))

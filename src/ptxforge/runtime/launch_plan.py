@@ -54,9 +54,10 @@ class RepeatPlan:
     values and packs it."""
 
     __slots__ = ("buffers", "dev", "device", "opts", "scalars", "shape", "template")
+    shape: tuple[tuple[int, int, int], tuple[int, int, int], int]  # the checked grid, block and shared memory
 
     def __init__(self, plan: list, packed: bytes, offsets: list[int], names: tuple[str, ...], args: Any, dev: Any,
-                 device: Any, opts: Any, shape: tuple) -> None:
+                 device: Any, opts: Any, shape: tuple[tuple[int, int, int], tuple[int, int, int], int]) -> None:
         self.template = packed
         self.dev, self.device, self.opts, self.shape = dev, device, opts, shape
         self.buffers = [(i, weakref.ref(a)) for i, a in enumerate(args) if type(a) is DeviceBuffer]

@@ -124,16 +124,16 @@ class _Record:
 
     def __init__(self, nblocks: int, nparams: int) -> None:
         self.arr = np.zeros(max(G.CTX_LEN + STATUS_LEN + nblocks, 4096), np.int64)
-        self.words = memoryview(self.arr)
+        self.words = self.arr.data
         self.address = self.arr.ctypes.data
         self.ctx = self.arr[:G.CTX_LEN]
         self.status = self.arr[G.CTX_LEN:G.CTX_LEN + STATUS_LEN]
         self.params = np.zeros(max(nparams, 4096), np.uint8)
-        self.params_view = memoryview(self.params)
+        self.params_view = self.params.data
         self.params_address = self.params.ctypes.data
 
 
-_ZERO_STATUS = memoryview(np.zeros(STATUS_LEN, np.int64))
+_ZERO_STATUS = np.zeros(STATUS_LEN, np.int64).data
 _ZERO_PAD = memoryview(bytes(PAD))
 
 
@@ -153,7 +153,7 @@ def _probes(nthreads: int) -> tuple[np.ndarray, int]:
         arr = np.zeros((max(nthreads, 4), G.PROBE_LEN), np.int64)
         fresh = np.zeros(arr.shape, np.int64)
         fresh[:, G.PROBE_BLOCK] = -1
-        pr = _LOCAL.probes = (arr, arr.ctypes.data, memoryview(arr).cast("B"), memoryview(fresh).cast("B"))
+        pr = _LOCAL.probes = (arr, arr.ctypes.data, arr.data.cast("B"), fresh.data.cast("B"))
     arr = pr[0][:nthreads]
     pr[2][:] = pr[3]  # every row reset (a byte copy: numpy's two assignments cost more than a tiny launch's work)
     return arr, pr[1]
