@@ -153,8 +153,9 @@ class EmulatorOptions:
         # options of plain values that passed are remembered by value and type (equal ones pass or fail alike);
         # objects (a Sanitizer, printf, checks) are not: the options must hold the very objects given
         key: tuple | None = None
-        if all(type(v) in _PLAIN for v in options.values()):
-            key = tuple((k, type(v), v) for k, v in options.items())
+        types = tuple(map(type, options.values()))
+        if _PLAIN.issuperset(types):
+            key = (tuple(options.items()), types)
             hit = _MADE.get(key)
             if hit is not None:
                 return hit
@@ -176,5 +177,5 @@ class EmulatorOptions:
 
 
 _OPTION_NAMES = tuple(f.name for f in fields(EmulatorOptions))
-_PLAIN = (type(None), bool, int, float, str)
-_MADE: dict[tuple, EmulatorOptions] = {}  # from_mapping's: (name, type, value) of each option -> the options
+_PLAIN = frozenset({type(None), bool, int, float, str})
+_MADE: dict[tuple, EmulatorOptions] = {}  # from_mapping's: (the options' items, their values' types) -> the options

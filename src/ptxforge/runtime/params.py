@@ -215,8 +215,8 @@ def scalar_bytes(a: Any, ty: str, where: str) -> bytes:
             raise LaunchError(f"{where}: expected a number, got {type(a).__name__}")
         if isinstance(a, np.integer):
             raise LaunchError(f"{where}: expected a float for {ty}, got {np.asarray(a).dtype}")
-        if isinstance(a, np.floating) and np.asarray(a).dtype.itemsize * 8 != bits:
-            raise LaunchError(f"{where}: expected a {bits}-bit float, got {np.asarray(a).dtype}; "
+        if isinstance(a, np.floating) and a.dtype.itemsize * 8 != bits:
+            raise LaunchError(f"{where}: expected a {bits}-bit float, got {a.dtype}; "
                               f"pass {_FLOAT[ty].__name__}(...)")
         return np.asarray(a, _FLOAT[ty]).tobytes()
     if ty in _INT_RANGE:
@@ -224,8 +224,8 @@ def scalar_bytes(a: Any, ty: str, where: str) -> bytes:
             raise LaunchError(f"{where}: expected an integer for {ty}, got {type(a).__name__} {a!r}")
         if isinstance(a, bool | np.bool_) or not isinstance(a, int | np.integer):
             raise LaunchError(f"{where}: expected an integer, got {type(a).__name__}")
-        if isinstance(a, np.integer) and np.asarray(a).dtype.itemsize * 8 != bits:
-            raise LaunchError(f"{where}: expected a {bits}-bit integer, got {np.asarray(a).dtype}")
+        if isinstance(a, np.integer) and a.dtype.itemsize * 8 != bits:
+            raise LaunchError(f"{where}: expected a {bits}-bit integer, got {a.dtype}")
         v = int(a)
         lo, hi = _INT_RANGE[ty]
         if not lo <= v <= hi:
