@@ -501,16 +501,16 @@ def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None, reference
             cells += ["-", "-", "not installed" if peer is None else "fails: " + peer["error"][:60]]
         else:
             ps = peer[key]["s"]
-            cells += [f"{ps:.5f}", f"{ti / ps / 1e6:.1f}", f"{s / ps:.1f}x" + ("" if peer[key]["ok"] else " (wrong)")]
+            cells += [f"{ps:.6f}", f"{ti / ps / 1e6:.1f}", f"{s / ps:.1f}x" + ("" if peer[key]["ok"] else " (wrong)")]
         if native and kind is None:
             cells += ["-", "-", "-", "-", "-"]
         elif native:
             (t1, s1), (tn, sn) = native[1][key], native[0][key]
             assert t1 == tn == ti, f"{key}: thread-instruction counts differ between tiers"
             ratio = f"{sn / peer[key]['s']:.1f}x" if peer is not None and "error" not in peer else "-"
-            cells += [f"{s1:.5f}", f"{sn:.5f}", ratio]
+            cells += [f"{s1:.6f}", f"{sn:.6f}", ratio]
             if peer1 is not None and "error" not in peer1:
-                cells += [f"{peer1[key]['s']:.5f}", f"{s1 / peer1[key]['s']:.1f}x"]
+                cells += [f"{peer1[key]['s']:.6f}", f"{s1 / peer1[key]['s']:.1f}x"]
             else:
                 cells += ["-", "-"]
         print("| " + " | ".join(cells) + " |")
