@@ -61,3 +61,44 @@ def test_per_sm_counts_follow_the_block_placement(blocks, num_sms):
     for b, c in enumerate(counts):
         want[sub.sm_ids[b % sub.resident % sub.sm_ids.size]] += c
     np.testing.assert_array_equal(per_sm_counts(sub, counts), want)
+
+
+def _reduce(threads):
+    k = corpus_module("reductions").kernel("reduce_sum_warp")
+    x = np.random.default_rng(3).random(1 << 14, np.float32)
+    out = np.zeros(64, np.float32)
+    r = k.launch(grid=(64,), block=(256,), args=[x, out, np.int32(x.size)],
+                 options={"tier": "native", "threads": threads, "level": "quick"})
+    assert r.tier == "native"
+    return out.tobytes(), r.thread_instructions, r.per_sm.tobytes()
+
+
+def test_a_grid_too_small_to_split_runs_on_the_callers_thread(monkeypatch):
+    from ptxforge.emu.native import launcher
+
+    k = corpus_module("vector_ops").kernel("vadd_f32")
+    n = 16 * 256
+    a = np.arange(n, dtype=np.float32)
+    bufs = [to_device(a), to_device(a), to_device(np.zeros(n, np.float32))]
+
+    def no_pool():
+        raise AssertionError("the pool was fed a grid of microseconds")
+    monkeypatch.setattr(launcher, "_pool", no_pool)
+    try:  # (16 blocks of a fraction of a microsecond each: less than one chunk of MIN_CHUNK_S)
+        r = k.launch(grid=(16,), block=(256,), args=[*bufs, np.int32(n)], options={"tier": "native", "threads": 4})
+        assert r.tier == "native"
+        np.testing.assert_array_equal(bufs[2].to_host(), 2 * a)
+    finally:
+        for bf in bufs:
+            bf.free()
+
+
+def test_workers_taking_small_chunks_give_what_one_thread_gives(monkeypatch):
+    from ptxforge.emu.native import launcher
+
+    fed = []
+    pool = launcher._pool
+    monkeypatch.setattr(launcher, "MIN_CHUNK_S", 0.0)  # chunks of a block or so: every worker takes some
+    monkeypatch.setattr(launcher, "_pool", lambda: fed.append(1) or pool())
+    want = _reduce(1)
+    assert _reduce(4) == want and fed

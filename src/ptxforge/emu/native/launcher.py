@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import math
 import os
 import threading
 import time
@@ -230,8 +231,8 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
             fn(addr, 0, nblocks)
         elif threads is None:  # every core unless the launch is small (`_run_spread`)
             _run_spread(fn, addr, ctx0, status, probes, nblocks, nthreads, shared_size, errors)
-        else:  # as many workers as asked
-            _run_threads(fn, ctx0, status, probes, nblocks, nthreads, shared_size, errors)
+        else:  # as many workers as asked (`_run_threads`)
+            _run_threads(fn, addr, ctx0, status, probes, nblocks, nthreads, shared_size, errors)
     finally:
         WATCHDOG.forget(token)
     code = w[G.CTX_LEN]  # (status[0])
@@ -253,6 +254,10 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
 
 
 ALONE_S = 0.0005  # a launch the caller's thread would finish alone within this (estimated) gets no helpers
+# a chunk of blocks that a worker takes at once runs at least this long (estimated): each chunk costs a hand-over of
+# the GIL between the workers, tens of microseconds on a busy machine (chunks of a few microseconds made a
+# 64K-thread vector add 10x slower on two workers than on one)
+MIN_CHUNK_S = 0.0001
 
 
 def _run_spread(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int,
@@ -265,19 +270,35 @@ def _run_spread(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes
     fn(addr, 0, chunk)
     if status[0] != 0:
         return
-    if (time.perf_counter() - t) * (nblocks - chunk) / chunk < ALONE_S:
+    per_block = (time.perf_counter() - t) / chunk
+    if per_block * (nblocks - chunk) < ALONE_S:
         fn(addr, chunk, nblocks)
         return
-    _run_threads(fn, ctx0, status, probes, nblocks, nthreads, shared_size, errors, chunk)
+    _run_threads(fn, addr, ctx0, status, probes, nblocks, nthreads, shared_size, errors, chunk, per_block)
 
 
-def _run_threads(fn: Any, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int, nthreads: int,
-                 shared_size: int, errors: list[BaseException], start: int = 0) -> None:
-    """The caller's thread is one worker, the others come from the shared pool; each takes chunks of blocks.
+def _run_threads(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int,
+                 nthreads: int, shared_size: int, errors: list[BaseException], start: int = 0,
+                 per_block: float | None = None) -> None:
+    """The caller's thread is one worker, the others come from the shared pool; each takes chunks of blocks of at
+    least MIN_CHUNK_S (by `per_block`, a block's seconds, else by a first chunk the caller runs and times). Blocks
+    that fit one chunk the caller runs alone (feeding helpers a grid too small to split costs more than it saves).
 
     A helper that starts after every block was taken leaves without touching the launch, and the caller waits
     only for the helpers that joined (a small launch does not wait for the pool's threads to wake up)."""
     chunk = max(1, nblocks // (nthreads * 8))
+    if per_block is None:
+        t = time.perf_counter()
+        fn(addr, start, min(start + chunk, nblocks))
+        if status[0] != 0:
+            return
+        per_block = (time.perf_counter() - t) / (min(start + chunk, nblocks) - start)
+        start = min(start + chunk, nblocks)
+    chunk = max(chunk, math.ceil(MIN_CHUNK_S / max(per_block, 1e-9)))
+    if nblocks - start <= chunk:
+        if start < nblocks:
+            fn(addr, start, nblocks)
+        return
     state = [start, 0, False]  # next block, helpers at work, closed (every block taken, no helper may join)
     cond = threading.Condition()
 
