@@ -379,7 +379,8 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
         check_launch(module, func, grid, block, cluster, shared_mem=shared_mem, static_shared=layout.shared_bytes)
     num_sms = sm_count(device.num_sms if num_sms is None else num_sms)
     choice = None
-    if run and not reference and not checks and not cooperative and sm_ids is None and device.node is None:
+    if (run and not reference and not checks and not cooperative and sm_ids is None and device.node is None
+            and requested_tier(tier) != "interp"):
         # a plain launch: when it runs natively, the kept Machine of its shape serves (no Machine made)
         kept = img.native_machine(func, layout, ops, grid, block, cluster, shared_mem, num_sms, watchdog_s,
                                   time_limit_s)

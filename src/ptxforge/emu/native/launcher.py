@@ -47,7 +47,7 @@ def default_threads() -> int:
 _CORES: list[int] = []
 
 
-_MAPS: weakref.WeakKeyDictionary[Any, tuple[tuple, np.ndarray, tuple[int, int, int, np.ndarray]]] = \
+_MAPS: weakref.WeakKeyDictionary[Any, tuple[tuple, weakref.ref, tuple[int, int, int, np.ndarray]]] = \
     weakref.WeakKeyDictionary()
 # (IR text, level asked: "quick", "opt", or "auto": quick or better) -> (the ctypes function, its level)
 _FUNCS: dict[tuple[str, str], tuple[Any, str]] = {}
@@ -78,12 +78,13 @@ def _global_memory(memory: Any) -> tuple[int, int, int, np.ndarray]:
     key = (arena.size, memory.allocations)  # (the same Allocation objects compare by identity first)
     last = _LAST_MAP[0]  # (the memory of the last launch: most launches run where the one before ran)
     hit = last[1] if last is not None and last[0]() is memory else _MAPS.get(memory)
-    if hit is not None and hit[0] == key and hit[1] is arena:
+    if hit is not None and hit[0] == key and hit[1]() is arena:
         found = hit[2]
     else:
         gmap = _build_map(memory)
         found = (arena.ctypes.data, arena.size, gmap.ctypes.data, gmap)
-        hit = _MAPS[memory] = (key, arena, found)
+        hit = _MAPS[memory] = (key, weakref.ref(arena), found)  # (a weak reference: a grown arena's old array
+        # is not kept alive by its entry)
     if last is None or last[1] is not hit:
         _LAST_MAP[0] = (weakref.ref(memory), hit)
     return found
