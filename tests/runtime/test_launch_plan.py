@@ -140,3 +140,21 @@ def test_launches_the_plan_does_not_describe_take_the_full_path(k):
         np.testing.assert_array_equal(y, 2 * x)
     k.launch(grid=[2], block=[256], args=[xb, yb, 2.0, 300])  # (lists: no signature)
     assert k._plans == {}
+
+
+def test_a_dsl_kernels_repeat_launches_keep_its_pointee_types():
+    from ptxforge.dsl import f32, kernel, ld, ptr, st, tid
+
+    @kernel(arch="sm_80")
+    def double(x: ptr(f32), y: ptr(f32)):
+        i = tid.x
+        st(y[i], ld(x[i]) * 2.0)
+    x = np.arange(32, dtype=np.float32)
+    xb, yb = to_device(x, device="emu"), to_device(np.zeros(32, np.float32), device="emu")
+    for _ in range(2):
+        double.launch(grid=(1,), block=(32,), args=[xb, yb])
+    np.testing.assert_array_equal(yb.to_host(), 2 * x)
+    assert double.runtime_kernel() is double.runtime_kernel() and len(double.runtime_kernel()._plans) == 1
+    wide = to_device(np.arange(32, dtype=np.float64), device="emu")
+    with pytest.raises(LaunchError, match="takes float32 elements"):
+        double.launch(grid=(1,), block=(32,), args=[wide, yb])
