@@ -61,8 +61,8 @@ class RepeatPlan:
         self.template = packed
         self.dev, self.device, self.opts, self.shape = dev, device, opts, shape
         self.buffers = [(i, weakref.ref(a)) for i, a in enumerate(args) if type(a) is DeviceBuffer]
-        self.scalars = [(i, off, p, names[i]) for i, ((kind, p, _), off) in enumerate(zip(plan, offsets, strict=True))
-                        if kind == "scalar"]
+        self.scalars = [(i, off, max(p.size, 1), p.type, names[i])
+                        for i, ((kind, p, _), off) in enumerate(zip(plan, offsets, strict=True)) if kind == "scalar"]
 
     def packed(self, args: Any, opts: Any, device: Any) -> bytes | None:
         """The parameter buffer of a launch with this signature (its scalars checked: LaunchError as the full
@@ -74,8 +74,8 @@ class RepeatPlan:
             if ref() is not args[i]:
                 return None
         out = bytearray(self.template)
-        for i, off, p, where in self.scalars:
-            P.place(out, off, p, P.scalar_bytes(args[i], p.type, where))
+        for i, off, size, ty, where in self.scalars:
+            P.place(out, off, size, P.scalar_bytes(args[i], ty, where))
         for i, _ in self.buffers:
             args[i].address  # noqa: B018 (a freed buffer raises, as packing it does)
         return bytes(out)

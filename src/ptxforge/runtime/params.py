@@ -196,14 +196,13 @@ def pack(plan: list, pointer: Callable[[ir.Param, Any], int]) -> tuple[bytes, li
         if kind == "ptr":
             out[off:off + 8] = int(pointer(p, a)).to_bytes(8, "little")
         else:
-            place(out, off, p, a)
+            place(out, off, max(p.size, 1), a)
     return bytes(out), offsets
 
 
-def place(out: bytearray, off: int, p: ir.Param, raw: bytes) -> None:
-    """Put a scalar's or aggregate's bytes `raw` at `off` in the packed buffer `out` (cut or zero-padded to the
-    parameter's size)."""
-    size = max(p.size, 1)
+def place(out: bytearray, off: int, size: int, raw: bytes) -> None:
+    """Put a scalar's or aggregate's bytes `raw` at `off` in the packed buffer `out`, cut or zero-padded to
+    `size` (the parameter's: max(param.size, 1))."""
     out[off:off + size] = raw[:size].ljust(size, b"\0")
 
 
