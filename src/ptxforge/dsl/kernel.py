@@ -111,6 +111,7 @@ class Kernel:
             raise DSLError(f"kernel {self.name}: unknown constants {', '.join(sorted(unknown))}")
         self.maxntid, self.minnctapersm = maxntid, minnctapersm
         self._modules: dict[str, ir.Module] = {}
+        self._runtime: dict[int, tuple[ir.Module, RuntimeKernel]] = {}  # id(module) -> its runtime Kernel
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -161,9 +162,14 @@ class Kernel:
         return self.runtime_kernel(arch).launch(grid, args=list(args), device=device, **kw)
 
     def runtime_kernel(self, arch: str | None = None) -> RuntimeKernel:
-        """The launchable runtime Kernel for `arch`, knowing its pointer parameters' element types."""
+        """The launchable runtime Kernel for `arch`, knowing its pointer parameters' element types (one per
+        module: its repeated launches reuse what the first checked, runtime/launch_plan.py)."""
         m = self.module(arch)
-        return RuntimeKernel(m, m.function(self.name), pointee=[pointee_type(s) for _, s in self.params])
+        hit = self._runtime.get(id(m))
+        if hit is None or hit[0] is not m:
+            hit = self._runtime[id(m)] = (m, RuntimeKernel(m, m.function(self.name),
+                                                           pointee=[pointee_type(s) for _, s in self.params]))
+        return hit[1]
 
     def _build(self, arch: str) -> ir.Module:
         b = Builder(self.name, arch, "entry")

@@ -98,6 +98,8 @@ class ModuleImage:
     allocations: list[Allocation] = field(default_factory=list)
     # kernel name (or (name, "reference"): its plain forms) -> its layout and ops
     kernels: dict[str | tuple[str, str], tuple[Layout, list[Op]]] = field(default_factory=dict)
+    # (kernel name, launch shape and limits) -> the Machine its native launches read (`native_machine`)
+    machines: dict[tuple, Machine] = field(default_factory=dict)
 
     def load(self) -> None:
         variables = [v for v in self.module.variables
@@ -127,6 +129,25 @@ class ModuleImage:
         self.allocations = []
         self.symbols = {}
         self.kernels = {}  # a new dict: a Node's GPUs may share the old one
+        self.machines = {}
+
+    def native_machine(self, func: ir.Function, layout: Layout, ops: list[Op], grid: tuple[int, int, int],
+                       block: tuple[int, int, int], cluster: tuple[int, int, int] | None, shared_mem: int,
+                       num_sms: int, watchdog_s: float, time_limit_s: float | None) -> Machine:
+        """The Machine of a plain launch of `func` (no checks, no node, no cooperative grid, every SM) with this
+        shape, made once and kept: the native tier only reads a machine's shape, limits and ops (its
+        parameters come with each launch), so its repeated launches skip making one. The interpreter never
+        runs it (an interpreted launch gets a fresh Machine)."""
+        key = (func.name, grid, block, cluster, shared_mem, num_sms, watchdog_s, time_limit_s)
+        m = self.machines.get(key)
+        if m is None or m.layout is not layout or m.ops is not ops:
+            m = Machine(layout, ops, grid=grid, block=block, params=_NO_PARAMS, device=self.device.memory,
+                        dynamic_shared=shared_mem, num_sms=num_sms, watchdog_s=watchdog_s, time_limit_s=time_limit_s,
+                        cluster=cluster, gpu=self.device.gpu, printf_fifo_size=self.device.printf_fifo_size)
+            if len(self.machines) >= MAX_MACHINES:
+                self.machines.clear()
+            self.machines[key] = m
+        return m
 
     def compiled(self, func: ir.Function, reference: bool = False) -> tuple[Layout, list[Op]]:
         key = (func.name, "reference") if reference else func.name
@@ -136,6 +157,10 @@ class ModuleImage:
             ops = compile_layout(layout, {}, reference)
             hit = self.kernels[key] = (layout, ops)
         return hit
+
+
+MAX_MACHINES = 64  # launch shapes a module image keeps a native Machine for
+_NO_PARAMS = np.zeros(PAD, np.uint8)  # (a kept Machine's own parameters: never read, each launch brings its own)
 
 
 def _unload(key: int, img: ModuleImage) -> None:
@@ -352,9 +377,18 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
     layout, ops = img.compiled(func, reference)
     if layout.shared_bytes + shared_mem > EMU_MAX_SHARED:
         check_launch(module, func, grid, block, cluster, shared_mem=shared_mem, static_shared=layout.shared_bytes)
+    num_sms = sm_count(device.num_sms if num_sms is None else num_sms)
+    choice = None
+    if (run and not reference and not checks and not cooperative and sm_ids is None and device.node is None
+            and requested_tier(tier) != "interp"):
+        # a plain launch: when it runs natively, the kept Machine of its shape serves (no Machine made)
+        kept = img.native_machine(func, layout, ops, grid, block, cluster, shared_mem, num_sms, watchdog_s,
+                                  time_limit_s)
+        choice = choose_tier(kept, tier, checks=False, cooperative=False, node=None, level=level)
+        if choice.plan is not None:
+            return EmulationStats.native(run_native(kept, choice, threads, params))
     buf = np.zeros(max(PAD, (len(params) + PAD - 1) // PAD * PAD), np.uint8)
     buf[: len(params)] = np.frombuffer(params, np.uint8)
-    num_sms = sm_count(device.num_sms if num_sms is None else num_sms)
     workspace = None
     if cooperative:
         if not run:
@@ -382,10 +416,10 @@ def emulate(module: ir.Module, func: ir.Function, *, grid: Any, block: Any, para
         if reference:  # the reference path is the interpreter's semantics functions
             choice = Choice(None, note="" if requested_tier(tier) == "interp" else
                             "reference mode runs on the interpreter")
-        else:
+        elif choice is None:  # (else chosen above: the interpreter, for a plain launch)
             choice = choose_tier(m, tier, checks=bool(checks), cooperative=cooperative, node=node, level=level)
         if choice.plan is not None:
-            return EmulationStats(**run_native(m, choice, threads), tier="native")
+            return EmulationStats.native(run_native(m, choice, threads, params))
         stats = m.run()
         account_interp(m, stats)
         return replace(EmulationStats.from_dict(stats), tier="interp", tier_note=choice.note)

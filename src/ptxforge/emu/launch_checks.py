@@ -157,7 +157,37 @@ def shared_bytes(value: Any, what: str = "shared_mem") -> int:
 def check_launch(module: ir.Module | None, func: ir.Function, grid: Any, block: Any, cluster: Any = None, *,
                  shared_mem: int = 0,
                  static_shared: int | None = None, max_shared: int | None = None) -> LaunchShape:
-    """The launch's shape after every check the driver makes on it; LaunchError naming what it breaks."""
+    """The launch's shape after every check the driver makes on it; LaunchError naming what it breaks.
+
+    A launch that passed is remembered by its kernel and its exact arguments (plain ints and tuples of them:
+    equal ones pass alike), so a kernel launched again with the same shape is not checked again."""
+    key = None
+    if _plain(grid) and _plain(block) and (cluster is None or _plain(cluster)) and type(shared_mem) is int \
+            and type(static_shared) in _INT_OR_NONE and type(max_shared) in _INT_OR_NONE:
+        key = (id(func), id(module), grid, block, cluster, shared_mem, static_shared, max_shared)
+        hit = _PASSED.get(key)
+        if hit is not None and hit[0] is func and hit[1] is module:
+            return hit[2]
+    shape = _check_launch(module, func, grid, block, cluster, shared_mem, static_shared, max_shared)
+    if key is not None:
+        if len(_PASSED) >= 1024:
+            _PASSED.clear()
+        _PASSED[key] = (func, module, shape)
+    return shape
+
+
+_INT_OR_NONE = (int, type(None))
+# (id(func), id(module), the shape arguments) -> (func, module, their LaunchShape): launches that passed
+_PASSED: dict[tuple, tuple[ir.Function, ir.Module | None, LaunchShape]] = {}
+
+
+def _plain(d: Any) -> bool:
+    """An int or a tuple of ints (not bools, floats or numpy numbers: equal to ints, not always accepted)."""
+    return type(d) is int or (type(d) is tuple and all(type(x) is int for x in d))
+
+
+def _check_launch(module: ir.Module | None, func: ir.Function, grid: Any, block: Any, cluster: Any,
+                  shared_mem: int, static_shared: int | None, max_shared: int | None) -> LaunchShape:
     grid, block = grid_and_block(grid, block)
     threads = block[0] * block[1] * block[2]
     dirs = dict(func.directives)

@@ -117,6 +117,7 @@ class Machine(StaticLanes, Barriers, Calls):
         self.num_sms = num_sms  # the device's SMs (%nsmid)
         # the SMs this launch may use (a stream's partition); slot i of a wave runs on sm_ids[i % len]
         self.sm_ids = np.arange(num_sms, dtype=np.int64) if sm_ids is None else np.asarray(sm_ids, np.int64)
+        self.all_sms = sm_ids is None  # (sm_ids is then 0, 1, ... num_sms - 1)
         self.gpu = gpu  # the GPU's index in a Node, named in errors (None on a lone device)
         self.envregs = dict(envregs or {})  # %envregN values the driver sets (a cooperative launch's workspace)
         self.concurrent = False  # set by the Node's scheduler: yield every few steps (see `steps_iter`)

@@ -51,6 +51,8 @@ BOUND = 10  # an IPC launch whose state repeats this many watchdog_s is stuck, w
 
 def check_time_options(watchdog_s: Any, time_limit_s: Any) -> tuple[float, float | None]:
     """Validate the launch's `watchdog_s` (> 0; inf turns it off) and `time_limit_s` (None or > 0)."""
+    if type(watchdog_s) is float and watchdog_s > 0 and time_limit_s is None:  # (NaN fails `> 0`)
+        return watchdog_s, None  # the common case, checked at every launch: already what the loop below makes
     out: list[float | None] = []
     for name, v in (("watchdog_s", watchdog_s), ("time_limit_s", time_limit_s)):
         if v is None and name == "time_limit_s":

@@ -33,6 +33,7 @@ from ptxforge.runtime.cuda_green import GreenStream
 from ptxforge.runtime.cuda_launch import launch_on_gpu
 from ptxforge.runtime.device import Device, is_emulated
 from ptxforge.runtime.launch_config import EmulatorOptions, LaunchConfig
+from ptxforge.runtime.launch_plan import MAX_PLANS, RepeatPlan, repeatable, signature
 from ptxforge.runtime.register_limit import check_register_limit
 from ptxforge.runtime.result import LaunchResult
 from ptxforge.runtime.streams import label_reports, launch_on_stream, node_sanitize, peer_reachable, stream_device
@@ -117,6 +118,7 @@ class Kernel:
         self.module = module
         self.function = function
         self.pointee = tuple(pointee) if pointee is not None else None  # a PointeeType (or None) per parameter
+        self._plans: dict[tuple, RepeatPlan] = {}  # launch signature -> what its first launch checked (launch_plan)
 
     @property
     def name(self) -> str:
@@ -192,9 +194,29 @@ class Kernel:
         (or PTXFORGE_VALIDATE=0 in the environment) skips that, for PTX you know ptxas takes.
         """
         check_before_launch(self.module, validate)
+        key, opts, device_arg = None, None, device
+        if (stream is None and emu_device_ is None and cluster is None and cooperative is False and block is not _UNSET
+                and sanitize is _UNSET and num_sms is _UNSET and watchdog_s is _UNSET and time_limit_s is _UNSET
+                and printf is _UNSET):  # a launch a signature may describe (launch_plan.py)
+            try:
+                o = _DEFAULT_OPTIONS if options is None else EmulatorOptions.from_mapping(options)
+                key = signature(grid, block, shared_mem, args, device, o, validate,
+                                default_device() if device is None else None)
+                hit = self._plans.get(key) if key is not None else None
+                packed = hit.packed(args, o, device) if hit is not None else None
+            except (LaunchError, ValueError):  # the full path below raises it, after the checks that come first
+                key = hit = packed = None
+            else:
+                opts = o
+            if hit is not None and packed is not None:
+                grid3, block3, shared3 = hit.shape
+                return self._run_emu(hit.dev, packed, grid3, block3, shared3, False, o.num_sms,
+                                     (o.watchdog_s, o.time_limit_s), o.printf, None, False, o.checks, o.reference,
+                                     (o.tier, o.threads, o.level))[0]
         config, args = _config(grid, block, args, shared_mem, cluster, cooperative)
-        opts = _options(options, {"sanitize": sanitize, "num_sms": num_sms, "watchdog_s": watchdog_s,
-                                  "time_limit_s": time_limit_s, "printf": printf})
+        if opts is None:
+            opts = _options(options, {"sanitize": sanitize, "num_sms": num_sms, "watchdog_s": watchdog_s,
+                                      "time_limit_s": time_limit_s, "printf": printf})
         gpu_stream = None
         if isinstance(stream, GreenStream):  # a GPU launch on the green context's SMs
             gpu_stream, stream = stream, None
@@ -211,10 +233,10 @@ class Kernel:
             device = stream_device(stream, device)
         emu_only = opts.given() + (["emu_device_"] if emu_device_ is not None else [])
         if device is None or device == "auto":  # a preference ($PTXFORGE_DEVICE or auto), not an order
-            preferred = device or default_device()
-            buffers = [a.device for a in args if isinstance(a, DeviceBuffer)]
-            if buffers and emu_device_ is None:
-                device = buffers[0]  # run where the data is
+            preferred = device or default_device()  # (read even when unused: a bad $PTXFORGE_DEVICE is refused)
+            buffer = next((a for a in args if isinstance(a, DeviceBuffer)), None)
+            if buffer is not None and emu_device_ is None:
+                device = buffer.device  # run where the data is
             elif emu_only:
                 device = "emu"  # options only the emulator has
             else:
@@ -235,6 +257,12 @@ class Kernel:
         plan = P.check_args(self.name, self.params, list(args), lambda a: isinstance(a, DeviceBuffer),
                             pointee=self.pointee, pointers=P.pointer_params(self.function))
         packed, offsets, copies, temps = self._pack(plan, dev)
+        if (key is not None and not on_gpu and not sanitize and dev.node is None and gpu_stream is None
+                and repeatable(plan, args, dev, copies, temps)):
+            if len(self._plans) >= MAX_PLANS:
+                self._plans.clear()
+            self._plans[key] = RepeatPlan(plan, packed, offsets, P.argument_names(self.name, self.params), args, dev,
+                                          device_arg, opts, (grid, block, shared))
         if stream is not None:
             return launch_on_stream(self, stream, dev, packed, copies, temps, grid, block, shared,
                                     sanitize, opts.num_sms, opts.watchdog_s, opts.printf, cluster, opts.checks,

@@ -140,6 +140,8 @@ class EmulatorOptions:
         if not isinstance(self.sanitize, bool):
             if not isinstance(self.sanitize, Sanitizer):
                 raise LaunchError(f"sanitize must be True, False or a Sanitizer, got {self.sanitize!r}")
+        object.__setattr__(self, "_given", tuple(name for name in _OPTION_NAMES if name != "watchdog_s"
+                                                  and getattr(self, name) not in (None, False, ())))
 
     @classmethod
     def from_mapping(cls, options: Any) -> EmulatorOptions:
@@ -151,8 +153,9 @@ class EmulatorOptions:
         # options of plain values that passed are remembered by value and type (equal ones pass or fail alike);
         # objects (a Sanitizer, printf, checks) are not: the options must hold the very objects given
         key: tuple | None = None
-        if all(type(v) in _PLAIN for v in options.values()):
-            key = tuple((k, type(v), v) for k, v in options.items())
+        types = tuple(map(type, options.values()))
+        if _PLAIN.issuperset(types):
+            key = (tuple(options.items()), types)
             hit = _MADE.get(key)
             if hit is not None:
                 return hit
@@ -168,11 +171,11 @@ class EmulatorOptions:
         return made
 
     def given(self) -> list[str]:
-        """The options set to something a GPU cannot do (watchdog_s is not one: a GPU has no watchdog)."""
-        return [name for name in _OPTION_NAMES
-                if name != "watchdog_s" and getattr(self, name) not in (None, False, ())]
+        """The options set to something a GPU cannot do (watchdog_s is not one: a GPU has no watchdog); found
+        when the options are made (they are frozen), not at every launch."""
+        return list(self.__dict__["_given"])
 
 
 _OPTION_NAMES = tuple(f.name for f in fields(EmulatorOptions))
-_PLAIN = (type(None), bool, int, float, str)
-_MADE: dict[tuple, EmulatorOptions] = {}  # from_mapping's: (name, type, value) of each option -> the options
+_PLAIN = frozenset({type(None), bool, int, float, str})
+_MADE: dict[tuple, EmulatorOptions] = {}  # from_mapping's: (the options' items, their values' types) -> the options

@@ -58,7 +58,7 @@ def check_args(kernel: str, params: tuple[ir.Param, ...], args: list, is_buffer:
         sig = ", ".join(f"{p.type} {p.name}" for p in params)
         raise LaunchError(f"{kernel} takes {len(params)} argument(s) ({sig}), got {len(args)}")
     plan: list[tuple[str, ir.Param, Any]] = []  # (kind, parameter, value): "ptr" with a pointer, "bytes" with bytes
-    for i, (where, p, a) in enumerate(zip(_argument_names(kernel, params), params, args, strict=True)):
+    for i, (where, p, a) in enumerate(zip(argument_names(kernel, params), params, args, strict=True)):
         typed = pointee[i] if pointee else None
         is_pointer = typed is not None or p.name in pointers or p.ptr_space is not None
         if p.array:
@@ -90,7 +90,7 @@ def check_args(kernel: str, params: tuple[ir.Param, ...], args: list, is_buffer:
 _NAMES: dict[int, tuple[Any, str, tuple[str, ...]]] = {}  # id(params) -> (params, kernel, argument names)
 
 
-def _argument_names(kernel: str, params: Any) -> tuple[str, ...]:
+def argument_names(kernel: str, params: Any) -> tuple[str, ...]:
     """How messages name each argument of `kernel` (made once per parameter list, not at every launch; keyed
     by identity: hashing the parameters costs more than naming them)."""
     hit = _NAMES.get(id(params))
@@ -196,9 +196,14 @@ def pack(plan: list, pointer: Callable[[ir.Param, Any], int]) -> tuple[bytes, li
         if kind == "ptr":
             out[off:off + 8] = int(pointer(p, a)).to_bytes(8, "little")
         else:
-            size = max(p.size, 1)
-            out[off:off + size] = a[:size].ljust(size, b"\0")
+            place(out, off, max(p.size, 1), a)
     return bytes(out), offsets
+
+
+def place(out: bytearray, off: int, size: int, raw: bytes) -> None:
+    """Put a scalar's or aggregate's bytes `raw` at `off` in the packed buffer `out`, cut or zero-padded to
+    `size` (the parameter's: max(param.size, 1))."""
+    out[off:off + size] = raw[:size].ljust(size, b"\0")
 
 
 def scalar_bytes(a: Any, ty: str, where: str) -> bytes:
@@ -209,8 +214,8 @@ def scalar_bytes(a: Any, ty: str, where: str) -> bytes:
             raise LaunchError(f"{where}: expected a number, got {type(a).__name__}")
         if isinstance(a, np.integer):
             raise LaunchError(f"{where}: expected a float for {ty}, got {np.asarray(a).dtype}")
-        if isinstance(a, np.floating) and np.asarray(a).dtype.itemsize * 8 != bits:
-            raise LaunchError(f"{where}: expected a {bits}-bit float, got {np.asarray(a).dtype}; "
+        if isinstance(a, np.floating) and a.dtype.itemsize * 8 != bits:
+            raise LaunchError(f"{where}: expected a {bits}-bit float, got {a.dtype}; "
                               f"pass {_FLOAT[ty].__name__}(...)")
         return np.asarray(a, _FLOAT[ty]).tobytes()
     if ty in _INT_RANGE:
@@ -218,8 +223,8 @@ def scalar_bytes(a: Any, ty: str, where: str) -> bytes:
             raise LaunchError(f"{where}: expected an integer for {ty}, got {type(a).__name__} {a!r}")
         if isinstance(a, bool | np.bool_) or not isinstance(a, int | np.integer):
             raise LaunchError(f"{where}: expected an integer, got {type(a).__name__}")
-        if isinstance(a, np.integer) and np.asarray(a).dtype.itemsize * 8 != bits:
-            raise LaunchError(f"{where}: expected a {bits}-bit integer, got {np.asarray(a).dtype}")
+        if isinstance(a, np.integer) and a.dtype.itemsize * 8 != bits:
+            raise LaunchError(f"{where}: expected a {bits}-bit integer, got {a.dtype}")
         v = int(a)
         lo, hi = _INT_RANGE[ty]
         if not lo <= v <= hi:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import math
 import os
 import threading
 import time
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ptxforge.emu.errors import EmulatorError, MemoryFault, TimeLimitExceeded, WatchdogTimeout
-from ptxforge.emu.memory import describe_address
+from ptxforge.emu.memory import PAD, describe_address
 from ptxforge.emu.native import codegen as G
 from ptxforge.emu.native.jit import load
 from ptxforge.emu.native.watchdog import STALLED_WORKER, WATCHDOG
@@ -46,7 +47,8 @@ def default_threads() -> int:
 _CORES: list[int] = []
 
 
-_MAPS: weakref.WeakKeyDictionary[Any, tuple[tuple, np.ndarray]] = weakref.WeakKeyDictionary()
+_MAPS: weakref.WeakKeyDictionary[Any, tuple[tuple, weakref.ref, tuple[int, int, int, np.ndarray]]] = \
+    weakref.WeakKeyDictionary()
 # (IR text, level asked: "quick", "opt", or "auto": quick or better) -> (the ctypes function, its level)
 _FUNCS: dict[tuple[str, str], tuple[Any, str]] = {}
 _POOL: list[concurrent.futures.ThreadPoolExecutor] = []
@@ -66,13 +68,29 @@ def validity_map(memory: Any) -> np.ndarray:
     """Per 64-byte granule of the arena: how many of its bytes from its start lie in an allocation (flag 0x80:
     a read-only one). Allocations start on 256-byte boundaries, so a granule belongs to at most one. Kept per
     memory until its allocations change."""
-    key = (memory.arena.size, memory.allocations)  # (the same Allocation objects compare by identity first)
-    hit = _MAPS.get(memory)
-    if hit is not None and hit[0] == key:
-        return hit[1]
-    gmap = _build_map(memory)
-    _MAPS[memory] = (key, gmap)
-    return gmap
+    return _global_memory(memory)[3]
+
+
+def _global_memory(memory: Any) -> tuple[int, int, int, np.ndarray]:
+    """(the arena's address, its size, the validity map's address, the map) of `memory` as its launches see it
+    (the addresses looked up once per arena and map)."""
+    arena = memory.arena
+    key = (arena.size, memory.allocations)  # (the same Allocation objects compare by identity first)
+    last = _LAST_MAP[0]  # (the memory of the last launch: most launches run where the one before ran)
+    hit = last[1] if last is not None and last[0]() is memory else _MAPS.get(memory)
+    if hit is not None and hit[0] == key and hit[1]() is arena:
+        found = hit[2]
+    else:
+        gmap = _build_map(memory)
+        found = (arena.ctypes.data, arena.size, gmap.ctypes.data, gmap)
+        hit = _MAPS[memory] = (key, weakref.ref(arena), found)  # (a weak reference: a grown arena's old array
+        # is not kept alive by its entry)
+    if last is None or last[1] is not hit:
+        _LAST_MAP[0] = (weakref.ref(memory), hit)
+    return found
+
+
+_LAST_MAP: list[tuple[weakref.ref, tuple] | None] = [None]
 
 
 def _build_map(memory: Any) -> np.ndarray:
@@ -90,20 +108,43 @@ _LOCAL = threading.local()  # per thread: its shared-memory buffer and launch re
 STATUS_LEN = 8
 
 
-def _shared_buffer(nbytes: int) -> np.ndarray:
+def _shared_buffer(nbytes: int) -> int:
+    """The address of this thread's shared-memory buffer of at least `nbytes` (the code zeroes it per block)."""
     buf = getattr(_LOCAL, "shared", None)
-    if buf is None or buf.size < nbytes:
-        buf = _LOCAL.shared = np.zeros(max(nbytes, 4096), np.uint8)  # (the code zeroes it per block)
-    return buf
+    if buf is None or buf[0].size < nbytes:
+        arr = np.zeros(max(nbytes, 4096), np.uint8)
+        buf = _LOCAL.shared = (arr, arr.ctypes.data)
+    return buf[1]
 
 
-def _record(nblocks: int) -> tuple[np.ndarray, int]:
-    """This thread's launch record (context, status, a count per block: int64s) and its address."""
-    rec = getattr(_LOCAL, "record", None)
-    need = G.CTX_LEN + STATUS_LEN + nblocks
-    if rec is None or rec[0].size < need:
-        arr = np.zeros(max(need, 4096), np.int64)
-        rec = _LOCAL.record = (arr, arr.ctypes.data)
+class _Record:
+    """A thread's launch record, reused by its later launches: the context, the status and a count per block
+    (int64s: `arr`, at `address`; `words` writes single slots for a fraction of numpy's per-call cost), and
+    a copy of the launch's parameter buffer (`params`, at `params_address`)."""
+
+    __slots__ = ("arr", "words", "address", "ctx", "status", "params", "params_view", "params_address")
+
+    def __init__(self, nblocks: int, nparams: int) -> None:
+        self.arr = np.zeros(max(G.CTX_LEN + STATUS_LEN + nblocks, 4096), np.int64)
+        self.words = self.arr.data
+        self.address = self.arr.ctypes.data
+        self.ctx = self.arr[:G.CTX_LEN]
+        self.status = self.arr[G.CTX_LEN:G.CTX_LEN + STATUS_LEN]
+        self.params = np.zeros(max(nparams, 4096), np.uint8)
+        self.params_view = self.params.data
+        self.params_address = self.params.ctypes.data
+
+
+_ZERO_STATUS = np.zeros(STATUS_LEN, np.int64).data
+_ZERO_PAD = memoryview(bytes(PAD))
+
+
+def _record(nblocks: int, nparams: int = 0) -> _Record:
+    """This thread's launch record, with room for `nblocks` counts and `nparams` bytes of parameters."""
+    rec: _Record | None = getattr(_LOCAL, "record", None)
+    if rec is None or rec.arr.size < G.CTX_LEN + STATUS_LEN + nblocks or rec.params.size < nparams:
+        rec = _LOCAL.record = _Record(max(nblocks, rec.arr.size if rec else 0),
+                                      max(nparams, rec.params.size if rec else 0))
     return rec
 
 
@@ -112,34 +153,29 @@ def _probes(nthreads: int) -> tuple[np.ndarray, int]:
     pr = getattr(_LOCAL, "probes", None)
     if pr is None or pr[0].shape[0] < nthreads:
         arr = np.zeros((max(nthreads, 4), G.PROBE_LEN), np.int64)
-        pr = _LOCAL.probes = (arr, arr.ctypes.data)
+        fresh = np.zeros(arr.shape, np.int64)
+        fresh[:, G.PROBE_BLOCK] = -1
+        pr = _LOCAL.probes = (arr, arr.ctypes.data, arr.data.cast("B"), fresh.data.cast("B"))
     arr = pr[0][:nthreads]
-    arr[:] = 0
-    arr[:, G.PROBE_BLOCK] = -1
+    pr[2][:] = pr[3]  # every row reset (a byte copy: numpy's two assignments cost more than a tiny launch's work)
     return arr, pr[1]
-
-
-_ADDRESSES: dict[int, tuple[weakref.ref, int]] = {}  # id(array) -> (a weak reference to it, its address)
-
-
-def _address(arr: np.ndarray) -> int:
-    """The address of a long-lived array (an arena, a map, a shared-memory buffer), looked up once per array
-    (`.ctypes.data` costs a microsecond at every launch)."""
-    hit = _ADDRESSES.get(id(arr))
-    if hit is not None and hit[0]() is arr:
-        return hit[1]
-    if len(_ADDRESSES) > 256:
-        _ADDRESSES.clear()
-    address = arr.ctypes.data
-    _ADDRESSES[id(arr)] = (weakref.ref(arr), address)
-    return address
 
 
 def per_sm_counts(m: Machine, counts: np.ndarray) -> np.ndarray:
     """Thread-instructions per SM: block b ran on slot b % resident of its wave, slot i on SM sm_ids[i % n]."""
     nblocks, sm_ids = counts.size, m.sm_ids
     if nblocks <= sm_ids.size:  # one wave, one block per SM (a small launch: skip the index arithmetic)
+        if m.all_sms:  # (SM i is slot i: the counts are the first SMs')
+            per_sm = np.zeros(m.per_sm.size, np.int64)
+            per_sm[:nblocks] = counts
+            return per_sm
         sms = sm_ids[:nblocks]
+    elif m.all_sms and m.resident % sm_ids.size == 0:  # (block b on SM b % n: sum the rows of n blocks)
+        n = sm_ids.size
+        full = nblocks // n * n
+        per_sm = counts[:full].reshape(-1, n).sum(0)
+        per_sm[:nblocks - full] += counts[full:]
+        return per_sm
     else:
         sms = sm_ids[np.arange(nblocks) % m.resident % sm_ids.size]
     return np.bincount(sms, weights=counts, minlength=m.per_sm.size).astype(np.int64)
@@ -157,55 +193,72 @@ def function(ir_text: str, level: str, exact: bool = False) -> tuple[Any, str]:
 
 
 def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: str = "opt",
-               exact: bool = False) -> dict:
-    """Run every block of the launch `m` (a Machine set up for it) natively at `level` (`function`); its stats as
-    `Machine.run` gives, with the compile level that ran (`level`)."""
+               exact: bool = False, params: bytes | None = None) -> dict:
+    """Run every block of the launch `m` (a Machine set up for it) natively at `level` (`function`), with the
+    packed parameters `params` (None: the machine's own); its stats as `Machine.run` gives, with the compile
+    level that ran (`level`)."""
     t0 = time.perf_counter()
     assert plan.ir_text is not None
     fn, ran_level = function(plan.ir_text, level, exact)
-    memory = m.device
-    arena = memory.arena
-    gmap = validity_map(memory)
+    arena_address, arena_size, gmap_address, _ = _global_memory(m.device)
     nblocks = m.nblocks
     nthreads = max(1, min(threads or default_threads(), nblocks))
     shared_size = int(m.shared_size)
     gx, gy, gz = m.grid
-    rec, addr = _record(nblocks)
-    ctx0 = rec[:G.CTX_LEN]
-    status = rec[G.CTX_LEN:G.CTX_LEN + STATUS_LEN]
-    counts = rec[G.CTX_LEN + STATUS_LEN:G.CTX_LEN + STATUS_LEN + nblocks]
-    status[:] = 0
-    ctx0[:G.CTX_PROBE] = (m.params.ctypes.data, _address(arena), arena.size, _address(gmap),
-                          _address(_shared_buffer(shared_size)), addr + 8 * G.CTX_LEN,
-                          addr + 8 * (G.CTX_LEN + STATUS_LEN), gx, gy, gz, shared_size)
+    raw: Any = m.params if params is None else params
+    nraw = len(raw)
+    padded = max(PAD, -(-nraw // PAD) * PAD)  # (zeros past the end, as the interpreter's parameter buffer has)
+    rec = _record(nblocks, padded)
+    pv = rec.params_view  # (the record's copy: its address is known, an array's costs a lookup)
+    pv[:nraw] = raw
+    pv[nraw:padded] = _ZERO_PAD[:padded - nraw]
+    addr, w, ctx0, status = rec.address, rec.words, rec.ctx, rec.status
+    counts = rec.arr[G.CTX_LEN + STATUS_LEN:G.CTX_LEN + STATUS_LEN + nblocks]
+    w[G.CTX_LEN:G.CTX_LEN + STATUS_LEN] = _ZERO_STATUS
+    w[G.CTX_PARAMS] = rec.params_address
+    w[G.CTX_ARENA] = arena_address
+    w[G.CTX_ARENA_SIZE] = arena_size
+    w[G.CTX_GMAP] = gmap_address
+    w[G.CTX_SHARED] = _shared_buffer(shared_size)
+    w[G.CTX_STATUS] = addr + 8 * G.CTX_LEN
+    w[G.CTX_COUNTS] = addr + 8 * (G.CTX_LEN + STATUS_LEN)
+    w[G.CTX_GRID], w[G.CTX_GRID + 1], w[G.CTX_GRID + 2] = gx, gy, gz
+    w[G.CTX_SHARED_SIZE] = shared_size
     errors: list[BaseException] = []
-    probes, ctx0[G.CTX_PROBE] = _probes(nthreads)
+    probes, w[G.CTX_PROBE] = _probes(nthreads)
     token = WATCHDOG.watch(status, probes, m.time_limit_s, m.watchdog_s)
     try:
         if nthreads == 1:  # (no pool, no lock: a tiny launch's cost is mostly this path)
             fn(addr, 0, nblocks)
         elif threads is None:  # every core unless the launch is small (`_run_spread`)
             _run_spread(fn, addr, ctx0, status, probes, nblocks, nthreads, shared_size, errors)
-        else:  # as many workers as asked
-            _run_threads(fn, ctx0, status, probes, nblocks, nthreads, shared_size, errors)
+        else:  # as many workers as asked (`_run_threads`)
+            _run_threads(fn, addr, ctx0, status, probes, nblocks, nthreads, shared_size, errors)
     finally:
         WATCHDOG.forget(token)
-    name = m.layout.kernel_func.name
-    if status[0] == G.ST_STOP and not errors:
-        raise TimeLimitExceeded(f"{name}: kernel ran past its time limit of {m.time_limit_s:g} s (time_limit_s) on "
-                                f"the native tier")
-    if status[0] == G.ST_NO_PROGRESS:
-        raise _no_progress(m, probes[int(status[STALLED_WORKER])])
-    if errors:
-        raise EmulatorError(f"{m.layout.kernel_func.name}: the native tier failed: {errors[0]}")
-    if status[0] != 0:
+    code = w[G.CTX_LEN]  # (status[0])
+    if code != 0 or errors:
+        name = m.layout.kernel_func.name
+        if code == G.ST_STOP and not errors:
+            raise TimeLimitExceeded(f"{name}: kernel ran past its time limit of {m.time_limit_s:g} s (time_limit_s) "
+                                    f"on the native tier")
+        if code == G.ST_NO_PROGRESS:
+            raise _no_progress(m, probes[int(status[STALLED_WORKER])])
+        if errors:
+            raise EmulatorError(f"{name}: the native tier failed: {errors[0]}")
         raise _fault(m, status.copy())
     per_sm = per_sm_counts(m, counts)
-    return {"thread_instructions": int(counts.sum()), "per_sm": per_sm, "wall_s": time.perf_counter() - t0,
+    # (a few blocks' counts summed in Python: numpy's sum costs more than that)
+    total = sum(w[G.CTX_LEN + STATUS_LEN:G.CTX_LEN + STATUS_LEN + nblocks]) if nblocks <= 64 else int(counts.sum())
+    return {"thread_instructions": total, "per_sm": per_sm, "wall_s": time.perf_counter() - t0,
             "waves": -(-nblocks // m.resident), "resident_blocks": m.resident, "steps": 0, "level": ran_level}
 
 
 ALONE_S = 0.0005  # a launch the caller's thread would finish alone within this (estimated) gets no helpers
+# a chunk of blocks that a worker takes at once runs at least this long (estimated): each chunk costs a hand-over of
+# the GIL between the workers, tens of microseconds on a busy machine (chunks of a few microseconds made a
+# 64K-thread vector add 10x slower on two workers than on one)
+MIN_CHUNK_S = 0.0001
 
 
 def _run_spread(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int,
@@ -218,19 +271,35 @@ def _run_spread(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes
     fn(addr, 0, chunk)
     if status[0] != 0:
         return
-    if (time.perf_counter() - t) * (nblocks - chunk) / chunk < ALONE_S:
+    per_block = (time.perf_counter() - t) / chunk
+    if per_block * (nblocks - chunk) < ALONE_S:
         fn(addr, chunk, nblocks)
         return
-    _run_threads(fn, ctx0, status, probes, nblocks, nthreads, shared_size, errors, chunk)
+    _run_threads(fn, addr, ctx0, status, probes, nblocks, nthreads, shared_size, errors, chunk, per_block)
 
 
-def _run_threads(fn: Any, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int, nthreads: int,
-                 shared_size: int, errors: list[BaseException], start: int = 0) -> None:
-    """The caller's thread is one worker, the others come from the shared pool; each takes chunks of blocks.
+def _run_threads(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int,
+                 nthreads: int, shared_size: int, errors: list[BaseException], start: int = 0,
+                 per_block: float | None = None) -> None:
+    """The caller's thread is one worker, the others come from the shared pool; each takes chunks of blocks of at
+    least MIN_CHUNK_S (by `per_block`, a block's seconds, else by a first chunk the caller runs and times). Blocks
+    that fit one chunk the caller runs alone (feeding helpers a grid too small to split costs more than it saves).
 
     A helper that starts after every block was taken leaves without touching the launch, and the caller waits
     only for the helpers that joined (a small launch does not wait for the pool's threads to wake up)."""
     chunk = max(1, nblocks // (nthreads * 8))
+    if per_block is None:
+        t = time.perf_counter()
+        fn(addr, start, min(start + chunk, nblocks))
+        if status[0] != 0:
+            return
+        per_block = (time.perf_counter() - t) / (min(start + chunk, nblocks) - start)
+        start = min(start + chunk, nblocks)
+    chunk = max(chunk, math.ceil(MIN_CHUNK_S / max(per_block, 1e-9)))
+    if nblocks - start <= chunk:
+        if start < nblocks:
+            fn(addr, start, nblocks)
+        return
     state = [start, 0, False]  # next block, helpers at work, closed (every block taken, no helper may join)
     cond = threading.Condition()
 
@@ -241,7 +310,7 @@ def _run_threads(fn: Any, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarr
                     return  # came too late: the launch may already be over, its arrays reused
                 state[1] += 1
         ctx = ctx0.copy()
-        ctx[G.CTX_SHARED] = _address(_shared_buffer(shared_size))
+        ctx[G.CTX_SHARED] = _shared_buffer(shared_size)
         ctx[G.CTX_PROBE] = probes[wk:].ctypes.data
         try:
             while status[0] == 0:

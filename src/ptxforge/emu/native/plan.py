@@ -56,6 +56,7 @@ class NativePlan:
         self._module = module
         self._text: str | None = None
         self.reason = reason  # "file:line: instruction: why" of the first instruction the tier cannot run
+        self.choices: dict[tuple[str, bool], Any] = {}  # (level, exact) -> select.py's Choice to run it so
 
     @property
     def native(self) -> bool:

@@ -129,7 +129,7 @@ def choose_tier(m: Machine, option: str | None, *, checks: bool, cooperative: bo
     the interpreter was asked for)."""
     tier = requested_tier(option)
     if tier == "interp":
-        return Choice(None)
+        return _INTERP
     forced = requested_level(level)
     why = ("checks watch the launch (the sanitizer or your own)" if checks else
            "launches on a Node's GPUs stay on the interpreter" if node is not None else
@@ -155,14 +155,27 @@ def choose_tier(m: Machine, option: str | None, *, checks: bool, cooperative: bo
     if not plan.native:
         return Choice(None, note=f"the native tier cannot run {m.layout.kernel_func.name}: {plan.reason}")
     if forced != "auto":
-        return Choice(plan, forced, exact=True)
-    return Choice(plan, "opt" if loaded == "opt" or hot >= OPT_FACTOR * quick else "quick")
+        return _native_choice(plan, forced, True)
+    return _native_choice(plan, "opt" if loaded == "opt" or hot >= OPT_FACTOR * quick else "quick", False)
 
 
-def run_native(m: Machine, choice: Choice, threads: int | None) -> dict:
-    """Run the launch `m` natively (see launcher.py); its stats, with the level that ran."""
+_INTERP = Choice(None)
+
+
+def _native_choice(plan: NativePlan, level: str, exact: bool) -> Choice:
+    """The Choice of running `plan` at `level` (made once per plan, level and exactness: a launch's choice is one
+    of a few)."""
+    hit = plan.choices.get((level, exact))
+    if hit is None:
+        hit = plan.choices[(level, exact)] = Choice(plan, level, exact=exact)
+    return hit
+
+
+def run_native(m: Machine, choice: Choice, threads: int | None, params: bytes | None = None) -> dict:
+    """Run the launch `m` natively (see launcher.py) with the packed parameters `params` (None: the machine's);
+    its stats, with the level that ran."""
     assert choice.plan is not None
-    stats = launcher.run_native(m, choice.plan, threads, choice.level, choice.exact)
+    stats = launcher.run_native(m, choice.plan, threads, choice.level, choice.exact, params)
     h = heat(m.layout)
     bx, by, bz = m.block
     h.levels[(bx, by, bz)] = stats["level"]

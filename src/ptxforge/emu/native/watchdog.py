@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,7 +26,7 @@ CHECK_S = 0.5  # seconds between probes (at most)
 STALLED_WORKER = 7  # status[7]: the worker whose block repeats
 
 
-@dataclass
+@dataclass(slots=True)
 class _Launch:
     status: np.ndarray
     probes: np.ndarray  # (workers, PROBE_LEN) int64
@@ -35,14 +35,15 @@ class _Launch:
     every: float
     last_new: float
     next_check: float
-    seen: list[set] = field(default_factory=list)
+    seen: list[set] | None = None  # each worker's answers so far (made at the first check: most launches end before)
 
 
 class Watchdog:
     """See the module docstring; `watch` a launch while it runs, `forget` it after."""
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
+        self.lock = threading.Lock()  # (`watch` and `forget` take it directly: the condition's own `with` costs more)
+        self.cond = threading.Condition(self.lock)
         self.live: dict[int, _Launch] = {}
         self.next_token = 0
         self.thread: threading.Thread | None = None
@@ -50,14 +51,13 @@ class Watchdog:
 
     def watch(self, status: np.ndarray, probes: np.ndarray, time_limit_s: float | None,
               watchdog_s: float) -> int | None:
-        deadline = math.inf if time_limit_s is None else time.monotonic() + time_limit_s
-        if deadline == math.inf and watchdog_s == math.inf:
+        if time_limit_s is None and watchdog_s == math.inf:
             return None
         now = time.monotonic()
+        deadline = math.inf if time_limit_s is None else now + time_limit_s
         every = min(CHECK_S, watchdog_s / 4)
-        launch = _Launch(status, probes, deadline, watchdog_s, every, now, now + every,
-                         [set() for _ in range(probes.shape[0])])
-        with self.cond:
+        launch = _Launch(status, probes, deadline, watchdog_s, every, now, now + every)
+        with self.lock:
             self.next_token += 1
             self.live[self.next_token] = launch
             if self.thread is None:
@@ -70,7 +70,7 @@ class Watchdog:
 
     def forget(self, token: int | None) -> None:
         if token is not None:
-            with self.cond:
+            with self.lock:
                 self.live.pop(token, None)
 
     def _run(self) -> None:
@@ -93,16 +93,19 @@ class Watchdog:
     def _check(launch: _Launch, now: float) -> None:
         launch.next_check = now + launch.every
         probes = launch.probes
+        seen = launch.seen
+        if seen is None:
+            seen = launch.seen = [set() for _ in range(probes.shape[0])]
         repeat = -1
         for wk in range(probes.shape[0]):
             req = probes[wk, G.PROBE_REQ]
             if req == 0 and probes[wk, G.PROBE_BLOCK] >= 0:  # answered since the last check
                 key = (int(probes[wk, G.PROBE_HASH]), int(probes[wk, G.PROBE_BLOCK]),
                        int(probes[wk, G.PROBE_WRITES]))
-                if key in launch.seen[wk]:
+                if key in seen[wk]:
                     repeat = wk
                 else:
-                    launch.seen[wk].add(key)
+                    seen[wk].add(key)
                     launch.last_new = now
             if req != -1:  # (-1: the worker is done)
                 probes[wk, G.PROBE_REQ] = 1

@@ -1,0 +1,104 @@
+"""The native tier's launch path (native/launcher.py, the kept Machine of emu/launch.py): repeated launches of
+one shape give what the interpreter gives, on grids of one wave and of several, with parameters that change
+between launches, and the per-SM counts follow the interpreter's block placement."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from emu_corpus import corpus_module
+
+from ptxforge.emu.launch import emulate
+from ptxforge.emu.native.launcher import per_sm_counts
+from ptxforge.runtime.buffers import to_device
+
+pytest.importorskip("llvmlite")
+
+
+@pytest.mark.parametrize("blocks", [3, 132, 300])  # under one wave, one wave, several waves on 132 SMs
+def test_repeated_native_launches_match_the_interpreter(blocks):
+    k = corpus_module("vector_ops").kernel("vadd_f32")
+    n = blocks * 128
+    rng = np.random.default_rng(blocks)
+    a, b = rng.random(n, np.float32), rng.random(n, np.float32)
+    bufs = [to_device(a), to_device(b), to_device(np.zeros(n, np.float32))]
+    try:
+        got = {}
+        for tier in ("interp", "native", "native"):  # (the second native launch runs the kept Machine again)
+            for count in (n, n - 77):  # (other parameters, the same shape)
+                bufs[2].copy_from(np.zeros(n, np.float32))
+                r = k.launch(grid=(blocks,), block=(128,), args=[*bufs, np.int32(count)],
+                             options={"tier": tier, "threads": 1, "level": "quick"})
+                assert r.tier == tier, r.tier_note
+                out = bufs[2].to_host()
+                np.testing.assert_array_equal(out[:count], a[:count] + b[:count])
+                assert not out[count:].any()
+                key = (tier, count)
+                if key in got:
+                    assert got[key][0] == r.thread_instructions
+                    np.testing.assert_array_equal(got[key][1], r.per_sm)
+                got[key] = (r.thread_instructions, r.per_sm)
+        for count in (n, n - 77):
+            assert got[("native", count)][0] == got[("interp", count)][0]
+            np.testing.assert_array_equal(got[("native", count)][1], got[("interp", count)][1])
+    finally:
+        for bf in bufs:
+            bf.free()
+
+
+@pytest.mark.parametrize("blocks,num_sms", [(5, 132), (300, 132), (300, 7), (64, 64)])
+def test_per_sm_counts_follow_the_block_placement(blocks, num_sms):
+    k = corpus_module("vector_ops").kernel("vadd_f32")
+    m = emulate(k.module, k.function, grid=(blocks,), block=(256,), params=bytes(28), num_sms=num_sms, run=False)
+    counts = np.random.default_rng(blocks).integers(0, 1000, blocks).astype(np.int64)
+    want = np.zeros(num_sms, np.int64)
+    for b, c in enumerate(counts):  # block b in slot b % resident of its wave, slot i on SM sm_ids[i % n]
+        want[m.sm_ids[b % m.resident % m.sm_ids.size]] += c
+    np.testing.assert_array_equal(per_sm_counts(m, counts), want)
+    sub = emulate(k.module, k.function, grid=(blocks,), block=(256,), params=bytes(28), num_sms=num_sms,
+                  sm_ids=list(range(num_sms))[::-1][:3], run=False)  # (a partition: the general placement)
+    want = np.zeros(num_sms, np.int64)
+    for b, c in enumerate(counts):
+        want[sub.sm_ids[b % sub.resident % sub.sm_ids.size]] += c
+    np.testing.assert_array_equal(per_sm_counts(sub, counts), want)
+
+
+def _reduce(threads):
+    k = corpus_module("reductions").kernel("reduce_sum_warp")
+    x = np.random.default_rng(3).random(1 << 14, np.float32)
+    out = np.zeros(64, np.float32)
+    r = k.launch(grid=(64,), block=(256,), args=[x, out, np.int32(x.size)],
+                 options={"tier": "native", "threads": threads, "level": "quick"})
+    assert r.tier == "native"
+    return out.tobytes(), r.thread_instructions, r.per_sm.tobytes()
+
+
+def test_a_grid_too_small_to_split_runs_on_the_callers_thread(monkeypatch):
+    from ptxforge.emu.native import launcher
+
+    k = corpus_module("vector_ops").kernel("vadd_f32")
+    n = 16 * 256
+    a = np.arange(n, dtype=np.float32)
+    bufs = [to_device(a), to_device(a), to_device(np.zeros(n, np.float32))]
+
+    def no_pool():
+        raise AssertionError("the pool was fed a grid of microseconds")
+    monkeypatch.setattr(launcher, "_pool", no_pool)
+    try:  # (16 blocks of a fraction of a microsecond each: less than one chunk of MIN_CHUNK_S)
+        r = k.launch(grid=(16,), block=(256,), args=[*bufs, np.int32(n)], options={"tier": "native", "threads": 4})
+        assert r.tier == "native"
+        np.testing.assert_array_equal(bufs[2].to_host(), 2 * a)
+    finally:
+        for bf in bufs:
+            bf.free()
+
+
+def test_workers_taking_small_chunks_give_what_one_thread_gives(monkeypatch):
+    from ptxforge.emu.native import launcher
+
+    fed = []
+    pool = launcher._pool
+    monkeypatch.setattr(launcher, "MIN_CHUNK_S", 0.0)  # chunks of a block or so: every worker takes some
+    monkeypatch.setattr(launcher, "_pool", lambda: fed.append(1) or pool())
+    want = _reduce(1)
+    assert _reduce(4) == want and fed
