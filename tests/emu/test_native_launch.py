@@ -84,7 +84,10 @@ def test_a_grid_too_small_to_split_runs_on_the_callers_thread(monkeypatch):
     def no_pool():
         raise AssertionError("the pool was fed a grid of microseconds")
     monkeypatch.setattr(launcher, "_pool", no_pool)
-    try:  # (16 blocks of a fraction of a microsecond each: less than one chunk of MIN_CHUNK_S)
+    # a chunk of 1 s: 16 blocks fit one whatever the first block's timing (a cold or preempted first block
+    # measured several microseconds under load, which made the real 0.1 ms chunk shorter than the grid)
+    monkeypatch.setattr(launcher, "MIN_CHUNK_S", 1.0)
+    try:
         r = k.launch(grid=(16,), block=(256,), args=[*bufs, np.int32(n)], options={"tier": "native", "threads": 4})
         assert r.tier == "native"
         np.testing.assert_array_equal(bufs[2].to_host(), 2 * a)
