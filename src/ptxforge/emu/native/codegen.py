@@ -25,6 +25,7 @@ from llvmlite import ir as L
 
 from ptxforge.emu import op as C
 from ptxforge.emu.memory import GLOBAL_BASE
+from ptxforge.emu.native.access import access_groups
 from ptxforge.emu.native.dataflow import live_in, registers_to_zero, shuffled
 from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, read, write
 from ptxforge.emu.native.lower_warp import WARP_OPS, member_operand
@@ -372,6 +373,7 @@ class BlockGen:
             return
         self._count(b, mask, seg.end - seg.start)
         regs = SegmentRegs()
+        regs.groups = access_groups(self.layout, seg.start, seg.end)
         for pc in range(seg.start, seg.end):
             op = self.ops[pc]
             ins = self.layout.placed[pc].ins
@@ -518,13 +520,20 @@ class BlockGen:
         b.store(vals[0], self.status)  # the code last: the launcher reads the rest once it is set
 
     def checked(self, b: L.IRBuilder, space: str, a: L.Value, nbytes: int, wr: bool, pc: int, w: L.Value,
-                active: L.Value) -> L.Value:
+                active: L.Value, proven: L.Value | None = None) -> L.Value:
         """Host addresses of the PTX addresses `a` (<32 x i64>); an active lane's bad one (misaligned, out of
-        bounds, a write to read-only memory) stops the launch, naming the first such lane."""
+        bounds, a write to read-only memory) stops the launch, naming the first such lane. `proven` (i1, shared
+        memory only): where set, every active lane's access is known good and nothing is checked."""
         fn = self.fn
         vt = V(I64)
         zero = L.Constant(vt, 0)
         ok = fn.append_basic_block(f"pc{pc}_ok")
+        if proven is not None:
+            assert space == "shared"
+            host = b.add(a, splat(b, self.shared_base))
+            check = fn.append_basic_block(f"pc{pc}_check")
+            b.cbranch(proven, ok, check)
+            b.position_at_end(check)
         if space != "shared" and nbytes in SPAN_BYTES:  # a whole warp on consecutive valid bytes: no per-lane look
             off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
             lanes = fn.append_basic_block(f"pc{pc}_lanes")
@@ -535,7 +544,8 @@ class BlockGen:
         if space == "shared":
             inb = b.and_(b.icmp_unsigned("<=", b.add(a, L.Constant(vt, nbytes)), splat(b, self.shared_size)),
                          b.icmp_unsigned("<", a, splat(b, self.shared_size)))
-            host = b.add(a, splat(b, self.shared_base))
+            if proven is None:
+                host = b.add(a, splat(b, self.shared_base))
         else:
             off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
             inarena = b.icmp_unsigned("<", off, splat(b, self.arena_size))

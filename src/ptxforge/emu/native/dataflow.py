@@ -33,6 +33,21 @@ def _slots(layout: Layout, pc: int, operands: Any) -> int:
     return bits
 
 
+def written(layout: Layout, pc: int) -> int | None:
+    """Registers (bits) the instruction at `pc` may write, a guarded write too; None where it cannot be told."""
+    ins = layout.placed[pc].ins
+    ops_ = ins.operands
+    if ins.opcode in _NO_DEST or not ops_:
+        return 0
+    slots = layout.operand_slots(layout.placed[pc], ops_[0])
+    if slots is None:
+        return None
+    bits = 0
+    for s in slots:
+        bits |= 1 << s
+    return bits
+
+
 def _flow(layout: Layout, ops: list[Any], lo: int, hi: int) -> tuple[dict, dict, dict]:
     """Per pc: registers read (bits), registers surely written (an unguarded destination), successor pcs."""
     reads, writes, succ = {}, {}, {}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir as L
 
+from ptxforge.emu.native.access import AccessGroup
 from ptxforge.emu.native.lower import I1, I8, I32, I64, INT, SREGS, WARP, NotNative, V, bits_of, read
 from ptxforge.ptx import ir
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 IOTA = L.Constant(V(I32), list(range(WARP)))
 IOTA64 = L.Constant(V(I64), list(range(WARP)))
+HALF = WARP // 2
 
 
 class SegmentRegs:
@@ -31,6 +33,7 @@ class SegmentRegs:
     def __init__(self) -> None:
         self.values: dict[int, L.Value] = {}
         self.dirty: set[int] = set()
+        self.groups: dict[int, AccessGroup] = {}  # pc -> its shared-memory access group (access.py)
 
 
 class WarpEnv:
@@ -98,13 +101,15 @@ class WarpEnv:
     # ------------------------------------------------------------------ memory
     def address(self, space: str, addr: Any, nbytes: int, write: bool) -> L.Value:
         """The active lanes' host addresses (<32 x i64>) of `nbytes` at the operand, checked as the interpreter
-        checks them (a bad one stops the launch with its fault)."""
+        checks them (a bad one stops the launch with its fault; an access of a group (access.py) whose group
+        check passed needs no check of its own)."""
         if not isinstance(addr, ir.Address):
             raise NotNative("address operand")
         if addr.base is None:
             raise NotNative("absolute address")
         b = self.b
         sym = self.symbol_address(addr.base.name)
+        proven = None
         if sym is not None:
             hit = self.gen.layout.lookup(self.placed, addr.base.name)
             if space != "shared" or isinstance(hit, tuple) or hit is None or hit.kind != "shared":
@@ -115,17 +120,64 @@ class WarpEnv:
             a = read(self, addr.base, ".u64" if wide else ".u32")
             if not wide:
                 a = b.zext(a, V(I64))
+            group = self.regs.groups.get(self.pc) if space == "shared" else None
+            if group is not None:
+                proven = self._group_in_bounds(group, a)
             if addr.offset:
                 a = b.add(a, L.Constant(V(I64), addr.offset & (2**64 - 1)))
-        return self.gen.checked(b, space, a, nbytes, write, self.pc, self.w, self.active())
+        return self.gen.checked(b, space, a, nbytes, write, self.pc, self.w, self.active(), proven)
 
-    def _contiguous(self, host: L.Value, nbytes: int) -> L.Value:
-        """i1: every lane is active and the addresses are consecutive `nbytes` apart."""
-        b = self.b
-        first = b.extract_element(host, L.Constant(I32, 0))
-        expect = b.add(splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
-        same = b.icmp_unsigned("==", host, expect)
-        return b.and_(self.gen.all_of(b, same), self.gen.all_of(b, self.active()))
+    def _group_in_bounds(self, group: AccessGroup, base: L.Value) -> L.Value:
+        """i1: every lane of the segment has the group's whole range in shared memory, aligned for its widest
+        access (computed at the group's first access)."""
+        ok = group.values.get("in_bounds")
+        if ok is None:
+            b = self.b
+            size = splat(b, self.gen.shared_size)
+            aligned = b.icmp_unsigned("==", b.and_(base, L.Constant(V(I64), group.align - 1)), L.Constant(V(I64), 0))
+            inside = b.and_(b.icmp_unsigned("<", base, size),
+                            b.icmp_unsigned("<=", b.add(base, L.Constant(V(I64), group.end)), size))
+            bad = b.and_(self.mask, b.not_(b.and_(aligned, inside)))
+            ok = group.values["in_bounds"] = b.icmp_unsigned("==", b.bitcast(bad, I32), L.Constant(I32, 0))
+        return ok
+
+    def _memo(self, key: Any, make: Any) -> Any:
+        """`make()`, once per access group (the addresses' shape is the base register's; see access.py)."""
+        group = self.regs.groups.get(self.pc)
+        if group is None:
+            return make()
+        if key not in group.values:
+            group.values[key] = make()
+        return group.values[key]
+
+    def _consecutive(self, host: L.Value, nbytes: int) -> L.Value:
+        """i1: the addresses are consecutive `nbytes` apart."""
+        def make() -> L.Value:
+            b = self.b
+            first = b.extract_element(host, L.Constant(I32, 0))
+            expect = b.add(splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
+            return self.gen.all_of(b, b.icmp_unsigned("==", host, expect))
+        return self._memo(("consecutive", nbytes), make)
+
+    def _half_shapes(self, host: L.Value, nbytes: int) -> tuple[L.Value, list[L.Value]]:
+        """(i1: each half-warp's addresses are consecutive `nbytes` apart or all the same, [i1 per half:
+        consecutive]): a row of a block narrower than a warp, or one value per row."""
+        def make() -> tuple[L.Value, list[L.Value]]:
+            b = self.b
+            firsts = b.shuffle_vector(host, host, L.Constant(V(I32), [0] * HALF + [HALF] * HALF))
+            d = b.sub(host, firsts)
+            step = b.bitcast(b.icmp_unsigned("==", d, L.Constant(V(I64), [i % HALF * nbytes for i in range(WARP)])),
+                             I32)
+            same = b.bitcast(b.icmp_unsigned("==", d, L.Constant(V(I64), 0)), I32)
+            ok: L.Value = L.Constant(I1, 1)
+            contig = []
+            for h in range(2):
+                bits = L.Constant(I32, 0xFFFF << (HALF * h))
+                c = b.icmp_unsigned("==", b.and_(step, bits), bits)
+                ok = b.and_(ok, b.or_(c, b.icmp_unsigned("==", b.and_(same, bits), bits)))
+                contig.append(c)
+            return ok, contig
+        return self._memo(("halves", nbytes), make)
 
     def load_mem(self, host: L.Value, t: L.IntType, offset: int, contiguous: bool) -> L.Value:
         b = self.b
@@ -138,21 +190,52 @@ class WarpEnv:
             return b.call(gather, [b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active(),
                                    L.Constant(V(t), 0)])
         fn = self.gen.fn
-        fast, slow, join = (fn.append_basic_block(f"pc{self.pc}_ld_{x}") for x in ("vec", "gather", "join"))
-        b.cbranch(self._contiguous(host, nbytes), fast, slow)
+        every = self.gen.all_of(b, self.active())
+        whole = b.and_(self._consecutive(host, nbytes), every)
+        # (a group's shape is computed at its first access, where every later one can use it)
+        shape = self._half_shapes(host, nbytes) if self.pc in self.regs.groups else None
+        fast, slow, halves, gath, join = (fn.append_basic_block(f"pc{self.pc}_ld_{x}")
+                                          for x in ("vec", "other", "halves", "gather", "join"))
+        b.cbranch(whole, fast, slow)
         b.position_at_end(fast)
         p = b.inttoptr(b.extract_element(host, L.Constant(I32, 0)), V(t).as_pointer())
         v1 = b.load(p, align=nbytes)
         b.branch(join)
         b.position_at_end(slow)
+        if shape is None:
+            shape = self._half_shapes(host, nbytes)
+        b.cbranch(b.and_(shape[0], every), halves, gath)
+        b.position_at_end(halves)
+        v3 = self._load_halves(host, t, shape[1])
+        b.branch(join)
+        b.position_at_end(gath)
         v2 = b.call(gather, [b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active(),
                              L.Constant(V(t), 0)])
         b.branch(join)
         b.position_at_end(join)
         phi = b.phi(V(t))
         phi.add_incoming(v1, fast)
-        phi.add_incoming(v2, slow)
+        phi.add_incoming(v3, halves)
+        phi.add_incoming(v2, gath)
         return phi
+
+    def _load_halves(self, host: L.Value, t: L.IntType, contig: list[L.Value]) -> L.Value:
+        """The warp's values where `_half_shapes` holds: per half a vector load, or one value for all of it (a
+        masked load of its first lane: nothing past it is touched)."""
+        b = self.b
+        ht = L.VectorType(t, HALF)
+        load = self.gen.intrinsic(f"llvm.masked.load.v{HALF}i{t.width}.p0", ht,
+                                  [ht.as_pointer(), I32, L.VectorType(I1, HALF), ht])
+        first_only = L.Constant(L.VectorType(I1, HALF), [1] + [0] * (HALF - 1))
+        all_lanes = L.Constant(L.VectorType(I1, HALF), [1] * HALF)
+        parts = []
+        for h in range(2):
+            p = b.inttoptr(b.extract_element(host, L.Constant(I32, HALF * h)), ht.as_pointer())
+            v = b.call(load, [p, L.Constant(I32, t.width // 8), b.select(contig[h], all_lanes, first_only),
+                              L.Constant(ht, None)])
+            one = b.shuffle_vector(v, v, L.Constant(L.VectorType(I32, HALF), None))
+            parts.append(b.select(contig[h], v, one))
+        return b.shuffle_vector(parts[0], parts[1], L.Constant(V(I32), list(range(WARP))))
 
     def store_mem(self, host: L.Value, v: L.Value, offset: int, contiguous: bool) -> None:
         b = self.b
@@ -168,7 +251,7 @@ class WarpEnv:
             return
         fn = self.gen.fn
         fast, slow, join = (fn.append_basic_block(f"pc{self.pc}_st_{x}") for x in ("vec", "scatter", "join"))
-        b.cbranch(self._contiguous(host, nbytes), fast, slow)
+        b.cbranch(b.and_(self._consecutive(host, nbytes), self.gen.all_of(b, self.active())), fast, slow)
         b.position_at_end(fast)
         b.store(v, b.inttoptr(b.extract_element(host, L.Constant(I32, 0)), V(t).as_pointer()), align=nbytes)
         b.branch(join)
