@@ -74,8 +74,10 @@ def access_groups(layout: Layout, lo: int, hi: int) -> dict[int, AccessGroup]:
         if bits is None:
             open_.clear()
             continue
-        for name in [n for n in open_ if _slot(layout, placed, n) is None or bits >> _slot(layout, placed, n) & 1]:
-            del open_[name]
+        for name in list(open_):
+            slot = _slot(layout, placed, name)
+            if slot is None or bits >> slot & 1:
+                del open_[name]
     return {pc: g for g in every if len(g.pcs) > 1 and g.align & (g.align - 1) == 0 for pc in g.pcs}
 
 
