@@ -21,12 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from llvmlite import ir as L
 
 from ptxforge.emu import op as C
 from ptxforge.emu.memory import GLOBAL_BASE
+from ptxforge.emu.ops_warp import shfl_lanes
 from ptxforge.emu.native.access import access_groups
-from ptxforge.emu.native.dataflow import live_in, registers_to_zero, shuffled
+from ptxforge.emu.native.dataflow import constant_registers, live_in, registers_to_zero, shuffled, surely_written
 from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, read, write
 from ptxforge.emu.native.lower_warp import WARP_OPS, member_operand
 from ptxforge.emu.native.lowering import lower
@@ -117,9 +119,19 @@ class BlockGen:
         fl = layout.functions[layout.kernel_func.name]
         self.live = live_in(layout, ops, fl.entry, fl.end)
         self.shuffled = shuffled(layout, fl.entry, fl.end)
+        # (a register another lane's shfl reads is that lane's: it may have exited before writing it)
+        self.constants = {s: v for s, v in constant_registers(layout, fl.entry, fl.end).items()
+                          if not self.shuffled >> s & 1}
+        self.surely = surely_written(layout, ops, fl.entry, fl.end) if self.constants else {}
         self.module = L.Module(name="ptxforge_native")
         self.module.triple = ""
         self._intrinsics: dict[str, L.Function] = {}
+
+    def constant(self, slot: int, pc: int) -> int | None:
+        """The value register `slot` holds in every lane at `pc` where known when compiling
+        (`dataflow.constant_registers`), else None."""
+        v = self.constants.get(slot)
+        return v if v is not None and self.surely.get(pc, 0) >> slot & 1 else None
 
     def intrinsic(self, name: str, ret: L.Type, args: list[L.Type]) -> L.Function:
         f = self._intrinsics.get(name)
@@ -225,13 +237,36 @@ class BlockGen:
         b.position_at_end(dispatch)
         bad = fn.append_basic_block("bad_pc")
         sw = b.switch(lowest, bad)
+        blocks = {seg.start: fn.append_basic_block(f"seg{seg.start}") for seg in self.segs}
+        entry_pcs = {}
+        for seg in self.segs:  # (a segment's pcs: the dispatcher's, or those of the segment chained to it)
+            sw.add_case(L.Constant(I32, seg.start), blocks[seg.start])
+            b.position_at_end(blocks[seg.start])
+            entry_pcs[seg.start] = b.phi(V(I32))
+            entry_pcs[seg.start].add_incoming(vec, dispatch)
         for seg in self.segs:
-            blk = fn.append_basic_block(f"seg{seg.start}")
-            sw.add_case(L.Constant(I32, seg.start), blk)
-            b.position_at_end(blk)
-            mask = b.icmp_unsigned("==", vec, L.Constant(V(I32), seg.start))
-            self.emit_segment(b, seg, w, vec, mask)
+            b.position_at_end(blocks[seg.start])
+            here = entry_pcs[seg.start]
+            mask = b.icmp_unsigned("==", here, L.Constant(V(I32), seg.start))
+            after = self.emit_segment(b, seg, w, here, mask)
             b.store(L.Constant(I1, 1), self.ran)
+            if after is None:
+                b.branch(next_warp)
+                continue
+            # chaining: the warp goes on to the next segment at once where its lowest pc is one this segment
+            # jumps forward to (what the dispatcher would pick for it); a backward jump, a barrier or a lower
+            # pc of other lanes waits for the warp's turn (so a warp spinning in a loop lets the others run)
+            new, dests = after
+            ahead = sorted({d for d in dests if d > seg.start and d in blocks})
+            if not ahead:
+                b.branch(next_warp)
+                continue
+            low = b.call(umin, [new])
+            for d in ahead:
+                nxt = fn.append_basic_block(f"seg{seg.start}_not{d}")
+                b.cbranch(b.icmp_unsigned("==", low, L.Constant(I32, d)), blocks[d], nxt)
+                entry_pcs[d].add_incoming(new, b.block)
+                b.position_at_end(nxt)
             b.branch(next_warp)
         b.position_at_end(bad)
         b.branch(next_warp)  # (no segment starts there: cannot happen for pcs this code writes)
@@ -358,19 +393,22 @@ class BlockGen:
         lanes = b.zext(b.call(pop, [b.bitcast(mask, I32)]), I64)
         b.store(b.add(b.load(self.icount), b.mul(lanes, L.Constant(I64, n))), self.icount)
 
-    def _set_pcs(self, b: L.IRBuilder, w: L.Value, old: L.Value, mask: L.Value, dest: L.Value) -> None:
-        b.store(b.select(mask, dest, old), self.pc_ptr(b, w), align=64)
+    def _set_pcs(self, b: L.IRBuilder, w: L.Value, old: L.Value, mask: L.Value, dest: L.Value) -> L.Value:
+        new = b.select(mask, dest, old)
+        b.store(new, self.pc_ptr(b, w), align=64)
+        return new
 
-    def emit_segment(self, b: L.IRBuilder, seg: Segment, w: L.Value, pcs: L.Value, mask: L.Value) -> None:
-        """The segment for the lanes of `mask` (those standing at its start; `pcs`: the warp's pcs)."""
+    def emit_segment(self, b: L.IRBuilder, seg: Segment, w: L.Value, pcs: L.Value, mask: L.Value
+                     ) -> tuple[L.Value, list[int]] | None:
+        """The segment for the lanes of `mask` (those standing at its start; `pcs`: the warp's pcs): the warp's
+        pcs after it and where its lanes may go (None after a barrier: the warp waits)."""
         if seg.kind == "bar":
             self._check_bar(seg.start)
             self._count(b, mask, 1)
             self._set_pcs(b, w, pcs, mask, L.Constant(V(I32), (seg.start + 1) | WAIT_BAR))
-            return
+            return None
         if seg.kind == "warp":
-            self.emit_warp(b, seg, w, pcs, mask)
-            return
+            return self.emit_warp(b, seg, w, pcs, mask), [seg.start + 1]
         self._count(b, mask, seg.end - seg.start)
         regs = SegmentRegs()
         regs.groups = access_groups(self.layout, seg.start, seg.end)
@@ -395,10 +433,9 @@ class BlockGen:
             else:
                 raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
             self._flush(b, w, regs, mask, self._live_after(after_pcs))
-            self._set_pcs(b, w, pcs, mask, dest)
-            return
+            return self._set_pcs(b, w, pcs, mask, dest), after_pcs
         self._flush(b, w, regs, mask, self._live_after([seg.end]))
-        self._set_pcs(b, w, pcs, mask, L.Constant(V(I32), seg.end))
+        return self._set_pcs(b, w, pcs, mask, L.Constant(V(I32), seg.end)), [seg.end]
 
     def _flush(self, b: L.IRBuilder, w: L.Value, regs: SegmentRegs, mask: L.Value, keep: int) -> None:
         """Store the written registers whose bit is set in `keep`, for the lanes of `mask`."""
@@ -437,8 +474,9 @@ class BlockGen:
         if not ok:
             raise NotNative(f"{ins.mnemonic} (other than bar.sync 0 for the whole block) is not in the native tier yet")
 
-    def emit_warp(self, b: L.IRBuilder, seg: Segment, w: L.Value, pcs: L.Value, here: L.Value) -> None:
-        """A warp-wide instruction, once every running lane of its member mask stands at it."""
+    def emit_warp(self, b: L.IRBuilder, seg: Segment, w: L.Value, pcs: L.Value, here: L.Value) -> L.Value:
+        """A warp-wide instruction, once every running lane of its member mask stands at it (the warp's pcs
+        after it)."""
         pc = self.current_pc = seg.start
         ins = self.layout.placed[pc].ins
         if ins.guard is not None:
@@ -472,7 +510,7 @@ class BlockGen:
         elif not (ins.opcode == "bar" and "warp" in ins.suffixes):  # (bar.warp.sync: the wait above is all)
             raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
         self._flush(b, w, regs, here, self._live_after([pc + 1]))
-        self._set_pcs(b, w, pcs, here, L.Constant(V(I32), pc + 1))
+        return self._set_pcs(b, w, pcs, here, L.Constant(V(I32), pc + 1))
 
     def _shfl(self, b: L.IRBuilder, env: WarpEnv, ins: ir.Instruction) -> None:
         if "b32" not in ins.suffixes:
@@ -485,6 +523,14 @@ class BlockGen:
             d, p = ops[0].first, (None if isinstance(ops[0].second, ir.Sink) else ops[0].second)
         else:
             d, p = ops[0], None
+        bk, ck = env.constant(ops[2], ".b32"), env.constant(ops[3], ".b32")
+        if bk is not None and ck is not None:  # (the usual case) a fixed permutation: one vector shuffle
+            j, ok = shfl_lanes(mode, np.arange(WARP, dtype=np.int64), bk, ck)
+            write(env, d, b.shuffle_vector(read(env, ops[1], ".b32"), L.Constant(V(I32), None),
+                                           L.Constant(V(I32), [int(x) for x in j])))
+            if p is not None:
+                write(env, p, L.Constant(V(I1), [bool(x) for x in ok]))
+            return
         bv = b.and_(read(env, ops[2], ".b32"), L.Constant(V(I32), 31))
         cv = read(env, ops[3], ".b32")
         seg_mask = b.and_(b.lshr(cv, L.Constant(V(I32), 8)), L.Constant(V(I32), 31))

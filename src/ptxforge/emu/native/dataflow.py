@@ -104,10 +104,9 @@ def live_in(layout: Layout, ops: list[Any], lo: int, hi: int) -> dict[int, int]:
     return live
 
 
-def registers_to_zero(layout: Layout, ops: list[Any], lo: int, hi: int) -> list[int]:
-    """Register slots a lane of the kernel (pcs lo..hi-1) may read before it has written them."""
-    reads, writes, succ = _flow(layout, ops, lo, hi)
-    every = (1 << len(layout.reg_types)) - 1
+def _must_written(writes: dict, succ: dict, nregs: int, lo: int, hi: int) -> dict[int, int]:
+    """Per pc: the registers (bits) every path from the entry `lo` has surely written before it."""
+    every = (1 << nregs) - 1
     inn = {pc: every for pc in range(lo, hi)}  # must-analysis: start from "all written", narrow down
     inn[lo] = 0
     changed = True
@@ -121,7 +120,53 @@ def registers_to_zero(layout: Layout, ops: list[Any], lo: int, hi: int) -> list[
                     if new != inn[s]:
                         inn[s] = new
                         changed = True
+    return inn
+
+
+def surely_written(layout: Layout, ops: list[Any], lo: int, hi: int) -> dict[int, int]:
+    """Per pc: the registers (bits) every path from the kernel's entry has written before it."""
+    _, writes, succ = _flow(layout, ops, lo, hi)
+    return _must_written(writes, succ, len(layout.reg_types), lo, hi)
+
+
+def registers_to_zero(layout: Layout, ops: list[Any], lo: int, hi: int) -> list[int]:
+    """Register slots a lane of the kernel (pcs lo..hi-1) may read before it has written them."""
+    reads, writes, succ = _flow(layout, ops, lo, hi)
+    inn = _must_written(writes, succ, len(layout.reg_types), lo, hi)
     need = shuffled(layout, lo, hi)
     for pc in range(lo, hi):
         need |= reads[pc] & ~inn[pc]
     return [s for s in range(len(layout.reg_types)) if need >> s & 1]
+
+
+CONSTANT_MOVS = (".u32", ".b32", ".s32", ".u64", ".b64", ".s64")
+
+
+def constant_registers(layout: Layout, lo: int, hi: int) -> dict[int, int]:
+    """Registers (slot -> bits) whose only write in the kernel is one unguarded `mov` of an integer immediate
+    of the register's width (nvcc's way of passing a shfl its lane offset): wherever surely written
+    (`surely_written`) such a register holds that value, in every lane."""
+    writes: dict[int, int] = {}
+    value: dict[int, int] = {}
+    for pc in range(lo, hi):
+        bits = written(layout, pc)
+        if bits is None:
+            return {}
+        slot = 0
+        while bits:
+            if bits & 1:
+                writes[slot] = writes.get(slot, 0) + 1
+            bits >>= 1
+            slot += 1
+        ins = layout.placed[pc].ins
+        ty = ins.types[-1] if ins.types else ""
+        if ins.opcode != "mov" or ins.guard is not None or ty not in CONSTANT_MOVS or len(ins.operands) != 2:
+            continue
+        dst, src = ins.operands
+        hit = layout.lookup(layout.placed[pc], dst.name) if isinstance(dst, ir.Register) else None
+        if not isinstance(hit, tuple) or not isinstance(src, ir.Immediate) or not isinstance(src.value, int):
+            continue
+        if layout.reg_types[hit[1]] not in CONSTANT_MOVS or layout.reg_types[hit[1]][2:] != ty[2:]:
+            continue
+        value[hit[1]] = src.value & ((1 << int(ty[2:])) - 1)
+    return {s: v for s, v in value.items() if writes.get(s) == 1}

@@ -64,8 +64,23 @@ class WarpEnv:
     def load_reg(self, slot: int) -> L.Value:
         v = self.regs.values.get(slot)
         if v is None:
-            v = self.regs.values[slot] = self.gen.load_slot(self.b, self.w, slot)
+            k = self.gen.constant(slot, self.pc)
+            v = self.gen.load_slot(self.b, self.w, slot) if k is None else L.Constant(V(self.gen.slot_type[slot]), k)
+            self.regs.values[slot] = v
         return v
+
+    def constant(self, o: Any, ty: str) -> int | None:
+        """The bits of operand `o` read as `ty` (an integer type) where the same in every lane and known when
+        compiling: an immediate, or a register `BlockGen.constant` knows the value of here; else None."""
+        if isinstance(o, ir.Immediate):
+            return o.value & ((1 << bits_of(ty)) - 1) if isinstance(o.value, int) else None
+        if not isinstance(o, ir.Register):
+            return None
+        slot, _ = self.reg(o)
+        if slot in self.regs.dirty:
+            return None
+        k = self.gen.constant(slot, self.pc)
+        return None if k is None else k & ((1 << bits_of(ty)) - 1)
 
     def store_reg(self, slot: int, v: L.Value) -> None:
         if self.guard is not None:
