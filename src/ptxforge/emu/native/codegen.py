@@ -26,13 +26,13 @@ from llvmlite import ir as L
 
 from ptxforge.emu import op as C
 from ptxforge.emu.memory import GLOBAL_BASE
-from ptxforge.emu.ops_warp import shfl_lanes
 from ptxforge.emu.native.access import access_groups
 from ptxforge.emu.native.dataflow import constant_registers, live_in, registers_to_zero, shuffled, surely_written
 from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, read, write
 from ptxforge.emu.native.lower_warp import WARP_OPS, member_operand
 from ptxforge.emu.native.lowering import lower
 from ptxforge.emu.native.warp import IOTA, SegmentRegs, WarpEnv, splat, storage
+from ptxforge.emu.ops_warp import shfl_lanes
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
