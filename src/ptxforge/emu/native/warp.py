@@ -34,6 +34,8 @@ class SegmentRegs:
         self.values: dict[int, L.Value] = {}
         self.dirty: set[int] = set()
         self.groups: dict[int, AccessGroup] = {}  # pc -> its shared-memory access group (access.py)
+        # slot -> (its value, that value before a NaN in it was made canonical): see WarpEnv.read_nan_free
+        self.raw: dict[int, tuple[L.Value, L.Value]] = {}
 
 
 class WarpEnv:
@@ -67,6 +69,25 @@ class WarpEnv:
             k = self.gen.constant(slot, self.pc)
             v = self.gen.load_slot(self.b, self.w, slot) if k is None else L.Constant(V(self.gen.slot_type[slot]), k)
             self.regs.values[slot] = v
+        return v
+
+    def keep_raw(self, o: Any, raw: L.Value) -> None:
+        """Register `o` was just written with `raw`'s bits, a NaN in them made canonical: remember `raw`."""
+        if isinstance(o, ir.Register):
+            slot, _ = self.reg(o)
+            v = self.regs.values.get(slot)
+            if v is not None and v is not raw and self.guard is None:
+                self.regs.raw[slot] = (v, raw)
+
+    def read_nan_free(self, o: Any, ty: str) -> L.Value:
+        """`read(o, ty)` for an operation whose result does not depend on which NaN an input holds (its NaN
+        results are made canonical): a register written in this segment by one such comes as it was before its
+        NaN was made canonical (`keep_raw`), which saves that step on a chain of them (an fma's accumulator)."""
+        v = read(self, o, ty)
+        if isinstance(o, ir.Register):
+            hit = self.regs.raw.get(self.reg(o)[0])
+            if hit is not None and hit[0] is v:
+                return hit[1]
         return v
 
     def constant(self, o: Any, ty: str) -> int | None:
