@@ -324,3 +324,57 @@ def test_a_chain_of_float_arithmetic_is_bit_exact_with_the_interpreter(level):
     assert got["native"][1] == got["interp"][1]
     nan = (got["interp"][0] & 0x7FFFFFFF) > 0x7F800000
     assert nan[:, 2:].any() and ((got["interp"][0][:, 2:] == 0x7FFFFFFF) | ~nan[:, 2:]).all()  # (NaNs occur)
+
+
+# Two rows of 16 words (a block of 16 x 2): each half-warp reads a row of `x` (`ld` words apart), so the warp
+# takes the per-half-warp check and load.
+ROWS = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry rows(.param .u64 x, .param .u64 out, .param .u32 ld)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [x];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [ld];
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %tid.y;
+    mad.lo.u32 %r4, %r3, %r1, %r2;
+    mul.wide.u32 %rd3, %r4, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.u32 %r5, [%rd4];
+    mad.lo.u32 %r6, %r3, 16, %r2;
+    mul.wide.u32 %rd5, %r6, 4;
+    add.s64 %rd6, %rd2, %rd5;
+    st.global.u32 [%rd6], %r5;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("start, size, ld, lane", [(0, 64, 40, None), (3, 59, 40, None), (0, 55, 40, 31),
+                                                   (8, 60, 40, 28), (16, 64, 16, None), (5, 20, 3, 15),
+                                                   (0, 29, 14, 31)])
+def test_two_rows_of_a_warp_are_checked_as_lane_by_lane(start, size, ld, lane):
+    """Each half-warp on consecutive words of its own row takes the per-half check (granules of the validity
+    map); it must pass and fault exactly where the lane-by-lane check does: the second row ending on the
+    allocation's last word, one word short, rows overlapping, rows narrower than a half (no half shape)."""
+    k = pf.parse(ROWS, filename="rows.ptx").kernel("rows")
+    found = {}
+    for tier in ("interp", "native"):
+        x = to_device(np.arange(size, dtype=np.uint32) * np.uint32(2654435761))
+        out = to_device(np.zeros(32, np.uint32))
+        try:
+            _launch(k, (1,), (16, 2), [x.address + 4 * start, out, np.uint32(ld)], tier)
+            found[tier] = ("ok", out.to_host().tobytes())
+        except MemoryFault as e:
+            found[tier] = ("fault", e.thread, e.address - x.address)
+        x.free()
+        out.free()
+    assert found["interp"] == found["native"]
+    if lane is None:
+        assert found["native"][0] == "ok"
+    else:
+        assert found["native"][:2] == ("fault", (lane % 16, lane // 16, 0))

@@ -582,8 +582,10 @@ class BlockGen:
             b.position_at_end(check)
         if space != "shared" and nbytes in SPAN_BYTES:  # a whole warp on consecutive valid bytes: no per-lane look
             off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
-            lanes = fn.append_basic_block(f"pc{pc}_lanes")
-            b.cbranch(self._span_valid(b, off, nbytes, wr, active), ok, lanes)
+            halves, lanes = fn.append_basic_block(f"pc{pc}_halves"), fn.append_basic_block(f"pc{pc}_lanes")
+            b.cbranch(self._span_valid(b, off, nbytes, wr, active), ok, halves)
+            b.position_at_end(halves)
+            b.cbranch(self._halves_valid(b, off, nbytes, wr, active), ok, lanes)
             b.position_at_end(lanes)
         misaligned = b.icmp_unsigned("!=", b.and_(a, L.Constant(vt, nbytes - 1)), zero)
         readonly = None
@@ -633,12 +635,28 @@ class BlockGen:
         """i1: every lane is active, lane i's arena offset is lane 0's + i * nbytes, lane 0's is aligned, and
         the warp's bytes lie in the arena with every 64-byte granule they touch valid up to where they end
         (writable for a write). Then every lane passes the per-lane check, which runs only where this fails
-        (and names the faulting lane as before). Granules are read from the validity map one by one."""
-        span = WARP * nbytes
+        (and names the faulting lane as before)."""
         first = b.extract_element(off, L.Constant(I32, 0))
         expect = b.add(splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
         good = b.and_(self.all_of(b, active), self.all_of(b, b.icmp_unsigned("==", off, expect)))
-        good = b.and_(good, b.icmp_unsigned("==", b.and_(first, L.Constant(I64, nbytes - 1)), L.Constant(I64, 0)))
+        return b.and_(good, self._bytes_valid(b, first, nbytes, WARP * nbytes, wr))
+
+    def _halves_valid(self, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool, active: L.Value) -> L.Value:
+        """`_span_valid` for each half-warp on its own (two rows of a block narrower than a warp)."""
+        half = WARP // 2
+        firsts = b.shuffle_vector(off, off, L.Constant(V(I32), [0] * half + [half] * half))
+        step = L.Constant(V(I64), [i % half * nbytes for i in range(WARP)])
+        good = b.and_(self.all_of(b, active), self.all_of(b, b.icmp_unsigned("==", b.sub(off, firsts), step)))
+        for h in (0, half):
+            first = b.extract_element(off, L.Constant(I32, h))
+            good = b.and_(good, self._bytes_valid(b, first, nbytes, half * nbytes, wr))
+        return good
+
+    def _bytes_valid(self, b: L.IRBuilder, first: L.Value, nbytes: int, span: int, wr: bool) -> L.Value:
+        """i1: arena offset `first` is `nbytes`-aligned and the `span` bytes from it lie in the arena with every
+        64-byte granule they touch valid up to where they end (writable for a write). Granules are read from
+        the validity map one by one."""
+        good = b.icmp_unsigned("==", b.and_(first, L.Constant(I64, nbytes - 1)), L.Constant(I64, 0))
         end = b.add(first, L.Constant(I64, span))
         size = self.arena_size
         inarena = b.and_(b.icmp_unsigned("<", first, size), b.icmp_unsigned("<=", end, size))
