@@ -292,7 +292,26 @@ class WarpEnv:
         b.store(v, b.inttoptr(b.extract_element(host, L.Constant(I32, 0)), V(t).as_pointer()), align=nbytes)
         b.branch(join)
         b.position_at_end(slow)
-        b.call(scatter, [v, b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active()])
+        self._scatter(scatter, host, v)
+        b.branch(join)
+        b.position_at_end(join)
+
+    def _scatter(self, scatter: L.Function, host: L.Value, v: L.Value) -> None:
+        """A masked scatter of `v` for the active lanes; one active lane (`if (tid == 0) ...`) stores alone."""
+        b, fn = self.b, self.gen.fn
+        t = v.type.element
+        bits = b.bitcast(self.active(), I32)
+        pop = self.gen.intrinsic("llvm.ctpop.i32", I32, [I32])
+        one, many, join = (fn.append_basic_block(f"pc{self.pc}_st_{x}") for x in ("one", "lanes", "done"))
+        b.cbranch(b.icmp_unsigned("==", b.call(pop, [bits]), L.Constant(I32, 1)), one, many)
+        b.position_at_end(one)
+        cttz = self.gen.intrinsic("llvm.cttz.i32", I32, [I32, I1])
+        lane = b.call(cttz, [bits, L.Constant(I1, 1)])
+        b.store(b.extract_element(v, lane), b.inttoptr(b.extract_element(host, lane), t.as_pointer()),
+                align=t.width // 8)
+        b.branch(join)
+        b.position_at_end(many)
+        b.call(scatter, [v, b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, t.width // 8), self.active()])
         b.branch(join)
         b.position_at_end(join)
 
