@@ -176,7 +176,7 @@ class BlockGen:
         self.ctaid = [b.alloca(I32, name=f"ctaid{d}") for d in "xyz"]
         self.bid = b.alloca(I64, name="bid")
         self.warp = b.alloca(I64, name="warp")
-        self.ran = b.alloca(I1, name="ran")  # a warp ran a segment in this sweep over the block's warps
+        self.ran = b.alloca(I1, name="ran")  # a warp ended its turn in this sweep with a lane that can run
         self.writes = b.alloca(I64, name="writes")  # memory-writing warp instructions (the watchdog's progress)
         b.store(L.Constant(I64, 0), self.writes)
         memset = self.intrinsic("llvm.memset.p0i8.i64", L.VoidType(), [i8p, I8, I64, I1])
@@ -248,25 +248,19 @@ class BlockGen:
             b.position_at_end(blocks[seg.start])
             here = entry_pcs[seg.start]
             mask = b.icmp_unsigned("==", here, L.Constant(V(I32), seg.start))
-            after = self.emit_segment(b, seg, w, here, mask)
-            b.store(L.Constant(I1, 1), self.ran)
-            if after is None:
-                b.branch(next_warp)
-                continue
+            new, dests = self.emit_segment(b, seg, w, here, mask)
+            low = b.call(umin, [new])
             # chaining: the warp goes on to the next segment at once where its lowest pc is one this segment
             # jumps forward to (what the dispatcher would pick for it); a backward jump, a barrier or a lower
             # pc of other lanes waits for the warp's turn (so a warp spinning in a loop lets the others run)
-            new, dests = after
-            ahead = sorted({d for d in dests if d > seg.start and d in blocks})
-            if not ahead:
-                b.branch(next_warp)
-                continue
-            low = b.call(umin, [new])
-            for d in ahead:
+            for d in sorted({d for d in dests if d > seg.start and d in blocks}):
                 nxt = fn.append_basic_block(f"seg{seg.start}_not{d}")
                 b.cbranch(b.icmp_unsigned("==", low, L.Constant(I32, d)), blocks[d], nxt)
                 entry_pcs[d].add_incoming(new, b.block)
                 b.position_at_end(nxt)
+            # (a sweep in which no warp ends its turn able to run is followed by the barrier's release at once:
+            # only a release makes a waiting lane run again)
+            b.store(b.or_(b.load(self.ran), b.icmp_unsigned("<", low, L.Constant(I32, WAIT_BAR))), self.ran)
             b.branch(next_warp)
         b.position_at_end(bad)
         b.branch(next_warp)  # (no segment starts there: cannot happen for pcs this code writes)
@@ -399,14 +393,13 @@ class BlockGen:
         return new
 
     def emit_segment(self, b: L.IRBuilder, seg: Segment, w: L.Value, pcs: L.Value, mask: L.Value
-                     ) -> tuple[L.Value, list[int]] | None:
+                     ) -> tuple[L.Value, list[int]]:
         """The segment for the lanes of `mask` (those standing at its start; `pcs`: the warp's pcs): the warp's
-        pcs after it and where its lanes may go (None after a barrier: the warp waits)."""
+        pcs after it and the pcs its lanes may go on at (none after a barrier: they wait)."""
         if seg.kind == "bar":
             self._check_bar(seg.start)
             self._count(b, mask, 1)
-            self._set_pcs(b, w, pcs, mask, L.Constant(V(I32), (seg.start + 1) | WAIT_BAR))
-            return None
+            return self._set_pcs(b, w, pcs, mask, L.Constant(V(I32), (seg.start + 1) | WAIT_BAR)), []
         if seg.kind == "warp":
             return self.emit_warp(b, seg, w, pcs, mask), [seg.start + 1]
         self._count(b, mask, seg.end - seg.start)
