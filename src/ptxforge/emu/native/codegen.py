@@ -4,8 +4,10 @@ Execution model (the interpreter's, per block): each thread has a pc; a warp is 
 threads in order (the last one padded with exited lanes). A warp steps the segment at the lowest pc of its
 runnable lanes for exactly the lanes standing there, so diverged paths reconverge where their pcs meet. A
 segment is a run of lane-local instructions ending at a branch, an exit or before a label; the warp-wide
-ones (shfl, bar.sync) are segments of their own. A warp runs until all its lanes wait at a barrier or have
-exited, then the next warp runs; when every warp waits, the barrier releases. Per-lane results do not depend
+ones (shfl, bar.sync) are segments of their own. The block's warps take turns: in its turn a warp runs a
+segment and goes straight on to the next one its lanes jump forward to (a backward jump, a barrier or other
+lanes at a lower pc end its turn, so a warp spinning on a flag lets the others run); when no warp can run,
+the barrier releases. Per-lane results do not depend
 on which warp runs first for a race-free kernel, so they equal the interpreter's, and so do the counts (each
 lane counts every instruction it steps, a guarded-off one too).
 
