@@ -7,9 +7,9 @@ segment is a run of lane-local instructions ending at a branch, an exit or befor
 ones (shfl, bar.sync) are segments of their own. The block's warps take turns: in its turn a warp runs a
 segment and goes straight on to the next one its lanes jump forward to (a backward jump, a barrier or other
 lanes at a lower pc end its turn, so a warp spinning on a flag lets the others run); when no warp can run,
-the barrier releases. Per-lane results do not depend
-on which warp runs first for a race-free kernel, so they equal the interpreter's, and so do the counts (each
-lane counts every instruction it steps, a guarded-off one too).
+the barrier releases. Per-lane results do not depend on which warp runs first for a race-free kernel, so
+they equal the interpreter's, and so do the counts (each lane counts every instruction it steps, a
+guarded-off one too).
 
 A segment runs as LLVM vector code over the warp's 32 lanes with the mask of the lanes standing at it
 (warp.py): a converged warp is one pass of vector instructions, a diverged one runs each path under its
