@@ -127,3 +127,56 @@ def test_the_cases_fault_where_they_say():
     assert "misaligned" in faults["misaligned base"] and "[%r18];" in faults["misaligned base"]
     words = np.frombuffer(outcomes["one value per half"][2], np.uint32).reshape(32, 4)
     assert (words[:16] == words[0]).all() and (words[16:] == words[16]).all() and (words[0] != words[16]).any()
+
+
+# A group whose accesses sit at offsets their own size does not divide: an 8-byte load at +4 and a 4-byte one at
+# +2 from a base aligned for both widths (each must fault as misaligned, as its own check says).
+ODD_OFFSETS = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry odd(.param .u64 out, .param .u32 which)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<4>;
+    .shared .align 16 .b32 sh[256];
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r1, [which];
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, sh;
+    shl.b32 %r4, %r2, 4;
+    add.u32 %r5, %r3, %r4;
+    setp.eq.u32 %p1, %r1, 1;
+    setp.eq.u32 %p2, %r1, 2;
+    ld.shared.u32 %r6, [%r5];
+    ld.shared.u16 %r7, [%r5+6];
+    @%p1 ld.shared.v2.u32 {%r8, %r9}, [%r5+4];
+    @%p2 ld.shared.u32 %r10, [%r5+2];
+    ld.shared.u32 %r11, [%r5+8];
+    mul.wide.u32 %rd2, %r2, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r11;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_a_group_access_at_an_offset_its_size_does_not_divide_faults_as_misaligned(which):
+    k = pf.parse(ODD_OFFSETS, filename="odd.ptx").kernel("odd")
+    got = {}
+    for tier in ("interp", "native"):
+        out = np.zeros(32, np.uint32)
+        try:
+            r = k.launch(grid=(1,), block=(32,), args=[out, np.uint32(which)], options=EmulatorOptions(tier=tier))
+            assert r.tier == tier, r.tier_note
+            got[tier] = ("ok", r.thread_instructions, out.tobytes())
+        except EmulatorError as e:
+            got[tier] = ("fault", str(e))
+    assert got["native"] == got["interp"]
+    if which:
+        assert got["native"][0] == "fault" and "misaligned" in got["native"][1]
+        assert ("[%r5+4]" if which == 1 else "[%r5+2]") in got["native"][1]
+    else:
+        assert got["native"][0] == "ok"

@@ -1,11 +1,12 @@
 """A segment's shared-memory accesses grouped by their base register: one bounds check and one shape test each.
 
-Accesses `[%r+c]` of a segment (c >= 0) whose base register keeps its value between them form a group: the
-group's lanes are checked once, at its first access, against the whole byte range its offsets cover (and the
-alignment its widest access needs). Where that holds every access of the group is in bounds and aligned;
-where it does not, each access runs its own exact check as before (so a fault still names the first bad
-access and lane, after the accesses before it took effect). The addresses' shape (consecutive, per half-warp)
-is the base register's too, so it is tested once per group and access width.
+Accesses `[%r+c]` of a segment (0 <= c < 2**31, c a multiple of the access's size) whose base register keeps
+its value between them form a group: the group's lanes are checked once, at its first access, against the
+whole byte range its offsets cover (and the alignment its widest access needs). Where that holds every
+access of the group is in bounds and aligned; where it does not, each access runs its own exact check as
+before (so a fault still names the first bad access and lane, after the accesses before it took effect).
+The addresses' shape (consecutive, per half-warp) is the base register's too, so it is tested once per
+group and access width.
 """
 
 from __future__ import annotations
@@ -42,14 +43,16 @@ def _shared_access(ins: ir.Instruction) -> tuple[ir.Address, int] | None:
         return None
     addr = ins.operands[1] if ins.opcode == "ld" else ins.operands[0]
     data = ins.operands[0] if ins.opcode == "ld" else ins.operands[1]
-    if not isinstance(addr, ir.Address) or not isinstance(addr.base, ir.Register) or addr.offset < 0:
+    if not isinstance(addr, ir.Address) or not isinstance(addr.base, ir.Register):
         return None
     ty = ins.types[-1]
     width = {"8": 1, "16": 2, "32": 4, "64": 8}.get(ty[2:])
     if width is None:
         return None
-    n = len(data.elements) if isinstance(data, ir.Vector) else 1
-    return addr, width * n
+    size = width * (len(data.elements) if isinstance(data, ir.Vector) else 1)
+    if not 0 <= addr.offset < 1 << 31 or addr.offset % size:  # (then a base aligned for it aligns the access)
+        return None
+    return addr, size
 
 
 def access_groups(layout: Layout, lo: int, hi: int) -> dict[int, AccessGroup]:
