@@ -8,7 +8,7 @@ import pytest
 from emu_corpus import corpus_module
 
 import ptxforge as pf
-from ptxforge.emu.errors import MemoryFault
+from ptxforge.emu.errors import EmulatorError, MemoryFault
 from ptxforge.runtime.buffers import to_device
 from ptxforge.runtime.launch_config import EmulatorOptions
 
@@ -378,3 +378,83 @@ def test_two_rows_of_a_warp_are_checked_as_lane_by_lane(start, size, ld, lane):
         assert found["native"][0] == "ok"
     else:
         assert found["native"][:2] == ("fault", (lane % 16, lane // 16, 0))
+
+
+# Lanes 20..31 exit early holding r2 = tid * 1000; the others add 7 and shuffle r2 down by 8 (member lanes
+# 0..19), so lanes 12..19 read exited lanes' registers, as they were when those lanes exited. The shift comes
+# as an immediate (one vector shuffle) or from a register the launch sets (a gather).
+SHFL_EXITED = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry shfl_exited(.param .u64 out, .param .u32 delta)
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r9, [delta];
+    mov.u32 %r1, %tid.x;
+    mul.lo.u32 %r2, %r1, 1000;
+    setp.ge.u32 %p1, %r1, 20;
+    @%p1 bra DONE;
+    add.u32 %r2, %r2, 7;
+    shfl.sync.down.b32 %r3|%p2, %r2, 8, 31, 1048575;
+    shfl.sync.down.b32 %r4|%p3, %r2, %r9, 31, 1048575;
+    selp.u32 %r5, 1, 0, %p2;
+    selp.u32 %r6, 1, 0, %p3;
+    mul.wide.u32 %rd2, %r1, 16;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.v4.u32 [%rd3], {%r3, %r5, %r4, %r6};
+DONE:
+    ret;
+}
+"""
+
+
+def test_a_shfl_reads_exited_lanes_registers_as_the_interpreter():
+    k = pf.parse(SHFL_EXITED, filename="shfl_exited.ptx").kernel("shfl_exited")
+    got = {}
+    for tier in ("interp", "native"):
+        out = np.zeros(32 * 4, np.uint32)
+        r = _launch(k, (1,), (32,), [out, np.uint32(8)], tier)
+        got[tier] = (out.reshape(32, 4), r.thread_instructions)
+    assert (got["native"][0] == got["interp"][0]).all() and got["native"][1] == got["interp"][1]
+    words = got["native"][0]
+    assert words[12, 0] == 20 * 1000 and words[11, 0] == 19 * 1000 + 7  # (an exited lane's, a running lane's)
+    assert (words[:20, 0] == words[:20, 2]).all()
+
+
+# Odd lanes go round the loop twice, even ones once: the second time the shfl (member mask: every lane) finds
+# the even lanes gone on. The native tier stops (it runs warp-wide instructions for converged lanes only).
+SHFL_DIVERGED = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry shfl_diverged(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    and.b32 %r2, %r1, 1;
+    mov.u32 %r3, 0;
+LOOP:
+    shfl.sync.bfly.b32 %r4, %r1, 1, 31, -1;
+    add.u32 %r3, %r3, 1;
+    setp.le.u32 %p1, %r3, %r2;
+    @%p1 bra LOOP;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r4;
+    ret;
+}
+"""
+
+
+def test_a_shfl_some_member_lanes_never_reach_stops_the_native_tier():
+    k = pf.parse(SHFL_DIVERGED, filename="shfl_diverged.ptx").kernel("shfl_diverged")
+    out = np.zeros(32, np.uint32)
+    with pytest.raises(EmulatorError, match=r"shfl_diverged\.ptx:\d+: shfl\.sync\.bfly.*converged member lanes only"):
+        k.launch(grid=(1,), block=(32,), args=[out], options=EmulatorOptions(tier="native"))

@@ -85,18 +85,29 @@ def segments(layout: Layout, ops: list[Any]) -> list[Segment]:
             leaders.add(pc + 1)
         elif k in (C.EXIT, C.RET, C.TRAP):
             leaders.add(pc + 1)
-        elif k in (C.BAR, C.WARPSYNC):
+        elif k == C.BAR or (k == C.WARPSYNC and not inline_warp_op(layout.placed[pc].ins)):
             leaders.add(pc)
             leaders.add(pc + 1)
-        elif k != C.NORMAL:
+        elif k not in (C.NORMAL, C.WARPSYNC):
             raise NotNative("not in the native tier yet", pc)
     cuts = sorted(x for x in leaders if lo <= x < hi) + [hi]
     out = []
     for a, z in zip(cuts, cuts[1:], strict=False):
         k = ops[a].kind
-        kind = "bar" if k == C.BAR else "warp" if k == C.WARPSYNC else "lanes"
+        kind = "bar" if k == C.BAR else "warp" if k == C.WARPSYNC and z == a + 1 and \
+            not inline_warp_op(layout.placed[a].ins) else "lanes"
         out.append(Segment(a, z, kind))
     return out
+
+
+INLINE_WARP_OPS = ("shfl", "vote", "match", "redux", "activemask")
+
+
+def inline_warp_op(ins: ir.Instruction) -> bool:
+    """A warp-wide instruction that runs inside a segment of lane-local ones: the lanes standing at it are
+    the segment's (its pc is reached from the segment's start only), which must be every running member lane
+    (mma and wgmma stay segments of their own)."""
+    return ins.guard is None and (ins.opcode in INLINE_WARP_OPS or (ins.opcode == "bar" and "warp" in ins.suffixes))
 
 
 class BlockGen:
@@ -416,6 +427,9 @@ class BlockGen:
             if op.kind == C.NORMAL:
                 lower(ins, env)
                 continue
+            if op.kind == C.WARPSYNC:  # (inline_warp_op: the segment's lanes stand at it)
+                self._warp_op(b, env, ins, pcs)
+                continue
             nxt = L.Constant(V(I32), pc + 1)
             if op.kind == C.BRA:
                 tgt = L.Constant(V(I32), op.target)
@@ -476,10 +490,18 @@ class BlockGen:
         ins = self.layout.placed[pc].ins
         if ins.guard is not None:
             raise NotNative(f"{ins.mnemonic} under a guard is not in the native tier yet")
-        fn = self.fn
         regs = SegmentRegs()
         env = WarpEnv(self, b, w, pc, here, regs)
-        # the lanes of the member mask still running must all stand here (the interpreter waits for them)
+        self._count(b, here, 1)
+        self._warp_op(b, env, ins, pcs)
+        self._flush(b, w, regs, here, self._live_after([pc + 1]))
+        return self._set_pcs(b, w, pcs, here, L.Constant(V(I32), pc + 1))
+
+    def _warp_op(self, b: L.IRBuilder, env: WarpEnv, ins: ir.Instruction, pcs: L.Value) -> None:
+        """A warp-wide instruction for the lanes standing at it (`env.mask`; `pcs`: the warp's pcs), once every
+        running lane of its member mask stands there; else the launch stops (the interpreter would make the
+        early lanes wait: a diverged warp is for the interpreter)."""
+        fn, pc, w, here = self.fn, env.pc, env.w, env.mask
         here_bits = b.bitcast(here, I32)
         alive_bits = b.bitcast(b.icmp_unsigned("!=", pcs, L.Constant(V(I32), EXITED)), I32)
         mo = member_operand(ins)
@@ -497,15 +519,12 @@ class BlockGen:
         self._set_status(b, ST_NOT_CONVERGED, pc, b.mul(w, L.Constant(I64, 32)), L.Constant(I64, 0), 4, False)
         b.branch(self.ret_block)
         b.position_at_end(mid)
-        self._count(b, here, 1)
         if ins.opcode == "shfl":
             self._shfl(b, env, ins)
         elif ins.opcode in WARP_OPS:
             WARP_OPS[ins.opcode](ins, env)
         elif not (ins.opcode == "bar" and "warp" in ins.suffixes):  # (bar.warp.sync: the wait above is all)
             raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
-        self._flush(b, w, regs, here, self._live_after([pc + 1]))
-        return self._set_pcs(b, w, pcs, here, L.Constant(V(I32), pc + 1))
 
     def _shfl(self, b: L.IRBuilder, env: WarpEnv, ins: ir.Instruction) -> None:
         if "b32" not in ins.suffixes:
@@ -521,7 +540,7 @@ class BlockGen:
         bk, ck = env.constant(ops[2], ".b32"), env.constant(ops[3], ".b32")
         if bk is not None and ck is not None:  # (the usual case) a fixed permutation: one vector shuffle
             j, ok = shfl_lanes(mode, np.arange(WARP, dtype=np.int64), bk, ck)
-            write(env, d, b.shuffle_vector(read(env, ops[1], ".b32"), L.Constant(V(I32), None),
+            write(env, d, b.shuffle_vector(env.read_every_lane(ops[1], ".b32"), L.Constant(V(I32), None),
                                            L.Constant(V(I32), [int(x) for x in j])))
             if p is not None:
                 write(env, p, L.Constant(V(I1), [bool(x) for x in ok]))
@@ -540,7 +559,7 @@ class BlockGen:
                  "idx": lambda: b.or_(b.and_(ln, seg_mask), b.and_(bv, b.not_(seg_mask)))}[mode]()
             ok = b.icmp_signed("<=", j, max_lane)
         j = b.select(ok, j, ln)
-        b.store(read(env, ops[1], ".b32"), self.tmp, align=64)
+        b.store(env.read_every_lane(ops[1], ".b32"), self.tmp, align=64)
         base = b.ptrtoint(self.tmp, I64)
         ptrs = b.inttoptr(b.add(splat(b, base), b.mul(b.zext(j, V(I64)), L.Constant(V(I64), 4))),
                           V(I32.as_pointer()))

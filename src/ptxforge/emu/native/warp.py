@@ -71,6 +71,21 @@ class WarpEnv:
             self.regs.values[slot] = v
         return v
 
+    def read_every_lane(self, o: Any, ty: str) -> L.Value:
+        """`read(o, ty)` with the lanes not standing here as the register file holds them (a shfl reads other
+        lanes' registers; this segment's values of a register it wrote are good for its own lanes only)."""
+        if not isinstance(o, ir.Register):
+            return read(self, o, ty)
+        slot, _ = self.reg(o)
+        if slot not in self.regs.dirty:
+            return read(self, o, ty)
+        mine = self.regs.values[slot]
+        self.regs.values[slot] = self.b.select(self.mask, mine, self.gen.load_slot(self.b, self.w, slot))
+        try:
+            return read(self, o, ty)
+        finally:
+            self.regs.values[slot] = mine
+
     def keep_raw(self, o: Any, raw: L.Value) -> None:
         """Register `o` was just written with `raw`'s bits, a NaN in them made canonical: remember `raw`."""
         if isinstance(o, ir.Register):
@@ -98,9 +113,8 @@ class WarpEnv:
         if not isinstance(o, ir.Register):
             return None
         slot, _ = self.reg(o)
-        if slot in self.regs.dirty:
-            return None
-        k = self.gen.constant(slot, self.pc)
+        # (written in this segment: by its one write, the mov)
+        k = self.gen.constants.get(slot) if slot in self.regs.dirty else self.gen.constant(slot, self.pc)
         return None if k is None else k & ((1 << bits_of(ty)) - 1)
 
     def store_reg(self, slot: int, v: L.Value) -> None:
