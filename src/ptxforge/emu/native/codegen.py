@@ -262,18 +262,28 @@ class BlockGen:
             here = entry_pcs[seg.start]
             mask = b.icmp_unsigned("==", here, L.Constant(V(I32), seg.start))
             new, dests = self.emit_segment(b, seg, w, here, mask)
-            low = b.call(umin, [new])
             # chaining: the warp goes on to the next segment at once where its lowest pc is one this segment
             # jumps forward to (what the dispatcher would pick for it); a backward jump, a barrier or a lower
-            # pc of other lanes waits for the warp's turn (so a warp spinning in a loop lets the others run)
-            for d in sorted({d for d in dests if d > seg.start and d in blocks}):
-                nxt = fn.append_basic_block(f"seg{seg.start}_not{d}")
-                b.cbranch(b.icmp_unsigned("==", low, L.Constant(I32, d)), blocks[d], nxt)
+            # pc of other lanes waits for the warp's turn (so a warp spinning in a loop lets the others run).
+            # (every lane there, the usual case, is told by one compare; the lowest pc only where not)
+            ahead = sorted({d for d in dests if d > seg.start and d in blocks})
+            for d in ahead:
+                nxt = fn.append_basic_block(f"seg{seg.start}_not_all{d}")
+                b.cbranch(self.all_of(b, b.icmp_unsigned("==", new, L.Constant(V(I32), d))), blocks[d], nxt)
                 entry_pcs[d].add_incoming(new, b.block)
                 b.position_at_end(nxt)
+            if ahead:
+                low = b.call(umin, [new])
+                for d in ahead:
+                    nxt = fn.append_basic_block(f"seg{seg.start}_not{d}")
+                    b.cbranch(b.icmp_unsigned("==", low, L.Constant(I32, d)), blocks[d], nxt)
+                    entry_pcs[d].add_incoming(new, b.block)
+                    b.position_at_end(nxt)
             # (a sweep in which no warp ends its turn able to run is followed by the barrier's release at once:
             # only a release makes a waiting lane run again)
-            b.store(b.or_(b.load(self.ran), b.icmp_unsigned("<", low, L.Constant(I32, WAIT_BAR))), self.ran)
+            can_run = b.icmp_unsigned("!=", b.bitcast(b.icmp_unsigned("<", new, L.Constant(V(I32), WAIT_BAR)), I32),
+                                      L.Constant(I32, 0))
+            b.store(b.or_(b.load(self.ran), can_run), self.ran)
             b.branch(next_warp)
         b.position_at_end(bad)
         b.branch(next_warp)  # (no segment starts there: cannot happen for pcs this code writes)
@@ -680,7 +690,7 @@ class BlockGen:
         g_last = b.select(inarena, b.lshr(last, L.Constant(I64, 6)), L.Constant(I64, 0))
         need = b.add(b.and_(last, L.Constant(I64, GRANULE - 1)), L.Constant(I64, 1))  # bytes valid in the last
         mask = 0xFF if wr else GMAP_READONLY - 1  # (a write needs the read-only flag clear)
-        for j in range(span // GRANULE + 2):
+        for j in range((span + GRANULE - 2) // GRANULE + 1):  # (the most granules `span` bytes can touch)
             g = b.add(g_first, L.Constant(I64, j))
             g = b.select(b.icmp_unsigned("<", g, g_last), g, g_last)  # (past the last: the last again)
             entry = b.zext(b.load(b.gep(self.gmap, [g])), I64)
