@@ -458,3 +458,4 @@ def test_a_shfl_some_member_lanes_never_reach_stops_the_native_tier():
     out = np.zeros(32, np.uint32)
     with pytest.raises(EmulatorError, match=r"shfl_diverged\.ptx:\d+: shfl\.sync\.bfly.*converged member lanes only"):
         k.launch(grid=(1,), block=(32,), args=[out], options=EmulatorOptions(tier="native"))
+

@@ -690,6 +690,8 @@ class BlockGen:
         g_last = b.select(inarena, b.lshr(last, L.Constant(I64, 6)), L.Constant(I64, 0))
         need = b.add(b.and_(last, L.Constant(I64, GRANULE - 1)), L.Constant(I64, 1))  # bytes valid in the last
         mask = 0xFF if wr else GMAP_READONLY - 1  # (a write needs the read-only flag clear)
+        if span <= 3 * GRANULE + 1:  # at most 4 granules: one 32-bit read of the map (padded for it)
+            return b.and_(good, self._granules_valid(b, g_first, g_last, need, mask, wr))
         for j in range((span + GRANULE - 2) // GRANULE + 1):  # (the most granules `span` bytes can touch)
             g = b.add(g_first, L.Constant(I64, j))
             g = b.select(b.icmp_unsigned("<", g, g_last), g, g_last)  # (past the last: the last again)
@@ -701,6 +703,24 @@ class BlockGen:
                                                     L.Constant(I64, 0)))
             good = b.and_(good, b.select(b.icmp_unsigned("<", g, g_last), full, ends))
         return good
+
+    def _granules_valid(self, b: L.IRBuilder, g_first: L.Value, g_last: L.Value, need: L.Value, mask: int,
+                        wr: bool) -> L.Value:
+        """i1: map entries g_first..g_last - 1 (at most 3) say full (`mask` of each: 64) and g_last's say at
+        least `need` valid bytes (writable for a write), read as the bytes of one 32-bit word."""
+        i32 = I32
+        word = b.load(b.bitcast(b.gep(self.gmap, [g_first]), i32.as_pointer()), align=1)
+        n = b.trunc(b.mul(b.sub(g_last, g_first), L.Constant(I64, 8)), i32)  # bits of the full ones
+        below = b.sub(b.shl(L.Constant(i32, 1), n), L.Constant(i32, 1))
+        pattern = L.Constant(i32, GRANULE * 0x01010101)
+        full = b.icmp_unsigned("==", b.and_(b.and_(b.xor(word, pattern), L.Constant(i32, mask * 0x01010101)),
+                                            below), L.Constant(i32, 0))
+        entry = b.zext(b.and_(b.lshr(word, n), L.Constant(i32, 0xFF)), I64)
+        ends = b.icmp_unsigned("<=", need, b.and_(entry, L.Constant(I64, GMAP_READONLY - 1)))
+        if wr:
+            ends = b.and_(ends, b.icmp_unsigned("==", b.and_(entry, L.Constant(I64, GMAP_READONLY)),
+                                                L.Constant(I64, 0)))
+        return b.and_(full, ends)
 
     # ------------------------------------------------------------------ special registers
     def sreg(self, b: L.IRBuilder, name: str, w: L.Value) -> L.Value:
