@@ -33,7 +33,7 @@ from ptxforge.emu.native.dataflow import constant_registers, live_in, registers_
 from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, read, write
 from ptxforge.emu.native.lower_warp import WARP_OPS, member_operand
 from ptxforge.emu.native.lowering import lower
-from ptxforge.emu.native.warp import IOTA, SegmentRegs, WarpEnv, splat, storage
+from ptxforge.emu.native.warp import IOTA, SPAN_BYTES, SegmentRegs, WarpEnv, splat, storage
 from ptxforge.emu.ops_warp import shfl_lanes
 from ptxforge.ptx import ir
 
@@ -54,7 +54,6 @@ CTX_LEN = 12
 PROBE_REQ, PROBE_HASH, PROBE_BLOCK, PROBE_WRITES, PROBE_WARP, PROBE_PC, PROBE_LEN = range(7)
 # status[0] codes (status: [code, pc, thread, block, address, nbytes, write])
 ST_OK, ST_FAULT, ST_MISALIGNED, ST_READONLY, ST_NOT_CONVERGED, ST_STOP, ST_NO_PROGRESS = 0, 1, 2, 3, 4, 5, 6
-SPAN_BYTES = (1, 2, 4, 8, 16)  # access sizes whose consecutive warp-wide accesses `_span_valid` checks at once
 GRANULE = 64  # bytes per entry of the global validity map (allocations start on 256-byte boundaries)
 GMAP_READONLY = 0x80  # flag in a map entry: the bytes belong to a read-only (.const) allocation
 
@@ -294,7 +293,8 @@ class BlockGen:
         sweep_end = fn.append_basic_block("sweep_end")
         b.cbranch(b.icmp_signed("<", w2, L.Constant(I64, self.nwarps)), warp_top, sweep_end)
         b.position_at_end(sweep_end)
-        b.cbranch(b.load(self.ran), sched, release)
+        has_bar = any(seg.kind == "bar" for seg in self.segs)  # (without a barrier no lane ever waits)
+        b.cbranch(b.load(self.ran), sched, release if has_bar else block_done)
 
         # every warp waits or has exited: a barrier releases its lanes, or the block is done
         b.position_at_end(release)
@@ -590,10 +590,11 @@ class BlockGen:
         b.store(vals[0], self.status)  # the code last: the launcher reads the rest once it is set
 
     def checked(self, b: L.IRBuilder, space: str, a: L.Value, nbytes: int, wr: bool, pc: int, w: L.Value,
-                active: L.Value, proven: L.Value | None = None) -> L.Value:
+                active: L.Value, proven: L.Value | None = None, consecutive: L.Value | None = None) -> L.Value:
         """Host addresses of the PTX addresses `a` (<32 x i64>); an active lane's bad one (misaligned, out of
         bounds, a write to read-only memory) stops the launch, naming the first such lane. `proven` (i1, shared
-        memory only): where set, every active lane's access is known good and nothing is checked."""
+        memory only): where set, every active lane's access is known good and nothing is checked.
+        `consecutive` (i1): whether `a` is consecutive `nbytes` apart, where the caller has it already."""
         fn = self.fn
         vt = V(I64)
         zero = L.Constant(vt, 0)
@@ -607,7 +608,7 @@ class BlockGen:
         if space != "shared" and nbytes in SPAN_BYTES:  # a whole warp on consecutive valid bytes: no per-lane look
             off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
             halves, lanes = fn.append_basic_block(f"pc{pc}_halves"), fn.append_basic_block(f"pc{pc}_lanes")
-            b.cbranch(self._span_valid(b, off, nbytes, wr, active), ok, halves)
+            b.cbranch(self._span_valid(b, off, nbytes, wr, active, consecutive), ok, halves)
             b.position_at_end(halves)
             b.cbranch(self._halves_valid(b, off, nbytes, wr, active), ok, lanes)
             b.position_at_end(lanes)
@@ -655,14 +656,17 @@ class BlockGen:
             return host
         return b.add(b.sub(a, L.Constant(vt, GLOBAL_BASE)), splat(b, self.arena_base))
 
-    def _span_valid(self, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool, active: L.Value) -> L.Value:
+    def _span_valid(self, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool, active: L.Value,
+                    consecutive: L.Value | None = None) -> L.Value:
         """i1: every lane is active, lane i's arena offset is lane 0's + i * nbytes, lane 0's is aligned, and
         the warp's bytes lie in the arena with every 64-byte granule they touch valid up to where they end
         (writable for a write). Then every lane passes the per-lane check, which runs only where this fails
         (and names the faulting lane as before)."""
         first = b.extract_element(off, L.Constant(I32, 0))
-        expect = b.add(splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
-        good = b.and_(self.all_of(b, active), self.all_of(b, b.icmp_unsigned("==", off, expect)))
+        if consecutive is None:
+            expect = b.add(splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
+            consecutive = self.all_of(b, b.icmp_unsigned("==", off, expect))
+        good = b.and_(self.all_of(b, active), consecutive)
         return b.and_(good, self._bytes_valid(b, first, nbytes, WARP * nbytes, wr))
 
     def _halves_valid(self, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool, active: L.Value) -> L.Value:

@@ -17,6 +17,8 @@ from llvmlite import ir as L
 
 from ptxforge.emu.native.access import AccessGroup
 from ptxforge.emu.native.lower import I1, I8, I32, I64, INT, SREGS, WARP, NotNative, V, bits_of, read
+
+SPAN_BYTES = (1, 2, 4, 8, 16)  # access sizes whose warp-wide global accesses codegen checks at once
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
@@ -46,6 +48,7 @@ class WarpEnv:
         gen.current_pc = pc
         self.placed = gen.layout.placed[pc]
         self.guard: L.Value | None = None  # the instruction's guard (<32 x i1>), set by the caller
+        self.shapes: dict[Any, Any] = {}  # this instruction's address shape tests (`_memo`)
 
     def active(self) -> L.Value:
         return self.mask if self.guard is None else self.b.and_(self.mask, self.guard)
@@ -175,7 +178,10 @@ class WarpEnv:
                 proven = self._group_in_bounds(group, a)
             if addr.offset:
                 a = b.add(a, L.Constant(V(I64), addr.offset & (2**64 - 1)))
-        return self.gen.checked(b, space, a, nbytes, write, self.pc, self.w, self.active(), proven)
+        consecutive = None
+        if space != "shared" and nbytes in SPAN_BYTES:  # (the span check's and a scalar access's shape test)
+            consecutive = self._consecutive(a, nbytes)
+        return self.gen.checked(b, space, a, nbytes, write, self.pc, self.w, self.active(), proven, consecutive)
 
     def _group_in_bounds(self, group: AccessGroup, base: L.Value) -> L.Value:
         """i1: every lane of the segment has the group's whole range in shared memory, aligned for its widest
@@ -192,13 +198,13 @@ class WarpEnv:
         return ok
 
     def _memo(self, key: Any, make: Any) -> Any:
-        """`make()`, once per access group (the addresses' shape is the base register's; see access.py)."""
+        """`make()`, once per instruction, or per access group (the addresses' shape is the base register's and
+        stays the same under a constant offset; see access.py)."""
         group = self.regs.groups.get(self.pc)
-        if group is None:
-            return make()
-        if key not in group.values:
-            group.values[key] = make()
-        return group.values[key]
+        memo = group.values if group is not None else self.shapes
+        if key not in memo:
+            memo[key] = make()
+        return memo[key]
 
     def _consecutive(self, host: L.Value, nbytes: int) -> L.Value:
         """i1: the addresses are consecutive `nbytes` apart."""
