@@ -17,13 +17,12 @@ from llvmlite import ir as L
 
 from ptxforge.emu.native.access import AccessGroup
 from ptxforge.emu.native.lower import I1, I8, I32, I64, INT, SREGS, WARP, NotNative, V, bits_of, read
-
-SPAN_BYTES = (1, 2, 4, 8, 16)  # access sizes whose warp-wide global accesses codegen checks at once
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
     from ptxforge.emu.native.codegen import BlockGen
 
+SPAN_BYTES = (1, 2, 4, 8, 16)  # access sizes whose warp-wide global accesses codegen checks at once
 IOTA = L.Constant(V(I32), list(range(WARP)))
 IOTA64 = L.Constant(V(I64), list(range(WARP)))
 HALF = WARP // 2
