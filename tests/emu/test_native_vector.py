@@ -459,3 +459,44 @@ def test_a_shfl_some_member_lanes_never_reach_stops_the_native_tier():
     with pytest.raises(EmulatorError, match=r"shfl_diverged\.ptx:\d+: shfl\.sync\.bfly.*converged member lanes only"):
         k.launch(grid=(1,), block=(32,), args=[out], options=EmulatorOptions(tier="native"))
 
+
+
+# A parameter loaded, and a constant moved, on one path only: where the paths join, the lanes that skipped them
+# read the registers' initial zeros (the native tier makes such registers where read only where every path
+# has written them).
+ONE_PATH = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry one_path(.param .u64 out, .param .u32 val)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    setp.lt.u32 %p1, %r1, 16;
+    @%p1 bra SKIP;
+    ld.param.u32 %r2, [val];
+    mov.u32 %r5, 7;
+SKIP:
+    add.u32 %r3, %r2, %r1;
+    add.u32 %r3, %r3, %r5;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r3;
+    ret;
+}
+"""
+
+
+def test_a_parameter_loaded_on_one_path_is_zero_on_the_other():
+    k = pf.parse(ONE_PATH, filename="one_path.ptx").kernel("one_path")
+    got = {}
+    for tier in ("interp", "native"):
+        out = np.zeros(32, np.uint32)
+        r = _launch(k, (1,), (32,), [out, np.uint32(1000)], tier)
+        got[tier] = (out.tobytes(), r.thread_instructions)
+    assert got["native"] == got["interp"]
+    lanes = np.arange(32, dtype=np.uint32)
+    assert got["native"][0] == np.where(lanes < 16, lanes, lanes + 1007).astype(np.uint32).tobytes()

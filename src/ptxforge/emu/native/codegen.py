@@ -29,7 +29,15 @@ from llvmlite import ir as L
 from ptxforge.emu import op as C
 from ptxforge.emu.memory import GLOBAL_BASE
 from ptxforge.emu.native.access import access_groups
-from ptxforge.emu.native.dataflow import constant_registers, live_in, registers_to_zero, shuffled, surely_written
+from ptxforge.emu.native.dataflow import (
+    constant_registers,
+    live_in,
+    param_registers,
+    read_where_written,
+    registers_to_zero,
+    shuffled,
+    surely_written,
+)
 from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, read, write
 from ptxforge.emu.native.lower_warp import WARP_OPS, member_operand
 from ptxforge.emu.native.lowering import lower
@@ -131,10 +139,16 @@ class BlockGen:
         fl = layout.functions[layout.kernel_func.name]
         self.live = live_in(layout, ops, fl.entry, fl.end)
         self.shuffled = shuffled(layout, fl.entry, fl.end)
+        # registers the same in every lane, known at compile time or a kernel parameter, where surely written
         # (a register another lane's shfl reads is that lane's: it may have exited before writing it)
         self.constants = {s: v for s, v in constant_registers(layout, fl.entry, fl.end).items()
                           if not self.shuffled >> s & 1}
-        self.surely = surely_written(layout, ops, fl.entry, fl.end) if self.constants else {}
+        self.param_regs = {s: v for s, v in param_registers(layout, fl.entry, fl.end).items()
+                           if not self.shuffled >> s & 1 and s not in self.constants}
+        uniform = sum(1 << s for s in (*self.constants, *self.param_regs))
+        self.surely = surely_written(layout, ops, fl.entry, fl.end) if uniform else {}
+        # those read only where surely written are made where read, never kept in the register file
+        self.remade = read_where_written(layout, ops, fl.entry, fl.end, uniform) if uniform else 0
         self.module = L.Module(name="ptxforge_native")
         self.module.triple = ""
         self._intrinsics: dict[str, L.Function] = {}
@@ -143,6 +157,12 @@ class BlockGen:
         """The value register `slot` holds in every lane at `pc` where known when compiling
         (`dataflow.constant_registers`), else None."""
         v = self.constants.get(slot)
+        return v if v is not None and self.surely.get(pc, 0) >> slot & 1 else None
+
+    def param_register(self, slot: int, pc: int) -> tuple[int, int] | None:
+        """(parameter byte offset, bits) of the kernel parameter register `slot` holds in every lane at `pc`
+        (`dataflow.param_registers`), else None."""
+        v = self.param_regs.get(slot)
         return v if v is not None and self.surely.get(pc, 0) >> slot & 1 else None
 
     def intrinsic(self, name: str, ret: L.Type, args: list[L.Type]) -> L.Function:
@@ -476,7 +496,7 @@ class BlockGen:
         bits = self.shuffled
         for pc in pcs:
             bits |= self.live.get(pc, 0)
-        return bits
+        return bits & ~self.remade
 
     def _guard(self, env: WarpEnv, ins: ir.Instruction) -> L.Value:
         g = ins.guard

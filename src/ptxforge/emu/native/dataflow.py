@@ -140,33 +140,84 @@ def registers_to_zero(layout: Layout, ops: list[Any], lo: int, hi: int) -> list[
 
 
 CONSTANT_MOVS = (".u32", ".b32", ".s32", ".u64", ".b64", ".s64")
+_WIDTH = {"8": 8, "16": 16, "32": 32, "64": 64}
 
 
-def constant_registers(layout: Layout, lo: int, hi: int) -> dict[int, int]:
-    """Registers (slot -> bits) whose only write in the kernel is one unguarded `mov` of an integer immediate
-    of the register's width (nvcc's way of passing a shfl its lane offset): wherever surely written
-    (`surely_written`) such a register holds that value, in every lane."""
+def _write_counts(layout: Layout, lo: int, hi: int) -> dict[int, int] | None:
+    """slot -> how many instructions of the kernel may write it (None: some write cannot be told)."""
     writes: dict[int, int] = {}
-    value: dict[int, int] = {}
     for pc in range(lo, hi):
         bits = written(layout, pc)
         if bits is None:
-            return {}
+            return None
         slot = 0
         while bits:
             if bits & 1:
                 writes[slot] = writes.get(slot, 0) + 1
             bits >>= 1
             slot += 1
-        ins = layout.placed[pc].ins
-        ty = ins.types[-1] if ins.types else ""
-        if ins.opcode != "mov" or ins.guard is not None or ty not in CONSTANT_MOVS or len(ins.operands) != 2:
+    return writes
+
+
+def _only_write(layout: Layout, pc: int, opcode: str) -> tuple[int, Any, str] | None:
+    """(slot, source operand, type) of an unguarded two-operand `opcode` at `pc` into a plain register of its
+    type's width; else None."""
+    ins = layout.placed[pc].ins
+    ty = ins.types[-1] if ins.types else ""
+    if ins.opcode != opcode or ins.guard is not None or len(ins.operands) != 2 or ty[2:] not in _WIDTH:
+        return None
+    dst, src = ins.operands
+    hit = layout.lookup(layout.placed[pc], dst.name) if isinstance(dst, ir.Register) else None
+    if not isinstance(hit, tuple) or layout.reg_types[hit[1]][2:] != ty[2:]:
+        return None
+    return hit[1], src, ty
+
+
+def constant_registers(layout: Layout, lo: int, hi: int) -> dict[int, int]:
+    """Registers (slot -> bits) whose only write in the kernel is one unguarded `mov` of an integer immediate
+    of the register's width (nvcc's way of passing a shfl its lane offset): wherever surely written
+    (`surely_written`) such a register holds that value, in every lane."""
+    writes = _write_counts(layout, lo, hi)
+    if writes is None:
+        return {}
+    value: dict[int, int] = {}
+    for pc in range(lo, hi):
+        hit = _only_write(layout, pc, "mov")
+        if hit is None or hit[2] not in CONSTANT_MOVS or not isinstance(hit[1], ir.Immediate) \
+                or not isinstance(hit[1].value, int):
             continue
-        dst, src = ins.operands
-        hit = layout.lookup(layout.placed[pc], dst.name) if isinstance(dst, ir.Register) else None
-        if not isinstance(hit, tuple) or not isinstance(src, ir.Immediate) or not isinstance(src.value, int):
-            continue
-        if layout.reg_types[hit[1]] not in CONSTANT_MOVS or layout.reg_types[hit[1]][2:] != ty[2:]:
-            continue
-        value[hit[1]] = src.value & ((1 << int(ty[2:])) - 1)
+        value[hit[0]] = hit[1].value & ((1 << _WIDTH[hit[2][2:]]) - 1)
     return {s: v for s, v in value.items() if writes.get(s) == 1}
+
+
+def param_registers(layout: Layout, lo: int, hi: int) -> dict[int, tuple[int, int]]:
+    """Registers (slot -> (byte offset in the kernel's parameters, bits)) whose only write in the kernel is one
+    unguarded `ld.param` of the register's width: wherever surely written such a register holds that
+    parameter, in every lane (a pointer or a size, re-read where used rather than kept per lane)."""
+    writes = _write_counts(layout, lo, hi)
+    if writes is None:
+        return {}
+    found: dict[int, tuple[int, int]] = {}
+    for pc in range(lo, hi):
+        hit = _only_write(layout, pc, "ld")
+        ins = layout.placed[pc].ins
+        if hit is None or "param" not in ins.suffixes or len(ins.modifiers) != 1:
+            continue
+        addr = hit[1]
+        if not isinstance(addr, ir.Address) or not isinstance(addr.base, ir.Symbol | ir.Register):
+            continue
+        kp = layout.kparams.get(addr.base.name)
+        width = _WIDTH[hit[2][2:]]
+        if kp is None or addr.offset < 0 or addr.offset + width // 8 > kp[1]:
+            continue
+        found[hit[0]] = (kp[0] + addr.offset, width)
+    return {s: v for s, v in found.items() if writes.get(s) == 1}
+
+
+def read_where_written(layout: Layout, ops: list[Any], lo: int, hi: int, slots: int) -> int:
+    """The registers of `slots` (bits) that every instruction reading them reads where surely written."""
+    reads, writes, succ = _flow(layout, ops, lo, hi)
+    inn = _must_written(writes, succ, len(layout.reg_types), lo, hi)
+    for pc in range(lo, hi):
+        slots &= ~(reads[pc] & ~inn[pc])
+    return slots

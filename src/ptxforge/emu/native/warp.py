@@ -69,7 +69,13 @@ class WarpEnv:
         v = self.regs.values.get(slot)
         if v is None:
             k = self.gen.constant(slot, self.pc)
-            v = self.gen.load_slot(self.b, self.w, slot) if k is None else L.Constant(V(self.gen.slot_type[slot]), k)
+            prm = self.gen.param_register(slot, self.pc)
+            if k is not None:
+                v = L.Constant(V(self.gen.slot_type[slot]), k)
+            elif prm is not None:
+                v = self.load_param(prm[0], INT[prm[1]])
+            else:
+                v = self.gen.load_slot(self.b, self.w, slot)
             self.regs.values[slot] = v
         return v
 
