@@ -14,7 +14,8 @@ from ptxforge.runtime.launch_config import EmulatorOptions
 
 pytest.importorskip("llvmlite")
 
-# Lane i (half h = i / 16, column c = i % 16) reads shared words at sh + base + h * row + c * (col0 or col1 by
+# A block of 16 x 2 (one warp; the native tier takes half-warp shapes for blocks narrower than a warp). Lane i
+# (i = 16 * tid.y + tid.x; half h = i / 16, column c = i % 16) reads shared words at sh + base + h * row + c * (col0 or col1 by
 # half), +4, +64 and +256, under the guard i < lim, and stores what it read; the 1 KB of shared memory is filled
 # first by 8 stores from one base register (a group of stores).
 GROUPS = """
@@ -35,6 +36,8 @@ GROUPS = """
     ld.param.u32 %r4, [col1];
     ld.param.u32 %r5, [lim];
     mov.u32 %r6, %tid.x;
+    mov.u32 %r19, %tid.y;
+    mad.lo.u32 %r6, %r19, 16, %r6;
     mov.u32 %r7, sh;
     shl.b32 %r8, %r6, 2;
     add.u32 %r9, %r7, %r8;
@@ -97,7 +100,7 @@ CASES = {
 def _outcome(kernel, args, tier, level):
     out = np.zeros(32 * 4, np.uint32)
     try:
-        r = kernel.launch(grid=(1,), block=(32,), args=[out, *(np.uint32(a) for a in args)],
+        r = kernel.launch(grid=(1,), block=(16, 2), args=[out, *(np.uint32(a) for a in args)],
                           options=EmulatorOptions(tier=tier, level=level))
     except EmulatorError as e:
         return ("fault", type(e).__name__, str(e), out.tobytes())
@@ -122,7 +125,7 @@ def test_the_cases_fault_where_they_say():
     assert set(faults) == {"the group's last access out of bounds from lane 17", "a middle access out of bounds",
                            "misaligned base"}
     assert "[%r18+256]" in faults["the group's last access out of bounds from lane 17"]
-    assert "thread (17,0,0)" in faults["the group's last access out of bounds from lane 17"]
+    assert "thread (1,1,0)" in faults["the group's last access out of bounds from lane 17"]  # (lane 17: x 1, y 1)
     assert "[%r18+64]" in faults["a middle access out of bounds"]
     assert "misaligned" in faults["misaligned base"] and "[%r18];" in faults["misaligned base"]
     words = np.frombuffer(outcomes["one value per half"][2], np.uint32).reshape(32, 4)

@@ -124,6 +124,8 @@ class BlockGen:
         self.layout, self.ops, self.block = layout, ops, block
         self.current_pc: int | None = None
         self.threads = block[0] * block[1] * block[2]
+        # a warp spans rows of the block (x narrower than a warp): loads and checks by half-warp are worth having
+        self.rows_in_warp = block[0] < WARP and self.threads > block[0]
         self.nwarps = (self.threads + 31) // 32
         self.nregs = max(1, len(layout.reg_types))
         types = [storage(t) for t in layout.reg_types] or [I8]
@@ -627,10 +629,14 @@ class BlockGen:
             b.position_at_end(check)
         if space != "shared" and nbytes in SPAN_BYTES:  # a whole warp on consecutive valid bytes: no per-lane look
             off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
-            halves, lanes = fn.append_basic_block(f"pc{pc}_halves"), fn.append_basic_block(f"pc{pc}_lanes")
-            b.cbranch(self._span_valid(b, off, nbytes, wr, active, consecutive), ok, halves)
-            b.position_at_end(halves)
-            b.cbranch(self._halves_valid(b, off, nbytes, wr, active), ok, lanes)
+            lanes = fn.append_basic_block(f"pc{pc}_lanes")
+            if self.rows_in_warp:  # (then each half-warp on a row of its own: checked per half)
+                halves = fn.append_basic_block(f"pc{pc}_halves")
+                b.cbranch(self._span_valid(b, off, nbytes, wr, active, consecutive), ok, halves)
+                b.position_at_end(halves)
+                b.cbranch(self._halves_valid(b, off, nbytes, wr, active), ok, lanes)
+            else:
+                b.cbranch(self._span_valid(b, off, nbytes, wr, active, consecutive), ok, lanes)
             b.position_at_end(lanes)
         misaligned = b.icmp_unsigned("!=", b.and_(a, L.Constant(vt, nbytes - 1)), zero)
         readonly = None

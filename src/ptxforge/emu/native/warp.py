@@ -253,31 +253,34 @@ class WarpEnv:
         fn = self.gen.fn
         every = self.gen.all_of(b, self.active())
         whole = b.and_(self._consecutive(host, nbytes), every)
+        rows = self.gen.rows_in_warp
         # (a group's shape is computed at its first access, where every later one can use it)
-        shape = self._half_shapes(host, nbytes) if self.pc in self.regs.groups else None
-        fast, slow, halves, gath, join = (fn.append_basic_block(f"pc{self.pc}_ld_{x}")
-                                          for x in ("vec", "other", "halves", "gather", "join"))
+        shape = self._half_shapes(host, nbytes) if rows and self.pc in self.regs.groups else None
+        fast, slow, join = (fn.append_basic_block(f"pc{self.pc}_ld_{x}") for x in ("vec", "other", "join"))
         b.cbranch(whole, fast, slow)
         b.position_at_end(fast)
         p = b.inttoptr(b.extract_element(host, L.Constant(I32, 0)), V(t).as_pointer())
         v1 = b.load(p, align=nbytes)
         b.branch(join)
         b.position_at_end(slow)
-        if shape is None:
-            shape = self._half_shapes(host, nbytes)
-        b.cbranch(b.and_(shape[0], every), halves, gath)
-        b.position_at_end(halves)
-        v3 = self._load_halves(host, t, shape[1])
-        b.branch(join)
-        b.position_at_end(gath)
+        incoming = [(v1, fast)]
+        if rows:  # (a block narrower than a warp: half-warps on rows of their own)
+            halves, gath = (fn.append_basic_block(f"pc{self.pc}_ld_{x}") for x in ("halves", "gather"))
+            if shape is None:
+                shape = self._half_shapes(host, nbytes)
+            b.cbranch(b.and_(shape[0], every), halves, gath)
+            b.position_at_end(halves)
+            incoming.append((self._load_halves(host, t, shape[1]), halves))
+            b.branch(join)
+            b.position_at_end(gath)
         v2 = b.call(gather, [b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active(),
                              L.Constant(V(t), 0)])
+        incoming.append((v2, b.block))
         b.branch(join)
         b.position_at_end(join)
         phi = b.phi(V(t))
-        phi.add_incoming(v1, fast)
-        phi.add_incoming(v3, halves)
-        phi.add_incoming(v2, gath)
+        for v, blk in incoming:
+            phi.add_incoming(v, blk)
         return phi
 
     def _load_halves(self, host: L.Value, t: L.IntType, contig: list[L.Value]) -> L.Value:
