@@ -14,10 +14,10 @@ from ptxforge.runtime.launch_config import EmulatorOptions
 
 pytest.importorskip("llvmlite")
 
-# A block of 16 x 2 (one warp; the native tier takes half-warp shapes for blocks narrower than a warp). Lane i
-# (i = 16 * tid.y + tid.x; half h = i / 16, column c = i % 16) reads shared words at sh + base + h * row + c * (col0 or col1 by
-# half), +4, +64 and +256, under the guard i < lim, and stores what it read; the 1 KB of shared memory is filled
-# first by 8 stores from one base register (a group of stores).
+# A block of 16 x 2 (one warp; the native tier takes half-warp shapes for blocks narrower than a warp). Lane
+# i = 16 * tid.y + tid.x (half h = i / 16, column c = i % 16) reads shared words at sh + base + h * row +
+# c * (col0 or col1 by half), +4, +64 and +256, under the guard i < lim, and stores what it read; the 1 KB of
+# shared memory is filled first by 8 stores from one base register (a group of stores).
 GROUPS = """
 .version 7.0
 .target sm_80
