@@ -8,7 +8,7 @@ import pytest
 from emu_corpus import corpus_module
 
 import ptxforge as pf
-from ptxforge.emu.errors import MemoryFault
+from ptxforge.emu.errors import EmulatorError, MemoryFault
 from ptxforge.runtime.buffers import to_device
 from ptxforge.runtime.launch_config import EmulatorOptions
 
@@ -257,3 +257,246 @@ def test_float_and_bit_instructions_are_bit_exact_with_the_interpreter():
     bad = np.argwhere(want != have)
     assert bad.size == 0, f"{len(bad)} words differ, first (lane, word): {bad[:5].tolist()}"
     assert got["native"][1] == got["interp"][1]
+
+
+# A chain of .f32 arithmetic in one segment: each result feeds the next (the native tier passes a result to
+# the next arithmetic before its NaN is made canonical, which must not change a bit), some escape through a
+# mov, a .ftz and a .sat step, a directed rounding and a guarded write among them.
+CHAIN = """
+.version 7.8
+.target sm_80
+.address_size 64
+.visible .entry chain(.param .u64 a, .param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<12>;
+    .reg .f32 %f<16>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [a];
+    ld.param.u64 %rd2, [out];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 12;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.f32 %f1, [%rd4];
+    ld.global.f32 %f2, [%rd4+4];
+    ld.global.f32 %f3, [%rd4+8];
+    fma.rn.f32 %f4, %f1, %f2, %f3;
+    add.f32 %f5, %f4, %f1;
+    mov.b32 %r4, %f4;
+    mul.f32 %f6, %f5, %f4;
+    sub.f32 %f7, %f6, %f5;
+    add.ftz.f32 %f8, %f7, %f2;
+    fma.rn.sat.f32 %f9, %f8, %f7, %f6;
+    add.rz.f32 %f10, %f9, %f7;
+    and.b32 %r2, %r1, 1;
+    setp.eq.u32 %p1, %r2, 0;
+    @%p1 add.f32 %f7, %f7, %f1;
+    add.f32 %f11, %f7, %f10;
+    fma.rn.ftz.f32 %f12, %f11, %f5, %f3;
+    mul.rm.f32 %f13, %f12, %f11;
+    mul.wide.u32 %rd5, %r1, 48;
+    add.s64 %rd6, %rd2, %rd5;
+    mov.b32 %r5, %f13;
+    st.global.v4.u32 [%rd6], {%r4, %r5, %r4, %r5};
+    st.global.v4.f32 [%rd6+16], {%f5, %f6, %f7, %f8};
+    st.global.v4.f32 [%rd6+32], {%f9, %f10, %f11, %f12};
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("level", ["quick", "opt"])
+def test_a_chain_of_float_arithmetic_is_bit_exact_with_the_interpreter(level):
+    k = pf.parse(CHAIN, filename="chain.ptx").kernel("chain")
+    rng = np.random.default_rng(11)
+    n = 256
+    f32 = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFC12345, 0x7FA00000, 1,
+                    0x807FFFFF, 0x3F800000, 0x7F7FFFFF, 0xBF800000, 0x00800000], np.uint32)
+    a = rng.choice(f32, n * 3)
+    a[::7] = rng.integers(0, 2**32, a[::7].size, dtype=np.uint32)
+    got = {}
+    for tier in ("interp", "native"):
+        out = np.zeros(n * 12, np.uint32)
+        r = _launch(k, (n // 64,), (64,), [a, out], tier, level if tier == "native" else None)
+        got[tier] = (out.reshape(n, 12), r.thread_instructions)
+    bad = np.argwhere(got["interp"][0] != got["native"][0])
+    assert bad.size == 0, f"{len(bad)} words differ, first (lane, word): {bad[:5].tolist()}"
+    assert got["native"][1] == got["interp"][1]
+    nan = (got["interp"][0] & 0x7FFFFFFF) > 0x7F800000
+    assert nan[:, 2:].any() and ((got["interp"][0][:, 2:] == 0x7FFFFFFF) | ~nan[:, 2:]).all()  # (NaNs occur)
+
+
+# Two rows of 16 words (a block of 16 x 2): each half-warp reads a row of `x` (`ld` words apart), so the warp
+# takes the per-half-warp check and load.
+ROWS = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry rows(.param .u64 x, .param .u64 out, .param .u32 ld)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [x];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [ld];
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %tid.y;
+    mad.lo.u32 %r4, %r3, %r1, %r2;
+    mul.wide.u32 %rd3, %r4, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.u32 %r5, [%rd4];
+    mad.lo.u32 %r6, %r3, 16, %r2;
+    mul.wide.u32 %rd5, %r6, 4;
+    add.s64 %rd6, %rd2, %rd5;
+    st.global.u32 [%rd6], %r5;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("start, size, ld, lane", [(0, 64, 40, None), (3, 59, 40, None), (0, 55, 40, 31),
+                                                   (8, 60, 40, 28), (16, 64, 16, None), (5, 20, 3, 15),
+                                                   (0, 29, 14, 31)])
+def test_two_rows_of_a_warp_are_checked_as_lane_by_lane(start, size, ld, lane):
+    """Each half-warp on consecutive words of its own row takes the per-half check (granules of the validity
+    map); it must pass and fault exactly where the lane-by-lane check does: the second row ending on the
+    allocation's last word, one word short, rows overlapping, rows narrower than a half (no half shape)."""
+    k = pf.parse(ROWS, filename="rows.ptx").kernel("rows")
+    found = {}
+    for tier in ("interp", "native"):
+        x = to_device(np.arange(size, dtype=np.uint32) * np.uint32(2654435761))
+        out = to_device(np.zeros(32, np.uint32))
+        try:
+            _launch(k, (1,), (16, 2), [x.address + 4 * start, out, np.uint32(ld)], tier)
+            found[tier] = ("ok", out.to_host().tobytes())
+        except MemoryFault as e:
+            found[tier] = ("fault", e.thread, e.address - x.address)
+        x.free()
+        out.free()
+    assert found["interp"] == found["native"]
+    if lane is None:
+        assert found["native"][0] == "ok"
+    else:
+        assert found["native"][:2] == ("fault", (lane % 16, lane // 16, 0))
+
+
+# Lanes 20..31 exit early holding r2 = tid * 1000; the others add 7 and shuffle r2 down by 8 (member lanes
+# 0..19), so lanes 12..19 read exited lanes' registers, as they were when those lanes exited. The shift comes
+# as an immediate (one vector shuffle) or from a register the launch sets (a gather).
+SHFL_EXITED = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry shfl_exited(.param .u64 out, .param .u32 delta)
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r9, [delta];
+    mov.u32 %r1, %tid.x;
+    mul.lo.u32 %r2, %r1, 1000;
+    setp.ge.u32 %p1, %r1, 20;
+    @%p1 bra DONE;
+    add.u32 %r2, %r2, 7;
+    shfl.sync.down.b32 %r3|%p2, %r2, 8, 31, 1048575;
+    shfl.sync.down.b32 %r4|%p3, %r2, %r9, 31, 1048575;
+    selp.u32 %r5, 1, 0, %p2;
+    selp.u32 %r6, 1, 0, %p3;
+    mul.wide.u32 %rd2, %r1, 16;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.v4.u32 [%rd3], {%r3, %r5, %r4, %r6};
+DONE:
+    ret;
+}
+"""
+
+
+def test_a_shfl_reads_exited_lanes_registers_as_the_interpreter():
+    k = pf.parse(SHFL_EXITED, filename="shfl_exited.ptx").kernel("shfl_exited")
+    got = {}
+    for tier in ("interp", "native"):
+        out = np.zeros(32 * 4, np.uint32)
+        r = _launch(k, (1,), (32,), [out, np.uint32(8)], tier)
+        got[tier] = (out.reshape(32, 4), r.thread_instructions)
+    assert (got["native"][0] == got["interp"][0]).all() and got["native"][1] == got["interp"][1]
+    words = got["native"][0]
+    assert words[12, 0] == 20 * 1000 and words[11, 0] == 19 * 1000 + 7  # (an exited lane's, a running lane's)
+    assert (words[:20, 0] == words[:20, 2]).all()
+
+
+# Odd lanes go round the loop twice, even ones once: the second time the shfl (member mask: every lane) finds
+# the even lanes gone on. The native tier stops (it runs warp-wide instructions for converged lanes only).
+SHFL_DIVERGED = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry shfl_diverged(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    and.b32 %r2, %r1, 1;
+    mov.u32 %r3, 0;
+LOOP:
+    shfl.sync.bfly.b32 %r4, %r1, 1, 31, -1;
+    add.u32 %r3, %r3, 1;
+    setp.le.u32 %p1, %r3, %r2;
+    @%p1 bra LOOP;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r4;
+    ret;
+}
+"""
+
+
+def test_a_shfl_some_member_lanes_never_reach_stops_the_native_tier():
+    k = pf.parse(SHFL_DIVERGED, filename="shfl_diverged.ptx").kernel("shfl_diverged")
+    out = np.zeros(32, np.uint32)
+    with pytest.raises(EmulatorError, match=r"shfl_diverged\.ptx:\d+: shfl\.sync\.bfly.*converged member lanes only"):
+        k.launch(grid=(1,), block=(32,), args=[out], options=EmulatorOptions(tier="native"))
+
+
+
+# A parameter loaded, and a constant moved, on one path only: where the paths join, the lanes that skipped them
+# read the registers' initial zeros (the native tier makes such registers where read only where every path
+# has written them).
+ONE_PATH = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry one_path(.param .u64 out, .param .u32 val)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    setp.lt.u32 %p1, %r1, 16;
+    @%p1 bra SKIP;
+    ld.param.u32 %r2, [val];
+    mov.u32 %r5, 7;
+SKIP:
+    add.u32 %r3, %r2, %r1;
+    add.u32 %r3, %r3, %r5;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r3;
+    ret;
+}
+"""
+
+
+def test_a_parameter_loaded_on_one_path_is_zero_on_the_other():
+    k = pf.parse(ONE_PATH, filename="one_path.ptx").kernel("one_path")
+    got = {}
+    for tier in ("interp", "native"):
+        out = np.zeros(32, np.uint32)
+        r = _launch(k, (1,), (32,), [out, np.uint32(1000)], tier)
+        got[tier] = (out.tobytes(), r.thread_instructions)
+    assert got["native"] == got["interp"]
+    lanes = np.arange(32, dtype=np.uint32)
+    assert got["native"][0] == np.where(lanes < 16, lanes, lanes + 1007).astype(np.uint32).tobytes()

@@ -79,11 +79,22 @@ def _mm_reader(ctx, op):
     return ctx.read(op, ".b32")
 
 
+def shfl_lanes(mode: str, lane: np.ndarray, bv: Any, cv: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(each lane's source lane, whether that is in range: where not, the lane itself) of a shfl.`mode` with
+    lane operand `bv` and clamp/segment operand `cv` (`lane`: %laneid, int64)."""
+    bval = np.asarray(bv).astype(np.int64) & 31
+    cval = np.asarray(cv).astype(np.int64)
+    seg = (cval >> 8) & 31
+    clamp = cval & 31
+    max_lane = (lane & seg) | (clamp & ~seg)
+    j = _SHFL_SOURCE[mode](lane, bval, seg)
+    ok = j >= max_lane if mode == "up" else j <= max_lane  # (up: the source counts down, in range from max_lane)
+    return np.where(ok, j, lane), ok
+
+
 def build_shfl(ctx: Ctx) -> Op:
     ins = ctx.ins
     mode = next(s for s in ins.suffixes if s in SHFL_MODES)
-    source = _SHFL_SOURCE[mode]
-    up = mode == "up"  # the one mode whose source lane counts down, in range from max_lane upwards
     ops = ins.operands
     if isinstance(ops[0], ir.PredPair):
         d = ctx.write(ops[0].first, ".b32")
@@ -95,15 +106,7 @@ def build_shfl(ctx: Ctx) -> Op:
     cache: dict[tuple[int, ...], tuple[Any, ...]] = {}
 
     def src_index(st, bv, cv):
-        lane = st.laneid.astype(np.int64)
-        bval = np.asarray(bv).astype(np.int64) & 31
-        cval = np.asarray(cv).astype(np.int64)
-        seg = (cval >> 8) & 31
-        clamp = cval & 31
-        max_lane = (lane & seg) | (clamp & ~seg)
-        j = source(lane, bval, seg)
-        ok = j >= max_lane if up else j <= max_lane
-        j = np.where(ok, j, lane)
+        j, ok = shfl_lanes(mode, st.laneid.astype(np.int64), bv, cv)
         return st.warp_base + j, ok
 
     def f(st, m):

@@ -4,10 +4,12 @@ Execution model (the interpreter's, per block): each thread has a pc; a warp is 
 threads in order (the last one padded with exited lanes). A warp steps the segment at the lowest pc of its
 runnable lanes for exactly the lanes standing there, so diverged paths reconverge where their pcs meet. A
 segment is a run of lane-local instructions ending at a branch, an exit or before a label; the warp-wide
-ones (shfl, bar.sync) are segments of their own. A warp runs until all its lanes wait at a barrier or have
-exited, then the next warp runs; when every warp waits, the barrier releases. Per-lane results do not depend
-on which warp runs first for a race-free kernel, so they equal the interpreter's, and so do the counts (each
-lane counts every instruction it steps, a guarded-off one too).
+ones (shfl, bar.sync) are segments of their own. The block's warps take turns: in its turn a warp runs a
+segment and goes straight on to the next one its lanes jump forward to (a backward jump, a barrier or other
+lanes at a lower pc end its turn, so a warp spinning on a flag lets the others run); when no warp can run,
+the barrier releases. Per-lane results do not depend on which warp runs first for a race-free kernel, so
+they equal the interpreter's, and so do the counts (each lane counts every instruction it steps, a
+guarded-off one too).
 
 A segment runs as LLVM vector code over the warp's 32 lanes with the mask of the lanes standing at it
 (warp.py): a converged warp is one pass of vector instructions, a diverged one runs each path under its
@@ -21,15 +23,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from llvmlite import ir as L
 
 from ptxforge.emu import op as C
 from ptxforge.emu.memory import GLOBAL_BASE
-from ptxforge.emu.native.dataflow import live_in, registers_to_zero, shuffled
+from ptxforge.emu.native.access import access_groups
+from ptxforge.emu.native.dataflow import (
+    constant_registers,
+    live_in,
+    param_registers,
+    read_where_written,
+    registers_to_zero,
+    shuffled,
+    surely_written,
+)
 from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, read, write
 from ptxforge.emu.native.lower_warp import WARP_OPS, member_operand
 from ptxforge.emu.native.lowering import lower
-from ptxforge.emu.native.warp import IOTA, SegmentRegs, WarpEnv, splat, storage
+from ptxforge.emu.native.warp import IOTA, SPAN_BYTES, SegmentRegs, WarpEnv, splat, storage
+from ptxforge.emu.ops_warp import shfl_lanes
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
@@ -49,7 +62,6 @@ CTX_LEN = 12
 PROBE_REQ, PROBE_HASH, PROBE_BLOCK, PROBE_WRITES, PROBE_WARP, PROBE_PC, PROBE_LEN = range(7)
 # status[0] codes (status: [code, pc, thread, block, address, nbytes, write])
 ST_OK, ST_FAULT, ST_MISALIGNED, ST_READONLY, ST_NOT_CONVERGED, ST_STOP, ST_NO_PROGRESS = 0, 1, 2, 3, 4, 5, 6
-SPAN_BYTES = (1, 2, 4, 8, 16)  # access sizes whose consecutive warp-wide accesses `_span_valid` checks at once
 GRANULE = 64  # bytes per entry of the global validity map (allocations start on 256-byte boundaries)
 GMAP_READONLY = 0x80  # flag in a map entry: the bytes belong to a read-only (.const) allocation
 
@@ -80,18 +92,29 @@ def segments(layout: Layout, ops: list[Any]) -> list[Segment]:
             leaders.add(pc + 1)
         elif k in (C.EXIT, C.RET, C.TRAP):
             leaders.add(pc + 1)
-        elif k in (C.BAR, C.WARPSYNC):
+        elif k == C.BAR or (k == C.WARPSYNC and not inline_warp_op(layout.placed[pc].ins)):
             leaders.add(pc)
             leaders.add(pc + 1)
-        elif k != C.NORMAL:
+        elif k not in (C.NORMAL, C.WARPSYNC):
             raise NotNative("not in the native tier yet", pc)
     cuts = sorted(x for x in leaders if lo <= x < hi) + [hi]
     out = []
     for a, z in zip(cuts, cuts[1:], strict=False):
         k = ops[a].kind
-        kind = "bar" if k == C.BAR else "warp" if k == C.WARPSYNC else "lanes"
+        kind = "bar" if k == C.BAR else "warp" if k == C.WARPSYNC and z == a + 1 and \
+            not inline_warp_op(layout.placed[a].ins) else "lanes"
         out.append(Segment(a, z, kind))
     return out
+
+
+INLINE_WARP_OPS = ("shfl", "vote", "match", "redux", "activemask")
+
+
+def inline_warp_op(ins: ir.Instruction) -> bool:
+    """A warp-wide instruction that runs inside a segment of lane-local ones: the lanes standing at it are
+    the segment's (its pc is reached from the segment's start only), which must be every running member lane
+    (mma and wgmma stay segments of their own)."""
+    return ins.guard is None and (ins.opcode in INLINE_WARP_OPS or (ins.opcode == "bar" and "warp" in ins.suffixes))
 
 
 class BlockGen:
@@ -101,6 +124,8 @@ class BlockGen:
         self.layout, self.ops, self.block = layout, ops, block
         self.current_pc: int | None = None
         self.threads = block[0] * block[1] * block[2]
+        # a warp spans rows of the block (x narrower than a warp): loads and checks by half-warp are worth having
+        self.rows_in_warp = block[0] < WARP and self.threads > block[0]
         self.nwarps = (self.threads + 31) // 32
         self.nregs = max(1, len(layout.reg_types))
         types = [storage(t) for t in layout.reg_types] or [I8]
@@ -116,9 +141,31 @@ class BlockGen:
         fl = layout.functions[layout.kernel_func.name]
         self.live = live_in(layout, ops, fl.entry, fl.end)
         self.shuffled = shuffled(layout, fl.entry, fl.end)
+        # registers the same in every lane, known at compile time or a kernel parameter, where surely written
+        # (a register another lane's shfl reads is that lane's: it may have exited before writing it)
+        self.constants = {s: v for s, v in constant_registers(layout, fl.entry, fl.end).items()
+                          if not self.shuffled >> s & 1}
+        self.param_regs = {s: v for s, v in param_registers(layout, fl.entry, fl.end).items()
+                           if not self.shuffled >> s & 1 and s not in self.constants}
+        uniform = sum(1 << s for s in (*self.constants, *self.param_regs))
+        self.surely = surely_written(layout, ops, fl.entry, fl.end) if uniform else {}
+        # those read only where surely written are made where read, never kept in the register file
+        self.remade = read_where_written(layout, ops, fl.entry, fl.end, uniform) if uniform else 0
         self.module = L.Module(name="ptxforge_native")
         self.module.triple = ""
         self._intrinsics: dict[str, L.Function] = {}
+
+    def constant(self, slot: int, pc: int) -> int | None:
+        """The value register `slot` holds in every lane at `pc` where known when compiling
+        (`dataflow.constant_registers`), else None."""
+        v = self.constants.get(slot)
+        return v if v is not None and self.surely.get(pc, 0) >> slot & 1 else None
+
+    def param_register(self, slot: int, pc: int) -> tuple[int, int] | None:
+        """(parameter byte offset, bits) of the kernel parameter register `slot` holds in every lane at `pc`
+        (`dataflow.param_registers`), else None."""
+        v = self.param_regs.get(slot)
+        return v if v is not None and self.surely.get(pc, 0) >> slot & 1 else None
 
     def intrinsic(self, name: str, ret: L.Type, args: list[L.Type]) -> L.Function:
         f = self._intrinsics.get(name)
@@ -163,7 +210,7 @@ class BlockGen:
         self.ctaid = [b.alloca(I32, name=f"ctaid{d}") for d in "xyz"]
         self.bid = b.alloca(I64, name="bid")
         self.warp = b.alloca(I64, name="warp")
-        self.ran = b.alloca(I1, name="ran")  # a warp ran a segment in this sweep over the block's warps
+        self.ran = b.alloca(I1, name="ran")  # a warp ended its turn in this sweep with a lane that can run
         self.writes = b.alloca(I64, name="writes")  # memory-writing warp instructions (the watchdog's progress)
         b.store(L.Constant(I64, 0), self.writes)
         memset = self.intrinsic("llvm.memset.p0i8.i64", L.VoidType(), [i8p, I8, I64, I1])
@@ -224,13 +271,40 @@ class BlockGen:
         b.position_at_end(dispatch)
         bad = fn.append_basic_block("bad_pc")
         sw = b.switch(lowest, bad)
+        blocks = {seg.start: fn.append_basic_block(f"seg{seg.start}") for seg in self.segs}
+        entry_pcs = {}
+        for seg in self.segs:  # (a segment's pcs: the dispatcher's, or those of the segment chained to it)
+            sw.add_case(L.Constant(I32, seg.start), blocks[seg.start])
+            b.position_at_end(blocks[seg.start])
+            entry_pcs[seg.start] = b.phi(V(I32))
+            entry_pcs[seg.start].add_incoming(vec, dispatch)
         for seg in self.segs:
-            blk = fn.append_basic_block(f"seg{seg.start}")
-            sw.add_case(L.Constant(I32, seg.start), blk)
-            b.position_at_end(blk)
-            mask = b.icmp_unsigned("==", vec, L.Constant(V(I32), seg.start))
-            self.emit_segment(b, seg, w, vec, mask)
-            b.store(L.Constant(I1, 1), self.ran)
+            b.position_at_end(blocks[seg.start])
+            here = entry_pcs[seg.start]
+            mask = b.icmp_unsigned("==", here, L.Constant(V(I32), seg.start))
+            new, dests = self.emit_segment(b, seg, w, here, mask)
+            # chaining: the warp goes on to the next segment at once where its lowest pc is one this segment
+            # jumps forward to (what the dispatcher would pick for it); a backward jump, a barrier or a lower
+            # pc of other lanes waits for the warp's turn (so a warp spinning in a loop lets the others run).
+            # (every lane there, the usual case, is told by one compare; the lowest pc only where not)
+            ahead = sorted({d for d in dests if d > seg.start and d in blocks})
+            for d in ahead:
+                nxt = fn.append_basic_block(f"seg{seg.start}_not_all{d}")
+                b.cbranch(self.all_of(b, b.icmp_unsigned("==", new, L.Constant(V(I32), d))), blocks[d], nxt)
+                entry_pcs[d].add_incoming(new, b.block)
+                b.position_at_end(nxt)
+            if ahead:
+                low = b.call(umin, [new])
+                for d in ahead:
+                    nxt = fn.append_basic_block(f"seg{seg.start}_not{d}")
+                    b.cbranch(b.icmp_unsigned("==", low, L.Constant(I32, d)), blocks[d], nxt)
+                    entry_pcs[d].add_incoming(new, b.block)
+                    b.position_at_end(nxt)
+            # (a sweep in which no warp ends its turn able to run is followed by the barrier's release at once:
+            # only a release makes a waiting lane run again)
+            can_run = b.icmp_unsigned("!=", b.bitcast(b.icmp_unsigned("<", new, L.Constant(V(I32), WAIT_BAR)), I32),
+                                      L.Constant(I32, 0))
+            b.store(b.or_(b.load(self.ran), can_run), self.ran)
             b.branch(next_warp)
         b.position_at_end(bad)
         b.branch(next_warp)  # (no segment starts there: cannot happen for pcs this code writes)
@@ -241,7 +315,8 @@ class BlockGen:
         sweep_end = fn.append_basic_block("sweep_end")
         b.cbranch(b.icmp_signed("<", w2, L.Constant(I64, self.nwarps)), warp_top, sweep_end)
         b.position_at_end(sweep_end)
-        b.cbranch(b.load(self.ran), sched, release)
+        has_bar = any(seg.kind == "bar" for seg in self.segs)  # (without a barrier no lane ever waits)
+        b.cbranch(b.load(self.ran), sched, release if has_bar else block_done)
 
         # every warp waits or has exited: a barrier releases its lanes, or the block is done
         b.position_at_end(release)
@@ -357,21 +432,24 @@ class BlockGen:
         lanes = b.zext(b.call(pop, [b.bitcast(mask, I32)]), I64)
         b.store(b.add(b.load(self.icount), b.mul(lanes, L.Constant(I64, n))), self.icount)
 
-    def _set_pcs(self, b: L.IRBuilder, w: L.Value, old: L.Value, mask: L.Value, dest: L.Value) -> None:
-        b.store(b.select(mask, dest, old), self.pc_ptr(b, w), align=64)
+    def _set_pcs(self, b: L.IRBuilder, w: L.Value, old: L.Value, mask: L.Value, dest: L.Value) -> L.Value:
+        new = b.select(mask, dest, old)
+        b.store(new, self.pc_ptr(b, w), align=64)
+        return new
 
-    def emit_segment(self, b: L.IRBuilder, seg: Segment, w: L.Value, pcs: L.Value, mask: L.Value) -> None:
-        """The segment for the lanes of `mask` (those standing at its start; `pcs`: the warp's pcs)."""
+    def emit_segment(self, b: L.IRBuilder, seg: Segment, w: L.Value, pcs: L.Value, mask: L.Value
+                     ) -> tuple[L.Value, list[int]]:
+        """The segment for the lanes of `mask` (those standing at its start; `pcs`: the warp's pcs): the warp's
+        pcs after it and the pcs its lanes may go on at (none after a barrier: they wait)."""
         if seg.kind == "bar":
             self._check_bar(seg.start)
             self._count(b, mask, 1)
-            self._set_pcs(b, w, pcs, mask, L.Constant(V(I32), (seg.start + 1) | WAIT_BAR))
-            return
+            return self._set_pcs(b, w, pcs, mask, L.Constant(V(I32), (seg.start + 1) | WAIT_BAR)), []
         if seg.kind == "warp":
-            self.emit_warp(b, seg, w, pcs, mask)
-            return
+            return self.emit_warp(b, seg, w, pcs, mask), [seg.start + 1]
         self._count(b, mask, seg.end - seg.start)
         regs = SegmentRegs()
+        regs.groups = access_groups(self.layout, seg.start, seg.end)
         for pc in range(seg.start, seg.end):
             op = self.ops[pc]
             ins = self.layout.placed[pc].ins
@@ -380,6 +458,9 @@ class BlockGen:
                 env.guard = self._guard(env, ins)
             if op.kind == C.NORMAL:
                 lower(ins, env)
+                continue
+            if op.kind == C.WARPSYNC:  # (inline_warp_op: the segment's lanes stand at it)
+                self._warp_op(b, env, ins, pcs)
                 continue
             nxt = L.Constant(V(I32), pc + 1)
             if op.kind == C.BRA:
@@ -393,10 +474,9 @@ class BlockGen:
             else:
                 raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
             self._flush(b, w, regs, mask, self._live_after(after_pcs))
-            self._set_pcs(b, w, pcs, mask, dest)
-            return
+            return self._set_pcs(b, w, pcs, mask, dest), after_pcs
         self._flush(b, w, regs, mask, self._live_after([seg.end]))
-        self._set_pcs(b, w, pcs, mask, L.Constant(V(I32), seg.end))
+        return self._set_pcs(b, w, pcs, mask, L.Constant(V(I32), seg.end)), [seg.end]
 
     def _flush(self, b: L.IRBuilder, w: L.Value, regs: SegmentRegs, mask: L.Value, keep: int) -> None:
         """Store the written registers whose bit is set in `keep`, for the lanes of `mask`."""
@@ -418,7 +498,7 @@ class BlockGen:
         bits = self.shuffled
         for pc in pcs:
             bits |= self.live.get(pc, 0)
-        return bits
+        return bits & ~self.remade
 
     def _guard(self, env: WarpEnv, ins: ir.Instruction) -> L.Value:
         g = ins.guard
@@ -435,16 +515,25 @@ class BlockGen:
         if not ok:
             raise NotNative(f"{ins.mnemonic} (other than bar.sync 0 for the whole block) is not in the native tier yet")
 
-    def emit_warp(self, b: L.IRBuilder, seg: Segment, w: L.Value, pcs: L.Value, here: L.Value) -> None:
-        """A warp-wide instruction, once every running lane of its member mask stands at it."""
+    def emit_warp(self, b: L.IRBuilder, seg: Segment, w: L.Value, pcs: L.Value, here: L.Value) -> L.Value:
+        """A warp-wide instruction, once every running lane of its member mask stands at it (the warp's pcs
+        after it)."""
         pc = self.current_pc = seg.start
         ins = self.layout.placed[pc].ins
         if ins.guard is not None:
             raise NotNative(f"{ins.mnemonic} under a guard is not in the native tier yet")
-        fn = self.fn
         regs = SegmentRegs()
         env = WarpEnv(self, b, w, pc, here, regs)
-        # the lanes of the member mask still running must all stand here (the interpreter waits for them)
+        self._count(b, here, 1)
+        self._warp_op(b, env, ins, pcs)
+        self._flush(b, w, regs, here, self._live_after([pc + 1]))
+        return self._set_pcs(b, w, pcs, here, L.Constant(V(I32), pc + 1))
+
+    def _warp_op(self, b: L.IRBuilder, env: WarpEnv, ins: ir.Instruction, pcs: L.Value) -> None:
+        """A warp-wide instruction for the lanes standing at it (`env.mask`; `pcs`: the warp's pcs), once every
+        running lane of its member mask stands there; else the launch stops (the interpreter would make the
+        early lanes wait: a diverged warp is for the interpreter)."""
+        fn, pc, w, here = self.fn, env.pc, env.w, env.mask
         here_bits = b.bitcast(here, I32)
         alive_bits = b.bitcast(b.icmp_unsigned("!=", pcs, L.Constant(V(I32), EXITED)), I32)
         mo = member_operand(ins)
@@ -462,15 +551,12 @@ class BlockGen:
         self._set_status(b, ST_NOT_CONVERGED, pc, b.mul(w, L.Constant(I64, 32)), L.Constant(I64, 0), 4, False)
         b.branch(self.ret_block)
         b.position_at_end(mid)
-        self._count(b, here, 1)
         if ins.opcode == "shfl":
             self._shfl(b, env, ins)
         elif ins.opcode in WARP_OPS:
             WARP_OPS[ins.opcode](ins, env)
         elif not (ins.opcode == "bar" and "warp" in ins.suffixes):  # (bar.warp.sync: the wait above is all)
             raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
-        self._flush(b, w, regs, here, self._live_after([pc + 1]))
-        self._set_pcs(b, w, pcs, here, L.Constant(V(I32), pc + 1))
 
     def _shfl(self, b: L.IRBuilder, env: WarpEnv, ins: ir.Instruction) -> None:
         if "b32" not in ins.suffixes:
@@ -483,6 +569,14 @@ class BlockGen:
             d, p = ops[0].first, (None if isinstance(ops[0].second, ir.Sink) else ops[0].second)
         else:
             d, p = ops[0], None
+        bk, ck = env.constant(ops[2], ".b32"), env.constant(ops[3], ".b32")
+        if bk is not None and ck is not None:  # (the usual case) a fixed permutation: one vector shuffle
+            j, ok = shfl_lanes(mode, np.arange(WARP, dtype=np.int64), bk, ck)
+            write(env, d, b.shuffle_vector(env.read_every_lane(ops[1], ".b32"), L.Constant(V(I32), None),
+                                           L.Constant(V(I32), [int(x) for x in j])))
+            if p is not None:
+                write(env, p, L.Constant(V(I1), [bool(x) for x in ok]))
+            return
         bv = b.and_(read(env, ops[2], ".b32"), L.Constant(V(I32), 31))
         cv = read(env, ops[3], ".b32")
         seg_mask = b.and_(b.lshr(cv, L.Constant(V(I32), 8)), L.Constant(V(I32), 31))
@@ -497,7 +591,7 @@ class BlockGen:
                  "idx": lambda: b.or_(b.and_(ln, seg_mask), b.and_(bv, b.not_(seg_mask)))}[mode]()
             ok = b.icmp_signed("<=", j, max_lane)
         j = b.select(ok, j, ln)
-        b.store(read(env, ops[1], ".b32"), self.tmp, align=64)
+        b.store(env.read_every_lane(ops[1], ".b32"), self.tmp, align=64)
         base = b.ptrtoint(self.tmp, I64)
         ptrs = b.inttoptr(b.add(splat(b, base), b.mul(b.zext(j, V(I64)), L.Constant(V(I64), 4))),
                           V(I32.as_pointer()))
@@ -518,24 +612,39 @@ class BlockGen:
         b.store(vals[0], self.status)  # the code last: the launcher reads the rest once it is set
 
     def checked(self, b: L.IRBuilder, space: str, a: L.Value, nbytes: int, wr: bool, pc: int, w: L.Value,
-                active: L.Value) -> L.Value:
+                active: L.Value, proven: L.Value | None = None, consecutive: L.Value | None = None) -> L.Value:
         """Host addresses of the PTX addresses `a` (<32 x i64>); an active lane's bad one (misaligned, out of
-        bounds, a write to read-only memory) stops the launch, naming the first such lane."""
+        bounds, a write to read-only memory) stops the launch, naming the first such lane. `proven` (i1, shared
+        memory only): where set, every active lane's access is known good and nothing is checked.
+        `consecutive` (i1): whether `a` is consecutive `nbytes` apart, where the caller has it already."""
         fn = self.fn
         vt = V(I64)
         zero = L.Constant(vt, 0)
         ok = fn.append_basic_block(f"pc{pc}_ok")
+        if proven is not None:
+            assert space == "shared"
+            host = b.add(a, splat(b, self.shared_base))
+            check = fn.append_basic_block(f"pc{pc}_check")
+            b.cbranch(proven, ok, check)
+            b.position_at_end(check)
         if space != "shared" and nbytes in SPAN_BYTES:  # a whole warp on consecutive valid bytes: no per-lane look
             off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
             lanes = fn.append_basic_block(f"pc{pc}_lanes")
-            b.cbranch(self._span_valid(b, off, nbytes, wr, active), ok, lanes)
+            if self.rows_in_warp:  # (then each half-warp on a row of its own: checked per half)
+                halves = fn.append_basic_block(f"pc{pc}_halves")
+                b.cbranch(self._span_valid(b, off, nbytes, wr, active, consecutive), ok, halves)
+                b.position_at_end(halves)
+                b.cbranch(self._halves_valid(b, off, nbytes, wr, active), ok, lanes)
+            else:
+                b.cbranch(self._span_valid(b, off, nbytes, wr, active, consecutive), ok, lanes)
             b.position_at_end(lanes)
         misaligned = b.icmp_unsigned("!=", b.and_(a, L.Constant(vt, nbytes - 1)), zero)
         readonly = None
         if space == "shared":
             inb = b.and_(b.icmp_unsigned("<=", b.add(a, L.Constant(vt, nbytes)), splat(b, self.shared_size)),
                          b.icmp_unsigned("<", a, splat(b, self.shared_size)))
-            host = b.add(a, splat(b, self.shared_base))
+            if proven is None:
+                host = b.add(a, splat(b, self.shared_base))
         else:
             off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
             inarena = b.icmp_unsigned("<", off, splat(b, self.arena_size))
@@ -573,16 +682,35 @@ class BlockGen:
             return host
         return b.add(b.sub(a, L.Constant(vt, GLOBAL_BASE)), splat(b, self.arena_base))
 
-    def _span_valid(self, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool, active: L.Value) -> L.Value:
+    def _span_valid(self, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool, active: L.Value,
+                    consecutive: L.Value | None = None) -> L.Value:
         """i1: every lane is active, lane i's arena offset is lane 0's + i * nbytes, lane 0's is aligned, and
         the warp's bytes lie in the arena with every 64-byte granule they touch valid up to where they end
         (writable for a write). Then every lane passes the per-lane check, which runs only where this fails
-        (and names the faulting lane as before). Granules are read from the validity map one by one."""
-        span = WARP * nbytes
+        (and names the faulting lane as before)."""
         first = b.extract_element(off, L.Constant(I32, 0))
-        expect = b.add(splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
-        good = b.and_(self.all_of(b, active), self.all_of(b, b.icmp_unsigned("==", off, expect)))
-        good = b.and_(good, b.icmp_unsigned("==", b.and_(first, L.Constant(I64, nbytes - 1)), L.Constant(I64, 0)))
+        if consecutive is None:
+            expect = b.add(splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
+            consecutive = self.all_of(b, b.icmp_unsigned("==", off, expect))
+        good = b.and_(self.all_of(b, active), consecutive)
+        return b.and_(good, self._bytes_valid(b, first, nbytes, WARP * nbytes, wr))
+
+    def _halves_valid(self, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool, active: L.Value) -> L.Value:
+        """`_span_valid` for each half-warp on its own (two rows of a block narrower than a warp)."""
+        half = WARP // 2
+        firsts = b.shuffle_vector(off, off, L.Constant(V(I32), [0] * half + [half] * half))
+        step = L.Constant(V(I64), [i % half * nbytes for i in range(WARP)])
+        good = b.and_(self.all_of(b, active), self.all_of(b, b.icmp_unsigned("==", b.sub(off, firsts), step)))
+        for h in (0, half):
+            first = b.extract_element(off, L.Constant(I32, h))
+            good = b.and_(good, self._bytes_valid(b, first, nbytes, half * nbytes, wr))
+        return good
+
+    def _bytes_valid(self, b: L.IRBuilder, first: L.Value, nbytes: int, span: int, wr: bool) -> L.Value:
+        """i1: arena offset `first` is `nbytes`-aligned and the `span` bytes from it lie in the arena with every
+        64-byte granule they touch valid up to where they end (writable for a write). Granules are read from
+        the validity map one by one."""
+        good = b.icmp_unsigned("==", b.and_(first, L.Constant(I64, nbytes - 1)), L.Constant(I64, 0))
         end = b.add(first, L.Constant(I64, span))
         size = self.arena_size
         inarena = b.and_(b.icmp_unsigned("<", first, size), b.icmp_unsigned("<=", end, size))
@@ -592,7 +720,9 @@ class BlockGen:
         g_last = b.select(inarena, b.lshr(last, L.Constant(I64, 6)), L.Constant(I64, 0))
         need = b.add(b.and_(last, L.Constant(I64, GRANULE - 1)), L.Constant(I64, 1))  # bytes valid in the last
         mask = 0xFF if wr else GMAP_READONLY - 1  # (a write needs the read-only flag clear)
-        for j in range(span // GRANULE + 2):
+        if span <= 3 * GRANULE + 1:  # at most 4 granules: one 32-bit read of the map (padded for it)
+            return b.and_(good, self._granules_valid(b, g_first, g_last, need, mask, wr))
+        for j in range((span + GRANULE - 2) // GRANULE + 1):  # (the most granules `span` bytes can touch)
             g = b.add(g_first, L.Constant(I64, j))
             g = b.select(b.icmp_unsigned("<", g, g_last), g, g_last)  # (past the last: the last again)
             entry = b.zext(b.load(b.gep(self.gmap, [g])), I64)
@@ -603,6 +733,24 @@ class BlockGen:
                                                     L.Constant(I64, 0)))
             good = b.and_(good, b.select(b.icmp_unsigned("<", g, g_last), full, ends))
         return good
+
+    def _granules_valid(self, b: L.IRBuilder, g_first: L.Value, g_last: L.Value, need: L.Value, mask: int,
+                        wr: bool) -> L.Value:
+        """i1: map entries g_first..g_last - 1 (at most 3) say full (`mask` of each: 64) and g_last's say at
+        least `need` valid bytes (writable for a write), read as the bytes of one 32-bit word."""
+        i32 = I32
+        word = b.load(b.bitcast(b.gep(self.gmap, [g_first]), i32.as_pointer()), align=1)
+        n = b.trunc(b.mul(b.sub(g_last, g_first), L.Constant(I64, 8)), i32)  # bits of the full ones
+        below = b.sub(b.shl(L.Constant(i32, 1), n), L.Constant(i32, 1))
+        pattern = L.Constant(i32, GRANULE * 0x01010101)
+        full = b.icmp_unsigned("==", b.and_(b.and_(b.xor(word, pattern), L.Constant(i32, mask * 0x01010101)),
+                                            below), L.Constant(i32, 0))
+        entry = b.zext(b.and_(b.lshr(word, n), L.Constant(i32, 0xFF)), I64)
+        ends = b.icmp_unsigned("<=", need, b.and_(entry, L.Constant(I64, GMAP_READONLY - 1)))
+        if wr:
+            ends = b.and_(ends, b.icmp_unsigned("==", b.and_(entry, L.Constant(I64, GMAP_READONLY)),
+                                                L.Constant(I64, 0)))
+        return b.and_(full, ends)
 
     # ------------------------------------------------------------------ special registers
     def sreg(self, b: L.IRBuilder, name: str, w: L.Value) -> L.Value:

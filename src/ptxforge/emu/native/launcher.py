@@ -356,9 +356,12 @@ def _fault(m: Machine, status: np.ndarray) -> EmulatorError:
                              f"member lanes only, and warp {lane // 32} of block ({cta[0]}, {cta[1]}, {cta[2]}) "
                              f"reached it diverged; launch with tier='interp' (or PTXFORGE_EMU_TIER=interp)")
     kind = _KINDS.get(code, "out-of-bounds")
-    space = "shared" if ".shared" in op.text.split()[0] else "global"
-    note = ""
-    if space == "global" and code != G.ST_MISALIGNED:
+    space = "shared" if "shared" in m.layout.placed[pc].ins.suffixes else "global"  # (the interpreter's notes:)
+    if code == G.ST_MISALIGNED:
+        note = f"needs {nbytes}-byte alignment"
+    elif space == "shared":
+        note = f"the shared window of this block is {int(m.shared_size)} bytes"
+    else:
         memory = m.device
         note = (f"{_alloc_name(memory, addr)} is read-only" if code == G.ST_READONLY
                 else describe_address(memory.allocations, addr, nbytes))

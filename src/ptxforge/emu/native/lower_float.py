@@ -87,7 +87,7 @@ def arith(ins: ir.Instruction, env: WarpEnv) -> None:
     rnd, ftz, sat = float_mods(ins)
     b = env.b
     ops = ins.operands
-    xs = [read(env, o, ty) for o in ops[1:]]
+    xs = [env.read_nan_free(o, ty) for o in ops[1:]]  # (a NaN result is canonical whichever NaN came in)
     if ftz:
         xs = [R.ftz32(b, x) for x in xs]
     if ins.opcode == "sub":
@@ -113,6 +113,8 @@ def arith(ins: ir.Instruction, env: WarpEnv) -> None:
                 v = R.rm_zero_sign(b, v, x, y)
         bits = R.f64_to_f32(b, v, rnd)
     write(env, ops[0], R.finish32(b, bits, ftz, sat))
+    if not ftz and not sat:
+        env.keep_raw(ops[0], bits)
 
 
 def arith64(ins: ir.Instruction, env: WarpEnv) -> None:

@@ -15,14 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir as L
 
+from ptxforge.emu.native.access import AccessGroup
 from ptxforge.emu.native.lower import I1, I8, I32, I64, INT, SREGS, WARP, NotNative, V, bits_of, read
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
     from ptxforge.emu.native.codegen import BlockGen
 
+SPAN_BYTES = (1, 2, 4, 8, 16)  # access sizes whose warp-wide global accesses codegen checks at once
 IOTA = L.Constant(V(I32), list(range(WARP)))
 IOTA64 = L.Constant(V(I64), list(range(WARP)))
+HALF = WARP // 2
 
 
 class SegmentRegs:
@@ -31,6 +34,9 @@ class SegmentRegs:
     def __init__(self) -> None:
         self.values: dict[int, L.Value] = {}
         self.dirty: set[int] = set()
+        self.groups: dict[int, AccessGroup] = {}  # pc -> its shared-memory access group (access.py)
+        # slot -> (its value, that value before a NaN in it was made canonical): see WarpEnv.read_nan_free
+        self.raw: dict[int, tuple[L.Value, L.Value]] = {}
 
 
 class WarpEnv:
@@ -41,6 +47,7 @@ class WarpEnv:
         gen.current_pc = pc
         self.placed = gen.layout.placed[pc]
         self.guard: L.Value | None = None  # the instruction's guard (<32 x i1>), set by the caller
+        self.shapes: dict[Any, Any] = {}  # this instruction's address shape tests (`_memo`)
 
     def active(self) -> L.Value:
         return self.mask if self.guard is None else self.b.and_(self.mask, self.guard)
@@ -61,8 +68,62 @@ class WarpEnv:
     def load_reg(self, slot: int) -> L.Value:
         v = self.regs.values.get(slot)
         if v is None:
-            v = self.regs.values[slot] = self.gen.load_slot(self.b, self.w, slot)
+            k = self.gen.constant(slot, self.pc)
+            prm = self.gen.param_register(slot, self.pc)
+            if k is not None:
+                v = L.Constant(V(self.gen.slot_type[slot]), k)
+            elif prm is not None:
+                v = self.load_param(prm[0], INT[prm[1]])
+            else:
+                v = self.gen.load_slot(self.b, self.w, slot)
+            self.regs.values[slot] = v
         return v
+
+    def read_every_lane(self, o: Any, ty: str) -> L.Value:
+        """`read(o, ty)` with the lanes not standing here as the register file holds them (a shfl reads other
+        lanes' registers; this segment's values of a register it wrote are good for its own lanes only)."""
+        if not isinstance(o, ir.Register):
+            return read(self, o, ty)
+        slot, _ = self.reg(o)
+        if slot not in self.regs.dirty:
+            return read(self, o, ty)
+        mine = self.regs.values[slot]
+        self.regs.values[slot] = self.b.select(self.mask, mine, self.gen.load_slot(self.b, self.w, slot))
+        try:
+            return read(self, o, ty)
+        finally:
+            self.regs.values[slot] = mine
+
+    def keep_raw(self, o: Any, raw: L.Value) -> None:
+        """Register `o` was just written with `raw`'s bits, a NaN in them made canonical: remember `raw`."""
+        if isinstance(o, ir.Register):
+            slot, _ = self.reg(o)
+            v = self.regs.values.get(slot)
+            if v is not None and v is not raw and self.guard is None:
+                self.regs.raw[slot] = (v, raw)
+
+    def read_nan_free(self, o: Any, ty: str) -> L.Value:
+        """`read(o, ty)` for an operation whose result does not depend on which NaN an input holds (its NaN
+        results are made canonical): a register written in this segment by one such comes as it was before its
+        NaN was made canonical (`keep_raw`), which saves that step on a chain of them (an fma's accumulator)."""
+        v = read(self, o, ty)
+        if isinstance(o, ir.Register):
+            hit = self.regs.raw.get(self.reg(o)[0])
+            if hit is not None and hit[0] is v:
+                return hit[1]
+        return v
+
+    def constant(self, o: Any, ty: str) -> int | None:
+        """The bits of operand `o` read as `ty` (an integer type) where the same in every lane and known when
+        compiling: an immediate, or a register `BlockGen.constant` knows the value of here; else None."""
+        if isinstance(o, ir.Immediate):
+            return o.value & ((1 << bits_of(ty)) - 1) if isinstance(o.value, int) else None
+        if not isinstance(o, ir.Register):
+            return None
+        slot, _ = self.reg(o)
+        # (written in this segment: by its one write, the mov)
+        k = self.gen.constants.get(slot) if slot in self.regs.dirty else self.gen.constant(slot, self.pc)
+        return None if k is None else k & ((1 << bits_of(ty)) - 1)
 
     def store_reg(self, slot: int, v: L.Value) -> None:
         if self.guard is not None:
@@ -98,13 +159,15 @@ class WarpEnv:
     # ------------------------------------------------------------------ memory
     def address(self, space: str, addr: Any, nbytes: int, write: bool) -> L.Value:
         """The active lanes' host addresses (<32 x i64>) of `nbytes` at the operand, checked as the interpreter
-        checks them (a bad one stops the launch with its fault)."""
+        checks them (a bad one stops the launch with its fault; an access of a group (access.py) whose group
+        check passed needs no check of its own)."""
         if not isinstance(addr, ir.Address):
             raise NotNative("address operand")
         if addr.base is None:
             raise NotNative("absolute address")
         b = self.b
         sym = self.symbol_address(addr.base.name)
+        proven = None
         if sym is not None:
             hit = self.gen.layout.lookup(self.placed, addr.base.name)
             if space != "shared" or isinstance(hit, tuple) or hit is None or hit.kind != "shared":
@@ -115,17 +178,67 @@ class WarpEnv:
             a = read(self, addr.base, ".u64" if wide else ".u32")
             if not wide:
                 a = b.zext(a, V(I64))
+            group = self.regs.groups.get(self.pc) if space == "shared" else None
+            if group is not None:
+                proven = self._group_in_bounds(group, a)
             if addr.offset:
                 a = b.add(a, L.Constant(V(I64), addr.offset & (2**64 - 1)))
-        return self.gen.checked(b, space, a, nbytes, write, self.pc, self.w, self.active())
+        consecutive = None
+        if space != "shared" and nbytes in SPAN_BYTES:  # (the span check's and a scalar access's shape test)
+            consecutive = self._consecutive(a, nbytes)
+        return self.gen.checked(b, space, a, nbytes, write, self.pc, self.w, self.active(), proven, consecutive)
 
-    def _contiguous(self, host: L.Value, nbytes: int) -> L.Value:
-        """i1: every lane is active and the addresses are consecutive `nbytes` apart."""
-        b = self.b
-        first = b.extract_element(host, L.Constant(I32, 0))
-        expect = b.add(splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
-        same = b.icmp_unsigned("==", host, expect)
-        return b.and_(self.gen.all_of(b, same), self.gen.all_of(b, self.active()))
+    def _group_in_bounds(self, group: AccessGroup, base: L.Value) -> L.Value:
+        """i1: every lane of the segment has the group's whole range in shared memory, aligned for its widest
+        access (computed at the group's first access)."""
+        ok = group.values.get("in_bounds")
+        if ok is None:
+            b = self.b
+            size = splat(b, self.gen.shared_size)
+            aligned = b.icmp_unsigned("==", b.and_(base, L.Constant(V(I64), group.align - 1)), L.Constant(V(I64), 0))
+            inside = b.and_(b.icmp_unsigned("<", base, size),
+                            b.icmp_unsigned("<=", b.add(base, L.Constant(V(I64), group.end)), size))
+            bad = b.and_(self.mask, b.not_(b.and_(aligned, inside)))
+            ok = group.values["in_bounds"] = b.icmp_unsigned("==", b.bitcast(bad, I32), L.Constant(I32, 0))
+        return ok
+
+    def _memo(self, key: Any, make: Any) -> Any:
+        """`make()`, once per instruction, or per access group (the addresses' shape is the base register's and
+        stays the same under a constant offset; see access.py)."""
+        group = self.regs.groups.get(self.pc)
+        memo = group.values if group is not None else self.shapes
+        if key not in memo:
+            memo[key] = make()
+        return memo[key]
+
+    def _consecutive(self, host: L.Value, nbytes: int) -> L.Value:
+        """i1: the addresses are consecutive `nbytes` apart."""
+        def make() -> L.Value:
+            b = self.b
+            first = b.extract_element(host, L.Constant(I32, 0))
+            expect = b.add(splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
+            return self.gen.all_of(b, b.icmp_unsigned("==", host, expect))
+        return self._memo(("consecutive", nbytes), make)
+
+    def _half_shapes(self, host: L.Value, nbytes: int) -> tuple[L.Value, list[L.Value]]:
+        """(i1: each half-warp's addresses are consecutive `nbytes` apart or all the same, [i1 per half:
+        consecutive]): a row of a block narrower than a warp, or one value per row."""
+        def make() -> tuple[L.Value, list[L.Value]]:
+            b = self.b
+            firsts = b.shuffle_vector(host, host, L.Constant(V(I32), [0] * HALF + [HALF] * HALF))
+            d = b.sub(host, firsts)
+            step = b.bitcast(b.icmp_unsigned("==", d, L.Constant(V(I64), [i % HALF * nbytes for i in range(WARP)])),
+                             I32)
+            same = b.bitcast(b.icmp_unsigned("==", d, L.Constant(V(I64), 0)), I32)
+            ok: L.Value = L.Constant(I1, 1)
+            contig = []
+            for h in range(2):
+                bits = L.Constant(I32, 0xFFFF << (HALF * h))
+                c = b.icmp_unsigned("==", b.and_(step, bits), bits)
+                ok = b.and_(ok, b.or_(c, b.icmp_unsigned("==", b.and_(same, bits), bits)))
+                contig.append(c)
+            return ok, contig
+        return self._memo(("halves", nbytes), make)
 
     def load_mem(self, host: L.Value, t: L.IntType, offset: int, contiguous: bool) -> L.Value:
         b = self.b
@@ -138,21 +251,55 @@ class WarpEnv:
             return b.call(gather, [b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active(),
                                    L.Constant(V(t), 0)])
         fn = self.gen.fn
-        fast, slow, join = (fn.append_basic_block(f"pc{self.pc}_ld_{x}") for x in ("vec", "gather", "join"))
-        b.cbranch(self._contiguous(host, nbytes), fast, slow)
+        every = self.gen.all_of(b, self.active())
+        whole = b.and_(self._consecutive(host, nbytes), every)
+        rows = self.gen.rows_in_warp
+        # (a group's shape is computed at its first access, where every later one can use it)
+        shape = self._half_shapes(host, nbytes) if rows and self.pc in self.regs.groups else None
+        fast, slow, join = (fn.append_basic_block(f"pc{self.pc}_ld_{x}") for x in ("vec", "other", "join"))
+        b.cbranch(whole, fast, slow)
         b.position_at_end(fast)
         p = b.inttoptr(b.extract_element(host, L.Constant(I32, 0)), V(t).as_pointer())
         v1 = b.load(p, align=nbytes)
         b.branch(join)
         b.position_at_end(slow)
+        incoming = [(v1, fast)]
+        if rows:  # (a block narrower than a warp: half-warps on rows of their own)
+            halves, gath = (fn.append_basic_block(f"pc{self.pc}_ld_{x}") for x in ("halves", "gather"))
+            if shape is None:
+                shape = self._half_shapes(host, nbytes)
+            b.cbranch(b.and_(shape[0], every), halves, gath)
+            b.position_at_end(halves)
+            incoming.append((self._load_halves(host, t, shape[1]), halves))
+            b.branch(join)
+            b.position_at_end(gath)
         v2 = b.call(gather, [b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active(),
                              L.Constant(V(t), 0)])
+        incoming.append((v2, b.block))
         b.branch(join)
         b.position_at_end(join)
         phi = b.phi(V(t))
-        phi.add_incoming(v1, fast)
-        phi.add_incoming(v2, slow)
+        for v, blk in incoming:
+            phi.add_incoming(v, blk)
         return phi
+
+    def _load_halves(self, host: L.Value, t: L.IntType, contig: list[L.Value]) -> L.Value:
+        """The warp's values where `_half_shapes` holds: per half a vector load, or one value for all of it (a
+        masked load of its first lane: nothing past it is touched)."""
+        b = self.b
+        ht = L.VectorType(t, HALF)
+        load = self.gen.intrinsic(f"llvm.masked.load.v{HALF}i{t.width}.p0", ht,
+                                  [ht.as_pointer(), I32, L.VectorType(I1, HALF), ht])
+        first_only = L.Constant(L.VectorType(I1, HALF), [1] + [0] * (HALF - 1))
+        all_lanes = L.Constant(L.VectorType(I1, HALF), [1] * HALF)
+        parts = []
+        for h in range(2):
+            p = b.inttoptr(b.extract_element(host, L.Constant(I32, HALF * h)), ht.as_pointer())
+            v = b.call(load, [p, L.Constant(I32, t.width // 8), b.select(contig[h], all_lanes, first_only),
+                              L.Constant(ht, None)])
+            one = b.shuffle_vector(v, v, L.Constant(L.VectorType(I32, HALF), None))
+            parts.append(b.select(contig[h], v, one))
+        return b.shuffle_vector(parts[0], parts[1], L.Constant(V(I32), list(range(WARP))))
 
     def store_mem(self, host: L.Value, v: L.Value, offset: int, contiguous: bool) -> None:
         b = self.b
@@ -168,12 +315,31 @@ class WarpEnv:
             return
         fn = self.gen.fn
         fast, slow, join = (fn.append_basic_block(f"pc{self.pc}_st_{x}") for x in ("vec", "scatter", "join"))
-        b.cbranch(self._contiguous(host, nbytes), fast, slow)
+        b.cbranch(b.and_(self._consecutive(host, nbytes), self.gen.all_of(b, self.active())), fast, slow)
         b.position_at_end(fast)
         b.store(v, b.inttoptr(b.extract_element(host, L.Constant(I32, 0)), V(t).as_pointer()), align=nbytes)
         b.branch(join)
         b.position_at_end(slow)
-        b.call(scatter, [v, b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active()])
+        self._scatter(scatter, host, v)
+        b.branch(join)
+        b.position_at_end(join)
+
+    def _scatter(self, scatter: L.Function, host: L.Value, v: L.Value) -> None:
+        """A masked scatter of `v` for the active lanes; one active lane (`if (tid == 0) ...`) stores alone."""
+        b, fn = self.b, self.gen.fn
+        t = v.type.element
+        bits = b.bitcast(self.active(), I32)
+        pop = self.gen.intrinsic("llvm.ctpop.i32", I32, [I32])
+        one, many, join = (fn.append_basic_block(f"pc{self.pc}_st_{x}") for x in ("one", "lanes", "done"))
+        b.cbranch(b.icmp_unsigned("==", b.call(pop, [bits]), L.Constant(I32, 1)), one, many)
+        b.position_at_end(one)
+        cttz = self.gen.intrinsic("llvm.cttz.i32", I32, [I32, I1])
+        lane = b.call(cttz, [bits, L.Constant(I1, 1)])
+        b.store(b.extract_element(v, lane), b.inttoptr(b.extract_element(host, lane), t.as_pointer()),
+                align=t.width // 8)
+        b.branch(join)
+        b.position_at_end(many)
+        b.call(scatter, [v, b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, t.width // 8), self.active()])
         b.branch(join)
         b.position_at_end(join)
 
