@@ -25,6 +25,7 @@ from llvmlite import ir as L
 
 from ptxforge.emu import op as C
 from ptxforge.emu.memory import GLOBAL_BASE
+from ptxforge.emu.native import access
 from ptxforge.emu.native.dataflow import live_in, registers_to_zero, shuffled
 from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, read, write
 from ptxforge.emu.native.lower_warp import WARP_OPS, member_operand
@@ -154,6 +155,11 @@ class BlockGen:
         self.counts = b.inttoptr(ctx(CTX_COUNTS), I64.as_pointer())
         self.grid = [b.trunc(ctx(CTX_GRID + i), I32) for i in range(3)]
         self.shared_size = ctx(CTX_SHARED_SIZE)
+        # (warp vectors of the bounds and bases every access uses, made once: LLVM compiles each copy)
+        self.lanes_of = {name: splat(b, v) for name, v in (
+            ("shared_base", self.shared_base), ("arena_size", self.arena_size), ("arena_base", self.arena_base),
+            ("gmap", b.ptrtoint(self.gmap, I64)))}
+        self.limits: dict[int, L.Value] = {}  # nbytes -> `_shared_limit`
         self.regfile = b.alloca(I8, self.nwarps * self.warp_bytes, name="regs")
         self.regfile.align = 64
         self.pcs = b.alloca(I32, self.nwarps * WARP, name="pcs")
@@ -525,53 +531,63 @@ class BlockGen:
         vt = V(I64)
         zero = L.Constant(vt, 0)
         ok = fn.append_basic_block(f"pc{pc}_ok")
-        if space != "shared" and nbytes in SPAN_BYTES:  # a whole warp on consecutive valid bytes: no per-lane look
+        codes = (ST_MISALIGNED, ST_READONLY, ST_FAULT)
+        if space == "shared":  # (in bounds: a + nbytes <= size, that is a below a limit, with no sum to wrap)
+            limit = self._shared_limit(nbytes)
+            bad_bits = access.shared_bad(self, b, a, active, limit, nbytes)
+            fault = fn.append_basic_block(f"pc{pc}_fault")
+            b.cbranch(b.icmp_unsigned("!=", bad_bits, L.Constant(I32, 0)), fault, ok)
+            b.position_at_end(fault)
+            access.report_shared(self, b, codes, pc, w, a, active, limit, nbytes, wr)
+            b.branch(self.ret_block)
+            b.position_at_end(ok)
+            return b.add(a, self.lanes_of["shared_base"])
+        if nbytes in SPAN_BYTES:  # a whole warp on consecutive valid bytes: no per-lane look
             off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
             lanes = fn.append_basic_block(f"pc{pc}_lanes")
             b.cbranch(self._span_valid(b, off, nbytes, wr, active), ok, lanes)
             b.position_at_end(lanes)
         misaligned = b.icmp_unsigned("!=", b.and_(a, L.Constant(vt, nbytes - 1)), zero)
         readonly = None
-        if space == "shared":
-            inb = b.and_(b.icmp_unsigned("<=", b.add(a, L.Constant(vt, nbytes)), splat(b, self.shared_size)),
-                         b.icmp_unsigned("<", a, splat(b, self.shared_size)))
-            host = b.add(a, splat(b, self.shared_base))
-        else:
-            off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
-            inarena = b.icmp_unsigned("<", off, splat(b, self.arena_size))
-            # (an i32 gather of the map's bytes, the map padded for it: x86 has no byte gather, and LLVM would
-            # turn an i8 one into 32 branches)
-            gptrs = b.inttoptr(b.add(splat(b, b.ptrtoint(self.gmap, I64)), b.lshr(off, L.Constant(vt, 6))),
-                               V(I32.as_pointer()))
-            gather = self.intrinsic("llvm.masked.gather.v32i32.v32p0", V(I32),
-                                    [V(I32.as_pointer()), I32, V(I1), V(I32)])
-            g = b.call(gather, [gptrs, L.Constant(I32, 1), b.and_(active, inarena), L.Constant(V(I32), 0)])
-            g = b.zext(b.trunc(g, V(I8)), vt)
-            valid = b.and_(g, L.Constant(vt, GMAP_READONLY - 1))
-            within = b.add(b.and_(off, L.Constant(vt, GRANULE - 1)), L.Constant(vt, nbytes))
-            inb = b.and_(inarena, b.icmp_unsigned("<=", within, valid))
-            if wr:
-                readonly = b.icmp_unsigned("!=", b.and_(g, L.Constant(vt, GMAP_READONLY)), zero)
-            host = b.add(off, splat(b, self.arena_base))
-        bad = b.or_(misaligned, b.not_(inb))
+        off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
+        inarena = b.icmp_unsigned("<", off, self.lanes_of["arena_size"])
+        # (an i32 gather of the map's bytes, the map padded for it: x86 has no byte gather, and LLVM would
+        # turn an i8 one into 32 branches)
+        gptrs = b.inttoptr(b.add(self.lanes_of["gmap"], b.lshr(off, L.Constant(vt, 6))),
+                           V(I32.as_pointer()))
+        gather = self.intrinsic("llvm.masked.gather.v32i32.v32p0", V(I32),
+                                [V(I32.as_pointer()), I32, V(I1), V(I32)])
+        g = b.call(gather, [gptrs, L.Constant(I32, 1), b.and_(active, inarena), L.Constant(V(I32), 0)])
+        g = b.zext(b.trunc(g, V(I8)), vt)
+        valid = b.and_(g, L.Constant(vt, GMAP_READONLY - 1))
+        within = b.add(b.and_(off, L.Constant(vt, GRANULE - 1)), L.Constant(vt, nbytes))
+        out = b.not_(b.and_(inarena, b.icmp_unsigned("<=", within, valid)))
+        if wr:
+            readonly = b.icmp_unsigned("!=", b.and_(g, L.Constant(vt, GMAP_READONLY)), zero)
+        bad = b.or_(misaligned, out)
         if readonly is not None:
             bad = b.or_(bad, readonly)
         bad_bits = b.bitcast(b.and_(active, bad), I32)
         fault = fn.append_basic_block(f"pc{pc}_fault")
         b.cbranch(b.icmp_unsigned("!=", bad_bits, L.Constant(I32, 0)), fault, ok)
         b.position_at_end(fault)
-        cttz = self.intrinsic("llvm.cttz.i32", I32, [I32, I1])
-        li = b.call(cttz, [bad_bits, L.Constant(I1, 1)])
-        code = b.select(b.extract_element(misaligned, li), L.Constant(I64, ST_MISALIGNED),
-                        b.select(b.extract_element(inb, li),
-                                 L.Constant(I64, ST_READONLY), L.Constant(I64, ST_FAULT)))
-        lane = b.add(b.mul(w, L.Constant(I64, WARP)), b.zext(li, I64))
-        self._set_status(b, code, pc, lane, b.extract_element(a, li), nbytes, wr)
+        access.report_access(self, b, codes, pc, w, bad_bits, b.bitcast(misaligned, I32),
+                             b.xor(b.bitcast(out, I32), L.Constant(I32, 0xFFFFFFFF)), a, nbytes, wr)
         b.branch(self.ret_block)
         b.position_at_end(ok)
-        if space == "shared":
-            return host
-        return b.add(b.sub(a, L.Constant(vt, GLOBAL_BASE)), splat(b, self.arena_base))
+        return b.add(b.sub(a, L.Constant(vt, GLOBAL_BASE)), self.lanes_of["arena_base"])
+
+    def _shared_limit(self, nbytes: int) -> L.Value:
+        """shared_size - nbytes + 1 (0 when shared memory is smaller than nbytes): an access of nbytes at a lies
+        in shared memory exactly when a is below it. Made once per size, in the entry block."""
+        v = self.limits.get(nbytes)
+        if v is None:
+            b = L.IRBuilder()
+            b.position_before(self.fn.entry_basic_block.terminator)
+            size, n = self.shared_size, L.Constant(I64, nbytes)
+            v = self.limits[nbytes] = b.select(b.icmp_unsigned(">=", size, n),
+                                               b.add(b.sub(size, n), L.Constant(I64, 1)), L.Constant(I64, 0))
+        return v
 
     def _span_valid(self, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool, active: L.Value) -> L.Value:
         """i1: every lane is active, lane i's arena offset is lane 0's + i * nbytes, lane 0's is aligned, and

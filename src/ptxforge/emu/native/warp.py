@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir as L
 
+from ptxforge.emu.native import access
 from ptxforge.emu.native.lower import I1, I8, I32, I64, INT, SREGS, WARP, NotNative, V, bits_of, read
 from ptxforge.ptx import ir
 
@@ -119,14 +120,6 @@ class WarpEnv:
                 a = b.add(a, L.Constant(V(I64), addr.offset & (2**64 - 1)))
         return self.gen.checked(b, space, a, nbytes, write, self.pc, self.w, self.active())
 
-    def _contiguous(self, host: L.Value, nbytes: int) -> L.Value:
-        """i1: every lane is active and the addresses are consecutive `nbytes` apart."""
-        b = self.b
-        first = b.extract_element(host, L.Constant(I32, 0))
-        expect = b.add(splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
-        same = b.icmp_unsigned("==", host, expect)
-        return b.and_(self.gen.all_of(b, same), self.gen.all_of(b, self.active()))
-
     def load_mem(self, host: L.Value, t: L.IntType, offset: int, contiguous: bool) -> L.Value:
         b = self.b
         nbytes = t.width // 8
@@ -137,22 +130,7 @@ class WarpEnv:
         if not contiguous:
             return b.call(gather, [b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active(),
                                    L.Constant(V(t), 0)])
-        fn = self.gen.fn
-        fast, slow, join = (fn.append_basic_block(f"pc{self.pc}_ld_{x}") for x in ("vec", "gather", "join"))
-        b.cbranch(self._contiguous(host, nbytes), fast, slow)
-        b.position_at_end(fast)
-        p = b.inttoptr(b.extract_element(host, L.Constant(I32, 0)), V(t).as_pointer())
-        v1 = b.load(p, align=nbytes)
-        b.branch(join)
-        b.position_at_end(slow)
-        v2 = b.call(gather, [b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active(),
-                             L.Constant(V(t), 0)])
-        b.branch(join)
-        b.position_at_end(join)
-        phi = b.phi(V(t))
-        phi.add_incoming(v1, fast)
-        phi.add_incoming(v2, slow)
-        return phi
+        return access.load(self.gen, b, host, t, self.active())
 
     def store_mem(self, host: L.Value, v: L.Value, offset: int, contiguous: bool) -> None:
         b = self.b
@@ -166,16 +144,7 @@ class WarpEnv:
         if not contiguous:
             b.call(scatter, [v, b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active()])
             return
-        fn = self.gen.fn
-        fast, slow, join = (fn.append_basic_block(f"pc{self.pc}_st_{x}") for x in ("vec", "scatter", "join"))
-        b.cbranch(self._contiguous(host, nbytes), fast, slow)
-        b.position_at_end(fast)
-        b.store(v, b.inttoptr(b.extract_element(host, L.Constant(I32, 0)), V(t).as_pointer()), align=nbytes)
-        b.branch(join)
-        b.position_at_end(slow)
-        b.call(scatter, [v, b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active()])
-        b.branch(join)
-        b.position_at_end(join)
+        access.store(self.gen, b, host, v, self.active())
 
     def atomic(self, host: L.Value, rmw: str, data: list[L.Value], shared: bool, t: L.IntType | None = None
                ) -> L.Value:

@@ -1,0 +1,175 @@
+"""A memory access's code as functions of the module, called from every access instead of repeated at each.
+
+LLVM's instruction selection dominates a native compile, and its cost grows with every vector instruction
+and basic block of the block function; a shared-memory-heavy kernel (the bitonic sort: 224 accesses) spent
+most of it on the same few blocks per access. The access code here is written once per module and called:
+
+- `shared_bad`: the lanes of a shared-memory access that are misaligned or out of bounds (i32 lane bits);
+- `load` / `store`: a warp's load or store of one element per lane: one vector access when the lanes are
+  all active on consecutive addresses, else a masked gather or scatter (the highest lane wins, as the
+  interpreter's);
+- `report_access` / `report_shared`: the cold path of a faulting access, which names the first bad lane
+  and its fault in the status words the launcher reads (status: [code, pc, thread, block, address, nbytes,
+  write], the code stored last).
+
+The hot functions are `alwaysinline`: the optimized level inlines them (its code is what it was), the quick
+level (no passes) calls them, which costs each access a call and saves most of its compile.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from llvmlite import ir as L
+
+from ptxforge.emu.native.lower import I1, I32, I64, WARP, V
+
+if TYPE_CHECKING:
+    from ptxforge.emu.native.codegen import BlockGen
+
+def _function(gen: BlockGen, name: str, ret: L.Type, args: list[L.Type], hot: bool) -> tuple[L.Function, bool]:
+    """The module's function `name` and whether it is new (its body to be written)."""
+    f = gen.module.globals.get(name)
+    if f is not None:
+        return f, False
+    f = L.Function(gen.module, L.FunctionType(ret, args), name)
+    f.linkage = "internal"
+    if hot:
+        f.attributes.add("alwaysinline")
+    else:
+        f.attributes.add("noinline")
+        f.attributes.add("cold")
+    return f, True
+
+
+def _splat(b: L.IRBuilder, x: L.Value) -> L.Value:
+    zero = L.Constant(V(x.type), None)
+    return b.shuffle_vector(b.insert_element(zero, x, L.Constant(I32, 0)), zero, L.Constant(V(I32), None))
+
+
+def _all(b: L.IRBuilder, v: L.Value) -> L.Value:
+    return b.icmp_unsigned("==", b.bitcast(v, I32), L.Constant(I32, 0xFFFFFFFF))
+
+
+# ---------------------------------------------------------------------------------------------- shared memory
+def _shared_lanes(b: L.IRBuilder, a: L.Value, limit: L.Value, nbytes: L.Value) -> tuple[L.Value, L.Value]:
+    """(misaligned, out of bounds) lanes (<32 x i1>) of an access of `nbytes` at `a` in shared memory whose
+    in-bounds addresses are those below `limit` (shared_size - nbytes + 1, or 0)."""
+    vt = V(I64)
+    mis = b.icmp_unsigned("!=", b.and_(a, _splat(b, b.sub(nbytes, L.Constant(I64, 1)))), L.Constant(vt, 0))
+    return mis, b.icmp_unsigned(">=", a, _splat(b, limit))
+
+
+def shared_bad(gen: BlockGen, b: L.IRBuilder, a: L.Value, active: L.Value, limit: L.Value, nbytes: int
+               ) -> L.Value:
+    """i32 lane bits: the active lanes whose access of `nbytes` at `a` (<32 x i64>) is misaligned or outside
+    shared memory (`limit`: see `_shared_lanes`)."""
+    f, new = _function(gen, "shared_bad", I32, [V(I64), V(I1), I64, I64], hot=True)
+    if new:
+        fa, fact, flim, fn = f.args
+        fb = L.IRBuilder(f.append_basic_block("entry"))
+        mis, out = _shared_lanes(fb, fa, flim, fn)
+        fb.ret(fb.bitcast(fb.and_(fact, fb.or_(mis, out)), I32))
+    return b.call(f, [a, active, limit, L.Constant(I64, nbytes)])
+
+
+def report_shared(gen: BlockGen, b: L.IRBuilder, codes: tuple[int, int, int], pc: int, w: L.Value, a: L.Value,
+                  active: L.Value, limit: L.Value, nbytes: int, wr: bool) -> None:
+    """`report_access` for a shared-memory access (its lanes' bits recomputed here, on the cold path)."""
+    report = _report(gen, codes)
+    f, new = _function(gen, "shared_fault", L.VoidType(), list(report.function_type.args[:4]) +
+                       [V(I64), V(I1), I64, I64, I64], hot=False)
+    if new:
+        status, block, fpc, fw, fa, fact, flim, fn, fwr = f.args
+        fb = L.IRBuilder(f.append_basic_block("entry"))
+        mis, out = _shared_lanes(fb, fa, flim, fn)
+        bad = fb.bitcast(fb.and_(fact, fb.or_(mis, out)), I32)
+        fb.call(report, [status, block, fpc, fw, bad, fb.bitcast(mis, I32), fb.not_(fb.bitcast(out, I32)), fa, fn,
+                         fwr])
+        fb.ret_void()
+    b.call(f, [gen.status, b.load(gen.bid), L.Constant(I64, pc), w, a, active, limit, L.Constant(I64, nbytes),
+               L.Constant(I64, int(wr))])
+
+
+def report_access(gen: BlockGen, b: L.IRBuilder, codes: tuple[int, int, int], pc: int, w: L.Value,
+                  bad: L.Value, misaligned: L.Value, inb: L.Value, a: L.Value, nbytes: int, wr: bool) -> None:
+    """Set the status of the first lane of `bad` (lane bits, i32, as `misaligned` and `inb`): code misaligned,
+    read-only (in bounds) or out of bounds (`codes`, in that order), the pc, its thread (warp `w`), the block,
+    its address (of `a`, <32 x i64>), the size and whether it wrote."""
+    b.call(_report(gen, codes), [gen.status, b.load(gen.bid), L.Constant(I64, pc), w, bad, misaligned, inb, a,
+                                 L.Constant(I64, nbytes), L.Constant(I64, int(wr))])
+
+
+def _report(gen: BlockGen, codes: tuple[int, int, int]) -> L.Function:
+    f, new = _function(gen, "access_fault", L.VoidType(),
+                       [I64.as_pointer(), I64, I64, I64, I32, I32, I32, V(I64), I64, I64], hot=False)
+    if not new:
+        return f
+    status, block, pc, w, bad, mis, inb, a, nbytes, wr = f.args
+    b = L.IRBuilder(f.append_basic_block("entry"))
+    cttz = gen.intrinsic("llvm.cttz.i32", I32, [I32, I1])
+    li = b.call(cttz, [bad, L.Constant(I1, 1)])
+    one = L.Constant(I32, 1)
+    lane_mis = b.trunc(b.and_(b.lshr(mis, li), one), I1)
+    lane_inb = b.trunc(b.and_(b.lshr(inb, li), one), I1)
+    st_mis, st_ro, st_fault = (L.Constant(I64, c) for c in codes)
+    code = b.select(lane_mis, st_mis, b.select(lane_inb, st_ro, st_fault))
+    thread = b.add(b.mul(w, L.Constant(I64, WARP)), b.zext(li, I64))
+    for i, v in enumerate([pc, thread, block, b.extract_element(a, li), nbytes, wr], 1):
+        b.store(v, b.gep(status, [L.Constant(I64, i)]))
+    b.store(code, status)  # the code last: the launcher reads the rest once it is set
+    b.ret_void()
+    return f
+
+
+# ---------------------------------------------------------------------------------------------- loads, stores
+def _contiguous(fb: L.IRBuilder, host: L.Value, active: L.Value, nbytes: int) -> tuple[L.Value, L.Value]:
+    """(i1: every lane active on consecutive addresses `nbytes` apart, lane 0's address)."""
+    first = fb.extract_element(host, L.Constant(I32, 0))
+    expect = fb.add(_splat(fb, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
+    return fb.and_(_all(fb, fb.icmp_unsigned("==", host, expect)), _all(fb, active)), first
+
+
+def _masked(gen: BlockGen, what: str, t: L.IntType) -> L.Function:
+    p = V(t.as_pointer())
+    if what == "gather":
+        return gen.intrinsic(f"llvm.masked.gather.v32i{t.width}.v32p0", V(t), [p, I32, V(I1), V(t)])
+    return gen.intrinsic(f"llvm.masked.scatter.v32i{t.width}.v32p0", L.VoidType(), [V(t), p, I32, V(I1)])
+
+
+def load(gen: BlockGen, b: L.IRBuilder, host: L.Value, t: L.IntType, active: L.Value) -> L.Value:
+    """<32 x t> from the host addresses `host` of the `active` lanes (the others: 0)."""
+    f, new = _function(gen, f"load_v32i{t.width}", V(t), [V(I64), V(I1)], hot=True)
+    if new:
+        fh, fact = f.args
+        nbytes = t.width // 8
+        fb = L.IRBuilder(f.append_basic_block("entry"))
+        fast, slow = f.append_basic_block("vector"), f.append_basic_block("gather")
+        ok, first = _contiguous(fb, fh, fact, nbytes)
+        fb.cbranch(ok, fast, slow)
+        fb.position_at_end(fast)
+        fb.ret(fb.load(fb.inttoptr(first, V(t).as_pointer()), align=nbytes))
+        fb.position_at_end(slow)
+        fb.ret(fb.call(_masked(gen, "gather", t), [fb.inttoptr(fh, V(t.as_pointer())), L.Constant(I32, nbytes),
+                                                     fact, L.Constant(V(t), None)]))
+    return b.call(f, [host, active])
+
+
+def store(gen: BlockGen, b: L.IRBuilder, host: L.Value, v: L.Value, active: L.Value) -> None:
+    """`v` (<32 x t>) to the host addresses `host` of the `active` lanes."""
+    t: Any = v.type.element
+    f, new = _function(gen, f"store_v32i{t.width}", L.VoidType(), [V(I64), V(t), V(I1)], hot=True)
+    if new:
+        fh, fv, fact = f.args
+        nbytes = t.width // 8
+        fb = L.IRBuilder(f.append_basic_block("entry"))
+        fast, slow = f.append_basic_block("vector"), f.append_basic_block("scatter")
+        ok, first = _contiguous(fb, fh, fact, nbytes)
+        fb.cbranch(ok, fast, slow)
+        fb.position_at_end(fast)
+        fb.store(fv, fb.inttoptr(first, V(t).as_pointer()), align=nbytes)
+        fb.ret_void()
+        fb.position_at_end(slow)
+        fb.call(_masked(gen, "scatter", t), [fv, fb.inttoptr(fh, V(t.as_pointer())), L.Constant(I32, nbytes), fact])
+        fb.ret_void()
+    b.call(f, [host, v, active])
