@@ -315,3 +315,43 @@ def test_shared_memory_faults_on_both_tiers(skew, off, want):
         assert not outs, outs  # (the messages' details differ: the interpreter adds the window or alignment)
         for tier in ("interp", "native"):
             assert re.search(f"st.shared.u32 .*: {want}", errs[tier][0]), errs[tier][0]
+
+
+# A write to read-only (.const) memory: lane `lane` stores to its word of a .const array (every lane with 32).
+READONLY_WRITE = """
+.version 7.0
+.target sm_80
+.address_size 64
+.const .align 4 .b32 cst[64];
+.visible .entry k(.param .u32 lane)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    .reg .pred %p<2>;
+    mov.u32 %r1, %tid.x;
+    ld.param.u32 %r2, [lane];
+    mov.u64 %rd1, cst;
+    cvta.const.u64 %rd1, %rd1;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd1, %rd1, %rd2;
+    setp.eq.u32 %p1, %r1, %r2;
+    setp.eq.or.u32 %p1, %r2, 32, %p1;
+    @%p1 st.global.u32 [%rd1], %r1;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("lane", [5, 31, 32])
+def test_a_write_to_read_only_memory_faults_on_both_tiers(lane):
+    """One lane's store, the last lane's, and a whole warp on consecutive words (the warp-wide check fails,
+    then the lane-by-lane one names thread 0): the same fault on both tiers."""
+    k = pf.parse(READONLY_WRITE, filename="ro.ptx").kernel("k")
+    errs = {}
+    for tier in ("interp", "native"):
+        with pytest.raises(MemoryFault) as e:
+            k.launch(grid=(1,), block=(32,), args=[np.uint32(lane)], options=EmulatorOptions(tier=tier))
+        errs[tier] = (str(e.value), e.value.address)
+    assert errs["interp"] == errs["native"], errs
+    assert "write to read-only memory global access of 4 bytes" in errs["native"][0]
+    assert f"(cst is read-only) by thread ({lane % 32},0,0)" in errs["native"][0]

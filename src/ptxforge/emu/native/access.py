@@ -4,13 +4,15 @@ LLVM's instruction selection dominates a native compile, and its cost grows with
 and basic block of the block function; a shared-memory-heavy kernel (the bitonic sort: 224 accesses) spent
 most of it on the same few blocks per access. The access code here is written once per module and called:
 
-- `shared_bad`: the lanes of a shared-memory access that are misaligned or out of bounds (i32 lane bits);
+- `shared_bad` / `global_bad`: the lanes of an access that are misaligned, out of bounds or (a write) on
+  read-only memory (i32 lane bits); global memory's looks at a whole warp on consecutive bytes at once, else
+  lane by lane, in the validity map;
 - `load` / `store`: a warp's load or store of one element per lane: one vector access when the lanes are
   all active on consecutive addresses, else a masked gather or scatter (the highest lane wins, as the
   interpreter's);
-- `report_access` / `report_shared`: the cold path of a faulting access, which names the first bad lane
-  and its fault in the status words the launcher reads (status: [code, pc, thread, block, address, nbytes,
-  write], the code stored last).
+- `report_shared` / `report_global` (through `report_access`): the cold path of a faulting access, which
+  names the first bad lane and its fault in the status words the launcher reads (status: [code, pc, thread,
+  block, address, nbytes, write], the code stored last).
 
 The hot functions are `alwaysinline`: the optimized level inlines them (its code is what it was), the quick
 level (no passes) calls them, which costs each access a call and saves most of its compile.
@@ -22,10 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir as L
 
-from ptxforge.emu.native.lower import I1, I32, I64, WARP, V
+from ptxforge.emu.memory import GLOBAL_BASE
+from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, V
 
 if TYPE_CHECKING:
     from ptxforge.emu.native.codegen import BlockGen
+
+SPAN_BYTES = (1, 2, 4, 8, 16)  # access sizes whose consecutive warp-wide accesses `_span_ok` checks at once
+GRANULE = 64  # bytes per entry of the global validity map (allocations start on 256-byte boundaries)
+GMAP_READONLY = 0x80  # flag in a map entry: the bytes belong to a read-only (.const) allocation
 
 def _function(gen: BlockGen, name: str, ret: L.Type, args: list[L.Type], hot: bool) -> tuple[L.Function, bool]:
     """The module's function `name` and whether it is new (its body to be written)."""
@@ -89,6 +96,107 @@ def report_shared(gen: BlockGen, b: L.IRBuilder, codes: tuple[int, int, int], pc
         fb.ret_void()
     b.call(f, [gen.status, b.load(gen.bid), L.Constant(I64, pc), w, a, active, limit, L.Constant(I64, nbytes),
                L.Constant(I64, int(wr))])
+
+
+# ---------------------------------------------------------------------------------------------- global memory
+def _global_lanes(gen: BlockGen, b: L.IRBuilder, a: L.Value, active: L.Value, arena_size: L.Value, gmap: L.Value,
+                  nbytes: int, wr: bool) -> tuple[L.Value, L.Value, L.Value | None]:
+    """(misaligned, out of bounds, read-only or None) lanes of an access of `nbytes` at the PTX addresses `a`:
+    each lane's bytes must lie in the arena and in the valid part of their 64-byte granule of the validity
+    map (`gmap`, an i8*), writable for a write."""
+    vt = V(I64)
+    zero = L.Constant(vt, 0)
+    misaligned = b.icmp_unsigned("!=", b.and_(a, L.Constant(vt, nbytes - 1)), zero)
+    off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
+    inarena = b.icmp_unsigned("<", off, _splat(b, arena_size))
+    # (an i32 gather of the map's bytes, the map padded for it: x86 has no byte gather, and LLVM would turn an
+    # i8 one into 32 branches)
+    gptrs = b.inttoptr(b.add(_splat(b, b.ptrtoint(gmap, I64)), b.lshr(off, L.Constant(vt, 6))), V(I32.as_pointer()))
+    g = b.call(_masked(gen, "gather", I32), [gptrs, L.Constant(I32, 1), b.and_(active, inarena), L.Constant(V(I32), 0)])
+    g = b.zext(b.trunc(g, V(I8)), vt)
+    valid = b.and_(g, L.Constant(vt, GMAP_READONLY - 1))
+    within = b.add(b.and_(off, L.Constant(vt, GRANULE - 1)), L.Constant(vt, nbytes))
+    out = b.not_(b.and_(inarena, b.icmp_unsigned("<=", within, valid)))
+    readonly = b.icmp_unsigned("!=", b.and_(g, L.Constant(vt, GMAP_READONLY)), zero) if wr else None
+    return misaligned, out, readonly
+
+
+def _span_ok(b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool, active: L.Value, arena_size: L.Value,
+             gmap: L.Value) -> L.Value:
+    """i1: every lane is active, lane i's arena offset is lane 0's + i * nbytes, lane 0's is aligned, and
+    the warp's bytes lie in the arena with every 64-byte granule they touch valid up to where they end
+    (writable for a write). Then every lane passes the per-lane check, which runs only where this fails
+    (and names the faulting lane as before). Granules are read from the validity map one by one."""
+    span = WARP * nbytes
+    first = b.extract_element(off, L.Constant(I32, 0))
+    expect = b.add(_splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
+    good = b.and_(_all(b, active), _all(b, b.icmp_unsigned("==", off, expect)))
+    good = b.and_(good, b.icmp_unsigned("==", b.and_(first, L.Constant(I64, nbytes - 1)), L.Constant(I64, 0)))
+    end = b.add(first, L.Constant(I64, span))
+    inarena = b.and_(b.icmp_unsigned("<", first, arena_size), b.icmp_unsigned("<=", end, arena_size))
+    good = b.and_(good, inarena)
+    g_first = b.select(inarena, b.lshr(first, L.Constant(I64, 6)), L.Constant(I64, 0))
+    last = b.sub(end, L.Constant(I64, 1))
+    g_last = b.select(inarena, b.lshr(last, L.Constant(I64, 6)), L.Constant(I64, 0))
+    need = b.add(b.and_(last, L.Constant(I64, GRANULE - 1)), L.Constant(I64, 1))  # bytes valid in the last
+    mask = 0xFF if wr else GMAP_READONLY - 1  # (a write needs the read-only flag clear)
+    for j in range(span // GRANULE + 2):
+        g = b.add(g_first, L.Constant(I64, j))
+        g = b.select(b.icmp_unsigned("<", g, g_last), g, g_last)  # (past the last: the last again)
+        entry = b.zext(b.load(b.gep(gmap, [g])), I64)
+        full = b.icmp_unsigned("==", b.and_(entry, L.Constant(I64, mask)), L.Constant(I64, GRANULE))
+        ends = b.icmp_unsigned("<=", need, b.and_(entry, L.Constant(I64, GMAP_READONLY - 1)))
+        if wr:
+            ends = b.and_(ends, b.icmp_unsigned("==", b.and_(entry, L.Constant(I64, GMAP_READONLY)),
+                                                L.Constant(I64, 0)))
+        good = b.and_(good, b.select(b.icmp_unsigned("<", g, g_last), full, ends))
+    return good
+
+
+def _bad_bits(b: L.IRBuilder, active: L.Value, lanes: tuple[L.Value, L.Value, L.Value | None]) -> L.Value:
+    mis, out, readonly = lanes
+    bad = b.or_(mis, out)
+    if readonly is not None:
+        bad = b.or_(bad, readonly)
+    return b.bitcast(b.and_(active, bad), I32)
+
+
+def global_bad(gen: BlockGen, b: L.IRBuilder, a: L.Value, active: L.Value, nbytes: int, wr: bool) -> L.Value:
+    """i32 lane bits: the active lanes whose access of `nbytes` at `a` (<32 x i64>) is misaligned, outside the
+    valid bytes of global memory or, for a write (`wr`), on read-only memory."""
+    args = [V(I64), V(I1), I64, I8.as_pointer()]
+    f, new = _function(gen, f"global_bad{nbytes}{'w' if wr else 'r'}", I32, args, hot=True)
+    if new:
+        fa, fact, fsize, fmap = f.args
+        fb = L.IRBuilder(f.append_basic_block("entry"))
+        lanes_blk = f.append_basic_block("lanes")
+        if nbytes in SPAN_BYTES:  # a whole warp on consecutive valid bytes: no per-lane look
+            clean = f.append_basic_block("clean")
+            off = fb.sub(fa, L.Constant(V(I64), GLOBAL_BASE))
+            fb.cbranch(_span_ok(fb, off, nbytes, wr, fact, fsize, fmap), clean, lanes_blk)
+            fb.position_at_end(clean)
+            fb.ret(L.Constant(I32, 0))
+        else:
+            fb.branch(lanes_blk)
+        fb.position_at_end(lanes_blk)
+        fb.ret(_bad_bits(fb, fact, _global_lanes(gen, fb, fa, fact, fsize, fmap, nbytes, wr)))
+    return b.call(f, [a, active, gen.arena_size, gen.gmap])
+
+
+def report_global(gen: BlockGen, b: L.IRBuilder, codes: tuple[int, int, int], pc: int, w: L.Value, a: L.Value,
+                  active: L.Value, nbytes: int, wr: bool) -> None:
+    """`report_access` for a global-memory access (its lanes' bits recomputed here, on the cold path)."""
+    report = _report(gen, codes)
+    f, new = _function(gen, f"global_fault{nbytes}{'w' if wr else 'r'}", L.VoidType(),
+                       list(report.function_type.args[:4]) + [V(I64), V(I1), I64, I8.as_pointer()], hot=False)
+    if new:
+        status, block, fpc, fw, fa, fact, fsize, fmap = f.args
+        fb = L.IRBuilder(f.append_basic_block("entry"))
+        lanes = _global_lanes(gen, fb, fa, fact, fsize, fmap, nbytes, wr)
+        fb.call(report, [status, block, fpc, fw, _bad_bits(fb, fact, lanes), fb.bitcast(lanes[0], I32),
+                         fb.not_(fb.bitcast(lanes[1], I32)), fa, L.Constant(I64, nbytes), L.Constant(I64, int(wr))])
+        fb.ret_void()
+    b.call(f, [gen.status, b.load(gen.bid), L.Constant(I64, pc), w, a, active, gen.arena_size, gen.gmap])
 
 
 def report_access(gen: BlockGen, b: L.IRBuilder, codes: tuple[int, int, int], pc: int, w: L.Value,

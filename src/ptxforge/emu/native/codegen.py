@@ -50,9 +50,7 @@ CTX_LEN = 12
 PROBE_REQ, PROBE_HASH, PROBE_BLOCK, PROBE_WRITES, PROBE_WARP, PROBE_PC, PROBE_LEN = range(7)
 # status[0] codes (status: [code, pc, thread, block, address, nbytes, write])
 ST_OK, ST_FAULT, ST_MISALIGNED, ST_READONLY, ST_NOT_CONVERGED, ST_STOP, ST_NO_PROGRESS = 0, 1, 2, 3, 4, 5, 6
-SPAN_BYTES = (1, 2, 4, 8, 16)  # access sizes whose consecutive warp-wide accesses `_span_valid` checks at once
-GRANULE = 64  # bytes per entry of the global validity map (allocations start on 256-byte boundaries)
-GMAP_READONLY = 0x80  # flag in a map entry: the bytes belong to a read-only (.const) allocation
+SPAN_BYTES, GRANULE, GMAP_READONLY = access.SPAN_BYTES, access.GRANULE, access.GMAP_READONLY  # (the launcher's)
 
 BARRIER_OPCODES = ("bar", "barrier")
 
@@ -157,8 +155,7 @@ class BlockGen:
         self.shared_size = ctx(CTX_SHARED_SIZE)
         # (warp vectors of the bounds and bases every access uses, made once: LLVM compiles each copy)
         self.lanes_of = {name: splat(b, v) for name, v in (
-            ("shared_base", self.shared_base), ("arena_size", self.arena_size), ("arena_base", self.arena_base),
-            ("gmap", b.ptrtoint(self.gmap, I64)))}
+            ("shared_base", self.shared_base), ("arena_base", self.arena_base))}
         self.limits: dict[int, L.Value] = {}  # nbytes -> `_shared_limit`
         self.regfile = b.alloca(I8, self.nwarps * self.warp_bytes, name="regs")
         self.regfile.align = 64
@@ -528,54 +525,25 @@ class BlockGen:
         """Host addresses of the PTX addresses `a` (<32 x i64>); an active lane's bad one (misaligned, out of
         bounds, a write to read-only memory) stops the launch, naming the first such lane."""
         fn = self.fn
-        vt = V(I64)
-        zero = L.Constant(vt, 0)
-        ok = fn.append_basic_block(f"pc{pc}_ok")
+        ok, fault = fn.append_basic_block(f"pc{pc}_ok"), fn.append_basic_block(f"pc{pc}_fault")
         codes = (ST_MISALIGNED, ST_READONLY, ST_FAULT)
-        if space == "shared":  # (in bounds: a + nbytes <= size, that is a below a limit, with no sum to wrap)
+        shared = space == "shared"
+        if shared:  # (in bounds: a + nbytes <= size, that is a below a limit, with no sum to wrap)
             limit = self._shared_limit(nbytes)
             bad_bits = access.shared_bad(self, b, a, active, limit, nbytes)
-            fault = fn.append_basic_block(f"pc{pc}_fault")
-            b.cbranch(b.icmp_unsigned("!=", bad_bits, L.Constant(I32, 0)), fault, ok)
-            b.position_at_end(fault)
-            access.report_shared(self, b, codes, pc, w, a, active, limit, nbytes, wr)
-            b.branch(self.ret_block)
-            b.position_at_end(ok)
-            return b.add(a, self.lanes_of["shared_base"])
-        if nbytes in SPAN_BYTES:  # a whole warp on consecutive valid bytes: no per-lane look
-            off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
-            lanes = fn.append_basic_block(f"pc{pc}_lanes")
-            b.cbranch(self._span_valid(b, off, nbytes, wr, active), ok, lanes)
-            b.position_at_end(lanes)
-        misaligned = b.icmp_unsigned("!=", b.and_(a, L.Constant(vt, nbytes - 1)), zero)
-        readonly = None
-        off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
-        inarena = b.icmp_unsigned("<", off, self.lanes_of["arena_size"])
-        # (an i32 gather of the map's bytes, the map padded for it: x86 has no byte gather, and LLVM would
-        # turn an i8 one into 32 branches)
-        gptrs = b.inttoptr(b.add(self.lanes_of["gmap"], b.lshr(off, L.Constant(vt, 6))),
-                           V(I32.as_pointer()))
-        gather = self.intrinsic("llvm.masked.gather.v32i32.v32p0", V(I32),
-                                [V(I32.as_pointer()), I32, V(I1), V(I32)])
-        g = b.call(gather, [gptrs, L.Constant(I32, 1), b.and_(active, inarena), L.Constant(V(I32), 0)])
-        g = b.zext(b.trunc(g, V(I8)), vt)
-        valid = b.and_(g, L.Constant(vt, GMAP_READONLY - 1))
-        within = b.add(b.and_(off, L.Constant(vt, GRANULE - 1)), L.Constant(vt, nbytes))
-        out = b.not_(b.and_(inarena, b.icmp_unsigned("<=", within, valid)))
-        if wr:
-            readonly = b.icmp_unsigned("!=", b.and_(g, L.Constant(vt, GMAP_READONLY)), zero)
-        bad = b.or_(misaligned, out)
-        if readonly is not None:
-            bad = b.or_(bad, readonly)
-        bad_bits = b.bitcast(b.and_(active, bad), I32)
-        fault = fn.append_basic_block(f"pc{pc}_fault")
+        else:
+            bad_bits = access.global_bad(self, b, a, active, nbytes, wr)
         b.cbranch(b.icmp_unsigned("!=", bad_bits, L.Constant(I32, 0)), fault, ok)
         b.position_at_end(fault)
-        access.report_access(self, b, codes, pc, w, bad_bits, b.bitcast(misaligned, I32),
-                             b.xor(b.bitcast(out, I32), L.Constant(I32, 0xFFFFFFFF)), a, nbytes, wr)
+        if shared:
+            access.report_shared(self, b, codes, pc, w, a, active, limit, nbytes, wr)
+        else:
+            access.report_global(self, b, codes, pc, w, a, active, nbytes, wr)
         b.branch(self.ret_block)
         b.position_at_end(ok)
-        return b.add(b.sub(a, L.Constant(vt, GLOBAL_BASE)), self.lanes_of["arena_base"])
+        if shared:
+            return b.add(a, self.lanes_of["shared_base"])
+        return b.add(b.sub(a, L.Constant(V(I64), GLOBAL_BASE)), self.lanes_of["arena_base"])
 
     def _shared_limit(self, nbytes: int) -> L.Value:
         """shared_size - nbytes + 1 (0 when shared memory is smaller than nbytes): an access of nbytes at a lies
@@ -588,37 +556,6 @@ class BlockGen:
             v = self.limits[nbytes] = b.select(b.icmp_unsigned(">=", size, n),
                                                b.add(b.sub(size, n), L.Constant(I64, 1)), L.Constant(I64, 0))
         return v
-
-    def _span_valid(self, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool, active: L.Value) -> L.Value:
-        """i1: every lane is active, lane i's arena offset is lane 0's + i * nbytes, lane 0's is aligned, and
-        the warp's bytes lie in the arena with every 64-byte granule they touch valid up to where they end
-        (writable for a write). Then every lane passes the per-lane check, which runs only where this fails
-        (and names the faulting lane as before). Granules are read from the validity map one by one."""
-        span = WARP * nbytes
-        first = b.extract_element(off, L.Constant(I32, 0))
-        expect = b.add(splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
-        good = b.and_(self.all_of(b, active), self.all_of(b, b.icmp_unsigned("==", off, expect)))
-        good = b.and_(good, b.icmp_unsigned("==", b.and_(first, L.Constant(I64, nbytes - 1)), L.Constant(I64, 0)))
-        end = b.add(first, L.Constant(I64, span))
-        size = self.arena_size
-        inarena = b.and_(b.icmp_unsigned("<", first, size), b.icmp_unsigned("<=", end, size))
-        good = b.and_(good, inarena)
-        g_first = b.select(inarena, b.lshr(first, L.Constant(I64, 6)), L.Constant(I64, 0))
-        last = b.sub(end, L.Constant(I64, 1))
-        g_last = b.select(inarena, b.lshr(last, L.Constant(I64, 6)), L.Constant(I64, 0))
-        need = b.add(b.and_(last, L.Constant(I64, GRANULE - 1)), L.Constant(I64, 1))  # bytes valid in the last
-        mask = 0xFF if wr else GMAP_READONLY - 1  # (a write needs the read-only flag clear)
-        for j in range(span // GRANULE + 2):
-            g = b.add(g_first, L.Constant(I64, j))
-            g = b.select(b.icmp_unsigned("<", g, g_last), g, g_last)  # (past the last: the last again)
-            entry = b.zext(b.load(b.gep(self.gmap, [g])), I64)
-            full = b.icmp_unsigned("==", b.and_(entry, L.Constant(I64, mask)), L.Constant(I64, GRANULE))
-            ends = b.icmp_unsigned("<=", need, b.and_(entry, L.Constant(I64, GMAP_READONLY - 1)))
-            if wr:
-                ends = b.and_(ends, b.icmp_unsigned("==", b.and_(entry, L.Constant(I64, GMAP_READONLY)),
-                                                    L.Constant(I64, 0)))
-            good = b.and_(good, b.select(b.icmp_unsigned("<", g, g_last), full, ends))
-        return good
 
     # ------------------------------------------------------------------ special registers
     def sreg(self, b: L.IRBuilder, name: str, w: L.Value) -> L.Value:
