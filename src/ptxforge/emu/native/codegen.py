@@ -403,10 +403,10 @@ class BlockGen:
 
     def _flush(self, b: L.IRBuilder, w: L.Value, regs: SegmentRegs, mask: L.Value, keep: int) -> None:
         """Store the written registers whose bit is set in `keep`, for the lanes of `mask`."""
-        full = self.all_of(b, mask)
         slots = sorted(s for s in regs.dirty if keep >> s & 1)
         if not slots:
             return
+        full = self.all_of(b, mask)
         fn = self.fn
         whole, part, done = (fn.append_basic_block(f"flush_{x}") for x in ("all", "some", "done"))
         b.cbranch(full, whole, part)
