@@ -71,12 +71,12 @@ def main() -> None:
             continue
         r = measure(module, kernel, block, args.repeat)
         print(f"| {kernel} ({r['instructions']:.0f}) | {r['ir_lines']:.0f} | {r['lower']:.3f} + {r['print']:.3f} | "
-              f"{r['quick']:.2f} | {r['opt']:.2f} |", flush=True)
+              f"{r['quick']:.3f} | {r['opt']:.3f} |", flush=True)
         tot["py"] += r["lower"] + r["print"]
         tot["quick"] += r["quick"]
         tot["opt"] += r["opt"]
         tot["lines"] += r["ir_lines"]
-    print(f"| all | {tot['lines']:.0f} | {tot['py']:.2f} | {tot['quick']:.2f} | {tot['opt']:.2f} |")
+    print(f"| all | {tot['lines']:.0f} | {tot['py']:.2f} | {tot['quick']:.3f} | {tot['opt']:.3f} |")
 
 
 if __name__ == "__main__":

@@ -44,8 +44,8 @@ def _function(gen: BlockGen, name: str, ret: L.Type, args: list[L.Type], hot: bo
     if hot:
         f.attributes.add("alwaysinline")
     else:
-        f.attributes.add("noinline")
-        f.attributes.add("cold")
+        for attr in ("noinline", "optnone", "cold"):  # (optnone: the optimized level's passes skip it too)
+            f.attributes.add(attr)
     return f, True
 
 
@@ -100,13 +100,13 @@ def report_shared(gen: BlockGen, b: L.IRBuilder, codes: tuple[int, int, int], pc
 
 # ---------------------------------------------------------------------------------------------- global memory
 def _global_lanes(gen: BlockGen, b: L.IRBuilder, a: L.Value, active: L.Value, arena_size: L.Value, gmap: L.Value,
-                  nbytes: int, wr: bool) -> tuple[L.Value, L.Value, L.Value | None]:
-    """(misaligned, out of bounds, read-only or None) lanes of an access of `nbytes` at the PTX addresses `a`:
+                  nbytes: L.Value, wr: L.Value) -> tuple[L.Value, L.Value, L.Value]:
+    """(misaligned, out of bounds, read-only) lanes of an access of `nbytes` (i64) at the PTX addresses `a`:
     each lane's bytes must lie in the arena and in the valid part of their 64-byte granule of the validity
-    map (`gmap`, an i8*), writable for a write."""
+    map (`gmap`, an i8*), writable for a write (`wr`, i1)."""
     vt = V(I64)
     zero = L.Constant(vt, 0)
-    misaligned = b.icmp_unsigned("!=", b.and_(a, L.Constant(vt, nbytes - 1)), zero)
+    misaligned = b.icmp_unsigned("!=", b.and_(a, _splat(b, b.sub(nbytes, L.Constant(I64, 1)))), zero)
     off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
     inarena = b.icmp_unsigned("<", off, _splat(b, arena_size))
     # (an i32 gather of the map's bytes, the map padded for it: x86 has no byte gather, and LLVM would turn an
@@ -115,17 +115,17 @@ def _global_lanes(gen: BlockGen, b: L.IRBuilder, a: L.Value, active: L.Value, ar
     g = b.call(_masked(gen, "gather", I32), [gptrs, L.Constant(I32, 1), b.and_(active, inarena), L.Constant(V(I32), 0)])
     g = b.zext(b.trunc(g, V(I8)), vt)
     valid = b.and_(g, L.Constant(vt, GMAP_READONLY - 1))
-    within = b.add(b.and_(off, L.Constant(vt, GRANULE - 1)), L.Constant(vt, nbytes))
+    within = b.add(b.and_(off, L.Constant(vt, GRANULE - 1)), _splat(b, nbytes))
     out = b.not_(b.and_(inarena, b.icmp_unsigned("<=", within, valid)))
-    readonly = b.icmp_unsigned("!=", b.and_(g, L.Constant(vt, GMAP_READONLY)), zero) if wr else None
+    readonly = b.and_(b.icmp_unsigned("!=", b.and_(g, L.Constant(vt, GMAP_READONLY)), zero), _splat(b, wr))
     return misaligned, out, readonly
 
 
-def _span_ok(b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool, active: L.Value, arena_size: L.Value,
+def _span_ok(b: L.IRBuilder, off: L.Value, nbytes: int, wr: L.Value, active: L.Value, arena_size: L.Value,
              gmap: L.Value) -> L.Value:
     """i1: every lane is active, lane i's arena offset is lane 0's + i * nbytes, lane 0's is aligned, and
     the warp's bytes lie in the arena with every 64-byte granule they touch valid up to where they end
-    (writable for a write). Then every lane passes the per-lane check, which runs only where this fails
+    (writable for a write, `wr`). Then every lane passes the per-lane check, which runs only where this fails
     (and names the faulting lane as before). Granules are read from the validity map one by one."""
     span = WARP * nbytes
     first = b.extract_element(off, L.Constant(I32, 0))
@@ -139,64 +139,64 @@ def _span_ok(b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool, active: L.Valu
     last = b.sub(end, L.Constant(I64, 1))
     g_last = b.select(inarena, b.lshr(last, L.Constant(I64, 6)), L.Constant(I64, 0))
     need = b.add(b.and_(last, L.Constant(I64, GRANULE - 1)), L.Constant(I64, 1))  # bytes valid in the last
-    mask = 0xFF if wr else GMAP_READONLY - 1  # (a write needs the read-only flag clear)
+    # (a write needs the read-only flag clear)
+    mask = b.select(wr, L.Constant(I64, 0xFF), L.Constant(I64, GMAP_READONLY - 1))
+    ro_bad = b.select(wr, L.Constant(I64, GMAP_READONLY), L.Constant(I64, 0))
     for j in range(span // GRANULE + 2):
         g = b.add(g_first, L.Constant(I64, j))
         g = b.select(b.icmp_unsigned("<", g, g_last), g, g_last)  # (past the last: the last again)
         entry = b.zext(b.load(b.gep(gmap, [g])), I64)
-        full = b.icmp_unsigned("==", b.and_(entry, L.Constant(I64, mask)), L.Constant(I64, GRANULE))
+        full = b.icmp_unsigned("==", b.and_(entry, mask), L.Constant(I64, GRANULE))
         ends = b.icmp_unsigned("<=", need, b.and_(entry, L.Constant(I64, GMAP_READONLY - 1)))
-        if wr:
-            ends = b.and_(ends, b.icmp_unsigned("==", b.and_(entry, L.Constant(I64, GMAP_READONLY)),
-                                                L.Constant(I64, 0)))
+        ends = b.and_(ends, b.icmp_unsigned("==", b.and_(entry, ro_bad), L.Constant(I64, 0)))
         good = b.and_(good, b.select(b.icmp_unsigned("<", g, g_last), full, ends))
     return good
 
 
-def _bad_bits(b: L.IRBuilder, active: L.Value, lanes: tuple[L.Value, L.Value, L.Value | None]) -> L.Value:
+def _bad_bits(b: L.IRBuilder, active: L.Value, lanes: tuple[L.Value, L.Value, L.Value]) -> L.Value:
     mis, out, readonly = lanes
-    bad = b.or_(mis, out)
-    if readonly is not None:
-        bad = b.or_(bad, readonly)
-    return b.bitcast(b.and_(active, bad), I32)
+    return b.bitcast(b.and_(active, b.or_(b.or_(mis, out), readonly)), I32)
 
 
 def global_bad(gen: BlockGen, b: L.IRBuilder, a: L.Value, active: L.Value, nbytes: int, wr: bool) -> L.Value:
     """i32 lane bits: the active lanes whose access of `nbytes` at `a` (<32 x i64>) is misaligned, outside the
     valid bytes of global memory or, for a write (`wr`), on read-only memory."""
-    args = [V(I64), V(I1), I64, I8.as_pointer()]
-    f, new = _function(gen, f"global_bad{nbytes}{'w' if wr else 'r'}", I32, args, hot=True)
+    args = [V(I64), V(I1), I1, I64, I8.as_pointer()]
+    f, new = _function(gen, f"global_bad{nbytes}", I32, args, hot=True)
     if new:
-        fa, fact, fsize, fmap = f.args
+        fa, fact, fwr, fsize, fmap = f.args
         fb = L.IRBuilder(f.append_basic_block("entry"))
         lanes_blk = f.append_basic_block("lanes")
         if nbytes in SPAN_BYTES:  # a whole warp on consecutive valid bytes: no per-lane look
             clean = f.append_basic_block("clean")
             off = fb.sub(fa, L.Constant(V(I64), GLOBAL_BASE))
-            fb.cbranch(_span_ok(fb, off, nbytes, wr, fact, fsize, fmap), clean, lanes_blk)
+            fb.cbranch(_span_ok(fb, off, nbytes, fwr, fact, fsize, fmap), clean, lanes_blk)
             fb.position_at_end(clean)
             fb.ret(L.Constant(I32, 0))
         else:
             fb.branch(lanes_blk)
         fb.position_at_end(lanes_blk)
-        fb.ret(_bad_bits(fb, fact, _global_lanes(gen, fb, fa, fact, fsize, fmap, nbytes, wr)))
-    return b.call(f, [a, active, gen.arena_size, gen.gmap])
+        fb.ret(_bad_bits(fb, fact, _global_lanes(gen, fb, fa, fact, fsize, fmap, L.Constant(I64, nbytes), fwr)))
+    return b.call(f, [a, active, L.Constant(I1, int(wr)), gen.arena_size, gen.gmap])
 
 
 def report_global(gen: BlockGen, b: L.IRBuilder, codes: tuple[int, int, int], pc: int, w: L.Value, a: L.Value,
                   active: L.Value, nbytes: int, wr: bool) -> None:
     """`report_access` for a global-memory access (its lanes' bits recomputed here, on the cold path)."""
     report = _report(gen, codes)
-    f, new = _function(gen, f"global_fault{nbytes}{'w' if wr else 'r'}", L.VoidType(),
-                       list(report.function_type.args[:4]) + [V(I64), V(I1), I64, I8.as_pointer()], hot=False)
+    f, new = _function(gen, "global_fault", L.VoidType(),
+                       list(report.function_type.args[:4]) + [V(I64), V(I1), I64, I8.as_pointer(), I64, I64],
+                       hot=False)
     if new:
-        status, block, fpc, fw, fa, fact, fsize, fmap = f.args
+        status, block, fpc, fw, fa, fact, fsize, fmap, fn, fwr = f.args
         fb = L.IRBuilder(f.append_basic_block("entry"))
-        lanes = _global_lanes(gen, fb, fa, fact, fsize, fmap, nbytes, wr)
+        wr1 = fb.icmp_unsigned("!=", fwr, L.Constant(I64, 0))
+        lanes = _global_lanes(gen, fb, fa, fact, fsize, fmap, fn, wr1)
         fb.call(report, [status, block, fpc, fw, _bad_bits(fb, fact, lanes), fb.bitcast(lanes[0], I32),
-                         fb.not_(fb.bitcast(lanes[1], I32)), fa, L.Constant(I64, nbytes), L.Constant(I64, int(wr))])
+                         fb.not_(fb.bitcast(lanes[1], I32)), fa, fn, fwr])
         fb.ret_void()
-    b.call(f, [gen.status, b.load(gen.bid), L.Constant(I64, pc), w, a, active, gen.arena_size, gen.gmap])
+    b.call(f, [gen.status, b.load(gen.bid), L.Constant(I64, pc), w, a, active, gen.arena_size, gen.gmap,
+               L.Constant(I64, nbytes), L.Constant(I64, int(wr))])
 
 
 def report_access(gen: BlockGen, b: L.IRBuilder, codes: tuple[int, int, int], pc: int, w: L.Value,
