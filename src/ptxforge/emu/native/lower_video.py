@@ -17,13 +17,18 @@ from llvmlite import ir as L
 
 from ptxforge.emu.native import lower_round as R
 from ptxforge.emu.native.lower import I32, I64, INT, NotNative, V, read, write
-from ptxforge.emu.ops_video import _CMPS, _SCALES, _SECOPS
 from ptxforge.ptx import ir
+from ptxforge.ptx.isa import modifier_slot
 
 if TYPE_CHECKING:
     from ptxforge.emu.native.warp import WarpEnv
 
 I128 = L.IntType(128)
+# the modifier groups, from the ISA table as ops_video reads them (every scalar op's secondary operations are
+# vadd's; the SIMD vset2/4 compare as vset does)
+_SECOPS = modifier_slot("vadd", "secop")
+_CMPS = modifier_slot("vset", "cmp")
+_SCALES = modifier_slot("vmad", "scale")
 _ICMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
