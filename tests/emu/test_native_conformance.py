@@ -439,6 +439,14 @@ def test_directed_f64_fma_and_div_on_hard_inputs_match_the_interpreter():
     _both_tiers(forms, 64, _hard_f64(np.random.default_rng(7), 2048))
 
 
+def test_packed_16x2_integer_ops_match_the_interpreter():
+    """add/min/max on .u16x2/.s16x2: each 16-bit half on its own (no carry between them)."""
+    halves = np.array([0, 1, 0x7FFF, 0x8000, 0xFFFF, 0x8001, 0x1234], np.uint32)
+    words = (halves[:, None] << 16 | halves[None, :]).ravel().astype(np.uint32)
+    forms = [(f"{op}.{t} {{d}}, {{a}}, {{b}}", 32) for op in ("add", "min", "max") for t in ("u16x2", "s16x2")]
+    _both_tiers(forms, 32, _grid(words, 2, np.random.default_rng(5), 1024))
+
+
 def _mma_kernel(shape: str, ty: str) -> str:
     na = 4 if shape == "m16n8k16" else 2
     nb = na // 2
