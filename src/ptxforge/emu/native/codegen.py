@@ -27,7 +27,7 @@ from ptxforge.emu import op as C
 from ptxforge.emu.memory import GLOBAL_BASE
 from ptxforge.emu.native import access
 from ptxforge.emu.native.dataflow import live_in, registers_to_zero, shuffled
-from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, read, write
+from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, counted_loop, read, write
 from ptxforge.emu.native.lower_warp import WARP_OPS, member_operand
 from ptxforge.emu.native.lowering import lower
 from ptxforge.emu.native.warp import IOTA, SegmentRegs, WarpEnv, splat, storage
@@ -168,6 +168,9 @@ class BlockGen:
         self.warp = b.alloca(I64, name="warp")
         self.ran = b.alloca(I1, name="ran")  # a warp ran a segment in this sweep over the block's warps
         self.writes = b.alloca(I64, name="writes")  # memory-writing warp instructions (the watchdog's progress)
+        # (loops over the block's warps, not unrolled: a compile's cost does not grow with the block's size)
+        self.acc32 = b.alloca(I32, name="acc32")  # the barrier release's flags
+        self.acc64 = b.alloca(I64, 2, name="acc64")  # the probe's first runnable warp and its pc
         b.store(L.Constant(I64, 0), self.writes)
         memset = self.intrinsic("llvm.memset.p0i8.i64", L.VoidType(), [i8p, I8, I64, I1])
         # (once per call: the watchdog's probe hashes the whole file, and LLVM takes unwritten bytes as undefined)
@@ -193,9 +196,12 @@ class BlockGen:
         b.call(memset, [self.shared, L.Constant(I8, 0), self.shared_size, L.Constant(I1, 0)])
         b.store(L.Constant(I64, 0), self.icount)
         entry_pc = self.segs[0].start
-        for w in range(self.nwarps):
-            vals = [entry_pc if w * 32 + i < self.threads else EXITED for i in range(32)]
-            b.store(L.Constant(V(I32), vals), self.pc_ptr(b, L.Constant(I64, w)), align=64)
+        full, rest = divmod(self.threads, WARP)
+        counted_loop(b, fn, full, lambda w: b.store(L.Constant(V(I32), entry_pc), self.pc_ptr(b, w), align=64),
+                     "init_pcs")
+        if rest:  # (the last warp's lanes past the block's threads: exited)
+            vals = [entry_pc if i < rest else EXITED for i in range(WARP)]
+            b.store(L.Constant(V(I32), vals), self.pc_ptr(b, L.Constant(I64, full)), align=64)
 
         sched = fn.append_basic_block("sched")
         warp_top = fn.append_basic_block("warp_top")
@@ -248,17 +254,20 @@ class BlockGen:
 
         # every warp waits or has exited: a barrier releases its lanes, or the block is done
         b.position_at_end(release)
-        any_wait = L.Constant(I32, 0)
         vt = V(I32)
         orr = self.intrinsic("llvm.vector.reduce.or.v32i32", I32, [vt])
-        for wi in range(self.nwarps):
-            vp = self.pc_ptr(b, L.Constant(I64, wi))
+        b.store(L.Constant(I32, 0), self.acc32)
+
+        def release_warp(wi: L.Value) -> None:
+            vp = self.pc_ptr(b, wi)
             v = b.load(vp, align=64)
             waiting = b.icmp_unsigned("<", v, L.Constant(vt, EXITED))
             flag = b.and_(v, L.Constant(vt, WAIT_BAR))
-            any_wait = b.or_(any_wait, b.call(orr, [flag]))
+            b.store(b.or_(b.load(self.acc32), b.call(orr, [flag])), self.acc32)
             cleared = b.and_(v, L.Constant(vt, ~WAIT_BAR & 0xFFFFFFFF))
             b.store(b.select(waiting, cleared, v), vp, align=64)
+        counted_loop(b, fn, self.nwarps, release_warp, "release")
+        any_wait = b.load(self.acc32)
         b.cbranch(b.icmp_unsigned("!=", any_wait, L.Constant(I32, 0)), sched, block_done)
 
         b.position_at_end(block_done)
@@ -320,12 +329,19 @@ class BlockGen:
             h = hv
         # the first warp with a runnable lane, and its lowest pc (what the message names)
         umin = self.intrinsic("llvm.vector.reduce.umin.v32i32", I32, [V(I32)])
-        warp_i, pc_i = L.Constant(I64, -1), L.Constant(I64, -1)
-        for wi in range(self.nwarps - 1, -1, -1):
-            low = b.call(umin, [b.load(self.pc_ptr(b, L.Constant(I64, wi)), align=64)])
-            run = b.icmp_unsigned("<", low, L.Constant(I32, WAIT_BAR))
-            warp_i = b.select(run, L.Constant(I64, wi), warp_i)
-            pc_i = b.select(run, b.zext(low, I64), pc_i)
+        warp_at, pc_at = self.acc64, b.gep(self.acc64, [L.Constant(I64, 1)])
+        none = L.Constant(I64, -1)
+        b.store(none, warp_at)
+        b.store(none, pc_at)
+
+        def scan(wi: L.Value) -> None:
+            low = b.call(umin, [b.load(self.pc_ptr(b, wi), align=64)])
+            warp_i = b.load(warp_at)
+            first = b.and_(b.icmp_unsigned("<", low, L.Constant(I32, WAIT_BAR)), b.icmp_signed("==", warp_i, none))
+            b.store(b.select(first, wi, warp_i), warp_at)
+            b.store(b.select(first, b.zext(low, I64), b.load(pc_at)), pc_at)
+        counted_loop(b, fn, self.nwarps, scan, "probe_scan")
+        warp_i, pc_i = b.load(warp_at), b.load(pc_at)
         for slot, v in ((PROBE_HASH, h), (PROBE_BLOCK, b.load(self.bid)), (PROBE_WRITES, b.load(self.writes)),
                         (PROBE_WARP, warp_i), (PROBE_PC, pc_i)):
             b.store(v, b.gep(self.probe, [L.Constant(I64, slot)]))
@@ -348,10 +364,10 @@ class BlockGen:
             b.call(memset, [self.regfile, L.Constant(I8, 0), L.Constant(I64, self.nwarps * self.warp_bytes),
                             L.Constant(I1, 0)])
             return
-        for w in range(self.nwarps):
+        def zero(w: L.Value) -> None:
             for slot in need:
-                b.store(L.Constant(V(self.slot_type[slot]), 0), self.slot_ptr(b, L.Constant(I64, w), slot),
-                        align=32)
+                b.store(L.Constant(V(self.slot_type[slot]), 0), self.slot_ptr(b, w, slot), align=32)
+        counted_loop(b, self.fn, self.nwarps, zero, "zero_regs")
 
     # ------------------------------------------------------------------ segments
     def _count(self, b: L.IRBuilder, mask: L.Value, n: int) -> None:
