@@ -69,17 +69,39 @@ def _shared_lanes(b: L.IRBuilder, a: L.Value, limit: L.Value, nbytes: L.Value) -
     return mis, b.icmp_unsigned(">=", a, _splat(b, limit))
 
 
-def shared_bad(gen: BlockGen, b: L.IRBuilder, a: L.Value, active: L.Value, limit: L.Value, nbytes: int
-               ) -> L.Value:
+def shared_bad(gen: BlockGen, b: L.IRBuilder, a: L.Value, active: L.Value, limit: L.Value, nbytes: int,
+               proven: L.Value | None = None) -> L.Value:
     """i32 lane bits: the active lanes whose access of `nbytes` at `a` (<32 x i64>) is misaligned or outside
-    shared memory (`limit`: see `_shared_lanes`)."""
-    f, new = _function(gen, "shared_bad", I32, [V(I64), V(I1), I64, I64], hot=True)
+    shared memory (`limit`: see `_shared_lanes`); none, unchecked, where `proven` (i1: an access group's check,
+    access.py) is set."""
+    f, new = _function(gen, "shared_bad", I32, [V(I64), V(I1), I64, I64, I1], hot=True)
     if new:
-        fa, fact, flim, fn = f.args
+        fa, fact, flim, fn, fproven = f.args
         fb = L.IRBuilder(f.append_basic_block("entry"))
+        good, check = f.append_basic_block("proven"), f.append_basic_block("check")
+        fb.cbranch(fproven, good, check)
+        fb.position_at_end(good)
+        fb.ret(L.Constant(I32, 0))
+        fb.position_at_end(check)
         mis, out = _shared_lanes(fb, fa, flim, fn)
         fb.ret(fb.bitcast(fb.and_(fact, fb.or_(mis, out)), I32))
-    return b.call(f, [a, active, limit, L.Constant(I64, nbytes)])
+    return b.call(f, [a, active, limit, L.Constant(I64, nbytes), L.Constant(I1, 0) if proven is None else proven])
+
+
+def group_ok(gen: BlockGen, b: L.IRBuilder, base: L.Value, mask: L.Value, align: int, end: int) -> L.Value:
+    """i1: every lane of `mask` has the bytes base..base + end (<32 x i64> `base`) in shared memory, `base`
+    aligned to `align`: an access group's one check (access.py)."""
+    f, new = _function(gen, "group_ok", I1, [V(I64), V(I1), I64, I64, I64], hot=True)
+    if new:
+        fa, fmask, fsize, falign, fend = f.args
+        fb = L.IRBuilder(f.append_basic_block("entry"))
+        size = _splat(fb, fsize)
+        aligned = fb.icmp_unsigned("==", fb.and_(fa, _splat(fb, fb.sub(falign, L.Constant(I64, 1)))),
+                                   L.Constant(V(I64), 0))
+        inside = fb.and_(fb.icmp_unsigned("<", fa, size), fb.icmp_unsigned("<=", fb.add(fa, _splat(fb, fend)), size))
+        bad = fb.and_(fmask, fb.not_(fb.and_(aligned, inside)))
+        fb.ret(fb.icmp_unsigned("==", fb.bitcast(bad, I32), L.Constant(I32, 0)))
+    return b.call(f, [base, mask, gen.shared_size, L.Constant(I64, align), L.Constant(I64, end)])
 
 
 def report_shared(gen: BlockGen, b: L.IRBuilder, codes: tuple[int, int, int], pc: int, w: L.Value, a: L.Value,
@@ -123,14 +145,33 @@ def _global_lanes(gen: BlockGen, b: L.IRBuilder, a: L.Value, active: L.Value, ar
     return misaligned, out, readonly
 
 
-def consecutive(b: L.IRBuilder, a: L.Value, nbytes: int) -> L.Value:
+def consecutive(gen: BlockGen, b: L.IRBuilder, a: L.Value, nbytes: int) -> L.Value:
     """i1: the addresses `a` (<32 x i64>) are consecutive `nbytes` apart (lane i's is lane 0's + i * nbytes)."""
-    first = b.extract_element(a, L.Constant(I32, 0))
-    expect = b.add(_splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
-    return _all(b, b.icmp_unsigned("==", a, expect))
+    f, new = _function(gen, f"consecutive{nbytes}", I1, [V(I64)], hot=True)
+    if new:
+        fb = L.IRBuilder(f.append_basic_block("entry"))
+        fa = f.args[0]
+        first = fb.extract_element(fa, L.Constant(I32, 0))
+        expect = fb.add(_splat(fb, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
+        fb.ret(_all(fb, fb.icmp_unsigned("==", fa, expect)))
+    return b.call(f, [a])
 
 
-def half_shapes(b: L.IRBuilder, host: L.Value, nbytes: int) -> tuple[L.Value, list[L.Value]]:
+def half_shapes(gen: BlockGen, b: L.IRBuilder, host: L.Value, nbytes: int) -> L.Value:
+    """i32: `_half_shapes` of the addresses `host` as bits (1: the shape holds, 2 and 4: the first and the
+    second half consecutive), which `load` takes."""
+    f, new = _function(gen, f"half_shapes{nbytes}", I32, [V(I64)], hot=True)
+    if new:
+        fb = L.IRBuilder(f.append_basic_block("entry"))
+        ok, contig = _half_shapes(fb, f.args[0], nbytes)
+        bits = fb.zext(ok, I32)
+        for i, c in enumerate(contig, 1):
+            bits = fb.or_(bits, fb.shl(fb.zext(c, I32), L.Constant(I32, i)))
+        fb.ret(bits)
+    return b.call(f, [host])
+
+
+def _half_shapes(b: L.IRBuilder, host: L.Value, nbytes: int) -> tuple[L.Value, list[L.Value]]:
     """(i1: each half-warp's addresses are consecutive `nbytes` apart or all the same, [i1 per half:
     consecutive]): a row of a block narrower than a warp, or one value per row."""
     firsts = b.shuffle_vector(host, host, L.Constant(V(I32), [0] * HALF + [HALF] * HALF))
@@ -243,7 +284,7 @@ def global_bad(gen: BlockGen, b: L.IRBuilder, a: L.Value, active: L.Value, nbyte
         fb.position_at_end(lanes_blk)
         fb.ret(_bad_bits(fb, fact, _global_lanes(gen, fb, fa, fact, fsize, fmap, L.Constant(I64, nbytes), fwr)))
     if cons is None:
-        cons = consecutive(b, a, nbytes) if nbytes in SPAN_BYTES else L.Constant(I1, 0)
+        cons = consecutive(gen, b, a, nbytes) if nbytes in SPAN_BYTES else L.Constant(I1, 0)
     return b.call(f, [a, active, cons, L.Constant(I1, int(wr)), gen.arena_size, gen.gmap])
 
 
@@ -306,12 +347,13 @@ def _masked(gen: BlockGen, what: str, t: L.IntType) -> L.Function:
 
 
 def load(gen: BlockGen, b: L.IRBuilder, host: L.Value, t: L.IntType, active: L.Value, cons: L.Value,
-         shape: tuple[L.Value, list[L.Value]] | None = None) -> L.Value:
+         shape: L.Value | None = None) -> L.Value:
     """<32 x t> from the host addresses `host` of the `active` lanes (the others: 0): one vector load where
     every lane is active on consecutive addresses (`cons`: the caller's test), two half-warp loads where each
-    half is consecutive or one value (`shape`: `half_shapes`, where the caller has it: an access group's),
+    half is consecutive or one value (`shape`: `half_shapes`'s bits, where the caller has them: an access
+    group's),
     else a masked gather."""
-    args = [V(I64), V(I1), I1] + ([I1] * 3 if shape is not None else [])
+    args = [V(I64), V(I1), I1] + ([I32] if shape is not None else [])
     f, new = _function(gen, f"load_v32i{t.width}" + ("_shaped" if shape is not None else ""), V(t), args, hot=True)
     if new:
         fh, fact, fcons = f.args[:3]
@@ -323,14 +365,21 @@ def load(gen: BlockGen, b: L.IRBuilder, host: L.Value, t: L.IntType, active: L.V
         fb.position_at_end(fast)
         fb.ret(fb.load(fb.inttoptr(fb.extract_element(fh, L.Constant(I32, 0)), V(t).as_pointer()), align=nbytes))
         fb.position_at_end(slow)
-        ok, contig = (f.args[3], list(f.args[4:])) if shape is not None else half_shapes(fb, fh, nbytes)
+        if shape is not None:
+            ok, contig = _bit(fb, f.args[3], 0), [_bit(fb, f.args[3], 1), _bit(fb, f.args[3], 2)]
+        else:
+            ok, contig = _half_shapes(fb, fh, nbytes)
         fb.cbranch(fb.and_(ok, every), halves, gath)
         fb.position_at_end(halves)
         fb.ret(_load_halves(gen, fb, fh, t, contig))
         fb.position_at_end(gath)
         fb.ret(fb.call(_masked(gen, "gather", t), [fb.inttoptr(fh, V(t.as_pointer())), L.Constant(I32, nbytes),
                                                      fact, L.Constant(V(t), None)]))
-    return b.call(f, [host, active, cons] + ([shape[0], *shape[1]] if shape is not None else []))
+    return b.call(f, [host, active, cons] + ([shape] if shape is not None else []))
+
+
+def _bit(b: L.IRBuilder, bits: L.Value, i: int) -> L.Value:
+    return b.trunc(b.lshr(bits, L.Constant(I32, i)), I1)
 
 
 def _load_halves(gen: BlockGen, b: L.IRBuilder, host: L.Value, t: L.IntType, contig: list[L.Value]) -> L.Value:

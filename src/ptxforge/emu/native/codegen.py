@@ -620,14 +620,10 @@ class BlockGen:
         ok, fault = fn.append_basic_block(f"pc{pc}_ok"), fn.append_basic_block(f"pc{pc}_fault")
         codes = (ST_MISALIGNED, ST_READONLY, ST_FAULT)
         shared = space == "shared"
-        if proven is not None:
-            assert shared
-            check = fn.append_basic_block(f"pc{pc}_check")
-            b.cbranch(proven, ok, check)
-            b.position_at_end(check)
+        assert proven is None or shared
         if shared:  # (in bounds: a + nbytes <= size, that is a below a limit, with no sum to wrap)
             limit = self._shared_limit(nbytes)
-            bad_bits = access_calls.shared_bad(self, b, a, active, limit, nbytes)
+            bad_bits = access_calls.shared_bad(self, b, a, active, limit, nbytes, proven)
         else:
             bad_bits = access_calls.global_bad(self, b, a, active, nbytes, wr, consecutive)
         b.cbranch(b.icmp_unsigned("!=", bad_bits, L.Constant(I32, 0)), fault, ok)

@@ -187,13 +187,8 @@ class WarpEnv:
         access (computed at the group's first access)."""
         ok = group.values.get("in_bounds")
         if ok is None:
-            b = self.b
-            size = splat(b, self.gen.shared_size)
-            aligned = b.icmp_unsigned("==", b.and_(base, L.Constant(V(I64), group.align - 1)), L.Constant(V(I64), 0))
-            inside = b.and_(b.icmp_unsigned("<", base, size),
-                            b.icmp_unsigned("<=", b.add(base, L.Constant(V(I64), group.end)), size))
-            bad = b.and_(self.mask, b.not_(b.and_(aligned, inside)))
-            ok = group.values["in_bounds"] = b.icmp_unsigned("==", b.bitcast(bad, I32), L.Constant(I32, 0))
+            ok = group.values["in_bounds"] = access_calls.group_ok(self.gen, self.b, base, self.mask, group.align,
+                                                                   group.end)
         return ok
 
     def _memo(self, key: Any, make: Any) -> Any:
@@ -207,11 +202,11 @@ class WarpEnv:
 
     def _consecutive(self, host: L.Value, nbytes: int) -> L.Value:
         """i1: the addresses are consecutive `nbytes` apart."""
-        return self._memo(("consecutive", nbytes), lambda: access_calls.consecutive(self.b, host, nbytes))
+        return self._memo(("consecutive", nbytes), lambda: access_calls.consecutive(self.gen, self.b, host, nbytes))
 
-    def _half_shapes(self, host: L.Value, nbytes: int) -> tuple[L.Value, list[L.Value]]:
+    def _half_shapes(self, host: L.Value, nbytes: int) -> L.Value:
         """`access_calls.half_shapes` of the addresses."""
-        return self._memo(("halves", nbytes), lambda: access_calls.half_shapes(self.b, host, nbytes))
+        return self._memo(("halves", nbytes), lambda: access_calls.half_shapes(self.gen, self.b, host, nbytes))
 
     def load_mem(self, host: L.Value, t: L.IntType, offset: int, contiguous: bool) -> L.Value:
         b = self.b
