@@ -5,10 +5,14 @@ and basic block of the block function; a shared-memory-heavy kernel (the bitonic
 most of it on the same few blocks per access. The access code here is written once per module and called:
 
 - `shared_bad` / `global_bad`: the lanes of an access that are misaligned, out of bounds or (a write) on
-  read-only memory (i32 lane bits); global memory's looks at a whole warp on consecutive bytes at once, else
-  lane by lane, in the validity map;
+  read-only memory (i32 lane bits). Global memory's looks at a whole warp on consecutive bytes at once, else
+  at each half-warp on its own consecutive bytes (up to 4 granules of the validity map as one 32-bit read),
+  else lane by lane; a shared access of a group whose check passed (`group_ok`, access.py) is not looked at;
+- `consecutive` / `half_shapes`: the addresses' shape, which the caller makes once per access or per access
+  group (access.py) and passes to the check and to
 - `load` / `store`: a warp's load or store of one element per lane: one vector access when the lanes are
-  all active on consecutive addresses, else a masked gather or scatter (the highest lane wins, as the
+  all active on consecutive addresses, two half-warp loads when each half is consecutive or one value, one
+  scalar store for one active lane, else a masked gather or scatter (the highest lane wins, as the
   interpreter's);
 - `report_shared` / `report_global` (through `report_access`): the cold path of a faulting access, which
   names the first bad lane and its fault in the status words the launcher reads (status: [code, pc, thread,
