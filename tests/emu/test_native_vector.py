@@ -3,6 +3,8 @@ faulting warp storing nothing, diverged paths under their masks. Hand-written PT
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from emu_corpus import corpus_module
@@ -490,6 +492,35 @@ SKIP:
 """
 
 
+# Shared-memory faults: thread t of one warp reads the word at byte 4 * t + `skew` of a 64-word array, at
+# [%r + off]; the first bad lane names the fault (out of bounds, misaligned) on both tiers alike.
+SHARED_FAULT = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry sfault(.param .u64 out, .param .u32 skew, .param .u32 off)
+{
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<4>;
+    .shared .align 4 .b32 sh[64];
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r8, [skew];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, sh;
+    shl.b32 %r3, %r1, 2;
+    add.u32 %r4, %r2, %r3;
+    add.u32 %r4, %r4, %r8;
+    st.shared.u32 [%r4+OFF], %r1;
+    ld.shared.u32 %r5, [%r4+OFF];
+    cvta.to.global.u64 %rd2, %rd1;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd2, %rd2, %rd3;
+    st.global.u32 [%rd2], %r5;
+    ret;
+}
+"""
+
+
 def test_a_parameter_loaded_on_one_path_is_zero_on_the_other():
     k = pf.parse(ONE_PATH, filename="one_path.ptx").kernel("one_path")
     got = {}
@@ -500,3 +531,70 @@ def test_a_parameter_loaded_on_one_path_is_zero_on_the_other():
     assert got["native"] == got["interp"]
     lanes = np.arange(32, dtype=np.uint32)
     assert got["native"][0] == np.where(lanes < 16, lanes, lanes + 1007).astype(np.uint32).tobytes()
+
+
+@pytest.mark.parametrize("skew, off, want", [
+    (0, 0, None), (0, 128, None), (0, 132, r"out-of-bounds shared access of 4 bytes .*thread \(31,0,0\)"),
+    (0, 4096, r"out-of-bounds shared access of 4 bytes .*thread \(0,0,0\)"),
+    (2, 0, r"misaligned shared access of 4 bytes .*thread \(0,0,0\)"),
+    (0, -4, r"out-of-bounds shared(::cluster)? access of 4 bytes .*thread \(0,0,0\)")])
+def test_shared_memory_faults_on_both_tiers(skew, off, want):
+    """In bounds up to the array's last word, out of bounds one word past it (the last lane), far past it, below
+    it (a negative offset wraps to a huge address), misaligned: the same result or fault on both tiers."""
+    k = pf.parse(SHARED_FAULT.replace("+OFF", f"+{off}"), filename="sfault.ptx").kernel("sfault")
+    outs, errs = {}, {}
+    for tier in ("interp", "native"):
+        out = np.zeros(32, np.uint32)
+        try:
+            r = k.launch(grid=(1,), block=(32,), args=[out, np.uint32(skew), np.uint32(0)],
+                         options=EmulatorOptions(tier=tier))
+            assert r.tier == tier, r.tier_note
+            outs[tier] = out.copy()
+        except MemoryFault as e:
+            errs[tier] = (str(e), e.address)
+    if want is None:
+        assert not errs and (outs["interp"] == outs["native"]).all() and (outs["native"] == np.arange(32)).all()
+    else:
+        assert not outs, outs  # (the messages' details differ: the interpreter adds the window or alignment)
+        for tier in ("interp", "native"):
+            assert re.search(f"st.shared.u32 .*: {want}", errs[tier][0]), errs[tier][0]
+
+
+# A write to read-only (.const) memory: lane `lane` stores to its word of a .const array (every lane with 32).
+READONLY_WRITE = """
+.version 7.0
+.target sm_80
+.address_size 64
+.const .align 4 .b32 cst[64];
+.visible .entry k(.param .u32 lane)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    .reg .pred %p<2>;
+    mov.u32 %r1, %tid.x;
+    ld.param.u32 %r2, [lane];
+    mov.u64 %rd1, cst;
+    cvta.const.u64 %rd1, %rd1;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd1, %rd1, %rd2;
+    setp.eq.u32 %p1, %r1, %r2;
+    setp.eq.or.u32 %p1, %r2, 32, %p1;
+    @%p1 st.global.u32 [%rd1], %r1;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("lane", [5, 31, 32])
+def test_a_write_to_read_only_memory_faults_on_both_tiers(lane):
+    """One lane's store, the last lane's, and a whole warp on consecutive words (the warp-wide check fails,
+    then the lane-by-lane one names thread 0): the same fault on both tiers."""
+    k = pf.parse(READONLY_WRITE, filename="ro.ptx").kernel("k")
+    errs = {}
+    for tier in ("interp", "native"):
+        with pytest.raises(MemoryFault) as e:
+            k.launch(grid=(1,), block=(32,), args=[np.uint32(lane)], options=EmulatorOptions(tier=tier))
+        errs[tier] = (str(e.value), e.value.address)
+    assert errs["interp"] == errs["native"], errs
+    assert "write to read-only memory global access of 4 bytes" in errs["native"][0]
+    assert f"(cst is read-only) by thread ({lane % 32},0,0)" in errs["native"][0]

@@ -6,7 +6,8 @@ registers) from global memory into registers in register order, runs wgmma.mma_a
 commit_group / wait_group and stores D. It runs on both tiers from the same inputs: element values of every
 kind (normal, subnormal, signed zeros) with NaN and infinities planted in A, B and C, descriptors in each
 swizzle mode (and DeepGEMM's K slices inside a 128-byte swizzled row), transposed operands, A in registers,
-scale-d off, negated operands, two warpgroups, and (slow) lanes that exited; the thread-instruction counts
+scale-d off, negated operands, two warpgroups, and (slow) lanes that exited; the integer forms (.s8/.u8 into
+.s32) with C near the int32 limits, so that sums wrap, or clamp with .satfinite; the thread-instruction counts
 agree too. The corpus kernels the interpreter's wgmma tests use (wgmma_variants, the DeepGEMM-shaped FP8
 GEMM) run on both tiers with -m slow (each an LLVM compile of 5-25 s).
 """
@@ -24,14 +25,16 @@ from ptxforge.runtime.launch_config import EmulatorOptions
 
 pytest.importorskip("llvmlite")
 
-ESIZE = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1}
-K_OF = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32}
+ESIZE = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "s8": 1, "u8": 1}
+K_OF = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
+INTEGER = ("s8", "u8")
 SWIZZLE_CODE = {0: 0, 128: 1, 64: 2, 32: 3}
 SPECIAL = {"f16": (0x7E00, 0xFC00), "bf16": (0x7FC0, 0x7F80), "tf32": (0x7FC00000, 0xFF800000),
            "e4m3": (0x7F, 0xFF), "e5m2": (0x7E, 0x7C)}  # (a NaN, an infinity; e4m3 has no infinity: NaNs)
 
 # name: n, dt, at, bt, A in registers, trans-a, trans-b, scale-a, scale-b, swizzle, extra ("slice": the
-# descriptors start 64 bytes into the 128-byte swizzled rows, as DeepGEMM's K slices; "no_c": scale-d off)
+# descriptors start 64 bytes into the 128-byte swizzled rows, as DeepGEMM's K slices; "no_c": scale-d off;
+# "sat": .satfinite)
 FORMS = {
     "e4m3_e5m2_f32": (16, "f32", "e4m3", "e5m2", False, 0, 0, 1, -1, 0, ""),
     "e4m3_f32_swz128_kslice": (16, "f32", "e4m3", "e4m3", False, 0, 0, 1, 1, 128, "slice"),
@@ -39,6 +42,13 @@ FORMS = {
     "f16_f16_regs_tb": (8, "f16", "f16", "f16", True, 0, 1, 1, -1, 0, ""),
     "bf16_f32_ta_swz128": (24, "f32", "bf16", "bf16", False, 1, 0, -1, 1, 128, ""),
     "tf32_f32_swz64_no_c": (8, "f32", "tf32", "tf32", False, 0, 0, 1, 1, 64, "no_c"),
+}
+# the integer forms (.s32 accumulators; C near INT32_MIN/MAX so that sums wrap, or clamp with .satfinite)
+INT_FORMS = {
+    "s8_u8_s32_swz128_sat": (24, "s32", "s8", "u8", False, 0, 0, 1, 1, 128, "sat"),
+    "u8_s8_s32_regs": (8, "s32", "u8", "s8", True, 0, 0, 1, 1, 0, ""),
+    "s8_s8_s32_regs_swz64_sat": (16, "s32", "s8", "s8", True, 0, 0, 1, 1, 64, "sat"),
+    "u8_u8_s32_swz32_no_c": (8, "s32", "u8", "u8", False, 0, 0, 1, 1, 32, "no_c"),
 }
 SLOW_FORMS = {
     "e4m3_f32_n256": (256, "f32", "e4m3", "e4m3", False, 0, 0, 1, 1, 32, ""),
@@ -50,7 +60,7 @@ SLOW_FORMS = {
 
 
 def _nd(n: int, dt: str) -> int:
-    return n // 2 if dt == "f32" else n // 4
+    return n // 4 if dt == "f16" else n // 2
 
 
 def _vector_access(op: str, reg: str, count: int, base: str, off: int) -> list[str]:
@@ -95,6 +105,9 @@ def kernel_ptx(forms: list[tuple], image: int, exit_lanes: bool) -> str:
         k = K_OF[at]
         dregs = ",".join(f"%f{i}d{j}" for j in range(nd))
         imms = f", {sa}, {sb}" + ("" if at not in ("f16", "bf16") else (f", {tb}" if a_regs else f", {ta}, {tb}"))
+        if at in INTEGER:
+            imms = ""
+        shape = f"m64n{n}k{k}" + (".satfinite" if "sat" in extra else "")
         lines += [f"ld.param.u64 %rd9, [pda{i}];", "add.u64 %rd20, %rd9, %rd8;",
                   f"ld.param.u64 %rd10, [pdb{i}];", "add.u64 %rd21, %rd10, %rd8;",
                   f"mul.wide.u32 %rd12, %r0, {4 * nd};", "add.u64 %rd13, %rd2, %rd12;", "add.u64 %rd14, %rd3, %rd12;",
@@ -105,7 +118,7 @@ def kernel_ptx(forms: list[tuple], image: int, exit_lanes: bool) -> str:
                       *_vector_access("ld", "%a", 4, "%rd16", a_off)]
         a_op = "{%a0,%a1,%a2,%a3}" if a_regs else "%rd20"
         lines += ["wgmma.fence.sync.aligned;",
-                  f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{dt}.{at}.{bt} {{{dregs}}}, {a_op}, %rd21, %p2{imms};",
+                  f"wgmma.mma_async.sync.aligned.{shape}.{dt}.{at}.{bt} {{{dregs}}}, {a_op}, %rd21, %p2{imms};",
                   "wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;",
                   *_vector_access("st", f"%f{i}d", nd, "%rd14", c_off)]
         c_off += 256 * 4 * nd
@@ -114,7 +127,12 @@ def kernel_ptx(forms: list[tuple], image: int, exit_lanes: bool) -> str:
 
 
 def _codes(rng, ty: str, count: int) -> np.ndarray:
-    """Element codes of type `ty`: normal values of several magnitudes, some subnormal, zeros of both signs."""
+    """Element codes of type `ty`: normal values of several magnitudes, some subnormal, zeros of both signs
+    (integers: every code, the extremes often)."""
+    if ty in INTEGER:
+        codes = rng.integers(0, 256, count)
+        codes = np.where(rng.random(count) < 0.3, np.array([0x7F, 0x80, 0xFF, 0])[rng.integers(0, 4, count)], codes)
+        return codes.astype(np.uint8)
     x = rng.standard_normal(count) * np.exp2(rng.integers(-3, 4, count))
     kind = rng.random(count)
     tiny = {"f16": 2.0 ** -20, "bf16": 2.0 ** -130, "tf32": 2.0 ** -130, "e4m3": 2.0 ** -8, "e5m2": 2.0 ** -15}[ty]
@@ -150,7 +168,8 @@ def _operand(rng, ty: str, swizzle: int, k_major: bool, mn: int, extra: str, pla
     size = -(-(int(addr.max()) + es) // 1024) * 1024
     codes = _codes(rng, ty, size // es)
     for r, c, which in plant:
-        codes[addr[r, c] // es] = SPECIAL[ty][which]
+        if ty not in INTEGER:
+            codes[addr[r, c] // es] = SPECIAL[ty][which]
     return codes.view(np.uint8), desc
 
 
@@ -163,7 +182,8 @@ def run_forms(forms: list[tuple], block: int, exit_lanes: bool = False, seed: in
         for which, ty, trans, mn in (("a", at, ta, 64), ("b", bt, tb, n)):
             if which == "a" and a_regs:
                 codes = _codes(rng, at, 256 * 16 // ESIZE[at])
-                codes[7] = SPECIAL[at][0]
+                if at not in INTEGER:
+                    codes[7] = SPECIAL[at][0]
                 a_words[i] = codes.view(np.uint32).reshape(256, 4)
                 continue
             plant = [(5, 3, 0), (40, 1, 1)] if which == "a" else [(1, 2, 1), (3, 0, 0)]
@@ -175,7 +195,11 @@ def run_forms(forms: list[tuple], block: int, exit_lanes: bool = False, seed: in
         if a_regs:
             descs.insert(2 * i, 0)
         nd = _nd(n, dt)
-        if dt == "f32":
+        if dt == "s32":  # (extremes: sums that wrap or clamp)
+            c = rng.integers(-(1 << 31), 1 << 31, (256, nd), dtype=np.int64).astype(np.int32)
+            c.flat[::3] = np.int32(2 ** 31 - 1 - rng.integers(0, 1 << 20, c.size)[::3])
+            c.flat[1::3] = np.int32(-(2 ** 31) + rng.integers(0, 1 << 20, c.size)[1::3])
+        elif dt == "f32":
             c = rng.standard_normal((256, nd)).astype(np.float32)
             c.flat[[3, 77, 5, 6, 9]] = [np.inf, np.nan, -0.0, 1e-40, 3e38]
         else:
@@ -218,6 +242,11 @@ DEFAULT = ("e4m3_f32_swz128_kslice", "f16_f16_regs_tb")
 def test_wgmma_forms_on_the_native_tier_match_the_interpreter():
     out, cs = run_forms([FORMS[n] for n in DEFAULT], 256)
     _check(list(DEFAULT), out, cs)
+
+
+def test_integer_wgmma_forms_on_the_native_tier_match_the_interpreter():
+    out, cs = run_forms(list(INT_FORMS.values()), 128, seed=3)
+    _check(list(INT_FORMS), out, cs)
 
 
 @pytest.mark.slow

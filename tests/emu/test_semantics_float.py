@@ -339,6 +339,16 @@ def test_mixed_precision_and_f64_rcp():
         _check("div", (one, x), rnd, "f64", floating.rcp(x, "f64", rnd=rnd))
 
 
+def test_f64_div_directed_of_a_huge_dividend():
+    """x near the largest double over a moderate y: the quotient's remainder check must not overflow (it
+    returned the round-to-nearest quotient in every mode)."""
+    x = np.array([0x7FEFFFFFFFFFFFFF, 0xFFEFFFFFFFFFFFFF, 0x7FE0000000000001], np.uint64)
+    y = np.array([0x47EFFFFFE0000000, 0x47EFFFFFE0000000, 0x4008000000000000], np.uint64)
+    for rnd in RNDS:
+        _check("div", (x, y), rnd, "f64", floating.div(x, y, "f64", rnd=rnd))
+    assert floating.div(x[:1], y[:1], "f64", rnd="rz")[0] == 0x77F000001000000F
+
+
 def test_f64_fma_special_operands():
     d = lambda *v: np.array(v, np.float64).view(np.uint64)  # noqa: E731
     big = 2.0 ** 600

@@ -28,6 +28,7 @@ from llvmlite import ir as L
 
 from ptxforge.emu import op as C
 from ptxforge.emu.memory import GLOBAL_BASE
+from ptxforge.emu.native import access_calls
 from ptxforge.emu.native.access import access_groups
 from ptxforge.emu.native.dataflow import (
     constant_registers,
@@ -38,10 +39,10 @@ from ptxforge.emu.native.dataflow import (
     shuffled,
     surely_written,
 )
-from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, read, write
+from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, counted_loop, read, write
 from ptxforge.emu.native.lower_warp import WARP_OPS, member_operand
 from ptxforge.emu.native.lowering import lower
-from ptxforge.emu.native.warp import IOTA, SPAN_BYTES, SegmentRegs, WarpEnv, splat, storage
+from ptxforge.emu.native.warp import IOTA, SegmentRegs, WarpEnv, splat, storage
 from ptxforge.emu.ops_warp import shfl_lanes
 from ptxforge.ptx import ir
 
@@ -62,8 +63,7 @@ CTX_LEN = 12
 PROBE_REQ, PROBE_HASH, PROBE_BLOCK, PROBE_WRITES, PROBE_WARP, PROBE_PC, PROBE_LEN = range(7)
 # status[0] codes (status: [code, pc, thread, block, address, nbytes, write])
 ST_OK, ST_FAULT, ST_MISALIGNED, ST_READONLY, ST_NOT_CONVERGED, ST_STOP, ST_NO_PROGRESS = 0, 1, 2, 3, 4, 5, 6
-GRANULE = 64  # bytes per entry of the global validity map (allocations start on 256-byte boundaries)
-GMAP_READONLY = 0x80  # flag in a map entry: the bytes belong to a read-only (.const) allocation
+GRANULE, GMAP_READONLY = access_calls.GRANULE, access_calls.GMAP_READONLY  # (the launcher's)
 
 BARRIER_OPCODES = ("bar", "barrier")
 
@@ -201,6 +201,7 @@ class BlockGen:
         self.counts = b.inttoptr(ctx(CTX_COUNTS), I64.as_pointer())
         self.grid = [b.trunc(ctx(CTX_GRID + i), I32) for i in range(3)]
         self.shared_size = ctx(CTX_SHARED_SIZE)
+        self.limits: dict[int, L.Value] = {}  # nbytes -> `_shared_limit`
         self.regfile = b.alloca(I8, self.nwarps * self.warp_bytes, name="regs")
         self.regfile.align = 64
         self.pcs = b.alloca(I32, self.nwarps * WARP, name="pcs")
@@ -212,6 +213,9 @@ class BlockGen:
         self.warp = b.alloca(I64, name="warp")
         self.ran = b.alloca(I1, name="ran")  # a warp ended its turn in this sweep with a lane that can run
         self.writes = b.alloca(I64, name="writes")  # memory-writing warp instructions (the watchdog's progress)
+        # (loops over the block's warps, not unrolled: a compile's cost does not grow with the block's size)
+        self.acc32 = b.alloca(I32, name="acc32")  # the barrier release's flags
+        self.acc64 = b.alloca(I64, 2, name="acc64")  # the probe's first runnable warp and its pc
         b.store(L.Constant(I64, 0), self.writes)
         memset = self.intrinsic("llvm.memset.p0i8.i64", L.VoidType(), [i8p, I8, I64, I1])
         # (once per call: the watchdog's probe hashes the whole file, and LLVM takes unwritten bytes as undefined)
@@ -237,9 +241,12 @@ class BlockGen:
         b.call(memset, [self.shared, L.Constant(I8, 0), self.shared_size, L.Constant(I1, 0)])
         b.store(L.Constant(I64, 0), self.icount)
         entry_pc = self.segs[0].start
-        for w in range(self.nwarps):
-            vals = [entry_pc if w * 32 + i < self.threads else EXITED for i in range(32)]
-            b.store(L.Constant(V(I32), vals), self.pc_ptr(b, L.Constant(I64, w)), align=64)
+        full, rest = divmod(self.threads, WARP)
+        counted_loop(b, fn, full, lambda w: b.store(L.Constant(V(I32), entry_pc), self.pc_ptr(b, w), align=64),
+                     "init_pcs")
+        if rest:  # (the last warp's lanes past the block's threads: exited)
+            vals = [entry_pc if i < rest else EXITED for i in range(WARP)]
+            b.store(L.Constant(V(I32), vals), self.pc_ptr(b, L.Constant(I64, full)), align=64)
 
         sched = fn.append_basic_block("sched")
         warp_top = fn.append_basic_block("warp_top")
@@ -320,17 +327,20 @@ class BlockGen:
 
         # every warp waits or has exited: a barrier releases its lanes, or the block is done
         b.position_at_end(release)
-        any_wait = L.Constant(I32, 0)
         vt = V(I32)
         orr = self.intrinsic("llvm.vector.reduce.or.v32i32", I32, [vt])
-        for wi in range(self.nwarps):
-            vp = self.pc_ptr(b, L.Constant(I64, wi))
+        b.store(L.Constant(I32, 0), self.acc32)
+
+        def release_warp(wi: L.Value) -> None:
+            vp = self.pc_ptr(b, wi)
             v = b.load(vp, align=64)
             waiting = b.icmp_unsigned("<", v, L.Constant(vt, EXITED))
             flag = b.and_(v, L.Constant(vt, WAIT_BAR))
-            any_wait = b.or_(any_wait, b.call(orr, [flag]))
+            b.store(b.or_(b.load(self.acc32), b.call(orr, [flag])), self.acc32)
             cleared = b.and_(v, L.Constant(vt, ~WAIT_BAR & 0xFFFFFFFF))
             b.store(b.select(waiting, cleared, v), vp, align=64)
+        counted_loop(b, fn, self.nwarps, release_warp, "release")
+        any_wait = b.load(self.acc32)
         b.cbranch(b.icmp_unsigned("!=", any_wait, L.Constant(I32, 0)), sched, block_done)
 
         b.position_at_end(block_done)
@@ -392,12 +402,19 @@ class BlockGen:
             h = hv
         # the first warp with a runnable lane, and its lowest pc (what the message names)
         umin = self.intrinsic("llvm.vector.reduce.umin.v32i32", I32, [V(I32)])
-        warp_i, pc_i = L.Constant(I64, -1), L.Constant(I64, -1)
-        for wi in range(self.nwarps - 1, -1, -1):
-            low = b.call(umin, [b.load(self.pc_ptr(b, L.Constant(I64, wi)), align=64)])
-            run = b.icmp_unsigned("<", low, L.Constant(I32, WAIT_BAR))
-            warp_i = b.select(run, L.Constant(I64, wi), warp_i)
-            pc_i = b.select(run, b.zext(low, I64), pc_i)
+        warp_at, pc_at = self.acc64, b.gep(self.acc64, [L.Constant(I64, 1)])
+        none = L.Constant(I64, -1)
+        b.store(none, warp_at)
+        b.store(none, pc_at)
+
+        def scan(wi: L.Value) -> None:
+            low = b.call(umin, [b.load(self.pc_ptr(b, wi), align=64)])
+            warp_i = b.load(warp_at)
+            first = b.and_(b.icmp_unsigned("<", low, L.Constant(I32, WAIT_BAR)), b.icmp_signed("==", warp_i, none))
+            b.store(b.select(first, wi, warp_i), warp_at)
+            b.store(b.select(first, b.zext(low, I64), b.load(pc_at)), pc_at)
+        counted_loop(b, fn, self.nwarps, scan, "probe_scan")
+        warp_i, pc_i = b.load(warp_at), b.load(pc_at)
         for slot, v in ((PROBE_HASH, h), (PROBE_BLOCK, b.load(self.bid)), (PROBE_WRITES, b.load(self.writes)),
                         (PROBE_WARP, warp_i), (PROBE_PC, pc_i)):
             b.store(v, b.gep(self.probe, [L.Constant(I64, slot)]))
@@ -420,10 +437,10 @@ class BlockGen:
             b.call(memset, [self.regfile, L.Constant(I8, 0), L.Constant(I64, self.nwarps * self.warp_bytes),
                             L.Constant(I1, 0)])
             return
-        for w in range(self.nwarps):
+        def zero(w: L.Value) -> None:
             for slot in need:
-                b.store(L.Constant(V(self.slot_type[slot]), 0), self.slot_ptr(b, L.Constant(I64, w), slot),
-                        align=32)
+                b.store(L.Constant(V(self.slot_type[slot]), 0), self.slot_ptr(b, w, slot), align=32)
+        counted_loop(b, self.fn, self.nwarps, zero, "zero_regs")
 
     # ------------------------------------------------------------------ segments
     def _count(self, b: L.IRBuilder, mask: L.Value, n: int) -> None:
@@ -480,10 +497,10 @@ class BlockGen:
 
     def _flush(self, b: L.IRBuilder, w: L.Value, regs: SegmentRegs, mask: L.Value, keep: int) -> None:
         """Store the written registers whose bit is set in `keep`, for the lanes of `mask`."""
-        full = self.all_of(b, mask)
         slots = sorted(s for s in regs.dirty if keep >> s & 1)
         if not slots:
             return
+        full = self.all_of(b, mask)
         fn = self.fn
         whole, part, done = (fn.append_basic_block(f"flush_{x}") for x in ("all", "some", "done"))
         b.cbranch(full, whole, part)
@@ -616,141 +633,45 @@ class BlockGen:
         """Host addresses of the PTX addresses `a` (<32 x i64>); an active lane's bad one (misaligned, out of
         bounds, a write to read-only memory) stops the launch, naming the first such lane. `proven` (i1, shared
         memory only): where set, every active lane's access is known good and nothing is checked.
-        `consecutive` (i1): whether `a` is consecutive `nbytes` apart, where the caller has it already."""
+        `consecutive` (i1, global memory): whether `a` is consecutive `nbytes` apart, where the caller has it
+        already. The checks and the fault report are functions of the module (access_calls.py)."""
         fn = self.fn
-        vt = V(I64)
-        zero = L.Constant(vt, 0)
-        ok = fn.append_basic_block(f"pc{pc}_ok")
-        if proven is not None:
-            assert space == "shared"
-            host = b.add(a, splat(b, self.shared_base))
-            check = fn.append_basic_block(f"pc{pc}_check")
-            b.cbranch(proven, ok, check)
-            b.position_at_end(check)
-        if space != "shared" and nbytes in SPAN_BYTES:  # a whole warp on consecutive valid bytes: no per-lane look
-            off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
-            lanes = fn.append_basic_block(f"pc{pc}_lanes")
-            if self.rows_in_warp:  # (then each half-warp on a row of its own: checked per half)
-                halves = fn.append_basic_block(f"pc{pc}_halves")
-                b.cbranch(self._span_valid(b, off, nbytes, wr, active, consecutive), ok, halves)
-                b.position_at_end(halves)
-                b.cbranch(self._halves_valid(b, off, nbytes, wr, active), ok, lanes)
-            else:
-                b.cbranch(self._span_valid(b, off, nbytes, wr, active, consecutive), ok, lanes)
-            b.position_at_end(lanes)
-        misaligned = b.icmp_unsigned("!=", b.and_(a, L.Constant(vt, nbytes - 1)), zero)
-        readonly = None
-        if space == "shared":
-            inb = b.and_(b.icmp_unsigned("<=", b.add(a, L.Constant(vt, nbytes)), splat(b, self.shared_size)),
-                         b.icmp_unsigned("<", a, splat(b, self.shared_size)))
-            if proven is None:
-                host = b.add(a, splat(b, self.shared_base))
+        ok, fault = fn.append_basic_block(f"pc{pc}_ok"), fn.append_basic_block(f"pc{pc}_fault")
+        codes = (ST_MISALIGNED, ST_READONLY, ST_FAULT)
+        shared = space == "shared"
+        assert proven is None or shared
+        if shared:  # (in bounds: a + nbytes <= size, that is a below a limit, with no sum to wrap)
+            limit = self._shared_limit(nbytes)
+            bad_bits = access_calls.shared_bad(self, b, a, active, limit, nbytes, proven)
         else:
-            off = b.sub(a, L.Constant(vt, GLOBAL_BASE))
-            inarena = b.icmp_unsigned("<", off, splat(b, self.arena_size))
-            # (an i32 gather of the map's bytes, the map padded for it: x86 has no byte gather, and LLVM would
-            # turn an i8 one into 32 branches)
-            gptrs = b.inttoptr(b.add(splat(b, b.ptrtoint(self.gmap, I64)), b.lshr(off, L.Constant(vt, 6))),
-                               V(I32.as_pointer()))
-            gather = self.intrinsic("llvm.masked.gather.v32i32.v32p0", V(I32),
-                                    [V(I32.as_pointer()), I32, V(I1), V(I32)])
-            g = b.call(gather, [gptrs, L.Constant(I32, 1), b.and_(active, inarena), L.Constant(V(I32), 0)])
-            g = b.zext(b.trunc(g, V(I8)), vt)
-            valid = b.and_(g, L.Constant(vt, GMAP_READONLY - 1))
-            within = b.add(b.and_(off, L.Constant(vt, GRANULE - 1)), L.Constant(vt, nbytes))
-            inb = b.and_(inarena, b.icmp_unsigned("<=", within, valid))
-            if wr:
-                readonly = b.icmp_unsigned("!=", b.and_(g, L.Constant(vt, GMAP_READONLY)), zero)
-            host = b.add(off, splat(b, self.arena_base))
-        bad = b.or_(misaligned, b.not_(inb))
-        if readonly is not None:
-            bad = b.or_(bad, readonly)
-        bad_bits = b.bitcast(b.and_(active, bad), I32)
-        fault = fn.append_basic_block(f"pc{pc}_fault")
-        b.cbranch(b.icmp_unsigned("!=", bad_bits, L.Constant(I32, 0)), fault, ok)
+            bad_bits = access_calls.global_bad(self, b, a, active, nbytes, wr, consecutive)
+        # (a fault ends the launch: weighted so, LLVM lays the good path out straight; without the weights the
+        # 1M-thread vector add's optimized code was 5% slower than with the checks written inline)
+        br = b.cbranch(b.icmp_unsigned("!=", bad_bits, L.Constant(I32, 0)), fault, ok)
+        br.set_weights([1, 1 << 20])
         b.position_at_end(fault)
-        cttz = self.intrinsic("llvm.cttz.i32", I32, [I32, I1])
-        li = b.call(cttz, [bad_bits, L.Constant(I1, 1)])
-        code = b.select(b.extract_element(misaligned, li), L.Constant(I64, ST_MISALIGNED),
-                        b.select(b.extract_element(inb, li),
-                                 L.Constant(I64, ST_READONLY), L.Constant(I64, ST_FAULT)))
-        lane = b.add(b.mul(w, L.Constant(I64, WARP)), b.zext(li, I64))
-        self._set_status(b, code, pc, lane, b.extract_element(a, li), nbytes, wr)
+        if shared:
+            access_calls.report_shared(self, b, codes, pc, w, a, active, limit, nbytes, wr)
+        else:
+            access_calls.report_global(self, b, codes, pc, w, a, active, nbytes, wr)
         b.branch(self.ret_block)
         b.position_at_end(ok)
-        if space == "shared":
-            return host
-        return b.add(b.sub(a, L.Constant(vt, GLOBAL_BASE)), splat(b, self.arena_base))
+        # (the bases as warp vectors at each access, not once in the entry: LLVM places them)
+        if shared:
+            return b.add(a, splat(b, self.shared_base))
+        return b.add(b.sub(a, L.Constant(V(I64), GLOBAL_BASE)), splat(b, self.arena_base))
 
-    def _span_valid(self, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool, active: L.Value,
-                    consecutive: L.Value | None = None) -> L.Value:
-        """i1: every lane is active, lane i's arena offset is lane 0's + i * nbytes, lane 0's is aligned, and
-        the warp's bytes lie in the arena with every 64-byte granule they touch valid up to where they end
-        (writable for a write). Then every lane passes the per-lane check, which runs only where this fails
-        (and names the faulting lane as before)."""
-        first = b.extract_element(off, L.Constant(I32, 0))
-        if consecutive is None:
-            expect = b.add(splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
-            consecutive = self.all_of(b, b.icmp_unsigned("==", off, expect))
-        good = b.and_(self.all_of(b, active), consecutive)
-        return b.and_(good, self._bytes_valid(b, first, nbytes, WARP * nbytes, wr))
-
-    def _halves_valid(self, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool, active: L.Value) -> L.Value:
-        """`_span_valid` for each half-warp on its own (two rows of a block narrower than a warp)."""
-        half = WARP // 2
-        firsts = b.shuffle_vector(off, off, L.Constant(V(I32), [0] * half + [half] * half))
-        step = L.Constant(V(I64), [i % half * nbytes for i in range(WARP)])
-        good = b.and_(self.all_of(b, active), self.all_of(b, b.icmp_unsigned("==", b.sub(off, firsts), step)))
-        for h in (0, half):
-            first = b.extract_element(off, L.Constant(I32, h))
-            good = b.and_(good, self._bytes_valid(b, first, nbytes, half * nbytes, wr))
-        return good
-
-    def _bytes_valid(self, b: L.IRBuilder, first: L.Value, nbytes: int, span: int, wr: bool) -> L.Value:
-        """i1: arena offset `first` is `nbytes`-aligned and the `span` bytes from it lie in the arena with every
-        64-byte granule they touch valid up to where they end (writable for a write). Granules are read from
-        the validity map one by one."""
-        good = b.icmp_unsigned("==", b.and_(first, L.Constant(I64, nbytes - 1)), L.Constant(I64, 0))
-        end = b.add(first, L.Constant(I64, span))
-        size = self.arena_size
-        inarena = b.and_(b.icmp_unsigned("<", first, size), b.icmp_unsigned("<=", end, size))
-        good = b.and_(good, inarena)
-        g_first = b.select(inarena, b.lshr(first, L.Constant(I64, 6)), L.Constant(I64, 0))
-        last = b.sub(end, L.Constant(I64, 1))
-        g_last = b.select(inarena, b.lshr(last, L.Constant(I64, 6)), L.Constant(I64, 0))
-        need = b.add(b.and_(last, L.Constant(I64, GRANULE - 1)), L.Constant(I64, 1))  # bytes valid in the last
-        mask = 0xFF if wr else GMAP_READONLY - 1  # (a write needs the read-only flag clear)
-        if span <= 3 * GRANULE + 1:  # at most 4 granules: one 32-bit read of the map (padded for it)
-            return b.and_(good, self._granules_valid(b, g_first, g_last, need, mask, wr))
-        for j in range((span + GRANULE - 2) // GRANULE + 1):  # (the most granules `span` bytes can touch)
-            g = b.add(g_first, L.Constant(I64, j))
-            g = b.select(b.icmp_unsigned("<", g, g_last), g, g_last)  # (past the last: the last again)
-            entry = b.zext(b.load(b.gep(self.gmap, [g])), I64)
-            full = b.icmp_unsigned("==", b.and_(entry, L.Constant(I64, mask)), L.Constant(I64, GRANULE))
-            ends = b.icmp_unsigned("<=", need, b.and_(entry, L.Constant(I64, GMAP_READONLY - 1)))
-            if wr:
-                ends = b.and_(ends, b.icmp_unsigned("==", b.and_(entry, L.Constant(I64, GMAP_READONLY)),
-                                                    L.Constant(I64, 0)))
-            good = b.and_(good, b.select(b.icmp_unsigned("<", g, g_last), full, ends))
-        return good
-
-    def _granules_valid(self, b: L.IRBuilder, g_first: L.Value, g_last: L.Value, need: L.Value, mask: int,
-                        wr: bool) -> L.Value:
-        """i1: map entries g_first..g_last - 1 (at most 3) say full (`mask` of each: 64) and g_last's say at
-        least `need` valid bytes (writable for a write), read as the bytes of one 32-bit word."""
-        i32 = I32
-        word = b.load(b.bitcast(b.gep(self.gmap, [g_first]), i32.as_pointer()), align=1)
-        n = b.trunc(b.mul(b.sub(g_last, g_first), L.Constant(I64, 8)), i32)  # bits of the full ones
-        below = b.sub(b.shl(L.Constant(i32, 1), n), L.Constant(i32, 1))
-        pattern = L.Constant(i32, GRANULE * 0x01010101)
-        full = b.icmp_unsigned("==", b.and_(b.and_(b.xor(word, pattern), L.Constant(i32, mask * 0x01010101)),
-                                            below), L.Constant(i32, 0))
-        entry = b.zext(b.and_(b.lshr(word, n), L.Constant(i32, 0xFF)), I64)
-        ends = b.icmp_unsigned("<=", need, b.and_(entry, L.Constant(I64, GMAP_READONLY - 1)))
-        if wr:
-            ends = b.and_(ends, b.icmp_unsigned("==", b.and_(entry, L.Constant(I64, GMAP_READONLY)),
-                                                L.Constant(I64, 0)))
-        return b.and_(full, ends)
+    def _shared_limit(self, nbytes: int) -> L.Value:
+        """shared_size - nbytes + 1 (0 when shared memory is smaller than nbytes): an access of nbytes at a lies
+        in shared memory exactly when a is below it. Made once per size, in the entry block."""
+        v = self.limits.get(nbytes)
+        if v is None:
+            b = L.IRBuilder()
+            b.position_before(self.fn.entry_basic_block.terminator)
+            size, n = self.shared_size, L.Constant(I64, nbytes)
+            v = self.limits[nbytes] = b.select(b.icmp_unsigned(">=", size, n),
+                                               b.add(b.sub(size, n), L.Constant(I64, 1)), L.Constant(I64, 0))
+        return v
 
     # ------------------------------------------------------------------ special registers
     def sreg(self, b: L.IRBuilder, name: str, w: L.Value) -> L.Value:

@@ -137,11 +137,12 @@ def _arith(ins: ir.Instruction, env: WarpEnv) -> None:
     mods = [m[1:] for m in ins.modifiers]
     if any(m not in ("lo", "wide", "hi") for m in mods):
         raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
-    if "hi" in mods:
+    if "hi" in mods or (ty in PACKED16 and (op not in ("add", "sub") or mods)):
         raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
     if op in ("add", "sub"):
         x, y = read(env, ops[1], ty), read(env, ops[2], ty)
-        write(env, ops[0], b.add(x, y) if op == "add" else b.sub(x, y))
+        fn = b.add if op == "add" else b.sub
+        write(env, ops[0], _per_half(b, fn, x, y) if ty in PACKED16 else fn(x, y))
         return
     wide = "wide" in mods
     x, y = read(env, ops[1], ty), read(env, ops[2], ty)
@@ -194,8 +195,23 @@ def _minmax(ins: ir.Instruction, env: WarpEnv) -> None:
     ops = ins.operands
     x, y = read(env, ops[1], ty), read(env, ops[2], ty)
     cmp = b.icmp_signed if signed(ty) else b.icmp_unsigned
-    c = cmp("<" if ins.opcode == "min" else ">", x, y)
-    write(env, ops[0], b.select(c, x, y))
+    how = "<" if ins.opcode == "min" else ">"
+    if ty in PACKED16:
+        write(env, ops[0], _per_half(b, lambda u, v: b.select(cmp(how, u, v), u, v), x, y))
+        return
+    write(env, ops[0], b.select(cmp(how, x, y), x, y))
+
+
+PACKED16 = (".u16x2", ".s16x2")  # two 16-bit integers in a 32-bit register: each half on its own
+
+
+def _per_half(b: L.IRBuilder, fn: Any, x: L.Value, y: L.Value) -> L.Value:
+    """`fn` of the low halves and of the high halves of <32 x i32> `x` and `y` (integer.py's _packed16)."""
+    h = V(I16)
+    sixteen = L.Constant(V(I32), 16)
+    lo = fn(b.trunc(x, h), b.trunc(y, h))
+    hi = fn(b.trunc(b.lshr(x, sixteen), h), b.trunc(b.lshr(y, sixteen), h))
+    return b.or_(b.zext(lo, V(I32)), b.shl(b.zext(hi, V(I32)), sixteen))
 
 
 def _setp(ins: ir.Instruction, env: WarpEnv) -> None:

@@ -1,6 +1,6 @@
 """Floating-point instructions on .f32/.f64 as LLVM vector code, bit for bit as the interpreter's semantics
 (`ptxforge.emu.semantics.floating`, `float_misc`, `approx`): add/sub/mul/fma in every rounding mode with
-.ftz and .sat (.f64: add/sub in every mode, the others in .rn), div/rcp/sqrt, rsqrt.approx, min/max with
+.ftz and .sat (.f64: add/sub/mul/fma in every mode), div/rcp/sqrt, rsqrt.approx, min/max with
 their modifiers, abs/neg, copysign, testp and setp's comparisons. Directed roundings come from exact float64
 steps (lower_round.py). .f64 NaN results take the first NaN input's payload, quieted, else the canonical NaN
 (`sub` is `a + (-b)`, so a NaN `b` comes back with its sign flipped); .f32 NaN results are canonical.
@@ -118,11 +118,8 @@ def arith(ins: ir.Instruction, env: WarpEnv) -> None:
 
 
 def arith64(ins: ir.Instruction, env: WarpEnv) -> None:
-    """add/sub/mul/fma .f64 in round-to-nearest, and add/sub in every rounding mode (floating._add64)."""
+    """add/sub/mul/fma .f64 in every rounding mode (floating._add64, _mul64, _fma64)."""
     rnd, ftz, sat = float_mods(ins, ())
-    if rnd != "rn" and ins.opcode not in ("add", "sub", "mul"):
-        raise NotNative(f"{ins.mnemonic} is not in the native tier yet (directed .f64 fma rounds exactly only "
-                        "with rational arithmetic)")
     b = env.b
     ops = ins.operands
     xs = [read(env, o, ".f64") for o in ops[1:]]
@@ -138,6 +135,8 @@ def arith64(ins: ir.Instruction, env: WarpEnv) -> None:
         r = b.fmul(fs[0], fs[1]) if rnd == "rn" else _mul64_directed(env, fs[0], fs[1], rnd)
     elif ins.opcode in ("fma", "mad"):
         r = b.call(_intr(env, "llvm.fma", F64, 3), fs)
+        if rnd != "rn":
+            r = _fma64_directed(env, fs, r, rnd)
     else:
         raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
     write(env, ops[0], _nan64(b, r, xs))
@@ -206,6 +205,82 @@ def _mul64_directed(env: WarpEnv, x: L.Value, y: L.Value, rnd: str) -> L.Value:
     above = b.and_(fin, b.select(small, above_s, above))
     below = b.and_(fin, b.select(small, below_s, below))
     return b.bitcast(R.fix_directed(b, b.bitcast(t, V(I64)), above, below, rnd), vt)
+
+
+def _fma64_directed(env: WarpEnv, fs: list[L.Value], r: L.Value, rnd: str) -> L.Value:
+    """x * y + z (float64) rounded in `rnd`, from its correctly rounded RN(x*y + z) `r` (llvm.fma): r stepped
+    by the sign of the exact residual x*y + z - r (the interpreter's exact rational rounding, computed exactly).
+    The residual's sign does not change when every term is scaled by one power of two: the largest of x*y and z
+    is brought near 1 (x and y by their own exponents, so that x*y stays an exact two-product), a term below
+    2**-600 of it becomes +-2**-600 (every other term is a multiple of 2**-110 or zero there, so the smaller
+    term only says which side), and the sign of x'*y' + z' - r' is that of an exact expansion
+    (`lower_round.sign_of_sum`). A zero product or a non-finite input: the IEEE result is exact (.rm: an exact
+    zero sum is -0 where floating._fma64 says so); an overflow to infinity lies beyond the exact value."""
+    b = env.b
+    x, y, z = fs
+    vt = V(F64)
+    zero = L.Constant(vt, 0.0)
+    fma = _intr(env, "llvm.fma", F64, 3)
+    (mx, ex), (my, ey), (mz, ez), (mr, er) = (R.split64(b, v) for v in (x, y, z, r))
+    z_zero, r_zero = b.fcmp_ordered("==", z, zero), b.fcmp_ordered("==", r, zero)
+    ep = b.add(ex, ey)
+    top = b.select(b.or_(z_zero, b.icmp_signed(">", ep, ez)), ep, ez)
+    floor = R.c(I64, -600)
+
+    def scaled(m: L.Value, k: L.Value) -> L.Value:  # m * 2**max(k - top, -600)
+        k = b.sub(k, top)
+        return b.fmul(m, R.pow2(b, b.select(b.icmp_signed("<", k, floor), floor, k)))
+    xs = scaled(mx, ep)
+    zs = b.select(z_zero, zero, scaled(mz, ez))
+    rs = b.select(r_zero, zero, scaled(mr, er))
+    p = b.fmul(xs, my)
+    pe = b.call(fma, [xs, my, b.fneg(p)])
+    side = R.sign_of_sum(b, [p, pe, zs, b.fneg(rs)])
+    fin = b.and_(b.and_(_finite(b, x), _finite(b, y)), _finite(b, z))
+    prod = b.and_(b.fcmp_ordered("!=", x, zero), b.fcmp_ordered("!=", y, zero))
+    live = b.and_(fin, prod)
+    r_inf = b.not_(_finite(b, r))
+    r_neg = b.fcmp_ordered("<", r, zero)
+    above = b.and_(live, b.select(r_inf, r_neg, b.fcmp_ordered(">", side, zero)))
+    below = b.and_(live, b.select(r_inf, b.not_(r_neg), b.fcmp_ordered("<", side, zero)))
+    out = b.bitcast(R.fix_directed(b, b.bitcast(r, V(I64)), above, below, rnd), vt)
+    if rnd == "rm":  # an exact zero: -0 for a nonzero product, else when the product's or z's sign is set
+        exact0 = b.and_(fin, b.and_(r_zero, b.not_(b.or_(above, below))))
+        neg = b.or_(prod, b.or_(_signbit(b, b.fmul(x, y)), _signbit(b, z)))
+        out = b.select(b.and_(exact0, neg), L.Constant(vt, -0.0), out)
+    return out
+
+
+def _signbit(b: L.IRBuilder, x: L.Value) -> L.Value:
+    return b.icmp_signed("<", b.bitcast(x, V(I64)), L.Constant(V(I64), 0))
+
+
+def _div64_directed(env: WarpEnv, x: L.Value, y: L.Value, r: L.Value, rnd: str) -> L.Value:
+    """x / y (float64) rounded in `rnd`, from its correctly rounded RN(x / y) `r` (fdiv): r stepped by the
+    sign of x/y - r, which is that of x - r*y times y's. Scaled by powers of two (y and r to [1, 2), x by
+    2**(ex - ey - er), near 1 since r is near x/y), the remainder x' - r'*y' is an fma whose rounding keeps
+    its sign (every term a multiple of 2**-160: no underflow). A zero or non-finite operand: the IEEE
+    quotient is exact; a zero r of a nonzero quotient: the quotient's sign; an overflow to infinity lies
+    beyond the exact quotient."""
+    b = env.b
+    vt = V(F64)
+    zero = L.Constant(vt, 0.0)
+    (mx, ex), (my, ey), (mr, er) = (R.split64(b, v) for v in (x, y, r))
+    xs = b.fmul(mx, R.pow2(b, b.sub(ex, b.add(ey, er))))
+    rem = b.call(_intr(env, "llvm.fma", F64, 3), [b.fneg(mr), my, xs])
+    up = b.xor(b.fcmp_ordered(">", rem, zero), _signbit(b, y))
+    down = b.xor(b.fcmp_ordered("<", rem, zero), _signbit(b, y))
+    exact = b.fcmp_ordered("==", rem, zero)
+    up, down = b.and_(up, b.not_(exact)), b.and_(down, b.not_(exact))
+    live = b.and_(b.and_(_finite(b, x), _finite(b, y)),
+                  b.and_(b.fcmp_ordered("!=", x, zero), b.fcmp_ordered("!=", y, zero)))
+    r_inf = b.not_(_finite(b, r))
+    r_zero = b.fcmp_ordered("==", r, zero)
+    q_neg = b.xor(_signbit(b, x), _signbit(b, y))
+    r_neg = b.fcmp_ordered("<", r, zero)
+    up = b.select(r_inf, r_neg, b.select(r_zero, b.not_(q_neg), up))
+    down = b.select(r_inf, b.not_(r_neg), b.select(r_zero, q_neg, down))
+    return b.bitcast(R.fix_directed(b, b.bitcast(r, V(I64)), b.and_(live, up), b.and_(live, down), rnd), vt)
 
 
 def minmax(ins: ir.Instruction, env: WarpEnv) -> None:
@@ -341,8 +416,8 @@ def setp_float(env: WarpEnv, cmpop: str, x: L.Value, y: L.Value, ty: str) -> L.V
 def div_rcp_sqrt(ins: ir.Instruction, env: WarpEnv) -> None:
     """div/rcp/sqrt as floating.div/rcp/sqrt. .f32: every rounding mode and .ftz; `.full` division and the
     `.approx` square root and reciprocal are the correctly rounded result (as the interpreter computes them);
-    `div.approx.f32` is a * (1/b) with the reciprocal's subnormals flushed. .f64: `.rn`, `sqrt` in every mode,
-    and `rcp.approx.ftz.f64`."""
+    `div.approx.f32` is a * (1/b) with the reciprocal's subnormals flushed. .f64: every rounding mode (no
+    .ftz) and `rcp.approx.ftz.f64`."""
     ty = ins.types[-1]
     bits, ft = _ftype(ty)
     mods = [m[1:] for m in ins.modifiers]
@@ -362,11 +437,15 @@ def div_rcp_sqrt(ins: ir.Instruction, env: WarpEnv) -> None:
         if ins.opcode == "sqrt" and mode in ("rz", "rm", "rp") and not ftz:
             write(env, ops[0], _nan64(b, _sqrt64_directed(env, b.bitcast(xs[0], V(F64)), mode), xs))
             return
-        if ftz or mode not in ("rn", "approx") or (mode == "approx" and ins.opcode != "sqrt"):
+        directed = mode in ("rz", "rm", "rp") and ins.opcode in ("div", "rcp")
+        if ftz or mode not in ("rn", "approx") and not directed or (mode == "approx" and ins.opcode != "sqrt"):
             raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
         fs = [b.bitcast(x, V(F64)) for x in xs]
-        r = b.call(_intr(env, "llvm.sqrt", F64, 1), fs) if ins.opcode == "sqrt" else \
-            b.fdiv(L.Constant(V(F64), 1.0) if ins.opcode == "rcp" else fs[0], fs[-1])
+        if ins.opcode == "rcp":
+            fs = [L.Constant(V(F64), 1.0), fs[0]]
+        r = b.call(_intr(env, "llvm.sqrt", F64, 1), fs) if ins.opcode == "sqrt" else b.fdiv(fs[0], fs[1])
+        if directed:
+            r = _div64_directed(env, fs[0], fs[1], r, mode)
         write(env, ops[0], _nan64(b, r, xs))
         return
     if ftz:

@@ -220,3 +220,43 @@ def table_lookup(env: WarpEnv, key: str, table: np.ndarray, index: L.Value) -> L
     gather = env.module_intrinsic(f"llvm.masked.gather.v32i{t.width}.v32p0", V(t),
                                   [V(t.as_pointer()), I32, V(I1), V(t)])
     return b.call(gather, [ptrs, L.Constant(I32, t.width // 8), c(I1, 1), c(t, 0)])
+
+
+# ---------------------------------------------------------------------------------------------- exact f64 signs
+def split64(b: L.IRBuilder, v: L.Value) -> tuple[L.Value, L.Value]:
+    """float64 `v` as (m, e): v == m * 2**e, |m| in [1, 2) with v's sign (subnormals too; zero: m = ±0 and
+    e = -1074; not finite: m not finite)."""
+    sub = b.fcmp_ordered("<", _fabs(b, v), L.Constant(V(F64), 2.0 ** -1022))
+    w = b.select(sub, b.fmul(v, L.Constant(V(F64), 2.0 ** 64)), v)
+    bits = b.bitcast(w, V(I64))
+    field = b.and_(b.lshr(bits, c(I64, 52)), c(I64, 0x7FF))
+    e = b.sub(b.sub(field, c(I64, 1023)), b.select(sub, c(I64, 64), c(I64, 0)))
+    m = b.or_(b.and_(bits, c(I64, ~(0x7FF << 52))), c(I64, 1023 << 52))
+    zero = b.fcmp_ordered("==", v, L.Constant(V(F64), 0.0))
+    m = b.select(b.or_(zero, b.icmp_unsigned("==", field, c(I64, 0x7FF))), bits, m)
+    return b.bitcast(m, V(F64)), b.select(zero, c(I64, -1074), e)
+
+
+def pow2(b: L.IRBuilder, k: L.Value) -> L.Value:
+    """2.0**k for i64 `k` clamped to [-1022, 1023]."""
+    k = b.select(b.icmp_signed("<", k, c(I64, -1022)), c(I64, -1022), k)
+    k = b.select(b.icmp_signed(">", k, c(I64, 1023)), c(I64, 1023), k)
+    return b.bitcast(b.shl(b.add(k, c(I64, 1023)), c(I64, 52)), V(F64))
+
+
+def sign_of_sum(b: L.IRBuilder, terms: list[L.Value]) -> L.Value:
+    """A float64 with the sign of the exact sum of `terms` (float64, no overflow on the way): zero exactly when
+    the sum is. The terms are grown into a nonoverlapping expansion (Shewchuk's Grow-Expansion: two_sum
+    steps, exact with subnormals too), whose largest nonzero component has the sum's sign."""
+    expansion = [terms[0]]
+    for t in terms[1:]:
+        q, grown = t, []
+        for h in expansion:
+            q, err = two_sum(b, q, h)
+            grown.append(err)
+        expansion = grown + [q]
+    zero = L.Constant(V(F64), 0.0)
+    out = expansion[0]
+    for h in expansion[1:]:
+        out = b.select(b.fcmp_ordered("!=", h, zero), h, out)
+    return out

@@ -3,7 +3,7 @@
 Forms: wgmma.mma_async with .f16/.bf16/.tf32/.e4m3/.e5m2 inputs (A from a shared-memory descriptor or from
 registers, B from a descriptor, either transposed where the form allows) into .f32 or .f16 accumulators;
 wgmma.fence / commit_group / wait_group do nothing (each wgmma completes at issue, as in the interpreter).
-Integer (.s8/.u8) forms: NotNative. The form is checked by the interpreter's own `WgmmaForm`.
+and .s32 with .s8/.u8 inputs (any mix, {.satfinite}). The form is checked by the interpreter's own `WgmmaForm`.
 
 Each warp computes its own 16 rows of the warpgroup's 64 x N result: a D element depends only on its row of
 A, its column of B and its C, so the warps of a warpgroup need not meet (descriptors and scale-d, which the
@@ -14,7 +14,9 @@ element as `semantics.mma.dot_tensor_core` does: products exact, aligned to the 
 products and C), truncated to 2**(largest - bits), summed exactly, the sum rounded toward zero to .f32 or to
 nearest to .f16; an element with a non-finite input takes the IEEE sum (an infinity or NaN whatever the
 order). FP8 products and their truncated terms are exact in f32 (8-bit products, sums under 2**20), so FP8
-forms compute in float32 vectors and the others in float64. A chunk outside shared memory stops the launch
+forms compute in float32 vectors and the others in float64. Integer forms are exact in i32 vectors: the 32
+products of 8-bit values sum to under 2**21, then C is added wrapping, or saturating (llvm.sadd.sat) with
+.satfinite, as `semantics.mma.mma_codes` clamps the exact sum. A chunk outside shared memory stops the launch
 with a fault naming its first byte out of bounds.
 """
 
@@ -61,8 +63,6 @@ def form_of(ins: ir.Instruction) -> WgmmaForm:
         fm = WgmmaForm(_FormCtx(ins))
     except UnsupportedInstruction as e:
         raise NotNative(str(e)) from None
-    if fm.integer:
-        raise NotNative(f"{ins.mnemonic} (integer wgmma) is not in the native tier yet")
     return fm
 
 
@@ -109,7 +109,7 @@ def mma_async(ins: ir.Instruction, env: WarpEnv) -> None:
 # ---------------------------------------------------------------------------------------------- the helper
 def _helper(gen: BlockGen, fm: WgmmaForm) -> L.Function:
     """The module's function for this form (built once)."""
-    key = (fm.n, fm.dt, fm.at, fm.bt, fm.neg_a, fm.neg_b, fm.tnsp_a, fm.tnsp_b, fm.a_in_regs)
+    key = (fm.n, fm.dt, fm.at, fm.bt, fm.neg_a, fm.neg_b, fm.tnsp_a, fm.tnsp_b, fm.a_in_regs, fm.satfinite)
     cache = gen.__dict__.setdefault("_wgmma_helpers", {})
     f = cache.get(key)
     if f is None:
@@ -140,7 +140,8 @@ class _HelperBuilder:
         self.k, self.n = fm.k, fm.n
         self.np = -(-fm.n // WARP) * WARP  # columns padded to whole vectors
         self.fp8 = fm.at in FP8
-        self.ft = F32 if self.fp8 else F64
+        self.integer = fm.integer
+        self.ft = I32 if self.integer else F32 if self.fp8 else F64
         self.bits = S.FP8_WGMMA_BITS if self.fp8 else S.TC_BITS
         self.f16_out = fm.dt == ".f16"
         ty = L.FunctionType(I64, [I8.as_pointer(), I64, I64, I64, I64, I1, I8.as_pointer(), I64.as_pointer(), I32])
@@ -158,20 +159,23 @@ class _HelperBuilder:
         if fm.a_in_regs:
             self.a = self._alloca(I32, 4 * WARP)
             self._copy(self.nd, 4, self.a, None)
-        self.av, self.ae = self._alloca(self.ft, ROWS * k), self._alloca(I32, ROWS * k)
-        self.bv, self.be = self._alloca(self.ft, k * np_), self._alloca(I32, k * np_)
+        self.av, self.bv = self._alloca(self.ft, ROWS * k), self._alloca(self.ft, k * np_)
+        if not self.integer:  # (the exponents of A's and B's elements)
+            self.ae, self.be = self._alloca(I32, ROWS * k), self._alloca(I32, k * np_)
         self.bad_at = b.alloca(I64)
         b.store(_c(I64, -1), self.bad_at)
         # (padding columns: B zero, its exponent that of zero)
-        self._fill(self.bv, k * np_, L.Constant(V(self.ft), 0.0))
-        self._fill(self.be, k * np_, L.Constant(V(I32), ZERO_EXP))
+        self._fill(self.bv, k * np_, L.Constant(V(self.ft), 0 if self.integer else 0.0))
+        if not self.integer:
+            self._fill(self.be, k * np_, L.Constant(V(I32), ZERO_EXP))
         if fm.a_in_regs:
             self._a_from_registers()
         else:
             self._from_shared(adesc, "a")
         self._from_shared(bdesc, "b")
-        self.colbad = self._alloca(I8, np_)
-        self._column_flags()
+        if not self.integer:
+            self.colbad = self._alloca(I8, np_)
+            self._column_flags()
         self._compute()
         self._copy(0, self.nd, self.d, b.bitcast(mask, V(I1)))
         b.ret(_c(I64, -1))
@@ -216,9 +220,11 @@ class _HelperBuilder:
         counted_loop(self_b, self.fn, count // WARP, body, "fill")
 
     # ------------------------------------------------------------------ decoding
-    def _decode(self, codes: L.Value, ty: str, neg: bool) -> tuple[L.Value, L.Value]:
-        """<32 x iE> element codes of type `ty` -> (values <32 x ft>, exponents <32 x i32>)."""
+    def _decode(self, codes: L.Value, ty: str, neg: bool) -> tuple[L.Value, L.Value | None]:
+        """<32 x iE> element codes of type `ty` -> (values <32 x ft>, exponents <32 x i32>; integers: None)."""
         b = self.b
+        if ty in (".s8", ".u8"):  # (no imm-scale: never negated)
+            return (b.sext if ty == ".s8" else b.zext)(codes, V(I32)), None
         if ty in FP8:
             table = S.element_values(np.arange(256), ty).astype(np.float32).view(np.uint32)
             env = SimpleNamespace(gen=self.gen, b=b, module_intrinsic=self.gen.intrinsic)
@@ -259,7 +265,8 @@ class _HelperBuilder:
                 v, e = self._decode(code, fm.at, fm.neg_a)
                 off = L.Constant(V(I64), [int(t) for t in rows[:WARP, slot] * self.k + cols[:WARP, slot]])
                 self._scatter(self.av, off, v)
-                self._scatter(self.ae, off, e)
+                if e is not None:
+                    self._scatter(self.ae, off, e)
 
     def _scatter(self, base: L.Value, off: L.Value, v: L.Value, mask: L.Value | None = None) -> None:
         b = self.b
@@ -301,7 +308,7 @@ class _HelperBuilder:
         noswz = b.icmp_unsigned("==", mode, _c(I64, 0))
         group, chunk_off = (lbo, sbo) if mn_major else (sbo, lbo)
         et = INT[8 * esize]
-        vals, exps = (self.av, self.ae) if which == "a" else (self.bv, self.be)
+        vals = self.av if which == "a" else self.bv
         row_len = k if which == "a" else self.np
 
         def address(strided: L.Value, contig: L.Value) -> L.Value:
@@ -337,7 +344,8 @@ class _HelperBuilder:
             kk, mm = (sl, cl) if mn_major else (cl, sl)
             off = b.add(b.mul(mm, R.c(I64, row_len)), kk) if which == "a" else b.add(b.mul(kk, R.c(I64, row_len)), mm)
             self._scatter(vals, off, v)
-            self._scatter(exps, off, e)
+            if e is not None:
+                self._scatter(self.ae if which == "a" else self.be, off, e)
         counted_loop(b, self.fn, s_len * c_len // WARP, batch, f"load_{which}")
 
     def _check(self, addr: L.Value, esize: int) -> None:
@@ -384,18 +392,39 @@ class _HelperBuilder:
             rowbad = _c(I1, 0)
             for kk in range(k):
                 idx = b.add(b.mul(r, _c(I64, k)), _c(I64, kk))
-                e = b.load(b.gep(self.ae, [idx]))
-                ea.append(splat(b, e))
                 av.append(splat(b, b.load(b.gep(self.av, [idx]))))
-                rowbad = b.or_(rowbad, b.icmp_signed(">=", e, _c(I32, BAD_EXP)))
+                if not self.integer:
+                    e = b.load(b.gep(self.ae, [idx]))
+                    ea.append(splat(b, e))
+                    rowbad = b.or_(rowbad, b.icmp_signed(">=", e, _c(I32, BAD_EXP)))
 
             def chunk(q: L.Value) -> None:
                 n0 = b.mul(q, _c(I64, WARP))
                 off = b.add(splat(b, b.add(rbase, b.mul(n0, _c(I64, 16)))), pat)
                 live = b.icmp_unsigned("<", b.add(splat(b, n0), b.zext(IOTA, V(I64))), R.c(I64, self.n))
-                self._element_block(r, n0, ea, av, rowbad, off, live)
+                if self.integer:
+                    self._integer_block(n0, av, off, live)
+                else:
+                    self._element_block(r, n0, ea, av, rowbad, off, live)
             counted_loop(b, fn, self.np // WARP, chunk, "cols")
         counted_loop(b, fn, ROWS, row, "rows")
+
+    def _integer_block(self, n0: L.Value, av: list, off: L.Value, live: L.Value) -> None:
+        """D[r, n0:n0+32] of an integer form (the columns past N masked off): C + the exact sum, wrapped or
+        saturated."""
+        b = self.b
+        total = None
+        for kk in range(self.k):
+            bv = b.load(self._vptr(self.bv, b.add(n0, _c(I64, kk * self.np))), align=4)
+            term = b.mul(av[kk], bv)
+            total = term if total is None else b.add(total, term)
+        c = b.select(splat(b, self.scale_d), self._gather(self.d, off, I32, live), L.Constant(V(I32), 0))
+        if self.fm.satfinite:
+            sat = self.gen.intrinsic("llvm.sadd.sat.v32i32", V(I32), [V(I32), V(I32)])
+            res = b.call(sat, [c, total])
+        else:
+            res = b.add(c, total)
+        self._scatter(self.d, off, res, live)
 
     def _element_block(self, r: L.Value, n0: L.Value, ea: list, av: list, rowbad: L.Value, off: L.Value,
                        live: L.Value) -> None:

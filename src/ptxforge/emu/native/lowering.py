@@ -1,5 +1,5 @@
 """Which lowering runs each PTX instruction: lower.py's core (memory, integer arithmetic, compares, moves),
-lower_float.py, lower_approx.py, lower_int.py, lower_bits.py, lower_warp.py and lower_wgmma.py.
+lower_float.py, lower_approx.py, lower_int.py, lower_bits.py, lower_video.py, lower_warp.py and lower_wgmma.py.
 `lower(ins, env)` emits one instruction for a warp."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ptxforge.emu.native import lower as core
-from ptxforge.emu.native import lower_approx, lower_cvt, lower_half, lower_int, lower_wgmma
+from ptxforge.emu.native import lower_approx, lower_cvt, lower_half, lower_int, lower_video, lower_wgmma
 from ptxforge.emu.native import lower_bits as bits
 from ptxforge.emu.native import lower_float as flt
 from ptxforge.emu.native import lower_warp as warp
@@ -85,7 +85,7 @@ def _fence(ins: ir.Instruction, env: WarpEnv) -> None:
 
 
 TABLE = {
-    **core.LOWER, **lower_int.LOWER,
+    **core.LOWER, **lower_int.LOWER, **lower_video.LOWER,
     "add": _arith, "sub": _arith, "mul": _arith, "mad": _arith, "fma": _arith,
     "div": _div, "min": _minmax, "max": _minmax, "neg": _neg_abs, "abs": _neg_abs, "cvt": _cvt, "setp": _setp,
     "popc": bits.count, "clz": bits.count, "brev": bits.count, "bfe": bits.bfe, "bfi": bits.bfi,

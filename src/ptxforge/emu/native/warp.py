@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir as L
 
+from ptxforge.emu.native import access_calls
 from ptxforge.emu.native.access import AccessGroup
 from ptxforge.emu.native.lower import I1, I8, I32, I64, INT, SREGS, WARP, NotNative, V, bits_of, read
 from ptxforge.ptx import ir
@@ -22,10 +23,8 @@ from ptxforge.ptx import ir
 if TYPE_CHECKING:
     from ptxforge.emu.native.codegen import BlockGen
 
-SPAN_BYTES = (1, 2, 4, 8, 16)  # access sizes whose warp-wide global accesses codegen checks at once
 IOTA = L.Constant(V(I32), list(range(WARP)))
 IOTA64 = L.Constant(V(I64), list(range(WARP)))
-HALF = WARP // 2
 
 
 class SegmentRegs:
@@ -184,7 +183,8 @@ class WarpEnv:
             if addr.offset:
                 a = b.add(a, L.Constant(V(I64), addr.offset & (2**64 - 1)))
         consecutive = None
-        if space != "shared" and nbytes in SPAN_BYTES:  # (the span check's and a scalar access's shape test)
+        # (the span check's and a scalar access's shape test)
+        if space != "shared" and nbytes in access_calls.SPAN_BYTES:
             consecutive = self._consecutive(a, nbytes)
         return self.gen.checked(b, space, a, nbytes, write, self.pc, self.w, self.active(), proven, consecutive)
 
@@ -193,13 +193,8 @@ class WarpEnv:
         access (computed at the group's first access)."""
         ok = group.values.get("in_bounds")
         if ok is None:
-            b = self.b
-            size = splat(b, self.gen.shared_size)
-            aligned = b.icmp_unsigned("==", b.and_(base, L.Constant(V(I64), group.align - 1)), L.Constant(V(I64), 0))
-            inside = b.and_(b.icmp_unsigned("<", base, size),
-                            b.icmp_unsigned("<=", b.add(base, L.Constant(V(I64), group.end)), size))
-            bad = b.and_(self.mask, b.not_(b.and_(aligned, inside)))
-            ok = group.values["in_bounds"] = b.icmp_unsigned("==", b.bitcast(bad, I32), L.Constant(I32, 0))
+            ok = group.values["in_bounds"] = access_calls.group_ok(self.gen, self.b, base, self.mask, group.align,
+                                                                   group.end)
         return ok
 
     def _memo(self, key: Any, make: Any) -> Any:
@@ -213,32 +208,11 @@ class WarpEnv:
 
     def _consecutive(self, host: L.Value, nbytes: int) -> L.Value:
         """i1: the addresses are consecutive `nbytes` apart."""
-        def make() -> L.Value:
-            b = self.b
-            first = b.extract_element(host, L.Constant(I32, 0))
-            expect = b.add(splat(b, first), L.Constant(V(I64), [i * nbytes for i in range(WARP)]))
-            return self.gen.all_of(b, b.icmp_unsigned("==", host, expect))
-        return self._memo(("consecutive", nbytes), make)
+        return self._memo(("consecutive", nbytes), lambda: access_calls.consecutive(self.gen, self.b, host, nbytes))
 
-    def _half_shapes(self, host: L.Value, nbytes: int) -> tuple[L.Value, list[L.Value]]:
-        """(i1: each half-warp's addresses are consecutive `nbytes` apart or all the same, [i1 per half:
-        consecutive]): a row of a block narrower than a warp, or one value per row."""
-        def make() -> tuple[L.Value, list[L.Value]]:
-            b = self.b
-            firsts = b.shuffle_vector(host, host, L.Constant(V(I32), [0] * HALF + [HALF] * HALF))
-            d = b.sub(host, firsts)
-            step = b.bitcast(b.icmp_unsigned("==", d, L.Constant(V(I64), [i % HALF * nbytes for i in range(WARP)])),
-                             I32)
-            same = b.bitcast(b.icmp_unsigned("==", d, L.Constant(V(I64), 0)), I32)
-            ok: L.Value = L.Constant(I1, 1)
-            contig = []
-            for h in range(2):
-                bits = L.Constant(I32, 0xFFFF << (HALF * h))
-                c = b.icmp_unsigned("==", b.and_(step, bits), bits)
-                ok = b.and_(ok, b.or_(c, b.icmp_unsigned("==", b.and_(same, bits), bits)))
-                contig.append(c)
-            return ok, contig
-        return self._memo(("halves", nbytes), make)
+    def _half_shapes(self, host: L.Value, nbytes: int) -> L.Value:
+        """`access_calls.half_shapes` of the addresses."""
+        return self._memo(("halves", nbytes), lambda: access_calls.half_shapes(self.gen, self.b, host, nbytes))
 
     def load_mem(self, host: L.Value, t: L.IntType, offset: int, contiguous: bool) -> L.Value:
         b = self.b
@@ -250,56 +224,10 @@ class WarpEnv:
         if not contiguous:
             return b.call(gather, [b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active(),
                                    L.Constant(V(t), 0)])
-        fn = self.gen.fn
-        every = self.gen.all_of(b, self.active())
-        whole = b.and_(self._consecutive(host, nbytes), every)
-        rows = self.gen.rows_in_warp
         # (a group's shape is computed at its first access, where every later one can use it)
+        rows = self.gen.rows_in_warp  # (a block narrower than a warp: half-warps on rows of their own)
         shape = self._half_shapes(host, nbytes) if rows and self.pc in self.regs.groups else None
-        fast, slow, join = (fn.append_basic_block(f"pc{self.pc}_ld_{x}") for x in ("vec", "other", "join"))
-        b.cbranch(whole, fast, slow)
-        b.position_at_end(fast)
-        p = b.inttoptr(b.extract_element(host, L.Constant(I32, 0)), V(t).as_pointer())
-        v1 = b.load(p, align=nbytes)
-        b.branch(join)
-        b.position_at_end(slow)
-        incoming = [(v1, fast)]
-        if rows:  # (a block narrower than a warp: half-warps on rows of their own)
-            halves, gath = (fn.append_basic_block(f"pc{self.pc}_ld_{x}") for x in ("halves", "gather"))
-            if shape is None:
-                shape = self._half_shapes(host, nbytes)
-            b.cbranch(b.and_(shape[0], every), halves, gath)
-            b.position_at_end(halves)
-            incoming.append((self._load_halves(host, t, shape[1]), halves))
-            b.branch(join)
-            b.position_at_end(gath)
-        v2 = b.call(gather, [b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active(),
-                             L.Constant(V(t), 0)])
-        incoming.append((v2, b.block))
-        b.branch(join)
-        b.position_at_end(join)
-        phi = b.phi(V(t))
-        for v, blk in incoming:
-            phi.add_incoming(v, blk)
-        return phi
-
-    def _load_halves(self, host: L.Value, t: L.IntType, contig: list[L.Value]) -> L.Value:
-        """The warp's values where `_half_shapes` holds: per half a vector load, or one value for all of it (a
-        masked load of its first lane: nothing past it is touched)."""
-        b = self.b
-        ht = L.VectorType(t, HALF)
-        load = self.gen.intrinsic(f"llvm.masked.load.v{HALF}i{t.width}.p0", ht,
-                                  [ht.as_pointer(), I32, L.VectorType(I1, HALF), ht])
-        first_only = L.Constant(L.VectorType(I1, HALF), [1] + [0] * (HALF - 1))
-        all_lanes = L.Constant(L.VectorType(I1, HALF), [1] * HALF)
-        parts = []
-        for h in range(2):
-            p = b.inttoptr(b.extract_element(host, L.Constant(I32, HALF * h)), ht.as_pointer())
-            v = b.call(load, [p, L.Constant(I32, t.width // 8), b.select(contig[h], all_lanes, first_only),
-                              L.Constant(ht, None)])
-            one = b.shuffle_vector(v, v, L.Constant(L.VectorType(I32, HALF), None))
-            parts.append(b.select(contig[h], v, one))
-        return b.shuffle_vector(parts[0], parts[1], L.Constant(V(I32), list(range(WARP))))
+        return access_calls.load(self.gen, b, host, t, self.active(), self._consecutive(host, nbytes), shape, rows)
 
     def store_mem(self, host: L.Value, v: L.Value, offset: int, contiguous: bool) -> None:
         b = self.b
@@ -313,35 +241,7 @@ class WarpEnv:
         if not contiguous:
             b.call(scatter, [v, b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, nbytes), self.active()])
             return
-        fn = self.gen.fn
-        fast, slow, join = (fn.append_basic_block(f"pc{self.pc}_st_{x}") for x in ("vec", "scatter", "join"))
-        b.cbranch(b.and_(self._consecutive(host, nbytes), self.gen.all_of(b, self.active())), fast, slow)
-        b.position_at_end(fast)
-        b.store(v, b.inttoptr(b.extract_element(host, L.Constant(I32, 0)), V(t).as_pointer()), align=nbytes)
-        b.branch(join)
-        b.position_at_end(slow)
-        self._scatter(scatter, host, v)
-        b.branch(join)
-        b.position_at_end(join)
-
-    def _scatter(self, scatter: L.Function, host: L.Value, v: L.Value) -> None:
-        """A masked scatter of `v` for the active lanes; one active lane (`if (tid == 0) ...`) stores alone."""
-        b, fn = self.b, self.gen.fn
-        t = v.type.element
-        bits = b.bitcast(self.active(), I32)
-        pop = self.gen.intrinsic("llvm.ctpop.i32", I32, [I32])
-        one, many, join = (fn.append_basic_block(f"pc{self.pc}_st_{x}") for x in ("one", "lanes", "done"))
-        b.cbranch(b.icmp_unsigned("==", b.call(pop, [bits]), L.Constant(I32, 1)), one, many)
-        b.position_at_end(one)
-        cttz = self.gen.intrinsic("llvm.cttz.i32", I32, [I32, I1])
-        lane = b.call(cttz, [bits, L.Constant(I1, 1)])
-        b.store(b.extract_element(v, lane), b.inttoptr(b.extract_element(host, lane), t.as_pointer()),
-                align=t.width // 8)
-        b.branch(join)
-        b.position_at_end(many)
-        b.call(scatter, [v, b.inttoptr(host, V(t.as_pointer())), L.Constant(I32, t.width // 8), self.active()])
-        b.branch(join)
-        b.position_at_end(join)
+        access_calls.store(self.gen, b, host, v, self.active(), self._consecutive(host, nbytes))
 
     def atomic(self, host: L.Value, rmw: str, data: list[L.Value], shared: bool, t: L.IntType | None = None
                ) -> L.Value:

@@ -398,7 +398,8 @@ def _div64(x, y, rnd):
             return r
         fin = np.isfinite(x) & np.isfinite(y) & (x != 0) & (y != 0)
         aq, ay, ax = np.abs(q), np.abs(y), np.abs(x)
-        unsafe = fin & ((aq >= _BIG) | (ay >= _BIG) | (ax < _TINY) | (aq < _TINY)) & ~np.isinf(q)
+        # (two_prod(q, y) is q*y, about x: a huge x overflows it)
+        unsafe = fin & ((aq >= _BIG) | (ay >= _BIG) | (ax >= _BIG) | (ax < _TINY) | (aq < _TINY)) & ~np.isinf(q)
         ph, pl = two_prod(q, y)
         rem = (x - ph) - pl
         resid = np.where(np.isinf(q), -np.sign(q), np.sign(np.nan_to_num(rem)) * np.sign(y))
