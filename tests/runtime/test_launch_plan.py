@@ -3,40 +3,13 @@ signature decided, and still makes every check its values decide, with the full 
 
 import numpy as np
 import pytest
+from test_launch_api import PTX  # the same scale kernel
 
 import ptxforge as pf
 from ptxforge.emu.errors import LaunchError
 from ptxforge.environment import EnvironmentVariableError
 from ptxforge.ptx.errors import PTXValidationError
 from ptxforge.runtime import to_device
-
-PTX = """.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry scale(.param .u64 x, .param .u64 y, .param .f32 s, .param .u32 n)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<8>;
-    .reg .f32 %f<4>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [x];
-    ld.param.u64 %rd2, [y];
-    ld.param.f32 %f1, [s];
-    ld.param.u32 %r1, [n];
-    mov.u32 %r2, %tid.x; mov.u32 %r3, %ctaid.x; mov.u32 %r4, %ntid.x;
-    mad.lo.s32 %r5, %r3, %r4, %r2;
-    setp.ge.u32 %p1, %r5, %r1;
-    @%p1 bra $END;
-    mul.wide.u32 %rd3, %r5, 4;
-    add.s64 %rd4, %rd1, %rd3;
-    add.s64 %rd5, %rd2, %rd3;
-    ld.global.f32 %f2, [%rd4];
-    mul.rn.f32 %f3, %f2, %f1;
-    st.global.f32 [%rd5], %f3;
-$END:
-    ret;
-}
-"""
 
 TIERS = [{"tier": "interp"}, {"tier": "native", "threads": 1, "level": "quick"}]
 

@@ -17,6 +17,7 @@ from llvmlite import ir as L
 
 from ptxforge.emu.native import lower_round as R
 from ptxforge.emu.native.lower import I32, I64, INT, NotNative, V, read, write
+from ptxforge.emu.semantics import video as video_semantics
 from ptxforge.ptx import ir
 from ptxforge.ptx.isa import modifier_slot
 
@@ -112,14 +113,10 @@ def video(ins: ir.Instruction, env: WarpEnv) -> None:
 # ---------------------------------------------------------------------------------------------- scalar
 def _part(b: L.IRBuilder, x: L.Value, ty: str, sel: str | None) -> L.Value:
     """partSelectSignExtend: a byte, half-word or the whole of x (i32), extended to i64 by the type's sign."""
-    if sel is None:
-        width, shift = 32, 0
-    elif sel in ("b0", "b1", "b2", "b3"):
-        width, shift = 8, 8 * int(sel[1])
-    elif sel in ("h0", "h1"):
-        width, shift = 16, 16 * int(sel[1])
-    else:
-        raise NotNative(f"video selector .{sel} on a scalar operand")
+    try:
+        width, shift = video_semantics.selected_field(sel)
+    except ValueError:
+        raise NotNative(f"video selector .{sel} on a scalar operand") from None
     v = b.trunc(b.lshr(x, R.c(I32, shift)), V(INT[width])) if width < 32 else x
     return b.sext(v, V(I64)) if ty == "s32" else b.zext(v, V(I64))
 

@@ -26,18 +26,22 @@ def _signed(t) -> bool:
     return t == "s32"
 
 
+def selected_field(sel: str | None) -> tuple[int, int]:
+    """(width, shift) of the part of a word a scalar video operand's selector picks (None: the whole word)."""
+    if sel is None:
+        return 32, 0
+    if sel in ("b0", "b1", "b2", "b3"):
+        return 8, 8 * int(sel[1])
+    if sel in ("h0", "h1"):
+        return 16, 16 * int(sel[1])
+    raise ValueError(f"selector .{sel}: expected b0 b1 b2 b3 h0 h1")
+
+
 def _part(x, ty, sel):
     """partSelectSignExtend: a byte, half-word or the word of x, sign/zero-extended (int64)."""
     u = T.raw(x, 32).astype(np.int64)
     signed = _signed(ty)
-    if sel is None:
-        width, shift = 32, 0
-    elif sel in ("b0", "b1", "b2", "b3"):
-        width, shift = 8, 8 * int(sel[1])
-    elif sel in ("h0", "h1"):
-        width, shift = 16, 16 * int(sel[1])
-    else:
-        raise ValueError(f"selector .{sel}: expected b0 b1 b2 b3 h0 h1")
+    width, shift = selected_field(sel)
     v = (u >> shift) & ((1 << width) - 1)
     if signed:
         v = np.where(v >> (width - 1) == 1, v - (1 << width), v)
