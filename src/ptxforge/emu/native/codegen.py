@@ -238,7 +238,13 @@ class BlockGen:
         b.store(b.trunc(b.urem(b.udiv(bid, gx), gy), I32), self.ctaid[1])
         b.store(b.trunc(b.udiv(bid, b.mul(gx, gy)), I32), self.ctaid[2])
         self._zero_registers(b)
+        # (a kernel without shared memory: no call to the C library's memset for nothing, block by block)
+        zero_shared, shared_done = fn.append_basic_block("zero_shared"), fn.append_basic_block("shared_zeroed")
+        b.cbranch(b.icmp_unsigned("!=", self.shared_size, L.Constant(I64, 0)), zero_shared, shared_done)
+        b.position_at_end(zero_shared)
         b.call(memset, [self.shared, L.Constant(I8, 0), self.shared_size, L.Constant(I1, 0)])
+        b.branch(shared_done)
+        b.position_at_end(shared_done)
         b.store(L.Constant(I64, 0), self.icount)
         entry_pc = self.segs[0].start
         full, rest = divmod(self.threads, WARP)
