@@ -34,6 +34,7 @@ from ptxforge.emu.native.dataflow import (
     constant_registers,
     live_in,
     param_registers,
+    read_before_written,
     read_where_written,
     registers_to_zero,
     shuffled,
@@ -123,6 +124,7 @@ class BlockGen:
     def __init__(self, layout: Layout, ops: list[Any], block: tuple[int, int, int]):
         self.layout, self.ops, self.block = layout, ops, block
         self.current_pc: int | None = None
+        self.seg_regs: SegmentRegs | None = None  # the registers of the segment emitted last (its "lanes")
         self.threads = block[0] * block[1] * block[2]
         # a warp spans rows of the block (x narrower than a warp): loads and checks by half-warp are worth having
         self.rows_in_warp = block[0] < WARP and self.threads > block[0]
@@ -285,33 +287,53 @@ class BlockGen:
         bad = fn.append_basic_block("bad_pc")
         sw = b.switch(lowest, bad)
         blocks = {seg.start: fn.append_basic_block(f"seg{seg.start}") for seg in self.segs}
-        entry_pcs = {}
+        self.entry_pcs: dict[int, L.Value] = {}
+        self.entry_regs: dict[int, dict[int, L.Value]] = {}
         for seg in self.segs:  # (a segment's pcs: the dispatcher's, or those of the segment chained to it)
-            sw.add_case(L.Constant(I32, seg.start), blocks[seg.start])
             b.position_at_end(blocks[seg.start])
-            entry_pcs[seg.start] = b.phi(V(I32))
-            entry_pcs[seg.start].add_incoming(vec, dispatch)
+            self.entry_pcs[seg.start] = b.phi(V(I32))
+            self.entry_regs[seg.start] = {s: b.phi(self.reg_vector(s)) for s in self._carried(seg)}
+        for seg in self.segs:
+            edge = fn.append_basic_block(f"seg{seg.start}_enter")
+            sw.add_case(L.Constant(I32, seg.start), edge)
+            b.position_at_end(edge)
+            self._enter(b, blocks, seg.start, vec, w, None)
         for seg in self.segs:
             b.position_at_end(blocks[seg.start])
-            here = entry_pcs[seg.start]
+            here = self.entry_pcs[seg.start]
             mask = b.icmp_unsigned("==", here, L.Constant(V(I32), seg.start))
+            self.seg_regs = None
             new, dests = self.emit_segment(b, seg, w, here, mask)
+            seg_regs = self.seg_regs
             # chaining: the warp goes on to the next segment at once where its lowest pc is one this segment
             # jumps forward to (what the dispatcher would pick for it); a backward jump, a barrier or a lower
             # pc of other lanes waits for the warp's turn (so a warp spinning in a loop lets the others run).
-            # (every lane there, the usual case, is told by one compare; the lowest pc only where not)
+            # (every lane there, the usual case, is told by one compare; the lowest pc only where not. Where
+            # this segment ran for every lane, the registers it holds go on in SSA: their values in the
+            # register file for every lane, without a reload from the stores just made)
             ahead = sorted({d for d in dests if d > seg.start and d in blocks})
             for d in ahead:
-                nxt = fn.append_basic_block(f"seg{seg.start}_not_all{d}")
-                b.cbranch(self.all_of(b, b.icmp_unsigned("==", new, L.Constant(V(I32), d))), blocks[d], nxt)
-                entry_pcs[d].add_incoming(new, b.block)
+                nxt, edge = fn.append_basic_block(f"seg{seg.start}_not_all{d}"), fn.append_basic_block(
+                    f"seg{seg.start}_all{d}")
+                b.cbranch(self.all_of(b, b.icmp_unsigned("==", new, L.Constant(V(I32), d))), edge, nxt)
+                b.position_at_end(edge)
+                if self.entry_regs[d] and seg_regs is not None:
+                    kept, reload = fn.append_basic_block(f"seg{seg.start}_kept{d}"), fn.append_basic_block(
+                        f"seg{seg.start}_reload{d}")
+                    b.cbranch(self.all_of(b, mask), kept, reload)
+                    b.position_at_end(kept)
+                    self._enter(b, blocks, d, new, w, seg_regs.values)
+                    b.position_at_end(reload)
+                self._enter(b, blocks, d, new, w, None)
                 b.position_at_end(nxt)
             if ahead:
                 low = b.call(umin, [new])
                 for d in ahead:
-                    nxt = fn.append_basic_block(f"seg{seg.start}_not{d}")
-                    b.cbranch(b.icmp_unsigned("==", low, L.Constant(I32, d)), blocks[d], nxt)
-                    entry_pcs[d].add_incoming(new, b.block)
+                    nxt, edge = fn.append_basic_block(f"seg{seg.start}_not{d}"), fn.append_basic_block(
+                        f"seg{seg.start}_low{d}")
+                    b.cbranch(b.icmp_unsigned("==", low, L.Constant(I32, d)), edge, nxt)
+                    b.position_at_end(edge)
+                    self._enter(b, blocks, d, new, w, None)
                     b.position_at_end(nxt)
             # (a sweep in which no warp ends its turn able to run is followed by the barrier's release at once:
             # only a release makes a waiting lane run again)
@@ -355,6 +377,31 @@ class BlockGen:
         b.store(b.add(bid, L.Constant(I64, 1)), self.bid)
         b.branch(blk_top)
         return self.module
+
+    def _carried(self, seg: Segment) -> list[int]:
+        """The registers segment `seg` reads before writing them, taken in at its start (`entry_regs`): none
+        known when compiling (a constant, a parameter), none made where read, none another lane's shfl reads."""
+        if seg.kind != "lanes":
+            return []
+        bits = read_before_written(self.layout, self.ops, seg.start, seg.end) & ~self.remade & ~self.shuffled
+        return [s for s in range(self.nregs) if bits >> s & 1 and self.constant(s, seg.start) is None
+                and self.param_register(s, seg.start) is None]
+
+    def _enter(self, b: L.IRBuilder, blocks: dict[int, L.Block], d: int, pcs: L.Value, w: L.Value,
+               values: dict[int, L.Value] | None) -> None:
+        """Branch to segment `d` with the warp's pcs `pcs` and its carried registers: from `values` (the
+        segment before it held them for every lane) where there, else from the register file."""
+        for s, phi in self.entry_regs[d].items():
+            v = values.get(s) if values is not None else None
+            if v is None or str(v.type) != str(phi.type):
+                v = self.load_slot(b, w, s)
+            phi.add_incoming(v, b.block)
+        self.entry_pcs[d].add_incoming(pcs, b.block)
+        b.branch(blocks[d])
+
+    def reg_vector(self, slot: int) -> L.Type:
+        """The type of register `slot`'s warp vector (`load_slot`'s)."""
+        return V(I1) if self.layout.reg_types[slot] == ".pred" else V(self.slot_type[slot])
 
     def pc_ptr(self, b: L.IRBuilder, w: L.Value) -> L.Value:
         return b.bitcast(b.gep(self.pcs, [b.mul(w, L.Constant(I64, WARP))], inbounds=True), V(I32).as_pointer())
@@ -471,7 +518,8 @@ class BlockGen:
         if seg.kind == "warp":
             return self.emit_warp(b, seg, w, pcs, mask), [seg.start + 1]
         self._count(b, mask, seg.end - seg.start)
-        regs = SegmentRegs()
+        regs = self.seg_regs = SegmentRegs()
+        regs.values.update(self.entry_regs[seg.start])
         regs.groups = access_groups(self.layout, seg.start, seg.end)
         for pc in range(seg.start, seg.end):
             op = self.ops[pc]
