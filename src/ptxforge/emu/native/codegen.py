@@ -337,6 +337,7 @@ class BlockGen:
                     b.position_at_end(nxt)
             # (a sweep in which no warp ends its turn able to run is followed by the barrier's release at once:
             # only a release makes a waiting lane run again)
+            b.store(new, self.pc_ptr(b, w), align=64)
             can_run = b.icmp_unsigned("!=", b.bitcast(b.icmp_unsigned("<", new, L.Constant(V(I32), WAIT_BAR)), I32),
                                       L.Constant(I32, 0))
             b.store(b.or_(b.load(self.ran), can_run), self.ran)
@@ -503,9 +504,9 @@ class BlockGen:
         b.store(b.add(b.load(self.icount), b.mul(lanes, L.Constant(I64, n))), self.icount)
 
     def _set_pcs(self, b: L.IRBuilder, w: L.Value, old: L.Value, mask: L.Value, dest: L.Value) -> L.Value:
-        new = b.select(mask, dest, old)
-        b.store(new, self.pc_ptr(b, w), align=64)
-        return new
+        """The warp's pcs with the lanes of `mask` at `dest` (stored where the warp's turn ends: a segment chained
+        to takes them in SSA)."""
+        return b.select(mask, dest, old)
 
     def emit_segment(self, b: L.IRBuilder, seg: Segment, w: L.Value, pcs: L.Value, mask: L.Value
                      ) -> tuple[L.Value, list[int]]:
