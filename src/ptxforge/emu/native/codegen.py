@@ -125,6 +125,7 @@ class BlockGen:
         self.layout, self.ops, self.block = layout, ops, block
         self.current_pc: int | None = None
         self.seg_regs: SegmentRegs | None = None  # the registers of the segment emitted last (its "lanes")
+        self.pending: tuple[SegmentRegs, L.Value, int] | None = None  # its flush (`_flush_pending`)
         self.threads = block[0] * block[1] * block[2]
         # a warp spans rows of the block (x narrower than a warp): loads and checks by half-warp are worth having
         self.rows_in_warp = block[0] < WARP and self.threads > block[0]
@@ -140,6 +141,7 @@ class BlockGen:
         if self.nwarps * self.warp_bytes > MAX_REGFILE:
             raise NotNative(f"{self.threads} threads x {self.nregs} registers exceed the native register file")
         self.segs = segments(layout, ops)
+        self.seg_at = {seg.start: seg for seg in self.segs}
         fl = layout.functions[layout.kernel_func.name]
         self.live = live_in(layout, ops, fl.entry, fl.end)
         self.shuffled = shuffled(layout, fl.entry, fl.end)
@@ -302,9 +304,9 @@ class BlockGen:
             b.position_at_end(blocks[seg.start])
             here = self.entry_pcs[seg.start]
             mask = b.icmp_unsigned("==", here, L.Constant(V(I32), seg.start))
-            self.seg_regs = None
+            self.seg_regs, self.pending = None, None
             new, dests = self.emit_segment(b, seg, w, here, mask)
-            seg_regs = self.seg_regs
+            seg_regs, pending = self.seg_regs, self.pending
             # chaining: the warp goes on to the next segment at once where its lowest pc is one this segment
             # jumps forward to (what the dispatcher would pick for it); a backward jump, a barrier or a lower
             # pc of other lanes waits for the warp's turn (so a warp spinning in a loop lets the others run).
@@ -322,10 +324,13 @@ class BlockGen:
                         f"seg{seg.start}_reload{d}")
                     b.cbranch(self.all_of(b, mask), kept, reload)
                     b.position_at_end(kept)
+                    self._flush_pending(b, w, pending, d)
                     self._enter(b, blocks, d, new, w, seg_regs.values)
                     b.position_at_end(reload)
+                self._flush_pending(b, w, pending)
                 self._enter(b, blocks, d, new, w, None)
                 b.position_at_end(nxt)
+            self._flush_pending(b, w, pending)
             if ahead:
                 low = b.call(umin, [new])
                 for d in ahead:
@@ -545,10 +550,35 @@ class BlockGen:
                 after_pcs = [] if ins.guard is None else [pc + 1]
             else:
                 raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
-            self._flush(b, w, regs, mask, self._live_after(after_pcs))
+            self.pending = (regs, mask, self._live_after(after_pcs))
             return self._set_pcs(b, w, pcs, mask, dest), after_pcs
-        self._flush(b, w, regs, mask, self._live_after([seg.end]))
+        self.pending = (regs, mask, self._live_after([seg.end]))
         return self._set_pcs(b, w, pcs, mask, L.Constant(V(I32), seg.end)), [seg.end]
+
+    def _flush_pending(self, b: L.IRBuilder, w: L.Value, pending: tuple[SegmentRegs, L.Value, int] | None,
+                       kept_into: int | None = None) -> None:
+        """The flush of the "lanes" segment just emitted (`pending`: its registers, mask and the registers live
+        after it), on one way out of it. Into segment `kept_into` with every lane (`_enter` with the values
+        held in SSA) a register that segment takes in and that is dead after it is left out: only that segment
+        reads it, from SSA."""
+        if pending is None:
+            return
+        regs, mask, keep = pending
+        if kept_into is not None:
+            seg = self.seg_at[kept_into]
+            carried = sum(1 << s for s in self.entry_regs[kept_into])
+            keep &= ~(carried & ~self._live_after(self._exits(seg)))
+        self._flush(b, w, regs, mask, keep)
+
+    def _exits(self, seg: Segment) -> list[int]:
+        """The pcs segment `seg` may go on at (its lanes' next pcs)."""
+        last = seg.end - 1
+        op, guarded = self.ops[last], self.layout.placed[last].ins.guard is not None
+        if op.kind == C.BRA:
+            return [op.target, seg.end] if guarded else [op.target]
+        if op.kind in (C.EXIT, C.RET):
+            return [seg.end] if guarded else []
+        return [seg.end]
 
     def _flush(self, b: L.IRBuilder, w: L.Value, regs: SegmentRegs, mask: L.Value, keep: int) -> None:
         """Store the written registers whose bit is set in `keep`, for the lanes of `mask`."""
