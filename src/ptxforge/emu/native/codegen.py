@@ -34,6 +34,7 @@ from ptxforge.emu.native.dataflow import (
     constant_registers,
     live_in,
     param_registers,
+    read_before_written,
     read_where_written,
     registers_to_zero,
     shuffled,
@@ -123,6 +124,8 @@ class BlockGen:
     def __init__(self, layout: Layout, ops: list[Any], block: tuple[int, int, int]):
         self.layout, self.ops, self.block = layout, ops, block
         self.current_pc: int | None = None
+        self.seg_regs: SegmentRegs | None = None  # the registers of the segment emitted last (its "lanes")
+        self.pending: tuple[SegmentRegs, L.Value, int] | None = None  # its flush (`_flush_pending`)
         self.threads = block[0] * block[1] * block[2]
         # a warp spans rows of the block (x narrower than a warp): loads and checks by half-warp are worth having
         self.rows_in_warp = block[0] < WARP and self.threads > block[0]
@@ -138,6 +141,7 @@ class BlockGen:
         if self.nwarps * self.warp_bytes > MAX_REGFILE:
             raise NotNative(f"{self.threads} threads x {self.nregs} registers exceed the native register file")
         self.segs = segments(layout, ops)
+        self.seg_at = {seg.start: seg for seg in self.segs}
         fl = layout.functions[layout.kernel_func.name]
         self.live = live_in(layout, ops, fl.entry, fl.end)
         self.shuffled = shuffled(layout, fl.entry, fl.end)
@@ -238,7 +242,13 @@ class BlockGen:
         b.store(b.trunc(b.urem(b.udiv(bid, gx), gy), I32), self.ctaid[1])
         b.store(b.trunc(b.udiv(bid, b.mul(gx, gy)), I32), self.ctaid[2])
         self._zero_registers(b)
+        # (a kernel without shared memory: no call to the C library's memset for nothing, block by block)
+        zero_shared, shared_done = fn.append_basic_block("zero_shared"), fn.append_basic_block("shared_zeroed")
+        b.cbranch(b.icmp_unsigned("!=", self.shared_size, L.Constant(I64, 0)), zero_shared, shared_done)
+        b.position_at_end(zero_shared)
         b.call(memset, [self.shared, L.Constant(I8, 0), self.shared_size, L.Constant(I1, 0)])
+        b.branch(shared_done)
+        b.position_at_end(shared_done)
         b.store(L.Constant(I64, 0), self.icount)
         entry_pc = self.segs[0].start
         full, rest = divmod(self.threads, WARP)
@@ -279,36 +289,60 @@ class BlockGen:
         bad = fn.append_basic_block("bad_pc")
         sw = b.switch(lowest, bad)
         blocks = {seg.start: fn.append_basic_block(f"seg{seg.start}") for seg in self.segs}
-        entry_pcs = {}
+        self.entry_pcs: dict[int, L.Value] = {}
+        self.entry_regs: dict[int, dict[int, L.Value]] = {}
         for seg in self.segs:  # (a segment's pcs: the dispatcher's, or those of the segment chained to it)
-            sw.add_case(L.Constant(I32, seg.start), blocks[seg.start])
             b.position_at_end(blocks[seg.start])
-            entry_pcs[seg.start] = b.phi(V(I32))
-            entry_pcs[seg.start].add_incoming(vec, dispatch)
+            self.entry_pcs[seg.start] = b.phi(V(I32))
+            self.entry_regs[seg.start] = {s: b.phi(self.reg_vector(s)) for s in self._carried(seg)}
+        for seg in self.segs:
+            edge = fn.append_basic_block(f"seg{seg.start}_enter")
+            sw.add_case(L.Constant(I32, seg.start), edge)
+            b.position_at_end(edge)
+            self._enter(b, blocks, seg.start, vec, w, None)
         for seg in self.segs:
             b.position_at_end(blocks[seg.start])
-            here = entry_pcs[seg.start]
+            here = self.entry_pcs[seg.start]
             mask = b.icmp_unsigned("==", here, L.Constant(V(I32), seg.start))
+            self.seg_regs, self.pending = None, None
             new, dests = self.emit_segment(b, seg, w, here, mask)
+            seg_regs, pending = self.seg_regs, self.pending
             # chaining: the warp goes on to the next segment at once where its lowest pc is one this segment
             # jumps forward to (what the dispatcher would pick for it); a backward jump, a barrier or a lower
             # pc of other lanes waits for the warp's turn (so a warp spinning in a loop lets the others run).
-            # (every lane there, the usual case, is told by one compare; the lowest pc only where not)
+            # (every lane there, the usual case, is told by one compare; the lowest pc only where not. Where
+            # this segment ran for every lane, the registers it holds go on in SSA: their values in the
+            # register file for every lane, without a reload from the stores just made)
             ahead = sorted({d for d in dests if d > seg.start and d in blocks})
             for d in ahead:
-                nxt = fn.append_basic_block(f"seg{seg.start}_not_all{d}")
-                b.cbranch(self.all_of(b, b.icmp_unsigned("==", new, L.Constant(V(I32), d))), blocks[d], nxt)
-                entry_pcs[d].add_incoming(new, b.block)
+                nxt, edge = fn.append_basic_block(f"seg{seg.start}_not_all{d}"), fn.append_basic_block(
+                    f"seg{seg.start}_all{d}")
+                b.cbranch(self.all_of(b, b.icmp_unsigned("==", new, L.Constant(V(I32), d))), edge, nxt)
+                b.position_at_end(edge)
+                if self.entry_regs[d] and seg_regs is not None:
+                    kept, reload = fn.append_basic_block(f"seg{seg.start}_kept{d}"), fn.append_basic_block(
+                        f"seg{seg.start}_reload{d}")
+                    b.cbranch(self.all_of(b, mask), kept, reload)
+                    b.position_at_end(kept)
+                    self._flush_pending(b, w, pending, d)
+                    self._enter(b, blocks, d, new, w, seg_regs.values)
+                    b.position_at_end(reload)
+                self._flush_pending(b, w, pending)
+                self._enter(b, blocks, d, new, w, None)
                 b.position_at_end(nxt)
+            self._flush_pending(b, w, pending)
             if ahead:
                 low = b.call(umin, [new])
                 for d in ahead:
-                    nxt = fn.append_basic_block(f"seg{seg.start}_not{d}")
-                    b.cbranch(b.icmp_unsigned("==", low, L.Constant(I32, d)), blocks[d], nxt)
-                    entry_pcs[d].add_incoming(new, b.block)
+                    nxt, edge = fn.append_basic_block(f"seg{seg.start}_not{d}"), fn.append_basic_block(
+                        f"seg{seg.start}_low{d}")
+                    b.cbranch(b.icmp_unsigned("==", low, L.Constant(I32, d)), edge, nxt)
+                    b.position_at_end(edge)
+                    self._enter(b, blocks, d, new, w, None)
                     b.position_at_end(nxt)
             # (a sweep in which no warp ends its turn able to run is followed by the barrier's release at once:
             # only a release makes a waiting lane run again)
+            b.store(new, self.pc_ptr(b, w), align=64)
             can_run = b.icmp_unsigned("!=", b.bitcast(b.icmp_unsigned("<", new, L.Constant(V(I32), WAIT_BAR)), I32),
                                       L.Constant(I32, 0))
             b.store(b.or_(b.load(self.ran), can_run), self.ran)
@@ -349,6 +383,31 @@ class BlockGen:
         b.store(b.add(bid, L.Constant(I64, 1)), self.bid)
         b.branch(blk_top)
         return self.module
+
+    def _carried(self, seg: Segment) -> list[int]:
+        """The registers segment `seg` reads before writing them, taken in at its start (`entry_regs`): none
+        known when compiling (a constant, a parameter), none made where read, none another lane's shfl reads."""
+        if seg.kind != "lanes":
+            return []
+        bits = read_before_written(self.layout, self.ops, seg.start, seg.end) & ~self.remade & ~self.shuffled
+        return [s for s in range(self.nregs) if bits >> s & 1 and self.constant(s, seg.start) is None
+                and self.param_register(s, seg.start) is None]
+
+    def _enter(self, b: L.IRBuilder, blocks: dict[int, L.Block], d: int, pcs: L.Value, w: L.Value,
+               values: dict[int, L.Value] | None) -> None:
+        """Branch to segment `d` with the warp's pcs `pcs` and its carried registers: from `values` (the
+        segment before it held them for every lane) where there, else from the register file."""
+        for s, phi in self.entry_regs[d].items():
+            v = values.get(s) if values is not None else None
+            if v is None or str(v.type) != str(phi.type):
+                v = self.load_slot(b, w, s)
+            phi.add_incoming(v, b.block)
+        self.entry_pcs[d].add_incoming(pcs, b.block)
+        b.branch(blocks[d])
+
+    def reg_vector(self, slot: int) -> L.Type:
+        """The type of register `slot`'s warp vector (`load_slot`'s)."""
+        return V(I1) if self.layout.reg_types[slot] == ".pred" else V(self.slot_type[slot])
 
     def pc_ptr(self, b: L.IRBuilder, w: L.Value) -> L.Value:
         return b.bitcast(b.gep(self.pcs, [b.mul(w, L.Constant(I64, WARP))], inbounds=True), V(I32).as_pointer())
@@ -450,9 +509,9 @@ class BlockGen:
         b.store(b.add(b.load(self.icount), b.mul(lanes, L.Constant(I64, n))), self.icount)
 
     def _set_pcs(self, b: L.IRBuilder, w: L.Value, old: L.Value, mask: L.Value, dest: L.Value) -> L.Value:
-        new = b.select(mask, dest, old)
-        b.store(new, self.pc_ptr(b, w), align=64)
-        return new
+        """The warp's pcs with the lanes of `mask` at `dest` (stored where the warp's turn ends: a segment chained
+        to takes them in SSA)."""
+        return b.select(mask, dest, old)
 
     def emit_segment(self, b: L.IRBuilder, seg: Segment, w: L.Value, pcs: L.Value, mask: L.Value
                      ) -> tuple[L.Value, list[int]]:
@@ -465,7 +524,8 @@ class BlockGen:
         if seg.kind == "warp":
             return self.emit_warp(b, seg, w, pcs, mask), [seg.start + 1]
         self._count(b, mask, seg.end - seg.start)
-        regs = SegmentRegs()
+        regs = self.seg_regs = SegmentRegs()
+        regs.values.update(self.entry_regs[seg.start])
         regs.groups = access_groups(self.layout, seg.start, seg.end)
         for pc in range(seg.start, seg.end):
             op = self.ops[pc]
@@ -490,10 +550,35 @@ class BlockGen:
                 after_pcs = [] if ins.guard is None else [pc + 1]
             else:
                 raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
-            self._flush(b, w, regs, mask, self._live_after(after_pcs))
+            self.pending = (regs, mask, self._live_after(after_pcs))
             return self._set_pcs(b, w, pcs, mask, dest), after_pcs
-        self._flush(b, w, regs, mask, self._live_after([seg.end]))
+        self.pending = (regs, mask, self._live_after([seg.end]))
         return self._set_pcs(b, w, pcs, mask, L.Constant(V(I32), seg.end)), [seg.end]
+
+    def _flush_pending(self, b: L.IRBuilder, w: L.Value, pending: tuple[SegmentRegs, L.Value, int] | None,
+                       kept_into: int | None = None) -> None:
+        """The flush of the "lanes" segment just emitted (`pending`: its registers, mask and the registers live
+        after it), on one way out of it. Into segment `kept_into` with every lane (`_enter` with the values
+        held in SSA) a register that segment takes in and that is dead after it is left out: only that segment
+        reads it, from SSA."""
+        if pending is None:
+            return
+        regs, mask, keep = pending
+        if kept_into is not None:
+            seg = self.seg_at[kept_into]
+            carried = sum(1 << s for s in self.entry_regs[kept_into])
+            keep &= ~(carried & ~self._live_after(self._exits(seg)))
+        self._flush(b, w, regs, mask, keep)
+
+    def _exits(self, seg: Segment) -> list[int]:
+        """The pcs segment `seg` may go on at (its lanes' next pcs)."""
+        last = seg.end - 1
+        op, guarded = self.ops[last], self.layout.placed[last].ins.guard is not None
+        if op.kind == C.BRA:
+            return [op.target, seg.end] if guarded else [op.target]
+        if op.kind in (C.EXIT, C.RET):
+            return [seg.end] if guarded else []
+        return [seg.end]
 
     def _flush(self, b: L.IRBuilder, w: L.Value, regs: SegmentRegs, mask: L.Value, keep: int) -> None:
         """Store the written registers whose bit is set in `keep`, for the lanes of `mask`."""

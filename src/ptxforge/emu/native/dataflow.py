@@ -221,3 +221,13 @@ def read_where_written(layout: Layout, ops: list[Any], lo: int, hi: int, slots: 
     for pc in range(lo, hi):
         slots &= ~(reads[pc] & ~inn[pc])
     return slots
+
+
+def read_before_written(layout: Layout, ops: list[Any], lo: int, hi: int) -> int:
+    """Registers (bits) the straight run of pcs lo..hi-1 (a segment) reads before it surely writes them."""
+    reads, writes, _ = _flow(layout, ops, lo, hi)
+    r = w = 0
+    for pc in range(lo, hi):
+        r |= reads[pc] & ~w
+        w |= writes[pc]
+    return r

@@ -36,6 +36,8 @@ class SegmentRegs:
         self.groups: dict[int, AccessGroup] = {}  # pc -> its shared-memory access group (access.py)
         # slot -> (its value, that value before a NaN in it was made canonical): see WarpEnv.read_nan_free
         self.raw: dict[int, tuple[L.Value, L.Value]] = {}
+        # (id of a shape root (`shape_root`), bytes) -> (the root, whether it is consecutive that many bytes apart)
+        self.consecutive: dict[tuple[int, int], tuple[L.Value, L.Value]] = {}
 
 
 class WarpEnv:
@@ -207,8 +209,16 @@ class WarpEnv:
         return memo[key]
 
     def _consecutive(self, host: L.Value, nbytes: int) -> L.Value:
-        """i1: the addresses are consecutive `nbytes` apart."""
-        return self._memo(("consecutive", nbytes), lambda: access_calls.consecutive(self.gen, self.b, host, nbytes))
+        """i1: the addresses are consecutive `nbytes` apart: tested once per segment for addresses that differ
+        by a value the same in every lane (`shape_root`: the loads and the store of `c[i] = a[i] + b[i]`; the
+        test is made where an instruction starts, on the segment's straight line, so it holds at every later
+        use in the segment)."""
+        root = shape_root(host)
+        hit = self.regs.consecutive.get((id(root), nbytes))
+        if hit is None:
+            hit = self.regs.consecutive[(id(root), nbytes)] = (root, access_calls.consecutive(self.gen, self.b,
+                                                                                               root, nbytes))
+        return hit[1]
 
     def _half_shapes(self, host: L.Value, nbytes: int) -> L.Value:
         """`access_calls.half_shapes` of the addresses."""
@@ -318,6 +328,28 @@ def splat(b: L.IRBuilder, x: L.Value) -> L.Value:
     if zero is None:
         zero = _ZEROS[str(x.type)] = L.Constant(V(x.type), None)
     return b.shuffle_vector(b.insert_element(zero, x, _LANE0), zero, _SPLAT_MASK)
+
+
+def _uniform(v: L.Value) -> bool:
+    """Whether the vector `v` is the same in every lane as built here: a constant or a `splat`."""
+    if isinstance(v, L.Constant):
+        elems = v.constant
+        return not isinstance(elems, tuple | list) or len({e.constant for e in elems}) == 1
+    return isinstance(v, L.ShuffleVector) and all(m.constant == 0 for m in v.operands[2].constant)
+
+
+def shape_root(v: L.Value) -> L.Value:
+    """`v` less the terms the same in every lane it adds or subtracts (`_uniform`): lane i of `v` less lane 0
+    is lane i of the root less lane 0, modulo 2**64, so the two have the same shape (consecutive or not)."""
+    while isinstance(v, L.Instruction) and v.opname in ("add", "sub") and len(v.operands) == 2:
+        x, y = v.operands
+        if _uniform(y):
+            v = x
+        elif v.opname == "add" and _uniform(x):
+            v = y
+        else:
+            break
+    return v
 
 
 def storage(rty: str) -> L.IntType:
