@@ -64,13 +64,6 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
         return _POOL[0]
 
 
-def validity_map(memory: Any) -> np.ndarray:
-    """Per 64-byte granule of the arena: how many of its bytes from its start lie in an allocation (flag 0x80:
-    a read-only one). Allocations start on 256-byte boundaries, so a granule belongs to at most one. Kept per
-    memory until its allocations change."""
-    return _global_memory(memory)[3]
-
-
 def _global_memory(memory: Any) -> tuple[int, int, int, np.ndarray]:
     """(the arena's address, its size, the validity map's address, the map) of `memory` as its launches see it
     (the addresses looked up once per arena and map)."""

@@ -45,12 +45,6 @@ def _isnan(b: L.IRBuilder, x: L.Value) -> L.Value:
     return b.fcmp_unordered("uno", x, x)
 
 
-def _canon(b: L.IRBuilder, f: L.Value, bits: int) -> L.Value:
-    """The bits of `f`, a NaN made the canonical NaN."""
-    it = V(INT[bits])
-    return b.select(_isnan(b, f), L.Constant(it, NAN[bits]), b.bitcast(f, it))
-
-
 def _nan64(b: L.IRBuilder, r: L.Value, ins_bits: list[L.Value]) -> L.Value:
     """floating._nan64: a NaN result takes the first NaN input's payload (quieted), else the canonical NaN."""
     it = V(I64)

@@ -76,6 +76,7 @@ def numpy_is_libm(op: str) -> bool:
     return bool(((want.view(np.uint64) == got.view(np.uint64)) | (np.isnan(want) & np.isnan(got))).all())
 
 
+@functools.cache
 def c_library(op: str) -> Callable[[np.ndarray], np.ndarray]:
     """The C library's float64 function for `op` (ex2 lg2 sin cos tanh) over an array: numpy's where it gives
     the same bits, otherwise element by element through the math module."""
