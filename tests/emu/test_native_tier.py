@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from emu_corpus import corpus_module
 
+import ptxforge
 from ptxforge.emu.errors import EmulatorError
 from ptxforge.runtime.buffers import to_device
 from ptxforge.runtime.launch_config import EmulatorOptions
@@ -210,6 +211,34 @@ def test_out_of_bounds_is_a_fault_on_both_tiers(tier):
     assert e.value.address == c.address + 200 * 4
     # (what other warps stored before it may differ: the interpreter checks the whole wave's addresses first, the
     # native tier a warp's; test_native_vector.py checks the faulting warp stores nothing)
+
+
+NEGATIVE_SHARED = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry t(.param .u64 p) {
+    .reg .b32 %r<3>; .reg .b64 %rd<2>; .shared .align 4 .b8 sm[128];
+    mov.u32 %r1, sm;
+    add.s32 %r1, %r1, -8;
+    ld.shared.u32 %r2, [%r1];
+    ld.param.u64 %rd1, [p];
+    st.global.u32 [%rd1], %r2;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("tier", ["interp", "native"])
+def test_shared_address_below_the_window_is_worded_alike_on_both_tiers(tier):
+    """A one-CTA launch has no other CTA to name: both tiers describe the block's own window."""
+    from ptxforge.emu.errors import MemoryFault
+
+    out = to_device(np.zeros(4, np.uint32))
+    want = (r"<string>:8: ld\.shared\.u32 %r2, \[%r1\];: out-of-bounds shared access of 4 bytes at 0xfffffff8 "
+            r"\(the shared window of this block is 128 bytes\) by thread \(0,0,0\) block \(0,0,0\)$")
+    with pytest.raises(MemoryFault, match=want):
+        ptxforge.parse(NEGATIVE_SHARED).kernel("t").launch(grid=(1,), block=(32,), args=[out],
+                                                          options=EmulatorOptions(tier=tier))
 
 
 def test_threads_give_identical_results():

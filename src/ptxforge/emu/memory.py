@@ -351,8 +351,7 @@ class LaneMemory:
 
     def _shared(self, addr, nbytes, lanes):
         a = np.asarray(addr)
-        if self.cluster_size == 1 and a.dtype.kind == "u" and a.dtype.itemsize <= 4 and a.ndim == 1 and \
-                a.size and not int(highest(a)) >> CLUSTER_RANK_SHIFT:  # rank 0 of a one-CTA cluster
+        if self.cluster_size == 1:  # no other CTA to name: an address past the block's window is out of it
             return self._windowed(a, nbytes, lanes, self.shared_size, self._slot_base, self.shared, "shared")
         if a.dtype.kind != "i":
             a = a.astype(np.int64)
