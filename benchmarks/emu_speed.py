@@ -146,7 +146,12 @@ __kernel void collatz(__global const uint* x, __global int* out, int n) {
 }
 '''
 SOFTMAX_SRC = '''
-__kernel void softmax_rows(__global const float* x, __global float* y, int cols) {
+#define TREE(OP) for (int o = nt / 2; o > 0; o >>= 1) { \\
+    if (tid < o) s[tid] = OP(s[tid], s[tid + o]); barrier(CLK_LOCAL_MEM_FENCE); }
+#define ADD(a, b) ((a) + (b))
+#define ONE_ITEM(OP, A0) if (tid == 0) { float a = A0; for (int k = 0; k < nt; ++k) a = OP(a, s[k]); r = a; }
+// the CUDA kernel's form: local-memory tree reductions, exp twice
+__kernel void softmax_tree(__global const float* x, __global float* y, int cols) {
     __local float s[256];
     int tid = get_local_id(0), nt = get_local_size(0);
     __global const float* row = x + (size_t)get_group_id(0) * cols;
@@ -155,22 +160,55 @@ __kernel void softmax_rows(__global const float* x, __global float* y, int cols)
     for (int c = tid; c < cols; c += nt) m = fmax(m, row[c]);
     s[tid] = m;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int o = nt / 2; o > 0; o >>= 1) {
-        if (tid < o) s[tid] = fmax(s[tid], s[tid + o]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    TREE(fmax)
     m = s[0];
     barrier(CLK_LOCAL_MEM_FENCE);
     float sum = 0.0f;
-    for (int c = tid; c < cols; c += nt) sum += EXP(row[c] - m);
+    for (int c = tid; c < cols; c += nt) sum += exp(row[c] - m);
     s[tid] = sum;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int o = nt / 2; o > 0; o >>= 1) {
-        if (tid < o) s[tid] += s[tid + o];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    TREE(ADD)
     float inv = 1.0f / s[0];
-    for (int c = tid; c < cols; c += nt) out[c] = EXP(row[c] - m) * inv;
+    for (int c = tid; c < cols; c += nt) out[c] = exp(row[c] - m) * inv;
+}
+// POCL's faster forms: one work-item reduces (fewer barriers), exp once (kept in y, then scaled)
+__kernel void softmax_one_item(__global const float* x, __global float* y, int cols) {
+    __local float s[256], r;
+    int tid = get_local_id(0), nt = get_local_size(0);
+    __global const float* row = x + (size_t)get_group_id(0) * cols;
+    __global float* out = y + (size_t)get_group_id(0) * cols;
+    float m = -INFINITY;
+    for (int c = tid; c < cols; c += nt) m = fmax(m, row[c]);
+    s[tid] = m;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    ONE_ITEM(fmax, -INFINITY)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    m = r;
+    float sum = 0.0f;
+    for (int c = tid; c < cols; c += nt) { float e = exp(row[c] - m); out[c] = e; sum += e; }
+    s[tid] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    ONE_ITEM(ADD, 0.0f)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float inv = 1.0f / r;
+    for (int c = tid; c < cols; c += nt) out[c] *= inv;
+}
+// the same with one column per work-item (cols == the work-group size; no column loops)
+__kernel void softmax_one_item_fixed(__global const float* x, __global float* y, int cols) {
+    __local float s[256], r;
+    int tid = get_local_id(0), nt = get_local_size(0);
+    size_t i = (size_t)get_group_id(0) * cols + tid;
+    float v = x[i];
+    s[tid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    ONE_ITEM(fmax, -INFINITY)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float e = exp(v - r);
+    s[tid] = e;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    ONE_ITEM(ADD, 0.0f)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    y[i] = e / r;
 }
 '''
 WG_SCAN_SRC = '''
@@ -298,8 +336,11 @@ for key, kind, n in rows:
         y = np.zeros((n, cols), np.float32)
         X, Y = buf(x), buf(y)
         want = softmax64(x)
-        for form, exp in (("local-memory trees, exp", "exp"), ("local-memory trees, native_exp", "native_exp")):
-            k = cl.Kernel(cl.Program(ctx, SOFTMAX_SRC).build(options=f"-DEXP={exp}"), "softmax_rows")
+        sm = cl.Program(ctx, SOFTMAX_SRC).build()
+        for form, name in (("local-memory trees, exp twice", "softmax_tree"),
+                           ("one work-item reductions, exp once", "softmax_one_item"),
+                           ("one work-item reductions, exp once, a column per work-item", "softmax_one_item_fixed")):
+            k = cl.Kernel(sm, name)
             forms.append((form, lambda k=k: k(q, (n * 256,), (256,), X, Y, i32(cols)),
                           lambda: np.allclose(back(y, Y), want, rtol=1e-5, atol=1e-9)))
     else:
