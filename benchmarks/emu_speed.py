@@ -1,10 +1,16 @@
 """Emulator throughput: thread-instructions per second, next to POCL and numba-cuda's CUDA simulator.
 
 POCL (OpenCL on the CPU, native code) runs OpenCL C versions of the same algorithms as ptxforge, which runs
-the nvcc -O3 sm_80 PTX of tests/corpus/src/cuda/{vector_ops,reductions,matmul_tiled,control_flow}.cu:
-vector add at 1K, 16K, 64K, 1M and 16M threads, a block sum reduction (ptxforge: warp shuffles + bar.sync;
-POCL: the local-memory tree with barriers), a 16x16-tiled shared-memory matmul, a divergent Collatz loop,
-and the vector add with the sanitizer on (ptxforge only; compared with ptxforge plain). Both sides time
+the nvcc -O3 sm_80 PTX of tests/corpus/src/cuda/{vector_ops,reductions,matmul_tiled,control_flow,histogram,
+scans,softmax_layernorm}.cu (CORPUS_MODULES): vector add at 1K, 2K, 16K, 64K, 1M and 16M threads, a block sum
+reduction (ptxforge: warp shuffles + bar.sync; POCL: the local-memory tree with barriers), a grid-stride saxpy,
+a block scan of 1M uint32 (ptxforge: shfl.up + shared warp totals), a 256-bin shared-memory histogram, a row
+softmax of 4096 x 256 floats (a block of 256 per row), a 16x16-tiled shared-memory matmul, a divergent Collatz
+loop, and the vector add with the sanitizer on (ptxforge only; compared with ptxforge plain). Where OpenCL C
+has several reasonable forms of the work (the scan: local-memory Hillis-Steele, a 16 x 16 two-level scan, one
+work-item serial, work_group_scan_inclusive_add where POCL builds it; the softmax: the CUDA kernel's tree
+reductions, one work-item reductions with exp once, the same with a column per work-item), POCL runs each
+and keeps the fastest correct one, named in the row's label (the peer in its best form). Both sides time
 the kernel alone on buffers already in (emulated) device memory, wall clock, best of --repeat (a launch under
 10 ms as the mean of a batch of launches filling about 10 ms, both sides alike); a POCL row's
 rate is the ptxforge thread-instruction count of the same launch over POCL's time.
