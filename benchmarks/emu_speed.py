@@ -234,7 +234,6 @@ ctx = cl.Context([d for p in cl.get_platforms() if "Portable" in p.name for d in
 q = cl.CommandQueue(ctx)
 prg = cl.Program(ctx, SRC).build()
 mf = cl.mem_flags
-rng = np.random.default_rng(0)
 dev = ctx.devices[0]
 res = {"device": f"{dev.platform.version}, {dev.name}, {dev.max_compute_units} compute units"}
 
@@ -283,6 +282,7 @@ def softmax64(x):
 
 i32 = np.int32
 for key, kind, n in rows:
+    rng = np.random.default_rng(0)  # each row its own data, whichever rows run (as ptxforge_pocl_rows)
     # forms: (name of the form POCL ran, call, check); a row with several is timed in each and the fastest
     # correct one is kept (the peer in its best form); None: the row's one form
     forms, skipped = [], {}
@@ -600,12 +600,12 @@ def ptxforge_pocl_rows(repeat: int, tier: str = "interp", threads: int | None = 
     from emu_corpus import corpus_module
 
     mods = {m: corpus_module(m, "sm_80.O3") for m in CORPUS_MODULES}
-    rng = np.random.default_rng(0)
     out = {}
     for key, _, kind, n in POCL_ROWS:
         if tier != "interp" and kind is None:
             continue
-        k, grid, block, args, bufs, check = _pocl_row_launch(kind, n, mods, rng, repeat)
+        # each row its own data, the same as POCL_SCRIPT's, whichever rows run (--rows)
+        k, grid, block, args, bufs, check = _pocl_row_launch(kind, n, mods, np.random.default_rng(0), repeat)
         san = kind is None
 
         def launch(k=k, grid=grid, block=block, args=args, san=san):
