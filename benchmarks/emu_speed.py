@@ -1,10 +1,16 @@
 """Emulator throughput: thread-instructions per second, next to POCL and numba-cuda's CUDA simulator.
 
 POCL (OpenCL on the CPU, native code) runs OpenCL C versions of the same algorithms as ptxforge, which runs
-the nvcc -O3 sm_80 PTX of tests/corpus/src/cuda/{vector_ops,reductions,matmul_tiled,control_flow}.cu:
-vector add at 1K, 16K, 64K, 1M and 16M threads, a block sum reduction (ptxforge: warp shuffles + bar.sync;
-POCL: the local-memory tree with barriers), a 16x16-tiled shared-memory matmul, a divergent Collatz loop,
-and the vector add with the sanitizer on (ptxforge only; compared with ptxforge plain). Both sides time
+the nvcc -O3 sm_80 PTX of tests/corpus/src/cuda/{vector_ops,reductions,matmul_tiled,control_flow,histogram,
+scans,softmax_layernorm}.cu (CORPUS_MODULES): vector add at 1K, 2K, 16K, 64K, 1M and 16M threads, a block sum
+reduction (ptxforge: warp shuffles + bar.sync; POCL: the local-memory tree with barriers), a grid-stride saxpy,
+a block scan of 1M uint32 (ptxforge: shfl.up + shared warp totals), a 256-bin shared-memory histogram, a row
+softmax of 4096 x 256 floats (a block of 256 per row), a 16x16-tiled shared-memory matmul, a divergent Collatz
+loop, and the vector add with the sanitizer on (ptxforge only; compared with ptxforge plain). Where OpenCL C
+has several reasonable forms of the work (the scan: local-memory Hillis-Steele, a 16 x 16 two-level scan, one
+work-item serial, work_group_scan_inclusive_add where POCL builds it; the softmax: the CUDA kernel's tree
+reductions, one work-item reductions with exp once, the same with a column per work-item), POCL runs each
+and keeps the fastest correct one, named in the row's label (the peer in its best form). Both sides time
 the kernel alone on buffers already in (emulated) device memory, wall clock, best of --repeat (a launch under
 10 ms as the mean of a batch of launches filling about 10 ms, both sides alike); a POCL row's
 rate is the ptxforge thread-instruction count of the same launch over POCL's time.
@@ -94,6 +100,48 @@ __kernel void hist(__global const uint* in, __global uint* bins, int n, uint nbi
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint b = get_local_id(0); b < nbins; b += get_local_size(0)) if (loc[b]) atomic_add(&bins[b], loc[b]);
 }
+#define BLOCK 256
+__kernel void scan_hillis_steele(__global const uint* in, __global uint* out, int n) {
+    __local uint s[2][BLOCK];
+    int tid = get_local_id(0), i = get_global_id(0), cur = 0;
+    s[0][tid] = i < n ? in[i] : 0u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int o = 1; o < BLOCK; o <<= 1) {
+        uint v = s[cur][tid];
+        if (tid >= o) v += s[cur][tid - o];
+        s[cur ^ 1][tid] = v;
+        cur ^= 1;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (i < n) out[i] = s[cur][tid];
+}
+__kernel void scan_two_level(__global const uint* in, __global uint* out, int n) {
+    __local uint s[BLOCK], tot[16];
+    int tid = get_local_id(0), i = get_global_id(0);
+    s[tid] = i < n ? in[i] : 0u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (tid < 16) {
+        uint acc = 0;
+        for (int k = 0; k < 16; ++k) { acc += s[tid * 16 + k]; s[tid * 16 + k] = acc; }
+        tot[tid] = acc;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint base = 0;
+    for (int c = 0; c < tid / 16; ++c) base += tot[c];
+    if (i < n) out[i] = s[tid] + base;
+}
+__kernel void scan_serial(__global const uint* in, __global uint* out, int n) {
+    __local uint s[BLOCK];
+    int tid = get_local_id(0), i = get_global_id(0);
+    s[tid] = i < n ? in[i] : 0u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (tid == 0) {
+        uint acc = 0;
+        for (int k = 0; k < BLOCK; ++k) { acc += s[k]; s[k] = acc; }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (i < n) out[i] = s[tid];
+}
 __kernel void collatz(__global const uint* x, __global int* out, int n) {
     int i = get_global_id(0);
     if (i >= n) return;
@@ -101,6 +149,79 @@ __kernel void collatz(__global const uint* x, __global int* out, int n) {
     int steps = 0;
     while (v != 1 && steps < 1000) { v = (v & 1) ? 3 * v + 1 : v >> 1; ++steps; }
     out[i] = steps;
+}
+'''
+SOFTMAX_SRC = '''
+#define TREE(OP) for (int o = nt / 2; o > 0; o >>= 1) { \\
+    if (tid < o) s[tid] = OP(s[tid], s[tid + o]); barrier(CLK_LOCAL_MEM_FENCE); }
+#define ADD(a, b) ((a) + (b))
+#define ONE_ITEM(OP, A0) if (tid == 0) { float a = A0; for (int k = 0; k < nt; ++k) a = OP(a, s[k]); r = a; }
+// the CUDA kernel's form: local-memory tree reductions, exp twice
+__kernel void softmax_tree(__global const float* x, __global float* y, int cols) {
+    __local float s[256];
+    int tid = get_local_id(0), nt = get_local_size(0);
+    __global const float* row = x + (size_t)get_group_id(0) * cols;
+    __global float* out = y + (size_t)get_group_id(0) * cols;
+    float m = -INFINITY;
+    for (int c = tid; c < cols; c += nt) m = fmax(m, row[c]);
+    s[tid] = m;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    TREE(fmax)
+    m = s[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float sum = 0.0f;
+    for (int c = tid; c < cols; c += nt) sum += exp(row[c] - m);
+    s[tid] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    TREE(ADD)
+    float inv = 1.0f / s[0];
+    for (int c = tid; c < cols; c += nt) out[c] = exp(row[c] - m) * inv;
+}
+// POCL's faster forms: one work-item reduces (fewer barriers), exp once (kept in y, then scaled)
+__kernel void softmax_one_item(__global const float* x, __global float* y, int cols) {
+    __local float s[256], r;
+    int tid = get_local_id(0), nt = get_local_size(0);
+    __global const float* row = x + (size_t)get_group_id(0) * cols;
+    __global float* out = y + (size_t)get_group_id(0) * cols;
+    float m = -INFINITY;
+    for (int c = tid; c < cols; c += nt) m = fmax(m, row[c]);
+    s[tid] = m;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    ONE_ITEM(fmax, -INFINITY)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    m = r;
+    float sum = 0.0f;
+    for (int c = tid; c < cols; c += nt) { float e = exp(row[c] - m); out[c] = e; sum += e; }
+    s[tid] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    ONE_ITEM(ADD, 0.0f)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float inv = 1.0f / r;
+    for (int c = tid; c < cols; c += nt) out[c] *= inv;
+}
+// the same with one column per work-item (cols == the work-group size; no column loops)
+__kernel void softmax_one_item_fixed(__global const float* x, __global float* y, int cols) {
+    __local float s[256], r;
+    int tid = get_local_id(0), nt = get_local_size(0);
+    size_t i = (size_t)get_group_id(0) * cols + tid;
+    float v = x[i];
+    s[tid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    ONE_ITEM(fmax, -INFINITY)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float e = exp(v - r);
+    s[tid] = e;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    ONE_ITEM(ADD, 0.0f)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    y[i] = e / r;
+}
+'''
+WG_SCAN_SRC = '''
+__kernel void scan_work_group(__global const uint* in, __global uint* out, int n) {
+    int i = get_global_id(0);
+    uint v = work_group_scan_inclusive_add(i < n ? in[i] : 0u);
+    if (i < n) out[i] = v;
 }
 '''
 rows, repeat = json.loads(sys.argv[1]), int(sys.argv[2])
@@ -113,9 +234,17 @@ ctx = cl.Context([d for p in cl.get_platforms() if "Portable" in p.name for d in
 q = cl.CommandQueue(ctx)
 prg = cl.Program(ctx, SRC).build()
 mf = cl.mem_flags
-rng = np.random.default_rng(0)
 dev = ctx.devices[0]
 res = {"device": f"{dev.platform.version}, {dev.name}, {dev.max_compute_units} compute units"}
+
+
+def optional_program(src, options, what):
+    # a program POCL may not build (a feature it lacks): (program, None) or (None, why)
+    try:
+        return cl.Program(ctx, src).build(options=options), None
+    except Exception as e:  # pyopencl raises RuntimeError (BUILD_PROGRAM_FAILURE) with the build log
+        log = [ln.strip() for ln in str(e).splitlines() if "symbol" in ln or "error" in ln.lower()]
+        return None, f"{what} does not build ({log[-1] if log else str(e).splitlines()[0]})"
 
 
 def buf(a):
@@ -127,49 +256,8 @@ def back(host, b):
     return host
 
 
-i32 = np.int32
-for key, kind, n in rows:
-    if kind == "vadd":
-        a, b = rng.random(n, np.float32), rng.random(n, np.float32)
-        c = np.zeros(n, np.float32)
-        A, B, Cb = buf(a), buf(b), buf(c)
-        k = cl.Kernel(prg, "vadd")  # fetched once: `prg.vadd` rebuilds the kernel object on every access
-        call = lambda k=k: k(q, (n,), (min(256, n),), A, B, Cb, i32(n))
-        check = lambda: np.array_equal(back(c, Cb), a + b)
-    elif kind == "reduce":
-        x = rng.random(n, np.float32)
-        out = np.zeros(n // 256, np.float32)
-        X, O = buf(x), buf(out)
-        k = cl.Kernel(prg, "reduce_sum")
-        call = lambda k=k: k(q, (n,), (256,), X, O, i32(n))
-        check = lambda: np.allclose(back(out, O), x.reshape(-1, 256).sum(1), rtol=1e-4)
-    elif kind == "matmul":
-        a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
-        c = np.zeros((n, n), np.float32)
-        A, B, Cb = buf(a), buf(b), buf(c)
-        k = cl.Kernel(prg, "matmul")
-        call = lambda k=k: k(q, (n, n), (16, 16), A, B, Cb, i32(n), i32(n), i32(n))
-        check = lambda: np.allclose(back(c, Cb), a @ b, rtol=1e-4, atol=1e-3)
-    elif kind == "saxpy":  # a grid-stride loop: 16K threads over n elements
-        x, y = rng.random(n, np.float32), rng.random(n, np.float32)
-        X, Y = buf(x), buf(y.copy())
-        k = cl.Kernel(prg, "saxpy")
-        call = lambda k=k: k(q, (1 << 14,), (256,), np.float32(2.0), X, Y, i32(n))
-        check = lambda: np.allclose(back(np.empty_like(y), Y), y + calls * 2.0 * x, rtol=1e-4)
-    elif kind == "hist":  # 256 bins in shared memory, 16K threads over n values
-        x = rng.integers(0, 1 << 30, n, dtype=np.uint32)
-        bins = np.zeros(256, np.uint32)
-        X, B = buf(x), buf(bins)
-        k = cl.Kernel(prg, "hist")
-        call = lambda k=k: k(q, (1 << 14,), (256,), X, B, i32(n), np.uint32(256))
-        check = lambda: np.array_equal(back(bins, B), calls * np.bincount(x % 256, minlength=256))
-    else:
-        x = rng.integers(1, 100_000, n, dtype=np.uint32)
-        out = np.zeros(n, np.int32)
-        X, O = buf(x), buf(out)
-        k = cl.Kernel(prg, "collatz")
-        call = lambda k=k: k(q, (n,), (256,), X, O, i32(n))
-        check = lambda: int(back(out, O).max()) > 100
+def timed(call):
+    # (best seconds per launch over `repeat` timings, launches made); see `batch`
     call()  # the first call compiles the work-group function
     q.finish()
     t = time.perf_counter()
@@ -184,8 +272,97 @@ for key, kind, n in rows:
             q.finish()
         dt = (time.perf_counter() - t) / inner
         best = dt if best is None else min(best, dt)
-    calls = 2 + repeat * inner  # (saxpy and the histogram accumulate: their checks count the launches)
-    res[key] = {"s": best, "ok": bool(check())}
+    return best, 2 + repeat * inner
+
+
+def softmax64(x):
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+i32 = np.int32
+for key, kind, n in rows:
+    rng = np.random.default_rng(0)  # each row its own data, whichever rows run (as ptxforge_pocl_rows)
+    # forms: (name of the form POCL ran, call, check); a row with several is timed in each and the fastest
+    # correct one is kept (the peer in its best form); None: the row's one form
+    forms, skipped = [], {}
+    if kind == "vadd":
+        a, b = rng.random(n, np.float32), rng.random(n, np.float32)
+        c = np.zeros(n, np.float32)
+        A, B, Cb = buf(a), buf(b), buf(c)
+        k = cl.Kernel(prg, "vadd")  # fetched once: `prg.vadd` rebuilds the kernel object on every access
+        forms.append((None, lambda k=k: k(q, (n,), (min(256, n),), A, B, Cb, i32(n)),
+                      lambda: np.array_equal(back(c, Cb), a + b)))
+    elif kind == "reduce":
+        x = rng.random(n, np.float32)
+        out = np.zeros(n // 256, np.float32)
+        X, O = buf(x), buf(out)
+        k = cl.Kernel(prg, "reduce_sum")
+        forms.append((None, lambda k=k: k(q, (n,), (256,), X, O, i32(n)),
+                      lambda: np.allclose(back(out, O), x.reshape(-1, 256).sum(1), rtol=1e-4)))
+    elif kind == "matmul":
+        a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
+        c = np.zeros((n, n), np.float32)
+        A, B, Cb = buf(a), buf(b), buf(c)
+        k = cl.Kernel(prg, "matmul")
+        forms.append((None, lambda k=k: k(q, (n, n), (16, 16), A, B, Cb, i32(n), i32(n), i32(n)),
+                      lambda: np.allclose(back(c, Cb), a @ b, rtol=1e-4, atol=1e-3)))
+    elif kind == "saxpy":  # a grid-stride loop: 16K threads over n elements
+        x, y = rng.random(n, np.float32), rng.random(n, np.float32)
+        X, Y = buf(x), buf(y.copy())
+        k = cl.Kernel(prg, "saxpy")
+        forms.append((None, lambda k=k: k(q, (1 << 14,), (256,), np.float32(2.0), X, Y, i32(n)),
+                      lambda: np.allclose(back(np.empty_like(y), Y), y + calls * 2.0 * x, rtol=1e-4)))
+    elif kind == "hist":  # 256 bins in shared memory, 16K threads over n values
+        x = rng.integers(0, 1 << 30, n, dtype=np.uint32)
+        bins = np.zeros(256, np.uint32)
+        X, B = buf(x), buf(bins)
+        k = cl.Kernel(prg, "hist")
+        forms.append((None, lambda k=k: k(q, (1 << 14,), (256,), X, B, i32(n), np.uint32(256)),
+                      lambda: np.array_equal(back(bins, B), calls * np.bincount(x % 256, minlength=256))))
+    elif kind == "scan":  # an inclusive scan of each 256-element slice, n uint32 values in work-groups of 256
+        x = rng.integers(0, 1 << 32, n, dtype=np.uint32)
+        out = np.zeros(n, np.uint32)
+        X, O = buf(x), buf(out)
+        want = np.cumsum(x.reshape(-1, 256), axis=1, dtype=np.uint32).ravel()
+        kernels = [("local-memory Hillis-Steele", cl.Kernel(prg, "scan_hillis_steele")),
+                   ("local-memory 16 x 16 two-level", cl.Kernel(prg, "scan_two_level")),
+                   ("local memory, one work-item serial", cl.Kernel(prg, "scan_serial"))]
+        wg, why = optional_program(WG_SCAN_SRC, "-cl-std=CL2.0", "work_group_scan_inclusive_add")
+        if wg is None:
+            skipped["work_group_scan_inclusive_add"] = why
+        else:
+            kernels.append(("work_group_scan_inclusive_add", cl.Kernel(wg, "scan_work_group")))
+        for form, k in kernels:
+            forms.append((form, lambda k=k: k(q, (n,), (256,), X, O, i32(n)),
+                          lambda: np.array_equal(back(out, O), want)))
+    elif kind == "softmax":  # one work-group of 256 per row of 256 columns, n rows
+        cols = 256
+        x = (rng.standard_normal((n, cols)) * 4).astype(np.float32)
+        y = np.zeros((n, cols), np.float32)
+        X, Y = buf(x), buf(y)
+        want = softmax64(x)
+        sm = cl.Program(ctx, SOFTMAX_SRC).build()
+        for form, name in (("local-memory trees, exp twice", "softmax_tree"),
+                           ("one work-item reductions, exp once", "softmax_one_item"),
+                           ("one work-item reductions, exp once, a column per work-item", "softmax_one_item_fixed")):
+            k = cl.Kernel(sm, name)
+            forms.append((form, lambda k=k: k(q, (n * 256,), (256,), X, Y, i32(cols)),
+                          lambda: np.allclose(back(y, Y), want, rtol=1e-5, atol=1e-9)))
+    else:
+        x = rng.integers(1, 100_000, n, dtype=np.uint32)
+        out = np.zeros(n, np.int32)
+        X, O = buf(x), buf(out)
+        k = cl.Kernel(prg, "collatz")
+        forms.append((None, lambda k=k: k(q, (n,), (256,), X, O, i32(n)),
+                      lambda: int(back(out, O).max()) > 100))
+    runs = []
+    for form, call, check in forms:
+        s, calls = timed(call)  # (saxpy and the histogram accumulate: their checks count the launches)
+        runs.append((not check(), s, form))
+    wrong, s, form = min(runs, key=lambda r: (r[0], r[1]))  # the fastest correct form
+    res[key] = {"s": s, "ok": not wrong, "form": form,
+                "forms": {**{f: (t if not w else "wrong") for w, t, f in runs if f is not None}, **skipped}}
     if kind == "vadd" and n == 1 << 10:  # the old way, for comparison: the kernel object fetched on every call
         old = lambda: prg.vadd(q, (n,), (min(256, n),), A, B, Cb, i32(n))
         old()
@@ -314,21 +491,30 @@ def ptxforge_runs(repeat: int):
     return rows
 
 
-# (key, label, POCL kernel, size): vector adds are n threads, the reduction and Collatz n threads in blocks
-# of 256, the matmul n x n x n in 16x16 tiles (one thread per output); None: no POCL row (the sanitizer)
+# (key, label, POCL kernel, size): vector adds are n threads, the reduction, the scan and Collatz n threads in
+# blocks of 256, the softmax n rows of SOFTMAX_COLS (a block of 256 each), the matmul n x n x n in 16x16 tiles
+# (one thread per output); None: no POCL row (the sanitizer)
 POCL_ROWS = [
     ("vadd_1k", "vector add, 1K threads", "vadd", 1 << 10),
+    ("vadd_2k", "vector add, 2K threads", "vadd", 1 << 11),
     ("vadd_16k", "vector add, 16K threads", "vadd", 1 << 14),
     ("vadd_64k", "vector add, 64K threads", "vadd", 1 << 16),
     ("vadd_1m", "vector add, 1M threads", "vadd", 1 << 20),
     ("vadd_16m", "vector add, 16M threads", "vadd", 1 << 24),
     ("reduce", "block sum, 64K threads (shfl + bar.sync; POCL: local-memory tree)", "reduce", 1 << 16),
     ("saxpy", "grid-stride saxpy, 1M elements over 16K threads", "saxpy", 1 << 20),
+    ("scan", "block scan, 1M uint32 (shfl.up + shared warp totals, 256 threads a block)", "scan", 1 << 20),
     ("hist", "256-bin shared-memory histogram (atom.shared.add), 1M values over 16K threads", "hist", 1 << 20),
     ("matmul", "shared-memory tiled matmul 256^3 (64K threads)", "matmul", 256),
+    ("softmax", "row softmax, 4096 x 256 floats (a block of 256 per row; shfl max and sum + bar.sync, expf)",
+     "softmax", 4096),
     ("collatz", "divergent Collatz loop, 64K threads, x < 100000", "collatz", 1 << 16),
     ("vadd_1m_san", "vector add, 1M threads, sanitizer on", None, 1 << 20),
 ]
+SOFTMAX_COLS = 256  # (POCL_SCRIPT's softmax rows are as long)
+# the corpus modules (tests/corpus/src/cuda/<name>.cu, nvcc -O3 sm_80) whose kernels the POCL_ROWS run
+CORPUS_MODULES = ("vector_ops", "reductions", "matmul_tiled", "control_flow", "histogram", "scans",
+                  "softmax_layernorm")
 
 
 def batch(dt: float) -> int:
@@ -386,6 +572,19 @@ def _pocl_row_launch(kind, n, mods, rng, repeat):
         bufs = [to_device(x), to_device(np.zeros(256, np.uint32))]
         return (mods["histogram"].kernel("histogram_shared"), (64,), (256,), [*bufs, i32(n), np.uint32(256)], bufs,
                 lambda calls: np.array_equal(bufs[1].to_host(), calls * np.bincount(x % 256, minlength=256)))
+    if kind == "scan":
+        x = rng.integers(0, 1 << 32, n, dtype=np.uint32)
+        want = np.cumsum(x.reshape(-1, 256), axis=1, dtype=np.uint32).ravel()
+        bufs = [to_device(x), to_device(np.zeros(n, np.uint32))]
+        return (mods["scans"].kernel("scan_inclusive_warp_shuffle"), (n // 256,), (256,), bufs + [i32(n)], bufs,
+                lambda calls: np.array_equal(bufs[1].to_host(), want))
+    if kind == "softmax":  # n rows of SOFTMAX_COLS, a block of 256 threads each
+        x = (rng.standard_normal((n, SOFTMAX_COLS)) * 4).astype(np.float32)
+        e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+        want = e / e.sum(axis=1, keepdims=True)
+        bufs = [to_device(x), to_device(np.zeros_like(x))]
+        return (mods["softmax_layernorm"].kernel("softmax_rows"), (n,), (256,), bufs + [i32(SOFTMAX_COLS)], bufs,
+                lambda calls: np.allclose(bufs[1].to_host(), want, rtol=1e-5, atol=1e-9))
     x = rng.integers(1, 100_000, n, dtype=np.uint32)
     bufs = [to_device(x), to_device(np.zeros(n, np.int32))]
     return (mods["control_flow"].kernel("collatz_steps"), (n // 256,), (256,), bufs + [i32(n)], bufs,
@@ -400,14 +599,13 @@ def ptxforge_pocl_rows(repeat: int, tier: str = "interp", threads: int | None = 
     mode (no fast path)."""
     from emu_corpus import corpus_module
 
-    mods = {m: corpus_module(m, "sm_80.O3")
-            for m in ("vector_ops", "reductions", "matmul_tiled", "control_flow", "histogram")}
-    rng = np.random.default_rng(0)
+    mods = {m: corpus_module(m, "sm_80.O3") for m in CORPUS_MODULES}
     out = {}
     for key, _, kind, n in POCL_ROWS:
         if tier != "interp" and kind is None:
             continue
-        k, grid, block, args, bufs, check = _pocl_row_launch(kind, n, mods, rng, repeat)
+        # each row its own data, the same as POCL_SCRIPT's, whichever rows run (--rows)
+        k, grid, block, args, bufs, check = _pocl_row_launch(kind, n, mods, np.random.default_rng(0), repeat)
         san = kind is None
 
         def launch(k=k, grid=grid, block=block, args=args, san=san):
@@ -490,7 +688,9 @@ def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None, reference
     plain = rows["vadd_1m"][1] if "vadd_1m" in rows else None
     for key, label, kind, _ in POCL_ROWS:
         ti, s = rows[key]
-        cells = [label, f"{ti:,}", f"{s:.4f}", f"{ti / s / 1e6:.1f}"]
+        name = label + (f"; POCL: {peer[key]['form']}"  # the fastest of the forms it ran (pocl_forms)
+                        if peer is not None and kind is not None and peer.get(key, {}).get("form") else "")
+        cells = [name, f"{ti:,}", f"{s:.4f}", f"{ti / s / 1e6:.1f}"]
         if base:
             bti, bs = base[key]
             cells += [f"{bti / bs / 1e6:.1f}", f"{bs / s:.1f}x"]
@@ -519,7 +719,10 @@ def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None, reference
               "venv; pass --pocl-python or set PTXFORGE_POCL_PYTHON): POCL columns skipped.")
     elif "error" in peer:
         print(f"\nPOCL failed: {peer['error']}")
-    elif "vadd_1k" in peer:
+    else:
+        for line in pocl_forms(peer, peer1):
+            print(line)
+    if peer is not None and "vadd_1k" in peer:
         print(f"\nPOCL vector add, 1K threads: {peer['vadd_1k']['s'] * 1e6:.0f} us with the kernel object reused, "
               f"{peer['vadd_1k_refetch_s'] * 1e6:.0f} us with `prg.vadd(...)` fetching it on every call (the old "
               f"harness)")
@@ -540,6 +743,19 @@ def pocl_table(repeat: int, pocl_py: str | None, baseline: str | None, reference
         print("Goals (issue 29, native tier at all threads): " + "; ".join(native_goals(native[0], peer)))
         if peer1 is not None and "error" not in peer1:
             print("Goals (issue 29, one thread each): " + "; ".join(native_goals(native[1], peer1)))
+
+
+def pocl_forms(peer: dict, peer1: dict | None) -> list[str]:
+    """A line per POCL row run in several forms: each form's seconds (or why it did not run), at all threads
+    and on one thread; the row keeps the fastest correct one."""
+    lines = []
+    for key, *_ in POCL_ROWS:
+        for what, got in (("all threads", peer), ("1 thread", peer1)):
+            forms = (got or {}).get(key, {}).get("forms") if got and "error" not in got else None
+            if forms:
+                lines.append(f"POCL {key} forms, {what}: " + "; ".join(
+                    f"{f} {v * 1e3:.3f} ms" if isinstance(v, float) else f"{f}: {v}" for f, v in forms.items()))
+    return ["", *lines] if lines else []
 
 
 def native_goals(native: dict, peer: dict) -> list[str]:

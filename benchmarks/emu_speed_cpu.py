@@ -26,12 +26,12 @@ sys.path.insert(0, sys.argv[4]); sys.path.insert(0, sys.argv[5])
 import numpy as np
 import emu_speed as E
 from emu_corpus import corpus_module
-mods = {m: corpus_module(m, "sm_80.O3") for m in ("vector_ops", "reductions", "matmul_tiled", "control_flow")}
+mods = {m: corpus_module(m, "sm_80.O3") for m in E.CORPUS_MODULES}
 info = {k: (kind, n) for k, _, kind, n in E.POCL_ROWS}
 out = {"ptxforge": ptxforge.__file__}
 for key in rows:
     kind, n = info[key]
-    k, grid, block, args, bufs, check = E._pocl_row_launch(kind, n, mods, np.random.default_rng(0))
+    k, grid, block, args, bufs, check = E._pocl_row_launch(kind, n, mods, np.random.default_rng(0), repeat)
     run = lambda: k.launch(grid=grid, block=block, args=args, options={"sanitize": kind is None})
     r = run()
     cpu = wall = float("inf")
@@ -39,7 +39,7 @@ for key in rows:
         t, w = time.process_time(), time.perf_counter()
         run()
         cpu, wall = min(cpu, time.process_time() - t), min(wall, time.perf_counter() - w)
-    assert check(), key
+    assert check(1 + repeat), key
     out[key] = [int(r.thread_instructions), cpu, wall]
     for b in bufs:
         b.free()
