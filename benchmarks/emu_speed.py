@@ -3,13 +3,14 @@
 POCL (OpenCL on the CPU, native code) runs OpenCL C versions of the same algorithms as ptxforge, which runs
 the nvcc -O3 sm_80 PTX of tests/corpus/src/cuda/{vector_ops,reductions,matmul_tiled,control_flow,histogram,
 scans,softmax_layernorm}.cu (CORPUS_MODULES): vector add at 1K, 2K, 16K, 64K, 1M and 16M threads, a block sum
-reduction (ptxforge: warp shuffles + bar.sync; POCL: the local-memory tree with barriers), a grid-stride saxpy,
-a block scan of 1M uint32 (ptxforge: shfl.up + shared warp totals), a 256-bin shared-memory histogram, a row
-softmax of 4096 x 256 floats (a block of 256 per row), a 16x16-tiled shared-memory matmul, a divergent Collatz
-loop, and the vector add with the sanitizer on (ptxforge only; compared with ptxforge plain). Where OpenCL C
-has several reasonable forms of the work (the scan: local-memory Hillis-Steele, a 16 x 16 two-level scan, one
-work-item serial, work_group_scan_inclusive_add where POCL builds it; the softmax: the CUDA kernel's tree
-reductions, one work-item reductions with exp once, the same with a column per work-item), POCL runs each
+reduction (ptxforge: warp shuffles + bar.sync), a grid-stride saxpy, a block scan of 1M uint32 (ptxforge:
+shfl.up + shared warp totals), a 256-bin shared-memory histogram, a row softmax of 4096 x 256 floats (a block
+of 256 per row), a 16x16-tiled shared-memory matmul, a divergent Collatz loop, and the vector add with the
+sanitizer on (ptxforge only; compared with ptxforge plain). Where OpenCL C has several reasonable forms of the
+work (the block sum: a local-memory tree, one work-item serial; the matmul: 16 x 16 local-memory tiles, global
+memory without tiles; the scan: local-memory Hillis-Steele, a 16 x 16 two-level scan, one work-item serial,
+work_group_scan_inclusive_add where POCL builds it; the softmax: the CUDA kernel's tree reductions, one
+work-item reductions with exp once, the same with a column per work-item), POCL runs each
 and keeps the fastest correct one, named in the row's label (the peer in its best form). Both sides time
 the kernel alone on buffers already in (emulated) device memory, wall clock, best of --repeat (a launch under
 10 ms as the mean of a batch of launches filling about 10 ms, both sides alike); a POCL row's
@@ -73,6 +74,27 @@ __kernel void reduce_sum(__global const float* x, __global float* out, int n) {
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (tid == 0) out[get_group_id(0)] = s[0];
+}
+__kernel void reduce_sum_serial(__global const float* x, __global float* out, int n) {
+    __local float s[256];
+    int tid = get_local_id(0);
+    float v = 0.0f;
+    for (int i = get_global_id(0); i < n; i += get_global_size(0)) v += x[i];
+    s[tid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (tid == 0) {
+        float a = 0.0f;
+        for (int k = 0; k < get_local_size(0); ++k) a += s[k];
+        out[get_group_id(0)] = a;
+    }
+}
+__kernel void matmul_global(__global const float* A, __global const float* B, __global float* C, int M, int N,
+                            int K) {
+    int col = get_global_id(0), row = get_global_id(1);
+    if (row >= M || col >= N) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc = fma(A[row * K + k], B[k * N + col], acc);
+    C[row * N + col] = acc;
 }
 #define TILE 16
 __kernel void matmul(__global const float* A, __global const float* B, __global float* C, int M, int N, int K) {
@@ -297,16 +319,19 @@ for key, kind, n in rows:
         x = rng.random(n, np.float32)
         out = np.zeros(n // 256, np.float32)
         X, O = buf(x), buf(out)
-        k = cl.Kernel(prg, "reduce_sum")
-        forms.append((None, lambda k=k: k(q, (n,), (256,), X, O, i32(n)),
-                      lambda: np.allclose(back(out, O), x.reshape(-1, 256).sum(1), rtol=1e-4)))
+        for form, name in (("local-memory tree", "reduce_sum"), ("local memory, one work-item serial",
+                                                                  "reduce_sum_serial")):
+            k = cl.Kernel(prg, name)
+            forms.append((form, lambda k=k: k(q, (n,), (256,), X, O, i32(n)),
+                          lambda: np.allclose(back(out, O), x.reshape(-1, 256).sum(1), rtol=1e-4)))
     elif kind == "matmul":
         a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
         c = np.zeros((n, n), np.float32)
         A, B, Cb = buf(a), buf(b), buf(c)
-        k = cl.Kernel(prg, "matmul")
-        forms.append((None, lambda k=k: k(q, (n, n), (16, 16), A, B, Cb, i32(n), i32(n), i32(n)),
-                      lambda: np.allclose(back(c, Cb), a @ b, rtol=1e-4, atol=1e-3)))
+        for form, name in (("16 x 16 local-memory tiles", "matmul"), ("global memory, no tiles", "matmul_global")):
+            k = cl.Kernel(prg, name)
+            forms.append((form, lambda k=k: k(q, (n, n), (16, 16), A, B, Cb, i32(n), i32(n), i32(n)),
+                          lambda: np.allclose(back(c, Cb), a @ b, rtol=1e-4, atol=1e-3)))
     elif kind == "saxpy":  # a grid-stride loop: 16K threads over n elements
         x, y = rng.random(n, np.float32), rng.random(n, np.float32)
         X, Y = buf(x), buf(y.copy())
@@ -501,7 +526,7 @@ POCL_ROWS = [
     ("vadd_64k", "vector add, 64K threads", "vadd", 1 << 16),
     ("vadd_1m", "vector add, 1M threads", "vadd", 1 << 20),
     ("vadd_16m", "vector add, 16M threads", "vadd", 1 << 24),
-    ("reduce", "block sum, 64K threads (shfl + bar.sync; POCL: local-memory tree)", "reduce", 1 << 16),
+    ("reduce", "block sum, 64K threads (shfl + bar.sync)", "reduce", 1 << 16),
     ("saxpy", "grid-stride saxpy, 1M elements over 16K threads", "saxpy", 1 << 20),
     ("scan", "block scan, 1M uint32 (shfl.up + shared warp totals, 256 threads a block)", "scan", 1 << 20),
     ("hist", "256-bin shared-memory histogram (atom.shared.add), 1M values over 16K threads", "hist", 1 << 20),
