@@ -7,7 +7,9 @@ reduction (ptxforge: warp shuffles + bar.sync), a grid-stride saxpy, a block sca
 shfl.up + shared warp totals), a 256-bin shared-memory histogram, a row softmax of 4096 x 256 floats (a block
 of 256 per row), a 16x16-tiled shared-memory matmul, a divergent Collatz loop, and the vector add with the
 sanitizer on (ptxforge only; compared with ptxforge plain). Where OpenCL C has several reasonable forms of the
-work (the block sum: a local-memory tree, one work-item serial; the matmul: 16 x 16 local-memory tiles, global
+work (the block sum: a local-memory tree, one work-item serial; the saxpy: the grid-stride loop, a contiguous
+chunk per work-item, one element per work-item over n work-items; the histogram: local atomics, one work-item
+serial; the matmul: 16 x 16 local-memory tiles, global
 memory without tiles; the scan: local-memory Hillis-Steele, a 16 x 16 two-level scan, one work-item serial,
 work_group_scan_inclusive_add where POCL builds it; the softmax: the CUDA kernel's tree reductions, one
 work-item reductions with exp once, the same with a column per work-item), POCL runs each
@@ -114,11 +116,29 @@ __kernel void matmul(__global const float* A, __global const float* B, __global 
 __kernel void saxpy(float alpha, __global const float* x, __global float* y, int n) {
     for (int i = get_global_id(0); i < n; i += get_global_size(0)) y[i] = alpha * x[i] + y[i];
 }
+__kernel void saxpy_chunk(float alpha, __global const float* x, __global float* y, int n) {
+    int per = (n + get_global_size(0) - 1) / get_global_size(0), lo = get_global_id(0) * per;
+    for (int i = lo; i < min(lo + per, n); ++i) y[i] = alpha * x[i] + y[i];
+}
+__kernel void saxpy_flat(float alpha, __global const float* x, __global float* y, int n) {
+    int i = get_global_id(0);
+    if (i < n) y[i] = alpha * x[i] + y[i];
+}
 __kernel void hist(__global const uint* in, __global uint* bins, int n, uint nbins) {
     __local uint loc[256];
     for (uint b = get_local_id(0); b < nbins; b += get_local_size(0)) loc[b] = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int i = get_global_id(0); i < n; i += get_global_size(0)) atomic_inc(&loc[in[i] % nbins]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint b = get_local_id(0); b < nbins; b += get_local_size(0)) if (loc[b]) atomic_add(&bins[b], loc[b]);
+}
+__kernel void hist_serial(__global const uint* in, __global uint* bins, int n, uint nbins) {
+    __local uint loc[256];
+    for (uint b = get_local_id(0); b < nbins; b += get_local_size(0)) loc[b] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (get_local_id(0) == 0)  // the group's values (the same as its work-items' grid-stride ones), no atomics
+        for (int t = get_group_id(0) * get_local_size(0); t < (get_group_id(0) + 1) * get_local_size(0); ++t)
+            for (int i = t; i < n; i += get_global_size(0)) loc[in[i] % nbins]++;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint b = get_local_id(0); b < nbins; b += get_local_size(0)) if (loc[b]) atomic_add(&bins[b], loc[b]);
 }
@@ -334,17 +354,22 @@ for key, kind, n in rows:
                           lambda: np.allclose(back(c, Cb), a @ b, rtol=1e-4, atol=1e-3)))
     elif kind == "saxpy":  # a grid-stride loop: 16K threads over n elements
         x, y = rng.random(n, np.float32), rng.random(n, np.float32)
-        X, Y = buf(x), buf(y.copy())
-        k = cl.Kernel(prg, "saxpy")
-        forms.append((None, lambda k=k: k(q, (1 << 14,), (256,), np.float32(2.0), X, Y, i32(n)),
-                      lambda: np.allclose(back(np.empty_like(y), Y), y + calls * 2.0 * x, rtol=1e-4)))
+        X = buf(x)
+        for form, name, size in (("grid-stride loop", "saxpy", 1 << 14),
+                                 ("a contiguous chunk per work-item", "saxpy_chunk", 1 << 14),
+                                 ("one element per work-item, n work-items", "saxpy_flat", n)):
+            k, Y = cl.Kernel(prg, name), buf(y.copy())  # (each form its own y: it accumulates)
+            forms.append((form, lambda k=k, Y=Y, size=size: k(q, (size,), (256,), np.float32(2.0), X, Y, i32(n)),
+                          lambda Y=Y: np.allclose(back(np.empty_like(y), Y), y + calls * 2.0 * x, rtol=1e-4)))
     elif kind == "hist":  # 256 bins in shared memory, 16K threads over n values
         x = rng.integers(0, 1 << 30, n, dtype=np.uint32)
-        bins = np.zeros(256, np.uint32)
-        X, B = buf(x), buf(bins)
-        k = cl.Kernel(prg, "hist")
-        forms.append((None, lambda k=k: k(q, (1 << 14,), (256,), X, B, i32(n), np.uint32(256)),
-                      lambda: np.array_equal(back(bins, B), calls * np.bincount(x % 256, minlength=256))))
+        X = buf(x)
+        for form, name in (("local atomics", "hist"), ("local memory, one work-item serial", "hist_serial")):
+            k, bins = cl.Kernel(prg, name), np.zeros(256, np.uint32)
+            B = buf(bins)  # (each form its own bins: they accumulate over the form's launches)
+            forms.append((form, lambda k=k, B=B: k(q, (1 << 14,), (256,), X, B, i32(n), np.uint32(256)),
+                          lambda B=B, bins=bins: np.array_equal(back(bins, B),
+                                                                calls * np.bincount(x % 256, minlength=256))))
     elif kind == "scan":  # an inclusive scan of each 256-element slice, n uint32 values in work-groups of 256
         x = rng.integers(0, 1 << 32, n, dtype=np.uint32)
         out = np.zeros(n, np.uint32)
