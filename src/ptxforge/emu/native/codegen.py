@@ -324,7 +324,7 @@ class BlockGen:
                 every = self.all_of(b, b.icmp_unsigned("==", new, L.Constant(V(I32), d)))
                 b.cbranch(self._fueled(b, every) if d <= seg.start else every, edge, nxt)
                 b.position_at_end(edge)
-                if self.entry_regs[d] and seg_regs is not None:
+                if self.entry_regs[d] and seg_regs is not None and d > seg.start:  # (a loop reloads them)
                     kept, reload = fn.append_basic_block(f"seg{seg.start}_kept{d}"), fn.append_basic_block(
                         f"seg{seg.start}_reload{d}")
                     b.cbranch(self.all_of(b, mask), kept, reload)
