@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from ptxforge.emu.program import Layout
 
 WAIT_BAR, EXITED = C.WAIT_BAR, C.EXITED
+LOOP_CHAINS = 64  # backward chains (loop iterations) a warp runs in one turn before the others get theirs
 MAX_REGFILE = 4 << 20  # bytes of register file a block may keep on a worker's stack
 
 # the context array the launcher passes (i64 each)
@@ -216,6 +217,7 @@ class BlockGen:
         self.bid = b.alloca(I64, name="bid")
         self.warp = b.alloca(I64, name="warp")
         self.ran = b.alloca(I1, name="ran")  # a warp ended its turn in this sweep with a lane that can run
+        self.fuel = b.alloca(I32, name="fuel")  # backward chains left in this warp's turn (LOOP_CHAINS)
         self.writes = b.alloca(I64, name="writes")  # memory-writing warp instructions (the watchdog's progress)
         # (loops over the block's warps, not unrolled: a compile's cost does not grow with the block's size)
         self.acc32 = b.alloca(I32, name="acc32")  # the barrier release's flags
@@ -279,6 +281,7 @@ class BlockGen:
         b.cbranch(b.icmp_signed("!=", stopped, L.Constant(I64, 0)), self.ret_block, warp_go)
         b.position_at_end(warp_go)
         w = b.load(self.warp)
+        b.store(L.Constant(I32, LOOP_CHAINS), self.fuel)
         vec = b.load(self.pc_ptr(b, w), align=64)
         umin = self.intrinsic("llvm.vector.reduce.umin.v32i32", I32, [V(I32)])
         lowest = b.call(umin, [vec])
@@ -308,18 +311,20 @@ class BlockGen:
             new, dests = self.emit_segment(b, seg, w, here, mask)
             seg_regs, pending = self.seg_regs, self.pending
             # chaining: the warp goes on to the next segment at once where its lowest pc is one this segment
-            # jumps forward to (what the dispatcher would pick for it); a backward jump, a barrier or a lower
-            # pc of other lanes waits for the warp's turn (so a warp spinning in a loop lets the others run).
+            # jumps to (what the dispatcher would pick for it); a barrier or a lower pc of other lanes waits for
+            # the warp's turn. A backward jump (a loop) chains LOOP_CHAINS times in a turn, then waits for the
+            # next one (so a warp spinning in a loop still lets the others run).
             # (every lane there, the usual case, is told by one compare; the lowest pc only where not. Where
             # this segment ran for every lane, the registers it holds go on in SSA: their values in the
             # register file for every lane, without a reload from the stores just made)
-            ahead = sorted({d for d in dests if d > seg.start and d in blocks})
+            ahead = sorted({d for d in dests if d in blocks})
             for d in ahead:
                 nxt, edge = fn.append_basic_block(f"seg{seg.start}_not_all{d}"), fn.append_basic_block(
                     f"seg{seg.start}_all{d}")
-                b.cbranch(self.all_of(b, b.icmp_unsigned("==", new, L.Constant(V(I32), d))), edge, nxt)
+                every = self.all_of(b, b.icmp_unsigned("==", new, L.Constant(V(I32), d)))
+                b.cbranch(self._fueled(b, every) if d <= seg.start else every, edge, nxt)
                 b.position_at_end(edge)
-                if self.entry_regs[d] and seg_regs is not None:
+                if self.entry_regs[d] and seg_regs is not None and d > seg.start:  # (a loop reloads them)
                     kept, reload = fn.append_basic_block(f"seg{seg.start}_kept{d}"), fn.append_basic_block(
                         f"seg{seg.start}_reload{d}")
                     b.cbranch(self.all_of(b, mask), kept, reload)
@@ -336,7 +341,8 @@ class BlockGen:
                 for d in ahead:
                     nxt, edge = fn.append_basic_block(f"seg{seg.start}_not{d}"), fn.append_basic_block(
                         f"seg{seg.start}_low{d}")
-                    b.cbranch(b.icmp_unsigned("==", low, L.Constant(I32, d)), edge, nxt)
+                    at = b.icmp_unsigned("==", low, L.Constant(I32, d))
+                    b.cbranch(self._fueled(b, at) if d <= seg.start else at, edge, nxt)
                     b.position_at_end(edge)
                     self._enter(b, blocks, d, new, w, None)
                     b.position_at_end(nxt)
@@ -383,6 +389,13 @@ class BlockGen:
         b.store(b.add(bid, L.Constant(I64, 1)), self.bid)
         b.branch(blk_top)
         return self.module
+
+    def _fueled(self, b: L.IRBuilder, go: L.Value) -> L.Value:
+        """`go` and fuel left for a backward chain in this turn (then one less of it)."""
+        fuel = b.load(self.fuel)
+        ok = b.and_(go, b.icmp_unsigned("!=", fuel, L.Constant(I32, 0)))
+        b.store(b.select(ok, b.sub(fuel, L.Constant(I32, 1)), fuel), self.fuel)
+        return ok
 
     def _carried(self, seg: Segment) -> list[int]:
         """The registers segment `seg` reads before writing them, taken in at its start (`entry_regs`): none
