@@ -4,22 +4,24 @@
 from LLVM (llvm.exp2.v32f64) is 32 scalar calls a warp; here it is float64 vector code instead:
 
     x = k + f   (k = rint(x), |f| <= 1/2; x is an f32, so f is exact)
-    2**f ~ p(f) = sum (ln 2)**n / n! * f**n, n <= 12, by Horner (float64 multiplies and adds)
+    2**f ~ p(f) = sum (ln 2)**n / n! * f**n, n <= 11, by Horner (llvm.fmuladd: fused or not)
     r = p(f) * 2**k   (exact: 2**k built from exponent bits, |k| <= 200)
 
-Error of r against 2**x, relative (u = 2**-53): the series' tail is below (ln2/2)**13 / 13! * 2 < 2**-51;
-Horner's rounding (Higham, Accuracy and Stability, 5.1) is at most gamma_24 * sum |c_n f**n| / p(f), with
-gamma_24 = 24u / (1 - 24u) and sum |c_n f**n| / p(f) <= 2**(|f| - f) <= 2: below 2**-47.4; the coefficients'
-own rounding adds u * 2 more. So |r - 2**x| <= E * 2**x with E = 2**-47 (the sweep in
-tests/emu/test_native_exp2.py measures about 2**-51). glibc's exp2 is within 1 ulp (2**-52 relative).
+Error of r against 2**x, relative (u = 2**-53), worst at f = -1/2: the series' tail is below
+(ln2/2)**12 / 12! * 1.03 / 2**-0.5 < 2**-46.6; Horner's rounding (Higham, Accuracy and Stability of Numerical
+Algorithms, 5.1) is at most gamma_22 * sum |c_n f**n| / p(f) with gamma_22 = 22u / (1 - 22u) and
+sum |c_n f**n| / p(f) <= 2**(|f| - f) <= 2: below 2**-47.5; the coefficients' own rounding adds 2u. So
+|r - 2**x| <= E * 2**x with E = 2**-45.9 (`ERROR`; a sweep of 10.7 million f32 measures 2**-46.7, at f
+near -1/2: tests/emu/test_native_exp2.py). glibc's exp2 is within 1 ulp (2**-52 relative).
 
-Both the exact value and the C library's lie in [r (1 - 2**-40), r (1 + 2**-40)] (2**-40 > E + 2**-52 and
-the rounding of those two products, u each, with a wide margin). Rounding to nearest f32 is monotone, so
-where both ends round to the same f32 (`fptrunc`, subnormal and overflow results included), so does the C
-library's value: that lane's result is exact. A lane whose interval straddles a rounding boundary (about one
-in 2**16) makes its warp call the C library for every lane, as before. Inputs: NaN lanes compute exp2(0)
-(their NaN is put back after), |x| > 200 is clamped to 200 (2**-200 rounds to +0 and 2**200 to +inf, as
-exp2(x) does for every x < -151 and x >= 128).
+Both the exact value and the C library's lie in [r (1 - 2**-40), r (1 + 2**-40)]: 2**-40 exceeds E + 2**-52
+and the rounding of those two products (u each) with room for a C library thousands of ulps off. Rounding to
+nearest f32 is monotone, so where both ends round to the same f32 (`fptrunc`, subnormal and overflow results
+included), so does the C library's value (and the exact one): that lane's result is the C library's. A
+lane whose interval straddles a rounding boundary (about one in 2**17) makes its warp call the C library
+for every lane, as before. Inputs: NaN lanes compute exp2(-200) (their NaN is put back after), |x| > 200
+is clamped to 200 (2**-200 rounds to +0 and 2**200 to +inf, as exp2(x) does for every x < -151 and
+x >= 128).
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ if TYPE_CHECKING:
     from ptxforge.emu.native.warp import WarpEnv
 
 DEGREE = 11
-MARGIN = 2.0 ** -40  # relative half-width of the interval around r (see the module docstring)
+ERROR = 2.0 ** -45.9  # E: |r - 2**x| <= E * 2**x (the module docstring)
+MARGIN = 2.0 ** -40  # relative half-width of the interval around r
 CLAMP = 200.0
 _MAGIC = 1.5 * 2.0 ** 52  # x + _MAGIC rounds x to an integer in the last bits (|x| < 2**51)
 
