@@ -22,6 +22,9 @@ lane whose interval straddles a rounding boundary (about one in 2**17) makes its
 for every lane, as before. Inputs: NaN lanes compute exp2(-200) (their NaN is put back after), |x| > 200
 is clamped to 200 (2**-200 rounds to +0 and 2**200 to +inf, as exp2(x) does for every x < -151 and
 x >= 128).
+
+Both are functions of the module (`exp2_f32`, not inlined, and its cold `exp2_libm`), called from each ex2:
+as fast as inline code, and a kernel with many ex2 compiles each once.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir as L
 
 from ptxforge.emu.native import lower_round as R
-from ptxforge.emu.native.lower import F32, F64, I32, I64, V
+from ptxforge.emu.native.lower import F32, F64, I1, I32, I64, V
 
 if TYPE_CHECKING:
     from ptxforge.emu.native.warp import WarpEnv
@@ -74,8 +77,32 @@ def exp2_approx(b: L.IRBuilder, muladd: L.Function, x: L.Value) -> L.Value:
 
 def exp2_f32(env: WarpEnv, x32: L.Value) -> L.Value:
     """<32 x float> fptrunc(llvm.exp2(fpext(x32))), bit for bit (a NaN lane: its input): the vector code where
-    every active lane's rounding is certain, else the C library's exp2 on every lane."""
-    b = env.b
+    every active lane's rounding is certain, else the C library's exp2 on every lane (a call of the module's
+    `exp2_f32`)."""
+    return env.b.call(_function(env), [x32, env.active()])
+
+
+def _function(env: WarpEnv) -> L.Function:
+    """The module's `exp2_f32` (<32 x float> x, <32 x i1> active lanes) -> <32 x float> and its cold
+    `exp2_libm`, written once for every ex2 of the module."""
+    module = env.gen.module
+    f = module.globals.get("exp2_f32")
+    if f is not None:
+        return f
+    slow_fn = L.Function(module, L.FunctionType(V(F32), [V(F64)]), "exp2_libm")
+    slow_fn.linkage = "internal"
+    for attr in ("noinline", "cold"):
+        slow_fn.attributes.add(attr)
+    b = L.IRBuilder(slow_fn.append_basic_block("entry"))
+    libm = env.module_intrinsic("llvm.exp2.v32f64", V(F64), [V(F64)])
+    b.ret(b.fptrunc(b.call(libm, [slow_fn.args[0]]), V(F32)))
+
+    f = L.Function(module, L.FunctionType(V(F32), [V(F32), V(I1)]), "exp2_f32")
+    f.linkage = "internal"
+    f.attributes.add("noinline")  # (one copy: a call costs a warp's ex2 little, an inline copy its compile)
+    x32, active = f.args
+    entry, slow_bb, done_bb = (f.append_basic_block(s) for s in ("entry", "libm", "done"))
+    b = L.IRBuilder(entry)
     x = b.fpext(x32, V(F64))
     # (x >= -CLAMP ? x : -CLAMP), NaN -> -CLAMP; then the upper clamp: one max and one min
     xs = b.select(b.fcmp_ordered(">=", x, L.Constant(V(F64), -CLAMP)), x, L.Constant(V(F64), -CLAMP))
@@ -84,18 +111,15 @@ def exp2_f32(env: WarpEnv, x32: L.Value) -> L.Value:
     lo = b.fptrunc(b.fmul(r, L.Constant(V(F64), 1.0 - MARGIN)), V(F32))
     hi = b.fptrunc(b.fmul(r, L.Constant(V(F64), 1.0 + MARGIN)), V(F32))
     unsure = b.icmp_unsigned("!=", b.bitcast(lo, V(I32)), b.bitcast(hi, V(I32)))
-    any_unsure = b.icmp_unsigned("!=", b.bitcast(b.and_(unsure, env.active()), I32), L.Constant(I32, 0))
+    any_unsure = b.icmp_unsigned("!=", b.bitcast(b.and_(unsure, active), I32), L.Constant(I32, 0))
     fast = b.select(R.isnan(b, x32), x32, lo)  # (lo: the rounding of r too, where certain)
-    fn = env.gen.fn
-    pre = b.block
-    slow_bb, done_bb = (fn.append_basic_block(f"pc{env.pc}_exp2_{s}") for s in ("libm", "done"))
     b.cbranch(any_unsure, slow_bb, done_bb)
     b.position_at_end(slow_bb)
-    libm = env.module_intrinsic("llvm.exp2.v32f64", V(F64), [V(F64)])
-    slow = b.fptrunc(b.call(libm, [x]), V(F32))
+    slow = b.call(slow_fn, [x])
     b.branch(done_bb)
     b.position_at_end(done_bb)
     out = b.phi(V(F32))
-    out.add_incoming(fast, pre)
+    out.add_incoming(fast, entry)
     out.add_incoming(slow, slow_bb)
-    return out
+    b.ret(out)
+    return f
