@@ -1,8 +1,9 @@
-"""ex2.approx.f32 on the native tier (issue 29: lower_exp2.py), at one thread, CPU time of this process per
-launch (best of N): the corpus' row softmax (softmax_layernorm.cu `softmax_rows`, expf -> ex2.approx.ftz.f32,
-and `softmax_rows_online`, __expf) on 4096 x 256 floats, the first with ex2 replaced by mov (what the rest of
-the kernel costs), and a kernel of 8 ex2 per thread over 1M threads (ex2 replaced by mov: the loads and
-stores); then the softmax kernels' compile cost (benchmarks/native_compile_cost.py's figures).
+"""ex2.approx.f32 and lg2.approx.f32 on the native tier (issue 29: lower_libm.py), at one thread, CPU time of
+this process per launch (best of N): the corpus' row softmax (softmax_layernorm.cu `softmax_rows`, expf ->
+ex2.approx.ftz.f32, and `softmax_rows_online`, __expf) on 4096 x 256 floats, the first with ex2 replaced by
+mov (what the rest of the kernel costs), and a kernel of 8 ex2 or lg2 per thread over 1M threads (|x| + 1/1000
+for lg2; mov in their place: the loads and stores); then the softmax kernels' compile cost
+(benchmarks/native_compile_cost.py's figures).
 
     python benchmarks/native_ex2.py [--repeat N]
 """
@@ -68,9 +69,11 @@ def main() -> None:
     m = 1 << 20
     xs = np.random.default_rng(1).standard_normal(m).astype(np.float32) * 8
     margs = [to_device(xs), to_device(np.zeros_like(xs))]
-    for op in ("ex2.approx.ftz.f32", "ex2.approx.f32", "mov.f32"):
-        k = pf.parse(eight_ex2(op), filename="ex2x8.ptx").kernel("k")
-        print(f"| 8 x {op} per thread, 1M threads | {best_ms(k, m // 256, margs, n):.2f} |", flush=True)
+    lg2_args = [to_device(np.abs(xs) + np.float32(1e-3)), margs[1]]
+    for op in ("ex2.approx.ftz.f32", "ex2.approx.f32", "lg2.approx.ftz.f32", "lg2.approx.f32", "mov.f32"):
+        k = pf.parse(eight_ex2(op), filename="x8.ptx").kernel("k")
+        a = lg2_args if op.startswith("lg2") else margs
+        print(f"| 8 x {op} per thread, 1M threads | {best_ms(k, m // 256, a, n):.2f} |", flush=True)
     print("\n| kernel | IR lines | LLVM quick s | LLVM opt s |\n|---|---|---|---|")
     for name in ("softmax_rows", "softmax_rows_online"):
         r = measure("softmax_layernorm", name, (256, 1, 1), 3)
