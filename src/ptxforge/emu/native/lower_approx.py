@@ -1,8 +1,9 @@
 """ex2 / lg2 / sin / cos / tanh .approx on the native tier, bit for bit as the interpreter (`semantics.approx`).
 
 .f32 (.ftz too): the interpreter evaluates the C library's float64 function of the input (`approx.c_library`)
-and rounds once to f32; the native tier calls the same C functions (LLVM's llvm.exp2 / log2 / sin / cos / tanh
-on float64 become calls to them) and rounds the same way.
+and rounds once to f32; the native tier calls the same C functions (LLVM's llvm.sin / cos / tanh on float64
+become calls to them) and rounds the same way; ex2 and lg2 are vector code that rounds as the C library's exp2
+and log2 do, calling them only where that is not certain (lower_libm.py).
 .f16 / .bf16 / .f16x2 / .bf16x2 (ex2, tanh): a 65536-entry table of the interpreter's own results.
 """
 
@@ -16,6 +17,7 @@ from llvmlite import ir as L
 
 from ptxforge.emu.native import lower_round as R
 from ptxforge.emu.native.lower import F32, F64, I16, I32, NotNative, V, read, write
+from ptxforge.emu.native.lower_libm import libm_f32
 from ptxforge.emu.semantics import approx
 
 if TYPE_CHECKING:
@@ -52,9 +54,12 @@ def _f32(ins: ir.Instruction, env: WarpEnv, op: str, ftz: bool) -> None:
     x = read(env, ins.operands[1], ".f32")
     if ftz:
         x = _flush32(b, x)
-    f = b.fpext(b.bitcast(x, V(F32)), V(F64))
-    fn = env.module_intrinsic(f"llvm.{approx.LIBM[op]}.v32f64", V(F64), [V(F64)])
-    r = R.canon32(b, b.bitcast(b.fptrunc(b.call(fn, [f]), V(F32)), V(I32)))
+    if op in ("ex2", "lg2"):
+        y = libm_f32(env, approx.LIBM[op], b.bitcast(x, V(F32)))
+    else:
+        fn = env.module_intrinsic(f"llvm.{approx.LIBM[op]}.v32f64", V(F64), [V(F64)])
+        y = b.fptrunc(b.call(fn, [b.fpext(b.bitcast(x, V(F32)), V(F64))]), V(F32))
+    r = R.canon32(b, b.bitcast(y, V(I32)))
     write(env, ins.operands[0], _flush32(b, r) if ftz else r)
 
 
