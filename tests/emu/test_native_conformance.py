@@ -407,6 +407,32 @@ def test_float_modifiers_on_edge_values_match_the_interpreter(group):
     _float_group(group, smoke=True)
 
 
+@pytest.mark.parametrize("group", ["f32_binary", "f32_ternary", "f64_binary", "f64_ternary"])
+def test_directed_roundings_on_the_portable_path_match_the_interpreter(group, monkeypatch):
+    """The exact float64 steps (lower_round.py) that a host without AVX-512 runs for .rz/.rm/.rp add, sub, mul
+    and fma, forced here (lower_embedded.PORTABLE) whatever this host has."""
+    from ptxforge.emu.native import lower_embedded
+
+    monkeypatch.setattr(lower_embedded, "PORTABLE", True)
+    _float_group(group, smoke=True)
+
+
+def test_directed_roundings_use_the_hosts_embedded_rounding_where_it_has_it(monkeypatch):
+    """On an AVX-512 host a directed fma is one instruction a register (its IR names the intrinsic); elsewhere, or
+    with PORTABLE, it is the float64 steps."""
+    import ptxforge as pf
+    from ptxforge.emu.native import jit, lower_embedded
+
+    def ir_text() -> str:
+        k = pf.parse(_forms_kernel([("fma.rm.f32 {d}, {a}, {b}, {c}", 32), ("add.rp.f64 {d}, {a}, {b}", 64)], 64),
+                     filename="forms.ptx").kernel("k")
+        return _plan(k).ir_text
+
+    assert ("llvm.x86.avx512.vfmadd.ps.512" in ir_text()) == jit.host_feature("avx512f")
+    monkeypatch.setattr(lower_embedded, "PORTABLE", True)
+    assert "llvm.x86.avx512" not in ir_text()
+
+
 @pytest.mark.slow  # (about 200 forms: LLVM's compile of them takes minutes)
 @pytest.mark.parametrize("group", GROUPS)
 def test_every_float_form_on_edge_values_matches_the_interpreter(group):
@@ -432,9 +458,14 @@ def _hard_f64(rng: np.random.Generator, n: int) -> list[np.ndarray]:
     return [v.view(np.uint64) for v in (a, b, c)]
 
 
-def test_directed_f64_fma_and_div_on_hard_inputs_match_the_interpreter():
+@pytest.mark.parametrize("portable", [False, True])
+def test_directed_f64_fma_and_div_on_hard_inputs_match_the_interpreter(portable, monkeypatch):
     """fma/div/rcp .rz/.rm/.rp .f64 (the interpreter rounds them exactly with rationals): cancellations, tiny
-    products and quotients, overflow."""
+    products and quotients, overflow; on the host's embedded rounding where it has it, and on the portable
+    path."""
+    from ptxforge.emu.native import lower_embedded
+
+    monkeypatch.setattr(lower_embedded, "PORTABLE", portable)
     forms = [(f"fma{r}.f64 {{d}}, {{a}}, {{b}}, {{c}}", 64) for r in _RND[1:]] + \
         [(f"div{r}.f64 {{d}}, {{a}}, {{b}}", 64) for r in _RND[1:]] + [("rcp.rm.f64 {d}, {a}", 64)]
     _both_tiers(forms, 64, _hard_f64(np.random.default_rng(7), 2048))

@@ -45,6 +45,15 @@ def _host() -> str:
     return _STATE["host"]
 
 
+def host_feature(name: str) -> bool:
+    """Whether this host's CPU has the LLVM target feature `name` (e.g. "avx512f"), which the code it compiles
+    may then use."""
+    if "features" not in _STATE:
+        _host()
+        _STATE["features"] = {k for k, on in llvm.get_host_cpu_features().items() if on}
+    return name in _STATE["features"]
+
+
 def _target(level: str) -> Any:
     """The target machine that compiles at `level` (made once)."""
     _host()

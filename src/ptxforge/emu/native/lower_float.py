@@ -1,8 +1,9 @@
 """Floating-point instructions on .f32/.f64 as LLVM vector code, bit for bit as the interpreter's semantics
 (`ptxforge.emu.semantics.floating`, `float_misc`, `approx`): add/sub/mul/fma in every rounding mode with
 .ftz and .sat (.f64: add/sub/mul/fma in every mode), div/rcp/sqrt, rsqrt.approx, min/max with
-their modifiers, abs/neg, copysign, testp and setp's comparisons. Directed roundings come from exact float64
-steps (lower_round.py). .f64 NaN results take the first NaN input's payload, quieted, else the canonical NaN
+their modifiers, abs/neg, copysign, testp and setp's comparisons. Directed roundings come from AVX-512's
+embedded rounding where the host has it (lower_embedded.py), else from exact float64 steps (lower_round.py).
+.f64 NaN results take the first NaN input's payload, quieted, else the canonical NaN
 (`sub` is `a + (-b)`, so a NaN `b` comes back with its sign flipped); .f32 NaN results are canonical.
 cvt lives in lower_cvt.py, half precision in lower_half.py.
 """
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir as L
 
+from ptxforge.emu.native import lower_embedded
 from ptxforge.emu.native import lower_round as R
 from ptxforge.emu.native.lower import F32, F64, I1, I32, I64, INT, NotNative, V, bits_of, read, write
 from ptxforge.emu.semantics import formats
@@ -96,6 +98,8 @@ def arith(ins: ir.Instruction, env: WarpEnv) -> None:
         else:
             r = b.call(_intr(env, "llvm.fma", F32, 3), fs)
         bits = b.bitcast(r, V(I32))
+    elif (hw := lower_embedded.rounded(env, op, fs, rnd)) is not None:
+        bits = b.bitcast(hw, V(I32))
     else:
         ds = [b.fpext(f, V(F64)) for f in fs]
         if op == "mul":  # (exact in float64)
@@ -120,7 +124,10 @@ def arith64(ins: ir.Instruction, env: WarpEnv) -> None:
     if ins.opcode == "sub":
         xs[1] = b.xor(xs[1], L.Constant(V(I64), 1 << 63))
     fs = [b.bitcast(x, V(F64)) for x in xs]
-    if ins.opcode in ("add", "sub"):
+    op = "add" if ins.opcode in ("add", "sub") else "fma" if ins.opcode in ("fma", "mad") else ins.opcode
+    if rnd != "rn" and op in ("add", "mul", "fma") and (hw := lower_embedded.rounded(env, op, fs, rnd)) is not None:
+        r = hw
+    elif ins.opcode in ("add", "sub"):
         if rnd == "rn":
             r = b.fadd(fs[0], fs[1])
         else:
