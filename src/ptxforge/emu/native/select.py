@@ -34,11 +34,12 @@ if TYPE_CHECKING:
 INTERP_LAUNCH_MS = 1.0  # a launch's fixed cost
 INTERP_STEP_MS = 0.03  # a warp-instruction step over a wave's lanes
 INTERP_TI_MS = 0.4e-6  # a thread-instruction
-# LLVM's cost at the quick level (ms; -O0, about 10 ms per PTX instruction of the kernel on one core); the
-# optimized level costs OPT_FACTOR times that
-QUICK_BASE_MS = 50.0
-QUICK_OP_MS = 10.0
-OPT_FACTOR = 3.0
+# the quick level's compile cost (ms; lowering in Python and LLVM at -O0: 0.45-1.1 ms per PTX instruction of the
+# kernel on one core of a 2-core AVX-512 VM, benchmarks/native_compile_cost.py, 2026-12-02; fitted here for a
+# machine 2.5x slower, as the interpreter's model above was); the optimized level costs OPT_FACTOR times that
+QUICK_BASE_MS = 20.0
+QUICK_OP_MS = 1.5
+OPT_FACTOR = 4.0
 
 
 @dataclass
