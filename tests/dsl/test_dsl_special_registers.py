@@ -36,7 +36,7 @@ def test_64_bit_registers_read_whole():
     text = k.ptx()
     assert "mov.u64" in text and "%globaltimer;" in text and "%gridid;" in text
     a, b = np.zeros(2, np.uint64), np.zeros(1, np.uint32)
-    k.launch(grid=(1,), block=(1,), args=[a, b], device="emu", num_sms=7)
+    k.launch(grid=(1,), block=(1,), args=[a, b], device="emu", options={"num_sms": 7})
     assert a[0] > 10**18 and a[1] == 1 and b[0] == 7  # ns since 1970; the emulator's grid id; num_sms
 
 

@@ -23,5 +23,5 @@ def test_vprintf_prints_on_the_emulator():
     fmt = DeviceBuffer.from_array(np.frombuffer(b"block %u saw %u of %u\n\0", np.uint8))
     args = DeviceBuffer.from_array(np.array([0, 3, 4], np.uint32))
     lines = []
-    hello.launch(grid=(1,), block=(2,), args=[fmt, args], printf=lines.append)
+    hello.launch(grid=(1,), block=(2,), args=[fmt, args], options={"printf": lines.append})
     assert lines == ["block 0 saw 3 of 4\n"] * 2  # every thread that calls it prints

@@ -84,7 +84,7 @@ def sanitized_ring():
             sig, out = rank.malloc(1, np.uint64, "sig"), rank.malloc(n, np.uint32, "out")
             send.write(rank.pe * 1000 + np.arange(n))
             rank.launch(ring_put_signal(n, 1), (1,), (32,), [send.address, recv.address, sig.address, out.address],
-                        sanitize=True)
+                        options={"sanitize": True})
             rank.synchronize()
             return {"out": out.read()}
     return run

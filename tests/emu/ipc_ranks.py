@@ -76,7 +76,7 @@ def ring(rank, world, n):
         assert dst == handles[nxt][0].address  # addresses are unique across the job
         out = np.zeros(n, np.uint32)
         K.ring().launch((1,), (128,), [dst, dst_flag, recv, flag, out, np.uint32(rank), np.uint32(n)],
-                        device=dev, watchdog_s=30.0)
+                        device=dev, options={"watchdog_s": 30.0})
         dist.barrier()  # nobody unmaps a peer that may still be writing
         ipc_close_mem_handle(dst, device=dev)
         ipc_close_mem_handle(dst_flag, device=dev)
@@ -97,7 +97,7 @@ def atomics(rank, world, iters, blocks):
         k = K.counter_atomics()
         dist.barrier()  # start together: contention
         for _ in range(iters):
-            k.launch((blocks,), (64,), [*ptrs, np.uint32(rank)], device=dev, watchdog_s=30.0)
+            k.launch((blocks,), (64,), [*ptrs, np.uint32(rank)], device=dev, options={"watchdog_s": 30.0})
         dist.barrier()
         out = [int(b.to_host()[0]) for b in bufs] if rank == 0 else None
         dist.barrier()
@@ -113,7 +113,7 @@ def deadlock(rank, world, watchdog_s):
             done = rt.empty(1, np.uint32, device=dev)
             t = time.monotonic()
             try:
-                K.wait_then_raise().launch((1,), (32,), [flag, done], device=dev, watchdog_s=watchdog_s)
+                K.wait_then_raise().launch((1,), (32,), [flag, done], device=dev, options={"watchdog_s": watchdog_s})
                 out = ("no error", time.monotonic() - t)
             except WatchdogTimeout as e:
                 out = (str(e), time.monotonic() - t)
@@ -136,7 +136,7 @@ def waits_for_busy_peer(rank, world, busy_s, watchdog_s):
             done = rt.empty(1, np.uint32, device=dev)
             gather(ipc_get_mem_handle(flag), world)
             t = time.monotonic()
-            k.launch((1,), (32,), [flag, done], device=dev, watchdog_s=watchdog_s)
+            k.launch((1,), (32,), [flag, done], device=dev, options={"watchdog_s": watchdog_s})
             out = (int(done.to_host()[0]), time.monotonic() - t)
         else:
             k = compiled(busy_then_raise(), dev)
@@ -161,7 +161,7 @@ def chatter_is_not_progress(rank, world, watchdog_s):
                 time.sleep(0.005)
             t = time.monotonic()
             try:
-                k.launch((1,), (32,), [flag, done], device=dev, watchdog_s=watchdog_s)
+                k.launch((1,), (32,), [flag, done], device=dev, options={"watchdog_s": watchdog_s})
                 out = ("no error", time.monotonic() - t)
             except WatchdogTimeout as e:
                 out = (str(e), time.monotonic() - t)
@@ -170,7 +170,7 @@ def chatter_is_not_progress(rank, world, watchdog_s):
             k = compiled(chatter_until(), dev)
             hj, hs = gather(None, world)[0]
             junk, stop = ipc_open_mem_handle(hj, device=dev), ipc_open_mem_handle(hs, device=dev)
-            k.launch((1,), (32,), [junk, stop], device=dev, watchdog_s=60.0)
+            k.launch((1,), (32,), [junk, stop], device=dev, options={"watchdog_s": 60.0})
             out = None
         dist.barrier()
         return out
@@ -204,7 +204,7 @@ def all_to_all(rank, world, path, chunk, rounds):
             send = (rank * 1_000_000 + token + tag * 7).astype(np.int32)
             out = np.zeros(world * chunk, np.int32)
             k.launch((world,), (128,), [send, recv_ptrs, flag_ptrs, out, np.int32(rank), np.int32(world),
-                                        np.int32(chunk), np.int32(tag)], device=dev, watchdog_s=30.0)
+                                        np.int32(chunk), np.int32(tag)], device=dev, options={"watchdog_s": 30.0})
             outs.append(out)
             dist.barrier()  # the next round's stores into a peer's recv wait until that peer has read it
         return outs

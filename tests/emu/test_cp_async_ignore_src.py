@@ -41,5 +41,6 @@ PTX = """.version 8.0
 def test_src_size_zero_lanes_past_the_end_read_nothing_and_zero_fill(sanitize):
     src = np.arange(1, 21, dtype=np.uint32)  # 20 elements; lanes 20..31 point past the end with src-size 0
     out = np.full(32, 7, np.uint32)
-    pf.parse(PTX).kernel("k").launch((1,), (32,), [src, out, np.uint32(20)], device="emu", sanitize=sanitize)
+    pf.parse(PTX).kernel("k").launch((1,), (32,), [src, out, np.uint32(20)], device="emu",
+                                     options={"sanitize": sanitize})
     np.testing.assert_array_equal(out, np.concatenate([src, np.zeros(12, np.uint32)]))

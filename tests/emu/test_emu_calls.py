@@ -46,7 +46,7 @@ def test_printf(flavor):
     x = np.array([0.5, 1.25, -2.0, 3.14159], np.float32)
     out = np.zeros(4, np.int32)
     lines = []
-    r = m.kernel("printf_basic").launch(grid=1, block=4, args=[x, out], printf=lines.append)
+    r = m.kernel("printf_basic").launch(grid=1, block=4, args=[x, out], options={"printf": lines.append})
     text = "".join(lines)
     for t in range(4):
         assert f"thread {t} of 4: x={x[t]:.3f} i={2**40 + t} c={chr(97 + t)} s=ok\n" in text
@@ -55,7 +55,7 @@ def test_printf(flavor):
     assert r.printf == lines
     d = np.array([1.5, 2.0, 1e-3, 7.0])
     lines.clear()
-    m.kernel("printf_divergent").launch(grid=1, block=4, args=[d, np.uint32(0b0101)], printf=lines.append)
+    m.kernel("printf_divergent").launch(grid=1, block=4, args=[d, np.uint32(0b0101)], options={"printf": lines.append})
     assert sorted(lines) == sorted(["lane 0: 1.5 0x00000000\n", "lane 1 idle\n", "lane 2: 0.001 0x02020202\n",
                                     "lane 3 idle\n"])
 

@@ -19,7 +19,7 @@ def test_ring_exchange(flavor):
     nb = 12
     inp = rng.integers(0, 50, nb).astype(np.int32)
     out = np.full(4 * nb, -1, np.int32)
-    m.kernel("cluster_ring_exchange").launch(grid=(nb,), block=(32,), args=[inp, out], num_sms=2)
+    m.kernel("cluster_ring_exchange").launch(grid=(nb,), block=(32,), args=[inp, out], options={"num_sms": 2})
     b = np.arange(nb)
     rank, cid = b % 4, b // 4
     peer = cid * 4 + (rank + 1) % 4
@@ -59,7 +59,7 @@ def test_st_async_and_red_async_to_the_peer():
     m = corpus_module("hopper_misc_sm90", "sm_90a.O3")
     inp = rng.integers(0, 1 << 20, 4 * 32).astype(np.int32)
     out = np.zeros(4 * 33, np.int32)
-    m.kernel("st_async_exchange").launch(grid=(4,), block=(32,), args=[inp, out], watchdog_s=20)
+    m.kernel("st_async_exchange").launch(grid=(4,), block=(32,), args=[inp, out], options={"watchdog_s": 20})
     got = out.reshape(4, 33)
     peer = np.arange(4) ^ 1
     np.testing.assert_array_equal(got[:, :32], inp.reshape(4, 32)[peer])
@@ -148,7 +148,7 @@ END:
 def test_two_dimensional_cluster_registers_and_remote_access():
     k = pf.parse(SREGS, filename="hand.ptx").kernel("k")
     out = np.zeros((8, 16), np.uint32)
-    k.launch(grid=(4, 2), block=(64,), args=[out], cluster=(2, 2, 1), num_sms=1)  # one cluster per wave
+    k.launch(grid=(4, 2), block=(64,), args=[out], cluster=(2, 2, 1), options={"num_sms": 1})  # one cluster per wave
     for by in range(2):
         for bx in range(4):
             row = out[by * 4 + bx]
@@ -206,8 +206,9 @@ def test_sanitizer_clean_across_cluster_barriers():
     inp = rng.integers(-1000, 1000, 4 * 128).astype(np.int32)
     out = np.zeros(2, np.int32)
     m.kernel("cluster_dsmem_reduce").launch(grid=(4,), block=(128,), args=[inp, out],
-                                            sanitize=Sanitizer(shuffle_seed=3))  # shuffled cluster order
+                                            options={"sanitize": Sanitizer(shuffle_seed=3)})  # shuffled cluster order
     np.testing.assert_array_equal(out, inp.reshape(2, 256).sum(1))
     out = np.zeros(32, np.int32)
-    m.kernel("cluster_push_slots").launch(grid=(4,), block=(64,), args=[out], cluster=(2, 1, 1), sanitize=True)
+    m.kernel("cluster_push_slots").launch(grid=(4,), block=(64,), args=[out], cluster=(2, 1, 1),
+                                          options={"sanitize": True})
     assert (out.reshape(4, 8)[:, :2] == [1, 2]).all()

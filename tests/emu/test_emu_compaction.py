@@ -251,7 +251,7 @@ def test_watchdog_sees_an_endless_compacted_loop(monkeypatch):
     k = kernel(SPIN_FOREVER, ".param .u64 out")
     before = compact.steps_run()
     with pytest.raises(WatchdogTimeout, match="no progress"):
-        k.launch(grid=(64,), block=(256,), args=[None], watchdog_s=0.3)
+        k.launch(grid=(64,), block=(256,), args=[None], options={"watchdog_s": 0.3})
     assert compact.steps_run() - before > 1000
 
 
@@ -350,7 +350,7 @@ $WAIT:
     st.global.u32 [%rd3], %r3;
     ret;""", ".param .u64 out")
     out = np.zeros(96, np.uint32)
-    res = both(lambda: k.launch(grid=(1,), block=(96,), args=[out], watchdog_s=20), [out], monkeypatch)
+    res = both(lambda: k.launch(grid=(1,), block=(96,), args=[out], options={"watchdog_s": 20}), [out], monkeypatch)
     assert_same(*res, min_session_steps=100)
     assert (res[1][0][0][32:96] == 1500 + np.arange(32, 96)).all()
 
@@ -380,7 +380,7 @@ def test_sanitized_launches_do_not_compact(monkeypatch):
     out = np.zeros((256, 2), np.uint32)
     ctr = np.zeros(1, np.uint32)
     before = compact.steps_run()
-    k.launch(grid=(1,), block=(256,), args=[out, seeds, ctr], sanitize=True)
+    k.launch(grid=(1,), block=(256,), args=[out, seeds, ctr], options={"sanitize": True})
     assert compact.steps_run() == before
 
 
@@ -550,6 +550,6 @@ def test_watchdog_verdict_is_the_same_when_the_lowest_lane_loops_back(monkeypatc
         monkeypatch.setenv("PTXFORGE_EMU_REFERENCE", "0" if enabled else "1")
         before = compact.steps_run()
         with pytest.raises((WatchdogTimeout, pf.emu.TimeLimitExceeded)) as e:
-            k.launch(grid=(1,), block=(64,), args=[None], watchdog_s=0.3, time_limit_s=1.5)
+            k.launch(grid=(1,), block=(64,), args=[None], options={"watchdog_s": 0.3, "time_limit_s": 1.5})
         seen.append((type(e.value).__name__, compact.steps_run() - before > 0))
     assert seen == [("TimeLimitExceeded", False), ("TimeLimitExceeded", True)]

@@ -47,7 +47,7 @@ def cute_swizzled_copy_u16(k):
 def cute_cluster_barrier_two_waits(k):
     x = _i32(2 * 128)
     out = np.zeros_like(x)
-    k.launch(grid=(2,), block=(128,), args=[x, out], watchdog_s=WATCHDOG_S)
+    k.launch(grid=(2,), block=(128,), args=[x, out], options={"watchdog_s": WATCHDOG_S})
     t = (x + 1).reshape(2, 128)
     np.testing.assert_array_equal(out.reshape(2, 128), 2 * np.roll(t, -2, axis=1))
 
@@ -105,7 +105,8 @@ def cg_grid_sync_shift(k):
     nb, n = 2, 256
     x = _i32(n)
     tmp, out = np.zeros(n, np.int32), np.zeros(n, np.int32)
-    k.launch(grid=(nb,), block=(128,), args=[x, tmp, out, np.int32(n)], watchdog_s=WATCHDOG_S, cooperative=True)
+    k.launch(grid=(nb,), block=(128,), args=[x, tmp, out, np.int32(n)],
+             options={"watchdog_s": WATCHDOG_S}, cooperative=True)
     np.testing.assert_array_equal(out, np.roll(2 * x, -128))
 
 
@@ -171,7 +172,7 @@ def atomic_flag_handoff(k):
     nb = 3
     x = _i32(nb * 32)
     payload, flags, out = np.zeros(nb * 32, np.int32), np.zeros(nb, np.int32), np.zeros(nb * 32, np.int32)
-    k.launch(grid=(nb,), block=(64,), args=[x, payload, flags, out], watchdog_s=WATCHDOG_S)
+    k.launch(grid=(nb,), block=(64,), args=[x, payload, flags, out], options={"watchdog_s": WATCHDOG_S})
     np.testing.assert_array_equal(out, x * 3 + np.tile(np.arange(32), nb))
     assert (flags == 1).all()
 
@@ -263,7 +264,7 @@ def ep_channel_handoff(k):
     buf = np.zeros_like(x)
     tail, head, ack = (np.zeros(nb, np.int32) for _ in range(3))
     out, second = np.zeros(nb * 32, np.int32), np.zeros(nb * 32, np.int32)
-    k.launch(grid=(nb,), block=(64,), args=[x, buf, tail, head, ack, out, second], watchdog_s=WATCHDOG_S)
+    k.launch(grid=(nb,), block=(64,), args=[x, buf, tail, head, ack, out, second], options={"watchdog_s": WATCHDOG_S})
     np.testing.assert_array_equal(out, x.sum(1) + np.tile(np.arange(32), nb))
     np.testing.assert_array_equal(second, x[:, 0] * 2)
     assert (tail == 32).all() and (head == 1).all() and (ack == 7).all()
@@ -274,7 +275,8 @@ def ep_ticket_lock(k):
     nw = nb * bs // 32
     counter, lock, count = (np.zeros(1, np.int32) for _ in range(3))
     log, tickets, seen = np.full(nw, -1, np.int32), np.full(nw, -1, np.int32), np.zeros(nb * bs, np.int32)
-    k.launch(grid=(nb,), block=(bs,), args=[counter, lock, log, count, tickets, seen], watchdog_s=WATCHDOG_S)
+    k.launch(grid=(nb,), block=(bs,), args=[counter, lock, log, count, tickets, seen],
+             options={"watchdog_s": WATCHDOG_S})
     assert counter[0] == nw and count[0] == nw and lock[0] == 0
     np.testing.assert_array_equal(np.sort(log), np.arange(nw))
     np.testing.assert_array_equal(np.sort(tickets), np.arange(nw))
@@ -286,7 +288,7 @@ def _gemm_sync(k):
     ntiles = 6
     x, scale = _f32(ntiles * 256), _f32(ntiles)
     out = np.zeros_like(x)
-    k.launch(grid=(2,), block=(96,), args=[x, scale, out, np.int32(x.size)], watchdog_s=WATCHDOG_S)
+    k.launch(grid=(2,), block=(96,), args=[x, scale, out, np.int32(x.size)], options={"watchdog_s": WATCHDOG_S})
     # -O3 contracts x * scale + 1 into one fma: compare within a rounding
     np.testing.assert_allclose(out, x * np.repeat(scale, 256) + np.float32(1), rtol=2e-7, atol=2e-7)
 

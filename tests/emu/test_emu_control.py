@@ -37,7 +37,7 @@ def test_special_registers_2d_grid():
     st.global.v4.u32 [%rd3], {%r11, %r12, %r13, %r10};
     ret;""")
     out = np.zeros((3 * 2 * 8 * 6, 4), np.uint32)
-    r = k.launch(grid=(3, 2), block=(8, 6), args=[out], num_sms=4)
+    r = k.launch(grid=(3, 2), block=(8, 6), args=[out], options={"num_sms": 4})
     n = np.arange(out.shape[0])
     np.testing.assert_array_equal(out[:, 0], n)
     np.testing.assert_array_equal(out[:, 1], (n % 48) % 32)
@@ -70,7 +70,7 @@ $WORK:
 
 def test_block_spinning_on_flag_set_by_another_block_progresses():
     out = np.zeros(2, np.uint32)
-    kernel(SPIN).launch(grid=(2,), block=(32,), args=[out], watchdog_s=20)
+    kernel(SPIN).launch(grid=(2,), block=(32,), args=[out], options={"watchdog_s": 20})
     assert out.tolist() == [201, 200]
 
 
@@ -188,7 +188,7 @@ def test_watchdog_stops_an_endless_loop():
     k = kernel("""
 $L: bra $L;""")
     with pytest.raises(WatchdogTimeout, match="no progress"):
-        k.launch(grid=(1,), block=(32,), args=[None], watchdog_s=0.5)
+        k.launch(grid=(1,), block=(32,), args=[None], options={"watchdog_s": 0.5})
 
 
 def test_more_special_registers():
@@ -212,7 +212,7 @@ $SPIN:
     st.global.v2.u64 [%rd3+16], {%rd7, %rd5};
     ret;""")
     out = np.zeros((64, 8), np.uint32)
-    k.launch(grid=(1,), block=(64,), args=[out], shared_mem=48, num_sms=7)
+    k.launch(grid=(1,), block=(64,), args=[out], shared_mem=48, options={"num_sms": 7})
     lane = np.arange(64) % 32
     np.testing.assert_array_equal(out[:, 0], (1 << lane) - 1)
     np.testing.assert_array_equal(out[:, 1], (0xFFFFFFFF << lane) & 0xFFFFFFFF)

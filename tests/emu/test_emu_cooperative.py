@@ -25,7 +25,7 @@ def _args(n=256):
 @pytest.mark.parametrize("flavor", ["sm_80.O3", "sm_80.G"])
 def test_grid_sync_orders_the_blocks_and_is_clean_under_the_sanitizer(flavor):
     x, args = _args()
-    _kernel(flavor).launch(grid=(2,), block=(128,), args=args, cooperative=True, sanitize=Sanitizer())
+    _kernel(flavor).launch(grid=(2,), block=(128,), args=args, cooperative=True, options={"sanitize": Sanitizer()})
     np.testing.assert_array_equal(args[2], np.roll(2 * x, -128))
 
 
@@ -39,7 +39,7 @@ def test_grid_sync_without_a_cooperative_launch_traps_as_on_a_gpu():
 def test_a_grid_too_large_to_be_resident_is_refused_before_running():
     _, args = _args(8 * 1024)
     with pytest.raises(LaunchError, match="COOPERATIVE_LAUNCH_TOO_LARGE") as e:
-        _kernel().launch(grid=(64,), block=(128,), args=args, cooperative=True, num_sms=2)
+        _kernel().launch(grid=(64,), block=(128,), args=args, cooperative=True, options={"num_sms": 2})
     assert "64 blocks" in str(e.value) and "on 2 SMs" in str(e.value)
 
 

@@ -140,7 +140,8 @@ def test_consecutive_loads_and_stores_match_the_gathering_path(sanitize, monkeyp
     a, b = rng.random(n + 8, np.float32), rng.random(n + 8, np.float32)
     c = np.zeros(n + 8, np.float32)
     k = pf.parse(VADD).kernel("vadd")
-    k.launch(grid=n // 256, block=256, args=[a, b, c, np.int32(n), np.int32(1)], device="emu", sanitize=sanitize)
+    k.launch(grid=n // 256, block=256, args=[a, b, c, np.int32(n), np.int32(1)], device="emu",
+             options={"sanitize": sanitize})
     np.testing.assert_array_equal(c[1:n + 1], a[1:n + 1] + b[:n])
     assert (c[0] == 0) and (c[n + 1:] == 0).all()
     # two loads and a store took the slice path, unless the sanitizer watches (then all gather)
@@ -443,7 +444,7 @@ def test_addresses_kept_as_ramps_read_like_arrays_everywhere_else(sanitize, monk
     b = rng.random(2 * n, np.float32)
     c, d = np.zeros(n, np.float32), np.zeros(n, np.float32)
     k = pf.parse(RAMP_USES).kernel("k")
-    k.launch(grid=64, block=256, args=[a, b, c, d], device="emu", sanitize=sanitize)
+    k.launch(grid=64, block=256, args=[a, b, c, d], device="emu", options={"sanitize": sanitize})
     byte1 = a.view(np.uint8).reshape(n, 4)[:, 1].astype(np.float32)
     want = ((a + b[0::2]) + b[1::2]) + byte1
     odd = (np.arange(n) // 32) % 2 == 1

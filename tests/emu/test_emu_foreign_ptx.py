@@ -28,7 +28,7 @@ def run(body: str, n_out: int = 4, block: int = 1, grid: int = 1, decls: str = "
         assert res.ok, res.stderr
     out = np.zeros(n_out, dtype)
     pf.parse(text, "t.ptx").kernel("k").launch(grid=(grid,), block=(block,), args=[out] + (args or []),
-                                              device="emu", sanitize=sanitize)
+                                              device="emu", options={"sanitize": sanitize})
     return out
 
 

@@ -55,6 +55,6 @@ def test_fp8_gemm_is_clean_under_the_sanitizer():
     a, sa, b, sb = _problem(m, n, k)
     d = np.zeros((m, n), np.float32)
     kern = corpus_module("fp8_gemm_sm90a", "sm_90a.O3").kernel("fp8_gemm_1d2d")
-    kern.launch(grid=(1, 1), block=(256,), device="emu", sanitize=True,
+    kern.launch(grid=(1, 1), block=(256,), device="emu", options={"sanitize": True},
                 args=[a.view(np.uint8), sa, b.view(np.uint8), sb, d, np.int32(m), np.int32(n), np.int32(k)])
     assert calc_diff(d, _reference(a, sa, b, sb)) < 1e-6

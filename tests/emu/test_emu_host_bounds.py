@@ -177,7 +177,7 @@ ret;
 ])
 def test_errors_of_a_running_kernel_name_the_thread_and_block(text, words, sanitize):
     with pytest.raises(EmulatorError, match=words):
-        pf.parse(text).kernel("k").launch(grid=2, block=64, args=[], device="emu", sanitize=sanitize)
+        pf.parse(text).kernel("k").launch(grid=2, block=64, args=[], device="emu", options={"sanitize": sanitize})
 
 
 def test_an_error_raised_inside_an_op_names_the_first_thread_that_ran_it():
@@ -202,7 +202,8 @@ def test_a_clustered_grid_of_a_billion_blocks_keeps_no_array_of_the_grid():
     tracemalloc.start()
     try:
         with pytest.raises(TimeLimitExceeded, match="between waves"):
-            k.launch(grid=(2**30,), block=(32,), args=[], device="emu", cluster=(2, 1, 1), time_limit_s=0.3)
+            k.launch(grid=(2**30,), block=(32,), args=[], device="emu", cluster=(2, 1, 1),
+                     options={"time_limit_s": 0.3})
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -225,8 +226,8 @@ def test_the_sanitizer_refuses_a_grid_whose_state_would_not_fit_before_keeping_a
     t = time.perf_counter()
     with pytest.raises(LaunchError, match=r"k: the sanitizer keeps 96 bytes of synchronization state per block, "
                                           r"206,158,430,112 bytes for a grid of 2,147,483,647 blocks"):
-        k.launch(grid=(2**31 - 1,), block=(32,), args=[], device="emu", time_limit_s=5,
-                 sanitize=pf.emu.sanitizer.Sanitizer(shuffle_seed=1))
+        k.launch(grid=(2**31 - 1,), block=(32,), args=[], device="emu",
+                 options={"time_limit_s": 5, "sanitize": pf.emu.sanitizer.Sanitizer(shuffle_seed=1)})
     assert time.perf_counter() - t < 3
 
 

@@ -57,7 +57,7 @@ def test_wild_addresses_fault_cleanly_and_keep_what_completed(setup, words, sani
     dev = EmuDevice()  # a fresh device: only q and r are allocated, so the layout below is known
     if sanitize:
         with pytest.raises(pf.SanitizerError) as ei:
-            kernel.launch(grid=1, block=8, args=[q, r], device="emu", sanitize=True, emu_device_=dev)
+            kernel.launch(grid=1, block=8, args=[q, r], device="emu", options={"sanitize": True}, emu_device_=dev)
         assert ei.value.reports[0].kind == "out-of-bounds" and ei.value.reports[0].thread == (3, 0, 0)
         if "null" in words or "negative" in words:
             assert words.split(" (")[0].strip("()") in str(ei.value)
@@ -103,7 +103,7 @@ def test_variable_sizes_are_checked_before_anything_is_allocated(text, words):
 def test_num_sms_is_validated(num_sms):
     k = pf.parse(entry("")).kernel("k")
     with pytest.raises(LaunchError, match="num_sms must be a whole number from 1 to 1024"):
-        k.launch(grid=1, block=1, args=[], device="emu", num_sms=num_sms)
+        k.launch(grid=1, block=1, args=[], device="emu", options={"num_sms": num_sms})
 
 
 CONST_STORE = entry(".const .b32 table[4] = {1, 2, 3, 4};", """.reg .b32 %r<3>;
@@ -119,7 +119,7 @@ def test_constant_memory_is_read_only():
     with pytest.raises(MemoryFault, match=r"st\.u32 \[%rd1\], %r1;: write to read-only memory .*table is read-only"):
         k.launch(grid=1, block=1, args=[], device="emu")
     with pytest.raises(pf.SanitizerError, match="read-only"):
-        k.launch(grid=1, block=1, args=[], device="emu", sanitize=True)
+        k.launch(grid=1, block=1, args=[], device="emu", options={"sanitize": True})
 
 
 def test_check_rejects_st_const_as_ptxas_does():
@@ -137,10 +137,10 @@ def test_barrier_ids_are_checked_on_every_path(body, block, sanitize):
     k = pf.parse(entry("", ".reg .b32 %r<3>;\n" + body)).kernel("k")
     # the emulator's own check, behind the validator (which refuses the immediate ids before a launch)
     with pytest.raises(EmulatorError, match=r"barrier id [12]\d is out of range 0\.\.15"):
-        k.launch(grid=1, block=block, args=[], device="emu", sanitize=sanitize, validate=False)
+        k.launch(grid=1, block=block, args=[], device="emu", options={"sanitize": sanitize}, validate=False)
     if "%r1;" not in body:
         with pytest.raises(pf.PTXValidationError, match=r"barrier number [12]\d is out of range 0\.\.15"):
-            k.launch(grid=1, block=block, args=[], device="emu", sanitize=sanitize)
+            k.launch(grid=1, block=block, args=[], device="emu", options={"sanitize": sanitize})
 
 
 def test_check_reports_immediate_barrier_ids_out_of_range():
@@ -187,5 +187,5 @@ def test_unbounded_recursion_stops_at_the_call_depth_limit():
     t = time.perf_counter()
     with pytest.raises(EmulatorError, match=f"call to f: the call stack of thread \\(0,0,0\\) block \\(0,0,0\\) "
                                             f"is {MAX_CALL_DEPTH} frames deep"):
-        pf.parse(RECURSE).kernel("k").launch(grid=1, block=32, args=[], device="emu", watchdog_s=60)
+        pf.parse(RECURSE).kernel("k").launch(grid=1, block=32, args=[], device="emu", options={"watchdog_s": 60})
     assert time.perf_counter() - t < 30  # the depth limit, not the watchdog

@@ -150,7 +150,7 @@ def test_a_tiled_loop_reads_broadcast_rows_and_scattered_offsets_exactly(sanitiz
     k = pf.parse(TILED).kernel("k")
     blocks = 16  # 4096 lanes in one wave: the runs are looked for
     out = np.zeros(blocks * 256, np.uint32)
-    r = k.launch(grid=blocks, block=256, args=[out], device="emu", sanitize=sanitize)
+    r = k.launch(grid=blocks, block=256, args=[out], device="emu", options={"sanitize": sanitize})
     np.testing.assert_array_equal(out, tiled_reference(blocks))
     assert r.thread_instructions == blocks * 256 * (17 + 3 * 22 + 6)
     # per turn three broadcast and three row loads and a store of one row per group, less the first use of each

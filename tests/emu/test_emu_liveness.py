@@ -160,7 +160,7 @@ def test_watchdog_sees_a_spin_whose_changing_values_are_dead(block):
     k = pf.parse(text, filename="spin.ptx").kernel("k")
     t = time.monotonic()
     with pytest.raises(WatchdogTimeout, match="no progress"):
-        k.launch(grid=(2,), block=(block,), args=[None], watchdog_s=0.2, time_limit_s=60)
+        k.launch(grid=(2,), block=(block,), args=[None], options={"watchdog_s": 0.2, "time_limit_s": 60})
     assert time.monotonic() - t < 30
 
 
@@ -179,7 +179,7 @@ def test_watchdog_does_not_stop_a_loop_whose_live_values_change():
     text = HEAD + f".visible .entry k(.param .u64 out)\n{{\n.reg .pred %p<4>;\n.reg .b32 %r<8>;\n{LIVE_SPIN}\n}}\n"
     k = pf.parse(text, filename="count.ptx").kernel("k")
     with pytest.raises(pf.emu.TimeLimitExceeded):
-        k.launch(grid=(1,), block=(32,), args=[None], watchdog_s=0.1, time_limit_s=1.5)
+        k.launch(grid=(1,), block=(32,), args=[None], options={"watchdog_s": 0.1, "time_limit_s": 1.5})
 
 
 # The lowest lane of a wave goes back down when it loops: a shfl inside the loop's pcs that the loop never
@@ -248,6 +248,6 @@ def test_watchdog_lets_a_delay_loop_run_to_its_end():
     text = HEAD + f".visible .entry k(.param .u64 out)\n{{\n.reg .pred %p<4>;\n.reg .b32 %r<8>;\n" \
                   f".reg .b64 %rd<8>;\n{DELAY}\n}}\n"
     out = np.zeros(1, np.uint32)
-    pf.parse(text, filename="delay.ptx").kernel("k").launch(grid=(1,), block=(32,), args=[out], watchdog_s=0.1,
-                                                            time_limit_s=60)
+    pf.parse(text, filename="delay.ptx").kernel("k").launch(grid=(1,), block=(32,), args=[out],
+                                                            options={"watchdog_s": 0.1, "time_limit_s": 60})
     assert out[0] == 7

@@ -151,5 +151,6 @@ def test_sm90_bulk_copy_with_mbarrier_transactions():
     n = 1024 * 5
     x = rng.standard_normal(n).astype(np.float32)
     out = np.zeros_like(x)
-    m.kernel("bulk_copy_roundtrip").launch(grid=(2,), block=(128,), args=[x, out, np.int32(n)], watchdog_s=30)
+    m.kernel("bulk_copy_roundtrip").launch(grid=(2,), block=(128,), args=[x, out, np.int32(n)],
+                                           options={"watchdog_s": 30})
     np.testing.assert_array_equal(out, x + np.float32(1))

@@ -320,7 +320,7 @@ DONE:
     with pytest.raises(WatchdogTimeout, match=r"GPU 1 stream 0 \(SMs 2-3\): stuck: deadlock"):
         node.synchronize()
     with pytest.raises(LaunchError, match="num_sms does not apply"):
-        k.launch((1,), (64,), [None], device=g1, stream=s, num_sms=2)
+        k.launch((1,), (64,), [None], device=g1, stream=s, options={"num_sms": 2})
 
 
 def test_sanitizer_launches_on_one_stream_are_ordered_and_other_streams_race():

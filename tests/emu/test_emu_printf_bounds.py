@@ -109,7 +109,7 @@ def _with_string(fmt: str, args: list, text: str) -> list[str]:
     raw += bytes(-len(raw) % 8) + struct.pack("<Q", s.address)
     fmt_bytes = np.frombuffer(fmt.encode() + b"\0", np.uint8).copy()
     pf.parse(PRINTF).kernel("k").launch(grid=1, block=1, args=[fmt_bytes, np.frombuffer(raw, np.uint8).copy()],
-                                        device="emu", printf=lines.append, emu_device_=dev)
+                                        device="emu", options={"printf": lines.append}, emu_device_=dev)
     return lines
 
 

@@ -57,7 +57,7 @@ DONE:
 def test_pollers_at_a_lower_pc_let_the_producer_run():
     out = np.zeros(32, np.uint32)
     res = pf.parse(SRC, filename="spin.ptx").kernel("k").launch(grid=(1,), block=(64,), args=[out],
-                                                                 device="emu", watchdog_s=30)
+                                                                 device="emu", options={"watchdog_s": 30})
     np.testing.assert_array_equal(out, np.arange(32))
     producer = 3 * ITERATIONS + 16  # the producing lane's instructions, about
     # a warp of pollers runs its 2-3 instruction loop at most a few times per producer step (before: 2.0M

@@ -73,7 +73,7 @@ def _run(text: str, size, off: int, sanitize: bool = False, block: int = THREADS
     assert [d.message for d in validate(m) if d.severity == "error"] == []
     out = np.zeros(THREADS, np.uint32)
     m.kernel("k").launch(grid=(1,), block=(block,), args=[out, size, np.uint32(off)], device="emu",
-                         sanitize=sanitize)
+                         options={"sanitize": sanitize})
     return out.view(np.uint8)
 
 
@@ -195,7 +195,7 @@ def _init_kernel(bulk: str) -> str:
 def _init_run(bulk: str) -> np.ndarray:
     m = pf.parse(_init_kernel(bulk), filename="init.ptx")
     out = np.full(THREADS, 7, np.uint32)
-    m.kernel("k").launch(grid=(1,), block=(THREADS,), args=[out], device="emu", sanitize=True)
+    m.kernel("k").launch(grid=(1,), block=(THREADS,), args=[out], device="emu", options={"sanitize": True})
     return out
 
 
@@ -256,12 +256,12 @@ def test_the_race_check_sees_the_bytes_st_bulk_writes():
     interval is a write-read race with the st.bulk."""
     out = np.full(THREADS, 7, np.uint32)
     pf.parse(_race_kernel("bar.sync 0;"), "race.ptx").kernel("k").launch(
-        grid=(1,), block=(THREADS,), args=[out], device="emu", sanitize=True)
+        grid=(1,), block=(THREADS,), args=[out], device="emu", options={"sanitize": True})
     assert (out == 0).all()
     text = _race_kernel("")
     with pytest.raises(pf.SanitizerError) as e:
         pf.parse(text, "race.ptx").kernel("k").launch(grid=(1,), block=(THREADS,), args=[out], device="emu",
-                                                      sanitize=True)
+                                                      options={"sanitize": True})
     (rep,) = e.value.reports
     assert rep.kind == "race" and rep.ptx_line == _line_of(text, "ld.shared.u32 %r8")
     assert f"race.ptx:{_line_of(text, 'st.bulk')}: @%p st.bulk.shared::cta" in str(e.value)

@@ -40,7 +40,7 @@ def test_store_load_round_trip(seed):
     x = rng.integers(-2**31, 2**31 - 1, 128 * 8, dtype=np.int64).astype(np.int32)
     out = np.zeros_like(x)
     san = True if seed is None else Sanitizer(shuffle_seed=seed)
-    _corpus().kernel("tmem_store_load").launch(grid=(1,), block=(128,), args=[x, out], sanitize=san)
+    _corpus().kernel("tmem_store_load").launch(grid=(1,), block=(128,), args=[x, out], options={"sanitize": san})
     np.testing.assert_array_equal(out, x + np.int32(1))
 
 
@@ -49,7 +49,8 @@ def test_mma_f16():
     A = rng.standard_normal((128, 16)).astype(np.float16)
     Bt = rng.standard_normal((16, 16)).astype(np.float16)
     D = np.zeros((128, 16), np.float32)
-    _corpus().kernel("tcgen05_mma_f16_m128n16k16").launch(grid=(1,), block=(128,), args=[A, Bt, D], sanitize=True)
+    _corpus().kernel("tcgen05_mma_f16_m128n16k16").launch(grid=(1,), block=(128,), args=[A, Bt, D],
+                                                          options={"sanitize": True})
     ref = A.astype(np.float64) @ Bt.astype(np.float64).T
     np.testing.assert_allclose(D, ref, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(_bits(D), _rounding_model(A, Bt))
@@ -61,7 +62,7 @@ def test_mma_e4m3():
     Bt = rng.standard_normal((16, 32)).astype(ml_dtypes.float8_e4m3fn)
     D = np.zeros((128, 16), np.float32)
     _corpus().kernel("tcgen05_mma_e4m3_m128n16k32").launch(
-        grid=(1,), block=(128,), args=[A.view(np.uint8), Bt.view(np.uint8), D], sanitize=True)
+        grid=(1,), block=(128,), args=[A.view(np.uint8), Bt.view(np.uint8), D], options={"sanitize": True})
     ref = A.astype(np.float64) @ Bt.astype(np.float64).T
     np.testing.assert_allclose(D, ref, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(_bits(D), _rounding_model(A, Bt))
@@ -110,7 +111,7 @@ DEALLOC32 = "tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r4, 32;"
 def _frame(body, alloc=ALLOC32, dealloc=DEALLOC32, blocks=1, **kw):
     text = FRAME.replace("@ALLOC@", alloc).replace("@BODY@", body).replace("@DEALLOC@", dealloc)
     out = np.zeros(blocks * 128 * 8, np.uint32)
-    pf.parse(text, filename="k.ptx").kernel("k").launch(grid=(blocks,), block=(128,), args=[out], **kw)
+    pf.parse(text, filename="k.ptx").kernel("k").launch(grid=(blocks,), block=(128,), args=[out], options=kw)
     return out
 
 
@@ -277,7 +278,7 @@ def test_mma_types_negate_accumulate(kind, dtype, code, acc, neg):
     Bt = rng.standard_normal((32, k)).astype(dtype)
     D = np.zeros((128, 32), np.float32)
     mod = pf.parse(MMA.replace("KIND", kind), filename="mma.ptx")
-    mod.kernel("mma").launch(grid=(1,), block=(128,), sanitize=True,
+    mod.kernel("mma").launch(grid=(1,), block=(128,), options={"sanitize": True},
                              args=[_core_layout(A), _core_layout(Bt), D, np.uint32(_idesc(code, code, *neg)),
                                    np.uint32(acc)])
     sign = (-1) ** (neg[0] + neg[1])
@@ -293,7 +294,7 @@ def test_mma_types_negate_accumulate(kind, dtype, code, acc, neg):
 def _run_mma(kind, A, Bt, idesc, acc=0, dtype=np.float32):
     D = np.zeros((128, 32), dtype)
     mod = pf.parse(MMA.replace("KIND", kind), filename="mma.ptx")
-    mod.kernel("mma").launch(grid=(1,), block=(128,), sanitize=True,
+    mod.kernel("mma").launch(grid=(1,), block=(128,), options={"sanitize": True},
                              args=[_core_layout(A), _core_layout(Bt), D, np.uint32(idesc), np.uint32(acc)])
     return D
 
@@ -422,7 +423,7 @@ def test_sanitizer_reports_accumulating_into_unwritten_tensor_memory():
     D = np.zeros((128, 32), np.float32)
     with pytest.raises(pf.SanitizerError) as e:
         pf.parse(text, filename="mma.ptx").kernel("mma").launch(
-            grid=(1,), block=(128,), sanitize=True,
+            grid=(1,), block=(128,), options={"sanitize": True},
             args=[_core_layout(A), _core_layout(A[:32]), D, np.uint32(_idesc(0, 0)), np.uint32(0)])
     (rep,) = e.value.reports
     assert rep.kind == "uninitialized" and rep.thread == (0, 0, 0)
@@ -449,7 +450,7 @@ def test_sanitizer_reports_reading_an_mma_result_too_early(drop, why):
     D = np.zeros((128, 32), np.float32)
     with pytest.raises(pf.SanitizerError) as e:
         pf.parse(text, filename="mma.ptx").kernel("mma").launch(
-            grid=(1,), block=(128,), sanitize=True,
+            grid=(1,), block=(128,), options={"sanitize": True},
             args=[_core_layout(A), _core_layout(A[:32]), D, np.uint32(_idesc(0, 0)), np.uint32(0)])
     (rep,) = e.value.reports
     assert rep.kind == "async-before-wait" and rep.thread == (0, 0, 0)

@@ -82,7 +82,8 @@ def _launch(src: str, tmap: np.ndarray, box_bytes: int) -> tuple[np.ndarray, np.
     at = -slot.address % 64
     out = np.zeros(box_bytes, np.uint8)
     pf.parse(src, filename="edit.ptx").kernel("k").launch(
-        grid=(1,), block=(32,), args=[tmap, np.uint64(slot.address + at), out], watchdog_s=60, sanitize=True)
+        grid=(1,), block=(32,), args=[tmap, np.uint64(slot.address + at), out],
+        options={"watchdog_s": 60, "sanitize": True})
     return out, slot.to_host()[at:at + 128]
 
 
@@ -330,9 +331,9 @@ def test_publishing_from_another_warp_is_ordered_by_the_barrier():
     out = np.zeros(4, np.uint32)
     args = [tmap, np.uint64(slot.address + at), out]
     k = pf.parse(_two_warp_src("    bar.sync 0;\n"), filename="edit.ptx").kernel("k")
-    k.launch(grid=(1,), block=(64,), args=args, watchdog_s=60, sanitize=True)
+    k.launch(grid=(1,), block=(64,), args=args, options={"watchdog_s": 60, "sanitize": True})
     np.testing.assert_array_equal(out, x[12:16])  # the 16-wide box's last 16 bytes: only the edited map has them
     racy = pf.parse(_two_warp_src(""), filename="edit.ptx").kernel("k")
     with pytest.raises(EmulatorError, match=r"(?s)Race \(write-read\) on __shared__ memory.*edit\.ptx:\d+: "
                                             r"tensormap\.cp_fenceproxy.*tensormap\.replace\.tile\.box_dim"):
-        racy.launch(grid=(1,), block=(64,), args=args, watchdog_s=60, sanitize=True)
+        racy.launch(grid=(1,), block=(64,), args=args, options={"watchdog_s": 60, "sanitize": True})

@@ -35,7 +35,7 @@ def test_transpose_2d_with_partial_boxes():
     in_map = _map2d(src, H, W)
     out_map = tensor_map(dst, np.float32, (H, W), ((H + 6) * 4,), (32, 32))
     m.kernel("tma_transpose_2d").launch(grid=(-(-W // 32), -(-H // 32)), block=(256,), args=[in_map, out_map],
-                                        watchdog_s=60, sanitize=True)
+                                        options={"watchdog_s": 60, "sanitize": True})
     out = dst.to_host()
     np.testing.assert_array_equal(out[:W, :H], x.T)
     assert (out[:W, H:H + 2] == 0).all()  # the rest of the last 16-byte piece: the zero-filled load
@@ -50,7 +50,8 @@ def test_load_3d_sum_boxes():
     tmap = tensor_map(buf, np.float32, (16, 8, D), (16 * 4, 8 * 16 * 4), (16, 8, 4))
     nb = -(-D // 4)
     out = np.zeros(nb, np.float32)
-    m.kernel("tma_load_3d_sum").launch(grid=(nb,), block=(128,), args=[tmap, out], watchdog_s=60, sanitize=True)
+    m.kernel("tma_load_3d_sum").launch(grid=(nb,), block=(128,), args=[tmap, out],
+                                       options={"watchdog_s": 60, "sanitize": True})
     want = [x[4 * b: 4 * b + 4].sum() for b in range(nb)]
     np.testing.assert_array_equal(out, np.asarray(want, np.float32))
 
@@ -108,7 +109,7 @@ LOOP:
     mod = pf.parse(src, filename="tma_box.ptx")
     out = np.zeros(shape_out, np.uint32)
     args = [tmap, out, store_map if store_map is not None else np.zeros(128, np.uint8)]
-    mod.kernel("k").launch(grid=(1,), block=(1,), args=args, watchdog_s=30)
+    mod.kernel("k").launch(grid=(1,), block=(1,), args=args, options={"watchdog_s": 30})
     return out
 
 
@@ -398,7 +399,7 @@ def test_tensormap_replace_retargets_a_map_in_device_memory(space):
     src = _replace_kernel(space, _RETARGET.format(sp=space))
     pf.parse(src, filename="replace.ptx").kernel("k").launch(
         grid=(1,), block=(1,), args=[tmap, np.uint64(slot.address + at), np.uint64(new.address), out],
-        watchdog_s=30, sanitize=True)
+        options={"watchdog_s": 30, "sanitize": True})
     np.testing.assert_array_equal(out.reshape(2, 8), y[1:3, 16:24])
     tm = TM.decode(slot.to_host()[at:at + 128])
     assert (tm.address, tm.dims, tm.strides) == (new.address, (24, 4), (4, 96))
@@ -420,4 +421,4 @@ def test_tensormap_replace_errors(lines, msg):
             grid=(1,), block=(1,), args=[tensor_map(buf, np.float32, (16, 4), (64,), (8, 2)),
                                          np.uint64(slot.address + at), np.uint64(buf.address),
                                          np.zeros(16, np.float32)],
-            watchdog_s=30)
+            options={"watchdog_s": 30})

@@ -34,7 +34,7 @@ def test_tensor_multicast_shares_a_band_across_the_cluster(flavor, n, sanitize):
     tmap = tensor_map(to_device(x), np.float32, (32, H), (32 * 4,), (32, 8))
     out = np.full((n * k, 2048), -1, np.float32)
     m.kernel("tma_multicast_band").launch(grid=(n * k,), block=(128,), args=[tmap, out], cluster=(n, 1, 1),
-                                          sanitize=sanitize, watchdog_s=60)
+                                          options={"sanitize": sanitize, "watchdog_s": 60})
     padded = np.zeros((8 * n * k, 32), np.float32)
     padded[:H] = x
     for b in range(n * k):
@@ -52,7 +52,7 @@ def test_bulk_multicast_reaches_exactly_the_masked_ctas(mask, sanitize):
     inp = rng.standard_normal(1024 * k).astype(np.float32)
     out = np.full((n * k, 1024), -5, np.float32)
     m.kernel("bulk_multicast_mask").launch(grid=(n * k,), block=(128,), args=[inp, out, np.uint32(mask)],
-                                           cluster=(n, 1, 1), sanitize=sanitize, watchdog_s=60)
+                                           cluster=(n, 1, 1), options={"sanitize": sanitize, "watchdog_s": 60})
     for b in range(n * k):
         rank, cid = b % n, b // n
         if mask >> rank & 1:
@@ -66,7 +66,7 @@ def test_multicast_mask_outside_the_cluster_is_a_fault():
     inp, out = np.zeros(2048, np.float32), np.zeros(8 * 1024, np.float32)
     with pytest.raises(MemoryFault, match=r"ctaMask 0x0010 names CTA rank 4, outside this cluster of 4"):
         m.kernel("bulk_multicast_mask").launch(grid=(8,), block=(128,), args=[inp, out, np.uint32(0x10)],
-                                               cluster=(4, 1, 1), watchdog_s=60)
+                                               cluster=(4, 1, 1), options={"watchdog_s": 60})
 
 
 # ------------------------------------------------------------------------------------------ reductions
@@ -133,7 +133,8 @@ def _run_reduce(op, dt, init, src, sanitize=False, flavor="sm_90a.O3", x0=X0, y0
     tmap = tensor_map(buf, dt, (W, H), (W * dt.itemsize,), BOX)
     nbytes = BOX[0] * BOX[1] * dt.itemsize
     args = [tmap, src.view(np.uint8).reshape(-1)] + [_u32(v) for v in (nbytes, x0, y0, dx, dy)]
-    m.kernel(f"tma_reduce_{op}").launch(grid=(K,), block=(128,), args=args, sanitize=sanitize, watchdog_s=60)
+    m.kernel(f"tma_reduce_{op}").launch(grid=(K,), block=(128,), args=args,
+                                        options={"sanitize": sanitize, "watchdog_s": 60})
     return buf.to_host()
 
 
@@ -331,11 +332,11 @@ def test_sanitizer_on_multicast_destinations(wait):
     k = pf.parse(RACY, filename="mc.ptx").kernel("k")
     out = np.zeros(2, np.float32)
     if wait:
-        k.launch(grid=(2,), block=(1,), args=[tmap, out, np.uint32(1)], cluster=(2, 1, 1), sanitize=True)
+        k.launch(grid=(2,), block=(1,), args=[tmap, out, np.uint32(1)], cluster=(2, 1, 1), options={"sanitize": True})
         np.testing.assert_array_equal(out, [4, 4])
         return
     with pytest.raises(pf.SanitizerError) as ei:
-        k.launch(grid=(2,), block=(1,), args=[tmap, out, np.uint32(0)], cluster=(2, 1, 1), sanitize=True)
+        k.launch(grid=(2,), block=(1,), args=[tmap, out, np.uint32(0)], cluster=(2, 1, 1), options={"sanitize": True})
     kinds = {r.kind for r in ei.value.reports}
     assert kinds == {"async-before-wait"}, ei.value
 
@@ -371,7 +372,7 @@ def test_im2col_gathers_convolution_patches(shape, s, sanitize):
     out = np.full((blocks, 9, 32, C), np.nan, np.float32)
     m.kernel("tma_im2col_conv3x3").launch(grid=(blocks,), block=(128,),
                                           args=[tmap, out, np.uint32(OH), np.uint32(OW), np.uint32(s)],
-                                          sanitize=sanitize, watchdog_s=60)
+                                          options={"sanitize": sanitize, "watchdog_s": 60})
     np.testing.assert_array_equal(out, _conv_patches(x, OH, OW, s, blocks))
 
 
@@ -411,7 +412,7 @@ def test_bulk_copy_and_reduce_into_other_ctas(flavor, n, sanitize):
     inp = rng.integers(0, 1 << 32, (n * k, 256), dtype=np.uint64).astype(np.uint32)
     out = np.zeros((n * k, 512), np.uint32)
     m.kernel("dsmem_bulk_ring").launch(grid=(n * k,), block=(128,), args=[inp, out], cluster=(n, 1, 1),
-                                       sanitize=sanitize, watchdog_s=60)
+                                       options={"sanitize": sanitize, "watchdog_s": 60})
     for b in range(n * k):
         rank, first = b % n, b - b % n
         np.testing.assert_array_equal(out[b, :256], inp[first + (rank - 1) % n])

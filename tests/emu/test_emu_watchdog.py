@@ -119,7 +119,7 @@ def kernel(src):
 
 def launch(src, n=0, block=32, **kw):
     out = np.zeros(max(block, 1), np.uint32)
-    kernel(src).launch(grid=1, block=block, args=[out, np.uint32(n)], device="emu", **kw)
+    kernel(src).launch(grid=1, block=block, args=[out, np.uint32(n)], device="emu", options=kw)
     return out
 
 
@@ -219,7 +219,7 @@ def test_the_check_is_timed_not_counted_in_steps_on_a_large_wave():
     t = time.perf_counter()
     with pytest.raises(WatchdogTimeout, match=r"no progress for 0.3 s .*live warp\(s\) of blocks"):
         kernel(SPIN).launch(grid=64, block=256, args=[np.zeros(1, np.uint32), np.uint32(0)], device="emu",
-                            watchdog_s=0.3)
+                            options={"watchdog_s": 0.3})
     assert time.perf_counter() - t < 5
 
 
@@ -227,7 +227,8 @@ def test_waves_that_repeat_each_others_states_are_progress():
     # 1 SM holds 2 blocks of 1024 threads: 3 waves run the same counter loop through the same states
     out = np.zeros(1, np.uint32)
     k = kernel(COUNT)
-    res = k.launch(grid=6, block=1024, args=[out, np.uint32(60_000)], device="emu", num_sms=1, watchdog_s=0.01)
+    res = k.launch(grid=6, block=1024, args=[out, np.uint32(60_000)], device="emu",
+                   options={"num_sms": 1, "watchdog_s": 0.01})
     assert out[0] == 60_000 and res.waves == 3
 
 

@@ -220,7 +220,7 @@ def test_the_sanitizer_checks_a_launch_on_an_ipc_device(pair):
     d0, d1 = pair
     buf = rt.empty(32, np.uint32, device=d1)
     p = ipc_open_mem_handle(ipc_get_mem_handle(buf), device=d0)
-    K.store_one().launch((1,), (32,), [p], device=d0, sanitize=True)  # clean: no report
+    K.store_one().launch((1,), (32,), [p], device=d0, options={"sanitize": True})  # clean: no report
     np.testing.assert_array_equal(buf.to_host(), np.arange(1, 33))
 
 

@@ -82,7 +82,7 @@ def _reduce_into_rank0(rank, world, form, iters):
         dst = buf.address if rank == 0 else ipc_open_mem_handle(handles[0], device=dev)
         target = dst if form == "bulk" else rt.tensor_map(dst, np.uint32, (64, 64), (64 * 4,), (64, 64))
         dist.barrier()  # start together: the two processes' reductions overlap
-        k.launch((1,), (128,), [target, np.uint32(iters), np.uint32(rank)], device=dev, watchdog_s=60.0)
+        k.launch((1,), (128,), [target, np.uint32(iters), np.uint32(rank)], device=dev, options={"watchdog_s": 60.0})
         dist.barrier()  # every rank's reductions are done before rank 0 reads
         out = buf.to_host() if rank == 0 else None
         if rank != 0:

@@ -54,7 +54,7 @@ def test_auto_runs_on_the_emulator_without_a_gpu(demo):
 
 @pytest.mark.parametrize("option", [{"sanitize": True}, {"num_sms": 4}, {"printf": print}])
 def test_auto_with_an_emulator_option_uses_the_emulator(demo, option):
-    res = demo.kernel("vadd").launch(grid=(1,), block=(256,), args=vadd_args(), device="auto", **option)
+    res = demo.kernel("vadd").launch(grid=(1,), block=(256,), args=vadd_args(), device="auto", options=option)
     assert res.device == "emu"
 
 
@@ -351,7 +351,7 @@ def test_cli_devices_lists_the_emulator_and_why_no_gpu(capsys):
 
 def test_environment_device_yields_to_buffers_and_emulator_options(demo, monkeypatch):
     monkeypatch.setenv("PTXFORGE_DEVICE", "cuda")  # a preference: never used here, so no GPU is needed
-    res = demo.kernel("vadd").launch(grid=(1,), block=(256,), args=vadd_args(), sanitize=True)
+    res = demo.kernel("vadd").launch(grid=(1,), block=(256,), args=vadd_args(), options={"sanitize": True})
     assert res.device == "emu"
     args = vadd_args()
     args[2] = to_device(args[2], device="emu")

@@ -226,7 +226,7 @@ def test_launch_on_a_green_stream(fake):
     with pytest.raises(LaunchError, match="was closed"):
         k.launch(grid=(64,), block=(32,), args=[out, np.uint64(1)], stream=gs)
     with pytest.raises(LaunchError, match="work on the emulator only"):
-        k.launch(grid=(1,), block=(32,), args=[out, np.uint64(1)], stream=gs, sanitize=True)
+        k.launch(grid=(1,), block=(32,), args=[out, np.uint64(1)], stream=gs, options={"sanitize": True})
     with pytest.raises(LaunchError, match="names device='emu'"):
         k.launch(grid=(1,), block=(32,), args=[out, np.uint64(1)], stream=gs, device="emu")
     out.free()
@@ -239,7 +239,7 @@ def test_the_smid_kernel_assembles_and_is_confined_on_the_emulator():
     assert assemble(SMID.read_text(), "sm_90").ok
     out = np.full(12, -1, np.int32)
     pf.parse(SMID.read_text()).kernel("record_smid").launch(grid=(12,), block=(32,), args=[out, np.uint64(50)],
-                                                            device="emu", num_sms=4)
+                                                            device="emu", options={"num_sms": 4})
     assert sorted(set(out.tolist())) == [0, 1, 2, 3]
 
 

@@ -125,7 +125,7 @@ def test_a_launch_the_emulator_refuses_midway_stays_a_launch_error():
     for sanitize in (False, True):
         with pytest.raises(pf.LaunchError, match="a cooperative launch needs every block resident at once"):
             k.launch(grid=4096, block=1024, args=[np.zeros(4, np.uint32)], device="emu", emu_device_=dev,
-                     cooperative=True, sanitize=sanitize)
+                     cooperative=True, options={"sanitize": sanitize})
         assert len(dev.memory._allocs) == before
 
 

@@ -59,10 +59,10 @@ def check_clean(launch, flavor) -> None:
     k = module(fname, flavor).kernel(kname)
     plain, checked = make_args(), make_args()
     quiet = lambda s: None  # noqa: E731
-    k.launch(grid=grid, block=block, args=plain, device="emu", shared_mem=smem, printf=quiet)
+    k.launch(grid=grid, block=block, args=plain, device="emu", shared_mem=smem, options={"printf": quiet})
     try:
-        k.launch(grid=grid, block=block, args=checked, device="emu", shared_mem=smem, sanitize=True,
-                 printf=quiet)
+        k.launch(grid=grid, block=block, args=checked, device="emu", shared_mem=smem,
+                 options={"sanitize": True, "printf": quiet})
     except SanitizerError as e:
         pytest.fail(f"false positive on {fname}.{flavor}.{kname}:\n{e}")
     for a, b in zip(plain, checked, strict=True):

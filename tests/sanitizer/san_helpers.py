@@ -39,7 +39,7 @@ def launch_sanitized(name, grid, block, args, **kw):
 
     k = planted_module().kernel(name)
     try:
-        k.launch(grid=grid, block=block, args=args, device="emu", sanitize=kw.pop("sanitize", True), **kw)
+        k.launch(grid=grid, block=block, args=args, device="emu", options={"sanitize": True, **kw})
     except SanitizerError as e:
         return e
     return None

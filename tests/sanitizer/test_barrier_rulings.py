@@ -87,7 +87,7 @@ DONE:
 def _run(text, nthreads, nout):
     out = np.zeros(nout, np.uint32)
     pf.parse(text, filename="bars.ptx").kernel("k").launch(grid=(2,), block=(nthreads,), args=[out],
-                                                          sanitize=True)
+                                                          options={"sanitize": True})
     return out
 
 

@@ -104,7 +104,7 @@ def _launch(text, name, grid, block, args, sanitizer=True):
 
     k = pf.parse(text, filename=f"{name}.ptx").kernel(name)
     try:
-        k.launch(grid=grid, block=block, args=args, device="emu", sanitize=sanitizer)
+        k.launch(grid=grid, block=block, args=args, device="emu", options={"sanitize": sanitizer})
     except SanitizerError as e:
         return e
     return None

@@ -30,7 +30,7 @@ def test_corpus_kernels_clean_in_shuffled_block_order():
         plain, checked = make_args(), make_args()
         k.launch(grid=grid, block=block, args=plain, device="emu", shared_mem=smem)
         san = Sanitizer(shuffle_seed=7)
-        k.launch(grid=grid, block=block, args=checked, device="emu", shared_mem=smem, sanitize=san)
+        k.launch(grid=grid, block=block, args=checked, device="emu", shared_mem=smem, options={"sanitize": san})
         assert not san.reports, f"{kname}: {san.error()}"
         for a, b in zip(plain, checked, strict=True):
             if isinstance(a, np.ndarray) and a.dtype.kind != "f":  # float atomics may sum in another order

@@ -14,7 +14,7 @@ def sanitizer_report(body: str) -> str:
     k = pf.parse(H + ".visible .entry k()\n{\n.reg .b32 %r<4>;\n.reg .b64 %rd<4>;\n.local .b32 l[4];\n"
                  ".shared .align 4 .b32 s[4];\n" + body + "\nret;\n}\n").kernel("k")
     with pytest.raises(pf.SanitizerError) as ei:
-        k.launch(grid=1, block=32, args=[], device="emu", sanitize=True)
+        k.launch(grid=1, block=32, args=[], device="emu", options={"sanitize": True})
     return str(ei.value)
 
 

@@ -15,12 +15,12 @@ def f32(n):
     return rng.standard_normal(n).astype(np.float32)
 
 
-def run(kernel, san, **kw):
+def run(kernel, san, num_sms=None, **kw):
     """Launch with a configured Sanitizer; its findings stay on `san` (the launch also raises them)."""
     from ptxforge.emu.sanitizer import SanitizerError
 
     try:
-        kernel.launch(device="emu", sanitize=san, **kw)
+        kernel.launch(device="emu", options={"sanitize": san, "num_sms": num_sms}, **kw)
     except SanitizerError as e:
         assert e.reports == san.reports
 
@@ -145,7 +145,7 @@ def test_reports_survive_a_launch_that_deadlocks():
     with pytest.raises(WatchdogTimeout, match=r"waits at barrier 0 dl.ptx:13: bar.sync 0, 64"):
         in_bounds.launch(grid=(1,), block=(32,), args=[np.zeros(32, np.uint32)], device="emu")
     with pytest.raises(pf.SanitizerError) as ei:
-        k.launch(grid=(1,), block=(32,), args=[np.zeros(32, np.uint32)], device="emu", sanitize=True)
+        k.launch(grid=(1,), block=(32,), args=[np.zeros(32, np.uint32)], device="emu", options={"sanitize": True})
     err = ei.value
     (r,) = err.reports
     assert r.kind == "out-of-bounds" and r.ptx_line == 12 and r.count == 32

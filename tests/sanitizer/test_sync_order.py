@@ -36,7 +36,7 @@ def run(name, grid, block, args, sanitize=True):
     from ptxforge.emu.sanitizer import SanitizerError
 
     try:
-        module().kernel(name).launch(grid=grid, block=block, args=args, device="emu", sanitize=sanitize)
+        module().kernel(name).launch(grid=grid, block=block, args=args, device="emu", options={"sanitize": sanitize})
     except SanitizerError as e:
         return e
     return None

@@ -85,7 +85,7 @@ def launch(text, name, grid, block, args):
 
     k = pf.parse(text, filename=f"{name}.ptx").kernel(name)
     try:
-        k.launch(grid=grid, block=block, args=args, device="emu", sanitize=True)
+        k.launch(grid=grid, block=block, args=args, device="emu", options={"sanitize": True})
     except SanitizerError as e:
         return e
     return None
@@ -158,7 +158,7 @@ def test_cluster_scope_orders_the_ctas_of_one_cluster_only():
         out = np.zeros(1, np.uint32)
         try:
             k.launch(grid=(2,), block=(32,), args=[np.zeros(1, np.uint32), np.zeros(1, np.uint32), out],
-                     device="emu", sanitize=True, cluster=cluster)
+                     device="emu", options={"sanitize": True}, cluster=cluster)
         except SanitizerError as e:
             assert out[0] == 7
             return e
@@ -213,7 +213,8 @@ def test_barrier_cluster_orders_global_memory_across_the_ctas_of_a_cluster():
         k = pf.parse(text, filename="cluster_exchange.ptx").kernel("k")
         out = np.zeros(64, np.uint32)
         try:
-            k.launch(grid=(2,), block=(32,), args=[np.zeros(64, np.uint32), out], device="emu", sanitize=True,
+            k.launch(grid=(2,), block=(32,), args=[np.zeros(64, np.uint32), out], device="emu",
+                     options={"sanitize": True},
                      cluster=(2, 1, 1))
         except SanitizerError as e:
             return e, out

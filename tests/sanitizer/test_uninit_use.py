@@ -113,9 +113,11 @@ def test_an_undefined_value_spilled_to_the_stack_and_back_is_still_undefined():
     from ptxforge.emu.sanitizer import SanitizerError
 
     k = pf.parse(SPILL, filename="spill.ptx").kernel("spill")
-    k.launch(grid=(1,), block=(32,), args=[np.zeros(32, np.uint32), np.uint32(0)], device="emu", sanitize=True)
+    k.launch(grid=(1,), block=(32,), args=[np.zeros(32, np.uint32), np.uint32(0)], device="emu",
+             options={"sanitize": True})
     with pytest.raises(SanitizerError) as e:
-        k.launch(grid=(1,), block=(32,), args=[np.zeros(32, np.uint32), np.uint32(1)], device="emu", sanitize=True)
+        k.launch(grid=(1,), block=(32,), args=[np.zeros(32, np.uint32), np.uint32(1)], device="emu",
+                 options={"sanitize": True})
     r = uninit(e.value)[0]
     assert r.other["use"] == "store" and r.instruction.startswith("st.global.u32") and r.count == 32
     assert r.other["instruction"].startswith("ld.local.u32")

@@ -48,7 +48,7 @@ EXITS = {
 
 def _run(text):
     out = np.zeros(64, np.uint32)
-    pf.parse(text, filename="ws.ptx").kernel("k").launch(grid=(2,), block=(64,), args=[out], sanitize=True)
+    pf.parse(text, filename="ws.ptx").kernel("k").launch(grid=(2,), block=(64,), args=[out], options={"sanitize": True})
     return out
 
 

@@ -25,7 +25,7 @@ def _launch(flavor, filler, rows):
     Bt = rng.integers(-4, 5, (8, 16)).astype(np.float16)
     D = np.zeros((64, 8), np.float32)
     k = corpus_module("wgmma_fill_sm90a", flavor).kernel("wgmma_one_warp_fills")
-    k.launch(grid=(1,), block=(256,), args=[A, Bt, D, np.int32(filler), np.int32(rows)], sanitize=True)
+    k.launch(grid=(1,), block=(256,), args=[A, Bt, D, np.int32(filler), np.int32(rows)], options={"sanitize": True})
     want = A.astype(np.float32) @ Bt.astype(np.float32).T
     want[rows:] = 0
     return D, want
