@@ -20,7 +20,7 @@ def _run(name, flavor, **kw):
     inp = np.random.default_rng(5).integers(0, 500, NB * 64).astype(np.int32)
     out = np.full(NB * 64, -1, np.int32)
     addrs = np.zeros(NB * 4, np.uint64)
-    m.kernel(name).launch(grid=(NB,), block=(64,), args=[inp, out, addrs], **kw)
+    m.kernel(name).launch(grid=(NB,), block=(64,), args=[inp, out, addrs], options=kw)
     rank = np.arange(NB) % 2
     want = 1000 * rank[:, None] + inp.reshape(NB, 64) + np.arange(1, 65)
     np.testing.assert_array_equal(out.reshape(NB, 64), want)  # each CTA's buf got exactly its peer's adds

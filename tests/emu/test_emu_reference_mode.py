@@ -105,8 +105,7 @@ def test_sanitizer_reports_agree(name):
     grid, block, make = shapes[name]
     args = make()
     fast = launch_sanitized(name, grid, block, _copy(args))
-    ref = launch_sanitized(name, grid, block, _copy(args), sanitize=False,
-                           options={"reference": True, "sanitize": True})
+    ref = launch_sanitized(name, grid, block, _copy(args), reference=True)
     assert fast is not None and ref is not None
     assert [(r.kind, r.thread, r.block, r.instruction, r.count) for r in fast.reports] == \
         [(r.kind, r.thread, r.block, r.instruction, r.count) for r in ref.reports]

@@ -105,7 +105,8 @@ def test_planted_race_in_a_template_reports_cu_lines_demangled_names_and_both_si
     mod = pf.compile_cuda_file(DATA / "block_sum_race.cu", name_expressions=("block_sum<float, 64>",))
     x, out = np.ones(128, np.float32), np.zeros(2, np.float32)
     with pytest.raises(pf.SanitizerError) as e:
-        mod.kernel("block_sum<float, 64>")((2,), (64,), (x, out, np.int32(128)), device="emu", sanitize=True)
+        mod.kernel("block_sum<float, 64>")((2,), (64,), (x, out, np.int32(128)), device="emu",
+                                           options={"sanitize": True})
     text = str(e.value)
     assert "in kernel block_sum<float, 64>(float const*, float*, int)" in text
     assert "__shared__ block_sum<float, 64>(float const*, float*, int)::buf" in text

@@ -34,7 +34,8 @@ def ptx_text(line: int) -> str:
 
 
 def launch_sanitized(name, grid, block, args, **kw):
-    """Run kernel `name` of the planted module sanitized; returns the SanitizerError or None."""
+    """Run kernel `name` of the planted module sanitized, with the emulator options `kw` besides; returns the
+    SanitizerError or None."""
     from ptxforge.emu.sanitizer import SanitizerError
 
     k = planted_module().kernel(name)
