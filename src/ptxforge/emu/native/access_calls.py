@@ -8,6 +8,8 @@ most of it on the same few blocks per access. The access code here is written on
   read-only memory (i32 lane bits). Global memory's looks at a whole warp on consecutive bytes at once, else
   at each half-warp on its own consecutive bytes (up to 4 granules of the validity map as one 32-bit read),
   else lane by lane; a shared access of a group whose check passed (`group_ok`, access.py) is not looked at;
+- `span_fits`: the same look at a warp's span of consecutive bytes from one scalar offset (a lane-affine
+  address's: affine.py);
 - `consecutive` / `half_shapes`: the addresses' shape, which the caller makes once per access or per access
   group (access.py) and passes to the check and to
 - `load` / `store`: a warp's load or store of one element per lane: one vector access when the lanes are
@@ -297,6 +299,18 @@ def global_bad(gen: BlockGen, b: L.IRBuilder, a: L.Value, active: L.Value, nbyte
     if cons is None:
         cons = consecutive(gen, b, a, nbytes) if nbytes in SPAN_BYTES else L.Constant(I1, 0)
     return b.call(f, [a, active, cons, L.Constant(I1, int(wr)), gen.arena_size, gen.gmap])
+
+
+def span_fits(gen: BlockGen, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool) -> L.Value:
+    """i1: a warp's access of `nbytes` per lane at consecutive arena offsets from `off` (i64, lane 0's) is good:
+    aligned, in the arena and on valid bytes (writable for a write), all 32 lanes' at once (a lane-affine
+    address's check: affine.py)."""
+    f, new = _function(gen, f"span_fits{nbytes}", I1, [I64, I1, I64, I8.as_pointer()], hot=True)
+    if new:
+        fo, fwr, fsize, fmap = f.args
+        fb = L.IRBuilder(f.append_basic_block("entry"))
+        fb.ret(_bytes_ok(fb, fo, nbytes, WARP * nbytes, fwr, fsize, fmap))
+    return b.call(f, [off, L.Constant(I1, int(wr)), gen.arena_size, gen.gmap])
 
 
 def report_global(gen: BlockGen, b: L.IRBuilder, codes: tuple[int, int, int], pc: int, w: L.Value, a: L.Value,

@@ -341,6 +341,9 @@ def _ld(ins: ir.Instruction, env: WarpEnv) -> None:
             v = env.load_param(off + i * nbytes, t)
             write(env, r, _extend(env, v, ty, r))
         return
+    if not ordered(ins) and len(regs) == 1:
+        write(env, regs[0], _extend(env, env.load(space, addr, t), ty, regs[0]))
+        return
     host = env.address(space, addr, nbytes * len(regs), write=False)
     if ordered(ins):  # (volatile, relaxed, acquire: an atomic load per lane, which sees other workers' stores)
         if len(regs) != 1:
@@ -377,6 +380,9 @@ def _st(ins: ir.Instruction, env: WarpEnv) -> None:
     vals = src.elements if isinstance(src, ir.Vector) else (src,)
     nbytes = bits_of(ty) // 8
     data = [read(env, v, ty) for v in vals]
+    if not ordered(ins) and len(vals) == 1:
+        env.store(space, addr, data[0])
+        return
     host = env.address(space, addr, nbytes * len(vals), write=True)
     if ordered(ins):  # (an atomic exchange per lane, in lane order: other workers see it)
         if len(vals) != 1:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir as L
 
-from ptxforge.emu.native import access_calls
+from ptxforge.emu.memory import GLOBAL_BASE
+from ptxforge.emu.native import access_calls, affine
 from ptxforge.emu.native.access import AccessGroup
 from ptxforge.emu.native.lower import I1, I8, I32, I64, INT, SREGS, WARP, NotNative, V, bits_of, read
 from ptxforge.ptx import ir
@@ -38,6 +39,7 @@ class SegmentRegs:
         self.raw: dict[int, tuple[L.Value, L.Value]] = {}
         # (id of a shape root (`shape_root`), bytes) -> (the root, whether it is consecutive that many bytes apart)
         self.consecutive: dict[tuple[int, int], tuple[L.Value, L.Value]] = {}
+        self.lanes: affine.Tags = {}  # registers taken in that are lane-affine (affine.py): id -> (value, stride)
 
 
 class WarpEnv:
@@ -77,6 +79,9 @@ class WarpEnv:
                 v = self.load_param(prm[0], INT[prm[1]])
             else:
                 v = self.gen.load_slot(self.b, self.w, slot)
+                st = self.gen.lane_stride(slot, self.pc)
+                if st is not None:
+                    self.regs.lanes[id(v)] = (v, st)
             self.regs.values[slot] = v
         return v
 
@@ -223,6 +228,88 @@ class WarpEnv:
     def _half_shapes(self, host: L.Value, nbytes: int) -> L.Value:
         """`access_calls.half_shapes` of the addresses."""
         return self._memo(("halves", nbytes), lambda: access_calls.half_shapes(self.gen, self.b, host, nbytes))
+
+    def load(self, space: str, addr: Any, t: L.IntType) -> L.Value:
+        """A plain load of one `t` per active lane (inactive ones: 0), checked as `address` checks it: one scalar
+        check and one vector load where the addresses are known a span (`_span`), else `address` and
+        `load_mem`."""
+        span = self._span(space, addr, t.width // 8, False)
+        if span is None:
+            return self.load_mem(self.address(space, addr, t.width // 8, False), t, 0, True)
+        b = self.b
+        fast, slow, done = self._fork(span[0], "ld")
+        b.position_at_end(fast)
+        v = b.load(b.inttoptr(span[1], V(t).as_pointer()), align=t.width // 8)
+        b.branch(done)
+        b.position_at_end(slow)
+        v2 = self._vector_way(addr, lambda: self.load_mem(self.address(space, addr, t.width // 8, False), t, 0, True))
+        slow_end = b.block
+        b.branch(done)
+        b.position_at_end(done)
+        phi = b.phi(V(t))
+        phi.add_incoming(v, fast)
+        phi.add_incoming(v2, slow_end)
+        return phi
+
+    def store(self, space: str, addr: Any, v: L.Value) -> None:
+        """A plain store of `v` (one element per lane) by the active lanes: `load`'s two ways."""
+        nbytes = v.type.element.width // 8
+        span = self._span(space, addr, nbytes, True)
+        if span is None:
+            self.store_mem(self.address(space, addr, nbytes, True), v, 0, True)
+            return
+        b = self.b
+        fast, slow, done = self._fork(span[0], "st")
+        b.position_at_end(fast)
+        self.gen.count_write(b)
+        b.store(v, b.inttoptr(span[1], v.type.as_pointer()), align=nbytes)
+        b.branch(done)
+        b.position_at_end(slow)
+        self._vector_way(addr, lambda: self.store_mem(self.address(space, addr, nbytes, True), v, 0, True))
+        b.branch(done)
+        b.position_at_end(done)
+
+    def _span(self, space: str, addr: Any, nbytes: int, write: bool) -> tuple[L.Value, L.Value] | None:
+        """(i1: every lane is active and the access is good, its host address (i64) of lane 0) for a global
+        access whose addresses are lane 0's + nbytes * lane (affine.py: lane-affine, `nbytes` apart) and
+        whose span is checked by one scalar test (`access_calls.span_fits`); None for any other access."""
+        if space != "global" or nbytes not in access_calls.SPAN_BYTES or not isinstance(addr, ir.Address) \
+                or not isinstance(addr.base, ir.Register) or self.symbol_address(addr.base.name) is not None \
+                or self.reg(addr.base)[1] not in (".u64", ".b64", ".s64"):
+            return None
+        a = read(self, addr.base, ".u64")  # (read here: the vector way's blocks find it in the segment's values)
+        if affine.stride(a, self.regs.lanes) != nbytes:
+            return None
+        b = self.b
+        first, cond = affine.base(b, a, self.regs.lanes)
+        off = b.sub(b.add(first, L.Constant(I64, addr.offset & (2**64 - 1))), L.Constant(I64, GLOBAL_BASE))
+        ok = self.gen.all_of(b, self.active())
+        if cond is not None:
+            ok = b.and_(ok, cond)
+        ok = b.and_(ok, access_calls.span_fits(self.gen, b, off, nbytes, write))
+        self.gen.spans += 1
+        return ok, b.add(off, self.gen.arena_base)
+
+    def _fork(self, ok: L.Value, what: str) -> tuple[L.Block, L.Block, L.Block]:
+        """Branch on `ok` to the span way (weighted likely) or the vector way: (span, vector, join) blocks."""
+        fn = self.gen.fn
+        blocks = tuple(fn.append_basic_block(f"pc{self.pc}_{what}_{x}") for x in ("span", "vector", "done"))
+        br = self.b.cbranch(ok, blocks[0], blocks[1])
+        br.set_weights([1 << 10, 1])
+        return blocks  # type: ignore[return-value]
+
+    def _vector_way(self, addr: ir.Address, make: Any) -> Any:
+        """`make()` on the side path of a span access (`_span`), from the address register's vector made again
+        there (the span way needs none of it). The shape tests it makes there are not the segment's (they would
+        not dominate its later accesses)."""
+        regs = self.regs
+        slot = self.reg(addr.base)[0]
+        saved, value = dict(regs.consecutive), regs.values[slot]
+        regs.values[slot] = affine.remake(self.b, value, regs.lanes)
+        try:
+            return make()
+        finally:
+            regs.consecutive, regs.values[slot] = saved, value
 
     def load_mem(self, host: L.Value, t: L.IntType, offset: int, contiguous: bool) -> L.Value:
         b = self.b
