@@ -206,14 +206,14 @@ def stride(v: L.Value, tags: Tags) -> int | None:
         return (sa * (kb or 0) + sb * (ka or 0)) % mod
     if op in ("sext", "zext", "trunc"):
         src_w = _element_width(args[0])
-        s = stride(args[0], tags)
-        if s is None or src_w is None:
+        inner = stride(args[0], tags)
+        if inner is None or src_w is None:
             return None
         if op == "trunc":
-            return s % mod
-        if _ext_room(_signed(s, src_w), src_w, op == "sext") is None:
+            return inner % mod
+        if _ext_room(_signed(inner, src_w), src_w, op == "sext") is None:
             return None
-        return _signed(s, src_w) % mod
+        return _signed(inner, src_w) % mod
     return None
 
 

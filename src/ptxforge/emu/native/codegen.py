@@ -44,7 +44,7 @@ from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, coun
 from ptxforge.emu.native.lower_warp import WARP_OPS, member_operand
 from ptxforge.emu.native.lowering import lower
 from ptxforge.emu.native.prune import drop_dead
-from ptxforge.emu.native.warp import IOTA, SegmentRegs, WarpEnv, splat, storage
+from ptxforge.emu.native.warp import IOTA, SegmentRegs, WarpEnv, splat, storage, thread_index
 from ptxforge.emu.ops_warp import shfl_lanes
 from ptxforge.ptx import ir
 
@@ -777,7 +777,6 @@ class BlockGen:
 
     # ------------------------------------------------------------------ special registers
     def sreg(self, b: L.IRBuilder, name: str, w: L.Value) -> L.Value:
-        bx, by, bz = self.block
         if name.startswith("%ntid."):
             return L.Constant(V(I32), self.block["xyz".index(name[-1])])
         if name.startswith("%nctaid."):
@@ -788,16 +787,4 @@ class BlockGen:
             return IOTA
         if name == "%warpid":
             return splat(b, b.trunc(w, I32))
-        first = b.mul(b.trunc(w, I32), L.Constant(I32, WARP))  # the warp's first thread
-        if bx % WARP == 0:  # (a warp lies in one row: lane 0's x + lane, one y and z)
-            if name == "%tid.x":
-                return b.add(splat(b, b.urem(first, L.Constant(I32, bx))), IOTA)
-            if name == "%tid.y":
-                return splat(b, b.urem(b.udiv(first, L.Constant(I32, bx)), L.Constant(I32, by)))
-            return splat(b, b.udiv(first, L.Constant(I32, bx * by)))
-        t = b.add(splat(b, first), IOTA)
-        if name == "%tid.x":
-            return b.urem(t, L.Constant(V(I32), bx))
-        if name == "%tid.y":
-            return b.urem(b.udiv(t, L.Constant(V(I32), bx)), L.Constant(V(I32), by))
-        return b.udiv(t, L.Constant(V(I32), bx * by))
+        return thread_index(b, name, w, self.block)

@@ -293,10 +293,10 @@ class WarpEnv:
     def _fork(self, ok: L.Value, what: str) -> tuple[L.Block, L.Block, L.Block]:
         """Branch on `ok` to the span way (weighted likely) or the vector way: (span, vector, join) blocks."""
         fn = self.gen.fn
-        blocks = tuple(fn.append_basic_block(f"pc{self.pc}_{what}_{x}") for x in ("span", "vector", "done"))
-        br = self.b.cbranch(ok, blocks[0], blocks[1])
+        span, vector, done = (fn.append_basic_block(f"pc{self.pc}_{what}_{x}") for x in ("span", "vector", "done"))
+        br = self.b.cbranch(ok, span, vector)
         br.set_weights([1 << 10, 1])
-        return blocks  # type: ignore[return-value]
+        return span, vector, done
 
     def _vector_way(self, addr: ir.Address, make: Any) -> Any:
         """`make()` on the side path of a span access (`_span`), from the address register's vector made again
@@ -437,6 +437,24 @@ def shape_root(v: L.Value) -> L.Value:
         else:
             break
     return v
+
+
+def thread_index(b: L.IRBuilder, name: str, w: L.Value, block: tuple[int, int, int]) -> L.Value:
+    """%tid.x, %tid.y or %tid.z (`name`) of warp `w`'s lanes in a block of shape `block`."""
+    bx, by, _ = block
+    first = b.mul(b.trunc(w, I32), L.Constant(I32, WARP))  # the warp's first thread
+    if bx % WARP == 0:  # (a warp lies in one row: lane 0's x + lane, one y and z; affine.py sees them so)
+        if name == "%tid.x":
+            return b.add(splat(b, b.urem(first, L.Constant(I32, bx))), IOTA)
+        if name == "%tid.y":
+            return splat(b, b.urem(b.udiv(first, L.Constant(I32, bx)), L.Constant(I32, by)))
+        return splat(b, b.udiv(first, L.Constant(I32, bx * by)))
+    t = b.add(splat(b, first), IOTA)
+    if name == "%tid.x":
+        return b.urem(t, L.Constant(V(I32), bx))
+    if name == "%tid.y":
+        return b.urem(b.udiv(t, L.Constant(V(I32), bx)), L.Constant(V(I32), by))
+    return b.udiv(t, L.Constant(V(I32), bx * by))
 
 
 def storage(rty: str) -> L.IntType:
