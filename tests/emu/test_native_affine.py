@@ -146,3 +146,28 @@ def test_an_index_that_wraps_goes_the_vector_way():
     found = _both(_kernel(), (1,), (64,), 128, 64, off=off)
     assert found["interp"] == found["native"]
     assert found["native"][0] == "fault" and "by thread (40,0,0)" in found["native"][1]
+
+
+@pytest.mark.parametrize("words, n, thread", [(4096, 4095, None), (1000, 1024, 8), (999, 999, 6), (3000, 3008, 24),
+                                              (20000, 19999, None), (20000, 20000, 31)])
+def test_blocks_marching_through_their_arrays_fault_where_the_interpreter_does(words, n, thread):
+    """Blocks of one warp, one span each: an access's window of good offsets, opened at the first block and again
+    where it ends (32 KiB on at most), never reaches past the valid bytes; the block that leaves it faults as the
+    interpreter does, at the same lane (a's last word, mid-granule; b's, one on; in a warp partly active)."""
+    found = _both(_kernel(), ((n + 31) // 32,), (32,), words, n)
+    assert found["interp"] == found["native"]
+    assert found["native"][0] == ("ok" if thread is None else "fault")
+    if thread is not None:
+        assert f"by thread ({thread},0,0)" in found["native"][1]
+
+
+@pytest.mark.parametrize("ptr, thread", [(75, None), (76, 31), (77, 31), (78, 30)])
+def test_a_window_ends_on_the_last_good_span(ptr, thread):
+    """a, b and c start `ptr` words into their allocations of 1100 words, so the last block's spans end on the
+    last word (b's one word on), one word past it, two: the window opened at the first block holds the last good
+    span and no more (ptr 76: b's last span is one word past; 77: a's too, which is read first)."""
+    found = _both(_kernel(), (32,), (32,), 1100, 1024, ptr_words=ptr)
+    assert found["interp"] == found["native"]
+    assert found["native"][0] == ("ok" if thread is None else "fault")
+    if thread is not None:
+        assert f"by thread ({thread},0,0) block (31,0,0)" in found["native"][1]

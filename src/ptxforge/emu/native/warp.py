@@ -270,9 +270,9 @@ class WarpEnv:
         b.position_at_end(done)
 
     def _span(self, space: str, addr: Any, nbytes: int, write: bool) -> tuple[L.Value, L.Value] | None:
-        """(i1: every lane is active and the access is good, its host address (i64) of lane 0) for a global
-        access whose addresses are lane 0's + nbytes * lane (affine.py: lane-affine, `nbytes` apart) and
-        whose span is checked by one scalar test (`access_calls.span_fits`); None for any other access."""
+        """(i1: the access is good as one span of the warp's lanes, lane 0's host address (i64)) for a global
+        access whose addresses are lane 0's + nbytes * lane (affine.py: lane-affine, `nbytes` apart), where every
+        lane is active and the span's bytes are good (`_span_good`); None for any other access."""
         if space != "global" or nbytes not in access_calls.SPAN_BYTES or not isinstance(addr, ir.Address) \
                 or not isinstance(addr.base, ir.Register) or self.symbol_address(addr.base.name) is not None \
                 or self.reg(addr.base)[1] not in (".u64", ".b64", ".s64"):
@@ -283,12 +283,51 @@ class WarpEnv:
         b = self.b
         first, cond = affine.base(b, a, self.regs.lanes)
         off = b.sub(b.add(first, L.Constant(I64, addr.offset & (2**64 - 1))), L.Constant(I64, GLOBAL_BASE))
-        ok = self.gen.all_of(b, self.active())
+        go = self.gen.all_of(b, self.active())
         if cond is not None:
-            ok = b.and_(ok, cond)
-        ok = b.and_(ok, access_calls.span_fits(self.gen, b, off, nbytes, write))
+            go = b.and_(go, cond)
         self.gen.spans += 1
-        return ok, b.add(off, self.gen.arena_base)
+        return self._span_good(off, go, nbytes, write), b.add(off, self.gen.arena_base)
+
+    def _span_good(self, off: L.Value, go: L.Value, nbytes: int, write: bool) -> L.Value:
+        """i1: `go` and the span of 32 * `nbytes` bytes at arena offset `off` is good. Each access keeps a window of
+        offsets known good for its span (checked against the validity map when it was made: the map does not
+        change during a launch): an offset inside it, aligned, is good at once; one outside it is checked
+        (`access_calls.span_fits`) and, good, opens a window there (`access_calls.span_end`: as far as the
+        valid bytes run, up to a cap), so the warps marching through an array check it once per window."""
+        gen, b = self.gen, self.b
+        lo, count = self._window()
+        span = WARP * nbytes
+        aligned = b.icmp_unsigned("==", b.and_(off, L.Constant(I64, nbytes - 1)), L.Constant(I64, 0))
+        inside = b.and_(b.icmp_unsigned("<", b.sub(off, b.load(lo)), b.load(count)), aligned)
+        pre = b.block
+        fn = gen.fn
+        check, widen, done = (fn.append_basic_block(f"pc{self.pc}_window_{x}") for x in ("check", "open", "done"))
+        b.cbranch(b.and_(go, inside), done, check).set_weights([1 << 10, 1])
+        b.position_at_end(check)
+        ok = b.and_(go, access_calls.span_fits(gen, b, off, nbytes, write))
+        b.cbranch(ok, widen, done)
+        b.position_at_end(widen)
+        end = access_calls.span_end(gen, b, off, write)  # (>= off + span: the span's bytes are good)
+        b.store(off, lo)
+        b.store(b.add(b.sub(end, b.add(off, L.Constant(I64, span))), L.Constant(I64, 1)), count)
+        b.branch(done)
+        b.position_at_end(done)
+        good = b.phi(I1)
+        good.add_incoming(L.Constant(I1, 1), pre)
+        good.add_incoming(L.Constant(I1, 0), check)
+        good.add_incoming(L.Constant(I1, 1), widen)
+        return good
+
+    def _window(self) -> tuple[L.Value, L.Value]:
+        """This access's window (`_span_good`): its first offset and how many offsets from there (i64 allocas,
+        empty at the start of a call)."""
+        b = L.IRBuilder()
+        b.position_before(self.gen.fn.entry_basic_block.terminator)
+        lo, count = b.alloca(I64, name=f"window{self.pc}"), b.alloca(I64, name=f"window{self.pc}_count")
+        b.store(L.Constant(I64, 0), lo)
+        b.store(L.Constant(I64, 0), count)
+        return lo, count
 
     def _fork(self, ok: L.Value, what: str) -> tuple[L.Block, L.Block, L.Block]:
         """Branch on `ok` to the span way (weighted likely) or the vector way: (span, vector, join) blocks."""
