@@ -65,7 +65,7 @@ def _kernel(step: int = 4):
     return pf.parse(ADD.replace("STEP", str(step)), filename="add.ptx").kernel("add")
 
 
-def _both(k, grid, block, words, n, off=0, ptr_words=0):
+def _both(k, grid, block, words, n, off=0, ptr_words=0, level=None):
     """Run `k` on both tiers from the same inputs: per tier ("ok", c's bytes, counts) or ("fault", message)."""
     found = {}
     for tier in ("interp", "native"):
@@ -75,7 +75,8 @@ def _both(k, grid, block, words, n, off=0, ptr_words=0):
         args = [a.address + 4 * ptr_words, b.address + 4 * ptr_words, c.address + 4 * ptr_words, np.uint32(n),
                 np.uint32(off)]
         try:
-            r = k.launch(grid=grid, block=block, args=args, options=EmulatorOptions(tier=tier))
+            r = k.launch(grid=grid, block=block, args=args,
+                         options=EmulatorOptions(tier=tier, level=level if tier == "native" else None))
             assert r.tier == tier, r.tier_note
             found[tier] = ("ok", c.to_host().tobytes(), r.thread_instructions)
         except MemoryFault as e:
@@ -107,11 +108,13 @@ def test_registers_of_the_thread_index_are_lane_affine():
     assert narrow.get(slot("%r3")) == 0
 
 
+@pytest.mark.parametrize("level", ["quick", "opt"])
 @pytest.mark.parametrize("n", [4096, 1000, 33])
-def test_span_accesses_match_the_interpreter(n):
+def test_span_accesses_match_the_interpreter(n, level):
     """Full warps take the span way; the warp holding i = n is partly active (the vector way), the others
-    have nothing to do."""
-    found = _both(_kernel(), (16,), (256,), 4096 + 8, n)
+    have nothing to do (both compile levels: the quick one calls the access functions, the optimized one
+    inlines them)."""
+    found = _both(_kernel(), (16,), (256,), 4096 + 8, n, level=level)
     assert found["interp"] == found["native"]
     assert found["native"][0] == "ok"
 
@@ -161,12 +164,13 @@ def test_blocks_marching_through_their_arrays_fault_where_the_interpreter_does(w
         assert f"by thread ({thread},0,0)" in found["native"][1]
 
 
+@pytest.mark.parametrize("level", ["quick", "opt"])
 @pytest.mark.parametrize("ptr, thread", [(75, None), (76, 31), (77, 31), (78, 30)])
-def test_a_window_ends_on_the_last_good_span(ptr, thread):
+def test_a_window_ends_on_the_last_good_span(ptr, thread, level):
     """a, b and c start `ptr` words into their allocations of 1100 words, so the last block's spans end on the
     last word (b's one word on), one word past it, two: the window opened at the first block holds the last good
     span and no more (ptr 76: b's last span is one word past; 77: a's too, which is read first)."""
-    found = _both(_kernel(), (32,), (32,), 1100, 1024, ptr_words=ptr)
+    found = _both(_kernel(), (32,), (32,), 1100, 1024, ptr_words=ptr, level=level)
     assert found["interp"] == found["native"]
     assert found["native"][0] == ("ok" if thread is None else "fault")
     if thread is not None:
