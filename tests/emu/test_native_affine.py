@@ -175,3 +175,65 @@ def test_a_window_ends_on_the_last_good_span(ptr, thread, level):
     assert found["native"][0] == ("ok" if thread is None else "fault")
     if thread is not None:
         assert f"by thread ({thread},0,0) block (31,0,0)" in found["native"][1]
+
+
+# c[i] = a[i] with each lane's WIDTH words loaded and stored as one vector access (their order swapped about)
+VEC = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry vec(.param .u64 a, .param .u64 c, .param .u32 n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [a];
+    ld.param.u64 %rd2, [c];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.s32 %r5, %r2, %r3, %r4;
+    setp.ge.s32 %p1, %r5, %r1;
+    @%p1 bra DONE;
+    cvta.to.global.u64 %rd3, %rd1;
+    mul.wide.s32 %rd4, %r5, BYTES;
+    add.s64 %rd5, %rd3, %rd4;
+    LOAD
+    cvta.to.global.u64 %rd6, %rd2;
+    add.s64 %rd7, %rd6, %rd4;
+    STORE
+DONE:
+    ret;
+}
+"""
+VEC_OPS = {2: ("ld.global.v2.u32 {%r6, %r7}, [%rd5];", "st.global.v2.u32 [%rd7], {%r7, %r6};"),
+           4: ("ld.global.v4.u32 {%r6, %r7, %r8, %r9}, [%rd5];", "st.global.v4.u32 [%rd7], {%r9, %r6, %r8, %r7};")}
+
+
+@pytest.mark.parametrize("width", [2, 4])
+@pytest.mark.parametrize("words_per_lane, n, thread", [(64, 64, None), (64, 50, None), (60, 64, 28)])
+def test_vector_accesses_take_one_span_and_match_the_interpreter(width, words_per_lane, n, thread):
+    """ld/st.v2 and .v4 whose lanes' vectors lie side by side: one span of 32 vectors, its elements dealt out
+    to the registers and gathered back in memory order; a partial warp and a span past the end go the vector
+    way (the same fault, at the same lane: vector 60, in block 1)."""
+    load, store = VEC_OPS[width]
+    text = VEC.replace("BYTES", str(4 * width)).replace("LOAD", load).replace("STORE", store)
+    k = pf.parse(text, filename="vec.ptx").kernel("vec")
+    words = words_per_lane * width
+    found = {}
+    for tier in ("interp", "native"):
+        a = to_device((np.arange(words, dtype=np.uint64) * 2654435761 % (1 << 32)).astype(np.uint32))
+        c = to_device(np.zeros(words, np.uint32))
+        try:
+            r = k.launch(grid=(2,), block=(32,), args=[a, c, np.uint32(n)], options=EmulatorOptions(tier=tier))
+            assert r.tier == tier, r.tier_note
+            found[tier] = ("ok", c.to_host().tobytes(), r.thread_instructions)
+        except MemoryFault as e:
+            found[tier] = ("fault", str(e))
+        a.free()
+        c.free()
+    assert found["interp"] == found["native"]
+    assert found["native"][0] == ("ok" if thread is None else "fault")
+    if thread is not None:
+        assert f"by thread ({thread},0,0) block (1,0,0)" in found["native"][1]

@@ -229,43 +229,65 @@ class WarpEnv:
         """`access_calls.half_shapes` of the addresses."""
         return self._memo(("halves", nbytes), lambda: access_calls.half_shapes(self.gen, self.b, host, nbytes))
 
-    def load(self, space: str, addr: Any, t: L.IntType) -> L.Value:
-        """A plain load of one `t` per active lane (inactive ones: 0), checked as `address` checks it: one scalar
-        check and one vector load where the addresses are known a span (`_span`), else `address` and
-        `load_mem`."""
-        span = self._span(space, addr, t.width // 8, False)
+    def load(self, space: str, addr: Any, t: L.IntType, count: int = 1) -> list[L.Value]:
+        """A plain load of `count` consecutive `t`s per active lane (a vector `ld` for several; inactive lanes:
+        0), checked as `address` checks it: one scalar check and one vector load where the lanes' addresses are
+        known one span (`_span`), else `address` and `load_mem` (a gather per element for several)."""
+        nbytes = t.width // 8
+        size = nbytes * count
+
+        def vector_way() -> list[L.Value]:
+            host = self.address(space, addr, size, False)
+            return [self.load_mem(host, t, i * nbytes, count == 1) for i in range(count)]
+        span = self._span(space, addr, size, False)
         if span is None:
-            return self.load_mem(self.address(space, addr, t.width // 8, False), t, 0, True)
+            return vector_way()
         b = self.b
         fast, slow, done = self._fork(span[0], "ld")
         b.position_at_end(fast)
-        v = b.load(b.inttoptr(span[1], V(t).as_pointer()), align=t.width // 8)
+        whole = b.load(b.inttoptr(span[1], L.VectorType(t, WARP * count).as_pointer()), align=nbytes)
+        parts = [whole] if count == 1 else [  # (element i of every lane)
+            b.shuffle_vector(whole, whole, L.Constant(V(I32), [j * count + i for j in range(WARP)]))
+            for i in range(count)]
         b.branch(done)
         b.position_at_end(slow)
-        v2 = self._vector_way(addr, lambda: self.load_mem(self.address(space, addr, t.width // 8, False), t, 0, True))
+        others = self._vector_way(addr, vector_way)
         slow_end = b.block
         b.branch(done)
         b.position_at_end(done)
-        phi = b.phi(V(t))
-        phi.add_incoming(v, fast)
-        phi.add_incoming(v2, slow_end)
-        return phi
+        out = []
+        for v, v2 in zip(parts, others, strict=True):
+            phi = b.phi(V(t))
+            phi.add_incoming(v, fast)
+            phi.add_incoming(v2, slow_end)
+            out.append(phi)
+        return out
 
-    def store(self, space: str, addr: Any, v: L.Value) -> None:
-        """A plain store of `v` (one element per lane) by the active lanes: `load`'s two ways."""
-        nbytes = v.type.element.width // 8
-        span = self._span(space, addr, nbytes, True)
+    def store(self, space: str, addr: Any, vals: list[L.Value]) -> None:
+        """A plain store of `vals` (one vector each: consecutive elements per lane) by the active lanes: `load`'s
+        two ways."""
+        count = len(vals)
+        t: Any = vals[0].type.element
+        nbytes = t.width // 8
+        size = nbytes * count
+
+        def vector_way() -> None:
+            host = self.address(space, addr, size, True)
+            for i, v in enumerate(vals):
+                self.store_mem(host, v, i * nbytes, count == 1)
+        span = self._span(space, addr, size, True)
         if span is None:
-            self.store_mem(self.address(space, addr, nbytes, True), v, 0, True)
+            vector_way()
             return
         b = self.b
         fast, slow, done = self._fork(span[0], "st")
         b.position_at_end(fast)
         self.gen.count_write(b)
-        b.store(v, b.inttoptr(span[1], v.type.as_pointer()), align=nbytes)
+        b.store(_interleaved(b, vals), b.inttoptr(span[1], L.VectorType(t, WARP * count).as_pointer()),
+                align=nbytes)
         b.branch(done)
         b.position_at_end(slow)
-        self._vector_way(addr, lambda: self.store_mem(self.address(space, addr, nbytes, True), v, 0, True))
+        self._vector_way(addr, vector_way)
         b.branch(done)
         b.position_at_end(done)
 
@@ -428,6 +450,20 @@ class WarpEnv:
         b.branch(head)
         b.position_at_end(done)
         return acc
+
+
+def _interleaved(b: L.IRBuilder, vals: list[L.Value]) -> L.Value:
+    """One vector of `vals`' lanes in memory order: lane 0's elements, then lane 1's, ... (1, 2 or 4 of them)."""
+    n = len(vals)
+    if n == 1:
+        return vals[0]
+    if n == 4:  # (two pairs side by side first: a shuffle takes two vectors)
+        vals = [b.shuffle_vector(vals[0], vals[1], L.Constant(L.VectorType(I32, 2 * WARP), list(range(2 * WARP)))),
+                b.shuffle_vector(vals[2], vals[3], L.Constant(L.VectorType(I32, 2 * WARP), list(range(2 * WARP))))]
+    if len(vals) != 2:
+        raise NotNative(f"a store of {n} elements per lane")
+    return b.shuffle_vector(vals[0], vals[1], L.Constant(L.VectorType(I32, n * WARP),
+                                                         [(j % n) * WARP + j // n for j in range(n * WARP)]))
 
 
 def _plain_rmw(b: L.IRBuilder, rmw: str, old: L.Value, xs: list[L.Value]) -> L.Value:
