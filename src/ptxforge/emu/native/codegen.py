@@ -160,6 +160,7 @@ class BlockGen:
         # those read only where surely written are made where read, never kept in the register file
         self.remade = read_where_written(layout, ops, fl.entry, fl.end, uniform) if uniform else 0
         self.spans = 0  # span accesses made (warp.py): their straight path's unused address vectors are dropped
+        self.windows: dict[int, tuple[L.Value, L.Value]] = {}  # pc -> its access's window of good offsets (warp.py)
         self.module = L.Module(name="ptxforge_native")
         self.module.triple = ""
         self._intrinsics: dict[str, L.Function] = {}

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ptxforge.emu.native.codegen import BlockGen
 
 IOTA = L.Constant(V(I32), list(range(WARP)))
+MARCH_BYTES = 4096  # an access whose span starts this close past its window's end marches on (`_span_good`)
 IOTA64 = L.Constant(V(I64), list(range(WARP)))
 
 
@@ -315,40 +316,55 @@ class WarpEnv:
         """i1: `go` and the span of 32 * `nbytes` bytes at arena offset `off` is good. Each access keeps a window of
         offsets known good for its span (checked against the validity map when it was made: the map does not
         change during a launch): an offset inside it, aligned, is good at once; one outside it is checked
-        (`access_calls.span_fits`) and, good, opens a window there (`access_calls.span_end`: as far as the
-        valid bytes run, up to a cap), so the warps marching through an array check it once per window."""
+        (`access_calls.span_fits`) and, good, opens a window there: where the access marches on (`off` lies
+        just past the window before) as far as the valid bytes run, up to a cap (`access_calls.span_end`), so
+        the warps marching through an array check it once per window; else (a first access, or one that jumps:
+        a grid-stride loop) for that span alone, which costs no look further on."""
         gen, b = self.gen, self.b
         lo, count = self._window()
         span = WARP * nbytes
         aligned = b.icmp_unsigned("==", b.and_(off, L.Constant(I64, nbytes - 1)), L.Constant(I64, 0))
-        inside = b.and_(b.icmp_unsigned("<", b.sub(off, b.load(lo)), b.load(count)), aligned)
+        was_lo, was_count = b.load(lo), b.load(count)
+        inside = b.and_(b.icmp_unsigned("<", b.sub(off, was_lo), was_count), aligned)
         pre = b.block
         fn = gen.fn
-        check, widen, done = (fn.append_basic_block(f"pc{self.pc}_window_{x}") for x in ("check", "open", "done"))
-        b.cbranch(b.and_(go, inside), done, check).set_weights([1 << 10, 1])
+        maybe, check, widen, run, done = (fn.append_basic_block(f"pc{self.pc}_window_{x}")
+                                          for x in ("maybe", "check", "open", "run", "done"))
+        b.cbranch(b.and_(go, inside), done, maybe).set_weights([1 << 10, 1])
+        b.position_at_end(maybe)  # (not a converged span: no look at the map)
+        b.cbranch(go, check, done)
         b.position_at_end(check)
-        ok = b.and_(go, access_calls.span_fits(gen, b, off, nbytes, write))
-        b.cbranch(ok, widen, done)
+        b.cbranch(access_calls.span_fits(gen, b, off, nbytes, write), widen, done)
         b.position_at_end(widen)
-        end = access_calls.span_end(gen, b, off, write)  # (>= off + span: the span's bytes are good)
         b.store(off, lo)
+        b.store(L.Constant(I64, 1), count)
+        marching = b.icmp_unsigned("<", b.sub(off, b.add(was_lo, was_count)), L.Constant(I64, MARCH_BYTES))
+        b.cbranch(marching, run, done)
+        b.position_at_end(run)
+        end = access_calls.span_end(gen, b, off, write)  # (>= off + span: the span's bytes are good)
         b.store(b.add(b.sub(end, b.add(off, L.Constant(I64, span))), L.Constant(I64, 1)), count)
         b.branch(done)
         b.position_at_end(done)
         good = b.phi(I1)
         good.add_incoming(L.Constant(I1, 1), pre)
+        good.add_incoming(L.Constant(I1, 0), maybe)
         good.add_incoming(L.Constant(I1, 0), check)
         good.add_incoming(L.Constant(I1, 1), widen)
+        good.add_incoming(L.Constant(I1, 1), run)
         return good
 
     def _window(self) -> tuple[L.Value, L.Value]:
         """This access's window (`_span_good`): its first offset and how many offsets from there (i64 allocas,
-        empty at the start of a call)."""
+        empty at the start of a call; one pair per instruction, its span way's and vector way's)."""
+        hit = self.gen.windows.get(self.pc)
+        if hit is not None:
+            return hit
         b = L.IRBuilder()
         b.position_before(self.gen.fn.entry_basic_block.terminator)
         lo, count = b.alloca(I64, name=f"window{self.pc}"), b.alloca(I64, name=f"window{self.pc}_count")
         b.store(L.Constant(I64, 0), lo)
         b.store(L.Constant(I64, 0), count)
+        self.gen.windows[self.pc] = lo, count
         return lo, count
 
     def _fork(self, ok: L.Value, what: str) -> tuple[L.Block, L.Block, L.Block]:
