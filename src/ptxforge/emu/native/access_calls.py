@@ -43,8 +43,10 @@ GRANULE = 64  # bytes per entry of the global validity map (allocations start on
 GMAP_READONLY = 0x80  # flag in a map entry: the bytes belong to a read-only (.const) allocation
 
 
-def _function(gen: BlockGen, name: str, ret: L.Type, args: list[L.Type], hot: bool) -> tuple[L.Function, bool]:
-    """The module's function `name` and whether it is new (its body to be written)."""
+def _function(gen: BlockGen, name: str, ret: L.Type, args: list[L.Type], hot: bool | None
+              ) -> tuple[L.Function, bool]:
+    """The module's function `name` and whether it is new (its body to be written). `hot`: inlined; False: a
+    fault's cold path, never optimized; None: called now and then (a span's window), optimized, not inlined."""
     f = gen.module.globals.get(name)
     if f is not None:
         return f, False
@@ -52,6 +54,8 @@ def _function(gen: BlockGen, name: str, ret: L.Type, args: list[L.Type], hot: bo
     f.linkage = "internal"
     if hot:
         f.attributes.add("alwaysinline")
+    elif hot is None:
+        f.attributes.add("noinline")
     else:
         for attr in ("noinline", "optnone", "cold"):  # (optnone: the optimized level's passes skip it too)
             f.attributes.add(attr)
@@ -305,8 +309,8 @@ def global_bad(gen: BlockGen, b: L.IRBuilder, a: L.Value, active: L.Value, nbyte
 def span_fits(gen: BlockGen, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool) -> L.Value:
     """i1: a warp's access of `nbytes` per lane at consecutive arena offsets from `off` (i64, lane 0's) is good:
     aligned, in the arena and on valid bytes (writable for a write), all 32 lanes' at once (a lane-affine
-    address's check: affine.py)."""
-    f, new = _function(gen, f"span_fits{nbytes}", I1, [I64, I1, I64, I8.as_pointer()], hot=True)
+    address's check, where its window (warp.py) does not hold it: not inlined, as `span_end`)."""
+    f, new = _function(gen, f"span_fits{nbytes}", I1, [I64, I1, I64, I8.as_pointer()], hot=None)
     if new:
         fo, fwr, fsize, fmap = f.args
         fb = L.IRBuilder(f.append_basic_block("entry"))
@@ -318,13 +322,8 @@ def span_end(gen: BlockGen, b: L.IRBuilder, off: L.Value, wr: bool) -> L.Value:
     """i64: where the run of valid bytes (writable for a write) through arena offset `off` ends, looked at up
     to `RUN_GRANULES` granules on (eight map entries at a time while they say full): a span access's window
     (warp.py). Called where a span at `off` was found good (`span_fits`), so the run reaches past it."""
-    name = f"span_end_{'w' if wr else 'r'}"
-    f = gen.module.globals.get(name)
-    if f is None:
-        f = L.Function(gen.module, L.FunctionType(I64, [I64, I64, I8.as_pointer()]), name)
-        f.linkage = "internal"
-        for attr in ("noinline", "cold"):  # (once per window: off the warps' path)
-            f.attributes.add(attr)
+    f, new = _function(gen, f"span_end_{'w' if wr else 'r'}", I64, [I64, I64, I8.as_pointer()], hot=None)
+    if new:
         _span_end_body(f, wr)
     return b.call(f, [off, gen.arena_size, gen.gmap])
 
