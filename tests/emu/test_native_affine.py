@@ -20,7 +20,8 @@ pytest.importorskip("llvmlite")
 
 # c[i] = a[i] + b[i + 1] with i = ctaid.x * ntid.x + tid.x, guarded by i < n, each address made from a signed
 # 32-bit index j = i + off widened as nvcc does, less off widened (the same address where j does not wrap);
-# STEP bytes apart (4: the span way)
+# STEP bytes apart (4: the span way); j widened before the branch (CARRIED: the segment after it takes the
+# widened register in) or after it (HERE: the segment widens it itself)
 ADD = """
 .version 7.0
 .target sm_80
@@ -40,10 +41,11 @@ ADD = """
     mov.u32 %r5, %tid.x;
     mad.lo.s32 %r6, %r3, %r4, %r5;
     add.s32 %r7, %r6, %r2;
+    CARRIED
     setp.ge.s32 %p1, %r6, %r1;
     @%p1 bra DONE;
     cvta.to.global.u64 %rd4, %rd1;
-    mul.wide.s32 %rd11, %r7, STEP;
+    HERE
     mul.wide.s32 %rd5, %r2, STEP;
     sub.s64 %rd5, %rd11, %rd5;
     add.s64 %rd6, %rd4, %rd5;
@@ -61,8 +63,10 @@ DONE:
 """
 
 
-def _kernel(step: int = 4):
-    return pf.parse(ADD.replace("STEP", str(step)), filename="add.ptx").kernel("add")
+def _kernel(step: int = 4, carried: bool = False):
+    widen = f"mul.wide.s32 %rd11, %r7, {step};"
+    text = ADD.replace("CARRIED", widen if carried else "").replace("HERE", "" if carried else widen)
+    return pf.parse(text.replace("STEP", str(step)), filename="add.ptx").kernel("add")
 
 
 def _both(k, grid, block, words, n, off=0, ptr_words=0, level=None):
@@ -87,10 +91,9 @@ def _both(k, grid, block, words, n, off=0, ptr_words=0, level=None):
 
 
 def test_registers_of_the_thread_index_are_lane_affine():
-    """tid.x and what adds, multiplies and shifts make of it with ctaid, ntid and parameters: stride known;
-    a widened index (mul.wide) is not (it may wrap: its vector's test is at run time), nor what is made of it
-    (%rd5 is written twice besides)."""
-    k = _kernel()
+    """tid.x and what adds, multiplies and shifts make of it with ctaid, ntid and parameters: stride known; a
+    widened index (mul.wide) too, as one that may wrap (lane 31 tells when running); %rd5 is written twice."""
+    k = _kernel(carried=True)
     layout, ops = emu_device().image(k.module).compiled(k.function)
     fl = layout.functions[layout.kernel_func.name]
     surely = surely_written(layout, ops, fl.entry, fl.end)
@@ -99,22 +102,23 @@ def test_registers_of_the_thread_index_are_lane_affine():
     def slot(name):
         return layout.lookup(layout.placed[fl.entry], name)[1]
     got = lane_strides(layout, fl.entry, fl.end, (256, 1, 1), surely, params)
-    assert {r: got.get(slot(r)) for r in ("%r3", "%r4", "%r5", "%r6", "%r7", "%rd1", "%rd4", "%rd5")} == {
-        "%r3": 0, "%r4": 0, "%r5": 1, "%r6": 1, "%r7": 1, "%rd1": 0, "%rd4": 0, "%rd5": None}
-    assert got.get(slot("%rd11")) is None
+    assert {r: got.get(slot(r)) for r in ("%r3", "%r4", "%r5", "%r6", "%r7", "%rd1", "%rd4", "%rd5", "%rd11")} == {
+        "%r3": (0, False), "%r4": (0, False), "%r5": (1, False), "%r6": (1, False), "%r7": (1, False),
+        "%rd1": (0, False), "%rd4": (0, False), "%rd5": None, "%rd11": (4, True)}
     # rows narrower than a warp: tid.x wraps inside a warp
     narrow = lane_strides(layout, fl.entry, fl.end, (48, 2, 1), surely, params)
     assert narrow.get(slot("%r5")) is None and narrow.get(slot("%r6")) is None
-    assert narrow.get(slot("%r3")) == 0
+    assert narrow.get(slot("%r3")) == (0, False)
 
 
 @pytest.mark.parametrize("level", ["quick", "opt"])
+@pytest.mark.parametrize("carried", [False, True])
 @pytest.mark.parametrize("n", [4096, 1000, 33])
-def test_span_accesses_match_the_interpreter(n, level):
+def test_span_accesses_match_the_interpreter(n, level, carried):
     """Full warps take the span way; the warp holding i = n is partly active (the vector way), the others
     have nothing to do (both compile levels: the quick one calls the access functions, the optimized one
     inlines them)."""
-    found = _both(_kernel(), (16,), (256,), 4096 + 8, n, level=level)
+    found = _both(_kernel(carried=carried), (16,), (256,), 4096 + 8, n, level=level)
     assert found["interp"] == found["native"]
     assert found["native"][0] == "ok"
 
@@ -141,12 +145,15 @@ def test_a_span_past_the_end_faults_as_lane_by_lane(words, ptr, thread):
     assert found["native"][0] == "fault" and f"by thread ({thread},0,0)" in found["native"][1]
 
 
-def test_an_index_that_wraps_goes_the_vector_way():
+@pytest.mark.parametrize("carried", [False, True])
+def test_an_index_that_wraps_goes_the_vector_way(carried):
     """i + off crosses 2**31 inside the warp: widened, lanes past it jump 16 GiB back, so the warp is not one
     span; the scalar test on lane 0 sends it the vector way, which faults on the first such lane as the
-    interpreter does (a span from lane 0 would have read in bounds). Warp 0 does not wrap: the span way."""
+    interpreter does (a span from lane 0 would have read in bounds). Warp 0 does not wrap: the span way. The
+    widening in the access's segment is tested on lane 0's index, the one taken in from before the branch on
+    its lane 31."""
     off = (1 << 31) - 40  # lanes 8.. of warp 1 wrap (that warp's lane 0: index 2**31 - 8)
-    found = _both(_kernel(), (1,), (64,), 128, 64, off=off)
+    found = _both(_kernel(carried=carried), (1,), (64,), 128, 64, off=off)
     assert found["interp"] == found["native"]
     assert found["native"][0] == "fault" and "by thread (40,0,0)" in found["native"][1]
 

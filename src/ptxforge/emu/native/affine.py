@@ -35,11 +35,15 @@ if TYPE_CHECKING:
 
 WARP = 32
 _INT = ("u", "s", "b")
-# the instructions whose result is a lane-affine function of lane-affine operands (modifiers allowed)
+# the instructions whose result is a lane-affine function of lane-affine operands (their modifiers)
 _AFFINE_OPS = {"mov": (), "cvta": ("to", "global"), "add": (), "sub": (), "mul": ("lo",), "mad": ("lo",),
-               "shl": ()}
+               "shl": (), "cvt": (), "wide": ("wide",)}
 
-Tags = dict[int, tuple[L.Value, int]]  # id(vector) -> (the vector, its stride): registers taken in
+# a register's lanes: (stride, wraps). wraps: a 64-bit register made by widening a 32-bit lane-affine value
+# (`cvt`, `mul.wide`), then added to, multiplied and shifted by values the same in every lane: lane 0's + stride
+# * lane except where the 32-bit value wrapped inside the warp, which lane 31 tells (`base`'s test)
+Lanes = tuple[int, bool]
+Tags = dict[int, tuple[L.Value, int, bool]]  # id(vector) -> (the vector, stride, wraps): registers taken in
 
 
 def sreg_stride(name: str, block: tuple[int, int, int]) -> int | None:
@@ -54,14 +58,14 @@ def sreg_stride(name: str, block: tuple[int, int, int]) -> int | None:
 
 
 def lane_strides(layout: Layout, lo: int, hi: int, block: tuple[int, int, int], surely: dict[int, int],
-                 uniform: set[int]) -> dict[int, int]:
-    """Register slot -> stride for the kernel's lane-affine registers (see the module docstring). `surely`:
-    `dataflow.surely_written`; `uniform`: slots known the same in every lane wherever surely written (constants,
-    parameters)."""
+                 uniform: set[int]) -> dict[int, Lanes]:
+    """Register slot -> (stride, wraps) for the kernel's lane-affine registers (see the module docstring and
+    `Lanes`). `surely`: `dataflow.surely_written`; `uniform`: slots known the same in every lane wherever surely
+    written (constants, parameters)."""
     counts = write_counts(layout, lo, hi)
     if counts is None:
         return {}
-    known = {s: 0 for s in uniform}
+    known: dict[int, Lanes] = {s: (0, False) for s in uniform}
     changed = True
     while changed:
         changed = False
@@ -73,51 +77,81 @@ def lane_strides(layout: Layout, lo: int, hi: int, block: tuple[int, int, int], 
     return known
 
 
-def _affine_def(layout: Layout, pc: int, counts: dict[int, int], known: dict[int, int],
-                block: tuple[int, int, int], written: int) -> tuple[int, int] | None:
-    """(slot, stride) of the register the instruction at `pc` writes where it is its only write and lane-affine
-    by `known` (strides of registers surely written here: `written`)."""
+def _affine_def(layout: Layout, pc: int, counts: dict[int, int], known: dict[int, Lanes],
+                block: tuple[int, int, int], written: int) -> tuple[int, Lanes] | None:
+    """(slot, its lanes) of the register the instruction at `pc` writes where it is its only write and lane-affine
+    by `known` (registers surely written here: `written`)."""
     ins = layout.placed[pc].ins
-    mods = _AFFINE_OPS.get(ins.opcode)
+    op = "wide" if ins.opcode == "mul" and ins.modifiers == (".wide",) else ins.opcode
+    mods = _AFFINE_OPS.get(op)
     if mods is None or ins.guard is not None or ins.modifiers != tuple(f".{m}" for m in mods):
         return None
-    ty = ins.types[-1] if ins.types else ""
-    if ty[1:2] not in _INT or ty[2:] not in ("32", "64") or (ins.opcode == "cvta" and ty != ".u64"):
+    types = ins.types
+    if not types or any(t[1:2] not in _INT or t[2:] not in ("32", "64") for t in types) or len(types) > 2 or \
+            (len(types) == 2) != (op == "cvt") or (op == "cvta" and types[0] != ".u64"):
         return None
-    width = int(ty[2:])
     dst, *srcs = ins.operands
+    width = 64 if op == "wide" else int(types[0][2:])  # (the destination's)
+    src_width = int(types[-1][2:]) if op in ("cvt", "wide") else width
     slot = _slot(layout, pc, dst)
-    if slot is None or counts.get(slot) != 1 or layout.reg_types[slot][2:] != ty[2:]:
+    if slot is None or counts.get(slot) != 1 or layout.reg_types[slot][2:] != str(width):
         return None
-    vals: list[tuple[int, int | None]] = []  # (stride, the value where an immediate)
+    vals: list[tuple[int, bool, int | None]] = []  # (stride, wraps, the value where an immediate)
     for o in srcs:
         if isinstance(o, ir.Immediate) and isinstance(o.value, int):
-            vals.append((0, o.value))
+            vals.append((0, False, o.value))
             continue
         if isinstance(o, ir.SpecialRegister):
-            s = sreg_stride(o.name, block) if width == 32 else None
+            st = sreg_stride(o.name, block) if src_width == 32 else None
+            hit: Lanes | None = None if st is None else (st, False)
         else:
             src = _slot(layout, pc, o)
             rty = layout.reg_types[src][2:] if src is not None else ""
-            ok = src is not None and written >> src & 1 and rty.isdigit() and int(rty) >= width
-            s = known.get(src) if ok and src is not None else None
-        if s is None:
+            ok = src is not None and written >> src & 1 and rty.isdigit() and int(rty) >= src_width
+            hit = known.get(src) if ok and src is not None else None
+            if hit is not None and hit[1] and int(rty) != src_width:  # (a wrapping one read narrower: exact)
+                hit = (hit[0] % (1 << src_width), False)
+        if hit is None:
             return None
-        vals.append((s, None))
+        vals.append((hit[0], hit[1], None))
+    out = _combine(op, vals, width, src_width, types[-1][1] == "s")
+    return None if out is None else (slot, out)
+
+
+def _combine(op: str, vals: list[tuple[int, bool, int | None]], width: int, src_width: int, sign: bool
+             ) -> Lanes | None:
+    """The lanes of `op`'s result from its operands' (stride, wraps, immediate value or None); `sign`: a
+    widening's source is signed."""
     mod = 1 << width
-    op = ins.opcode
+    if op in ("cvt", "wide") and width > src_width and any(
+            (WARP - 1) * abs(_signed(v[0], src_width)) >= 1 << (src_width - 1) for v in vals):
+        return None  # (a stride so wide the 32 lanes could wrap twice: lane 31 would not tell)
+    if sum(v[1] for v in vals) > 1:  # (two wraps could cancel at lane 31 alone)
+        return None
+    wraps = any(v[1] for v in vals)
     if op in ("mov", "cvta") and len(vals) == 1:
-        return slot, vals[0][0] % mod
+        return vals[0][0] % mod, wraps
+    if op == "cvt" and len(vals) == 1:
+        if width < src_width:  # (a truncation: exact, wrapped or not)
+            return vals[0][0] % mod, False
+        sv = _signed(vals[0][0], src_width)
+        return sv % mod, wraps or (width > src_width and sv != 0)
     if op in ("add", "sub") and len(vals) == 2:
-        return slot, (vals[0][0] + (vals[1][0] if op == "add" else -vals[1][0])) % mod
-    if op == "shl" and len(vals) == 2 and vals[1][1] is not None and 0 <= vals[1][1] < width:
-        return slot, (vals[0][0] << vals[1][1]) % mod
-    if op in ("mul", "mad") and len(vals) == (2 if op == "mul" else 3):
-        (sa, ka), (sb, kb) = vals[:2]
+        return (vals[0][0] + (vals[1][0] if op == "add" else -vals[1][0])) % mod, wraps
+    if op == "shl" and len(vals) == 2 and vals[1][2] is not None and 0 <= vals[1][2] < width and not vals[1][1]:
+        return (vals[0][0] << vals[1][2]) % mod, wraps
+    if op in ("mul", "mad", "wide") and len(vals) == (3 if op == "mad" else 2):
+        (sa, _, ka), (sb, _, kb) = vals[:2]
         if sa and sb or sa and kb is None or sb and ka is None:
             return None
+        if op == "wide":  # (the operands widened: lane 0's + stride * lane until the narrow one wraps)
+            sa, sb = _signed(sa, src_width), _signed(sb, src_width)
+            ext = (lambda k: _signed(k, src_width)) if sign else (lambda k: k % (1 << src_width))
+            ka = None if ka is None else ext(ka)
+            kb = None if kb is None else ext(kb)
+            wraps = wraps or bool(sa or sb)
         s = sa * (kb or 0) + sb * (ka or 0)
-        return slot, (s + (vals[2][0] if op == "mad" else 0)) % mod
+        return (s + (vals[2][0] if op == "mad" else 0)) % mod, wraps
     return None
 
 
@@ -252,6 +286,9 @@ def _base(b: L.IRBuilder, v: L.Value, tags: Tags, conds: list[L.Value], memo: di
     tag = tags.get(id(v))
     if tag is not None and tag[0] is v:
         out = b.extract_element(v, L.Constant(L.IntType(32), 0))
+        if tag[2]:  # (lane 31 where no wrap put it: see `Lanes`)
+            last = b.extract_element(v, L.Constant(L.IntType(32), WARP - 1))
+            conds.append(b.icmp_unsigned("==", last, b.add(out, L.Constant(et, (WARP - 1) * tag[1] % (1 << et.width)))))
     elif isinstance(v, L.Constant):
         lanes = _lanes_of(v)
         assert lanes is not None

@@ -177,9 +177,9 @@ class BlockGen:
         v = self.param_regs.get(slot)
         return v if v is not None and self.surely.get(pc, 0) >> slot & 1 else None
 
-    def lane_stride(self, slot: int, pc: int) -> int | None:
-        """The stride of register `slot` at `pc` in a warp all of whose lanes wrote it (`affine.lane_strides`),
-        else None."""
+    def lane_stride(self, slot: int, pc: int) -> affine.Lanes | None:
+        """(stride, wraps) of register `slot` at `pc` in a warp all of whose lanes wrote it
+        (`affine.lane_strides`), else None."""
         v = self.strides.get(slot)
         return v if v is not None and self.surely.get(pc, 0) >> slot & 1 else None
 
@@ -543,7 +543,7 @@ class BlockGen:
         for s, phi in self.entry_regs[seg.start].items():
             st = self.lane_stride(s, seg.start)
             if st is not None:
-                regs.lanes[id(phi)] = (phi, st)
+                regs.lanes[id(phi)] = (phi, *st)
         regs.groups = access_groups(self.layout, seg.start, seg.end)
         for pc in range(seg.start, seg.end):
             op = self.ops[pc]

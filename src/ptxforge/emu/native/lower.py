@@ -174,6 +174,14 @@ def _shift(ins: ir.Instruction, env: WarpEnv) -> None:
     ops = ins.operands
     x = read(env, ops[1], ty)
     w = x.type.element.width
+    k = env.constant(ops[2], ".u32")
+    if k is not None:  # (a shift known when compiling: the plain one, which affine.py sees through)
+        if ins.opcode == "shl" or not signed(ty):
+            shift = b.shl if ins.opcode == "shl" else b.lshr
+            write(env, ops[0], shift(x, L.Constant(x.type, k)) if k < w else L.Constant(x.type, 0))
+        else:
+            write(env, ops[0], b.ashr(x, L.Constant(x.type, min(k, w - 1))))
+        return
     amt = read(env, ops[2], ".u32")
     big = b.icmp_unsigned(">=", amt, L.Constant(V(I32), w))  # PTX clamps the amount at the width
     a = b.zext(amt, x.type) if w > 32 else b.trunc(amt, x.type) if w < 32 else amt

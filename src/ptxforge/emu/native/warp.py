@@ -40,7 +40,7 @@ class SegmentRegs:
         self.raw: dict[int, tuple[L.Value, L.Value]] = {}
         # (id of a shape root (`shape_root`), bytes) -> (the root, whether it is consecutive that many bytes apart)
         self.consecutive: dict[tuple[int, int], tuple[L.Value, L.Value]] = {}
-        self.lanes: affine.Tags = {}  # registers taken in that are lane-affine (affine.py): id -> (value, stride)
+        self.lanes: affine.Tags = {}  # registers taken in that are lane-affine (affine.py): id -> (value, lanes)
 
 
 class WarpEnv:
@@ -82,7 +82,7 @@ class WarpEnv:
                 v = self.gen.load_slot(self.b, self.w, slot)
                 st = self.gen.lane_stride(slot, self.pc)
                 if st is not None:
-                    self.regs.lanes[id(v)] = (v, st)
+                    self.regs.lanes[id(v)] = (v, *st)
             self.regs.values[slot] = v
         return v
 
