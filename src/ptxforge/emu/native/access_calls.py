@@ -309,8 +309,9 @@ def global_bad(gen: BlockGen, b: L.IRBuilder, a: L.Value, active: L.Value, nbyte
 def span_fits(gen: BlockGen, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool) -> L.Value:
     """i1: a warp's access of `nbytes` per lane at consecutive arena offsets from `off` (i64, lane 0's) is good:
     aligned, in the arena and on valid bytes (writable for a write), all 32 lanes' at once (a lane-affine
-    address's check, where its window (warp.py) does not hold it: not inlined, as `span_end`)."""
-    f, new = _function(gen, f"span_fits{nbytes}", I1, [I64, I1, I64, I8.as_pointer()], hot=None)
+    address's check, where its window (warp.py) does not hold it: inlined, as a jumping access, a transpose's
+    rows, makes it often)."""
+    f, new = _function(gen, f"span_fits{nbytes}", I1, [I64, I1, I64, I8.as_pointer()], hot=True)
     if new:
         fo, fwr, fsize, fmap = f.args
         fb = L.IRBuilder(f.append_basic_block("entry"))

@@ -7,15 +7,18 @@ no 64-bit address vector and no consecutive test (warp.py, `WarpEnv.load` / `War
 Two levels find them:
 
 - `lane_strides` (the kernel's registers, PTX): a register whose only write is one unguarded `mov`, `cvta`,
-  `add`, `sub`, `mul.lo`, `mad.lo` or `shl` of immediates, special registers, parameters and registers of the
-  same kind surely written there holds a function of the thread's indices alone. Where %tid.x is lane 0's +
-  lane in every warp (the block's x extent a multiple of 32, so a warp lies in one row), such a register is
-  lane-affine, its stride known when compiling, in any warp all of whose lanes have written it: a segment's
-  register taken in from another one (a phi or a load of the register file) is tagged so (`SegmentRegs.lanes`).
+  `add`, `sub`, `mul.lo`, `mad.lo`, `shl`, `cvt` or `mul.wide` of immediates, special registers, parameters and
+  registers of the same kind surely written there holds a function of the thread's indices alone. Where %tid.x
+  is lane 0's + lane in every warp (the block's x extent a multiple of 32, so a warp lies in one row), such a
+  register is lane-affine, its stride known when compiling, in any warp all of whose lanes have written it; one
+  widened from 32 bits (`cvt`, `mul.wide`) is so unless the narrow value wrapped inside the warp, which one
+  compare of lane 31 with lane 0 tells when running (`Lanes`). A segment's register taken in from another one
+  (a phi or a load of the register file) is tagged so (`SegmentRegs.lanes`).
 - `stride` / `base` (the code a segment builds, LLVM IR): splats, constants, tagged registers and adds, subs,
   multiplies and shifts by constants of them are lane-affine modulo 2**width; a sign or zero extension is where
   lane 0's value leaves room for the other 31 lanes' without a wrap, a scalar test on lane 0 (`base`'s
-  condition: where it fails, the access goes the vector way).
+  condition, with the lane-31 tests of the wrapping registers taken in: where it fails, the access goes the
+  vector way).
 
 A tagged register's lane 0 is what the warp's lanes all hold only where every lane has written it: `base` is
 used only where every lane is active at the access.
