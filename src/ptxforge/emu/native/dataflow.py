@@ -150,12 +150,11 @@ def write_counts(layout: Layout, lo: int, hi: int) -> dict[int, int] | None:
         bits = written(layout, pc)
         if bits is None:
             return None
-        slot = 0
-        while bits:
-            if bits & 1:
-                writes[slot] = writes.get(slot, 0) + 1
-            bits >>= 1
-            slot += 1
+        while bits:  # (each set bit: a register's slot numbers run to the hundreds)
+            low = bits & -bits
+            slot = low.bit_length() - 1
+            writes[slot] = writes.get(slot, 0) + 1
+            bits ^= low
     return writes
 
 
