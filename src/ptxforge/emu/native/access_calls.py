@@ -321,8 +321,9 @@ def span_fits(gen: BlockGen, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool
 
 def span_end(gen: BlockGen, b: L.IRBuilder, off: L.Value, wr: bool) -> L.Value:
     """i64: where the run of valid bytes (writable for a write) through arena offset `off` ends, looked at up
-    to `RUN_GRANULES` granules on (eight map entries at a time while they say full): a span access's window
-    (warp.py). Called where a span at `off` was found good (`span_fits`), so the run reaches past it."""
+    to `RUN_GRANULES` granules on (64 map entries at a time while they say full, then 8, then 1): a span
+    access's window (warp.py). Called where a span at `off` was found good (`span_fits`), so the run reaches
+    past it."""
     f, new = _function(gen, f"span_end_{'w' if wr else 'r'}", I64, [I64, I64, I8.as_pointer()], hot=None)
     if new:
         _span_end_body(f, wr)
@@ -342,6 +343,19 @@ def _span_end_body(f: L.Function, wr: bool) -> None:
     full8 = L.Constant(I64, GRANULE * 0x0101010101010101)
     mask8 = L.Constant(I64, 0xFFFFFFFFFFFFFFFF if wr else (GMAP_READONLY - 1) * 0x0101010101010101)
     mask1 = L.Constant(I8, 0xFF if wr else GMAP_READONLY - 1)
+    v64 = L.VectorType(I8, 64)
+
+    def full(p: L.Value, step: int) -> L.Value:
+        """i1: the `step` map entries from `p` say full (and writable for a write)."""
+        if step == 64:  # (one vector compare: 4 KiB of the arena)
+            word = fb.load(fb.bitcast(p, v64.as_pointer()), align=1)
+            ok = fb.icmp_unsigned("==", fb.and_(word, L.Constant(v64, [mask1.constant] * 64)),
+                                  L.Constant(v64, [GRANULE] * 64))
+            return fb.icmp_unsigned("==", fb.bitcast(ok, I64), L.Constant(I64, 0xFFFFFFFFFFFFFFFF))
+        if step == 8:
+            word = fb.load(fb.bitcast(p, I64.as_pointer()), align=1)
+            return fb.icmp_unsigned("==", fb.and_(word, mask8), full8)
+        return fb.icmp_unsigned("==", fb.and_(fb.load(p), mask1), L.Constant(I8, GRANULE))
 
     def loop(tag: str, start: L.Value, step: int) -> L.Value:
         # g from `start` on by `step` granules while those `step` entries say full (and lie before `stop`)
@@ -354,20 +368,15 @@ def _span_end_body(f: L.Function, wr: bool) -> None:
         nxt = fb.add(g, L.Constant(I64, step))
         fb.cbranch(fb.icmp_unsigned("<=", nxt, stop), body, out)
         fb.position_at_end(body)
-        p = fb.gep(fmap, [g])
-        if step == 8:
-            word = fb.load(fb.bitcast(p, I64.as_pointer()), align=1)
-            full = fb.icmp_unsigned("==", fb.and_(word, mask8), full8)
-        else:
-            full = fb.icmp_unsigned("==", fb.and_(fb.load(p), mask1), L.Constant(I8, GRANULE))
         g.add_incoming(nxt, body)
-        fb.cbranch(full, head, out)
+        fb.cbranch(full(fb.gep(fmap, [g]), step), head, out)
         fb.position_at_end(out)
         at = fb.phi(I64)
         at.add_incoming(g, head)
         at.add_incoming(g, body)
         return at
-    g = loop("by8", g0, 8)
+    g = loop("by64", g0, 64)
+    g = loop("by8", g, 8)
     g = loop("by1", g, 1)
     e = fb.zext(fb.load(fb.gep(fmap, [g])), I64)  # (g <= n: at most the first zero of the padding)
     valid = fb.and_(e, L.Constant(I64, GMAP_READONLY - 1))
