@@ -293,9 +293,9 @@ class WarpEnv:
         b.position_at_end(done)
 
     def _span(self, space: str, addr: Any, nbytes: int, write: bool) -> tuple[L.Value, L.Value] | None:
-        """(i1: the access is good as one span of the warp's lanes, lane 0's host address (i64)) for a global
-        access whose addresses are lane 0's + nbytes * lane (affine.py: lane-affine, `nbytes` apart), where every
-        lane is active and the span's bytes are good (`_span_good`); None for any other access."""
+        """(i1: the access is good as one span of the warp's lanes, lane 0's host address (i64; where good)) for a
+        global access whose addresses are lane 0's + nbytes * lane (affine.py: lane-affine, `nbytes` apart), where
+        every lane is active and the span's bytes are good (`_span_good`); None for any other access."""
         if space != "global" or nbytes not in access_calls.SPAN_BYTES or not isinstance(addr, ir.Address) \
                 or not isinstance(addr.base, ir.Register) or self.symbol_address(addr.base.name) is not None \
                 or self.reg(addr.base)[1] not in (".u64", ".b64", ".s64"):
@@ -304,13 +304,25 @@ class WarpEnv:
         if affine.stride(a, self.regs.lanes) != nbytes:
             return None
         b = self.b
+        self.gen.spans += 1
+        # (a warp with a lane inactive goes the vector way at once: a diverged warp may store lane by lane)
+        pre = b.block
+        attempt, join = (self.gen.fn.append_basic_block(f"pc{self.pc}_span_{x}") for x in ("try", "tried"))
+        b.cbranch(self.gen.all_of(b, self.active()), attempt, join)
+        b.position_at_end(attempt)
         first, cond = affine.base(b, a, self.regs.lanes)
         off = b.sub(b.add(first, L.Constant(I64, addr.offset & (2**64 - 1))), L.Constant(I64, GLOBAL_BASE))
-        go = self.gen.all_of(b, self.active())
-        if cond is not None:
-            go = b.and_(go, cond)
-        self.gen.spans += 1
-        return self._span_good(off, go, nbytes, write), b.add(off, self.gen.arena_base)
+        ok = self._span_good(off, L.Constant(I1, 1) if cond is None else cond, nbytes, write)
+        host = b.add(off, self.gen.arena_base)
+        tried = b.block
+        b.branch(join)
+        b.position_at_end(join)
+        good, at = b.phi(I1), b.phi(I64)
+        good.add_incoming(L.Constant(I1, 0), pre)
+        good.add_incoming(ok, tried)
+        at.add_incoming(L.Constant(I64, 0), pre)
+        at.add_incoming(host, tried)
+        return good, at
 
     def _span_good(self, off: L.Value, go: L.Value, nbytes: int, write: bool) -> L.Value:
         """i1: `go` and the span of 32 * `nbytes` bytes at arena offset `off` is good. Each access keeps a window of
