@@ -8,6 +8,9 @@ most of it on the same few blocks per access. The access code here is written on
   read-only memory (i32 lane bits). Global memory's looks at a whole warp on consecutive bytes at once, else
   at each half-warp on its own consecutive bytes (up to 4 granules of the validity map as one 32-bit read),
   else lane by lane; a shared access of a group whose check passed (`group_ok`, access.py) is not looked at;
+- `span_fits`, `span_end`: the same look at a warp's span of consecutive bytes from one scalar offset (a
+  lane-affine address's: affine.py), and how far on valid bytes run from there (the access's window of good
+  offsets, warp.py);
 - `consecutive` / `half_shapes`: the addresses' shape, which the caller makes once per access or per access
   group (access.py) and passes to the check and to
 - `load` / `store`: a warp's load or store of one element per lane: one vector access when the lanes are
@@ -40,8 +43,10 @@ GRANULE = 64  # bytes per entry of the global validity map (allocations start on
 GMAP_READONLY = 0x80  # flag in a map entry: the bytes belong to a read-only (.const) allocation
 
 
-def _function(gen: BlockGen, name: str, ret: L.Type, args: list[L.Type], hot: bool) -> tuple[L.Function, bool]:
-    """The module's function `name` and whether it is new (its body to be written)."""
+def _function(gen: BlockGen, name: str, ret: L.Type, args: list[L.Type], hot: bool | None
+              ) -> tuple[L.Function, bool]:
+    """The module's function `name` and whether it is new (its body to be written). `hot`: inlined; False: a
+    fault's cold path, never optimized; None: called now and then (a span's window), optimized, not inlined."""
     f = gen.module.globals.get(name)
     if f is not None:
         return f, False
@@ -49,6 +54,8 @@ def _function(gen: BlockGen, name: str, ret: L.Type, args: list[L.Type], hot: bo
     f.linkage = "internal"
     if hot:
         f.attributes.add("alwaysinline")
+    elif hot is None:
+        f.attributes.add("noinline")
     else:
         for attr in ("noinline", "optnone", "cold"):  # (optnone: the optimized level's passes skip it too)
             f.attributes.add(attr)
@@ -297,6 +304,86 @@ def global_bad(gen: BlockGen, b: L.IRBuilder, a: L.Value, active: L.Value, nbyte
     if cons is None:
         cons = consecutive(gen, b, a, nbytes) if nbytes in SPAN_BYTES else L.Constant(I1, 0)
     return b.call(f, [a, active, cons, L.Constant(I1, int(wr)), gen.arena_size, gen.gmap])
+
+
+def span_fits(gen: BlockGen, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool) -> L.Value:
+    """i1: a warp's access of `nbytes` per lane at consecutive arena offsets from `off` (i64, lane 0's) is good:
+    aligned, in the arena and on valid bytes (writable for a write), all 32 lanes' at once (a lane-affine
+    address's check, where its window (warp.py) does not hold it: inlined, as a jumping access, a transpose's
+    rows, makes it often)."""
+    f, new = _function(gen, f"span_fits{nbytes}", I1, [I64, I1, I64, I8.as_pointer()], hot=True)
+    if new:
+        fo, fwr, fsize, fmap = f.args
+        fb = L.IRBuilder(f.append_basic_block("entry"))
+        fb.ret(_bytes_ok(fb, fo, nbytes, WARP * nbytes, fwr, fsize, fmap))
+    return b.call(f, [off, L.Constant(I1, int(wr)), gen.arena_size, gen.gmap])
+
+
+def span_end(gen: BlockGen, b: L.IRBuilder, off: L.Value, wr: bool) -> L.Value:
+    """i64: where the run of valid bytes (writable for a write) through arena offset `off` ends, looked at up
+    to `RUN_GRANULES` granules on (64 map entries at a time while they say full, then 8, then 1): a span
+    access's window (warp.py). Called where a span at `off` was found good (`span_fits`), so the run reaches
+    past it."""
+    f, new = _function(gen, f"span_end_{'w' if wr else 'r'}", I64, [I64, I64, I8.as_pointer()], hot=None)
+    if new:
+        _span_end_body(f, wr)
+    return b.call(f, [off, gen.arena_size, gen.gmap])
+
+
+RUN_GRANULES = 512  # how far (granules: 32 KiB) a window looks on
+
+
+def _span_end_body(f: L.Function, wr: bool) -> None:
+    fo, fsize, fmap = f.args
+    fb = L.IRBuilder(f.append_basic_block("entry"))
+    g0 = fb.lshr(fo, L.Constant(I64, 6))
+    n = fb.lshr(fb.add(fsize, L.Constant(I64, GRANULE - 1)), L.Constant(I64, 6))  # the map's entries (+4 zeros)
+    cap = fb.add(g0, L.Constant(I64, RUN_GRANULES))
+    stop = fb.select(fb.icmp_unsigned("<", cap, n), cap, n)
+    full8 = L.Constant(I64, GRANULE * 0x0101010101010101)
+    mask8 = L.Constant(I64, 0xFFFFFFFFFFFFFFFF if wr else (GMAP_READONLY - 1) * 0x0101010101010101)
+    mask1 = L.Constant(I8, 0xFF if wr else GMAP_READONLY - 1)
+    v64 = L.VectorType(I8, 64)
+
+    def full(p: L.Value, step: int) -> L.Value:
+        """i1: the `step` map entries from `p` say full (and writable for a write)."""
+        if step == 64:  # (one vector compare: 4 KiB of the arena)
+            word = fb.load(fb.bitcast(p, v64.as_pointer()), align=1)
+            ok = fb.icmp_unsigned("==", fb.and_(word, L.Constant(v64, [mask1.constant] * 64)),
+                                  L.Constant(v64, [GRANULE] * 64))
+            return fb.icmp_unsigned("==", fb.bitcast(ok, I64), L.Constant(I64, 0xFFFFFFFFFFFFFFFF))
+        if step == 8:
+            word = fb.load(fb.bitcast(p, I64.as_pointer()), align=1)
+            return fb.icmp_unsigned("==", fb.and_(word, mask8), full8)
+        return fb.icmp_unsigned("==", fb.and_(fb.load(p), mask1), L.Constant(I8, GRANULE))
+
+    def loop(tag: str, start: L.Value, step: int) -> L.Value:
+        # g from `start` on by `step` granules while those `step` entries say full (and lie before `stop`)
+        pre = fb.block
+        head, body, out = (f.append_basic_block(f"{tag}_{x}") for x in ("head", "body", "out"))
+        fb.branch(head)
+        fb.position_at_end(head)
+        g = fb.phi(I64)
+        g.add_incoming(start, pre)
+        nxt = fb.add(g, L.Constant(I64, step))
+        fb.cbranch(fb.icmp_unsigned("<=", nxt, stop), body, out)
+        fb.position_at_end(body)
+        g.add_incoming(nxt, body)
+        fb.cbranch(full(fb.gep(fmap, [g]), step), head, out)
+        fb.position_at_end(out)
+        at = fb.phi(I64)
+        at.add_incoming(g, head)
+        at.add_incoming(g, body)
+        return at
+    g = loop("by64", g0, 64)
+    g = loop("by8", g, 8)
+    g = loop("by1", g, 1)
+    e = fb.zext(fb.load(fb.gep(fmap, [g])), I64)  # (g <= n: at most the first zero of the padding)
+    valid = fb.and_(e, L.Constant(I64, GMAP_READONLY - 1))
+    if wr:
+        valid = fb.select(fb.icmp_unsigned("!=", fb.and_(e, L.Constant(I64, GMAP_READONLY)), L.Constant(I64, 0)),
+                          L.Constant(I64, 0), valid)
+    fb.ret(fb.add(fb.shl(g, L.Constant(I64, 6)), valid))
 
 
 def report_global(gen: BlockGen, b: L.IRBuilder, codes: tuple[int, int, int], pc: int, w: L.Value, a: L.Value,

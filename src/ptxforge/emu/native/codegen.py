@@ -28,7 +28,7 @@ from llvmlite import ir as L
 
 from ptxforge.emu import op as C
 from ptxforge.emu.memory import GLOBAL_BASE
-from ptxforge.emu.native import access_calls
+from ptxforge.emu.native import access_calls, affine
 from ptxforge.emu.native.access import access_groups
 from ptxforge.emu.native.dataflow import (
     constant_registers,
@@ -43,7 +43,8 @@ from ptxforge.emu.native.dataflow import (
 from ptxforge.emu.native.lower import I1, I8, I32, I64, WARP, NotNative, V, counted_loop, read, write
 from ptxforge.emu.native.lower_warp import WARP_OPS, member_operand
 from ptxforge.emu.native.lowering import lower
-from ptxforge.emu.native.warp import IOTA, SegmentRegs, WarpEnv, splat, storage
+from ptxforge.emu.native.prune import drop_dead
+from ptxforge.emu.native.warp import IOTA, SegmentRegs, WarpEnv, splat, storage, thread_index
 from ptxforge.emu.ops_warp import shfl_lanes
 from ptxforge.ptx import ir
 
@@ -153,9 +154,14 @@ class BlockGen:
         self.param_regs = {s: v for s, v in param_registers(layout, fl.entry, fl.end).items()
                            if not self.shuffled >> s & 1 and s not in self.constants}
         uniform = sum(1 << s for s in (*self.constants, *self.param_regs))
-        self.surely = surely_written(layout, ops, fl.entry, fl.end) if uniform else {}
+        self.surely = surely_written(layout, ops, fl.entry, fl.end)
+        # registers whose lanes in a warp are lane 0's + stride * lane (affine.py)
+        self.strides = {s: v for s, v in affine.lane_strides(layout, fl.entry, fl.end, block, self.surely, {
+            *self.constants, *self.param_regs}).items() if not self.shuffled >> s & 1}
         # those read only where surely written are made where read, never kept in the register file
         self.remade = read_where_written(layout, ops, fl.entry, fl.end, uniform) if uniform else 0
+        self.spans = 0  # span accesses made (warp.py): their straight path's unused address vectors are dropped
+        self.windows: dict[int, tuple[L.Value, L.Value]] = {}  # pc -> its access's window of good offsets (warp.py)
         self.module = L.Module(name="ptxforge_native")
         self.module.triple = ""
         self._intrinsics: dict[str, L.Function] = {}
@@ -170,6 +176,12 @@ class BlockGen:
         """(parameter byte offset, bits) of the kernel parameter register `slot` holds in every lane at `pc`
         (`dataflow.param_registers`), else None."""
         v = self.param_regs.get(slot)
+        return v if v is not None and self.surely.get(pc, 0) >> slot & 1 else None
+
+    def lane_stride(self, slot: int, pc: int) -> affine.Lanes | None:
+        """(stride, wraps) of register `slot` at `pc` in a warp all of whose lanes wrote it
+        (`affine.lane_strides`), else None."""
+        v = self.strides.get(slot)
         return v if v is not None and self.surely.get(pc, 0) >> slot & 1 else None
 
     def intrinsic(self, name: str, ret: L.Type, args: list[L.Type]) -> L.Function:
@@ -388,6 +400,8 @@ class BlockGen:
         b.store(b.load(self.icount), b.gep(self.counts, [bid]))
         b.store(b.add(bid, L.Constant(I64, 1)), self.bid)
         b.branch(blk_top)
+        if self.spans:
+            drop_dead(fn)
         return self.module
 
     def _fueled(self, b: L.IRBuilder, go: L.Value) -> L.Value:
@@ -539,6 +553,10 @@ class BlockGen:
         self._count(b, mask, seg.end - seg.start)
         regs = self.seg_regs = SegmentRegs()
         regs.values.update(self.entry_regs[seg.start])
+        for s, phi in self.entry_regs[seg.start].items():
+            st = self.lane_stride(s, seg.start)
+            if st is not None:
+                regs.lanes[id(phi)] = (phi, *st)
         regs.groups = access_groups(self.layout, seg.start, seg.end)
         for pc in range(seg.start, seg.end):
             op = self.ops[pc]
@@ -773,7 +791,6 @@ class BlockGen:
 
     # ------------------------------------------------------------------ special registers
     def sreg(self, b: L.IRBuilder, name: str, w: L.Value) -> L.Value:
-        bx, by, bz = self.block
         if name.startswith("%ntid."):
             return L.Constant(V(I32), self.block["xyz".index(name[-1])])
         if name.startswith("%nctaid."):
@@ -784,9 +801,4 @@ class BlockGen:
             return IOTA
         if name == "%warpid":
             return splat(b, b.trunc(w, I32))
-        t = b.add(splat(b, b.mul(b.trunc(w, I32), L.Constant(I32, WARP))), IOTA)
-        if name == "%tid.x":
-            return b.urem(t, L.Constant(V(I32), bx))
-        if name == "%tid.y":
-            return b.urem(b.udiv(t, L.Constant(V(I32), bx)), L.Constant(V(I32), by))
-        return b.udiv(t, L.Constant(V(I32), bx * by))
+        return thread_index(b, name, w, self.block)

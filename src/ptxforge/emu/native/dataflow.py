@@ -143,19 +143,18 @@ CONSTANT_MOVS = (".u32", ".b32", ".s32", ".u64", ".b64", ".s64")
 _WIDTH = {"8": 8, "16": 16, "32": 32, "64": 64}
 
 
-def _write_counts(layout: Layout, lo: int, hi: int) -> dict[int, int] | None:
+def write_counts(layout: Layout, lo: int, hi: int) -> dict[int, int] | None:
     """slot -> how many instructions of the kernel may write it (None: some write cannot be told)."""
     writes: dict[int, int] = {}
     for pc in range(lo, hi):
         bits = written(layout, pc)
         if bits is None:
             return None
-        slot = 0
-        while bits:
-            if bits & 1:
-                writes[slot] = writes.get(slot, 0) + 1
-            bits >>= 1
-            slot += 1
+        while bits:  # (each set bit: a register's slot numbers run to the hundreds)
+            low = bits & -bits
+            slot = low.bit_length() - 1
+            writes[slot] = writes.get(slot, 0) + 1
+            bits ^= low
     return writes
 
 
@@ -177,7 +176,7 @@ def constant_registers(layout: Layout, lo: int, hi: int) -> dict[int, int]:
     """Registers (slot -> bits) whose only write in the kernel is one unguarded `mov` of an integer immediate
     of the register's width (nvcc's way of passing a shfl its lane offset): wherever surely written
     (`surely_written`) such a register holds that value, in every lane."""
-    writes = _write_counts(layout, lo, hi)
+    writes = write_counts(layout, lo, hi)
     if writes is None:
         return {}
     value: dict[int, int] = {}
@@ -194,7 +193,7 @@ def param_registers(layout: Layout, lo: int, hi: int) -> dict[int, tuple[int, in
     """Registers (slot -> (byte offset in the kernel's parameters, bits)) whose only write in the kernel is one
     unguarded `ld.param` of the register's width: wherever surely written such a register holds that
     parameter, in every lane (a pointer or a size, re-read where used rather than kept per lane)."""
-    writes = _write_counts(layout, lo, hi)
+    writes = write_counts(layout, lo, hi)
     if writes is None:
         return {}
     found: dict[int, tuple[int, int]] = {}

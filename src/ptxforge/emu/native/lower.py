@@ -174,6 +174,14 @@ def _shift(ins: ir.Instruction, env: WarpEnv) -> None:
     ops = ins.operands
     x = read(env, ops[1], ty)
     w = x.type.element.width
+    k = env.constant(ops[2], ".u32")
+    if k is not None:  # (a shift known when compiling: the plain one, which affine.py sees through)
+        if ins.opcode == "shl" or not signed(ty):
+            shift = b.shl if ins.opcode == "shl" else b.lshr
+            write(env, ops[0], shift(x, L.Constant(x.type, k)) if k < w else L.Constant(x.type, 0))
+        else:
+            write(env, ops[0], b.ashr(x, L.Constant(x.type, min(k, w - 1))))
+        return
     amt = read(env, ops[2], ".u32")
     big = b.icmp_unsigned(">=", amt, L.Constant(V(I32), w))  # PTX clamps the amount at the width
     a = b.zext(amt, x.type) if w > 32 else b.trunc(amt, x.type) if w < 32 else amt
@@ -341,15 +349,15 @@ def _ld(ins: ir.Instruction, env: WarpEnv) -> None:
             v = env.load_param(off + i * nbytes, t)
             write(env, r, _extend(env, v, ty, r))
         return
-    host = env.address(space, addr, nbytes * len(regs), write=False)
-    if ordered(ins):  # (volatile, relaxed, acquire: an atomic load per lane, which sees other workers' stores)
-        if len(regs) != 1:
-            raise NotNative(f"{ins.mnemonic}: a vector ordered load is not in the native tier yet")
-        write(env, regs[0], _extend(env, env.atomic(host, "load", [], space == "shared", t), ty, regs[0]))
+    if not ordered(ins):
+        for r, v in zip(regs, env.load(space, addr, t, len(regs)), strict=True):
+            write(env, r, _extend(env, v, ty, r))
         return
-    for i, r in enumerate(regs):
-        v = env.load_mem(host, t, i * nbytes, contiguous=len(regs) == 1)
-        write(env, r, _extend(env, v, ty, r))
+    # (volatile, relaxed, acquire: an atomic load per lane, which sees other workers' stores)
+    if len(regs) != 1:
+        raise NotNative(f"{ins.mnemonic}: a vector ordered load is not in the native tier yet")
+    host = env.address(space, addr, nbytes, write=False)
+    write(env, regs[0], _extend(env, env.atomic(host, "load", [], space == "shared", t), ty, regs[0]))
 
 
 def ordered(ins: ir.Instruction) -> bool:
@@ -377,14 +385,13 @@ def _st(ins: ir.Instruction, env: WarpEnv) -> None:
     vals = src.elements if isinstance(src, ir.Vector) else (src,)
     nbytes = bits_of(ty) // 8
     data = [read(env, v, ty) for v in vals]
-    host = env.address(space, addr, nbytes * len(vals), write=True)
-    if ordered(ins):  # (an atomic exchange per lane, in lane order: other workers see it)
-        if len(vals) != 1:
-            raise NotNative(f"{ins.mnemonic}: a vector ordered store is not in the native tier yet")
-        env.atomic(host, "xchg", data, space == "shared")
+    if not ordered(ins):
+        env.store(space, addr, data)
         return
-    for i, v in enumerate(data):
-        env.store_mem(host, v, i * nbytes, contiguous=len(vals) == 1)
+    # (an atomic exchange per lane, in lane order: other workers see it)
+    if len(vals) != 1:
+        raise NotNative(f"{ins.mnemonic}: a vector ordered store is not in the native tier yet")
+    env.atomic(env.address(space, addr, nbytes, write=True), "xchg", data, space == "shared")
 
 
 def _divrem(ins: ir.Instruction, env: WarpEnv) -> None:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir as L
 
-from ptxforge.emu.native import access_calls
+from ptxforge.emu.memory import GLOBAL_BASE
+from ptxforge.emu.native import access_calls, affine
 from ptxforge.emu.native.access import AccessGroup
 from ptxforge.emu.native.lower import I1, I8, I32, I64, INT, SREGS, WARP, NotNative, V, bits_of, read
 from ptxforge.ptx import ir
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from ptxforge.emu.native.codegen import BlockGen
 
 IOTA = L.Constant(V(I32), list(range(WARP)))
+MARCH_BYTES = 4096  # an access whose span starts this close past its window's end marches on (`_span_good`)
 IOTA64 = L.Constant(V(I64), list(range(WARP)))
 
 
@@ -38,6 +40,7 @@ class SegmentRegs:
         self.raw: dict[int, tuple[L.Value, L.Value]] = {}
         # (id of a shape root (`shape_root`), bytes) -> (the root, whether it is consecutive that many bytes apart)
         self.consecutive: dict[tuple[int, int], tuple[L.Value, L.Value]] = {}
+        self.lanes: affine.Tags = {}  # registers taken in that are lane-affine (affine.py): id -> (value, lanes)
 
 
 class WarpEnv:
@@ -77,6 +80,9 @@ class WarpEnv:
                 v = self.load_param(prm[0], INT[prm[1]])
             else:
                 v = self.gen.load_slot(self.b, self.w, slot)
+                st = self.gen.lane_stride(slot, self.pc)
+                if st is not None:
+                    self.regs.lanes[id(v)] = (v, *st)
             self.regs.values[slot] = v
         return v
 
@@ -224,6 +230,176 @@ class WarpEnv:
         """`access_calls.half_shapes` of the addresses."""
         return self._memo(("halves", nbytes), lambda: access_calls.half_shapes(self.gen, self.b, host, nbytes))
 
+    def load(self, space: str, addr: Any, t: L.IntType, count: int = 1) -> list[L.Value]:
+        """A plain load of `count` consecutive `t`s per active lane (a vector `ld` for several; inactive lanes:
+        0), checked as `address` checks it: one scalar check and one vector load where the lanes' addresses are
+        known one span (`_span`), else `address` and `load_mem` (a gather per element for several)."""
+        nbytes = t.width // 8
+        size = nbytes * count
+
+        def vector_way() -> list[L.Value]:
+            host = self.address(space, addr, size, False)
+            return [self.load_mem(host, t, i * nbytes, count == 1) for i in range(count)]
+        span = self._span(space, addr, size, False)
+        if span is None:
+            return vector_way()
+        b = self.b
+        fast, slow, done = self._fork(span[0], "ld")
+        b.position_at_end(fast)
+        whole = b.load(b.inttoptr(span[1], L.VectorType(t, WARP * count).as_pointer()), align=nbytes)
+        parts = [whole] if count == 1 else [  # (element i of every lane)
+            b.shuffle_vector(whole, whole, L.Constant(V(I32), [j * count + i for j in range(WARP)]))
+            for i in range(count)]
+        b.branch(done)
+        b.position_at_end(slow)
+        others = self._vector_way(addr, vector_way)
+        slow_end = b.block
+        b.branch(done)
+        b.position_at_end(done)
+        out = []
+        for v, v2 in zip(parts, others, strict=True):
+            phi = b.phi(V(t))
+            phi.add_incoming(v, fast)
+            phi.add_incoming(v2, slow_end)
+            out.append(phi)
+        return out
+
+    def store(self, space: str, addr: Any, vals: list[L.Value]) -> None:
+        """A plain store of `vals` (one vector each: consecutive elements per lane) by the active lanes: `load`'s
+        two ways."""
+        count = len(vals)
+        t: Any = vals[0].type.element
+        nbytes = t.width // 8
+        size = nbytes * count
+
+        def vector_way() -> None:
+            host = self.address(space, addr, size, True)
+            for i, v in enumerate(vals):
+                self.store_mem(host, v, i * nbytes, count == 1)
+        span = self._span(space, addr, size, True)
+        if span is None:
+            vector_way()
+            return
+        b = self.b
+        fast, slow, done = self._fork(span[0], "st")
+        b.position_at_end(fast)
+        self.gen.count_write(b)
+        b.store(_interleaved(b, vals), b.inttoptr(span[1], L.VectorType(t, WARP * count).as_pointer()),
+                align=nbytes)
+        b.branch(done)
+        b.position_at_end(slow)
+        self._vector_way(addr, vector_way)
+        b.branch(done)
+        b.position_at_end(done)
+
+    def _span(self, space: str, addr: Any, nbytes: int, write: bool) -> tuple[L.Value, L.Value] | None:
+        """(i1: the access is good as one span of the warp's lanes, lane 0's host address (i64; where good)) for a
+        global access whose addresses are lane 0's + nbytes * lane (affine.py: lane-affine, `nbytes` apart), where
+        every lane is active and the span's bytes are good (`_span_good`); None for any other access."""
+        if space != "global" or nbytes not in access_calls.SPAN_BYTES or not isinstance(addr, ir.Address) \
+                or not isinstance(addr.base, ir.Register) or self.symbol_address(addr.base.name) is not None \
+                or self.reg(addr.base)[1] not in (".u64", ".b64", ".s64"):
+            return None
+        a = read(self, addr.base, ".u64")  # (read here: the vector way's blocks find it in the segment's values)
+        if affine.stride(a, self.regs.lanes) != nbytes:
+            return None
+        b = self.b
+        self.gen.spans += 1
+        # (a warp with a lane inactive goes the vector way at once: a diverged warp may store lane by lane)
+        pre = b.block
+        attempt, join = (self.gen.fn.append_basic_block(f"pc{self.pc}_span_{x}") for x in ("try", "tried"))
+        b.cbranch(self.gen.all_of(b, self.active()), attempt, join)
+        b.position_at_end(attempt)
+        first, cond = affine.base(b, a, self.regs.lanes)
+        off = b.sub(b.add(first, L.Constant(I64, addr.offset & (2**64 - 1))), L.Constant(I64, GLOBAL_BASE))
+        ok = self._span_good(off, L.Constant(I1, 1) if cond is None else cond, nbytes, write)
+        host = b.add(off, self.gen.arena_base)
+        tried = b.block
+        b.branch(join)
+        b.position_at_end(join)
+        good, at = b.phi(I1), b.phi(I64)
+        good.add_incoming(L.Constant(I1, 0), pre)
+        good.add_incoming(ok, tried)
+        at.add_incoming(L.Constant(I64, 0), pre)
+        at.add_incoming(host, tried)
+        return good, at
+
+    def _span_good(self, off: L.Value, go: L.Value, nbytes: int, write: bool) -> L.Value:
+        """i1: `go` and the span of 32 * `nbytes` bytes at arena offset `off` is good. Each access keeps a window of
+        offsets known good for its span (checked against the validity map when it was made: the map does not
+        change during a launch): an offset inside it, aligned, is good at once; one outside it is checked
+        (`access_calls.span_fits`) and, good, opens a window there: where the access marches on (`off` lies
+        just past the window before) as far as the valid bytes run, up to a cap (`access_calls.span_end`), so
+        the warps marching through an array check it once per window; else (a first access, or one that jumps:
+        a grid-stride loop) for that span alone, which costs no look further on."""
+        gen, b = self.gen, self.b
+        lo, count = self._window()
+        span = WARP * nbytes
+        aligned = b.icmp_unsigned("==", b.and_(off, L.Constant(I64, nbytes - 1)), L.Constant(I64, 0))
+        was_lo, was_count = b.load(lo), b.load(count)
+        inside = b.and_(b.icmp_unsigned("<", b.sub(off, was_lo), was_count), aligned)
+        pre = b.block
+        fn = gen.fn
+        maybe, check, widen, run, done = (fn.append_basic_block(f"pc{self.pc}_window_{x}")
+                                          for x in ("maybe", "check", "open", "run", "done"))
+        b.cbranch(b.and_(go, inside), done, maybe).set_weights([1 << 10, 1])
+        b.position_at_end(maybe)  # (not a converged span: no look at the map)
+        b.cbranch(go, check, done)
+        b.position_at_end(check)
+        b.cbranch(access_calls.span_fits(gen, b, off, nbytes, write), widen, done)
+        b.position_at_end(widen)
+        b.store(off, lo)
+        b.store(L.Constant(I64, 1), count)
+        marching = b.icmp_unsigned("<", b.sub(off, b.add(was_lo, was_count)), L.Constant(I64, MARCH_BYTES))
+        b.cbranch(marching, run, done)
+        b.position_at_end(run)
+        end = access_calls.span_end(gen, b, off, write)  # (>= off + span: the span's bytes are good)
+        b.store(b.add(b.sub(end, b.add(off, L.Constant(I64, span))), L.Constant(I64, 1)), count)
+        b.branch(done)
+        b.position_at_end(done)
+        good = b.phi(I1)
+        good.add_incoming(L.Constant(I1, 1), pre)
+        good.add_incoming(L.Constant(I1, 0), maybe)
+        good.add_incoming(L.Constant(I1, 0), check)
+        good.add_incoming(L.Constant(I1, 1), widen)
+        good.add_incoming(L.Constant(I1, 1), run)
+        return good
+
+    def _window(self) -> tuple[L.Value, L.Value]:
+        """This access's window (`_span_good`): its first offset and how many offsets from there (i64 allocas,
+        empty at the start of a call; one pair per instruction, its span way's and vector way's)."""
+        hit = self.gen.windows.get(self.pc)
+        if hit is not None:
+            return hit
+        b = L.IRBuilder()
+        b.position_before(self.gen.fn.entry_basic_block.terminator)
+        lo, count = b.alloca(I64, name=f"window{self.pc}"), b.alloca(I64, name=f"window{self.pc}_count")
+        b.store(L.Constant(I64, 0), lo)
+        b.store(L.Constant(I64, 0), count)
+        self.gen.windows[self.pc] = lo, count
+        return lo, count
+
+    def _fork(self, ok: L.Value, what: str) -> tuple[L.Block, L.Block, L.Block]:
+        """Branch on `ok` to the span way (weighted likely) or the vector way: (span, vector, join) blocks."""
+        fn = self.gen.fn
+        span, vector, done = (fn.append_basic_block(f"pc{self.pc}_{what}_{x}") for x in ("span", "vector", "done"))
+        br = self.b.cbranch(ok, span, vector)
+        br.set_weights([1 << 10, 1])
+        return span, vector, done
+
+    def _vector_way(self, addr: ir.Address, make: Any) -> Any:
+        """`make()` on the side path of a span access (`_span`), from the address register's vector made again
+        there (the span way needs none of it). The shape tests it makes there are not the segment's (they would
+        not dominate its later accesses)."""
+        regs = self.regs
+        slot = self.reg(addr.base)[0]
+        saved, value = dict(regs.consecutive), regs.values[slot]
+        regs.values[slot] = affine.remake(self.b, value, regs.lanes)
+        try:
+            return make()
+        finally:
+            regs.consecutive, regs.values[slot] = saved, value
+
     def load_mem(self, host: L.Value, t: L.IntType, offset: int, contiguous: bool) -> L.Value:
         b = self.b
         nbytes = t.width // 8
@@ -304,6 +480,20 @@ class WarpEnv:
         return acc
 
 
+def _interleaved(b: L.IRBuilder, vals: list[L.Value]) -> L.Value:
+    """One vector of `vals`' lanes in memory order: lane 0's elements, then lane 1's, ... (1, 2 or 4 of them)."""
+    n = len(vals)
+    if n == 1:
+        return vals[0]
+    if n == 4:  # (two pairs side by side first: a shuffle takes two vectors)
+        vals = [b.shuffle_vector(vals[0], vals[1], L.Constant(L.VectorType(I32, 2 * WARP), list(range(2 * WARP)))),
+                b.shuffle_vector(vals[2], vals[3], L.Constant(L.VectorType(I32, 2 * WARP), list(range(2 * WARP))))]
+    if len(vals) != 2:
+        raise NotNative(f"a store of {n} elements per lane")
+    return b.shuffle_vector(vals[0], vals[1], L.Constant(L.VectorType(I32, n * WARP),
+                                                         [(j % n) * WARP + j // n for j in range(n * WARP)]))
+
+
 def _plain_rmw(b: L.IRBuilder, rmw: str, old: L.Value, xs: list[L.Value]) -> L.Value:
     """The value an atomicrmw `rmw` (or "cas") of `xs` stores over `old`."""
     x = xs[0]
@@ -350,6 +540,24 @@ def shape_root(v: L.Value) -> L.Value:
         else:
             break
     return v
+
+
+def thread_index(b: L.IRBuilder, name: str, w: L.Value, block: tuple[int, int, int]) -> L.Value:
+    """%tid.x, %tid.y or %tid.z (`name`) of warp `w`'s lanes in a block of shape `block`."""
+    bx, by, _ = block
+    first = b.mul(b.trunc(w, I32), L.Constant(I32, WARP))  # the warp's first thread
+    if bx % WARP == 0:  # (a warp lies in one row: lane 0's x + lane, one y and z; affine.py sees them so)
+        if name == "%tid.x":
+            return b.add(splat(b, b.urem(first, L.Constant(I32, bx))), IOTA)
+        if name == "%tid.y":
+            return splat(b, b.urem(b.udiv(first, L.Constant(I32, bx)), L.Constant(I32, by)))
+        return splat(b, b.udiv(first, L.Constant(I32, bx * by)))
+    t = b.add(splat(b, first), IOTA)
+    if name == "%tid.x":
+        return b.urem(t, L.Constant(V(I32), bx))
+    if name == "%tid.y":
+        return b.urem(b.udiv(t, L.Constant(V(I32), bx)), L.Constant(V(I32), by))
+    return b.udiv(t, L.Constant(V(I32), bx * by))
 
 
 def storage(rty: str) -> L.IntType:
