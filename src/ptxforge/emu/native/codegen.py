@@ -28,7 +28,7 @@ from llvmlite import ir as L
 
 from ptxforge.emu import op as C
 from ptxforge.emu.memory import GLOBAL_BASE
-from ptxforge.emu.native import access_calls, affine
+from ptxforge.emu.native import access_calls, affine, probe_code
 from ptxforge.emu.native.access import access_groups
 from ptxforge.emu.native.dataflow import (
     constant_registers,
@@ -59,11 +59,11 @@ MAX_REGFILE = 4 << 20  # bytes of register file a block may keep on a worker's s
 CTX_PARAMS, CTX_ARENA, CTX_ARENA_SIZE, CTX_GMAP, CTX_SHARED, CTX_STATUS, CTX_COUNTS = range(7)
 CTX_GRID = 7  # 7, 8, 9: nctaid.x/y/z
 CTX_SHARED_SIZE = 10
-CTX_PROBE = 11  # this worker's probe slot (the no-progress watchdog's; see `emit_probe`)
+CTX_PROBE = 11  # this worker's probe slot (the no-progress watchdog's; see probe_code.py)
 CTX_LEN = 12
-# probe slot: [request (the launcher sets 1, the code answers with 0; -1: the worker is done), hash of the
-# block's pcs and registers, block, memory writes so far, warp, pc]
-PROBE_REQ, PROBE_HASH, PROBE_BLOCK, PROBE_WRITES, PROBE_WARP, PROBE_PC, PROBE_LEN = range(7)
+PROBE_REQ, PROBE_HASH, PROBE_BLOCK, PROBE_WRITES, PROBE_WARP, PROBE_PC, PROBE_LEN = (  # (the launcher's)
+    probe_code.PROBE_REQ, probe_code.PROBE_HASH, probe_code.PROBE_BLOCK, probe_code.PROBE_WRITES,
+    probe_code.PROBE_WARP, probe_code.PROBE_PC, probe_code.PROBE_LEN)
 # status[0] codes (status: [code, pc, thread, block, address, nbytes, write])
 ST_OK, ST_FAULT, ST_MISALIGNED, ST_READONLY, ST_NOT_CONVERGED, ST_STOP, ST_NO_PROGRESS = 0, 1, 2, 3, 4, 5, 6
 GRANULE, GMAP_READONLY = access_calls.GRANULE, access_calls.GMAP_READONLY  # (the launcher's)
@@ -283,7 +283,7 @@ class BlockGen:
         b.position_at_end(sched)
         b.store(L.Constant(I64, 0), self.warp)
         b.store(L.Constant(I1, 0), self.ran)
-        self.emit_probe(b)
+        probe_code.emit_probe(self, b)
         b.branch(warp_top)
 
         # warp_top: the lowest pc of the warp's runnable lanes, dispatched to its segment
@@ -455,58 +455,6 @@ class BlockGen:
         if mask is not None:
             v = b.select(mask, v, b.load(p, align=32))
         b.store(v, p, align=32)
-
-    def emit_probe(self, b: L.IRBuilder) -> None:
-        """Answer the watchdog's request, if any: a hash of the block's pcs and registers, the block, the memory
-        writes so far, and the first runnable warp and its pc. The same answer twice with no write in between
-        is a state the block cannot leave (the launcher decides: launcher.py)."""
-        fn = self.fn
-        req = b.load_atomic(b.gep(self.probe, [L.Constant(I64, PROBE_REQ)]), "monotonic", 8)
-        answer, done = fn.append_basic_block("probe"), fn.append_basic_block("probe_done")
-        b.cbranch(b.icmp_signed(">", req, L.Constant(I64, 0)), answer, done)
-        b.position_at_end(answer)
-        h = L.Constant(I64, 0xCBF29CE484222325)
-        words = [(self.pcs, self.nwarps * WARP // 2), (self.regfile, self.nwarps * self.warp_bytes // 8)]
-        for base, n in words:
-            p64 = b.bitcast(base, I64.as_pointer())
-            pre = b.block
-            head, body, out = (fn.append_basic_block(f"probe_{x}") for x in ("head", "body", "out"))
-            b.branch(head)
-            b.position_at_end(head)
-            i = b.phi(I64)
-            hv = b.phi(I64)
-            i.add_incoming(L.Constant(I64, 0), pre)
-            hv.add_incoming(h, pre)
-            b.cbranch(b.icmp_signed("<", i, L.Constant(I64, n)), body, out)
-            b.position_at_end(body)
-            x = b.load(b.gep(p64, [i]), align=8)
-            h2 = b.mul(b.xor(hv, x), L.Constant(I64, 0x100000001B3))
-            i.add_incoming(b.add(i, L.Constant(I64, 1)), body)
-            hv.add_incoming(h2, body)
-            b.branch(head)
-            b.position_at_end(out)
-            h = hv
-        # the first warp with a runnable lane, and its lowest pc (what the message names)
-        umin = self.intrinsic("llvm.vector.reduce.umin.v32i32", I32, [V(I32)])
-        warp_at, pc_at = self.acc64, b.gep(self.acc64, [L.Constant(I64, 1)])
-        none = L.Constant(I64, -1)
-        b.store(none, warp_at)
-        b.store(none, pc_at)
-
-        def scan(wi: L.Value) -> None:
-            low = b.call(umin, [b.load(self.pc_ptr(b, wi), align=64)])
-            warp_i = b.load(warp_at)
-            first = b.and_(b.icmp_unsigned("<", low, L.Constant(I32, WAIT_BAR)), b.icmp_signed("==", warp_i, none))
-            b.store(b.select(first, wi, warp_i), warp_at)
-            b.store(b.select(first, b.zext(low, I64), b.load(pc_at)), pc_at)
-        counted_loop(b, fn, self.nwarps, scan, "probe_scan")
-        warp_i, pc_i = b.load(warp_at), b.load(pc_at)
-        for slot, v in ((PROBE_HASH, h), (PROBE_BLOCK, b.load(self.bid)), (PROBE_WRITES, b.load(self.writes)),
-                        (PROBE_WARP, warp_i), (PROBE_PC, pc_i)):
-            b.store(v, b.gep(self.probe, [L.Constant(I64, slot)]))
-        b.store_atomic(L.Constant(I64, 0), b.gep(self.probe, [L.Constant(I64, PROBE_REQ)]), "release", 8)
-        b.branch(done)
-        b.position_at_end(done)
 
     def count_write(self, b: L.IRBuilder) -> None:
         """A warp instruction wrote memory (progress, for the watchdog)."""
