@@ -103,12 +103,108 @@ def test_registers_of_the_thread_index_are_lane_affine():
         return layout.lookup(layout.placed[fl.entry], name)[1]
     got = lane_strides(layout, fl.entry, fl.end, (256, 1, 1), surely, params)
     assert {r: got.get(slot(r)) for r in ("%r3", "%r4", "%r5", "%r6", "%r7", "%rd1", "%rd4", "%rd5", "%rd11")} == {
-        "%r3": (0, False), "%r4": (0, False), "%r5": (1, False), "%r6": (1, False), "%r7": (1, False),
-        "%rd1": (0, False), "%rd4": (0, False), "%rd5": None, "%rd11": (4, True)}
+        "%r3": (0, False, False), "%r4": (0, False, False), "%r5": (1, False, False), "%r6": (1, False, False),
+        "%r7": (1, False, False), "%rd1": (0, False, False), "%rd4": (0, False, False),
+        "%rd5": None,  # (written twice, with strides 0 and 4)
+        "%rd11": (4, True, False)}
     # rows narrower than a warp: tid.x wraps inside a warp
     narrow = lane_strides(layout, fl.entry, fl.end, (48, 2, 1), surely, params)
     assert narrow.get(slot("%r5")) is None and narrow.get(slot("%r6")) is None
-    assert narrow.get(slot("%r3")) == (0, False)
+    assert narrow.get(slot("%r3")) == (0, False, False)
+
+
+# y[i] += x[i] over a grid-stride loop: i starts at ctaid.x * ntid.x + tid.x and steps by the grid's threads, so
+# it is written twice (lane-affine only where every lane took every step: checked when running); lanes whose
+# tid.x is below `extra` step twice an iteration (they run ahead: the warp's i is then not lane-affine)
+GRID_STRIDE = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry gs(.param .u64 x, .param .u64 y, .param .u32 n, .param .u32 extra)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [x];
+    ld.param.u64 %rd2, [y];
+    ld.param.u32 %r1, [n];
+    ld.param.u32 %r9, [extra];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    mov.u32 %r2, %ntid.x;
+    mov.u32 %r3, %ctaid.x;
+    mov.u32 %r4, %tid.x;
+    mov.u32 %r5, %nctaid.x;
+    mad.lo.s32 %r6, %r3, %r2, %r4;
+    mul.lo.s32 %r7, %r2, %r5;
+    setp.ge.s32 %p1, %r6, %r1;
+    @%p1 bra DONE;
+LOOP:
+    mul.wide.s32 %rd3, %r6, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.u32 %r8, [%rd4];
+    add.s64 %rd5, %rd2, %rd3;
+    ld.global.u32 %r10, [%rd5];
+    add.s32 %r10, %r10, %r8;
+    st.global.u32 [%rd5], %r10;
+    setp.ge.u32 %p2, %r4, %r9;
+    @%p2 bra NEXT;
+    add.s32 %r6, %r6, %r7;
+NEXT:
+    add.s32 %r6, %r6, %r7;
+    setp.lt.s32 %p1, %r6, %r1;
+    @%p1 bra LOOP;
+DONE:
+    ret;
+}
+"""
+
+
+def test_a_loop_index_stepped_by_a_uniform_amount_is_lane_affine_checked_when_running():
+    k = pf.parse(GRID_STRIDE, filename="gs.ptx").kernel("gs")
+    layout, ops = emu_device().image(k.module).compiled(k.function)
+    fl = layout.functions[layout.kernel_func.name]
+    surely = surely_written(layout, ops, fl.entry, fl.end)
+    got = lane_strides(layout, fl.entry, fl.end, (128, 1, 1), surely, set(param_registers(layout, fl.entry,
+                                                                                           fl.end)))
+    assert got.get(layout.lookup(layout.placed[fl.entry], "%r6")[1]) == (1, False, True)
+
+
+@pytest.mark.parametrize("level", ["quick", "opt"])
+@pytest.mark.parametrize("n,extra", [(4096, 0), (3001, 0), (4096, 5), (3001, 40), (4096, 128)])
+def test_grid_stride_loops_match_the_interpreter(n, extra, level):
+    """Every lane stepping alike (the span way) or some running ahead (the runtime test sends the warp the vector
+    way), n a multiple of the grid's threads or not (the last warps diverge), at both compile levels."""
+    k = pf.parse(GRID_STRIDE, filename="gs.ptx").kernel("gs")
+    found = {}
+    for tier in ("interp", "native"):
+        rng = np.random.default_rng(11)
+        x, y = (to_device(rng.integers(0, 1 << 30, 4096, dtype=np.uint32)) for _ in range(2))
+        r = k.launch(grid=(4,), block=(128,), args=[x, y, np.uint32(n), np.uint32(extra)],
+                     options=EmulatorOptions(tier=tier, level=level if tier == "native" else None))
+        assert r.tier == tier, r.tier_note
+        found[tier] = (y.to_host().tobytes(), r.thread_instructions)
+        x.free()
+        y.free()
+    assert found["interp"] == found["native"]
+
+
+def test_a_grid_stride_loop_past_its_buffer_faults_alike_on_both_tiers():
+    """The span way's window is the allocation: a loop running off its end faults at the same load on both tiers
+    (which lane first: the interpreter steps every block's warps in turn, the native tier a block at a time)."""
+    k = pf.parse(GRID_STRIDE, filename="gs.ptx").kernel("gs")
+    msgs = []
+    for tier in ("interp", "native"):
+        x, y = (to_device(np.zeros(1000, np.uint32)) for _ in range(2))
+        with pytest.raises(MemoryFault) as e:
+            k.launch(grid=(4,), block=(128,), args=[x, y, np.uint32(4096), np.uint32(0)],
+                     options=EmulatorOptions(tier=tier))
+        msgs.append(str(e.value))
+        x.free()
+        y.free()
+    for m in msgs:
+        assert m.startswith("gs.ptx:27: ld.global.u32 %r8, [%rd4];: out-of-bounds global access of 4 bytes at "), m
+        assert "past the end of buffer" in m
 
 
 @pytest.mark.parametrize("level", ["quick", "opt"])

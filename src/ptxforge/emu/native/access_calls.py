@@ -8,9 +8,9 @@ most of it on the same few blocks per access. The access code here is written on
   read-only memory (i32 lane bits). Global memory's looks at a whole warp on consecutive bytes at once, else
   at each half-warp on its own consecutive bytes (up to 4 granules of the validity map as one 32-bit read),
   else lane by lane; a shared access of a group whose check passed (`group_ok`, access.py) is not looked at;
-- `span_fits`, `span_end`: the same look at a warp's span of consecutive bytes from one scalar offset (a
-  lane-affine address's: affine.py), and how far on valid bytes run from there (the access's window of good
-  offsets, warp.py);
+- `span_fits`: the same look at a warp's span of consecutive bytes from one scalar offset (a lane-affine
+  address's: affine.py), and `alloc_window`: the allocation such a span lies in, from the allocation table the
+  launcher puts after the validity map (the access's window of good offsets, warp.py);
 - `consecutive` / `half_shapes`: the addresses' shape, which the caller makes once per access or per access
   group (access.py) and passes to the check and to
 - `load` / `store`: a warp's load or store of one element per lane: one vector access when the lanes are
@@ -319,71 +319,66 @@ def span_fits(gen: BlockGen, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool
     return b.call(f, [off, L.Constant(I1, int(wr)), gen.arena_size, gen.gmap])
 
 
-def span_end(gen: BlockGen, b: L.IRBuilder, off: L.Value, wr: bool) -> L.Value:
-    """i64: where the run of valid bytes (writable for a write) through arena offset `off` ends, looked at up
-    to `RUN_GRANULES` granules on (64 map entries at a time while they say full, then 8, then 1): a span
-    access's window (warp.py). Called where a span at `off` was found good (`span_fits`), so the run reaches
-    past it."""
-    f, new = _function(gen, f"span_end_{'w' if wr else 'r'}", I64, [I64, I64, I8.as_pointer()], hot=None)
+TABLE_READONLY_BIT = 62  # an allocation table entry's end: bit 62 set for a read-only allocation
+
+
+def table_offset(granules: int) -> int:
+    """Where the allocation table starts in the validity map's array (launcher._build_map): past the map of
+    `granules` entries and its 4 bytes of padding, at an 8-byte boundary."""
+    return (granules + 4 + 7) & ~7
+
+
+def alloc_window(gen: BlockGen, b: L.IRBuilder, off: L.Value, span: int, wr: bool) -> tuple[L.Value, L.Value]:
+    """(lo, count): the arena offsets lo .. lo + count - 1 at which a span of `span` bytes lies inside the one
+    allocation holding arena offset `off` (writable for a write), found by bisection in the allocation table;
+    count 0 where `off`'s span does not lie in one (it may still lie on valid bytes of two adjacent ones:
+    `span_fits` tells). A span access's window (warp.py): it holds every later span of that allocation."""
+    f, new = _function(gen, f"alloc_window{span}_{'w' if wr else 'r'}", L.LiteralStructType([I64, I64]),
+                       [I64, I64, I8.as_pointer()], hot=None)
     if new:
-        _span_end_body(f, wr)
-    return b.call(f, [off, gen.arena_size, gen.gmap])
+        _alloc_window_body(f, span, wr)
+    got = b.call(f, [off, gen.arena_size, gen.gmap])
+    return b.extract_value(got, 0), b.extract_value(got, 1)
 
 
-RUN_GRANULES = 512  # how far (granules: 32 KiB) a window looks on
-
-
-def _span_end_body(f: L.Function, wr: bool) -> None:
+def _alloc_window_body(f: L.Function, span: int, wr: bool) -> None:
     fo, fsize, fmap = f.args
     fb = L.IRBuilder(f.append_basic_block("entry"))
-    g0 = fb.lshr(fo, L.Constant(I64, 6))
-    n = fb.lshr(fb.add(fsize, L.Constant(I64, GRANULE - 1)), L.Constant(I64, 6))  # the map's entries (+4 zeros)
-    cap = fb.add(g0, L.Constant(I64, RUN_GRANULES))
-    stop = fb.select(fb.icmp_unsigned("<", cap, n), cap, n)
-    full8 = L.Constant(I64, GRANULE * 0x0101010101010101)
-    mask8 = L.Constant(I64, 0xFFFFFFFFFFFFFFFF if wr else (GMAP_READONLY - 1) * 0x0101010101010101)
-    mask1 = L.Constant(I8, 0xFF if wr else GMAP_READONLY - 1)
-    v64 = L.VectorType(I8, 64)
-
-    def full(p: L.Value, step: int) -> L.Value:
-        """i1: the `step` map entries from `p` say full (and writable for a write)."""
-        if step == 64:  # (one vector compare: 4 KiB of the arena)
-            word = fb.load(fb.bitcast(p, v64.as_pointer()), align=1)
-            ok = fb.icmp_unsigned("==", fb.and_(word, L.Constant(v64, [mask1.constant] * 64)),
-                                  L.Constant(v64, [GRANULE] * 64))
-            return fb.icmp_unsigned("==", fb.bitcast(ok, I64), L.Constant(I64, 0xFFFFFFFFFFFFFFFF))
-        if step == 8:
-            word = fb.load(fb.bitcast(p, I64.as_pointer()), align=1)
-            return fb.icmp_unsigned("==", fb.and_(word, mask8), full8)
-        return fb.icmp_unsigned("==", fb.and_(fb.load(p), mask1), L.Constant(I8, GRANULE))
-
-    def loop(tag: str, start: L.Value, step: int) -> L.Value:
-        # g from `start` on by `step` granules while those `step` entries say full (and lie before `stop`)
-        pre = fb.block
-        head, body, out = (f.append_basic_block(f"{tag}_{x}") for x in ("head", "body", "out"))
-        fb.branch(head)
-        fb.position_at_end(head)
-        g = fb.phi(I64)
-        g.add_incoming(start, pre)
-        nxt = fb.add(g, L.Constant(I64, step))
-        fb.cbranch(fb.icmp_unsigned("<=", nxt, stop), body, out)
-        fb.position_at_end(body)
-        g.add_incoming(nxt, body)
-        fb.cbranch(full(fb.gep(fmap, [g]), step), head, out)
-        fb.position_at_end(out)
-        at = fb.phi(I64)
-        at.add_incoming(g, head)
-        at.add_incoming(g, body)
-        return at
-    g = loop("by64", g0, 64)
-    g = loop("by8", g, 8)
-    g = loop("by1", g, 1)
-    e = fb.zext(fb.load(fb.gep(fmap, [g])), I64)  # (g <= n: at most the first zero of the padding)
-    valid = fb.and_(e, L.Constant(I64, GMAP_READONLY - 1))
+    granules = fb.lshr(fb.add(fsize, L.Constant(I64, GRANULE - 1)), L.Constant(I64, 6))
+    at = fb.and_(fb.add(granules, L.Constant(I64, 4 + 7)), L.Constant(I64, ~7))
+    table = fb.bitcast(fb.gep(fmap, [at]), I64.as_pointer())
+    count = fb.load(table, align=8)
+    entry = fb.block
+    head, body, found = (f.append_basic_block(x) for x in ("bisect", "step", "found"))
+    fb.branch(head)
+    fb.position_at_end(head)  # (lo, hi): the last entry starting at or before `fo` is below hi, from lo - 1 on
+    lo, hi = fb.phi(I64), fb.phi(I64)
+    lo.add_incoming(L.Constant(I64, 0), entry)
+    hi.add_incoming(count, entry)
+    fb.cbranch(fb.icmp_unsigned("<", lo, hi), body, found)
+    fb.position_at_end(body)
+    mid = fb.lshr(fb.add(lo, hi), L.Constant(I64, 1))
+    start = fb.load(fb.gep(table, [fb.add(fb.shl(mid, L.Constant(I64, 1)), L.Constant(I64, 1))]), align=8)
+    before = fb.icmp_unsigned("<=", start, fo)
+    lo.add_incoming(fb.select(before, fb.add(mid, L.Constant(I64, 1)), lo), body)
+    hi.add_incoming(fb.select(before, hi, mid), body)
+    fb.branch(head)
+    fb.position_at_end(found)
+    i = fb.sub(lo, L.Constant(I64, 1))
+    some = fb.icmp_unsigned("!=", lo, L.Constant(I64, 0))
+    i = fb.select(some, i, L.Constant(I64, 0))
+    first = fb.load(fb.gep(table, [fb.add(fb.shl(i, L.Constant(I64, 1)), L.Constant(I64, 1))]), align=8)
+    word = fb.load(fb.gep(table, [fb.add(fb.shl(i, L.Constant(I64, 1)), L.Constant(I64, 2))]), align=8)
+    end = fb.and_(word, L.Constant(I64, (1 << TABLE_READONLY_BIT) - 1))
+    ok = fb.and_(some, fb.icmp_unsigned("<=", fb.add(fo, L.Constant(I64, span)), end))
+    ok = fb.and_(ok, fb.icmp_unsigned("<=", L.Constant(I64, span), fb.sub(end, first)))
     if wr:
-        valid = fb.select(fb.icmp_unsigned("!=", fb.and_(e, L.Constant(I64, GMAP_READONLY)), L.Constant(I64, 0)),
-                          L.Constant(I64, 0), valid)
-    fb.ret(fb.add(fb.shl(g, L.Constant(I64, 6)), valid))
+        ok = fb.and_(ok, fb.icmp_unsigned("==", fb.lshr(word, L.Constant(I64, TABLE_READONLY_BIT)),
+                                          L.Constant(I64, 0)))
+    n = fb.add(fb.sub(fb.sub(end, L.Constant(I64, span)), first), L.Constant(I64, 1))
+    ret = L.Constant(L.LiteralStructType([I64, I64]), None)
+    ret = fb.insert_value(ret, fb.select(ok, first, L.Constant(I64, 0)), 0)
+    fb.ret(fb.insert_value(ret, fb.select(ok, n, L.Constant(I64, 0)), 1))
 
 
 def report_global(gen: BlockGen, b: L.IRBuilder, codes: tuple[int, int, int], pc: int, w: L.Value, a: L.Value,

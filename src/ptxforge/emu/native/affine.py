@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir as L
 
-from ptxforge.emu.native.dataflow import write_counts
+from ptxforge.emu.native.dataflow import write_counts, written
 from ptxforge.ptx import ir
 
 if TYPE_CHECKING:
@@ -46,7 +46,10 @@ _AFFINE_OPS = {"mov": (), "cvta": ("to", "global"), "add": (), "sub": (), "mul":
 # (`cvt`, `mul.wide`), then added to, multiplied and shifted by values the same in every lane: lane 0's + stride
 # * lane except where the 32-bit value wrapped inside the warp, which lane 31 tells (`base`'s test)
 Lanes = tuple[int, bool]
-Tags = dict[int, tuple[L.Value, int, bool]]  # id(vector) -> (the vector, stride, wraps): registers taken in
+# a register's lanes as `lane_strides` gives them: (stride, wraps, checked). checked: a register written more than
+# once (a loop's index), lane-affine where every lane took every step, which is told when running (`base`'s test)
+Strides = tuple[int, bool, bool]
+Tags = dict[int, tuple[L.Value, int, bool, bool]]  # id(vector) -> (the vector, *its Strides): registers taken in
 
 
 def sreg_stride(name: str, block: tuple[int, int, int]) -> int | None:
@@ -61,10 +64,10 @@ def sreg_stride(name: str, block: tuple[int, int, int]) -> int | None:
 
 
 def lane_strides(layout: Layout, lo: int, hi: int, block: tuple[int, int, int], surely: dict[int, int],
-                 uniform: set[int]) -> dict[int, Lanes]:
-    """Register slot -> (stride, wraps) for the kernel's lane-affine registers (see the module docstring and
-    `Lanes`). `surely`: `dataflow.surely_written`; `uniform`: slots known the same in every lane wherever surely
-    written (constants, parameters)."""
+                 uniform: set[int]) -> dict[int, Strides]:
+    """Register slot -> (stride, wraps, checked) for the kernel's lane-affine registers (see the module docstring,
+    `Lanes` and `Strides`). `surely`: `dataflow.surely_written`; `uniform`: slots known the same in every lane
+    wherever surely written (constants, parameters)."""
     counts = write_counts(layout, lo, hi)
     if counts is None:
         return {}
@@ -77,13 +80,49 @@ def lane_strides(layout: Layout, lo: int, hi: int, block: tuple[int, int, int], 
             if hit is not None and hit[0] not in known:
                 known[hit[0]] = hit[1]
                 changed = True
-    return known
+    out = {s: (*v, False) for s, v in known.items()}
+    for slot, st in _stepped(layout, lo, hi, counts, known, block, surely).items():
+        out[slot] = (st, False, True)
+    return out
+
+
+def _stepped(layout: Layout, lo: int, hi: int, counts: dict[int, int], known: dict[int, Lanes],
+             block: tuple[int, int, int], surely: dict[int, int]) -> dict[int, int]:
+    """Slot -> stride of the registers written more than once, each write lane-affine (`_affine_def`, the
+    register itself taken as lane-affine where a write reads it: a loop's `add %r, %r, step`) with one stride
+    and no wrap. Whether a warp's lanes all took the same steps is not known when compiling: `base` tests it."""
+    writes: dict[int, list[int]] = {}
+    for pc in range(lo, hi):
+        bits = written(layout, pc) or 0
+        while bits:
+            low = bits & -bits
+            slot = low.bit_length() - 1
+            if counts.get(slot, 0) > 1 and slot not in known:
+                writes.setdefault(slot, []).append(pc)
+            bits ^= low
+    out: dict[int, int] = {}
+    for slot, pcs in writes.items():
+        if len(pcs) != counts[slot]:
+            continue
+        guess = None
+        for pc in pcs:  # (the stride of a write that does not read the register: its start)
+            hit = _affine_def(layout, pc, counts, known, block, surely.get(pc, 0), multi=True)
+            if hit is not None and hit[0] == slot and not hit[1][1]:
+                guess = hit[1][0]
+                break
+        if guess is None:
+            continue
+        assume = {**known, slot: (guess, False)}
+        hits = [_affine_def(layout, pc, counts, assume, block, surely.get(pc, 0), multi=True) for pc in pcs]
+        if all(h is not None and h[0] == slot and h[1] == (guess, False) for h in hits):
+            out[slot] = guess
+    return out
 
 
 def _affine_def(layout: Layout, pc: int, counts: dict[int, int], known: dict[int, Lanes],
-                block: tuple[int, int, int], written: int) -> tuple[int, Lanes] | None:
-    """(slot, its lanes) of the register the instruction at `pc` writes where it is its only write and lane-affine
-    by `known` (registers surely written here: `written`)."""
+                block: tuple[int, int, int], written: int, multi: bool = False) -> tuple[int, Lanes] | None:
+    """(slot, its lanes) of the register the instruction at `pc` writes where it is its only write (`multi`: one of
+    its writes) and lane-affine by `known` (registers surely written here: `written`)."""
     ins = layout.placed[pc].ins
     op = "wide" if ins.opcode == "mul" and ins.modifiers == (".wide",) else ins.opcode
     mods = _AFFINE_OPS.get(op)
@@ -97,7 +136,7 @@ def _affine_def(layout: Layout, pc: int, counts: dict[int, int], known: dict[int
     width = 64 if op == "wide" else int(types[0][2:])  # (the destination's)
     src_width = int(types[-1][2:]) if op in ("cvt", "wide") else width
     slot = _slot(layout, pc, dst)
-    if slot is None or counts.get(slot) != 1 or layout.reg_types[slot][2:] != str(width):
+    if slot is None or (counts.get(slot) != 1 and not multi) or layout.reg_types[slot][2:] != str(width):
         return None
     vals: list[tuple[int, bool, int | None]] = []  # (stride, wraps, the value where an immediate)
     for o in srcs:
@@ -292,6 +331,11 @@ def _base(b: L.IRBuilder, v: L.Value, tags: Tags, conds: list[L.Value], memo: di
         if tag[2]:  # (lane 31 where no wrap put it: see `Lanes`)
             last = b.extract_element(v, L.Constant(L.IntType(32), WARP - 1))
             conds.append(b.icmp_unsigned("==", last, b.add(out, L.Constant(et, (WARP - 1) * tag[1] % (1 << et.width)))))
+        if tag[3]:  # (every lane where lane 0's and the stride put it: see `Strides`)
+            step = L.Constant(v.type, [i * tag[1] % (1 << et.width) for i in range(WARP)])
+            lane0 = b.shuffle_vector(v, v, L.Constant(L.VectorType(L.IntType(32), WARP), [0] * WARP))
+            off = b.icmp_unsigned("!=", v, b.add(lane0, step))
+            conds.append(b.icmp_unsigned("==", b.bitcast(off, L.IntType(WARP)), L.Constant(L.IntType(WARP), 0)))
     elif isinstance(v, L.Constant):
         lanes = _lanes_of(v)
         assert lanes is not None

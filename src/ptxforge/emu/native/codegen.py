@@ -67,6 +67,7 @@ PROBE_REQ, PROBE_HASH, PROBE_BLOCK, PROBE_WRITES, PROBE_WARP, PROBE_PC, PROBE_LE
 # status[0] codes (status: [code, pc, thread, block, address, nbytes, write])
 ST_OK, ST_FAULT, ST_MISALIGNED, ST_READONLY, ST_NOT_CONVERGED, ST_STOP, ST_NO_PROGRESS = 0, 1, 2, 3, 4, 5, 6
 GRANULE, GMAP_READONLY = access_calls.GRANULE, access_calls.GMAP_READONLY  # (the launcher's)
+table_offset, TABLE_READONLY_BIT = access_calls.table_offset, access_calls.TABLE_READONLY_BIT
 
 BARRIER_OPCODES = ("bar", "barrier")
 
@@ -178,8 +179,8 @@ class BlockGen:
         v = self.param_regs.get(slot)
         return v if v is not None and self.surely.get(pc, 0) >> slot & 1 else None
 
-    def lane_stride(self, slot: int, pc: int) -> affine.Lanes | None:
-        """(stride, wraps) of register `slot` at `pc` in a warp all of whose lanes wrote it
+    def lane_stride(self, slot: int, pc: int) -> affine.Strides | None:
+        """(stride, wraps, checked) of register `slot` at `pc` in a warp all of whose lanes wrote it
         (`affine.lane_strides`), else None."""
         v = self.strides.get(slot)
         return v if v is not None and self.surely.get(pc, 0) >> slot & 1 else None

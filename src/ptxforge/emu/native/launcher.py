@@ -87,13 +87,21 @@ _LAST_MAP: list[tuple[weakref.ref, tuple] | None] = [None]
 
 
 def _build_map(memory: Any) -> np.ndarray:
+    """The validity map (a byte per 64-byte granule of the arena: its valid bytes from the granule's start, and
+    the read-only flag), then the allocation table at the next 8-byte boundary (access_calls.alloc_window)."""
     n = (memory.arena.size + G.GRANULE - 1) // G.GRANULE
-    gmap = np.zeros(n + 4, np.uint8)  # (+4: the code reads each entry as the low byte of an i32)
-    for a in memory.allocations:
+    at = G.table_offset(n)
+    allocs = sorted(memory.allocations, key=lambda a: a.offset)
+    gmap = np.zeros(at + 8 * (1 + 2 * len(allocs)), np.uint8)  # (+4 past the map at least: the code reads each
+    # entry as the low byte of an i32)
+    table = gmap[at:].view(np.int64)
+    table[0] = len(allocs)
+    for i, a in enumerate(allocs):
         first, end = a.offset, a.offset + a.size
         g0, g1 = first // G.GRANULE, (end + G.GRANULE - 1) // G.GRANULE
         valid = np.minimum(end - np.arange(g0, g1, dtype=np.int64) * G.GRANULE, G.GRANULE).astype(np.uint8)
         gmap[g0:g1] = valid | (G.GMAP_READONLY if a.readonly else 0)
+        table[1 + 2 * i], table[2 + 2 * i] = first, end | (int(a.readonly) << G.TABLE_READONLY_BIT)
     return gmap
 
 

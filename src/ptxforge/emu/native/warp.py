@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from ptxforge.emu.native.codegen import BlockGen
 
 IOTA = L.Constant(V(I32), list(range(WARP)))
-MARCH_BYTES = 4096  # an access whose span starts this close past its window's end marches on (`_span_good`)
 IOTA64 = L.Constant(V(I64), list(range(WARP)))
 
 
@@ -326,43 +325,40 @@ class WarpEnv:
 
     def _span_good(self, off: L.Value, go: L.Value, nbytes: int, write: bool) -> L.Value:
         """i1: `go` and the span of 32 * `nbytes` bytes at arena offset `off` is good. Each access keeps a window of
-        offsets known good for its span (checked against the validity map when it was made: the map does not
-        change during a launch): an offset inside it, aligned, is good at once; one outside it is checked
-        (`access_calls.span_fits`) and, good, opens a window there: where the access marches on (`off` lies
-        just past the window before) as far as the valid bytes run, up to a cap (`access_calls.span_end`), so
-        the warps marching through an array check it once per window; else (a first access, or one that jumps:
-        a grid-stride loop) for that span alone, which costs no look further on."""
+        offsets known good for its span: the allocation its last checked span lay in (the allocations do not
+        change during a launch). An offset inside it, aligned, is good at once; one outside it opens the window
+        of its own allocation (`access_calls.alloc_window`, a bisection of the allocation table), or, where the
+        span lies in none alone (across two adjacent ones), is checked on the validity map for itself
+        (`access_calls.span_fits`). So warps marching through an array, or jumping through it (a grid-stride
+        loop), check it once a call."""
         gen, b = self.gen, self.b
         lo, count = self._window()
         span = WARP * nbytes
         aligned = b.icmp_unsigned("==", b.and_(off, L.Constant(I64, nbytes - 1)), L.Constant(I64, 0))
-        was_lo, was_count = b.load(lo), b.load(count)
-        inside = b.and_(b.icmp_unsigned("<", b.sub(off, was_lo), was_count), aligned)
+        inside = b.and_(b.icmp_unsigned("<", b.sub(off, b.load(lo)), b.load(count)), aligned)
         pre = b.block
         fn = gen.fn
-        maybe, check, widen, run, done = (fn.append_basic_block(f"pc{self.pc}_window_{x}")
-                                          for x in ("maybe", "check", "open", "run", "done"))
+        maybe, check, opened, alone, done = (fn.append_basic_block(f"pc{self.pc}_window_{x}")
+                                             for x in ("maybe", "check", "open", "alone", "done"))
         b.cbranch(b.and_(go, inside), done, maybe).set_weights([1 << 10, 1])
         b.position_at_end(maybe)  # (not a converged span: no look at the map)
         b.cbranch(go, check, done)
         b.position_at_end(check)
-        b.cbranch(access_calls.span_fits(gen, b, off, nbytes, write), widen, done)
-        b.position_at_end(widen)
-        b.store(off, lo)
-        b.store(L.Constant(I64, 1), count)
-        marching = b.icmp_unsigned("<", b.sub(off, b.add(was_lo, was_count)), L.Constant(I64, MARCH_BYTES))
-        b.cbranch(marching, run, done)
-        b.position_at_end(run)
-        end = access_calls.span_end(gen, b, off, write)  # (>= off + span: the span's bytes are good)
-        b.store(b.add(b.sub(end, b.add(off, L.Constant(I64, span))), L.Constant(I64, 1)), count)
+        new_lo, new_count = access_calls.alloc_window(gen, b, off, span, write)
+        b.cbranch(b.and_(aligned, b.icmp_unsigned("!=", new_count, L.Constant(I64, 0))), opened, alone)
+        b.position_at_end(opened)
+        b.store(new_lo, lo)
+        b.store(new_count, count)
+        b.branch(done)
+        b.position_at_end(alone)
+        fits = access_calls.span_fits(gen, b, off, nbytes, write)
         b.branch(done)
         b.position_at_end(done)
         good = b.phi(I1)
         good.add_incoming(L.Constant(I1, 1), pre)
         good.add_incoming(L.Constant(I1, 0), maybe)
-        good.add_incoming(L.Constant(I1, 0), check)
-        good.add_incoming(L.Constant(I1, 1), widen)
-        good.add_incoming(L.Constant(I1, 1), run)
+        good.add_incoming(L.Constant(I1, 1), opened)
+        good.add_incoming(fits, alone)
         return good
 
     def _window(self) -> tuple[L.Value, L.Value]:
