@@ -1,0 +1,341 @@
+"""The native tier's worker team: helper threads that share a launch's blocks with the caller's thread, claiming
+chunks inside machine code, and that stay awake a short while after a launch so the next one finds them ready.
+
+Three small machine-code functions (llvmlite, compiled once per process) do the work with the GIL released:
+`claim` takes chunks of blocks from the launch's counter (an atomic add) and runs the kernel's `run_blocks` on
+each until no block is left or the status word says stop (a fault, a time limit, the watchdog); `lead`, called by
+the launching thread, publishes the launch (a new generation), claims like the others, closes the launch to
+late helpers and waits for the helpers that joined; `serve`, a helper's loop, watches the generation and joins
+each new launch, and returns to Python (which then sleeps on a condition until the next launch) once SPIN_S has
+passed without one. So chunks cost an atomic add, not a GIL hand-over, and back-to-back launches skip the
+helpers' wake-up; an idle process spins at most SPIN_S per helper after its last launch (0 turns spinning off).
+
+A helper joins a launch only while it is open (the generation and an open flag in one word, taken by
+compare-and-swap), so the launcher waits for exactly the helpers that touch its arrays; a helper woken late
+finds the launch closed and leaves it alone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from typing import Any
+
+import llvmlite.binding as llvm
+import llvmlite.ir as L
+import numpy as np
+
+from ptxforge.emu.native import codegen as G
+
+SPIN_S = 0.0005  # a helper watches for the next launch this long (seconds) before it sleeps; 0: never spins
+
+# the team record's int64 slots (the counter and the state word on cache lines of their own)
+T_GEN, T_FN, T_CTXS, T_NWANT, T_LAST, T_CHUNK, T_CLOCK, T_YIELD = range(8)
+T_NEXT = 8  # the next block to claim
+T_STATE, T_JOINS = 16, 17  # generation << 32 | OPEN | helpers at work; helpers that joined this launch
+T_LEN = 24
+OPEN = 1 << 31
+AT_WORK = OPEN - 1
+_CLOCK_MONOTONIC = 1  # (Linux)
+_YIELD_AFTER = 1 << 12  # the launcher spins this many times on helpers at work before it yields its core
+
+I64 = L.IntType(64)
+I32 = L.IntType(32)
+P64 = I64.as_pointer()
+
+
+def _const(v: int) -> L.Constant:
+    return L.Constant(I64, v)
+
+
+def _slot(b: L.IRBuilder, p: L.Value, i: int | L.Value) -> L.Value:
+    return b.gep(p, [i if isinstance(i, L.Value) else _const(i)])
+
+
+class _Code:
+    """Builds the module of `claim`, `lead` and `serve` (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.m = L.Module("ptxforge_native_team")
+        self.run_ty = L.FunctionType(L.VoidType(), [P64, I64, I64])
+        self.pause = self._pause()
+        self.claim = self._claim()
+        self.now = self._now()
+        self.lead = self._lead()
+        self.serve = self._serve()
+
+    def _pause(self) -> L.Function:
+        """A spin-wait hint to the core (x86's `pause`; nothing elsewhere)."""
+        f = L.Function(self.m, L.FunctionType(L.VoidType(), []), "team_pause")
+        b = L.IRBuilder(f.append_basic_block())
+        if llvm.get_process_triple().startswith(("x86_64", "i686", "i386")):
+            b.call(L.Function(self.m, L.FunctionType(L.VoidType(), []), "llvm.x86.sse2.pause"), [])
+        b.ret_void()
+        return f
+
+    def _now(self) -> L.Function:
+        """Nanoseconds of CLOCK_MONOTONIC, by the clock_gettime whose address the team record holds."""
+        f = L.Function(self.m, L.FunctionType(I64, [P64]), "team_now")
+        b = L.IRBuilder(f.append_basic_block())
+        ts = b.alloca(L.ArrayType(I64, 2))
+        clock_ty = L.FunctionType(I32, [I32, P64])
+        clock = b.inttoptr(b.load(_slot(b, f.args[0], T_CLOCK)), clock_ty.as_pointer())
+        tsp = b.bitcast(ts, P64)
+        b.call(clock, [L.Constant(I32, _CLOCK_MONOTONIC), tsp])
+        sec, ns = b.load(_slot(b, tsp, 0)), b.load(_slot(b, tsp, 1))
+        b.ret(b.add(b.mul(sec, _const(1_000_000_000)), ns))
+        return f
+
+    def _claim(self) -> L.Function:
+        """claim(team, ctx): chunks of blocks until none is left or the status is not 0; then this worker's probe
+        slot says it is done (the watchdog stops asking it)."""
+        f = L.Function(self.m, L.FunctionType(L.VoidType(), [P64, P64]), "team_claim")
+        t, ctx = f.args
+        entry, loop, take, work, done = (f.append_basic_block(n) for n in ("entry", "loop", "take", "work", "done"))
+        b = L.IRBuilder(entry)
+        fn = b.inttoptr(b.load(_slot(b, t, T_FN)), self.run_ty.as_pointer())
+        last, chunk = b.load(_slot(b, t, T_LAST)), b.load(_slot(b, t, T_CHUNK))
+        status = b.inttoptr(b.load(_slot(b, ctx, G.CTX_STATUS)), P64)
+        b.branch(loop)
+        b.position_at_end(loop)
+        b.cbranch(b.icmp_signed("!=", b.load_atomic(status, "monotonic", 8), _const(0)), done, take)
+        b.position_at_end(take)
+        first = b.atomic_rmw("add", _slot(b, t, T_NEXT), chunk, "monotonic")
+        b.cbranch(b.icmp_signed(">=", first, last), done, work)
+        b.position_at_end(work)
+        end = b.add(first, chunk)
+        b.call(fn, [ctx, first, b.select(b.icmp_signed("<", end, last), end, last)])
+        b.branch(loop)
+        b.position_at_end(done)
+        probe = b.inttoptr(b.load(_slot(b, ctx, G.CTX_PROBE)), P64)
+        b.store_atomic(_const(-1), _slot(b, probe, G.PROBE_REQ), "release", 8)
+        b.ret_void()
+        return f
+
+    def _lead(self) -> L.Function:
+        """lead(team, ctx, gen): open launch `gen` (its fields already in the record), claim, close it, wait for
+        the helpers that joined (spinning, then yielding the core between looks)."""
+        f = L.Function(self.m, L.FunctionType(L.VoidType(), [P64, P64, I64]), "team_lead")
+        t, ctx, gen = f.args
+        entry, wait, look, yld, out = (f.append_basic_block(n) for n in ("entry", "wait", "look", "yield", "out"))
+        b = L.IRBuilder(entry)
+        state = _slot(b, t, T_STATE)
+        b.store_atomic(_const(0), _slot(b, t, T_JOINS), "monotonic", 8)
+        b.store_atomic(b.or_(b.shl(gen, _const(32)), _const(OPEN)), state, "monotonic", 8)
+        b.store_atomic(gen, _slot(b, t, T_GEN), "release", 8)
+        b.call(self.claim, [t, ctx])
+        b.atomic_rmw("and", state, _const(~OPEN), "acq_rel")
+        yield_fn = b.inttoptr(b.load(_slot(b, t, T_YIELD)), L.FunctionType(I32, []).as_pointer())
+        b.branch(wait)
+        b.position_at_end(wait)
+        spins = b.phi(I64)
+        spins.add_incoming(_const(0), entry)
+        busy = b.and_(b.load_atomic(state, "acquire", 8), _const(AT_WORK))
+        b.cbranch(b.icmp_signed("==", busy, _const(0)), out, look)
+        b.position_at_end(look)
+        b.call(self.pause, [])
+        more = b.add(spins, _const(1))
+        b.cbranch(b.icmp_signed(">=", more, _const(_YIELD_AFTER)), yld, wait)
+        spins.add_incoming(more, look)
+        b.position_at_end(yld)
+        b.call(yield_fn, [])
+        b.branch(wait)
+        spins.add_incoming(more, yld)
+        b.position_at_end(out)
+        b.ret_void()
+        return f
+
+    def _serve(self) -> L.Function:
+        """serve(team, me, seen, spin_ns) -> the last generation seen: helper `me` joins every launch after `seen`
+        that wants it and is open, and returns once `spin_ns` passed without a new one."""
+        f = L.Function(self.m, L.FunctionType(I64, [P64, I64, I64, I64]), "team_serve")
+        t, me, seen0, spin_ns = f.args
+        names = ("entry", "loop", "new", "try", "cas", "swap", "join", "rearm", "idle", "clock", "out")
+        entry, loop, new, try_, cas, swap, join, rearm, idle, clock, out = (f.append_basic_block(n) for n in names)
+        b = L.IRBuilder(entry)
+        state = _slot(b, t, T_STATE)
+        deadline0 = b.add(b.call(self.now, [t]), spin_ns)
+        b.branch(loop)
+
+        b.position_at_end(loop)
+        seen, deadline, spins = b.phi(I64), b.phi(I64), b.phi(I64)
+        gen = b.load_atomic(_slot(b, t, T_GEN), "acquire", 8)
+        b.cbranch(b.icmp_signed("!=", gen, seen), new, idle)
+
+        b.position_at_end(new)  # a launch after `seen`: join it if it wants this helper
+        b.cbranch(b.icmp_signed("<", me, b.load(_slot(b, t, T_NWANT))), try_, rearm)
+        b.position_at_end(try_)
+        s0 = b.load_atomic(state, "monotonic", 8)
+        b.branch(cas)
+        b.position_at_end(cas)  # (compare-and-swap while the launch is open)
+        s = b.phi(I64)
+        s.add_incoming(s0, try_)
+        still = b.and_(b.icmp_signed("==", b.lshr(s, _const(32)), gen),
+                       b.icmp_signed("!=", b.and_(s, _const(OPEN)), _const(0)))
+        b.cbranch(still, swap, rearm)
+        b.position_at_end(swap)
+        got = b.cmpxchg(state, s, b.add(s, _const(1)), "acq_rel", "monotonic")
+        s.add_incoming(b.extract_value(got, 0), swap)
+        b.cbranch(b.extract_value(got, 1), join, cas)
+        b.position_at_end(join)
+        b.atomic_rmw("add", _slot(b, t, T_JOINS), _const(1), "monotonic")
+        ctxs = b.inttoptr(b.load(_slot(b, t, T_CTXS)), P64)
+        b.call(self.claim, [t, _slot(b, ctxs, b.mul(me, _const(G.CTX_LEN)))])
+        b.atomic_rmw("sub", state, _const(1), "release")
+        b.branch(rearm)
+        b.position_at_end(rearm)  # (a new launch: the spin starts over)
+        fresh = b.add(b.call(self.now, [t]), spin_ns)
+        b.branch(loop)
+
+        b.position_at_end(idle)  # nothing new: look at the clock every 64 pauses
+        b.call(self.pause, [])
+        spins1 = b.add(spins, _const(1))
+        b.cbranch(b.icmp_signed("==", b.and_(spins1, _const(63)), _const(0)), clock, loop)
+        b.position_at_end(clock)
+        b.cbranch(b.icmp_signed(">=", b.call(self.now, [t]), deadline), out, loop)
+        b.position_at_end(out)
+        b.ret(seen)
+
+        seen.add_incoming(seen0, entry)
+        seen.add_incoming(gen, rearm)
+        seen.add_incoming(seen, idle)
+        seen.add_incoming(seen, clock)
+        deadline.add_incoming(deadline0, entry)
+        deadline.add_incoming(fresh, rearm)
+        deadline.add_incoming(deadline, idle)
+        deadline.add_incoming(deadline, clock)
+        spins.add_incoming(_const(0), entry)
+        spins.add_incoming(_const(0), rearm)
+        spins.add_incoming(spins1, idle)
+        spins.add_incoming(spins1, clock)
+        return f
+
+
+_VOID_P = ctypes.c_void_p
+_LEAD = ctypes.CFUNCTYPE(None, _VOID_P, _VOID_P, ctypes.c_int64)
+_SERVE = ctypes.CFUNCTYPE(ctypes.c_int64, _VOID_P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+
+
+def _compile() -> tuple[Any, Any, Any]:
+    """(the engine, `lead`, `serve`) of the team's machine code (compiled here: a few milliseconds, once)."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    code = _Code()
+    target = llvm.Target.from_default_triple()
+    tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+                                      opt=2, codemodel="jitdefault")
+    mod = llvm.parse_assembly(str(code.m))
+    mod.verify()
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    return (engine, _LEAD(engine.get_function_address("team_lead")),
+            _SERVE(engine.get_function_address("team_serve")))
+
+
+def _libc_address(name: str) -> int:
+    return ctypes.cast(getattr(ctypes.CDLL(None), name), _VOID_P).value or 0
+
+
+class Team:
+    """The helper threads of this process's native launches (`run`), started as launches first want them."""
+
+    def __init__(self) -> None:
+        self.engine, self.lead, self.serve = _compile()
+        raw = np.zeros(T_LEN + 8, np.int64)  # (the record at a 64-byte boundary)
+        skip = (-raw.ctypes.data % 64) // 8
+        self.rec = raw[skip:skip + T_LEN]
+        self.address = self.rec.ctypes.data
+        self.rec[T_CLOCK] = _libc_address("clock_gettime")
+        self.rec[T_YIELD] = _libc_address("sched_yield")
+        self.lock = threading.Lock()  # one launch at a time (another finds it busy and runs alone)
+        self.cond = threading.Condition()  # sleeping helpers wait on it for the next generation
+        self.gen = 0
+        self.sleeping = 0
+        self.helpers: list[threading.Thread] = []
+        self.ctxs = np.zeros((1, G.CTX_LEN), np.int64)  # row k: helper k's context (row 0 unused: the caller's)
+        self.shared: list[np.ndarray] = [np.zeros(0, np.uint8)]  # helper k's shared-memory buffer
+        self.shared_addresses = np.zeros(0, np.int64)  # (theirs, helper 1's first)
+        self.spinners = _cores() - 1  # helpers 1..spinners spin after a launch (more would take the caller's core)
+        self.launches = 0  # launches shared with helpers so far
+
+    def run(self, fn_address: int, ctx0: np.ndarray, ctx_address: int, probes: np.ndarray, nworkers: int,
+            first: int, last: int, chunk: int, shared_size: int) -> int:
+        """Blocks [first, last) of a launch whose caller's context is `ctx0` (at `ctx_address`), in chunks of
+        `chunk`, by the caller and up to `nworkers - 1` helpers (worker k's probe row k); the helpers that
+        joined (a helper still asleep may miss it). The caller must hold `lock`."""
+        self._grow(nworkers, shared_size)
+        rows = self.ctxs[1:nworkers]
+        rows[:] = ctx0
+        rows[:, G.CTX_PROBE] = probes.ctypes.data + 8 * G.PROBE_LEN * np.arange(1, nworkers)
+        rows[:, G.CTX_SHARED] = self.shared_addresses[:nworkers - 1]
+        r = self.rec
+        r[T_FN], r[T_CTXS], r[T_NWANT] = fn_address, self.ctxs.ctypes.data, nworkers
+        r[T_NEXT], r[T_LAST], r[T_CHUNK] = first, last, chunk
+        self.gen += 1
+        self.launches += 1
+        if self.sleeping:
+            with self.cond:
+                self.cond.notify_all()
+        self.lead(self.address, ctx_address, self.gen)
+        return int(r[T_JOINS])
+
+    def _grow(self, nworkers: int, shared_size: int) -> None:
+        """Helpers 1..nworkers-1 started, each with a context row and a shared buffer of `shared_size` bytes."""
+        if self.ctxs.shape[0] < nworkers:
+            self.ctxs = np.zeros((nworkers, G.CTX_LEN), np.int64)
+        grown = False
+        while len(self.shared) < nworkers:
+            self.shared.append(np.zeros(0, np.uint8))
+        for k in range(1, nworkers):
+            if self.shared[k].size < max(shared_size, 1):
+                self.shared[k] = np.zeros(max(shared_size, 4096), np.uint8)
+                grown = True
+        if grown:
+            self.shared_addresses = np.array([a.ctypes.data for a in self.shared[1:]], np.int64)
+        while len(self.helpers) < nworkers - 1:
+            me = len(self.helpers) + 1
+            th = threading.Thread(target=self._serve_loop, args=(me,), daemon=True, name=f"ptxforge-native-{me}")
+            th.start()
+            self.helpers.append(th)
+
+    def _serve_loop(self, me: int) -> None:
+        """Helper `me`: serve launches in machine code; when SPIN_S passes without one, sleep until the next."""
+        seen = 0
+        rec, serve = self.rec, self.serve  # (kept alive here while the helper runs)
+        while True:
+            spin_ns = int(SPIN_S * 1e9) if me <= self.spinners else 0
+            seen = serve(rec.ctypes.data, me, seen, spin_ns)
+            with self.cond:
+                self.sleeping += 1
+                while self.gen == seen:
+                    self.cond.wait()
+                self.sleeping -= 1
+
+
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # (not Linux)
+        return max(1, os.cpu_count() or 1)
+
+
+_TEAM: list[Team] = []
+_TEAM_LOCK = threading.Lock()
+
+
+def _forget_after_fork() -> None:
+    _TEAM.clear()  # (a forked child has none of the helper threads: its first sharing launch makes a team)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def team() -> Team:
+    """This process's team (made at the first launch that shares its blocks)."""
+    if not _TEAM:
+        with _TEAM_LOCK:
+            if not _TEAM:
+                _TEAM.append(Team())
+    return _TEAM[0]
