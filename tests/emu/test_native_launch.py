@@ -81,12 +81,12 @@ def test_a_grid_too_small_to_split_runs_on_the_callers_thread(monkeypatch):
     a = np.arange(n, dtype=np.float32)
     bufs = [to_device(a), to_device(a), to_device(np.zeros(n, np.float32))]
 
-    def no_pool():
-        raise AssertionError("the pool was fed a grid of microseconds")
-    monkeypatch.setattr(launcher, "_pool", no_pool)
+    def no_team():
+        raise AssertionError("the team was handed a grid of microseconds")
+    monkeypatch.setattr(launcher, "team", no_team)
     # a chunk of 1 s: 16 blocks fit one whatever the first block's timing (a cold or preempted first block
-    # measured several microseconds under load, which made the real 0.1 ms chunk shorter than the grid)
-    monkeypatch.setattr(launcher, "MIN_CHUNK_S", 1.0)
+    # measured several microseconds under load)
+    monkeypatch.setattr(launcher, "CHUNK_S", 1.0)
     try:
         r = k.launch(grid=(16,), block=(256,), args=[*bufs, np.int32(n)], options={"tier": "native", "threads": 4})
         assert r.tier == "native"
@@ -98,10 +98,55 @@ def test_a_grid_too_small_to_split_runs_on_the_callers_thread(monkeypatch):
 
 def test_workers_taking_small_chunks_give_what_one_thread_gives(monkeypatch):
     from ptxforge.emu.native import launcher
+    from ptxforge.emu.native.team import team
 
-    fed = []
-    pool = launcher._pool
-    monkeypatch.setattr(launcher, "MIN_CHUNK_S", 0.0)  # chunks of a block or so: every worker takes some
-    monkeypatch.setattr(launcher, "_pool", lambda: fed.append(1) or pool())
+    monkeypatch.setattr(launcher, "CHUNK_S", 0.0)  # chunks of a block: every worker that joins takes some
     want = _reduce(1)
-    assert _reduce(4) == want and fed
+    before = team().launches
+    assert _reduce(4) == want and team().launches > before
+
+
+def test_helpers_join_back_to_back_launches(monkeypatch):
+    """A helper spinning after a launch joins the next one (tried a few times: on a loaded machine a helper may
+    wait for a core), and what the workers write is what one thread writes."""
+    from ptxforge.emu.native import launcher
+    from ptxforge.emu.native.team import team
+
+    monkeypatch.setattr(launcher, "CHUNK_S", 0.0)
+    k = corpus_module("vector_ops").kernel("vadd_f32")
+    n = 256 * 128
+    a = np.random.default_rng(5).random(n, np.float32)
+    bufs = [to_device(a), to_device(a), to_device(np.zeros(n, np.float32))]
+    try:
+        joined = team().joined
+        for _ in range(50):
+            bufs[2].copy_from(np.zeros(n, np.float32))
+            k.launch(grid=(256,), block=(128,), args=[*bufs, np.int32(n)],
+                     options={"tier": "native", "threads": 2, "level": "quick"})
+            np.testing.assert_array_equal(bufs[2].to_host(), a + a)
+            if team().joined > joined:
+                break
+        assert team().joined > joined
+    finally:
+        for bf in bufs:
+            bf.free()
+
+
+def test_a_fault_in_a_shared_launch_names_its_thread_and_block(monkeypatch):
+    from ptxforge.emu.errors import MemoryFault
+    from ptxforge.emu.native import launcher
+
+    monkeypatch.setattr(launcher, "CHUNK_S", 0.0)
+    k = corpus_module("vector_ops").kernel("vadd_f32")
+    n = 64 * 256
+    a = to_device(np.ones(n, np.float32))
+    c = to_device(np.zeros(n - 56, np.float32))  # only block 63's threads 200.. write past its end
+    try:
+        for _ in range(5):  # (whichever worker runs block 63)
+            with pytest.raises(MemoryFault, match=r"out-of-bounds global access of 4 bytes .* by thread \(200,0,0\) "
+                               r"block \(63,0,0\)$"):
+                k.launch(grid=(64,), block=(256,), args=[a, a, c, np.int32(n)],
+                         options={"tier": "native", "threads": 2, "level": "quick"})
+    finally:
+        a.free()
+        c.free()

@@ -258,6 +258,7 @@ class Team:
         self.shared_addresses = np.zeros(0, np.int64)  # (theirs, helper 1's first)
         self.spinners = _cores() - 1  # helpers 1..spinners spin after a launch (more would take the caller's core)
         self.launches = 0  # launches shared with helpers so far
+        self.joined = 0  # helpers that joined them (a helper that woke too late for a launch did not)
 
     def run(self, fn_address: int, ctx0: np.ndarray, ctx_address: int, probes: np.ndarray, nworkers: int,
             first: int, last: int, chunk: int, shared_size: int) -> int:
@@ -278,7 +279,9 @@ class Team:
             with self.cond:
                 self.cond.notify_all()
         self.lead(self.address, ctx_address, self.gen)
-        return int(r[T_JOINS])
+        joins = int(r[T_JOINS])
+        self.joined += joins
+        return joins
 
     def _grow(self, nworkers: int, shared_size: int) -> None:
         """Helpers 1..nworkers-1 started, each with a context row and a shared buffer of `shared_size` bytes."""
