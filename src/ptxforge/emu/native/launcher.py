@@ -210,8 +210,7 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
         if nthreads == 1:  # (no team, no lock: a tiny launch's cost is mostly this path)
             fn(addr, 0, nblocks)
         else:  # every core unless the launch is small; as many workers as asked unless it fits one chunk
-            _run_spread(fn, addr, ctx0, status, probes, nblocks, nthreads, shared_size,
-                        ALONE_S if threads is None else CHUNK_S)
+            _run_spread(fn, addr, ctx0, status, probes, nblocks, nthreads, shared_size, threads is None)
     finally:
         WATCHDOG.forget(token)
     code = w[G.CTX_LEN]  # (status[0])
@@ -237,23 +236,24 @@ CHUNKS_PER_WORKER = 4  # (at least this many per worker, where the blocks allow:
 
 
 def _run_spread(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int,
-                nthreads: int, shared_size: int, alone_s: float) -> None:
+                nthreads: int, shared_size: int, may_be_alone: bool) -> None:
     """The first chunk of blocks on the caller's thread, timed: when the rest would take it under `alone_s`, it
     runs them too (sharing costs more than a small launch's work, and on a loaded machine a helper may wait long
     for a core); otherwise the rest is shared with up to `nthreads - 1` helpers of the team (team.py)."""
-    first = max(1, nblocks // (nthreads * 32))
+    first = max(1, min(nblocks // 8, max(nblocks // (nthreads * 32), 16)))  # (a few blocks at least: one
+    # cold block's time is a poor estimate)
     t = time.perf_counter()
     fn(addr, 0, first)
     if status[0] != 0:
         return
     per_block = (time.perf_counter() - t) / first
     rest = nblocks - first
-    if per_block * rest < alone_s:
+    if per_block * rest < (ALONE_S if may_be_alone else CHUNK_S):
         fn(addr, first, nblocks)
         return
     crew = team()
-    if not crew.lock.acquire(blocking=False):  # another launch has the team (another thread's): run alone
-        fn(addr, first, nblocks)
+    if (may_be_alone and crew.quiet()) or not crew.lock.acquire(blocking=False):  # (the lock: another thread's
+        fn(addr, first, nblocks)  # launch has the team)
         return
     try:
         chunk = max(1, min(math.ceil(CHUNK_S / max(per_block, 1e-12)), rest // (nthreads * CHUNKS_PER_WORKER)))

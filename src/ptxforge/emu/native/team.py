@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -31,6 +32,13 @@ from ptxforge.emu.native import codegen as G
 SPIN_S = 0.0005  # a helper watches for the next launch this long (seconds) before it sleeps; 0: never spins
 
 # the team record's int64 slots (the counter and the state word on cache lines of their own)
+# A launch in which a helper that was awake found no core to join, or one that kept the caller waiting over LATE_S
+# for a helper's last chunk (it lost its core mid-chunk: on a busy machine, for a time slice of milliseconds), starts
+# a quiet spell in which launches free to run alone (threads=None) do: MIN_QUIET_S, doubling up to MAX_QUIET_S
+LATE_S = 0.0002
+MIN_QUIET_S = 0.001
+MAX_QUIET_S = 0.5
+
 T_GEN, T_FN, T_CTXS, T_NWANT, T_LAST, T_CHUNK, T_CLOCK, T_YIELD = range(8)
 T_NEXT = 8  # the next block to claim
 T_STATE, T_JOINS = 16, 17  # generation << 32 | OPEN | helpers at work; helpers that joined this launch
@@ -38,7 +46,7 @@ T_LEN = 24
 OPEN = 1 << 31
 AT_WORK = OPEN - 1
 _CLOCK_MONOTONIC = 1  # (Linux)
-_YIELD_AFTER = 1 << 12  # the launcher spins this many times on helpers at work before it yields its core
+_YIELD_AFTER = 1 << 8  # the launcher spins this many times on helpers at work before it yields its core
 
 I64 = L.IntType(64)
 I32 = L.IntType(32)
@@ -114,9 +122,9 @@ class _Code:
         return f
 
     def _lead(self) -> L.Function:
-        """lead(team, ctx, gen): open launch `gen` (its fields already in the record), claim, close it, wait for
-        the helpers that joined (spinning, then yielding the core between looks)."""
-        f = L.Function(self.m, L.FunctionType(L.VoidType(), [P64, P64, I64]), "team_lead")
+        """lead(team, ctx, gen) -> nanoseconds waited: open launch `gen` (its fields already in the record), claim,
+        close it, wait for the helpers that joined (spinning, then yielding the core between looks)."""
+        f = L.Function(self.m, L.FunctionType(I64, [P64, P64, I64]), "team_lead")
         t, ctx, gen = f.args
         entry, wait, look, yld, out = (f.append_basic_block(n) for n in ("entry", "wait", "look", "yield", "out"))
         b = L.IRBuilder(entry)
@@ -127,6 +135,7 @@ class _Code:
         b.call(self.claim, [t, ctx])
         b.atomic_rmw("and", state, _const(~OPEN), "acq_rel")
         yield_fn = b.inttoptr(b.load(_slot(b, t, T_YIELD)), L.FunctionType(I32, []).as_pointer())
+        since = b.call(self.now, [t])
         b.branch(wait)
         b.position_at_end(wait)
         spins = b.phi(I64)
@@ -143,7 +152,7 @@ class _Code:
         b.branch(wait)
         spins.add_incoming(more, yld)
         b.position_at_end(out)
-        b.ret_void()
+        b.ret(b.sub(b.call(self.now, [t]), since))
         return f
 
     def _serve(self) -> L.Function:
@@ -151,8 +160,9 @@ class _Code:
         that wants it and is open, and returns once `spin_ns` passed without a new one."""
         f = L.Function(self.m, L.FunctionType(I64, [P64, I64, I64, I64]), "team_serve")
         t, me, seen0, spin_ns = f.args
-        names = ("entry", "loop", "new", "try", "cas", "swap", "join", "rearm", "idle", "clock", "out")
-        entry, loop, new, try_, cas, swap, join, rearm, idle, clock, out = (f.append_basic_block(n) for n in names)
+        names = ("entry", "loop", "new", "try", "cas", "swap", "join", "rearm", "skip", "idle", "clock", "out")
+        entry, loop, new, try_, cas, swap, join, rearm, skip, idle, clock, out = (f.append_basic_block(n)
+                                                                                  for n in names)
         b = L.IRBuilder(entry)
         state = _slot(b, t, T_STATE)
         deadline0 = b.add(b.call(self.now, [t]), spin_ns)
@@ -164,7 +174,7 @@ class _Code:
         b.cbranch(b.icmp_signed("!=", gen, seen), new, idle)
 
         b.position_at_end(new)  # a launch after `seen`: join it if it wants this helper
-        b.cbranch(b.icmp_signed("<", me, b.load(_slot(b, t, T_NWANT))), try_, rearm)
+        b.cbranch(b.icmp_signed("<", me, b.load(_slot(b, t, T_NWANT))), try_, skip)
         b.position_at_end(try_)
         s0 = b.load_atomic(state, "monotonic", 8)
         b.branch(cas)
@@ -173,7 +183,7 @@ class _Code:
         s.add_incoming(s0, try_)
         still = b.and_(b.icmp_signed("==", b.lshr(s, _const(32)), gen),
                        b.icmp_signed("!=", b.and_(s, _const(OPEN)), _const(0)))
-        b.cbranch(still, swap, rearm)
+        b.cbranch(still, swap, skip)
         b.position_at_end(swap)
         got = b.cmpxchg(state, s, b.add(s, _const(1)), "acq_rel", "monotonic")
         s.add_incoming(b.extract_value(got, 0), swap)
@@ -184,12 +194,15 @@ class _Code:
         b.call(self.claim, [t, _slot(b, ctxs, b.mul(me, _const(G.CTX_LEN)))])
         b.atomic_rmw("sub", state, _const(1), "release")
         b.branch(rearm)
-        b.position_at_end(rearm)  # (a new launch: the spin starts over)
+        b.position_at_end(rearm)  # (after work: the spin starts over)
         fresh = b.add(b.call(self.now, [t]), spin_ns)
         b.branch(loop)
+        b.position_at_end(skip)  # (a launch this helper missed or was not wanted for: the spin goes on)
+        b.branch(loop)
 
-        b.position_at_end(idle)  # nothing new: look at the clock every 64 pauses
-        b.call(self.pause, [])
+        b.position_at_end(idle)  # nothing new: pause, offer the core to whoever waits for it, look at the clock
+        b.call(self.pause, [])  # every 64 turns
+        b.call(b.inttoptr(b.load(_slot(b, t, T_YIELD)), L.FunctionType(I32, []).as_pointer()), [])
         spins1 = b.add(spins, _const(1))
         b.cbranch(b.icmp_signed("==", b.and_(spins1, _const(63)), _const(0)), clock, loop)
         b.position_at_end(clock)
@@ -199,21 +212,24 @@ class _Code:
 
         seen.add_incoming(seen0, entry)
         seen.add_incoming(gen, rearm)
+        seen.add_incoming(gen, skip)
         seen.add_incoming(seen, idle)
         seen.add_incoming(seen, clock)
         deadline.add_incoming(deadline0, entry)
         deadline.add_incoming(fresh, rearm)
+        deadline.add_incoming(deadline, skip)
         deadline.add_incoming(deadline, idle)
         deadline.add_incoming(deadline, clock)
         spins.add_incoming(_const(0), entry)
         spins.add_incoming(_const(0), rearm)
+        spins.add_incoming(spins, skip)
         spins.add_incoming(spins1, idle)
         spins.add_incoming(spins1, clock)
         return f
 
 
 _VOID_P = ctypes.c_void_p
-_LEAD = ctypes.CFUNCTYPE(None, _VOID_P, _VOID_P, ctypes.c_int64)
+_LEAD = ctypes.CFUNCTYPE(ctypes.c_int64, _VOID_P, _VOID_P, ctypes.c_int64)
 _SERVE = ctypes.CFUNCTYPE(ctypes.c_int64, _VOID_P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
 
 
@@ -259,6 +275,8 @@ class Team:
         self.spinners = _cores() - 1  # helpers 1..spinners spin after a launch (more would take the caller's core)
         self.launches = 0  # launches shared with helpers so far
         self.joined = 0  # helpers that joined them (a helper that woke too late for a launch did not)
+        self.quiet_until = 0.0  # (perf_counter) launches that may run alone do so until then (`quiet`)
+        self.backoff = MIN_QUIET_S  # the next quiet spell's length
 
     def run(self, fn_address: int, ctx0: np.ndarray, ctx_address: int, probes: np.ndarray, nworkers: int,
             first: int, last: int, chunk: int, shared_size: int) -> int:
@@ -275,13 +293,24 @@ class Team:
         r[T_NEXT], r[T_LAST], r[T_CHUNK] = first, last, chunk
         self.gen += 1
         self.launches += 1
-        if self.sleeping:
+        awake = not self.sleeping
+        if not awake:
             with self.cond:
                 self.cond.notify_all()
-        self.lead(self.address, ctx_address, self.gen)
+        waited = self.lead(self.address, ctx_address, self.gen) * 1e-9
         joins = int(r[T_JOINS])
         self.joined += joins
+        if (awake and not joins) or waited > LATE_S:  # no core for a helper, or one lost its core mid-chunk
+            self.quiet_until = time.perf_counter() + self.backoff
+            self.backoff = min(2 * self.backoff, MAX_QUIET_S)
+        elif joins:
+            self.backoff = MIN_QUIET_S
         return joins
+
+    def quiet(self) -> bool:
+        """Whether a launch free to run alone should (a helper lately found no core; the spell doubles each
+        time, from MIN_QUIET_S to MAX_QUIET_S, and shrinks back once helpers join again)."""
+        return time.perf_counter() < self.quiet_until
 
     def _grow(self, nworkers: int, shared_size: int) -> None:
         """Helpers 1..nworkers-1 started, each with a context row and a shared buffer of `shared_size` bytes."""
