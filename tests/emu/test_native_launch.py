@@ -150,3 +150,22 @@ def test_a_fault_in_a_shared_launch_names_its_thread_and_block(monkeypatch):
     finally:
         a.free()
         c.free()
+
+
+def test_helpers_sleep_once_their_spin_is_over(monkeypatch):
+    """After a shared launch every helper is asleep (spending no CPU) within its bounded spin; with no spin at all
+    (spin_ns 0, as $PTXFORGE_NATIVE_SPIN_S=0 sets) the launches still give what one thread gives."""
+    import time
+
+    from ptxforge.emu.native import launcher
+    from ptxforge.emu.native.team import team
+
+    monkeypatch.setattr(launcher, "CHUNK_S", 0.0)
+    want = _reduce(1)
+    for spin_ns in (team().spin_ns, 0):
+        monkeypatch.setattr(team(), "spin_ns", spin_ns)
+        assert _reduce(2) == want
+        deadline = time.monotonic() + 10  # (a loaded machine may keep a helper from its core a while)
+        while team().sleeping < len(team().helpers) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert team().sleeping == len(team().helpers)

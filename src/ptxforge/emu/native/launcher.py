@@ -1,9 +1,11 @@
 """Run a launch's blocks on the native tier: the machine code over all blocks, spread over threads.
 
-Each worker thread takes chunks of blocks from a shared counter and calls the compiled `run_blocks` (ctypes
-drops the GIL for the call), with its own shared-memory buffer; blocks write their own count slot, so the
-counts never race. With the default thread count, a launch whose first chunk shows it would finish within
-ALONE_S on the caller's thread runs there alone; `threads=N` always uses N workers. A fault stops every
+The caller's thread runs a first chunk of blocks through the compiled `run_blocks` (ctypes drops the GIL for
+the call) and times it; the rest it shares with the helper threads of the team (team.py), each worker taking
+chunks of blocks from a shared counter inside the machine code, with its own shared-memory buffer; blocks
+write their own count slot, so the counts never race. With the default thread count, a launch the first chunk
+shows would finish within ALONE_S on the caller's thread runs there alone; `threads=N` uses N workers unless
+the rest fits one chunk (or another thread's launch has the team: the caller runs it alone). A fault stops every
 worker at its next segment; the launcher then raises the fault the interpreter would (out of bounds,
 misaligned, read-only), naming the PTX line, the thread and the block.
 """
@@ -229,17 +231,21 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
             "waves": -(-nblocks // m.resident), "resident_blocks": m.resident, "steps": 0, "level": ran_level}
 
 
-ALONE_S = 0.0005  # a launch the caller's thread would finish alone within this (estimated) gets no helpers
-CHUNK_S = 0.00001  # a chunk of blocks a worker claims at once runs about this long (estimated): a claim is an
-# atomic add in the machine code, so chunks can be short and the workers end together
+# a launch the caller's thread would finish alone within this (estimated) runs there: sharing costs the team's
+# set-up and a helper's first look (a few microseconds when it spins, tens when it sleeps), and two workers share
+# the caches and the memory (a 1M-thread vector add on two threads of a 2-core machine: 0.32 ms, not half of 0.53)
+ALONE_S = 0.0001
+CHUNK_S = 0.00003  # a chunk of blocks a worker claims at once runs about this long (estimated): a claim is an
+# atomic add in the machine code (about 0.3 us a chunk with two workers), so chunks can be short
 CHUNKS_PER_WORKER = 4  # (at least this many per worker, where the blocks allow: the balance)
 
 
 def _run_spread(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int,
                 nthreads: int, shared_size: int, may_be_alone: bool) -> None:
-    """The first chunk of blocks on the caller's thread, timed: when the rest would take it under `alone_s`, it
-    runs them too (sharing costs more than a small launch's work, and on a loaded machine a helper may wait long
-    for a core); otherwise the rest is shared with up to `nthreads - 1` helpers of the team (team.py)."""
+    """The first chunk of blocks on the caller's thread, timed; the rest shared with up to `nthreads - 1` helpers
+    of the team (team.py) unless it would take the caller under ALONE_S (`may_be_alone`: threads=None) or one
+    chunk (threads=N) alone. With `may_be_alone` the caller also runs alone in the team's quiet spells (helpers
+    found no core lately) and whenever another thread's launch has the team."""
     first = max(1, min(nblocks // 8, max(nblocks // (nthreads * 32), 16)))  # (a few blocks at least: one
     # cold block's time is a poor estimate)
     t = time.perf_counter()
@@ -252,8 +258,8 @@ def _run_spread(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes
         fn(addr, first, nblocks)
         return
     crew = team()
-    if (may_be_alone and crew.quiet()) or not crew.lock.acquire(blocking=False):  # (the lock: another thread's
-        fn(addr, first, nblocks)  # launch has the team)
+    if (may_be_alone and crew.quiet()) or not crew.lock.acquire(blocking=False):
+        fn(addr, first, nblocks)
         return
     try:
         chunk = max(1, min(math.ceil(CHUNK_S / max(per_block, 1e-12)), rest // (nthreads * CHUNKS_PER_WORKER)))

@@ -8,7 +8,8 @@ the launching thread, publishes the launch (a new generation), claims like the o
 late helpers and waits for the helpers that joined; `serve`, a helper's loop, watches the generation and joins
 each new launch, and returns to Python (which then sleeps on a condition until the next launch) once SPIN_S has
 passed without one. So chunks cost an atomic add, not a GIL hand-over, and back-to-back launches skip the
-helpers' wake-up; an idle process spins at most SPIN_S per helper after its last launch (0 turns spinning off).
+helpers' wake-up; an idle process spins at most SPIN_S per helper after its last launch, one helper fewer than
+the cores it may use ($PTXFORGE_NATIVE_SPIN_S=0 turns spinning off).
 
 A helper joins a launch only while it is open (the generation and an open flag in one word, taken by
 compare-and-swap), so the launcher waits for exactly the helpers that touch its arrays; a helper woken late
@@ -27,9 +28,11 @@ import llvmlite.binding as llvm
 import llvmlite.ir as L
 import numpy as np
 
+from ptxforge import environment
 from ptxforge.emu.native import codegen as G
 
 SPIN_S = 0.0005  # a helper watches for the next launch this long (seconds) before it sleeps; 0: never spins
+# ($PTXFORGE_NATIVE_SPIN_S, read when the team is made, says otherwise)
 
 # the team record's int64 slots (the counter and the state word on cache lines of their own)
 # A launch in which a helper that was awake found no core to join, or one that kept the caller waiting over LATE_S
@@ -273,6 +276,8 @@ class Team:
         self.shared: list[np.ndarray] = [np.zeros(0, np.uint8)]  # helper k's shared-memory buffer
         self.shared_addresses = np.zeros(0, np.int64)  # (theirs, helper 1's first)
         self.spinners = _cores() - 1  # helpers 1..spinners spin after a launch (more would take the caller's core)
+        spin_s = environment.native_spin_s()
+        self.spin_ns = int((SPIN_S if spin_s is None else spin_s) * 1e9)
         self.launches = 0  # launches shared with helpers so far
         self.joined = 0  # helpers that joined them (a helper that woke too late for a launch did not)
         self.quiet_until = 0.0  # (perf_counter) launches that may run alone do so until then (`quiet`)
@@ -336,7 +341,7 @@ class Team:
         seen = 0
         rec, serve = self.rec, self.serve  # (kept alive here while the helper runs)
         while True:
-            spin_ns = int(SPIN_S * 1e9) if me <= self.spinners else 0
+            spin_ns = self.spin_ns if me <= self.spinners else 0
             seen = serve(rec.ctypes.data, me, seen, spin_ns)
             with self.cond:
                 self.sleeping += 1
