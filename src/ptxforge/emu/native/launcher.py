@@ -238,14 +238,18 @@ ALONE_S = 0.0001
 CHUNK_S = 0.00003  # a chunk of blocks a worker claims at once runs about this long (estimated): a claim is an
 # atomic add in the machine code (about 0.3 us a chunk with two workers), so chunks can be short
 CHUNKS_PER_WORKER = 4  # (at least this many per worker, where the blocks allow: the balance)
+# in the team's quiet spells (helpers found no core lately) a launch under this (estimated) runs alone: a helper
+# that loses its core mid-chunk keeps the caller waiting a time slice (milliseconds), while a longer launch gains
+# from a helper even when it joins late
+QUIET_MAX_S = 0.002
 
 
 def _run_spread(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int,
                 nthreads: int, shared_size: int, may_be_alone: bool) -> None:
     """The first chunk of blocks on the caller's thread, timed; the rest shared with up to `nthreads - 1` helpers
     of the team (team.py) unless it would take the caller under ALONE_S (`may_be_alone`: threads=None) or one
-    chunk (threads=N) alone. With `may_be_alone` the caller also runs alone in the team's quiet spells (helpers
-    found no core lately) and whenever another thread's launch has the team."""
+    chunk (threads=N) alone. The caller also runs alone whenever another thread's launch has the team, and with
+    `may_be_alone` a launch under QUIET_MAX_S in the team's quiet spells."""
     first = max(1, min(nblocks // 8, max(nblocks // (nthreads * 32), 16)))  # (a few blocks at least: one
     # cold block's time is a poor estimate)
     t = time.perf_counter()
@@ -258,7 +262,8 @@ def _run_spread(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes
         fn(addr, first, nblocks)
         return
     crew = team()
-    if (may_be_alone and crew.quiet()) or not crew.lock.acquire(blocking=False):
+    quiet = may_be_alone and per_block * rest < QUIET_MAX_S and crew is not None and crew.quiet()
+    if crew is None or quiet or not crew.lock.acquire(blocking=False):
         fn(addr, first, nblocks)
         return
     try:

@@ -45,11 +45,14 @@ MAX_QUIET_S = 0.5
 T_GEN, T_FN, T_CTXS, T_NWANT, T_LAST, T_CHUNK, T_CLOCK, T_YIELD = range(8)
 T_NEXT = 8  # the next block to claim
 T_STATE, T_JOINS = 16, 17  # generation << 32 | OPEN | helpers at work; helpers that joined this launch
-T_LEN = 24
+T_NAP = 24  # (libc's usleep)
+T_LEN = 32
 OPEN = 1 << 31
 AT_WORK = OPEN - 1
 _CLOCK_MONOTONIC = 1  # (Linux)
 _YIELD_AFTER = 1 << 8  # the launcher spins this many times on helpers at work before it yields its core
+_NAP_AFTER_NS = 50_000  # and naps (usleep) _NAP_US at a time once it has waited this long
+_NAP_US = 50
 
 I64 = L.IntType(64)
 I32 = L.IntType(32)
@@ -126,10 +129,12 @@ class _Code:
 
     def _lead(self) -> L.Function:
         """lead(team, ctx, gen) -> nanoseconds waited: open launch `gen` (its fields already in the record), claim,
-        close it, wait for the helpers that joined (spinning, then yielding the core between looks)."""
+        close it, wait for the helpers that joined: spinning, then yielding the core between looks, then (past
+        _NAP_AFTER_NS: a helper lost its core) napping, so that the helper may have this core."""
         f = L.Function(self.m, L.FunctionType(I64, [P64, P64, I64]), "team_lead")
         t, ctx, gen = f.args
-        entry, wait, look, yld, out = (f.append_basic_block(n) for n in ("entry", "wait", "look", "yield", "out"))
+        names = ("entry", "wait", "look", "slow", "yield", "nap", "out")
+        entry, wait, look, slow, yld, nap, out = (f.append_basic_block(n) for n in names)
         b = L.IRBuilder(entry)
         state = _slot(b, t, T_STATE)
         b.store_atomic(_const(0), _slot(b, t, T_JOINS), "monotonic", 8)
@@ -137,7 +142,6 @@ class _Code:
         b.store_atomic(gen, _slot(b, t, T_GEN), "release", 8)
         b.call(self.claim, [t, ctx])
         b.atomic_rmw("and", state, _const(~OPEN), "acq_rel")
-        yield_fn = b.inttoptr(b.load(_slot(b, t, T_YIELD)), L.FunctionType(I32, []).as_pointer())
         since = b.call(self.now, [t])
         b.branch(wait)
         b.position_at_end(wait)
@@ -148,12 +152,20 @@ class _Code:
         b.position_at_end(look)
         b.call(self.pause, [])
         more = b.add(spins, _const(1))
-        b.cbranch(b.icmp_signed(">=", more, _const(_YIELD_AFTER)), yld, wait)
+        b.cbranch(b.icmp_signed(">=", more, _const(_YIELD_AFTER)), slow, wait)
         spins.add_incoming(more, look)
+        b.position_at_end(slow)
+        late = b.icmp_signed(">=", b.sub(b.call(self.now, [t]), since), _const(_NAP_AFTER_NS))
+        b.cbranch(late, nap, yld)
         b.position_at_end(yld)
-        b.call(yield_fn, [])
+        b.call(b.inttoptr(b.load(_slot(b, t, T_YIELD)), L.FunctionType(I32, []).as_pointer()), [])
         b.branch(wait)
         spins.add_incoming(more, yld)
+        b.position_at_end(nap)
+        nap_fn = b.inttoptr(b.load(_slot(b, t, T_NAP)), L.FunctionType(I32, [I32]).as_pointer())
+        b.call(nap_fn, [L.Constant(I32, _NAP_US)])
+        b.branch(wait)
+        spins.add_incoming(more, nap)
         b.position_at_end(out)
         b.ret(b.sub(b.call(self.now, [t]), since))
         return f
@@ -267,6 +279,7 @@ class Team:
         self.address = self.rec.ctypes.data
         self.rec[T_CLOCK] = _libc_address("clock_gettime")
         self.rec[T_YIELD] = _libc_address("sched_yield")
+        self.rec[T_NAP] = _libc_address("usleep")
         self.lock = threading.Lock()  # one launch at a time (another finds it busy and runs alone)
         self.cond = threading.Condition()  # sleeping helpers wait on it for the next generation
         self.gen = 0
@@ -333,6 +346,8 @@ class Team:
         while len(self.helpers) < nworkers - 1:
             me = len(self.helpers) + 1
             th = threading.Thread(target=self._serve_loop, args=(me,), daemon=True, name=f"ptxforge-native-{me}")
+            with self.cond:
+                self.sleeping += 1  # (until it serves: a launch before that is not one it missed)
             th.start()
             self.helpers.append(th)
 
@@ -340,6 +355,8 @@ class Team:
         """Helper `me`: serve launches in machine code; when SPIN_S passes without one, sleep until the next."""
         seen = 0
         rec, serve = self.rec, self.serve  # (kept alive here while the helper runs)
+        with self.cond:
+            self.sleeping -= 1
         while True:
             spin_ns = self.spin_ns if me <= self.spinners else 0
             seen = serve(rec.ctypes.data, me, seen, spin_ns)
@@ -357,7 +374,7 @@ def _cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-_TEAM: list[Team] = []
+_TEAM: list[Team | None] = []
 _TEAM_LOCK = threading.Lock()
 
 
@@ -369,10 +386,14 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-def team() -> Team:
-    """This process's team (made at the first launch that shares its blocks)."""
+def team() -> Team | None:
+    """This process's team (made at the first launch that shares its blocks); None where it cannot be made (no
+    clock_gettime, sched_yield or usleep in the C library: launches run on the caller's thread)."""
     if not _TEAM:
         with _TEAM_LOCK:
             if not _TEAM:
-                _TEAM.append(Team())
+                try:
+                    _TEAM.append(Team())
+                except (OSError, AttributeError):
+                    _TEAM.append(None)
     return _TEAM[0]
