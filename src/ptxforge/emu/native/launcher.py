@@ -53,6 +53,7 @@ _MAPS: weakref.WeakKeyDictionary[Any, tuple[tuple, weakref.ref, tuple[int, int, 
     weakref.WeakKeyDictionary()
 # (IR text, level asked: "quick", "opt", or "auto": quick or better) -> (the ctypes function, its level)
 _FUNCS: dict[tuple[str, str], tuple[Any, str]] = {}
+_ADDRESS: dict[int, int] = {}  # id of a function of _FUNCS (kept there) -> its address
 def _global_memory(memory: Any) -> tuple[int, int, int, np.ndarray]:
     """(the arena's address, its size, the validity map's address, the map) of `memory` as its launches see it
     (the addresses looked up once per arena and map)."""
@@ -171,6 +172,7 @@ def function(ir_text: str, level: str, exact: bool = False) -> tuple[Any, str]:
     if hit is None or (hit[1] == "quick" and key[1] == "auto" and (ir_text, "opt") in _FUNCS):
         addr, got = load(ir_text, level, exact)
         hit = _FUNCS[key] = (_RUN(addr), got)
+        _ADDRESS[id(hit[0])] = addr
     return hit
 
 
@@ -194,7 +196,7 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
     pv = rec.params_view  # (the record's copy: its address is known, an array's costs a lookup)
     pv[:nraw] = raw
     pv[nraw:padded] = _ZERO_PAD[:padded - nraw]
-    addr, w, ctx0, status = rec.address, rec.words, rec.ctx, rec.status
+    addr, w, status = rec.address, rec.words, rec.status
     counts = rec.arr[G.CTX_LEN + STATUS_LEN:G.CTX_LEN + STATUS_LEN + nblocks]
     w[G.CTX_LEN:G.CTX_LEN + STATUS_LEN] = _ZERO_STATUS
     w[G.CTX_PARAMS] = rec.params_address
@@ -212,7 +214,7 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
         if nthreads == 1:  # (no team, no lock: a tiny launch's cost is mostly this path)
             fn(addr, 0, nblocks)
         else:  # every core unless the launch is small; as many workers as asked unless it fits one chunk
-            _run_spread(fn, addr, ctx0, status, probes, nblocks, nthreads, shared_size, threads is None)
+            _run_spread(fn, addr, w, nblocks, nthreads, shared_size, threads is None)
     finally:
         WATCHDOG.forget(token)
     code = w[G.CTX_LEN]  # (status[0])
@@ -244,8 +246,8 @@ CHUNKS_PER_WORKER = 4  # (at least this many per worker, where the blocks allow:
 QUIET_MAX_S = 0.002
 
 
-def _run_spread(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int,
-                nthreads: int, shared_size: int, may_be_alone: bool) -> None:
+def _run_spread(fn: Any, addr: int, words: memoryview, nblocks: int, nthreads: int, shared_size: int,
+                may_be_alone: bool) -> None:
     """The first chunk of blocks on the caller's thread, timed; the rest shared with up to `nthreads - 1` helpers
     of the team (team.py) unless it would take the caller under ALONE_S (`may_be_alone`: threads=None) or one
     chunk (threads=N) alone. The caller also runs alone whenever another thread's launch has the team, and with
@@ -254,7 +256,7 @@ def _run_spread(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes
     # cold block's time is a poor estimate)
     t = time.perf_counter()
     fn(addr, 0, first)
-    if status[0] != 0:
+    if words[G.CTX_LEN] != 0:  # (status[0]: a fault, a stop)
         return
     per_block = (time.perf_counter() - t) / first
     rest = nblocks - first
@@ -268,13 +270,10 @@ def _run_spread(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes
         return
     try:
         chunk = max(1, min(math.ceil(CHUNK_S / max(per_block, 1e-12)), rest // (nthreads * CHUNKS_PER_WORKER)))
-        crew.run(_address(fn), ctx0, addr, probes, nthreads, first, nblocks, chunk, shared_size)
+        crew.run(_ADDRESS[id(fn)], words[:G.CTX_LEN], addr, words[G.CTX_PROBE], nthreads, first, nblocks, chunk,
+                 shared_size)
     finally:
         crew.lock.release()
-
-
-def _address(fn: Any) -> int:
-    return ctypes.cast(fn, ctypes.c_void_p).value or 0
 
 
 _KINDS = {G.ST_FAULT: "out-of-bounds", G.ST_MISALIGNED: "misaligned", G.ST_READONLY: "write to read-only memory"}

@@ -276,7 +276,7 @@ class Team:
         raw = np.zeros(T_LEN + 8, np.int64)  # (the record at a 64-byte boundary)
         skip = (-raw.ctypes.data % 64) // 8
         self.rec = raw[skip:skip + T_LEN]
-        self.address = self.rec.ctypes.data
+        self.rec_words, self.address = self.rec.data, self.rec.ctypes.data
         self.rec[T_CLOCK] = _libc_address("clock_gettime")
         self.rec[T_YIELD] = _libc_address("sched_yield")
         self.rec[T_NAP] = _libc_address("usleep")
@@ -286,8 +286,9 @@ class Team:
         self.sleeping = 0
         self.helpers: list[threading.Thread] = []
         self.ctxs = np.zeros((1, G.CTX_LEN), np.int64)  # row k: helper k's context (row 0 unused: the caller's)
-        self.shared: list[np.ndarray] = [np.zeros(0, np.uint8)]  # helper k's shared-memory buffer
-        self.shared_addresses = np.zeros(0, np.int64)  # (theirs, helper 1's first)
+        self.ctx_words, self.ctxs_address = self.ctxs.reshape(-1).data, self.ctxs.ctypes.data
+        self.shared: list[tuple[np.ndarray, int]] = [(np.zeros(0, np.uint8), 0)]  # helper k's shared memory, address
+        self.ready = (1, 0)  # (workers, shared bytes each) the rows, buffers and threads are ready for
         self.spinners = _cores() - 1  # helpers 1..spinners spin after a launch (more would take the caller's core)
         spin_s = environment.native_spin_s()
         self.spin_ns = int((SPIN_S if spin_s is None else spin_s) * 1e9)
@@ -296,18 +297,20 @@ class Team:
         self.quiet_until = 0.0  # (perf_counter) launches that may run alone do so until then (`quiet`)
         self.backoff = MIN_QUIET_S  # the next quiet spell's length
 
-    def run(self, fn_address: int, ctx0: np.ndarray, ctx_address: int, probes: np.ndarray, nworkers: int,
+    def run(self, fn_address: int, ctx0: memoryview, ctx_address: int, probes_address: int, nworkers: int,
             first: int, last: int, chunk: int, shared_size: int) -> int:
-        """Blocks [first, last) of a launch whose caller's context is `ctx0` (at `ctx_address`), in chunks of
-        `chunk`, by the caller and up to `nworkers - 1` helpers (worker k's probe row k); the helpers that
-        joined (a helper still asleep may miss it). The caller must hold `lock`."""
-        self._grow(nworkers, shared_size)
-        rows = self.ctxs[1:nworkers]
-        rows[:] = ctx0
-        rows[:, G.CTX_PROBE] = probes.ctypes.data + 8 * G.PROBE_LEN * np.arange(1, nworkers)
-        rows[:, G.CTX_SHARED] = self.shared_addresses[:nworkers - 1]
-        r = self.rec
-        r[T_FN], r[T_CTXS], r[T_NWANT] = fn_address, self.ctxs.ctypes.data, nworkers
+        """Blocks [first, last) of a launch whose caller's context is `ctx0` (CTX_LEN int64s, at `ctx_address`),
+        in chunks of `chunk`, by the caller and up to `nworkers - 1` helpers (worker k's probe row k of the rows
+        at `probes_address`); the helpers that joined (one still asleep may miss it). The caller holds `lock`."""
+        if nworkers > self.ready[0] or shared_size > self.ready[1]:
+            self._grow(nworkers, shared_size)
+        words, n = self.ctx_words, G.CTX_LEN
+        for k in range(1, nworkers):
+            words[k * n:(k + 1) * n] = ctx0
+            words[k * n + G.CTX_PROBE] = probes_address + 8 * G.PROBE_LEN * k
+            words[k * n + G.CTX_SHARED] = self.shared[k][1]
+        r = self.rec_words
+        r[T_FN], r[T_CTXS], r[T_NWANT] = fn_address, self.ctxs_address, nworkers
         r[T_NEXT], r[T_LAST], r[T_CHUNK] = first, last, chunk
         self.gen += 1
         self.launches += 1
@@ -334,15 +337,13 @@ class Team:
         """Helpers 1..nworkers-1 started, each with a context row and a shared buffer of `shared_size` bytes."""
         if self.ctxs.shape[0] < nworkers:
             self.ctxs = np.zeros((nworkers, G.CTX_LEN), np.int64)
-        grown = False
+            self.ctx_words, self.ctxs_address = self.ctxs.reshape(-1).data, self.ctxs.ctypes.data
         while len(self.shared) < nworkers:
-            self.shared.append(np.zeros(0, np.uint8))
+            self.shared.append((np.zeros(0, np.uint8), 0))
         for k in range(1, nworkers):
-            if self.shared[k].size < max(shared_size, 1):
-                self.shared[k] = np.zeros(max(shared_size, 4096), np.uint8)
-                grown = True
-        if grown:
-            self.shared_addresses = np.array([a.ctypes.data for a in self.shared[1:]], np.int64)
+            if self.shared[k][0].size < max(shared_size, 1):
+                arr = np.zeros(max(shared_size, 4096), np.uint8)
+                self.shared[k] = (arr, arr.ctypes.data)
         while len(self.helpers) < nworkers - 1:
             me = len(self.helpers) + 1
             th = threading.Thread(target=self._serve_loop, args=(me,), daemon=True, name=f"ptxforge-native-{me}")
@@ -350,6 +351,7 @@ class Team:
                 self.sleeping += 1  # (until it serves: a launch before that is not one it missed)
             th.start()
             self.helpers.append(th)
+        self.ready = (max(nworkers, self.ready[0]), min(b[0].size for b in self.shared[1:]))
 
     def _serve_loop(self, me: int) -> None:
         """Helper `me`: serve launches in machine code; when SPIN_S passes without one, sleep until the next."""
