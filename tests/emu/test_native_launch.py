@@ -114,14 +114,14 @@ def test_helpers_join_back_to_back_launches(monkeypatch):
 
     monkeypatch.setattr(launcher, "CHUNK_S", 0.0)
     k = corpus_module("vector_ops").kernel("vadd_f32")
-    n = 256 * 128
+    n = 2048 * 128  # (a few hundred microseconds a launch: time for a helper to join)
     a = np.random.default_rng(5).random(n, np.float32)
     bufs = [to_device(a), to_device(a), to_device(np.zeros(n, np.float32))]
     try:
         joined = team().joined
-        for _ in range(50):
+        for _ in range(100):
             bufs[2].copy_from(np.zeros(n, np.float32))
-            k.launch(grid=(256,), block=(128,), args=[*bufs, np.int32(n)],
+            k.launch(grid=(2048,), block=(128,), args=[*bufs, np.int32(n)],
                      options={"tier": "native", "threads": 2, "level": "quick"})
             np.testing.assert_array_equal(bufs[2].to_host(), a + a)
             if team().joined > joined:

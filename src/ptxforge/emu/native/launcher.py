@@ -237,9 +237,8 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
 # set-up and a helper's first look (a few microseconds when it spins, tens when it sleeps), and two workers share
 # the caches and the memory (a 1M-thread vector add on two threads of a 2-core machine: 0.32 ms, not half of 0.53)
 ALONE_S = 0.0001
-CHUNK_S = 0.00003  # a chunk of blocks a worker claims at once runs about this long (estimated): a claim is an
-# atomic add in the machine code (about 0.3 us a chunk with two workers), so chunks can be short
-CHUNKS_PER_WORKER = 4  # (at least this many per worker, where the blocks allow: the balance)
+CHUNK_S = 0.000005  # a chunk of blocks a worker claims runs at least about this long (estimated): a claim is a
+# compare-and-swap in the machine code, and chunks shrink from 1/4 of the blocks left (two workers) to this
 # in the team's quiet spells (helpers found no core lately) a launch under this (estimated) runs alone: a helper
 # that loses its core mid-chunk keeps the caller waiting a time slice (milliseconds), while a longer launch gains
 # from a helper even when it joins late
@@ -252,7 +251,7 @@ def _run_spread(fn: Any, addr: int, words: memoryview, nblocks: int, nthreads: i
     of the team (team.py) unless it would take the caller under ALONE_S (`may_be_alone`: threads=None) or one
     chunk (threads=N) alone. The caller also runs alone whenever another thread's launch has the team, and with
     `may_be_alone` a launch under QUIET_MAX_S in the team's quiet spells."""
-    first = max(1, min(nblocks // 8, max(nblocks // (nthreads * 32), 16)))  # (a few blocks at least: one
+    first = max(1, min(nblocks // 8, max(nblocks // (nthreads * 64), 16)))  # (a few blocks at least: one
     # cold block's time is a poor estimate)
     t = time.perf_counter()
     fn(addr, 0, first)
@@ -269,7 +268,7 @@ def _run_spread(fn: Any, addr: int, words: memoryview, nblocks: int, nthreads: i
         fn(addr, first, nblocks)
         return
     try:
-        chunk = max(1, min(math.ceil(CHUNK_S / max(per_block, 1e-12)), rest // (nthreads * CHUNKS_PER_WORKER)))
+        chunk = max(1, math.ceil(CHUNK_S / max(per_block, 1e-12)))
         crew.run(_ADDRESS[id(fn)], words[:G.CTX_LEN], addr, words[G.CTX_PROBE], nthreads, first, nblocks, chunk,
                  shared_size)
     finally:

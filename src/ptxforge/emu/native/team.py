@@ -31,6 +31,7 @@ import numpy as np
 from ptxforge import environment
 from ptxforge.emu.native import codegen as G
 
+GUIDED = 2  # a chunk takes at least 1/(GUIDED * workers) of the blocks left
 SPIN_S = 0.0005  # a helper watches for the next launch this long (seconds) before it sleeps; 0: never spins
 # ($PTXFORGE_NATIVE_SPIN_S, read when the team is made, says otherwise)
 
@@ -45,7 +46,7 @@ MAX_QUIET_S = 0.5
 T_GEN, T_FN, T_CTXS, T_NWANT, T_LAST, T_CHUNK, T_CLOCK, T_YIELD = range(8)
 T_NEXT = 8  # the next block to claim
 T_STATE, T_JOINS = 16, 17  # generation << 32 | OPEN | helpers at work; helpers that joined this launch
-T_NAP = 24  # (libc's usleep)
+T_NAP, T_DIV = 24, 25  # (libc's usleep); a chunk takes at least 1/T_DIV of the blocks left
 T_LEN = 32
 OPEN = 1 << 31
 AT_WORK = OPEN - 1
@@ -103,23 +104,36 @@ class _Code:
 
     def _claim(self) -> L.Function:
         """claim(team, ctx): chunks of blocks until none is left or the status is not 0; then this worker's probe
-        slot says it is done (the watchdog stops asking it)."""
+        slot says it is done (the watchdog stops asking it). A chunk is the larger of T_CHUNK blocks and
+        1/T_DIV of the blocks left (guided: big chunks first, small ones at the end, where they balance)."""
         f = L.Function(self.m, L.FunctionType(L.VoidType(), [P64, P64]), "team_claim")
         t, ctx = f.args
-        entry, loop, take, work, done = (f.append_basic_block(n) for n in ("entry", "loop", "take", "work", "done"))
+        names = ("entry", "loop", "take", "cas", "swap", "work", "done")
+        entry, loop, take, cas, swap, work, done = (f.append_basic_block(n) for n in names)
         b = L.IRBuilder(entry)
         fn = b.inttoptr(b.load(_slot(b, t, T_FN)), self.run_ty.as_pointer())
-        last, chunk = b.load(_slot(b, t, T_LAST)), b.load(_slot(b, t, T_CHUNK))
+        last, least, div = b.load(_slot(b, t, T_LAST)), b.load(_slot(b, t, T_CHUNK)), b.load(_slot(b, t, T_DIV))
         status = b.inttoptr(b.load(_slot(b, ctx, G.CTX_STATUS)), P64)
+        nxt = _slot(b, t, T_NEXT)
         b.branch(loop)
         b.position_at_end(loop)
         b.cbranch(b.icmp_signed("!=", b.load_atomic(status, "monotonic", 8), _const(0)), done, take)
         b.position_at_end(take)
-        first = b.atomic_rmw("add", _slot(b, t, T_NEXT), chunk, "monotonic")
-        b.cbranch(b.icmp_signed(">=", first, last), done, work)
+        cur0 = b.load_atomic(nxt, "monotonic", 8)
+        b.branch(cas)
+        b.position_at_end(cas)
+        cur = b.phi(I64)
+        cur.add_incoming(cur0, take)
+        share = b.sdiv(b.sub(last, cur), div)
+        end = b.add(cur, b.select(b.icmp_signed(">", share, least), share, least))
+        end = b.select(b.icmp_signed("<", end, last), end, last)
+        b.cbranch(b.icmp_signed(">=", cur, last), done, swap)
+        b.position_at_end(swap)
+        got = b.cmpxchg(nxt, cur, end, "monotonic", "monotonic")
+        cur.add_incoming(b.extract_value(got, 0), swap)
+        b.cbranch(b.extract_value(got, 1), work, cas)
         b.position_at_end(work)
-        end = b.add(first, chunk)
-        b.call(fn, [ctx, first, b.select(b.icmp_signed("<", end, last), end, last)])
+        b.call(fn, [ctx, cur, end])
         b.branch(loop)
         b.position_at_end(done)
         probe = b.inttoptr(b.load(_slot(b, ctx, G.CTX_PROBE)), P64)
@@ -311,7 +325,7 @@ class Team:
             words[k * n + G.CTX_SHARED] = self.shared[k][1]
         r = self.rec_words
         r[T_FN], r[T_CTXS], r[T_NWANT] = fn_address, self.ctxs_address, nworkers
-        r[T_NEXT], r[T_LAST], r[T_CHUNK] = first, last, chunk
+        r[T_NEXT], r[T_LAST], r[T_CHUNK], r[T_DIV] = first, last, chunk, GUIDED * nworkers
         self.gen += 1
         self.launches += 1
         awake = not self.sleeping
