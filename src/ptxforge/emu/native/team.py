@@ -86,8 +86,8 @@ class Team:
         r[TC.T_NEXT], r[TC.T_LAST], r[TC.T_CHUNK], r[TC.T_DIV] = first, last, chunk, GUIDED * nworkers
         self.gen += 1
         self.launches += 1
-        awake = not self.sleeping
-        if not awake:
+        awake = r[TC.T_SPINNING] > 0  # (a helper watching now; one on its way to sleep is not)
+        if self.sleeping:
             with self.cond:
                 self.cond.notify_all()
         waited = self.lead(self.address, ctx_address, self.gen) * 1e-9

@@ -6,8 +6,8 @@ T_CHUNK blocks and 1/T_DIV of the blocks left) and runs the kernel's `run_blocks
 or the status word says stop. `lead(team, ctx, gen)` opens launch `gen`, claims, closes the launch and waits for
 the helpers that joined, returning the nanoseconds it waited. `serve(team, me, seen, spin_ns)` is a helper's
 loop: it joins each launch after generation `seen` that wants it and is still open, and returns the last
-generation seen once `spin_ns` passed without work. The record also holds the addresses of libc's
-clock_gettime, sched_yield and usleep, which the code calls.
+generation seen once `spin_ns` passed without work (T_SPINNING counts the helpers in it). The record also holds
+the addresses of libc's clock_gettime, sched_yield and usleep, which the code calls.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ T_GEN, T_FN, T_CTXS, T_NWANT, T_LAST, T_CHUNK, T_CLOCK, T_YIELD = range(8)
 T_NEXT = 8  # the next block to claim
 T_STATE, T_JOINS = 16, 17  # generation << 32 | OPEN | helpers at work; helpers that joined this launch
 T_NAP, T_DIV = 24, 25  # (libc's usleep); a chunk takes at least 1/T_DIV of the blocks left
+T_SPINNING = 26  # helpers in `serve` now (watching for launches)
 T_LEN = 32
 OPEN = 1 << 31
 AT_WORK = OPEN - 1
@@ -173,6 +174,8 @@ class _Code:
                                                                                   for n in names)
         b = L.IRBuilder(entry)
         state = _slot(b, t, T_STATE)
+        spinning = _slot(b, t, T_SPINNING)
+        b.atomic_rmw("add", spinning, _const(1), "monotonic")
         deadline0 = b.add(b.call(self.now, [t]), spin_ns)
         b.branch(loop)
 
@@ -216,6 +219,7 @@ class _Code:
         b.position_at_end(clock)
         b.cbranch(b.icmp_signed(">=", b.call(self.now, [t]), deadline), out, loop)
         b.position_at_end(out)
+        b.atomic_rmw("sub", spinning, _const(1), "monotonic")
         b.ret(seen)
 
         seen.add_incoming(seen0, entry)
