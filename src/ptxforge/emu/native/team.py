@@ -37,7 +37,7 @@ SPIN_S = 0.0005  # a helper watches for the next launch this long (seconds) befo
 # a quiet spell in which launches free to run alone (threads=None) do: MIN_QUIET_S, doubling up to MAX_QUIET_S
 LATE_S = 0.0002
 MIN_QUIET_S = 0.001
-MAX_QUIET_S = 0.5
+MAX_QUIET_S = 0.05
 
 
 class Team:

@@ -166,12 +166,13 @@ class _Code:
 
     def _serve(self) -> L.Function:
         """serve(team, me, seen, spin_ns) -> the last generation seen: helper `me` joins every launch after `seen`
-        that wants it and is open, and returns once `spin_ns` passed without a new one."""
+        that wants it and is open, and returns once `spin_ns` passed without work or at a launch it missed."""
         f = L.Function(self.m, L.FunctionType(I64, [P64, I64, I64, I64]), "team_serve")
         t, me, seen0, spin_ns = f.args
-        names = ("entry", "loop", "new", "try", "cas", "swap", "join", "rearm", "skip", "idle", "clock", "out")
-        entry, loop, new, try_, cas, swap, join, rearm, skip, idle, clock, out = (f.append_basic_block(n)
-                                                                                  for n in names)
+        names = ("entry", "loop", "new", "try", "cas", "swap", "join", "rearm", "skip", "missed", "idle", "clock",
+                 "out")
+        entry, loop, new, try_, cas, swap, join, rearm, skip, missed, idle, clock, out = (f.append_basic_block(n)
+                                                                                          for n in names)
         b = L.IRBuilder(entry)
         state = _slot(b, t, T_STATE)
         spinning = _slot(b, t, T_SPINNING)
@@ -194,7 +195,7 @@ class _Code:
         s.add_incoming(s0, try_)
         still = b.and_(b.icmp_signed("==", b.lshr(s, _const(32)), gen),
                        b.icmp_signed("!=", b.and_(s, _const(OPEN)), _const(0)))
-        b.cbranch(still, swap, skip)
+        b.cbranch(still, swap, missed)
         b.position_at_end(swap)
         got = b.cmpxchg(state, s, b.add(s, _const(1)), "acq_rel", "monotonic")
         s.add_incoming(b.extract_value(got, 0), swap)
@@ -208,8 +209,10 @@ class _Code:
         b.position_at_end(rearm)  # (after work: the spin starts over)
         fresh = b.add(b.call(self.now, [t]), spin_ns)
         b.branch(loop)
-        b.position_at_end(skip)  # (a launch this helper missed or was not wanted for: the spin goes on)
+        b.position_at_end(skip)  # (a launch that does not want this helper: the spin goes on)
         b.branch(loop)
+        b.position_at_end(missed)  # (a launch it wanted closed before this helper saw it: the helper has no core of
+        b.branch(out)  # its own, spinning only takes the launcher's; asleep, the next wake-up places it anew)
 
         b.position_at_end(idle)  # nothing new: pause, offer the core to whoever waits for it, look at the clock
         b.call(self.pause, [])  # every 64 turns
@@ -219,8 +222,11 @@ class _Code:
         b.position_at_end(clock)
         b.cbranch(b.icmp_signed(">=", b.call(self.now, [t]), deadline), out, loop)
         b.position_at_end(out)
+        last_seen = b.phi(I64)
+        last_seen.add_incoming(seen, clock)
+        last_seen.add_incoming(gen, missed)
         b.atomic_rmw("sub", spinning, _const(1), "monotonic")
-        b.ret(seen)
+        b.ret(last_seen)
 
         seen.add_incoming(seen0, entry)
         seen.add_incoming(gen, rearm)
