@@ -169,3 +169,34 @@ def test_helpers_sleep_once_their_spin_is_over(monkeypatch):
         while team().sleeping < len(team().helpers) and time.monotonic() < deadline:
             time.sleep(0.005)
         assert team().sleeping == len(team().helpers)
+
+
+def test_quiet_spells_follow_helpers_that_found_no_core(monkeypatch):
+    """A launch no awake helper joined, or one whose helper kept the caller waiting, starts a quiet spell (doubling
+    to MAX_QUIET_S); a launch helpers joined in time shrinks the next one back. In a spell a default-threads launch
+    runs on the caller's thread; threads=N still shares."""
+    from ptxforge.emu.native import launcher
+    from ptxforge.emu.native import team as T
+
+    crew = T.team()
+    monkeypatch.setattr(crew, "backoff", T.MIN_QUIET_S)
+    monkeypatch.setattr(crew, "quiet_until", 0.0)
+    crew.note(False, 0, 0.0)  # (helpers asleep: no verdict)
+    assert not crew.quiet() and crew.backoff == T.MIN_QUIET_S
+    crew.note(True, 0, 0.0)
+    assert crew.quiet() and crew.backoff == 2 * T.MIN_QUIET_S
+    crew.note(False, 1, 2 * T.LATE_S)
+    assert crew.backoff == 4 * T.MIN_QUIET_S
+    for _ in range(20):
+        crew.note(True, 0, 0.0)
+    assert crew.backoff == T.MAX_QUIET_S
+    crew.note(True, 1, 0.0)
+    assert crew.backoff == T.MIN_QUIET_S
+
+    monkeypatch.setattr(launcher, "ALONE_S", 0.0)  # (every launch would share, but for the spell)
+    monkeypatch.setattr(crew, "quiet_until", float("inf"))
+    want = _reduce(1)
+    launches = crew.launches
+    assert _reduce(None) == want and crew.launches == launches
+    monkeypatch.setattr(launcher, "CHUNK_S", 0.0)
+    assert _reduce(2) == want and crew.launches == launches + 1

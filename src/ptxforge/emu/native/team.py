@@ -93,12 +93,18 @@ class Team:
         waited = self.lead(self.address, ctx_address, self.gen) * 1e-9
         joins = int(r[TC.T_JOINS])
         self.joined += joins
-        if (awake and not joins) or waited > LATE_S:  # no core for a helper, or one lost its core mid-chunk
+        self.note(awake, joins, waited)
+        return joins
+
+    def note(self, awake: bool, joins: int, waited: float) -> None:
+        """Account a shared launch: whether a helper was awake at its start, the helpers that joined, the seconds
+        the caller waited for them at the end (a quiet spell after no core for a helper, or one that lost its
+        core mid-chunk; helpers that joined in time shrink the next spell back to MIN_QUIET_S)."""
+        if (awake and not joins) or waited > LATE_S:
             self.quiet_until = time.perf_counter() + self.backoff
             self.backoff = min(2 * self.backoff, MAX_QUIET_S)
         elif joins:
             self.backoff = MIN_QUIET_S
-        return joins
 
     def quiet(self) -> bool:
         """Whether a launch free to run alone should (a helper lately found no core; the spell doubles each
