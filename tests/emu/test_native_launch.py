@@ -200,3 +200,24 @@ def test_quiet_spells_follow_helpers_that_found_no_core(monkeypatch):
     assert _reduce(None) == want and crew.launches == launches
     monkeypatch.setattr(launcher, "CHUNK_S", 0.0)
     assert _reduce(2) == want and crew.launches == launches + 1
+
+
+def test_launches_from_two_threads_at_once_give_what_one_thread_gives(monkeypatch):
+    """The team serves one launch at a time; a launch that finds it busy runs on its caller's thread."""
+    import threading
+
+    from ptxforge.emu.native import launcher
+
+    monkeypatch.setattr(launcher, "CHUNK_S", 0.0)
+    want = _reduce(1)
+    got: list[tuple] = []
+
+    def launches():
+        for _ in range(20):
+            got.append(_reduce(2))
+    threads = [threading.Thread(target=launches) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(got) == 40 and all(g == want for g in got)
