@@ -47,7 +47,12 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+# the result checks' BLAS (the matmul row's `a @ b`) on one thread: OpenBLAS's worker thread spins on a core for
+# about 0.1 s after a call, and the rows measured next then lose that core (the native tier's helpers find it
+# taken and run the launch on the caller's thread)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 _SRC = sys.argv[sys.argv.index("--src") + 1] if "--src" in sys.argv else str(ROOT / "src")

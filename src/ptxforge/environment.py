@@ -8,6 +8,7 @@ This module imports nothing of ptxforge but `ptxforge.errors`, so every layer ma
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -214,3 +215,18 @@ def emu_tier() -> str | None:
 def native_level() -> str | None:
     """PTXFORGE_NATIVE_LEVEL as written (auto, quick or opt: the emulator checks it, naming the variable)."""
     return _get("PTXFORGE_NATIVE_LEVEL")
+
+
+def native_spin_s() -> float | None:
+    """PTXFORGE_NATIVE_SPIN_S: seconds the native tier's helper threads stay awake after a launch for the next one
+    (0 to 1; 0: they sleep at once, spending no CPU between launches); None if unset."""
+    value = _get("PTXFORGE_NATIVE_SPIN_S")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds <= 1:
+        raise EnvironmentVariableError("PTXFORGE_NATIVE_SPIN_S", value, "expected seconds from 0 to 1 (0: no spin)")
+    return seconds

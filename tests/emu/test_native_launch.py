@@ -81,12 +81,12 @@ def test_a_grid_too_small_to_split_runs_on_the_callers_thread(monkeypatch):
     a = np.arange(n, dtype=np.float32)
     bufs = [to_device(a), to_device(a), to_device(np.zeros(n, np.float32))]
 
-    def no_pool():
-        raise AssertionError("the pool was fed a grid of microseconds")
-    monkeypatch.setattr(launcher, "_pool", no_pool)
+    def no_team():
+        raise AssertionError("the team was handed a grid of microseconds")
+    monkeypatch.setattr(launcher, "team", no_team)
     # a chunk of 1 s: 16 blocks fit one whatever the first block's timing (a cold or preempted first block
-    # measured several microseconds under load, which made the real 0.1 ms chunk shorter than the grid)
-    monkeypatch.setattr(launcher, "MIN_CHUNK_S", 1.0)
+    # measured several microseconds under load)
+    monkeypatch.setattr(launcher, "CHUNK_S", 1.0)
     try:
         r = k.launch(grid=(16,), block=(256,), args=[*bufs, np.int32(n)], options={"tier": "native", "threads": 4})
         assert r.tier == "native"
@@ -98,10 +98,126 @@ def test_a_grid_too_small_to_split_runs_on_the_callers_thread(monkeypatch):
 
 def test_workers_taking_small_chunks_give_what_one_thread_gives(monkeypatch):
     from ptxforge.emu.native import launcher
+    from ptxforge.emu.native.team import team
 
-    fed = []
-    pool = launcher._pool
-    monkeypatch.setattr(launcher, "MIN_CHUNK_S", 0.0)  # chunks of a block or so: every worker takes some
-    monkeypatch.setattr(launcher, "_pool", lambda: fed.append(1) or pool())
+    monkeypatch.setattr(launcher, "CHUNK_S", 0.0)  # chunks of a block: every worker that joins takes some
     want = _reduce(1)
-    assert _reduce(4) == want and fed
+    before = team().launches
+    assert _reduce(4) == want and team().launches > before
+
+
+def test_helpers_join_back_to_back_launches(monkeypatch):
+    """A helper spinning after a launch joins the next one (tried a few times: on a loaded machine a helper may
+    wait for a core), and what the workers write is what one thread writes."""
+    from ptxforge.emu.native import launcher
+    from ptxforge.emu.native.team import team
+
+    monkeypatch.setattr(launcher, "CHUNK_S", 0.0)
+    k = corpus_module("vector_ops").kernel("vadd_f32")
+    n = 2048 * 128  # (a few hundred microseconds a launch: time for a helper to join)
+    a = np.random.default_rng(5).random(n, np.float32)
+    bufs = [to_device(a), to_device(a), to_device(np.zeros(n, np.float32))]
+    try:
+        joined = team().joined
+        for _ in range(100):
+            bufs[2].copy_from(np.zeros(n, np.float32))
+            k.launch(grid=(2048,), block=(128,), args=[*bufs, np.int32(n)],
+                     options={"tier": "native", "threads": 2, "level": "quick"})
+            np.testing.assert_array_equal(bufs[2].to_host(), a + a)
+            if team().joined > joined:
+                break
+        assert team().joined > joined
+    finally:
+        for bf in bufs:
+            bf.free()
+
+
+def test_a_fault_in_a_shared_launch_names_its_thread_and_block(monkeypatch):
+    from ptxforge.emu.errors import MemoryFault
+    from ptxforge.emu.native import launcher
+
+    monkeypatch.setattr(launcher, "CHUNK_S", 0.0)
+    k = corpus_module("vector_ops").kernel("vadd_f32")
+    n = 64 * 256
+    a = to_device(np.ones(n, np.float32))
+    c = to_device(np.zeros(n - 56, np.float32))  # only block 63's threads 200.. write past its end
+    try:
+        for _ in range(5):  # (whichever worker runs block 63)
+            with pytest.raises(MemoryFault, match=r"out-of-bounds global access of 4 bytes .* by thread \(200,0,0\) "
+                               r"block \(63,0,0\)$"):
+                k.launch(grid=(64,), block=(256,), args=[a, a, c, np.int32(n)],
+                         options={"tier": "native", "threads": 2, "level": "quick"})
+    finally:
+        a.free()
+        c.free()
+
+
+def test_helpers_sleep_once_their_spin_is_over(monkeypatch):
+    """After a shared launch every helper is asleep (spending no CPU) within its bounded spin; with no spin at all
+    (spin_ns 0, as $PTXFORGE_NATIVE_SPIN_S=0 sets) the launches still give what one thread gives."""
+    import time
+
+    from ptxforge.emu.native import launcher
+    from ptxforge.emu.native.team import team
+
+    monkeypatch.setattr(launcher, "CHUNK_S", 0.0)
+    want = _reduce(1)
+    for spin_ns in (team().spin_ns, 0):
+        monkeypatch.setattr(team(), "spin_ns", spin_ns)
+        assert _reduce(2) == want
+        deadline = time.monotonic() + 10  # (a loaded machine may keep a helper from its core a while)
+        while team().sleeping < len(team().helpers) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert team().sleeping == len(team().helpers)
+
+
+def test_quiet_spells_follow_helpers_that_found_no_core(monkeypatch):
+    """A launch no awake helper joined, or one whose helper kept the caller waiting, starts a quiet spell (doubling
+    to MAX_QUIET_S); a launch helpers joined in time shrinks the next one back. In a spell a default-threads launch
+    runs on the caller's thread; threads=N still shares."""
+    from ptxforge.emu.native import launcher
+    from ptxforge.emu.native import team as T
+
+    crew = T.team()
+    monkeypatch.setattr(crew, "backoff", T.MIN_QUIET_S)
+    monkeypatch.setattr(crew, "quiet_until", 0.0)
+    crew.note(False, 0, 0.0)  # (helpers asleep: no verdict)
+    assert not crew.quiet() and crew.backoff == T.MIN_QUIET_S
+    crew.note(True, 0, 0.0)
+    assert crew.quiet() and crew.backoff == 2 * T.MIN_QUIET_S
+    crew.note(False, 1, 2 * T.LATE_S)
+    assert crew.backoff == 4 * T.MIN_QUIET_S
+    for _ in range(20):
+        crew.note(True, 0, 0.0)
+    assert crew.backoff == T.MAX_QUIET_S
+    crew.note(True, 1, 0.0)
+    assert crew.backoff == T.MIN_QUIET_S
+
+    monkeypatch.setattr(launcher, "ALONE_S", 0.0)  # (every launch would share, but for the spell)
+    monkeypatch.setattr(crew, "quiet_until", float("inf"))
+    want = _reduce(1)
+    launches = crew.launches
+    assert _reduce(None) == want and crew.launches == launches
+    monkeypatch.setattr(launcher, "CHUNK_S", 0.0)
+    assert _reduce(2) == want and crew.launches == launches + 1
+
+
+def test_launches_from_two_threads_at_once_give_what_one_thread_gives(monkeypatch):
+    """The team serves one launch at a time; a launch that finds it busy runs on its caller's thread."""
+    import threading
+
+    from ptxforge.emu.native import launcher
+
+    monkeypatch.setattr(launcher, "CHUNK_S", 0.0)
+    want = _reduce(1)
+    got: list[tuple] = []
+
+    def launches():
+        for _ in range(20):
+            got.append(_reduce(2))
+    threads = [threading.Thread(target=launches) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(got) == 40 and all(g == want for g in got)

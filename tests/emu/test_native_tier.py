@@ -415,3 +415,34 @@ SPIN:
     assert r.tier == "interp" and "wait_flag may wait for another block (wait.ptx:17: ld.volatile.global.u32)" \
         in r.tier_note, r.tier_note
     assert flag[0] == 1
+
+
+def _past_block_0(text: str) -> str:
+    """`text` with block 0 returning at once (the launcher's timed first chunk), the other blocks as they were."""
+    return text.replace(".reg .pred %p<", ".reg .b32 %cta;\n    .reg .pred %first;\n    .reg .pred %p<").replace(
+        "{\n", "{\n    mov.u32 %cta, %ctaid.x;\n    setp.eq.u32 %first, %cta, 0;\n    @%first ret;\n", 1)
+
+
+def test_limits_stop_every_worker_of_a_shared_launch(monkeypatch):
+    """Blocks 1.. spread over the caller and a helper (chunks of a block): the time limit and the watchdog stop
+    them all."""
+    import time
+
+    import ptxforge as pf
+    from ptxforge.emu.errors import TimeLimitExceeded, WatchdogTimeout
+    from ptxforge.emu.native import launcher
+    from ptxforge.emu.native.team import team
+
+    monkeypatch.setattr(launcher, "CHUNK_S", 0.0)
+    launches = team().launches
+    spin = pf.parse(_past_block_0(SPIN), filename="spin.ptx").kernel("spin")
+    t = time.monotonic()
+    with pytest.raises(TimeLimitExceeded, match=r"spin: kernel ran past its time limit of 0\.3 s"):
+        spin.launch(grid=(8,), block=(32,), args=[np.zeros(1, np.uint32)],
+                    options=EmulatorOptions(tier="native", threads=2, time_limit_s=0.3))
+    flagspin = pf.parse(_past_block_0(FLAG_SPIN), filename="flagspin.ptx").kernel("flagspin")
+    with pytest.raises(WatchdogTimeout, match=r"flagspin: kernel made no progress for 0\.2 s \(watchdog_s\): block "
+                       r"\([1-7],0,0\) keeps coming back to the same state .* warp 1 at flagspin\.ptx:\d+: "):
+        flagspin.launch(grid=(8,), block=(64,), args=[np.zeros(1, np.uint32)],
+                        options=EmulatorOptions(tier="native", threads=2, watchdog_s=0.2))
+    assert time.monotonic() - t < 60 and team().launches == launches + 2

@@ -105,11 +105,13 @@ def test_nvidia_smi_is_never_run_from_the_current_directory(tmp_path, monkeypatc
 @pytest.mark.parametrize("name,value", [("LOCAL_WORLD_SIZE", "abc"), ("LOCAL_WORLD_SIZE", "0"),
                                         ("LOCAL_WORLD_SIZE", "-8"), ("PTXFORGE_DEVICE", "gpu"),
                                         ("PTXFORGE_DEVICE", "cuda:x"), ("PTXFORGE_GREEN_CONTEXTS", "yes"),
-                                        ("PTXFORGE_CACHE_DIR", "relative/cache")])
+                                        ("PTXFORGE_CACHE_DIR", "relative/cache"), ("PTXFORGE_NATIVE_SPIN_S", "1ms"),
+                                        ("PTXFORGE_NATIVE_SPIN_S", "-0.1"), ("PTXFORGE_NATIVE_SPIN_S", "5")])
 def test_bad_values_are_errors_naming_the_variable(monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     reader = {"LOCAL_WORLD_SIZE": environment.local_world_size, "PTXFORGE_DEVICE": environment.device,
-              "PTXFORGE_GREEN_CONTEXTS": environment.green_contexts, "PTXFORGE_CACHE_DIR": environment.cache_dir}
+              "PTXFORGE_GREEN_CONTEXTS": environment.green_contexts, "PTXFORGE_CACHE_DIR": environment.cache_dir,
+              "PTXFORGE_NATIVE_SPIN_S": environment.native_spin_s}
     with pytest.raises(EnvironmentVariableError, match=f"{name}={value!r}: .*expected"):
         reader[name]()
 
@@ -119,7 +121,9 @@ def test_good_values_are_read(monkeypatch, tmp_path):
     monkeypatch.setenv("PTXFORGE_DEVICE", "cuda:1")
     monkeypatch.setenv("PTXFORGE_GREEN_CONTEXTS", "0")
     monkeypatch.setenv("PTXFORGE_CACHE_DIR", "off")
+    monkeypatch.setenv("PTXFORGE_NATIVE_SPIN_S", "0")
     assert environment.local_world_size() == 4 and environment.device() == "cuda:1"
+    assert environment.native_spin_s() == 0.0
     assert environment.green_contexts() is False and environment.cache_dir() is None
     monkeypatch.delenv("PTXFORGE_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", "rel")  # the XDG spec: a relative value is ignored

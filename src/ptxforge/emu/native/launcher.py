@@ -1,16 +1,17 @@
 """Run a launch's blocks on the native tier: the machine code over all blocks, spread over threads.
 
-Each worker thread takes chunks of blocks from a shared counter and calls the compiled `run_blocks` (ctypes
-drops the GIL for the call), with its own shared-memory buffer; blocks write their own count slot, so the
-counts never race. With the default thread count, a launch whose first chunk shows it would finish within
-ALONE_S on the caller's thread runs there alone; `threads=N` always uses N workers. A fault stops every
+The caller's thread runs a first chunk of blocks through the compiled `run_blocks` (ctypes drops the GIL for
+the call) and times it; the rest it shares with the helper threads of the team (team.py), each worker taking
+chunks of blocks from a shared counter inside the machine code, with its own shared-memory buffer; blocks
+write their own count slot, so the counts never race. With the default thread count, a launch the first chunk
+shows would finish within ALONE_S on the caller's thread runs there alone; `threads=N` uses N workers unless
+the rest fits one chunk (or another thread's launch has the team: the caller runs it alone). A fault stops every
 worker at its next segment; the launcher then raises the fault the interpreter would (out of bounds,
 misaligned, read-only), naming the PTX line, the thread and the block.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import ctypes
 import math
 import os
@@ -25,6 +26,7 @@ from ptxforge.emu.errors import EmulatorError, MemoryFault, TimeLimitExceeded, W
 from ptxforge.emu.memory import PAD, describe_address
 from ptxforge.emu.native import codegen as G
 from ptxforge.emu.native.jit import load
+from ptxforge.emu.native.team import team
 from ptxforge.emu.native.watchdog import STALLED_WORKER, WATCHDOG
 
 if TYPE_CHECKING:
@@ -51,19 +53,7 @@ _MAPS: weakref.WeakKeyDictionary[Any, tuple[tuple, weakref.ref, tuple[int, int, 
     weakref.WeakKeyDictionary()
 # (IR text, level asked: "quick", "opt", or "auto": quick or better) -> (the ctypes function, its level)
 _FUNCS: dict[tuple[str, str], tuple[Any, str]] = {}
-_POOL: list[concurrent.futures.ThreadPoolExecutor] = []
-_POOL_LOCK = threading.Lock()
-
-
-def _pool() -> concurrent.futures.ThreadPoolExecutor:
-    """The worker threads launches share (made once: starting threads per launch costs more than small launches)."""
-    with _POOL_LOCK:
-        if not _POOL:
-            _POOL.append(concurrent.futures.ThreadPoolExecutor(max_workers=max(1, default_threads() - 1),
-                                                               thread_name_prefix="ptxforge-native"))
-        return _POOL[0]
-
-
+_ADDRESS: dict[int, int] = {}  # id of a function of _FUNCS (kept there) -> its address
 def _global_memory(memory: Any) -> tuple[int, int, int, np.ndarray]:
     """(the arena's address, its size, the validity map's address, the map) of `memory` as its launches see it
     (the addresses looked up once per arena and map)."""
@@ -190,6 +180,7 @@ def function(ir_text: str, level: str, exact: bool = False) -> tuple[Any, str]:
     if hit is None or (hit[1] == "quick" and key[1] == "auto" and (ir_text, "opt") in _FUNCS):
         addr, got = load(ir_text, level, exact)
         hit = _FUNCS[key] = (_RUN(addr), got)
+        _ADDRESS[id(hit[0])] = addr
     return hit
 
 
@@ -213,7 +204,7 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
     pv = rec.params_view  # (the record's copy: its address is known, an array's costs a lookup)
     pv[:nraw] = raw
     pv[nraw:padded] = _ZERO_PAD[:padded - nraw]
-    addr, w, ctx0, status = rec.address, rec.words, rec.ctx, rec.status
+    addr, w, status = rec.address, rec.words, rec.status
     counts = rec.arr[G.CTX_LEN + STATUS_LEN:G.CTX_LEN + STATUS_LEN + nblocks]
     w[G.CTX_LEN:G.CTX_LEN + STATUS_LEN] = _ZERO_STATUS
     w[G.CTX_PARAMS] = rec.params_address
@@ -225,28 +216,23 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
     w[G.CTX_COUNTS] = addr + 8 * (G.CTX_LEN + STATUS_LEN)
     w[G.CTX_GRID], w[G.CTX_GRID + 1], w[G.CTX_GRID + 2] = gx, gy, gz
     w[G.CTX_SHARED_SIZE] = shared_size
-    errors: list[BaseException] = []
     probes, w[G.CTX_PROBE] = _probes(nthreads)
     token = WATCHDOG.watch(status, probes, m.time_limit_s, m.watchdog_s)
     try:
-        if nthreads == 1:  # (no pool, no lock: a tiny launch's cost is mostly this path)
+        if nthreads == 1:  # (no team, no lock: a tiny launch's cost is mostly this path)
             fn(addr, 0, nblocks)
-        elif threads is None:  # every core unless the launch is small (`_run_spread`)
-            _run_spread(fn, addr, ctx0, status, probes, nblocks, nthreads, shared_size, errors)
-        else:  # as many workers as asked (`_run_threads`)
-            _run_threads(fn, addr, ctx0, status, probes, nblocks, nthreads, shared_size, errors)
+        else:  # every core unless the launch is small; as many workers as asked unless it fits one chunk
+            _run_spread(fn, addr, w, nblocks, nthreads, shared_size, threads is None)
     finally:
         WATCHDOG.forget(token)
     code = w[G.CTX_LEN]  # (status[0])
-    if code != 0 or errors:
+    if code != 0:
         name = m.layout.kernel_func.name
-        if code == G.ST_STOP and not errors:
+        if code == G.ST_STOP:
             raise TimeLimitExceeded(f"{name}: kernel ran past its time limit of {m.time_limit_s:g} s (time_limit_s) "
                                     f"on the native tier")
         if code == G.ST_NO_PROGRESS:
             raise _no_progress(m, probes[int(status[STALLED_WORKER])])
-        if errors:
-            raise EmulatorError(f"{name}: the native tier failed: {errors[0]}")
         raise _fault(m, status.copy())
     per_sm = per_sm_counts(m, counts)
     # (a few blocks' counts summed in Python: numpy's sum costs more than that)
@@ -255,90 +241,46 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
             "waves": -(-nblocks // m.resident), "resident_blocks": m.resident, "steps": 0, "level": ran_level}
 
 
-ALONE_S = 0.0005  # a launch the caller's thread would finish alone within this (estimated) gets no helpers
-# a chunk of blocks that a worker takes at once runs at least this long (estimated): each chunk costs a hand-over of
-# the GIL between the workers, tens of microseconds on a busy machine (chunks of a few microseconds made a
-# 64K-thread vector add 10x slower on two workers than on one)
-MIN_CHUNK_S = 0.0001
+# a launch the caller's thread would finish alone within this (estimated) runs there: sharing costs the team's
+# set-up and a helper's first look (a few microseconds when it spins, tens when it sleeps), and two workers share
+# the caches and the memory (a 1M-thread vector add on two threads of a 2-core machine: 0.32 ms, not half of 0.53)
+ALONE_S = 0.0001
+CHUNK_S = 0.000005  # a chunk of blocks a worker claims runs at least about this long (estimated): a claim is a
+# compare-and-swap in the machine code, and chunks shrink from 1/4 of the blocks left (two workers) to this
+# in the team's quiet spells (helpers found no core lately) a launch under this (estimated) runs alone: a helper
+# that loses its core mid-chunk keeps the caller waiting a time slice (milliseconds), while a longer launch gains
+# from a helper even when it joins late
+QUIET_MAX_S = 0.002
 
 
-def _run_spread(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int,
-                nthreads: int, shared_size: int, errors: list[BaseException]) -> None:
-    """The first chunk of blocks on the caller's thread, timed: when the rest would take it under ALONE_S, it
-    runs them too (waking helpers costs more than a small launch's work, and on a loaded machine a helper may
-    wait long for a core); otherwise the rest is shared with helpers (`_run_threads`)."""
-    chunk = max(1, nblocks // (nthreads * 8))
+def _run_spread(fn: Any, addr: int, words: memoryview, nblocks: int, nthreads: int, shared_size: int,
+                may_be_alone: bool) -> None:
+    """The first chunk of blocks on the caller's thread, timed; the rest shared with up to `nthreads - 1` helpers
+    of the team (team.py) unless it would take the caller under ALONE_S (`may_be_alone`: threads=None) or one
+    chunk (threads=N) alone. The caller also runs alone whenever another thread's launch has the team, and with
+    `may_be_alone` a launch under QUIET_MAX_S in the team's quiet spells."""
+    first = max(1, min(nblocks // 8, max(nblocks // (nthreads * 64), 16)))  # (a few blocks at least: one
+    # cold block's time is a poor estimate)
     t = time.perf_counter()
-    fn(addr, 0, chunk)
-    if status[0] != 0:
+    fn(addr, 0, first)
+    if words[G.CTX_LEN] != 0:  # (status[0]: a fault, a stop)
         return
-    per_block = (time.perf_counter() - t) / chunk
-    if per_block * (nblocks - chunk) < ALONE_S:
-        fn(addr, chunk, nblocks)
+    per_block = (time.perf_counter() - t) / first
+    rest = nblocks - first
+    if per_block * rest < (ALONE_S if may_be_alone else CHUNK_S):
+        fn(addr, first, nblocks)
         return
-    _run_threads(fn, addr, ctx0, status, probes, nblocks, nthreads, shared_size, errors, chunk, per_block)
-
-
-def _run_threads(fn: Any, addr: int, ctx0: np.ndarray, status: np.ndarray, probes: np.ndarray, nblocks: int,
-                 nthreads: int, shared_size: int, errors: list[BaseException], start: int = 0,
-                 per_block: float | None = None) -> None:
-    """The caller's thread is one worker, the others come from the shared pool; each takes chunks of blocks of at
-    least MIN_CHUNK_S (by `per_block`, a block's seconds, else by a first chunk the caller runs and times). Blocks
-    that fit one chunk the caller runs alone (feeding helpers a grid too small to split costs more than it saves).
-
-    A helper that starts after every block was taken leaves without touching the launch, and the caller waits
-    only for the helpers that joined (a small launch does not wait for the pool's threads to wake up)."""
-    chunk = max(1, nblocks // (nthreads * 8))
-    if per_block is None:
-        t = time.perf_counter()
-        fn(addr, start, min(start + chunk, nblocks))
-        if status[0] != 0:
-            return
-        per_block = (time.perf_counter() - t) / (min(start + chunk, nblocks) - start)
-        start = min(start + chunk, nblocks)
-    chunk = max(chunk, math.ceil(MIN_CHUNK_S / max(per_block, 1e-9)))
-    if nblocks - start <= chunk:
-        if start < nblocks:
-            fn(addr, start, nblocks)
+    crew = team()
+    quiet = may_be_alone and per_block * rest < QUIET_MAX_S and crew is not None and crew.quiet()
+    if crew is None or quiet or not crew.lock.acquire(blocking=False):
+        fn(addr, first, nblocks)
         return
-    state = [start, 0, False]  # next block, helpers at work, closed (every block taken, no helper may join)
-    cond = threading.Condition()
-
-    def worker(wk: int) -> None:
-        if wk:
-            with cond:
-                if state[2]:
-                    return  # came too late: the launch may already be over, its arrays reused
-                state[1] += 1
-        ctx = ctx0.copy()
-        ctx[G.CTX_SHARED] = _shared_buffer(shared_size)
-        ctx[G.CTX_PROBE] = probes[wk:].ctypes.data
-        try:
-            while status[0] == 0:
-                with cond:
-                    first = state[0]
-                    state[0] = first + chunk
-                    if first >= nblocks:
-                        state[2] = True
-                        return
-                fn(ctx.ctypes.data, first, min(first + chunk, nblocks))
-        except BaseException as e:  # (a ctypes error): reported by the launcher
-            errors.append(e)
-            status[0] = G.ST_STOP
-        finally:
-            probes[wk, G.PROBE_REQ] = -1  # done: the watchdog stops asking
-            if wk:
-                with cond:
-                    state[1] -= 1
-                    cond.notify_all()
-
-    pool = _pool()
-    for wk in range(1, nthreads):
-        pool.submit(worker, wk)
-    worker(0)
-    with cond:
-        state[2] = True  # (also after a stop: no helper joins from now on)
-        cond.wait_for(lambda: state[1] == 0)
+    try:
+        chunk = max(1, math.ceil(CHUNK_S / max(per_block, 1e-12)))
+        crew.run(_ADDRESS[id(fn)], words[:G.CTX_LEN], addr, words[G.CTX_PROBE], nthreads, first, nblocks, chunk,
+                 shared_size)
+    finally:
+        crew.lock.release()
 
 
 _KINDS = {G.ST_FAULT: "out-of-bounds", G.ST_MISALIGNED: "misaligned", G.ST_READONLY: "write to read-only memory"}
