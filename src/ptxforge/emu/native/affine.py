@@ -49,7 +49,8 @@ Lanes = tuple[int, bool]
 # a register's lanes as `lane_strides` gives them: (stride, wraps, checked). checked: a register written more than
 # once (a loop's index), lane-affine where every lane took every step, which is told when running (`base`'s test)
 Strides = tuple[int, bool, bool]
-Tags = dict[int, tuple[L.Value, int, bool, bool]]  # id(vector) -> (the vector, *its Strides): registers taken in
+# id(vector) -> (the vector, *its Strides): registers taken in; checked may be the test already made (`lanes_test`)
+Tags = dict[int, tuple[L.Value, int, bool, bool | L.Value]]
 
 
 def sreg_stride(name: str, block: tuple[int, int, int]) -> int | None:
@@ -308,6 +309,15 @@ def _constant(v: L.Value) -> int | None:
     return lanes[0] % (1 << v.type.element.width) if lanes is not None and len(set(lanes)) == 1 else None
 
 
+def lanes_test(b: L.IRBuilder, v: L.Value, stride: int) -> L.Value:
+    """i1: every lane of the warp vector `v` is lane 0's + `stride` * lane (modulo 2**width)."""
+    et = v.type.element
+    step = L.Constant(v.type, [i * stride % (1 << et.width) for i in range(WARP)])
+    lane0 = b.shuffle_vector(v, v, L.Constant(L.VectorType(L.IntType(32), WARP), [0] * WARP))
+    off = b.icmp_unsigned("!=", v, b.add(lane0, step))
+    return b.icmp_unsigned("==", b.bitcast(off, L.IntType(WARP)), L.Constant(L.IntType(WARP), 0))
+
+
 def base(b: L.IRBuilder, v: L.Value, tags: Tags) -> tuple[L.Value, L.Value | None]:
     """(lane 0 of `v` as a scalar, i1 condition or None): for a vector `stride` knows, the scalar code of its
     lane 0, and where an extension needs it the test that no lane's value wraps (every lane active)."""
@@ -331,11 +341,10 @@ def _base(b: L.IRBuilder, v: L.Value, tags: Tags, conds: list[L.Value], memo: di
         if tag[2]:  # (lane 31 where no wrap put it: see `Lanes`)
             last = b.extract_element(v, L.Constant(L.IntType(32), WARP - 1))
             conds.append(b.icmp_unsigned("==", last, b.add(out, L.Constant(et, (WARP - 1) * tag[1] % (1 << et.width)))))
-        if tag[3]:  # (every lane where lane 0's and the stride put it: see `Strides`)
-            step = L.Constant(v.type, [i * tag[1] % (1 << et.width) for i in range(WARP)])
-            lane0 = b.shuffle_vector(v, v, L.Constant(L.VectorType(L.IntType(32), WARP), [0] * WARP))
-            off = b.icmp_unsigned("!=", v, b.add(lane0, step))
-            conds.append(b.icmp_unsigned("==", b.bitcast(off, L.IntType(WARP)), L.Constant(L.IntType(WARP), 0)))
+        if tag[3] is True:  # (every lane where lane 0's and the stride put it: see `Strides`)
+            conds.append(lanes_test(b, v, tag[1]))
+        elif tag[3] is not False:  # (that test, made where the register was taken in)
+            conds.append(tag[3])
     elif isinstance(v, L.Constant):
         lanes = _lanes_of(v)
         assert lanes is not None

@@ -504,8 +504,8 @@ class BlockGen:
         regs.values.update(self.entry_regs[seg.start])
         for s, phi in self.entry_regs[seg.start].items():
             st = self.lane_stride(s, seg.start)
-            if st is not None:
-                regs.lanes[id(phi)] = (phi, *st)
+            if st is not None:  # (a stepped register's test made once here, for all the segment's accesses)
+                regs.lanes[id(phi)] = (phi, st[0], st[1], affine.lanes_test(b, phi, st[0]) if st[2] else False)
         regs.groups = access_groups(self.layout, seg.start, seg.end)
         for pc in range(seg.start, seg.end):
             op = self.ops[pc]
