@@ -69,25 +69,33 @@ def _kernel(step: int = 4, carried: bool = False):
     return pf.parse(text.replace("STEP", str(step)), filename="add.ptx").kernel("add")
 
 
-def _both(k, grid, block, words, n, off=0, ptr_words=0, level=None):
-    """Run `k` on both tiers from the same inputs: per tier ("ok", c's bytes, counts) or ("fault", message)."""
+def _on_tiers(k, grid, block, make, level=None):
+    """Run `k` on both tiers from the same inputs, `make()` -> (its buffers, the launch's arguments; the last
+    buffer is the output): per tier ("ok", the output's bytes, counts) or ("fault", message)."""
     found = {}
     for tier in ("interp", "native"):
-        rng = np.random.default_rng(5)
-        a, b = (to_device(rng.integers(0, 1 << 30, words, dtype=np.uint32)) for _ in range(2))
-        c = to_device(np.zeros(words, np.uint32))
-        args = [a.address + 4 * ptr_words, b.address + 4 * ptr_words, c.address + 4 * ptr_words, np.uint32(n),
-                np.uint32(off)]
+        bufs, args = make()
         try:
             r = k.launch(grid=grid, block=block, args=args,
                          options=EmulatorOptions(tier=tier, level=level if tier == "native" else None))
             assert r.tier == tier, r.tier_note
-            found[tier] = ("ok", c.to_host().tobytes(), r.thread_instructions)
+            found[tier] = ("ok", bufs[-1].to_host().tobytes(), r.thread_instructions)
         except MemoryFault as e:
             found[tier] = ("fault", str(e))
-        for x in (a, b, c):
+        for x in bufs:
             x.free()
     return found
+
+
+def _both(k, grid, block, words, n, off=0, ptr_words=0, level=None):
+    """`_on_tiers` of the ADD kernel: a and b random, c the output, `ptr_words` into each."""
+    def make():
+        rng = np.random.default_rng(5)
+        a, b = (to_device(rng.integers(0, 1 << 30, words, dtype=np.uint32)) for _ in range(2))
+        c = to_device(np.zeros(words, np.uint32))
+        return [a, b, c], [a.address + 4 * ptr_words, b.address + 4 * ptr_words, c.address + 4 * ptr_words,
+                           np.uint32(n), np.uint32(off)]
+    return _on_tiers(k, grid, block, make, level)
 
 
 def test_registers_of_the_thread_index_are_lane_affine():
@@ -170,39 +178,29 @@ def test_a_loop_index_stepped_by_a_uniform_amount_is_lane_affine_checked_when_ru
     assert got.get(layout.lookup(layout.placed[fl.entry], "%r6")[1]) == (1, False, True)
 
 
+def _grid_stride_args(words, n, extra):
+    rng = np.random.default_rng(11)
+    x, y = (to_device(rng.integers(0, 1 << 30, words, dtype=np.uint32)) for _ in range(2))
+    return [x, y], [x, y, np.uint32(n), np.uint32(extra)]
+
+
 @pytest.mark.parametrize("level", ["quick", "opt"])
 @pytest.mark.parametrize("n,extra", [(4096, 0), (3001, 0), (4096, 5), (3001, 40), (4096, 128)])
 def test_grid_stride_loops_match_the_interpreter(n, extra, level):
     """Every lane stepping alike (the span way) or some running ahead (the runtime test sends the warp the vector
     way), n a multiple of the grid's threads or not (the last warps diverge), at both compile levels."""
-    k = pf.parse(GRID_STRIDE, filename="gs.ptx").kernel("gs")
-    found = {}
-    for tier in ("interp", "native"):
-        rng = np.random.default_rng(11)
-        x, y = (to_device(rng.integers(0, 1 << 30, 4096, dtype=np.uint32)) for _ in range(2))
-        r = k.launch(grid=(4,), block=(128,), args=[x, y, np.uint32(n), np.uint32(extra)],
-                     options=EmulatorOptions(tier=tier, level=level if tier == "native" else None))
-        assert r.tier == tier, r.tier_note
-        found[tier] = (y.to_host().tobytes(), r.thread_instructions)
-        x.free()
-        y.free()
-    assert found["interp"] == found["native"]
+    found = _on_tiers(pf.parse(GRID_STRIDE, filename="gs.ptx").kernel("gs"), (4,), (128,),
+                      lambda: _grid_stride_args(4096, n, extra), level)
+    assert found["interp"] == found["native"] and found["native"][0] == "ok"
 
 
 def test_a_grid_stride_loop_past_its_buffer_faults_alike_on_both_tiers():
     """The span way's window is the allocation: a loop running off its end faults at the same load on both tiers
     (which lane first: the interpreter steps every block's warps in turn, the native tier a block at a time)."""
-    k = pf.parse(GRID_STRIDE, filename="gs.ptx").kernel("gs")
-    msgs = []
-    for tier in ("interp", "native"):
-        x, y = (to_device(np.zeros(1000, np.uint32)) for _ in range(2))
-        with pytest.raises(MemoryFault) as e:
-            k.launch(grid=(4,), block=(128,), args=[x, y, np.uint32(4096), np.uint32(0)],
-                     options=EmulatorOptions(tier=tier))
-        msgs.append(str(e.value))
-        x.free()
-        y.free()
-    for m in msgs:
+    found = _on_tiers(pf.parse(GRID_STRIDE, filename="gs.ptx").kernel("gs"), (4,), (128,),
+                      lambda: _grid_stride_args(1000, 4096, 0))
+    for kind, m in found.values():
+        assert kind == "fault"
         assert m.startswith("gs.ptx:27: ld.global.u32 %r8, [%rd4];: out-of-bounds global access of 4 bytes at "), m
         assert "past the end of buffer" in m
 

@@ -9,8 +9,8 @@ most of it on the same few blocks per access. The access code here is written on
   at each half-warp on its own consecutive bytes (up to 4 granules of the validity map as one 32-bit read),
   else lane by lane; a shared access of a group whose check passed (`group_ok`, access.py) is not looked at;
 - `span_fits`: the same look at a warp's span of consecutive bytes from one scalar offset (a lane-affine
-  address's: affine.py), and `alloc_window`: the allocation such a span lies in, from the allocation table the
-  launcher puts after the validity map (the access's window of good offsets, warp.py);
+  address's: affine.py), and `alloc_window`: the allocation such a span lies in, from the launcher's
+  allocation table (the access's window of good offsets, warp.py);
 - `consecutive` / `half_shapes`: the addresses' shape, which the caller makes once per access or per access
   group (access.py) and passes to the check and to
 - `load` / `store`: a warp's load or store of one element per lane: one vector access when the lanes are
@@ -322,31 +322,22 @@ def span_fits(gen: BlockGen, b: L.IRBuilder, off: L.Value, nbytes: int, wr: bool
 TABLE_READONLY_BIT = 62  # an allocation table entry's end: bit 62 set for a read-only allocation
 
 
-def table_offset(granules: int) -> int:
-    """Where the allocation table starts in the validity map's array (launcher._build_map): past the map of
-    `granules` entries and its 4 bytes of padding, at an 8-byte boundary."""
-    return (granules + 4 + 7) & ~7
-
-
 def alloc_window(gen: BlockGen, b: L.IRBuilder, off: L.Value, span: int, wr: bool) -> tuple[L.Value, L.Value]:
     """(lo, count): the arena offsets lo .. lo + count - 1 at which a span of `span` bytes lies inside the one
     allocation holding arena offset `off` (writable for a write), found by bisection in the allocation table;
     count 0 where `off`'s span does not lie in one (it may still lie on valid bytes of two adjacent ones:
     `span_fits` tells). A span access's window (warp.py): it holds every later span of that allocation."""
     f, new = _function(gen, f"alloc_window{span}_{'w' if wr else 'r'}", L.LiteralStructType([I64, I64]),
-                       [I64, I64, I8.as_pointer()], hot=None)
+                       [I64, I64.as_pointer()], hot=None)
     if new:
         _alloc_window_body(f, span, wr)
-    got = b.call(f, [off, gen.arena_size, gen.gmap])
+    got = b.call(f, [off, gen.allocs])
     return b.extract_value(got, 0), b.extract_value(got, 1)
 
 
 def _alloc_window_body(f: L.Function, span: int, wr: bool) -> None:
-    fo, fsize, fmap = f.args
+    fo, table = f.args
     fb = L.IRBuilder(f.append_basic_block("entry"))
-    granules = fb.lshr(fb.add(fsize, L.Constant(I64, GRANULE - 1)), L.Constant(I64, 6))
-    at = fb.and_(fb.add(granules, L.Constant(I64, 4 + 7)), L.Constant(I64, ~7))
-    table = fb.bitcast(fb.gep(fmap, [at]), I64.as_pointer())
     count = fb.load(table, align=8)
     entry = fb.block
     head, body, found = (f.append_basic_block(x) for x in ("bisect", "step", "found"))

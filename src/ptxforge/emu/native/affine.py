@@ -216,6 +216,14 @@ def _splatted(v: L.Value) -> L.Value | None:
     return None
 
 
+def uniform(v: L.Value) -> bool:
+    """Whether the warp vector `v` is the same in every lane as built: a constant or a splat (a shuffle of lane 0)."""
+    if isinstance(v, L.Constant):
+        elems = v.constant
+        return not isinstance(elems, tuple | list) or len({e.constant for e in elems}) == 1
+    return isinstance(v, L.ShuffleVector) and all(m.constant == 0 for m in v.operands[2].constant)
+
+
 def _lanes_of(v: L.Constant) -> list[int] | None:
     """The lanes of a constant integer vector (None where one is not a plain integer)."""
     c = v.constant

@@ -33,6 +33,7 @@ from ptxforge.emu.native.access import access_groups
 from ptxforge.emu.native.dataflow import (
     constant_registers,
     live_in,
+    next_pcs,
     param_registers,
     read_before_written,
     read_where_written,
@@ -60,14 +61,15 @@ CTX_PARAMS, CTX_ARENA, CTX_ARENA_SIZE, CTX_GMAP, CTX_SHARED, CTX_STATUS, CTX_COU
 CTX_GRID = 7  # 7, 8, 9: nctaid.x/y/z
 CTX_SHARED_SIZE = 10
 CTX_PROBE = 11  # this worker's probe slot (the no-progress watchdog's; see probe_code.py)
-CTX_LEN = 12
+CTX_ALLOCS = 12  # the allocation table (launcher._allocation_table; access_calls.alloc_window)
+CTX_LEN = 13
 PROBE_REQ, PROBE_HASH, PROBE_BLOCK, PROBE_WRITES, PROBE_WARP, PROBE_PC, PROBE_LEN = (  # (the launcher's)
     probe_code.PROBE_REQ, probe_code.PROBE_HASH, probe_code.PROBE_BLOCK, probe_code.PROBE_WRITES,
     probe_code.PROBE_WARP, probe_code.PROBE_PC, probe_code.PROBE_LEN)
 # status[0] codes (status: [code, pc, thread, block, address, nbytes, write])
 ST_OK, ST_FAULT, ST_MISALIGNED, ST_READONLY, ST_NOT_CONVERGED, ST_STOP, ST_NO_PROGRESS = 0, 1, 2, 3, 4, 5, 6
 GRANULE, GMAP_READONLY = access_calls.GRANULE, access_calls.GMAP_READONLY  # (the launcher's)
-table_offset, TABLE_READONLY_BIT = access_calls.table_offset, access_calls.TABLE_READONLY_BIT
+TABLE_READONLY_BIT = access_calls.TABLE_READONLY_BIT  # (the launcher's)
 
 BARRIER_OPCODES = ("bar", "barrier")
 
@@ -212,6 +214,7 @@ class BlockGen:
         self.arena_base = ctx(CTX_ARENA)
         self.arena_size = ctx(CTX_ARENA_SIZE)
         self.gmap = b.inttoptr(ctx(CTX_GMAP), i8p)
+        self.allocs = b.inttoptr(ctx(CTX_ALLOCS), I64.as_pointer())
         self.shared = b.inttoptr(ctx(CTX_SHARED), i8p)
         self.shared_base = ctx(CTX_SHARED)
         self.status = b.inttoptr(ctx(CTX_STATUS), I64.as_pointer())
@@ -547,18 +550,8 @@ class BlockGen:
         if kept_into is not None:
             seg = self.seg_at[kept_into]
             carried = sum(1 << s for s in self.entry_regs[kept_into])
-            keep &= ~(carried & ~self._live_after(self._exits(seg)))
+            keep &= ~(carried & ~self._live_after(next_pcs(self.layout, self.ops, seg.end - 1, seg.end + 1)))
         self._flush(b, w, regs, mask, keep)
-
-    def _exits(self, seg: Segment) -> list[int]:
-        """The pcs segment `seg` may go on at (its lanes' next pcs)."""
-        last = seg.end - 1
-        op, guarded = self.ops[last], self.layout.placed[last].ins.guard is not None
-        if op.kind == C.BRA:
-            return [op.target, seg.end] if guarded else [op.target]
-        if op.kind in (C.EXIT, C.RET):
-            return [seg.end] if guarded else []
-        return [seg.end]
 
     def _flush(self, b: L.IRBuilder, w: L.Value, regs: SegmentRegs, mask: L.Value, keep: int) -> None:
         """Store the written registers whose bit is set in `keep`, for the lanes of `mask`."""

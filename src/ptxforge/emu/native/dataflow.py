@@ -63,16 +63,19 @@ def _flow(layout: Layout, ops: list[Any], lo: int, hi: int) -> tuple[dict, dict,
             r |= _slots(layout, pc, [ir.Register(ins.guard.predicate)])
         reads[pc] = r
         writes[pc] = dest if ins.guard is None else 0
-        op = ops[pc]
-        k = op.kind
-        nxt = [pc + 1] if pc + 1 < hi else []
-        if k == C.BRA:
-            succ[pc] = [op.target] if ins.guard is None else [op.target, *nxt]
-        elif k in (C.EXIT, C.RET, C.TRAP):
-            succ[pc] = [] if ins.guard is None else nxt
-        else:
-            succ[pc] = nxt
+        succ[pc] = next_pcs(layout, ops, pc, hi)
     return reads, writes, succ
+
+
+def next_pcs(layout: Layout, ops: list[Any], pc: int, hi: int) -> list[int]:
+    """The pcs a lane may go on at after the instruction at `pc` (of a function ending before `hi`)."""
+    op, guarded = ops[pc], layout.placed[pc].ins.guard is not None
+    nxt = [pc + 1] if pc + 1 < hi else []
+    if op.kind == C.BRA:
+        return [op.target, *nxt] if guarded else [op.target]
+    if op.kind in (C.EXIT, C.RET, C.TRAP):
+        return nxt if guarded else []
+    return nxt
 
 
 def shuffled(layout: Layout, lo: int, hi: int) -> int:

@@ -49,14 +49,15 @@ def default_threads() -> int:
 _CORES: list[int] = []
 
 
-_MAPS: weakref.WeakKeyDictionary[Any, tuple[tuple, weakref.ref, tuple[int, int, int, np.ndarray]]] = \
-    weakref.WeakKeyDictionary()
+_Memory = tuple[int, int, int, int, tuple[np.ndarray, np.ndarray]]  # (`_global_memory`)
+_MAPS: weakref.WeakKeyDictionary[Any, tuple[tuple, weakref.ref, _Memory]] = weakref.WeakKeyDictionary()
 # (IR text, level asked: "quick", "opt", or "auto": quick or better) -> (the ctypes function, its level)
 _FUNCS: dict[tuple[str, str], tuple[Any, str]] = {}
-_ADDRESS: dict[int, int] = {}  # id of a function of _FUNCS (kept there) -> its address
-def _global_memory(memory: Any) -> tuple[int, int, int, np.ndarray]:
-    """(the arena's address, its size, the validity map's address, the map) of `memory` as its launches see it
-    (the addresses looked up once per arena and map)."""
+
+
+def _global_memory(memory: Any) -> _Memory:
+    """(the arena's address, its size, the validity map's address, the allocation table's address, (the map, the
+    table)) of `memory` as its launches see it (the addresses looked up once per arena and map)."""
     arena = memory.arena
     key = (arena.size, memory.allocations)  # (the same Allocation objects compare by identity first)
     last = _LAST_MAP[0]  # (the memory of the last launch: most launches run where the one before ran)
@@ -64,8 +65,8 @@ def _global_memory(memory: Any) -> tuple[int, int, int, np.ndarray]:
     if hit is not None and hit[0] == key and hit[1]() is arena:
         found = hit[2]
     else:
-        gmap = _build_map(memory)
-        found = (arena.ctypes.data, arena.size, gmap.ctypes.data, gmap)
+        gmap, table = _build_map(memory), _allocation_table(memory)
+        found = (arena.ctypes.data, arena.size, gmap.ctypes.data, table.ctypes.data, (gmap, table))
         hit = _MAPS[memory] = (key, weakref.ref(arena), found)  # (a weak reference: a grown arena's old array
         # is not kept alive by its entry)
     if last is None or last[1] is not hit:
@@ -77,22 +78,27 @@ _LAST_MAP: list[tuple[weakref.ref, tuple] | None] = [None]
 
 
 def _build_map(memory: Any) -> np.ndarray:
-    """The validity map (a byte per 64-byte granule of the arena: its valid bytes from the granule's start, and
-    the read-only flag), then the allocation table at the next 8-byte boundary (access_calls.alloc_window)."""
+    """The validity map: a byte per 64-byte granule of the arena, its valid bytes from the granule's start and
+    the read-only flag."""
     n = (memory.arena.size + G.GRANULE - 1) // G.GRANULE
-    at = G.table_offset(n)
-    allocs = sorted(memory.allocations, key=lambda a: a.offset)
-    gmap = np.zeros(at + 8 * (1 + 2 * len(allocs)), np.uint8)  # (+4 past the map at least: the code reads each
-    # entry as the low byte of an i32)
-    table = gmap[at:].view(np.int64)
-    table[0] = len(allocs)
-    for i, a in enumerate(allocs):
+    gmap = np.zeros(n + 4, np.uint8)  # (+4: the code reads each entry as the low byte of an i32)
+    for a in memory.allocations:
         first, end = a.offset, a.offset + a.size
         g0, g1 = first // G.GRANULE, (end + G.GRANULE - 1) // G.GRANULE
         valid = np.minimum(end - np.arange(g0, g1, dtype=np.int64) * G.GRANULE, G.GRANULE).astype(np.uint8)
         gmap[g0:g1] = valid | (G.GMAP_READONLY if a.readonly else 0)
-        table[1 + 2 * i], table[2 + 2 * i] = first, end | (int(a.readonly) << G.TABLE_READONLY_BIT)
     return gmap
+
+
+def _allocation_table(memory: Any) -> np.ndarray:
+    """The allocations by arena offset for `access_calls.alloc_window`: their count, then (start, end with the
+    read-only flag in bit TABLE_READONLY_BIT) each."""
+    allocs = sorted(memory.allocations, key=lambda a: a.offset)
+    table = np.zeros(1 + 2 * len(allocs), np.int64)
+    table[0] = len(allocs)
+    for i, a in enumerate(allocs):
+        table[1 + 2 * i], table[2 + 2 * i] = a.offset, a.offset + a.size | int(a.readonly) << G.TABLE_READONLY_BIT
+    return table
 
 
 _LOCAL = threading.local()  # per thread: its shared-memory buffer and launch record, reused by later launches
@@ -113,13 +119,12 @@ class _Record:
     (int64s: `arr`, at `address`; `words` writes single slots for a fraction of numpy's per-call cost), and
     a copy of the launch's parameter buffer (`params`, at `params_address`)."""
 
-    __slots__ = ("arr", "words", "address", "ctx", "status", "params", "params_view", "params_address")
+    __slots__ = ("arr", "words", "address", "status", "params", "params_view", "params_address")
 
     def __init__(self, nblocks: int, nparams: int) -> None:
         self.arr = np.zeros(max(G.CTX_LEN + STATUS_LEN + nblocks, 4096), np.int64)
         self.words = self.arr.data
         self.address = self.arr.ctypes.data
-        self.ctx = self.arr[:G.CTX_LEN]
         self.status = self.arr[G.CTX_LEN:G.CTX_LEN + STATUS_LEN]
         self.params = np.zeros(max(nparams, 4096), np.uint8)
         self.params_view = self.params.data
@@ -180,7 +185,6 @@ def function(ir_text: str, level: str, exact: bool = False) -> tuple[Any, str]:
     if hit is None or (hit[1] == "quick" and key[1] == "auto" and (ir_text, "opt") in _FUNCS):
         addr, got = load(ir_text, level, exact)
         hit = _FUNCS[key] = (_RUN(addr), got)
-        _ADDRESS[id(hit[0])] = addr
     return hit
 
 
@@ -192,7 +196,7 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
     t0 = time.perf_counter()
     assert plan.ir_text is not None
     fn, ran_level = function(plan.ir_text, level, exact)
-    arena_address, arena_size, gmap_address, _ = _global_memory(m.device)
+    arena_address, arena_size, gmap_address, table_address, _ = _global_memory(m.device)
     nblocks = m.nblocks
     nthreads = max(1, min(threads or default_threads(), nblocks))
     shared_size = int(m.shared_size)
@@ -211,6 +215,7 @@ def run_native(m: Machine, plan: NativePlan, threads: int | None = None, level: 
     w[G.CTX_ARENA] = arena_address
     w[G.CTX_ARENA_SIZE] = arena_size
     w[G.CTX_GMAP] = gmap_address
+    w[G.CTX_ALLOCS] = table_address
     w[G.CTX_SHARED] = _shared_buffer(shared_size)
     w[G.CTX_STATUS] = addr + 8 * G.CTX_LEN
     w[G.CTX_COUNTS] = addr + 8 * (G.CTX_LEN + STATUS_LEN)
@@ -277,8 +282,8 @@ def _run_spread(fn: Any, addr: int, words: memoryview, nblocks: int, nthreads: i
         return
     try:
         chunk = max(1, math.ceil(CHUNK_S / max(per_block, 1e-12)))
-        crew.run(_ADDRESS[id(fn)], words[:G.CTX_LEN], addr, words[G.CTX_PROBE], nthreads, first, nblocks, chunk,
-                 shared_size)
+        fn_address = ctypes.cast(fn, ctypes.c_void_p).value or 0  # (the machine code the helpers call too)
+        crew.run(fn_address, words[:G.CTX_LEN], addr, words[G.CTX_PROBE], nthreads, first, nblocks, chunk, shared_size)
     finally:
         crew.lock.release()
 

@@ -124,22 +124,20 @@ def arith64(ins: ir.Instruction, env: WarpEnv) -> None:
     if ins.opcode == "sub":
         xs[1] = b.xor(xs[1], L.Constant(V(I64), 1 << 63))
     fs = [b.bitcast(x, V(F64)) for x in xs]
-    op = "add" if ins.opcode in ("add", "sub") else "fma" if ins.opcode in ("fma", "mad") else ins.opcode
-    if rnd != "rn" and op in ("add", "mul", "fma") and (hw := lower_embedded.rounded(env, op, fs, rnd)) is not None:
+    op = {"add": "add", "sub": "add", "mul": "mul", "fma": "fma", "mad": "fma"}.get(ins.opcode)
+    if op is None:
+        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
+    hw = lower_embedded.rounded(env, op, fs, rnd)  # (None: .rn, or no embedded rounding on this host)
+    if hw is not None:
         r = hw
-    elif ins.opcode in ("add", "sub"):
-        if rnd == "rn":
-            r = b.fadd(fs[0], fs[1])
-        else:
-            r = _add64_directed(b, fs[0], fs[1], rnd)
-    elif ins.opcode == "mul":
+    elif op == "add":
+        r = b.fadd(fs[0], fs[1]) if rnd == "rn" else _add64_directed(b, fs[0], fs[1], rnd)
+    elif op == "mul":
         r = b.fmul(fs[0], fs[1]) if rnd == "rn" else _mul64_directed(env, fs[0], fs[1], rnd)
-    elif ins.opcode in ("fma", "mad"):
+    else:
         r = b.call(_intr(env, "llvm.fma", F64, 3), fs)
         if rnd != "rn":
             r = _fma64_directed(env, fs, r, rnd)
-    else:
-        raise NotNative(f"{ins.mnemonic} is not in the native tier yet")
     write(env, ops[0], _nan64(b, r, xs))
 
 

@@ -99,8 +99,7 @@ def exp2_approx(b: L.IRBuilder, muladd: L.Function, x: L.Value) -> L.Value:
     t = b.fadd(x, magic)
     f = b.fsub(x, b.fsub(t, magic))  # exact
     k = b.sub(b.bitcast(t, V(I64)), R.c(I64, 0x4338000000000000))  # bits(_MAGIC + k) - bits(_MAGIC) = k
-    scale = b.bitcast(b.shl(b.add(k, R.c(I64, 1023)), R.c(I64, 52)), V(F64))
-    return b.fmul(_horner(b, muladd, exp2_coefficients(), f), scale)
+    return b.fmul(_horner(b, muladd, exp2_coefficients(), f), R.pow2(b, k))
 
 
 def log2_approx(b: L.IRBuilder, muladd: L.Function, x: L.Value) -> L.Value:

@@ -516,22 +516,14 @@ def splat(b: L.IRBuilder, x: L.Value) -> L.Value:
     return b.shuffle_vector(b.insert_element(zero, x, _LANE0), zero, _SPLAT_MASK)
 
 
-def _uniform(v: L.Value) -> bool:
-    """Whether the vector `v` is the same in every lane as built here: a constant or a `splat`."""
-    if isinstance(v, L.Constant):
-        elems = v.constant
-        return not isinstance(elems, tuple | list) or len({e.constant for e in elems}) == 1
-    return isinstance(v, L.ShuffleVector) and all(m.constant == 0 for m in v.operands[2].constant)
-
-
 def shape_root(v: L.Value) -> L.Value:
-    """`v` less the terms the same in every lane it adds or subtracts (`_uniform`): lane i of `v` less lane 0
+    """`v` less the terms the same in every lane it adds or subtracts (`affine.uniform`): lane i of `v` less lane 0
     is lane i of the root less lane 0, modulo 2**64, so the two have the same shape (consecutive or not)."""
     while isinstance(v, L.Instruction) and v.opname in ("add", "sub") and len(v.operands) == 2:
         x, y = v.operands
-        if _uniform(y):
+        if affine.uniform(y):
             v = x
-        elif v.opname == "add" and _uniform(x):
+        elif v.opname == "add" and affine.uniform(x):
             v = y
         else:
             break
