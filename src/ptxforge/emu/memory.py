@@ -23,6 +23,7 @@ CTA is rank 0 and its addresses are plain offsets.
 from __future__ import annotations
 
 import bisect
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -82,6 +83,9 @@ class Allocation:
 REDZONE = 256
 
 
+_ALLOC_LOCK = threading.Lock()  # (allocation and freeing in every DeviceMemory: not a hot path)
+
+
 class DeviceMemory:
     """Global memory: one growable byte arena holding every allocation, first-fit allocator."""
 
@@ -103,31 +107,32 @@ class DeviceMemory:
     # ------------------------------------------------------------------ allocation
     def alloc(self, size: int, name: str = "", align: int = 256, readonly: bool = False) -> Allocation:
         """Reserve `size` bytes (zeroed); the address is aligned to `align` (at least 256)."""
-        align = max(256, align)
-        span = _round_up(max(size, 1), PAD)
-        allocs, start = self._allocs, self._scan_from
-        end = self._end_of(allocs[start - 1]) if start else 0  # where the gap before allocs[start] begins
-        off = _round_up(end, align)
-        for j in range(start, len(allocs)):  # first fit between existing allocations, a red zone after each
-            a = allocs[j]
-            if off + span + REDZONE <= a.offset:
-                break
-            if j == self._scan_from and _round_up(end, 256) + PAD + REDZONE > a.offset:
-                self._scan_from = j + 1  # no allocation fits before allocs[j]
-            end = self._end_of(a)
+        with _ALLOC_LOCK:  # (threads launching with host arrays allocate at once: one first fit at a time)
+            align = max(256, align)
+            span = _round_up(max(size, 1), PAD)
+            allocs, start = self._allocs, self._scan_from
+            end = self._end_of(allocs[start - 1]) if start else 0  # where the gap before allocs[start] begins
             off = _round_up(end, align)
-        old = self.arena.size
-        if off + span > old:
-            grown = np.zeros(_round_up(max(off + span, 2 * old), PAD), np.uint8)
-            grown[:old] = self.arena
-            self.arena = grown
-        # zero what a freed allocation may have left; the grown part is fresh zeros (untouched pages)
-        self.arena[off: min(off + span, old)] = 0
-        alloc = Allocation(GLOBAL_BASE + off, size, off, name, readonly)
-        i = bisect.bisect(self._bases, alloc.base)
-        self._allocs.insert(i, alloc)
-        self._bases.insert(i, alloc.base)
-        return alloc
+            for j in range(start, len(allocs)):  # first fit between existing allocations, a red zone after each
+                a = allocs[j]
+                if off + span + REDZONE <= a.offset:
+                    break
+                if j == self._scan_from and _round_up(end, 256) + PAD + REDZONE > a.offset:
+                    self._scan_from = j + 1  # no allocation fits before allocs[j]
+                end = self._end_of(a)
+                off = _round_up(end, align)
+            old = self.arena.size
+            if off + span > old:
+                grown = np.zeros(_round_up(max(off + span, 2 * old), PAD), np.uint8)
+                grown[:old] = self.arena
+                self.arena = grown
+            # zero what a freed allocation may have left; the grown part is fresh zeros (untouched pages)
+            self.arena[off: min(off + span, old)] = 0
+            alloc = Allocation(GLOBAL_BASE + off, size, off, name, readonly)
+            i = bisect.bisect(self._bases, alloc.base)
+            self._allocs.insert(i, alloc)
+            self._bases.insert(i, alloc.base)
+            return alloc
 
     @staticmethod
     def _end_of(a: Allocation) -> int:
@@ -135,11 +140,12 @@ class DeviceMemory:
         return a.offset + _round_up(max(a.size, 1), PAD) + REDZONE
 
     def free(self, alloc: Allocation) -> None:
-        i = bisect.bisect_left(self._bases, alloc.base)
-        if i < len(self._bases) and self._allocs[i] is alloc:
-            del self._allocs[i]
-            del self._bases[i]
-            self._scan_from = min(self._scan_from, i)
+        with _ALLOC_LOCK:
+            i = bisect.bisect_left(self._bases, alloc.base)
+            if i < len(self._bases) and self._allocs[i] is alloc:
+                del self._allocs[i]
+                del self._bases[i]
+                self._scan_from = min(self._scan_from, i)
 
     def find(self, addr: int) -> Allocation | None:
         """The allocation containing `addr`, or None."""

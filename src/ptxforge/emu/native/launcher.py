@@ -58,14 +58,15 @@ _FUNCS: dict[tuple[str, str], tuple[Any, str]] = {}
 def _global_memory(memory: Any) -> _Memory:
     """(the arena's address, its size, the validity map's address, the allocation table's address, (the map, the
     table)) of `memory` as its launches see it (the addresses looked up once per arena and map)."""
-    arena = memory.arena
-    key = (arena.size, memory.allocations)  # (the same Allocation objects compare by identity first)
+    allocs = memory.allocations  # (one snapshot, taken before the arena: an arena only grows, so it holds them
+    arena = memory.arena  # all even where another thread allocates meanwhile)
+    key = (arena.size, allocs)  # (the same Allocation objects compare by identity first)
     last = _LAST_MAP[0]  # (the memory of the last launch: most launches run where the one before ran)
     hit = last[1] if last is not None and last[0]() is memory else _MAPS.get(memory)
     if hit is not None and hit[0] == key and hit[1]() is arena:
         found = hit[2]
     else:
-        gmap, table = _build_map(memory), _allocation_table(memory)
+        gmap, table = _build_map(arena.size, allocs), _allocation_table(allocs)
         found = (arena.ctypes.data, arena.size, gmap.ctypes.data, table.ctypes.data, (gmap, table))
         hit = _MAPS[memory] = (key, weakref.ref(arena), found)  # (a weak reference: a grown arena's old array
         # is not kept alive by its entry)
@@ -77,12 +78,12 @@ def _global_memory(memory: Any) -> _Memory:
 _LAST_MAP: list[tuple[weakref.ref, tuple] | None] = [None]
 
 
-def _build_map(memory: Any) -> np.ndarray:
-    """The validity map: a byte per 64-byte granule of the arena, its valid bytes from the granule's start and
-    the read-only flag."""
-    n = (memory.arena.size + G.GRANULE - 1) // G.GRANULE
+def _build_map(arena_size: int, allocs: tuple) -> np.ndarray:
+    """The validity map of an arena of `arena_size` bytes holding `allocs`: a byte per 64-byte granule, its
+    valid bytes from the granule's start and the read-only flag."""
+    n = (arena_size + G.GRANULE - 1) // G.GRANULE
     gmap = np.zeros(n + 4, np.uint8)  # (+4: the code reads each entry as the low byte of an i32)
-    for a in memory.allocations:
+    for a in allocs:
         first, end = a.offset, a.offset + a.size
         g0, g1 = first // G.GRANULE, (end + G.GRANULE - 1) // G.GRANULE
         valid = np.minimum(end - np.arange(g0, g1, dtype=np.int64) * G.GRANULE, G.GRANULE).astype(np.uint8)
@@ -90,10 +91,10 @@ def _build_map(memory: Any) -> np.ndarray:
     return gmap
 
 
-def _allocation_table(memory: Any) -> np.ndarray:
-    """The allocations by arena offset for `access_calls.alloc_window`: their count, then (start, end with the
+def _allocation_table(allocs: tuple) -> np.ndarray:
+    """`allocs` by arena offset for `access_calls.alloc_window`: their count, then (start, end with the
     read-only flag in bit TABLE_READONLY_BIT) each."""
-    allocs = sorted(memory.allocations, key=lambda a: a.offset)
+    allocs = tuple(sorted(allocs, key=lambda a: a.offset))
     table = np.zeros(1 + 2 * len(allocs), np.int64)
     table[0] = len(allocs)
     for i, a in enumerate(allocs):
